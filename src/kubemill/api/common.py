@@ -1,0 +1,191 @@
+"""The vocabulary every job kind shares, named as in Kubeflow ``kubeflow.org/v1``.
+
+``ReplicaSpec``, ``RunPolicy`` (with ``SchedulingPolicy``), ``JobStatus``, ``Condition``
+and ``ReplicaStatus`` mean the same for TFJob, PyTorchJob and the kinds that follow, so
+the core reconciler handles all of them with one set of rules. :class:`Job` is the base
+of every kind and exposes what the frameworks and the core need without knowing the kind.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from kubemill.api.base import KubeModel
+from kubemill.api.kube import ObjectMeta, PodTemplateSpec
+
+GROUP = "kubemill.dev"
+"""Our own API group; upstream groups are accepted by the loader and mapped onto it."""
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class RestartPolicy(StrEnum):
+    """What happens when a replica's process (pod) exits."""
+
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"
+    """Exit codes 1-127 are permanent failures; 128 and above (signals) are retried."""
+
+
+class CleanPodPolicy(StrEnum):
+    """Which pods to delete once the job has finished."""
+
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"
+
+
+class ConditionType(StrEnum):
+    """Job conditions, with upstream (Kubeflow) semantics."""
+
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class SchedulingPolicy(KubeModel):
+    """Gang-scheduling settings, turned into a PodGroup on Kubernetes."""
+
+    min_available: int | None = Field(default=None, ge=0)
+    queue: str | None = None
+    min_resources: dict[str, str | int] | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+
+
+class RunPolicy(KubeModel):
+    """How a job runs and ends; the same for every kind."""
+
+    clean_pod_policy: CleanPodPolicy | None = None
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    active_deadline_seconds: int | None = Field(default=None, ge=0)
+    backoff_limit: int | None = Field(default=None, ge=0)
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = False
+    managed_by: str | None = None
+
+
+class ReplicaSpec(KubeModel):
+    """One replica type (Chief, Worker, PS, Master, ...): how many and what each runs."""
+
+    replicas: int | None = Field(default=1, ge=0)
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    restart_policy: RestartPolicy | None = None
+
+
+class Condition(KubeModel):
+    """One observed condition of a job."""
+
+    type: ConditionType
+    status: Literal["True", "False", "Unknown"] = "True"
+    reason: str = ""
+    message: str = ""
+    last_update_time: datetime | None = None
+    last_transition_time: datetime | None = None
+
+
+class ReplicaStatus(KubeModel):
+    """Counts of one replica type's pods."""
+
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    restarts: int = 0
+    """Restarts counted against ``backoffLimit`` (in place and by recreation). kubemill only."""
+    label_selector: dict[str, Any] | None = None
+    selector: str | None = None
+
+
+class JobStatus(KubeModel):
+    """The observed state of a job, as the status subresource carries it."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    last_reconcile_time: datetime | None = None
+
+    def condition(self, kind: ConditionType) -> Condition | None:
+        """The condition of this type, if the job has one."""
+        for cond in self.conditions:
+            if cond.type == kind:
+                return cond
+        return None
+
+    def is_true(self, kind: ConditionType) -> bool:
+        """Whether the condition of this type is present and True."""
+        cond = self.condition(kind)
+        return cond is not None and cond.status == "True"
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded or Failed: the terminal states."""
+        return self.is_true(ConditionType.SUCCEEDED) or self.is_true(ConditionType.FAILED)
+
+    @property
+    def phase(self) -> str:
+        """One word for tables: the last True condition (Failed/Succeeded win), else Pending."""
+        for terminal in (ConditionType.FAILED, ConditionType.SUCCEEDED):
+            if self.is_true(terminal):
+                return terminal.value
+        true_ones = [c for c in self.conditions if c.status == "True"]
+        return true_ones[-1].type.value if true_ones else "Pending"
+
+
+class Job(KubeModel):
+    """The base of every job kind. Subclasses set the ClassVars and ``replica_specs``."""
+
+    KIND: ClassVar[str] = ""
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = ()
+    """Canonical replica type names, in the order replicas are listed and started."""
+    DEFAULT_CONTAINER: ClassVar[str] = ""
+    """The container that gets the framework's environment (``tensorflow``, ``pytorch``)."""
+    DEFAULT_PORT_NAME: ClassVar[str] = ""
+    DEFAULT_PORT: ClassVar[int] = 0
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.NEVER
+    REPLICA_SPECS_FIELD: ClassVar[str] = ""
+    """The wire name of the replica map (``tfReplicaSpecs``) for error paths."""
+
+    api_version: str = API_VERSION
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    status: JobStatus = Field(default_factory=JobStatus)
+
+    @property
+    def name(self) -> str:
+        """The job's name (validated to be set by the loader)."""
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        """The job's namespace, ``default`` when unset."""
+        return self.metadata.namespace or "default"
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        """Replica specs keyed by canonical replica type."""
+        raise NotImplementedError
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        """The job's run policy (defaulted)."""
+        raise NotImplementedError
+
+    def replica_count(self, replica_type: str) -> int:
+        """How many replicas of a type the job asks for (0 if the type is absent)."""
+        spec = self.replica_specs.get(replica_type)
+        return 0 if spec is None or spec.replicas is None else spec.replicas
+
+    def restart_policy(self, replica_type: str) -> RestartPolicy:
+        """The (defaulted) restart policy of a replica type."""
+        spec = self.replica_specs[replica_type]
+        return spec.restart_policy or self.DEFAULT_RESTART_POLICY

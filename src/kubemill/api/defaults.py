@@ -1,0 +1,55 @@
+"""Defaulting shared by the training kinds, as the upstream webhooks do it.
+
+Applied by the kinds' ``model_validator``s, so every loaded job is already defaulted:
+replica-type keys case-normalised, ``replicas`` 1, the kind's restart policy, the
+``cleanPodPolicy`` None, and the framework port on the default container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubemill.api.common import CleanPodPolicy, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.kube import ContainerPort
+
+
+def normalise_replica_keys(raw: Any, canonical: Iterable[str]) -> Any:
+    """Map ``worker``/``WORKER`` to ``Worker`` etc.; unknown keys are left for validation."""
+    if not isinstance(raw, Mapping):
+        return raw
+    by_lower = {name.lower(): name for name in canonical}
+    return {by_lower.get(str(key).lower(), key): value for key, value in raw.items()}
+
+
+def default_replica_specs(
+    specs: dict[str, ReplicaSpec],
+    *,
+    restart_policy: RestartPolicy,
+    container: str,
+    port_name: str,
+    port: int,
+) -> None:
+    """Fill replica defaults in place (the models are fresh from validation)."""
+    for spec in specs.values():
+        if spec.replicas is None:
+            spec.replicas = 1
+        if spec.restart_policy is None:
+            spec.restart_policy = restart_policy
+        for c in spec.template.spec.containers:
+            if c.name != container:
+                continue
+            ports = c.ports or []
+            if not any(p.name == port_name for p in ports):
+                ports.append(ContainerPort(name=port_name, container_port=port))
+            c.ports = ports
+
+
+def default_run_policy(policy: RunPolicy | None) -> RunPolicy:
+    """A run policy with upstream defaults (cleanPodPolicy None, not suspended)."""
+    policy = policy or RunPolicy()
+    if policy.clean_pod_policy is None:
+        policy.clean_pod_policy = CleanPodPolicy.NONE
+    if policy.suspend is None:
+        policy.suspend = False
+    return policy

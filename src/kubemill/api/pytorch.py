@@ -1,0 +1,101 @@
+"""The PyTorchJob kind (``kubemill.dev/v1``), field for field as Kubeflow's ``kubeflow.org/v1``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from kubemill.api.base import KubeModel
+from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.defaults import (
+    default_replica_specs,
+    default_run_policy,
+    normalise_replica_keys,
+)
+
+PYTORCH_REPLICA_TYPES = ("Master", "Worker")
+
+
+class RDZVConf(KubeModel):
+    """One extra rendezvous setting (``key=value``) passed to torchrun."""
+
+    key: str
+    value: str
+
+
+class ElasticPolicy(KubeModel):
+    """Elastic (torchrun rendezvous) settings; workers may scale between min and max."""
+
+    min_replicas: int | None = Field(default=None, ge=1)
+    max_replicas: int | None = Field(default=None, ge=1)
+    rdzv_backend: str | None = None
+    rdzv_port: int | None = Field(default=None, ge=1, le=65535)
+    rdzv_host: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: list[RDZVConf] | None = None
+    standalone: bool | None = None
+    n_proc_per_node: int | None = Field(default=None, ge=1)
+    max_restarts: int | None = Field(default=None, ge=0)
+    metrics: list[Any] | None = None
+
+
+class PyTorchJobSpec(KubeModel):
+    """What a PyTorchJob asks for."""
+
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    elastic_policy: ElasticPolicy | None = None
+    pytorch_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+    nproc_per_node: str | None = None
+    """``auto``, ``cpu``, ``gpu`` or a number, as torchrun's ``--nproc-per-node``."""
+
+    @field_validator("pytorch_replica_specs", mode="before")
+    @classmethod
+    def _normalise_keys(cls, raw: Any) -> Any:
+        return normalise_replica_keys(raw, PYTORCH_REPLICA_TYPES)
+
+    @field_validator("nproc_per_node", mode="before")
+    @classmethod
+    def _nproc_as_text(cls, raw: Any) -> Any:
+        # Users write `nprocPerNode: 2`; upstream's field is a string.
+        return str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else raw
+
+
+class PyTorchJob(Job):
+    """A distributed PyTorch job: one Master and N Workers, or elastic Workers only."""
+
+    KIND: ClassVar[str] = "PyTorchJob"
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = PYTORCH_REPLICA_TYPES
+    DEFAULT_CONTAINER: ClassVar[str] = "pytorch"
+    DEFAULT_PORT_NAME: ClassVar[str] = "pytorchjob-port"
+    DEFAULT_PORT: ClassVar[int] = 23456
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.ON_FAILURE
+    REPLICA_SPECS_FIELD: ClassVar[str] = "pytorchReplicaSpecs"
+
+    kind: str = "PyTorchJob"
+    spec: PyTorchJobSpec = Field(default_factory=PyTorchJobSpec)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> PyTorchJob:
+        default_replica_specs(
+            self.spec.pytorch_replica_specs,
+            restart_policy=self.DEFAULT_RESTART_POLICY,
+            container=self.DEFAULT_CONTAINER,
+            port_name=self.DEFAULT_PORT_NAME,
+            port=self.DEFAULT_PORT,
+        )
+        self.spec.run_policy = default_run_policy(self.spec.run_policy)
+        return self
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.spec.pytorch_replica_specs
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        return self.spec.run_policy
+
+    @property
+    def is_elastic(self) -> bool:
+        """Whether torchrun rendezvous (elasticPolicy) is in use."""
+        return self.spec.elastic_policy is not None

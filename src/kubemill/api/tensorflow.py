@@ -1,0 +1,68 @@
+"""The TFJob kind (``kubemill.dev/v1``), field for field as Kubeflow's ``kubeflow.org/v1``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from kubemill.api.base import KubeModel
+from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.defaults import (
+    default_replica_specs,
+    default_run_policy,
+    normalise_replica_keys,
+)
+
+TF_REPLICA_TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
+
+
+class TFJobSpec(KubeModel):
+    """What a TFJob asks for."""
+
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    success_policy: Literal["", "AllWorkers"] | None = None
+    tf_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+    enable_dynamic_worker: bool | None = None
+
+    @field_validator("tf_replica_specs", mode="before")
+    @classmethod
+    def _normalise_keys(cls, raw: Any) -> Any:
+        return normalise_replica_keys(raw, TF_REPLICA_TYPES)
+
+
+class TFJob(Job):
+    """A distributed TensorFlow job: Chief/Master, PS, Worker and Evaluator replicas."""
+
+    KIND: ClassVar[str] = "TFJob"
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = TF_REPLICA_TYPES
+    DEFAULT_CONTAINER: ClassVar[str] = "tensorflow"
+    DEFAULT_PORT_NAME: ClassVar[str] = "tfjob-port"
+    DEFAULT_PORT: ClassVar[int] = 2222
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.NEVER
+    REPLICA_SPECS_FIELD: ClassVar[str] = "tfReplicaSpecs"
+
+    kind: str = "TFJob"
+    spec: TFJobSpec = Field(default_factory=TFJobSpec)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> TFJob:
+        default_replica_specs(
+            self.spec.tf_replica_specs,
+            restart_policy=self.DEFAULT_RESTART_POLICY,
+            container=self.DEFAULT_CONTAINER,
+            port_name=self.DEFAULT_PORT_NAME,
+            port=self.DEFAULT_PORT,
+        )
+        self.spec.run_policy = default_run_policy(self.spec.run_policy)
+        if self.spec.success_policy is None:
+            self.spec.success_policy = ""
+        return self
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.spec.tf_replica_specs
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        return self.spec.run_policy

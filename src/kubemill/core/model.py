@@ -1,0 +1,146 @@
+"""What the reconciler takes in (observations) and gives back (actions and a status).
+
+All plain frozen dataclasses: the core is pure, so a substrate translates its world
+(Kubernetes pods, local processes) into :class:`Observed` and carries out the
+:class:`Action` values it receives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from kubemill.api import JobStatus
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    """One replica's pod (or local process) as last seen."""
+
+    name: str
+    replica_type: str
+    index: int
+    phase: PodPhase
+    exit_code: int | None = None
+    """The main container's last exit code, once it has terminated."""
+    restart_count: int = 0
+    """In-place restarts of the main container (pod restartPolicy OnFailure/Always)."""
+    ready: bool = False
+    created: datetime | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
+    deleting: bool = False
+    """Deletion requested but not finished (Kubernetes deletionTimestamp)."""
+    reason: str = ""
+    """Why it is in this phase, e.g. ``OOMKilled`` or ``Unschedulable``."""
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class ObservedPodGroup:
+    """The gang-scheduling PodGroup, when one is used."""
+
+    name: str
+    phase: str = ""
+    """``Pending``, ``Inqueue``, ``Running``, ... as the scheduler reports it."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything the substrate saw of one job's children."""
+
+    pods: tuple[ObservedPod, ...] = ()
+    services: frozenset[str] = frozenset()
+    pod_group: ObservedPodGroup | None = None
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    """Create the pod (start the process) of one replica of the Plan."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """Delete a pod (stop the process). ``reason`` is for events and logs."""
+
+    name: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CreateService:
+    """Create the headless service of one replica."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteService:
+    """Delete the headless service of one replica."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class CreatePodGroup:
+    """Create the gang-scheduling PodGroup for the job."""
+
+    name: str
+    min_member: int
+    queue: str | None = None
+    priority_class: str | None = None
+    min_resources: tuple[tuple[str, str], ...] = ()
+    schedule_timeout_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class DeletePodGroup:
+    """Delete the job's PodGroup."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """Delete the job itself (ttlSecondsAfterFinished passed)."""
+
+    reason: str = "TTLExpired"
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    """A Kubernetes-style event on the job: ``Normal`` or ``Warning``."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Action = (
+    CreatePod
+    | DeletePod
+    | CreateService
+    | DeleteService
+    | CreatePodGroup
+    | DeletePodGroup
+    | DeleteJob
+    | RecordEvent
+)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    """What to do now, the status to record, and when to look again at the latest."""
+
+    actions: tuple[Action, ...]
+    status: JobStatus
+    requeue_after: timedelta | None = None
+    """Set when time alone will change the outcome (deadline, TTL)."""
