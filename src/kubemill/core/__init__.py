@@ -1,0 +1,1 @@
+"""The pure reconciler: (job, Plan, observed, now) -> (actions, status). No I/O here."""

@@ -1,0 +1,1 @@
+"""Frameworks: one module per engine, each turning a job into a :class:`Plan`."""

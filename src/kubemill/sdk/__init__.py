@@ -1,0 +1,1 @@
+"""The Python SDK: ``JobClient(substrate=...)`` with the same methods on every substrate."""

@@ -1,0 +1,143 @@
+"""What every substrate offers the SDK: the :class:`Backend` protocol and its records.
+
+The records are plain data so the CLI can print them the same way whichever
+substrate answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from kubemill.api import Job, JobStatus
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """One replica as a user sees it in ``get``/``describe``."""
+
+    name: str
+    replica_type: str
+    index: int
+    phase: str
+    """Pending, Running, Succeeded, Failed or Unknown."""
+    exit_code: int | None = None
+    restarts: int = 0
+    pid: int | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
+    reason: str = ""
+    address: str = ""
+    """Where it listens (``127.0.0.1:41234`` locally, the pod IP on a cluster)."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job with its status and replicas."""
+
+    job: Job
+    status: JobStatus
+    replicas: tuple[ReplicaView, ...] = ()
+    created: datetime | None = None
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def namespace(self) -> str:
+        return self.job.namespace
+
+    @property
+    def kind(self) -> str:
+        return self.job.KIND
+
+    @property
+    def phase(self) -> str:
+        return self.status.phase
+
+    @property
+    def finished(self) -> bool:
+        return self.status.finished
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event on a job (Kubernetes Event or local equivalent)."""
+
+    time: datetime
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a replica's output."""
+
+    replica: str
+    text: str
+    time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """How to submit: ``detach`` hands the job to a background supervisor (local)."""
+
+    detach: bool = True
+    namespace: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """The operations of one substrate. Names are ``(namespace, name)``."""
+
+    def submit(self, job: Job, options: SubmitOptions) -> JobView:
+        """Record the job and start running it; returns at once (see ``detach``)."""
+        ...
+
+    def get(self, name: str, namespace: str | None = None) -> JobView:
+        """The job now. Raises :class:`JobNotFound` if there is none."""
+        ...
+
+    def list(self, namespace: str | None = None) -> list[JobView]:
+        """All jobs (of the namespace, or every namespace when ``None``)."""
+        ...
+
+    def wait(self, name: str, namespace: str | None = None, timeout: float | None = None) -> JobView:
+        """Block until the job has finished (Succeeded or Failed) or ``timeout`` passes."""
+        ...
+
+    def logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """Lines of every replica (or one); with ``follow``, until the job has finished."""
+        ...
+
+    def events(self, name: str, namespace: str | None = None) -> list[EventRecord]:
+        """Events recorded on the job, oldest first."""
+        ...
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        """Stop every replica and remove the job."""
+        ...
+
+
+class SubstrateError(RuntimeError):
+    """A substrate could not do what was asked; the message says what to do."""
+
+
+class JobNotFound(SubstrateError, LookupError):
+    """No job of that name."""
+
+
+class JobExists(SubstrateError):
+    """A job of that name already exists (and has not been deleted)."""

@@ -1,0 +1,1 @@
+"""The local substrate: a job's replicas as processes on this machine, state in SQLite."""
