@@ -89,6 +89,9 @@ class SubmitOptions:
 
     detach: bool = True
     namespace: str | None = None
+    base_dir: str | None = None
+    """Local only: relative ``workingDir`` and the default working directory resolve here
+    (the CLI passes the manifest's directory; the SDK defaults to the current directory)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
