@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Set up kubemill in ./.venv on a fresh Debian 12 machine (run as root), idempotently.
+#
+#   scripts/setup.sh [EXTRAS]     EXTRAS defaults to "torch" (enough for the main example);
+#                                 scripts/test.sh asks for everything the tests need.
+#
+# System packages come from apt, Python packages from PyPI. PyTorch is pinned to
+# torch==2.13.0 (CPU build); where a local wheel directory exists (/opt/wheels on the
+# project's machines) pip takes it from there instead of downloading a CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="${1:-torch}"
+
+apt_packages=(python3 python3-venv python3-dev)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing apt packages ${missing[*]}; run this script as root (or install them)" >&2
+        exit 1
+    fi
+    echo "setup: apt-get install ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+"$python" - <<'PY' || { echo "setup: kubemill needs Python >= 3.11" >&2; exit 1; }
+import sys
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
+PY
+
+if [[ ! -x .venv/bin/python ]]; then
+    "$python" -m venv .venv
+fi
+
+pip_args=(--disable-pip-version-check --quiet)
+if [[ -d /opt/wheels ]]; then
+    pip_args+=(--find-links /opt/wheels)
+fi
+echo "setup: pip install -e .[$extras]"
+.venv/bin/python -m pip install "${pip_args[@]}" -e ".[$extras]"
+echo "setup: done; the CLI is .venv/bin/kubemill"
