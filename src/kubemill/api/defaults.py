@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from kubemill.api.common import CleanPodPolicy, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.kube import ContainerPort
 
@@ -19,7 +21,21 @@ def normalise_replica_keys(raw: Any, canonical: Iterable[str]) -> Any:
     if not isinstance(raw, Mapping):
         return raw
     by_lower = {name.lower(): name for name in canonical}
-    return {by_lower.get(str(key).lower(), key): value for key, value in raw.items()}
+    normalised: dict[Any, Any] = {}
+    spelt: dict[Any, Any] = {}
+    for key, value in raw.items():
+        name = by_lower.get(str(key).lower(), key)
+        if name in normalised:
+            message = f"replica type {name} is given twice (as {spelt[name]!r} and {key!r})"
+            raise PydanticCustomError(
+                "kubemill_duplicate_replica_type",
+                # pydantic formats the message with ctx; our text is final, so escape it.
+                message.replace("{", "{{").replace("}", "}}"),
+                {"hint": "keep one of them"},
+            )
+        normalised[name] = value
+        spelt[name] = key
+    return normalised
 
 
 def default_replica_specs(

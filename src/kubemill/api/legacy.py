@@ -64,7 +64,11 @@ class V1Alpha1TFJob(KubeModel):
 
 
 def convert_v1alpha1_tfjob(old: V1Alpha1TFJob) -> tuple[TFJob | None, list[FieldError]]:
-    """Convert a validated v1alpha1 TFJob to a v1 TFJob, or report what cannot be mapped."""
+    """Convert a validated v1alpha1 TFJob to a v1 TFJob and report what cannot be mapped.
+
+    Items that cannot be mapped are left out of the job and reported, so the remaining
+    checks still run on the rest; a job comes back whenever one could be built.
+    """
     errors: list[FieldError] = []
     specs: dict[str, ReplicaSpec] = {}
     for i, item in enumerate(old.spec.replica_specs):
@@ -85,7 +89,16 @@ def convert_v1alpha1_tfjob(old: V1Alpha1TFJob) -> tuple[TFJob | None, list[Field
         template = item.template.model_copy(deep=True)
         pod_policy = template.spec.restart_policy
         template.spec.restart_policy = None
-        restart = RestartPolicy(pod_policy) if pod_policy in _POLICIES else None
+        if pod_policy is not None and pod_policy not in _POLICIES:
+            errors.append(
+                FieldError(
+                    f"spec.replicaSpecs[{i}].template.spec.restartPolicy",
+                    f"got {pod_policy!r}",
+                    f"use one of {', '.join(p.value for p in RestartPolicy)}",
+                )
+            )
+            pod_policy = None
+        restart = RestartPolicy(pod_policy) if pod_policy is not None else None
         if item.tf_port is not None:
             for c in template.spec.containers:
                 if c.name == TFJob.DEFAULT_CONTAINER:
@@ -96,10 +109,31 @@ def convert_v1alpha1_tfjob(old: V1Alpha1TFJob) -> tuple[TFJob | None, list[Field
         specs[new_type] = ReplicaSpec(
             replicas=item.replicas, template=template, restart_policy=restart
         )
-    if errors:
-        return None, errors
     job = TFJob(
         metadata=old.metadata.model_copy(deep=True),
         spec=TFJobSpec(tf_replica_specs=specs),
     )
-    return job, []
+    return job, errors
+
+
+_V1_REPLICAS = "spec.tfReplicaSpecs"
+
+
+def v1alpha1_path(old: V1Alpha1TFJob, path: str) -> str:
+    """Map a field path of the converted v1 TFJob back onto the v1alpha1 manifest.
+
+    ``spec.tfReplicaSpecs.Chief.template...`` becomes ``spec.replicaSpecs[i].template...``
+    where item ``i`` is the MASTER; a replica's ``restartPolicy`` lives in the v1alpha1
+    pod template. Paths outside the replica specs are the same in both versions.
+    """
+    if path == _V1_REPLICAS:
+        return "spec.replicaSpecs"
+    if not path.startswith(_V1_REPLICAS + "."):
+        return path
+    replica_type, _, rest = path[len(_V1_REPLICAS) + 1 :].partition(".")
+    for i, item in enumerate(old.spec.replica_specs):
+        if V1ALPHA1_TYPES.get(item.tf_replica_type.upper()) == replica_type:
+            if rest == "restartPolicy":
+                rest = "template.spec.restartPolicy"
+            return f"spec.replicaSpecs[{i}]" + (f".{rest}" if rest else "")
+    return path

@@ -8,11 +8,13 @@ converted (see :mod:`kubemill.api.legacy`).
 
 from __future__ import annotations
 
+import copy
+import difflib
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -22,7 +24,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from kubemill.api.common import API_VERSION, Job
 from kubemill.api.errors import FieldError, ManifestError, did_you_mean, join_path
-from kubemill.api.legacy import V1Alpha1TFJob, convert_v1alpha1_tfjob
+from kubemill.api.legacy import V1Alpha1TFJob, convert_v1alpha1_tfjob, v1alpha1_path
 from kubemill.api.pytorch import PyTorchJob
 from kubemill.api.tensorflow import TFJob
 
@@ -38,6 +40,9 @@ class KindEntry:
 
     model: type[BaseModel]
     convert: Callable[[Any], tuple[Job | None, list[FieldError]]] | None = None
+    """Turns a validated legacy model into the current job (None for current kinds)."""
+    remap: Callable[[Any, str], str] | None = None
+    """Maps a field path of the converted job back onto the manifest the user wrote."""
 
 
 def _current(model: type[Job]) -> KindEntry:
@@ -47,14 +52,18 @@ def _current(model: type[Job]) -> KindEntry:
 KINDS: dict[tuple[str, str], KindEntry] = {
     (API_VERSION, "TFJob"): _current(TFJob),
     ("kubeflow.org/v1", "TFJob"): _current(TFJob),
-    ("kubeflow.org/v1alpha1", "TFJob"): KindEntry(V1Alpha1TFJob, convert_v1alpha1_tfjob),
+    ("kubeflow.org/v1alpha1", "TFJob"): KindEntry(
+        V1Alpha1TFJob, convert_v1alpha1_tfjob, v1alpha1_path
+    ),
     (API_VERSION, "PyTorchJob"): _current(PyTorchJob),
     ("kubeflow.org/v1", "PyTorchJob"): _current(PyTorchJob),
 }
 """Every accepted (apiVersion, kind). Later kinds register here."""
 
 
-def load(source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *, name: str = "") -> list[Job]:
+def load(
+    source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *, name: str = ""
+) -> list[Job]:
     """Load every job in ``source`` (YAML text, one dict or a list of dicts).
 
     Raises :class:`ManifestError` listing all problems in all documents.
@@ -64,7 +73,7 @@ def load(source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *, name:
         try:
             documents = [d for d in yaml.safe_load_all(source) if d is not None]
         except yaml.YAMLError as exc:
-            raise ManifestError([FieldError("", f"not valid YAML: {exc}", source=name)]) from exc
+            raise ManifestError([_yaml_error(exc, name)]) from exc
     elif isinstance(source, Mapping):
         documents = [source]
     else:
@@ -84,13 +93,21 @@ def load(source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *, name:
     return jobs
 
 
+def _yaml_error(exc: yaml.YAMLError, source: str) -> FieldError:
+    """A YAML syntax error on one line: what is wrong and where."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return FieldError(
+        "", f"not valid YAML: {problem}{where}", "check indentation and brackets", source
+    )
+
+
 def load_one(source: str | Mapping[str, Any], *, name: str = "") -> Job:
     """Load a manifest that holds exactly one job."""
     jobs = load(source, name=name)
     if len(jobs) != 1:
-        raise ManifestError(
-            [FieldError("", f"expected one job, found {len(jobs)}", source=name)]
-        )
+        raise ManifestError([FieldError("", f"expected one job, found {len(jobs)}", source=name)])
     return jobs[0]
 
 
@@ -100,7 +117,9 @@ def load_path(path: str | Path) -> list[Job]:
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ManifestError([FieldError("", f"cannot read: {exc.strerror}", source=str(file))]) from exc
+        raise ManifestError(
+            [FieldError("", f"cannot read: {exc.strerror}", source=str(file))]
+        ) from exc
     return load(text, name=str(file))
 
 
@@ -119,35 +138,177 @@ def manifest_files(paths: Iterable[str | Path]) -> list[Path]:
 def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
     """Load one document; returns the job or the errors found (never raises)."""
     if not isinstance(doc, Mapping):
-        return None, [FieldError("", "a manifest must be a mapping with apiVersion and kind")]
+        return None, [
+            FieldError(
+                "",
+                f"a manifest must be a mapping, got {type(doc).__name__}",
+                "a job manifest starts with apiVersion: and kind:",
+            )
+        ]
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if not api_version or not kind:
         missing = "apiVersion" if not api_version else "kind"
-        return None, [FieldError(missing, "required field is missing")]
+        return None, [
+            FieldError(
+                missing,
+                "required field is missing",
+                f"add apiVersion: {API_VERSION} and kind: one of {', '.join(_kind_names())}",
+            )
+        ]
     entry = KINDS.get((str(api_version), str(kind)))
     if entry is None:
         return None, [_unknown_kind(str(api_version), str(kind))]
     try:
         model = entry.model.model_validate(dict(doc))
     except PydanticValidationError as exc:
-        return None, [_field_error(entry.model, err) for err in exc.errors()]
+        errors = _parse_errors(entry.model, exc)
+        return None, errors + _checks_despite_parse_errors(entry, doc, exc)
+    job, errors = _checked(entry, model)
+    return (None, errors) if errors else (job, [])
+
+
+def _checked(entry: KindEntry, model: BaseModel) -> tuple[Job | None, list[FieldError]]:
+    """Convert (legacy versions) and run the semantic checks on a parsed model."""
     job: Job | None
+    converting: list[FieldError] = []
     if entry.convert is not None:
-        job, errors = entry.convert(model)
+        job, converting = entry.convert(model)
         if job is None:
-            return None, errors
+            return None, converting
     else:
         assert isinstance(model, Job)
         job = model
     job.api_version = API_VERSION
     errors = validate_job(job)
-    return (None, errors) if errors else (job, [])
+    if entry.remap is not None:
+        remap = entry.remap
+        errors = [replace(e, path=remap(model, e.path)) for e in errors]
+    if converting:
+        # Items the conversion had to leave out are reported already; what the checks
+        # then say about the replica list as a whole is not news.
+        errors = [e for e in errors if e.path not in ("spec.replicaSpecs", "spec.tfReplicaSpecs")]
+    return job, converting + errors
+
+
+_MAX_PRUNE_ROUNDS = 4
+
+
+def _checks_despite_parse_errors(
+    entry: KindEntry, doc: Mapping[str, Any], first: PydanticValidationError
+) -> list[FieldError]:
+    """The semantic errors of a document that did not parse, so all are reported at once.
+
+    The fields pydantic rejected are cut out of a copy of the document (falling back to
+    their defaults) until it parses; then the semantic checks run on what is left. Errors
+    the cutting itself could cause (about a cut field, inside it, or "missing" errors on
+    the collection an item was cut from) are dropped: they were reported already.
+    """
+    data: Any = copy.deepcopy(dict(doc))
+    cut: list[str] = []
+    exc = first
+    for _ in range(_MAX_PRUNE_ROUNDS):
+        targets = [_prune_target(data, entry.model, err) for err in exc.errors()]
+        if any(t is None for t in targets):
+            return []
+        unique = {(id(t.container), t.key): t for t in targets if t is not None}
+        for target in unique.values():
+            cut.extend(target.shadows)
+        _apply_cuts(list(unique.values()))
+        try:
+            model = entry.model.model_validate(data)
+        except PydanticValidationError as again:
+            exc = again
+            continue
+        _job, errors = _checked(entry, model)
+        return [e for e in errors if not any(_shadowed(e.path, c) for c in cut)]
+    return []
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """One part of a document to remove: ``container[key]``."""
+
+    container: Any
+    key: Any
+    shadows: tuple[str, ...]
+    """Paths whose semantic errors this cut may cause."""
+
+
+def _prune_target(data: Any, model: type[BaseModel], err: Any) -> _Cut | None:
+    """Where to cut for one pydantic error: the deepest part of its loc present in ``data``."""
+    clean = _clean_loc(model, tuple(err["loc"]))
+    parent: Any = None
+    key: Any = None
+    current = data
+    depth = 0
+    for part in clean:
+        found = _child_key(current, part)
+        if found is _ABSENT:
+            break
+        parent, key, current = current, found, current[found]
+        depth += 1
+    if parent is None:
+        return None  # the error is about the document itself; nothing sensible to cut
+    path = join_path(clean[:depth])
+    shadows: tuple[str, ...] = (path,)
+    # A cut list item or map entry (a replica type) can make its collection look empty
+    # or incomplete; errors about that collection are artefacts of the cut.
+    if isinstance(parent, list) or _is_collection_entry(model, clean[:depth]):
+        shadows = (path, join_path(clean[: depth - 1]))
+    if err["type"] == "extra_forbidden" and depth == len(clean):
+        # A misspelt field (`contianers`) leaves the field it meant unset: errors about
+        # that one are the same problem (unless the document also sets it).
+        meant = difflib.get_close_matches(
+            str(clean[-1]), _known_fields(model, clean[:-1]), n=1, cutoff=0.6
+        )
+        shadows += tuple(join_path((*clean[:-1], m)) for m in meant if m not in parent)
+    return _Cut(parent, key, shadows)
+
+
+_ABSENT = object()
+
+
+def _child_key(current: Any, part: Any) -> Any:
+    if isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        return part
+    if isinstance(current, dict):
+        if part in current:
+            return part
+        # Replica-type keys are case-normalised before validation; find the raw key.
+        matches = [k for k in current if isinstance(k, str) and str(part).lower() == k.lower()]
+        if len(matches) == 1:
+            return matches[0]
+    return _ABSENT
+
+
+def _is_collection_entry(model: type[BaseModel], loc: tuple[Any, ...]) -> bool:
+    """Whether ``loc`` names an entry of a dict field (a replica type, a label ...)."""
+    if not loc:
+        return False
+    parent = _annotation_at(model, loc[:-1])
+    return parent is not None and typing.get_origin(_strip_optional(parent)) is dict
+
+
+def _apply_cuts(cuts: list[_Cut]) -> None:
+    # List items go in descending index order so earlier cuts do not shift later ones.
+    ordered = sorted(cuts, key=lambda c: c.key if isinstance(c.key, int) else -1, reverse=True)
+    for cut in ordered:
+        if isinstance(cut.container, dict):
+            cut.container.pop(cut.key, None)
+        elif isinstance(cut.container, list) and cut.key < len(cut.container):
+            del cut.container[cut.key]
+
+
+def _shadowed(path: str, cut: str) -> bool:
+    """Whether an error at ``path`` is at or inside the cut path."""
+    return path == cut or path.startswith((cut + ".", cut + "["))
 
 
 def _unknown_kind(api_version: str, kind: str) -> FieldError:
-    kinds = sorted({k for _, k in KINDS})
+    kinds = _kind_names()
     if kind not in kinds:
-        return FieldError("kind", f"unknown kind {kind!r}", did_you_mean(kind, kinds))
+        hint = did_you_mean(kind, kinds) or f"kubemill runs {', '.join(kinds)}"
+        return FieldError("kind", f"unknown kind {kind!r}", hint)
     versions = sorted(v for v, k in KINDS if k == kind)
     return FieldError(
         "apiVersion",
@@ -156,11 +317,15 @@ def _unknown_kind(api_version: str, kind: str) -> FieldError:
     )
 
 
+def _kind_names() -> list[str]:
+    return sorted({k for _, k in KINDS})
+
+
 def validate_job(job: Job) -> list[FieldError]:
     """Checks across fields that the models alone cannot express."""
     errors: list[FieldError] = []
     if not job.metadata.name:
-        errors.append(FieldError("metadata.name", "required field is missing"))
+        errors.append(FieldError("metadata.name", "required field is missing", "name the job"))
     elif not _DNS_LABEL.match(job.metadata.name):
         errors.append(
             FieldError(
@@ -181,20 +346,33 @@ def validate_job(job: Job) -> list[FieldError]:
             errors.append(FieldError(path, f"unknown replica type {rtype!r}", hint))
             continue
         errors.extend(_validate_template(job, path, spec.template))
-        if job.metadata.name and spec.replicas:
-            longest = f"{job.metadata.name}-{rtype.lower()}-{spec.replicas - 1}"
-            if len(longest) > MAX_NAME:
-                errors.append(
-                    FieldError(
-                        "metadata.name",
-                        f"pod name {longest!r} would be {len(longest)} characters, over the "
-                        f"{MAX_NAME} allowed",
-                        f"shorten the job name to at most "
-                        f"{MAX_NAME - len(longest) + len(job.metadata.name)} characters",
-                    )
-                )
+    errors.extend(_validate_pod_names(job))
     errors.extend(_validate_kind(job, field))
     return errors
+
+
+def _validate_pod_names(job: Job) -> list[FieldError]:
+    """One error if the longest derived pod name exceeds the DNS label limit."""
+    if not job.metadata.name:
+        return []
+    names = [
+        f"{job.metadata.name}-{rtype.lower()}-{count - 1}"
+        for rtype in job.replica_specs
+        if rtype in job.REPLICA_TYPES and (count := job.replica_count(rtype)) > 0
+    ]
+    if not names:
+        return []
+    longest = max(names, key=len)
+    if len(longest) <= MAX_NAME:
+        return []
+    room = MAX_NAME - len(longest) + len(job.metadata.name)
+    return [
+        FieldError(
+            "metadata.name",
+            f"pod name {longest!r} would be {len(longest)} characters, over the {MAX_NAME} allowed",
+            f"shorten the job name to at most {room} characters",
+        )
+    ]
 
 
 def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
@@ -211,7 +389,14 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
         ]
     for i, container in enumerate(containers):
         if not container.image:
-            errors.append(FieldError(f"{cpath}[{i}].image", "required field is missing"))
+            errors.append(
+                FieldError(
+                    f"{cpath}[{i}].image",
+                    "required field is missing",
+                    "name an image (locally: an environment from the images config, "
+                    "or any name to use the current Python)",
+                )
+            )
     names = [c.name for c in containers]
     if job.DEFAULT_CONTAINER not in names:
         errors.append(
@@ -226,13 +411,48 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
     return errors
 
 
+def _validate_elastic(job: PyTorchJob, field: str) -> list[FieldError]:
+    policy = job.spec.elastic_policy
+    assert policy is not None
+    if "Worker" not in job.replica_specs:
+        return [
+            FieldError(
+                f"{field}.Worker",
+                "elasticPolicy needs Worker replicas",
+                "add Worker replicas, or drop spec.elasticPolicy",
+            )
+        ]
+    lo, hi = policy.min_replicas, policy.max_replicas
+    if lo is not None and hi is not None and lo > hi:
+        return [
+            FieldError(
+                "spec.elasticPolicy.minReplicas",
+                f"{lo} is above maxReplicas {hi}",
+                "make minReplicas <= maxReplicas",
+            )
+        ]
+    workers = job.replica_count("Worker")
+    low, high = job.elastic_bounds
+    if not low <= workers <= high:
+        return [
+            FieldError(
+                f"{field}.Worker.replicas",
+                f"{workers} is outside the elasticPolicy bounds {low}..{high}",
+                "start with a number of workers between minReplicas and maxReplicas",
+            )
+        ]
+    return []
+
+
 def _validate_kind(job: Job, field: str) -> list[FieldError]:
     errors: list[FieldError] = []
     if isinstance(job, TFJob):
         chiefs = [t for t in ("Chief", "Master") if t in job.replica_specs]
         if len(chiefs) > 1:
             errors.append(
-                FieldError(field, "Chief and Master both given", "a TFJob has one chief; keep Chief")
+                FieldError(
+                    field, "Chief and Master both given", "a TFJob has one chief; keep Chief"
+                )
             )
         for t in chiefs:
             if job.replica_count(t) > 1:
@@ -254,61 +474,149 @@ def _validate_kind(job: Job, field: str) -> list[FieldError]:
                 )
             )
         if elastic is not None:
-            lo, hi = elastic.min_replicas, elastic.max_replicas
-            if lo is not None and hi is not None and lo > hi:
-                errors.append(
-                    FieldError("spec.elasticPolicy.minReplicas", f"{lo} is above maxReplicas {hi}")
+            errors.extend(_validate_elastic(job, field))
+        if (
+            elastic is not None
+            and elastic.n_proc_per_node is not None
+            and job.spec.nproc_per_node is not None
+        ):
+            errors.append(
+                FieldError(
+                    "spec.elasticPolicy.nProcPerNode",
+                    "deprecated and conflicts with spec.nprocPerNode",
+                    "keep spec.nprocPerNode only",
                 )
-            workers = job.replica_count("Worker")
-            if "Worker" in job.replica_specs and (
-                (lo is not None and workers < lo) or (hi is not None and workers > hi)
-            ):
-                errors.append(
-                    FieldError(
-                        f"{field}.Worker.replicas",
-                        f"{workers} is outside elasticPolicy [{lo}, {hi}]",
-                    )
-                )
-            if elastic.n_proc_per_node is not None and job.spec.nproc_per_node is not None:
-                errors.append(
-                    FieldError(
-                        "spec.elasticPolicy.nProcPerNode",
-                        "deprecated and conflicts with spec.nprocPerNode",
-                        "keep spec.nprocPerNode only",
-                    )
-                )
+            )
     return errors
 
 
 # --- pydantic errors -> field errors -------------------------------------------------------
 
 
-def _field_error(model: type[BaseModel], err: Any) -> FieldError:
-    loc = tuple(err["loc"])
+def _parse_errors(model: type[BaseModel], exc: PydanticValidationError) -> list[FieldError]:
+    """One FieldError per problem; a value no member of a union accepts is one problem."""
+    grouped: dict[tuple[Any, ...], list[Any]] = {}
+    for err in exc.errors():
+        grouped.setdefault(_clean_loc(model, tuple(err["loc"])), []).append(err)
+    out: list[FieldError] = []
+    for loc, errs in grouped.items():
+        if len(errs) == 1 or any(e["type"] in _STRUCTURAL for e in errs):
+            out.extend(_field_error(model, loc, err) for err in errs)
+        else:
+            out.append(_union_error(loc, errs))
+    return out
+
+
+_STRUCTURAL = frozenset({"extra_forbidden", "missing"})
+
+_TYPE_WORDS: dict[str, tuple[str, str]] = {
+    "int_type": ("a whole number", "write a number without quotes, e.g. 2"),
+    "int_parsing": ("a whole number", "write a number without quotes, e.g. 2"),
+    "int_from_float": ("a whole number", "drop the fraction"),
+    "float_type": ("a number", "write a number without quotes"),
+    "float_parsing": ("a number", "write a number without quotes"),
+    "string_type": ("a string", "quote the value"),
+    "bool_type": ("true or false", "write true or false"),
+    "bool_parsing": ("true or false", "write true or false"),
+    "list_type": ("a list", "write a YAML list, one '- item' per line"),
+    "dict_type": ("a mapping", "write 'key: value' pairs"),
+    "model_type": ("a mapping", "write 'key: value' pairs"),
+    "model_attributes_type": ("a mapping", "write 'key: value' pairs"),
+}
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _field_error(model: type[BaseModel], loc: tuple[Any, ...], err: Any) -> FieldError:
     path = join_path(loc)
     kind = err["type"]
     if kind == "extra_forbidden":
         known = _known_fields(model, loc[:-1])
-        return FieldError(path, "unknown field", did_you_mean(str(loc[-1]), known))
+        hint = did_you_mean(str(loc[-1]), known) or (
+            f"known fields here: {', '.join(sorted(known))}" if known else "remove it"
+        )
+        return FieldError(path, "unknown field", hint)
     if kind == "missing":
-        return FieldError(path, "required field is missing")
+        return FieldError(path, "required field is missing", f"set {loc[-1]}")
     ctx = err.get("ctx") or {}
+    got = err.get("input")
+    if kind.startswith("kubemill_"):
+        # Our own checks inside validators: the message is final, the hint is in ctx.
+        return FieldError(path, str(err["msg"]), str(ctx.get("hint", "")))
     if kind == "greater_than_equal":
-        return FieldError(path, f"must be >= {ctx.get('ge')}, got {err.get('input')!r}")
+        return FieldError(path, f"must be >= {ctx.get('ge')}, got {got!r}")
     if kind == "less_than_equal":
-        return FieldError(path, f"must be <= {ctx.get('le')}, got {err.get('input')!r}")
+        return FieldError(path, f"must be <= {ctx.get('le')}, got {got!r}")
     if kind in ("enum", "literal_error"):
-        return FieldError(path, f"got {err.get('input')!r}; expected {ctx.get('expected')}")
-    return FieldError(path, f"{err['msg']}, got {type(err.get('input')).__name__} {err.get('input')!r}")
+        return FieldError(path, f"got {got!r}", f"use one of {ctx.get('expected')}")
+    if kind in _TYPE_WORDS:
+        words, hint = _TYPE_WORDS[kind]
+        return FieldError(path, f"must be {words}, got {_describe(got)}", hint)
+    message = str(err["msg"]).replace("Input should be", "must be", 1)
+    return FieldError(path, f"{message}, got {_describe(got)}")
 
 
-def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The wire names of the fields of the model found at ``loc`` (for "did you mean")."""
+def _union_error(loc: tuple[Any, ...], errs: list[Any]) -> FieldError:
+    words = []
+    for err in errs:
+        word = _TYPE_WORDS.get(err["type"], (str(err["msg"]).replace("Input should be ", ""), ""))[
+            0
+        ]
+        if word not in words:
+            words.append(word)
+    return FieldError(
+        join_path(loc), f"must be {' or '.join(words)}, got {_describe(errs[0].get('input'))}"
+    )
+
+
+def _clean_loc(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` without the union-member tags pydantic inserts (``minResources.cpu.str``)."""
+    out: list[Any] = []
+    current: Any = model
+    for part in loc:
+        if current is not None and _is_real_union(current) and _unwrap(current, part) is None:
+            # A tag naming the union member pydantic tried, not a field: skip it and
+            # follow that member if we can tell which one it is.
+            current = next(
+                (a for a in typing.get_args(current) if getattr(a, "__name__", None) == part), None
+            )
+            continue
+        out.append(part)
+        current = _unwrap(current, part) if current is not None else None
+    return tuple(out)
+
+
+def _is_real_union(annotation: Any) -> bool:
+    if typing.get_origin(annotation) not in (Union, types.UnionType):
+        return False
+    return len([a for a in typing.get_args(annotation) if a is not type(None)]) > 1
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return annotation
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
     current: Any = model
     for part in loc:
         current = _unwrap(current, part)
         if current is None:
-            return []
+            return None
+    return current
+
+
+def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The wire names of the fields of the model found at ``loc`` (for "did you mean")."""
+    current = _strip_optional(_annotation_at(model, loc))
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or n for n, f in current.model_fields.items()]
     return []

@@ -96,6 +96,21 @@ class PyTorchJob(Job):
         return self.spec.run_policy
 
     @property
+    def elastic_bounds(self) -> tuple[int, int]:
+        """(min, max) workers of an elastic job, defaulted as upstream does.
+
+        A missing bound takes the other's value; with neither, both are the number of
+        Worker replicas. (For a job that is not elastic: the Worker count twice.)
+        """
+        workers = self.replica_count("Worker")
+        policy = self.spec.elastic_policy
+        low = policy.min_replicas if policy is not None else None
+        high = policy.max_replicas if policy is not None else None
+        low = low if low is not None else (high if high is not None else workers)
+        high = high if high is not None else low
+        return low, high
+
+    @property
     def is_elastic(self) -> bool:
         """Whether torchrun rendezvous (elasticPolicy) is in use."""
         return self.spec.elastic_policy is not None

@@ -87,9 +87,7 @@ def elastic_env(job: PyTorchJob, network: Network) -> list[EnvVar]:
         endpoint = f"{policy.rdzv_host}:{port}"
     else:
         endpoint = str(network.endpoint(WORKER, 0, port, qualified=False))
-    workers = job.replica_count(WORKER)
-    low = policy.min_replicas if policy.min_replicas is not None else workers
-    high = policy.max_replicas if policy.max_replicas is not None else workers
+    low, high = job.elastic_bounds
     out = [
         env("PET_RDZV_ENDPOINT", endpoint),
         env("PET_RDZV_BACKEND", policy.rdzv_backend or DEFAULT_RDZV_BACKEND),
