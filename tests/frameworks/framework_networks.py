@@ -1,0 +1,48 @@
+"""Networks for framework tests: the Kubernetes naming scheme and a local one.
+
+Both implement :class:`kubemill.frameworks.Network` the way the substrates will, so the
+framework tests check the addresses that end up in the environment, not a mock.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from kubemill.frameworks import Endpoint
+
+
+@dataclass
+class ClusterNetwork:
+    """Headless-service DNS: ``<job>-<type>-<i>.<ns>.svc:<port>`` (short form without domain)."""
+
+    job: str
+    namespace: str = "default"
+
+    def endpoint(
+        self, replica_type: str, index: int, container_port: int, *, qualified: bool = True
+    ) -> Endpoint:
+        host = f"{self.job}-{replica_type.lower()}-{index}"
+        if qualified:
+            host += f".{self.namespace}.svc"
+        return Endpoint(host, container_port)
+
+
+@dataclass
+class LoopbackNetwork:
+    """127.0.0.1 and a distinct port per (replica, container port), handed out on first use."""
+
+    first_port: int = 41000
+    ports: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    _next: itertools.count[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._next = itertools.count(self.first_port)
+
+    def endpoint(
+        self, replica_type: str, index: int, container_port: int, *, qualified: bool = True
+    ) -> Endpoint:
+        key = (replica_type, index, container_port)
+        if key not in self.ports:
+            self.ports[key] = next(self._next)
+        return Endpoint("127.0.0.1", self.ports[key])
