@@ -1,0 +1,614 @@
+"""The reconciler: one pure function from (job, Plan, observed, now) to actions and a status.
+
+:func:`reconcile` is level-triggered: it looks only at the job (with its last status), the
+Plan and what the substrate observed, and says what to do now. Running it again on the same
+inputs after its actions took effect yields no actions at all (not even events), so a
+substrate may call it as often as it likes. Semantics follow Kubeflow training-operator v1;
+where kubemill deviates, the comment at the rule says why.
+
+Decisions, in the order they are taken:
+
+1. ``Created`` on the first reconcile.
+2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, PodGroup) and
+   waits for ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
+3. ``suspend``: every pod, service and the PodGroup go, ``Suspended`` True, ``Running`` False.
+   On resume ``Suspended`` turns False and ``startTime`` restarts now, as upstream.
+4. Success policy met -> Succeeded (checked before the failure rules: a chief that finished
+   is a success even if the deadline passed meanwhile, or a PS was killed afterwards).
+5. A replica failed for good (``Never``, or ``ExitCode`` with 1-127) -> Failed.
+6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
+   ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
+   first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
+   the finished ones to the clean-pod policy, so their logs stay readable).
+7. Otherwise: retryable failures are deleted for recreation (``Restarting``), strays go,
+   the PodGroup, services and missing pods are created (by stage), and ``Running`` is set
+   once every replica's pod is Running or Succeeded.
+
+Restart accounting (``ReplicaStatus.restarts``, per replica type). A restart is either in
+place (pod restartPolicy OnFailure/Always; the substrate reports ``restart_count``) or a
+recreation (the core deleted a failed pod to create it again). Recreations cannot be
+observed once the pod is gone, so the count lives in the status and is advanced in the very
+reconcile that emits the ``DeletePod``. Idempotence rests on the substrate contract that a pod
+it has been asked to delete is reported ``deleting=True`` (or not at all) afterwards: a
+deleting pod is never judged again. The in-place part is folded in monotonically as
+``restarts = max(previous restarts, sum of live pods' restart_count) + recreations now``.
+That never over-counts and is exact when a type restarts only one way (OnFailure/Always in
+place, ExitCode by recreation); when one type does both (an OnFailure pod evicted, then
+restarting in place again) in-place restarts are counted only once they exceed the recorded
+total. A restart is allowed while the total stays <= ``backoffLimit``: ``backoffLimit: 2``
+permits two restarts and the failure that would need a third fails the job. A restart the
+core refuses is not counted.
+
+Unknown pods (the substrate lost the replica, e.g. its supervisor died and the process is
+gone without an exit status) count as failed with no exit code: the restart policy decides
+(Never -> the job fails naming the reason the substrate gave; OnFailure/Always/ExitCode ->
+recreated). Waiting for a replica nobody can see would hang the job forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from kubemill.api import (
+    CleanPodPolicy,
+    ConditionType,
+    Job,
+    ReplicaStatus,
+    RestartPolicy,
+)
+from kubemill.core.conditions import ConditionStatus, set_condition, terminal_time
+from kubemill.core.model import (
+    Action,
+    CreatePod,
+    CreatePodGroup,
+    CreateService,
+    DeleteJob,
+    DeletePod,
+    DeletePodGroup,
+    DeleteService,
+    Observed,
+    ObservedPod,
+    ReconcileResult,
+    RecordEvent,
+)
+from kubemill.core.policy import is_retryable_exit_code
+from kubemill.core.quantity import sum_pod_requests
+from kubemill.frameworks.plan import Plan, ReplicaPlan
+
+GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
+"""The gang schedulers kubemill can create PodGroups for."""
+
+_ACTIVE_PHASES = frozenset({"Running", "Pending", "Unknown"})
+"""Pods that may still be (or become) running: what deadline/backoff stop and what
+``cleanPodPolicy: Running`` removes (a Pending pod turns Running once scheduled)."""
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    """How the substrate that calls :func:`reconcile` is set up (not part of the job)."""
+
+    gang_scheduler: str | None = None
+    """``"volcano"``, ``"scheduler-plugins"`` or None. When set, every job gets a PodGroup
+    (as upstream does whenever gang scheduling is enabled, schedulingPolicy or not) sized by
+    ``schedulingPolicy.minAvailable`` (default: all replicas); with volcano, pods wait until
+    the PodGroup has left the Pending phase (or has no phase yet), like upstream."""
+
+    def __post_init__(self) -> None:
+        if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
+            raise ValueError(
+                f"gang_scheduler: unknown scheduler {self.gang_scheduler!r}; "
+                f"use one of {', '.join(GANG_SCHEDULERS)} or leave it unset"
+            )
+
+
+def reconcile(
+    job: Job,
+    plan: Plan,
+    observed: Observed,
+    now: datetime,
+    *,
+    options: ReconcileOptions = ReconcileOptions(),
+) -> ReconcileResult:
+    """Decide what to do for ``job`` now; ``job.status`` is the status last recorded.
+
+    Pure: the same inputs always give the same result, and nothing outside is touched.
+    """
+    return _Reconcile(job, plan, observed, now, options).run()
+
+
+def short_name(replica_type: str, index: int) -> str:
+    """How messages name a replica: ``worker-1`` (the CLI's ``--replica`` spelling)."""
+    return f"{replica_type.lower()}-{index}"
+
+
+def describe_failure(pod: ObservedPod) -> str:
+    """One phrase on why a replica's pod ended: ``worker-1 exited with code 3``."""
+    who = short_name(pod.replica_type, pod.index)
+    if pod.exit_code is not None:
+        text = f"{who} exited with code {pod.exit_code}"
+        return f"{text} ({pod.reason})" if pod.reason else text
+    verb = "was lost" if pod.phase == "Unknown" else "failed"
+    return f"{who} {verb}: {pod.reason}" if pod.reason else f"{who} {verb}"
+
+
+def _count_by_type(failures: Iterable[tuple[ReplicaPlan, ObservedPod]]) -> str:
+    """``1 Worker`` or ``1 Worker and 2 PS`` for messages in upstream's shape."""
+    counts: dict[str, int] = {}
+    for rep, _ in failures:
+        counts[rep.replica_type] = counts.get(rep.replica_type, 0) + 1
+    return " and ".join(f"{n} {t}" for t, n in counts.items())
+
+
+class _Reconcile:
+    """One reconcile pass: accumulates actions on a private copy of the status."""
+
+    def __init__(
+        self, job: Job, plan: Plan, observed: Observed, now: datetime, options: ReconcileOptions
+    ) -> None:
+        self.job = job
+        self.plan = plan
+        self.observed = observed
+        self.now = now
+        self.options = options
+        self.kind = job.KIND or plan.kind
+        self.ref = f"{job.namespace}/{job.name}"
+        self.run_policy = job.run_policy
+        self.status = job.status.model_copy(deep=True)
+        self.actions: list[Action] = []
+        self.requeue: list[timedelta] = []
+        in_plan = {rep.name for rep in plan.replicas}
+        self.live: dict[str, ObservedPod] = {}
+        """Pods of Plan replicas that are not being deleted, by name."""
+        self.strays: list[ObservedPod] = []
+        """Pods that are not (or no longer) in the Plan, e.g. after a scale-down."""
+        self.vanishing: set[str] = set()
+        """Names whose pod is being deleted: not judged, not recreated until gone."""
+        for pod in sorted(observed.pods, key=lambda p: p.name):
+            if pod.deleting:
+                self.vanishing.add(pod.name)
+            elif pod.name in in_plan and pod.name not in self.live:
+                self.live[pod.name] = pod
+            else:
+                self.strays.append(pod)
+
+    # --- the pass ------------------------------------------------------------------------
+
+    def run(self) -> ReconcileResult:
+        self._ensure_created()
+        if self.status.finished:
+            self._finish(kill=frozenset())
+        elif self.run_policy.suspend:
+            self._suspend()
+        else:
+            self._resume_if_suspended()
+            if self.status.start_time is None:
+                self.status.start_time = self.now
+            self._active()
+        return ReconcileResult(
+            actions=tuple(self.actions),
+            status=self.status,
+            requeue_after=min(self.requeue) if self.requeue else None,
+        )
+
+    def _active(self) -> None:
+        permanent: list[tuple[ReplicaPlan, ObservedPod]] = []
+        retry: list[tuple[ReplicaPlan, ObservedPod]] = []
+        for rep in self.plan.replicas:
+            pod = self.live.get(rep.name)
+            if pod is None or pod.phase not in ("Failed", "Unknown"):
+                continue
+            if self._retryable(rep.restart_policy, pod):
+                retry.append((rep, pod))
+            else:
+                permanent.append((rep, pod))
+
+        previous = {t: rs.restarts for t, rs in self.status.replica_statuses.items()}
+        in_place: dict[str, int] = {}
+        for rep in self.plan.replicas:
+            pod = self.live.get(rep.name)
+            if pod is not None:
+                in_place[rep.replica_type] = in_place.get(rep.replica_type, 0) + pod.restart_count
+        restarts = dict(previous)
+        for rtype, count in in_place.items():
+            restarts[rtype] = max(previous.get(rtype, 0), count)
+
+        if self._success_met():
+            self._record_counts(restarts, exclude=frozenset())
+            self._succeed()
+            return
+        if permanent:
+            self._record_counts(restarts, exclude=frozenset())
+            details = "; ".join(describe_failure(pod) for _, pod in permanent)
+            self._fail(
+                reason=f"{self.kind}Failed",
+                message=(
+                    f"{self.kind} {self.ref} is failed because "
+                    f"{_count_by_type(permanent)} replica(s) failed: {details}."
+                ),
+                kill_active=False,
+            )
+            return
+
+        self._note_in_place_restarts(previous, in_place)
+        limit = self.run_policy.backoff_limit
+        if limit is not None and sum(restarts.values()) + len(retry) > limit:
+            self._record_counts(restarts, exclude=frozenset())
+            culprits = [pod for _, pod in retry] or [
+                pod for pod in self.live.values() if pod.restart_count > 0
+            ]
+            details = "; ".join(describe_failure(pod) for pod in culprits)
+            self._fail(
+                reason="BackoffLimitExceeded",
+                message=(
+                    f"{self.kind} {self.ref} has failed because it has reached the specified "
+                    f"backoff limit ({limit} restarts): {details}."
+                ),
+                kill_active=True,
+            )
+            return
+        deadline = self._deadline()
+        if deadline is not None and self.now >= deadline:
+            self._record_counts(restarts, exclude=frozenset())
+            self._fail(
+                reason="DeadlineExceeded",
+                message=(
+                    f"{self.kind} {self.ref} has failed because it was active longer than the "
+                    f"specified deadline ({self.run_policy.active_deadline_seconds}s)."
+                ),
+                kill_active=True,
+            )
+            return
+        if deadline is not None:
+            self.requeue.append(deadline - self.now)
+
+        self._restart(retry, restarts)
+        self._remove_strays()
+        self._record_counts(restarts, exclude=frozenset(pod.name for _, pod in retry))
+        if self._sync_pod_group():
+            self._create_missing()
+        if not retry and self._all_up():
+            self._condition(
+                ConditionType.RUNNING, "True", "Running", f"{self.kind} {self.ref} is running."
+            )
+
+    # --- rules -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _retryable(policy: RestartPolicy, pod: ObservedPod) -> bool:
+        if policy == RestartPolicy.NEVER:
+            return False
+        if policy == RestartPolicy.EXIT_CODE:
+            return is_retryable_exit_code(pod.exit_code)
+        # OnFailure/Always restart in place; a pod that still ended Failed (evicted, lost)
+        # is recreated, as upstream does.
+        return True
+
+    def _success_met(self) -> bool:
+        policy = self.plan.success
+        replicas = self.plan.of_type(policy.replica_type)
+        done = [
+            rep
+            for rep in replicas
+            if (pod := self.live.get(rep.name)) is not None and pod.phase == "Succeeded"
+        ]
+        if policy.require == "first":
+            return any(rep.index == 0 for rep in done)
+        if policy.require == "all":
+            return bool(replicas) and len(done) == len(replicas)
+        return bool(done)
+
+    def _deadline(self) -> datetime | None:
+        seconds = self.run_policy.active_deadline_seconds
+        if seconds is None or self.status.start_time is None:
+            return None
+        return self.status.start_time + timedelta(seconds=seconds)
+
+    def _all_up(self) -> bool:
+        """Every replica has a pod that is Running or already Succeeded, one at least Running."""
+        phases = [
+            pod.phase if (pod := self.live.get(rep.name)) is not None else "Missing"
+            for rep in self.plan.replicas
+        ]
+        return "Running" in phases and all(p in ("Running", "Succeeded") for p in phases)
+
+    # --- transitions -----------------------------------------------------------------------
+
+    def _ensure_created(self) -> None:
+        if self.status.condition(ConditionType.CREATED) is None:
+            self._condition(
+                ConditionType.CREATED, "True", "Created", f"{self.kind} {self.ref} is created."
+            )
+
+    def _succeed(self) -> None:
+        if self.status.completion_time is None:
+            self.status.completion_time = self.now
+        self._condition(
+            ConditionType.SUCCEEDED,
+            "True",
+            "Succeeded",
+            f"{self.kind} {self.ref} successfully completed.",
+        )
+        self._finish(kill=frozenset())
+
+    def _fail(self, *, reason: str, message: str, kill_active: bool) -> None:
+        if self.status.completion_time is None:
+            self.status.completion_time = self.now
+        kill: frozenset[str] = frozenset()
+        if kill_active:
+            kill = frozenset(
+                pod.name for pod in self._existing_pods() if pod.phase in _ACTIVE_PHASES
+            )
+            for rs in self.status.replica_statuses.values():
+                rs.active = 0
+        if set_condition(
+            self.status, ConditionType.FAILED, "True", reason=reason, message=message, now=self.now
+        ):
+            self._event("Warning", reason, message)
+        self._finish(kill=kill)
+
+    def _finish(self, *, kill: frozenset[str]) -> None:
+        """Clean up after the verdict: cleanPodPolicy, PodGroup, then the TTL."""
+        policy = self.run_policy.clean_pod_policy or CleanPodPolicy.NONE
+        kept: set[str] = set()
+        deleted: set[str] = set()
+        for pod in self._existing_pods():
+            if pod.name in kill:
+                self._delete_pod(pod.name, "stopped: the job failed")
+                deleted.add(pod.name)
+            elif policy == CleanPodPolicy.ALL or (
+                policy == CleanPodPolicy.RUNNING and pod.phase in _ACTIVE_PHASES
+            ):
+                self._delete_pod(pod.name, f"cleanPodPolicy {policy.value}")
+                deleted.add(pod.name)
+            else:
+                kept.add(pod.name)
+        # A pod and its service share a name. Under None, only services of pods stopped
+        # just now go (upstream deletes nothing); otherwise a service lives only as long
+        # as the pod it fronts is kept.
+        for service in sorted(self.observed.services):
+            if (policy == CleanPodPolicy.NONE and service in deleted) or (
+                policy != CleanPodPolicy.NONE and service not in kept
+            ):
+                self._delete_service(service)
+        self._delete_pod_group()
+        if self.status.is_true(ConditionType.SUCCEEDED):
+            # As upstream: replicas still active when the job succeeded count as succeeded.
+            for rs in self.status.replica_statuses.values():
+                rs.succeeded += rs.active
+                rs.active = 0
+        self._expire()
+
+    def _expire(self) -> None:
+        ttl = self.run_policy.ttl_seconds_after_finished
+        finished_at = terminal_time(self.status)
+        if ttl is None or finished_at is None:
+            return
+        expiry = finished_at + timedelta(seconds=ttl)
+        if self.now >= expiry:
+            self.actions.append(DeleteJob())
+            self._event(
+                "Normal",
+                "TTLExpired",
+                f"{self.kind} {self.ref} finished {ttl}s ago "
+                "(ttlSecondsAfterFinished): deleting it.",
+            )
+        else:
+            self.requeue.append(expiry - self.now)
+
+    def _suspend(self) -> None:
+        for pod in self._existing_pods():
+            self._delete_pod(pod.name, "the job is suspended")
+        for service in sorted(self.observed.services):
+            self._delete_service(service)
+        self._delete_pod_group()
+        for rs in self.status.replica_statuses.values():
+            rs.active = 0
+        message = f"{self.kind} {self.ref} is suspended."
+        if self.status.is_true(ConditionType.RUNNING):
+            self._condition(ConditionType.RUNNING, "False", "Suspended", message, event=False)
+        if not self.status.is_true(ConditionType.SUSPENDED):
+            self._condition(ConditionType.SUSPENDED, "True", "Suspended", message)
+
+    def _resume_if_suspended(self) -> None:
+        if self.status.is_true(ConditionType.SUSPENDED):
+            self._condition(
+                ConditionType.SUSPENDED, "False", "Resumed", f"{self.kind} {self.ref} is resumed."
+            )
+            self.status.start_time = self.now
+
+    def _note_in_place_restarts(self, previous: dict[str, int], in_place: dict[str, int]) -> None:
+        """One event per replica type whose pods restarted in place since the last status."""
+        for rtype, count in in_place.items():
+            if count <= previous.get(rtype, 0):
+                continue
+            pods = [
+                pod
+                for rep in self.plan.of_type(rtype)
+                if (pod := self.live.get(rep.name)) is not None and pod.restart_count > 0
+            ]
+            details = "; ".join(
+                f"{describe_failure(pod)}, restarted in place ({pod.restart_count} restarts)"
+                for pod in pods
+            )
+            self._event(
+                "Warning",
+                f"{self.kind}Restarting",
+                f"{self.kind} {self.ref}: {rtype} replica(s) restarted: {details}.",
+            )
+
+    def _restart(
+        self, retry: list[tuple[ReplicaPlan, ObservedPod]], restarts: dict[str, int]
+    ) -> None:
+        """Delete retryable failures; a later reconcile creates them again once gone."""
+        if not retry:
+            return
+        for rep, pod in retry:
+            restarts[rep.replica_type] = restarts.get(rep.replica_type, 0) + 1
+            self._delete_pod(pod.name, f"restarting: {describe_failure(pod)}")
+        details = "; ".join(describe_failure(pod) for _, pod in retry)
+        message = (
+            f"{self.kind} {self.ref} is restarting because "
+            f"{_count_by_type(retry)} replica(s) failed: {details}."
+        )
+        reason = f"{self.kind}Restarting"
+        set_condition(
+            self.status,
+            ConditionType.RESTARTING,
+            "True",
+            reason=reason,
+            message=message,
+            now=self.now,
+        )
+        # Each recreation is a new decision, so it gets its event even when the job was
+        # already Restarting (the DeletePod next to it keeps the pass non-idempotent anyway).
+        self._event("Warning", reason, message)
+
+    def _remove_strays(self) -> None:
+        in_plan = {rep.name for rep in self.plan.replicas}
+        for pod in self.strays:
+            self._delete_pod(pod.name, "not part of the job any more")
+        stray_pods = {pod.name for pod in self.strays}
+        for service in sorted(self.observed.services):
+            if service not in in_plan or service in stray_pods:
+                self._delete_service(service)
+
+    def _sync_pod_group(self) -> bool:
+        """Create the PodGroup when gang scheduling is on; False while pods must wait."""
+        scheduler = self.options.gang_scheduler
+        if scheduler is None:
+            return True
+        group = self.observed.pod_group
+        if group is None:
+            self._create_pod_group(scheduler)
+        if scheduler == "volcano":
+            # Volcano admits a group by moving it out of Pending; creating pods before
+            # that only leaves them unschedulable (upstream waits the same way).
+            return group is not None and group.phase not in ("", "Pending")
+        return True
+
+    def _create_pod_group(self, scheduler: str) -> None:
+        policy = self.run_policy.scheduling_policy
+        min_member = len(self.plan.replicas)
+        queue = "default" if scheduler == "volcano" else None
+        priority_class: str | None = None
+        timeout: int | None = None
+        min_resources: tuple[tuple[str, str], ...] | None = None
+        if policy is not None:
+            if policy.min_available is not None:
+                min_member = policy.min_available
+            queue = policy.queue or queue
+            priority_class = policy.priority_class or None
+            timeout = policy.schedule_timeout_seconds
+            if policy.min_resources is not None:
+                min_resources = tuple(sorted((k, str(v)) for k, v in policy.min_resources.items()))
+        if min_resources is None:
+            min_resources = sum_pod_requests(
+                [rep.template.spec for rep in self.plan.replicas], first=min_member
+            )
+        name = self.job.name
+        self.actions.append(
+            CreatePodGroup(
+                name=name,
+                min_member=min_member,
+                queue=queue,
+                priority_class=priority_class,
+                min_resources=min_resources,
+                schedule_timeout_seconds=timeout,
+            )
+        )
+        self._event(
+            "Normal",
+            "SuccessfulCreatePodGroup",
+            f"Created PodGroup: {name} (minMember {min_member})",
+        )
+
+    def _create_missing(self) -> None:
+        if self.plan.services:
+            for rep in self.plan.replicas:
+                if rep.name not in self.observed.services:
+                    self.actions.append(CreateService(rep.name))
+                    self._event("Normal", "SuccessfulCreateService", f"Created service: {rep.name}")
+        running = {name for name, pod in self.live.items() if pod.phase == "Running"}
+        order = sorted(enumerate(self.plan.replicas), key=lambda item: (item[1].stage, item[0]))
+        for _, rep in order:
+            if rep.name in self.live or rep.name in self.vanishing:
+                continue
+            waiting_on = [
+                r for r in self.plan.replicas if r.stage < rep.stage and r.name not in running
+            ]
+            if waiting_on:
+                continue
+            self.actions.append(CreatePod(rep.name))
+            self._event("Normal", "SuccessfulCreatePod", f"Created pod: {rep.name}")
+
+    # --- bookkeeping -----------------------------------------------------------------------
+
+    def _record_counts(self, restarts: dict[str, int], *, exclude: frozenset[str]) -> None:
+        """Recount active/succeeded/failed per type from the live pods (upstream recounts
+        every pass too); ``exclude`` names pods being recreated, which count as neither."""
+        previous = self.status.replica_statuses
+        types = [t for t in self.job.REPLICA_TYPES if t in self.job.replica_specs]
+        types += [t for t in self.job.replica_specs if t not in types]
+        types += [rep.replica_type for rep in self.plan.replicas if rep.replica_type not in types]
+        statuses: dict[str, ReplicaStatus] = {}
+        for rtype in dict.fromkeys(types):
+            old = previous.get(rtype)
+            statuses[rtype] = ReplicaStatus(
+                restarts=restarts.get(rtype, 0),
+                label_selector=old.label_selector if old is not None else None,
+                selector=old.selector if old is not None else None,
+            )
+        for rep in self.plan.replicas:
+            pod = self.live.get(rep.name)
+            if pod is None or pod.name in exclude:
+                continue
+            rs = statuses[rep.replica_type]
+            if pod.phase == "Running":
+                rs.active += 1
+            elif pod.phase == "Succeeded":
+                rs.succeeded += 1
+            elif pod.phase in ("Failed", "Unknown"):
+                rs.failed += 1
+        for rtype, old in previous.items():
+            statuses.setdefault(rtype, old)
+        self.status.replica_statuses = statuses
+
+    def _existing_pods(self) -> list[ObservedPod]:
+        """Every pod of the job that is not already being deleted, by name."""
+        return sorted([*self.live.values(), *self.strays], key=lambda p: p.name)
+
+    def _condition(
+        self,
+        kind: ConditionType,
+        value: ConditionStatus,
+        reason_suffix: str,
+        message: str,
+        *,
+        event: bool = True,
+    ) -> None:
+        reason = f"{self.kind}{reason_suffix}"
+        changed = set_condition(
+            self.status, kind, value, reason=reason, message=message, now=self.now
+        )
+        if changed and event:
+            self._event("Normal", reason, message)
+
+    def _delete_pod(self, name: str, reason: str) -> None:
+        self.actions.append(DeletePod(name, reason=reason))
+        self._event("Normal", "SuccessfulDeletePod", f"Deleted pod: {name} ({reason})")
+
+    def _delete_service(self, name: str) -> None:
+        self.actions.append(DeleteService(name))
+        self._event("Normal", "SuccessfulDeleteService", f"Deleted service: {name}")
+
+    def _delete_pod_group(self) -> None:
+        group = self.observed.pod_group
+        if group is not None:
+            self.actions.append(DeletePodGroup(group.name))
+            self._event("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {group.name}")
+
+    def _event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.actions.append(RecordEvent(type=kind, reason=reason, message=message))
