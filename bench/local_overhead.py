@@ -1,0 +1,275 @@
+"""What does running a 2-process DDP job through kubemill's local substrate cost?
+
+Runs the same script, ``examples/pytorch_ddp_digits.py`` with the same arguments, under
+three launchers, interleaved round by round (the order rotates each round so that no
+launcher always runs first on a warm or cold cache):
+
+- ``kubemill``: ``kubemill run`` of a PyTorchJob (Master + 1 Worker), foreground, with a
+  fresh state directory per run;
+- ``torchrun``: ``torchrun --nproc_per_node=2`` (static rendezvous on 127.0.0.1);
+- ``bare``: two processes started directly with MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
+  RANK set by hand (the floor: nothing can launch two processes for less).
+
+Two figures per run, both measured from the moment the launcher's process is started
+(``t0``, taken just before ``subprocess.Popen``):
+
+- wall time: until the launcher has exited (for ``bare``, until both processes have);
+- start latency ("submit to all replicas running"): until the *last* rank's first line of
+  user code runs. The script records ``time.time()`` as its very first statement, before
+  importing torch, and prints it as ``user code started at unix=...``; the same marker is
+  read for every launcher, so the figure covers the launcher's own start-up and process
+  creation but none of the training script's imports.
+
+Prints the median (and min-max) of each over ``--runs`` rounds side by side, the ratios to
+``torchrun`` and to ``bare``, and the issue's goals (kubemill adds < 0.3 s to start-up,
+wall-time ratio <= 1.05). Run on demand, never from the test suite::
+
+    python bench/local_overhead.py --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "examples" / "pytorch_ddp_digits.py"
+MARKER = re.compile(r"\[rank (\d+)/(\d+)\] user code started at unix=([0-9.]+)")
+DONE = re.compile(r"\[rank (\d+)/\d+\] done: final test_accuracy=([0-9.]+)")
+WORLD_SIZE = 2
+
+
+@dataclass
+class Sample:
+    """One run of one launcher."""
+
+    wall: float
+    start_latency: float
+
+
+@dataclass
+class Launcher:
+    """A way to start the two ranks; ``start`` returns the processes to wait for."""
+
+    name: str
+    start: Callable[[list[str], Path], list[subprocess.Popen[str]]]
+    samples: list[Sample] = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubemill_command() -> list[str]:
+    """The ``kubemill`` console script of this interpreter's environment."""
+    beside = Path(sys.executable).with_name("kubemill")
+    found = str(beside) if beside.exists() else shutil.which("kubemill")
+    if found is None:
+        sys.exit("error: the kubemill command is not installed in this environment")
+    return [found]
+
+
+def torchrun_command() -> list[str]:
+    beside = Path(sys.executable).with_name("torchrun")
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "torch.distributed.run"]
+
+
+def start_kubemill(script_args: list[str], workdir: Path) -> list[subprocess.Popen[str]]:
+    container = {
+        "name": "pytorch",
+        "image": "kubemill/bench:latest",
+        "command": ["python", str(SCRIPT)],
+        "args": script_args,
+    }
+    manifest = {
+        "apiVersion": "kubemill.dev/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "bench-ddp"},
+        "spec": {
+            "runPolicy": {"activeDeadlineSeconds": 600},
+            "pytorchReplicaSpecs": {
+                role: {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {"spec": {"containers": [container]}},
+                }
+                for role in ("Master", "Worker")
+            },
+        },
+    }
+    path = workdir / "bench-ddp.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(workdir / "state")}
+    return [_popen([*kubemill_command(), "run", str(path)], env=env, cwd=workdir)]
+
+
+def start_torchrun(script_args: list[str], workdir: Path) -> list[subprocess.Popen[str]]:
+    argv = [
+        *torchrun_command(),
+        f"--nproc_per_node={WORLD_SIZE}",
+        "--nnodes=1",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(SCRIPT),
+        *script_args,
+    ]
+    return [_popen(argv, env=dict(os.environ), cwd=workdir)]
+
+
+def start_bare(script_args: list[str], workdir: Path) -> list[subprocess.Popen[str]]:
+    port = free_port()
+    processes = []
+    for rank in range(WORLD_SIZE):
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": str(WORLD_SIZE),
+            "RANK": str(rank),
+            "PYTHONUNBUFFERED": "1",
+        }
+        processes.append(_popen([sys.executable, str(SCRIPT), *script_args], env=env, cwd=workdir))
+    return processes
+
+
+def _popen(argv: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    # Output goes to a file in the run's directory (read once the run is over), so a
+    # chatty process can never block on a full pipe while we wait for another one.
+    with (cwd / f"output-{len(list(cwd.glob('output-*')))}.log").open("w") as out:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group, so it can be stopped whole
+        )
+
+
+def run_once(launcher: Launcher, script_args: list[str], *, timeout: float) -> Sample:
+    with tempfile.TemporaryDirectory(prefix=f"kubemill-bench-{launcher.name}-") as tmp:
+        t0 = time.time()
+        processes = launcher.start(script_args, Path(tmp))
+        try:
+            for process in processes:
+                process.wait(timeout=timeout)
+            wall = time.time() - t0
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        output = "".join(p.read_text() for p in sorted(Path(tmp).glob("output-*.log")))
+    failed = [p.returncode for p in processes if p.returncode != 0]
+    starts = {int(m[1]): float(m[3]) for m in MARKER.finditer(output)}
+    done = {int(m[1]) for m in DONE.finditer(output)}
+    if failed or len(starts) != WORLD_SIZE or len(done) != WORLD_SIZE:
+        sys.exit(
+            f"error: {launcher.name} run failed (exit codes {[p.returncode for p in processes]}, "
+            f"start markers for ranks {sorted(starts)}, finished ranks {sorted(done)}):\n"
+            + output[-4000:]
+        )
+    return Sample(wall=wall, start_latency=max(starts.values()) - t0)
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):7.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def report(launchers: list[Launcher], runs: int) -> None:
+    by_name = {launcher.name: launcher for launcher in launchers}
+    med = {
+        name: (
+            statistics.median(s.wall for s in launcher.samples),
+            statistics.median(s.start_latency for s in launcher.samples),
+        )
+        for name, launcher in by_name.items()
+    }
+    print()
+    print(f"2-process DDP (gloo) on digits, median (min-max) of {runs} interleaved runs, seconds")
+    header = (
+        f"{'launcher':<10} {'wall time':>22} {'start latency':>22} "
+        f"{'wall / torchrun':>16} {'wall / bare':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, launcher in by_name.items():
+        wall, _ = med[name]
+        print(
+            f"{name:<10} {summary([s.wall for s in launcher.samples]):>22} "
+            f"{summary([s.start_latency for s in launcher.samples]):>22} "
+            f"{wall / med['torchrun'][0]:>16.3f} {wall / med['bare'][0]:>12.3f}"
+        )
+    print()
+    k_wall, k_start = med["kubemill"]
+    for base in ("torchrun", "bare"):
+        b_wall, b_start = med[base]
+        print(
+            f"kubemill vs {base:<8}: start-up adds {k_start - b_start:+.3f} s "
+            f"(goal < 0.3 s vs torchrun), wall-time ratio {k_wall / b_wall:.3f} "
+            f"(goal <= 1.05 vs torchrun), wall-time difference {k_wall - b_wall:+.3f} s"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="rounds; each runs every launcher")
+    parser.add_argument("--epochs", type=int, default=6, help="passed to the DDP script")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=["kubemill", "torchrun", "bare"],
+        help="run only these launchers (ratios need torchrun and bare)",
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    script_args = ["--epochs", str(args.epochs), "--timeout", "120"]
+    launchers = [
+        Launcher("kubemill", start_kubemill),
+        Launcher("torchrun", start_torchrun),
+        Launcher("bare", start_bare),
+    ]
+    if args.only:
+        launchers = [launcher for launcher in launchers if launcher.name in args.only]
+    for round_index in range(args.runs):
+        shift = round_index % len(launchers)
+        for launcher in launchers[shift:] + launchers[:shift]:
+            sample = run_once(launcher, script_args, timeout=args.timeout)
+            launcher.samples.append(sample)
+            print(
+                f"round {round_index + 1}/{args.runs} {launcher.name:<9} "
+                f"wall={sample.wall:.3f}s start_latency={sample.start_latency:.3f}s",
+                flush=True,
+            )
+    if {launcher.name for launcher in launchers} == {"kubemill", "torchrun", "bare"}:
+        report(launchers, args.runs)
+    else:
+        for launcher in launchers:
+            print(
+                f"{launcher.name:<10} wall {summary([s.wall for s in launcher.samples])} "
+                f"start latency {summary([s.start_latency for s in launcher.samples])}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
