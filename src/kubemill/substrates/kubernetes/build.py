@@ -1,0 +1,328 @@
+"""Pure ``build_*`` functions: the exact objects the operator sends for a job.
+
+Every child the operator creates (a Pod and a headless Service per replica, the gang
+scheduler's PodGroup) is built here and nowhere else, so ``kubemill render`` shows
+byte for byte what the reconcile would send. No I/O: a job and its Plan in, dicts out.
+
+Shapes follow the Kubeflow training operator (``pod.go``, ``service.go``,
+``podgroup_control.go``), with ``kubemill.dev/*`` labels instead of
+``training.kubeflow.org/*``:
+
+- a pod is the replica's template with the operator's labels laid over the template's
+  (template annotations kept), an ownerReference to the job with ``controller: true``,
+  the pod-level restartPolicy from :func:`kubemill.core.policy.pod_restart_policy`
+  (``ExitCode`` becomes ``Never``: the operator decides on restarts), and the Plan's
+  environment appended to the framework's container;
+- a Service is headless (``clusterIP: None``) with the pod's name, selecting it by job
+  name, replica type and index, with the framework container's named ports; its DNS name
+  ``<pod>.<ns>.svc`` is the replica's address (see :mod:`.network`), so pods need no
+  ``hostname``/``subdomain`` of their own;
+- with gang scheduling, pods get the scheduler's name (unless the template names one) and
+  the PodGroup marker (volcano: annotation ``scheduling.k8s.io/group-name`` and
+  ``volcano.sh/task-spec``; scheduler-plugins: label ``scheduling.x-k8s.io/pod-group``),
+  and the PodGroup is named like the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from kubemill.api import Job, RestartPolicy
+from kubemill.core import Action, CreatePod, CreatePodGroup, CreateService, pod_restart_policy
+from kubemill.frameworks import (
+    LABEL_JOB_NAME,
+    LABEL_OPERATOR,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    OPERATOR_NAME,
+    Plan,
+    ReplicaPlan,
+)
+
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+"""Names a pod's volcano PodGroup."""
+VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
+"""Tells volcano which task (replica type, lowercased) of the group a pod belongs to."""
+SCHEDULER_PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""Names a pod's scheduler-plugins (coscheduling) PodGroup."""
+SCHEDULER_PLUGINS_DEFAULT_NAME = "scheduler-plugins-scheduler"
+"""The scheduler profile name the scheduler-plugins chart deploys by default."""
+NOT_COPIED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+"""Job annotations not carried onto the PodGroup (a whole copy of the job is noise)."""
+
+SELECTOR_LABELS = (LABEL_JOB_NAME, LABEL_REPLICA_TYPE, LABEL_REPLICA_INDEX)
+"""The labels a replica's Service selects its pod by."""
+
+
+class UnsupportedPlanError(ValueError):
+    """A Plan asks for something the Kubernetes substrate cannot realise yet."""
+
+
+class GangKind(StrEnum):
+    """Which PodGroup API a gang scheduler reads."""
+
+    VOLCANO = "volcano"
+    SCHEDULER_PLUGINS = "scheduler-plugins"
+
+
+@dataclass(frozen=True)
+class GangScheduler:
+    """A gang scheduler: its PodGroup API and the ``schedulerName`` pods ask for."""
+
+    kind: GangKind
+    scheduler_name: str
+
+    @classmethod
+    def named(cls, name: str) -> GangScheduler:
+        """From ``--gang-scheduler-name``, with upstream's rule.
+
+        ``volcano`` is volcano; ``scheduler-plugins`` is the coscheduling plugin under
+        its default profile name; any other name is a scheduler-plugins profile of that
+        name (a cluster may deploy the plugin under its own scheduler name).
+        """
+        if not name:
+            raise ValueError("a gang scheduler name must not be empty")
+        if name == GangKind.VOLCANO:
+            return cls(GangKind.VOLCANO, "volcano")
+        if name == GangKind.SCHEDULER_PLUGINS:
+            return cls(GangKind.SCHEDULER_PLUGINS, SCHEDULER_PLUGINS_DEFAULT_NAME)
+        return cls(GangKind.SCHEDULER_PLUGINS, name)
+
+    @property
+    def api_group(self) -> str:
+        """The PodGroup's API group."""
+        if self.kind is GangKind.VOLCANO:
+            return "scheduling.volcano.sh"
+        return "scheduling.x-k8s.io"
+
+    @property
+    def api_version(self) -> str:
+        """The PodGroup's ``apiVersion``."""
+        version = "v1beta1" if self.kind is GangKind.VOLCANO else "v1alpha1"
+        return f"{self.api_group}/{version}"
+
+    plural: ClassVar[str] = "podgroups"
+    """The PodGroup resource (both APIs use the same plural)."""
+
+
+def gang_scheduler(value: str | GangScheduler | None) -> GangScheduler | None:
+    """Accept a scheduler name, a :class:`GangScheduler` or None (no gang scheduling)."""
+    if value is None or isinstance(value, GangScheduler):
+        return value
+    return GangScheduler.named(value)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The job as its children's ownerReference names it."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, job: Job, *, api_version: str | None = None) -> Owner:
+        """The owner for ``job``.
+
+        ``api_version`` is the group the object was read from: the loader maps
+        ``kubeflow.org/v1`` jobs onto ``kubemill.dev/v1``, but their children must point at
+        the object that exists. ``uid`` is empty until the job exists in a cluster
+        (``kubemill render`` of a file); the API server refuses an empty uid, which is
+        safer than a made-up one the garbage collector would act on.
+        """
+        return cls(api_version or job.api_version, job.KIND, job.name, job.metadata.uid or "")
+
+    def reference(self) -> dict[str, Any]:
+        """The ``ownerReferences`` entry: the job controls its child and blocks its deletion."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def _owner(job: Job, owner: Owner | None) -> Owner:
+    return owner if owner is not None else Owner.of(job)
+
+
+def _child_metadata(
+    job: Job,
+    name: str,
+    labels: Mapping[str, str],
+    owner: Owner | None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": job.namespace, "labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    metadata["ownerReferences"] = [_owner(job, owner).reference()]
+    return metadata
+
+
+def replica_labels(replica: ReplicaPlan) -> dict[str, str]:
+    """The operator's labels on a replica's pod and service (the Plan's, plus operator-name)."""
+    return {LABEL_OPERATOR: OPERATOR_NAME, **replica.labels}
+
+
+def replica_selector(plan: Plan, replica_type: str) -> str:
+    """The label selector (string form) of every pod of one replica type.
+
+    Written to ``status.replicaStatuses.<type>.selector`` for the scale subresource.
+    """
+    job_name, type_label = plan.name, replica_type.lower()
+    for replica in plan.of_type(replica_type):
+        job_name, type_label = replica.labels[LABEL_JOB_NAME], replica.labels[LABEL_REPLICA_TYPE]
+        break
+    return f"{LABEL_JOB_NAME}={job_name},{LABEL_REPLICA_TYPE}={type_label}"
+
+
+def build_pod(
+    job: Job,
+    replica: ReplicaPlan,
+    *,
+    gang: GangScheduler | None = None,
+    owner: Owner | None = None,
+) -> dict[str, Any]:
+    """The Pod of one replica."""
+    template = replica.template.to_wire()
+    template_meta = template.get("metadata", {})
+    spec: dict[str, Any] = template.get("spec", {})
+    labels = {**template_meta.get("labels", {}), **replica_labels(replica)}
+    annotations = dict(template_meta.get("annotations", {}))
+
+    spec["restartPolicy"] = pod_restart_policy(RestartPolicy(replica.restart_policy))
+    container = _container(spec, replica)
+    container["env"] = [*container.get("env", []), *(v.to_wire() for v in replica.env)]
+
+    if gang is not None:
+        spec.setdefault("schedulerName", gang.scheduler_name)
+        if gang.kind is GangKind.VOLCANO:
+            annotations[VOLCANO_GROUP_ANNOTATION] = job.name
+            annotations[VOLCANO_TASK_ANNOTATION] = replica.replica_type.lower()
+        else:
+            labels[SCHEDULER_PLUGINS_GROUP_LABEL] = job.name
+
+    metadata = _child_metadata(job, replica.name, labels, owner, annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _container(spec: dict[str, Any], replica: ReplicaPlan) -> dict[str, Any]:
+    for container in spec.get("containers", []):
+        if container.get("name") == replica.container:
+            found: dict[str, Any] = container
+            return found
+    # The loader refuses such a job; only a hand-built Plan can get here.
+    raise UnsupportedPlanError(
+        f"replica {replica.name}: the pod template has no container named {replica.container!r}"
+    )
+
+
+def build_service(job: Job, replica: ReplicaPlan, *, owner: Owner | None = None) -> dict[str, Any]:
+    """The headless Service that gives one replica its stable DNS name."""
+    labels = replica_labels(replica)
+    selector = {key: labels[key] for key in SELECTOR_LABELS}
+    ports = [{"name": name, "port": port} for name, port in replica.ports.items()]
+    spec: dict[str, Any] = {"clusterIP": "None", "selector": selector}
+    if ports:
+        spec["ports"] = ports
+    metadata = _child_metadata(
+        job, replica.name, {**selector, LABEL_OPERATOR: OPERATOR_NAME}, owner
+    )
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+
+
+def build_pod_group(
+    job: Job,
+    request: CreatePodGroup,
+    *,
+    gang: GangScheduler,
+    owner: Owner | None = None,
+) -> dict[str, Any]:
+    """The PodGroup the core asked for, in ``gang``'s API.
+
+    The core decides the numbers (``minMember``, default queue, ``minResources`` summed
+    from the pods when the job gives none); this only spells them for the scheduler:
+    volcano takes ``minMember``, ``queue``, ``priorityClassName``, ``minResources``;
+    scheduler-plugins takes ``minMember``, ``minResources``, ``scheduleTimeoutSeconds``.
+    """
+    min_resources = dict(request.min_resources)
+    spec: dict[str, Any] = {"minMember": request.min_member}
+    if gang.kind is GangKind.VOLCANO:
+        if request.queue:
+            spec["queue"] = request.queue
+        if request.priority_class:
+            spec["priorityClassName"] = request.priority_class
+        if min_resources:
+            spec["minResources"] = min_resources
+    else:
+        if min_resources:
+            spec["minResources"] = min_resources
+        if request.schedule_timeout_seconds is not None:
+            spec["scheduleTimeoutSeconds"] = request.schedule_timeout_seconds
+    labels = {LABEL_JOB_NAME: job.name, LABEL_OPERATOR: OPERATOR_NAME}
+    # Upstream copies the job's annotations: volcano reads some of them on the group.
+    annotations = {
+        k: v for k, v in job.metadata.annotations.items() if k not in NOT_COPIED_ANNOTATIONS
+    }
+    metadata = _child_metadata(job, request.name, labels, owner, annotations)
+    return {"apiVersion": gang.api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}
+
+
+def build_for_action(
+    job: Job,
+    plan: Plan,
+    action: Action,
+    *,
+    gang: GangScheduler | None = None,
+    owner: Owner | None = None,
+) -> dict[str, Any] | None:
+    """The object a create action of :func:`kubemill.core.reconcile` stands for.
+
+    ``CreatePod``/``CreateService`` name a replica of ``plan``; ``CreatePodGroup`` needs
+    ``gang``. Any other action creates nothing and gives None.
+    """
+    if isinstance(action, CreatePod):
+        if plan.files:
+            names = ", ".join(f.name for f in plan.files)
+            raise UnsupportedPlanError(
+                f"{plan.kind} {plan.name} delivers files ({names}), which the Kubernetes "
+                "substrate cannot deliver yet; run it locally"
+            )
+        return build_pod(job, plan.replica(action.name), gang=gang, owner=owner)
+    if isinstance(action, CreateService):
+        return build_service(job, plan.replica(action.name), owner=owner)
+    if isinstance(action, CreatePodGroup):
+        if gang is None:
+            raise UnsupportedPlanError(
+                f"the reconcile asked for PodGroup {action.name}, but no gang scheduler is set"
+            )
+        return build_pod_group(job, action, gang=gang, owner=owner)
+    return None
+
+
+__all__ = [
+    "NOT_COPIED_ANNOTATIONS",
+    "SCHEDULER_PLUGINS_DEFAULT_NAME",
+    "SCHEDULER_PLUGINS_GROUP_LABEL",
+    "SELECTOR_LABELS",
+    "VOLCANO_GROUP_ANNOTATION",
+    "VOLCANO_TASK_ANNOTATION",
+    "GangKind",
+    "GangScheduler",
+    "Owner",
+    "UnsupportedPlanError",
+    "build_for_action",
+    "build_pod",
+    "build_pod_group",
+    "build_service",
+    "gang_scheduler",
+    "replica_labels",
+    "replica_selector",
+]

@@ -1,0 +1,177 @@
+"""``kubemill render``: every object the operator creates for a job when it starts.
+
+Nothing is decided here. The render drives the same pure reconcile the operator runs
+(:func:`kubemill.core.reconcile`) from an empty cluster, pretending each created pod comes
+up Running and each PodGroup is admitted, until the reconcile asks to create nothing more;
+every create action it emitted on the way is built by the same :mod:`.build` functions the
+operator calls, from the same Plan (:func:`kubemill.frameworks.plan_for` with a
+:class:`.network.KubernetesNetwork`). So an ordered start (later stages wait for earlier
+ones), a volcano PodGroup that pods wait for, or a suspended job (nothing at all) render
+exactly as the operator would create them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import yaml
+
+from kubemill.api import Job
+from kubemill.core import (
+    Action,
+    CreatePod,
+    CreatePodGroup,
+    CreateService,
+    Observed,
+    ObservedPod,
+    ObservedPodGroup,
+    ReconcileOptions,
+    reconcile,
+)
+from kubemill.frameworks import Plan, plan_for
+from kubemill.substrates.kubernetes.build import (
+    GangScheduler,
+    build_for_action,
+    gang_scheduler,
+)
+from kubemill.substrates.kubernetes.network import KubernetesNetwork
+
+
+class RenderError(RuntimeError):
+    """The reconcile kept asking for new objects: a bug, reported instead of looping."""
+
+
+def plan_on_kubernetes(job: Job) -> Plan:
+    """The job's Plan with Kubernetes addresses (``<job>-<type>-<i>.<ns>.svc``)."""
+    return plan_for(job, KubernetesNetwork(job.name, job.namespace))
+
+
+def reconcile_options(gang: GangScheduler | None) -> ReconcileOptions:
+    """The core's options for an operator running with ``gang``."""
+    return ReconcileOptions(gang_scheduler=gang.kind.value if gang is not None else None)
+
+
+def render_job(
+    job: Job,
+    *,
+    namespace: str | None = None,
+    gang_scheduler: str | GangScheduler | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Every object the operator creates for ``job`` as it starts, in creation order.
+
+    ``namespace`` overrides the job's own (``default`` when the manifest names none);
+    ``gang_scheduler`` is ``volcano``, ``scheduler-plugins`` or a scheduler-plugins
+    profile name, as the operator's ``--gang-scheduler-name``.
+    """
+    if namespace is not None and namespace != job.namespace:
+        job = job.model_copy(deep=True)
+        job.metadata.namespace = namespace
+    gang = _gang(gang_scheduler)
+    plan = plan_on_kubernetes(job)
+    objects = []
+    for action in start_actions(job, plan, gang=gang, now=now):
+        built = build_for_action(job, plan, action, gang=gang)
+        if built is not None:
+            objects.append(built)
+    return objects
+
+
+def _gang(value: str | GangScheduler | None) -> GangScheduler | None:
+    return gang_scheduler(value)
+
+
+def start_actions(
+    job: Job, plan: Plan, *, gang: GangScheduler | None, now: datetime | None = None
+) -> list[Action]:
+    """The create actions the reconcile emits while the job starts up, in order."""
+    now = now or datetime.now(UTC)
+    options = reconcile_options(gang)
+    observed = Observed()
+    creates: list[Action] = []
+    # Each pass can only unblock the next start stage, so this bound is never reached
+    # unless the reconcile misbehaves.
+    for _ in range(len(plan.replicas) + 3):
+        result = reconcile(job, plan, observed, now, options=options)
+        new = [
+            a for a in result.actions if isinstance(a, CreatePod | CreateService | CreatePodGroup)
+        ]
+        if not new:
+            return creates
+        creates.extend(new)
+        observed = _as_if_created(observed, plan, new)
+        job = job.model_copy(update={"status": result.status})
+    raise RenderError(f"{plan.kind} {plan.name}: the reconcile did not settle while starting")
+
+
+def _as_if_created(observed: Observed, plan: Plan, actions: Iterable[Action]) -> Observed:
+    """What the operator would observe once the actions took effect and the pods came up."""
+    pods = list(observed.pods)
+    services = set(observed.services)
+    group = observed.pod_group
+    for action in actions:
+        if isinstance(action, CreatePod):
+            rep = plan.replica(action.name)
+            pods.append(
+                ObservedPod(
+                    name=rep.name,
+                    replica_type=rep.replica_type,
+                    index=rep.index,
+                    phase="Running",
+                    ready=True,
+                )
+            )
+        elif isinstance(action, CreateService):
+            services.add(action.name)
+        elif isinstance(action, CreatePodGroup):
+            group = ObservedPodGroup(action.name, phase="Running")
+    return dataclasses.replace(
+        observed, pods=tuple(pods), services=frozenset(services), pod_group=group
+    )
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML with list items indented under their key, as kubectl prints."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # Multi-line strings (scripts, configs) as literal blocks, readable and diffable.
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(objects: Iterable[Mapping[str, Any]], stream: IO[str] | None = None) -> str:
+    """A multi-document YAML stream (``---`` between objects), keys in builder order.
+
+    Returns the text; also writes it to ``stream`` when one is given.
+    """
+    text = yaml.dump_all(
+        [dict(o) for o in objects],
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        explicit_start=True,
+        width=100,
+    )
+    if stream is not None:
+        stream.write(text)
+    return text
+
+
+__all__ = [
+    "RenderError",
+    "dump_yaml",
+    "plan_on_kubernetes",
+    "reconcile_options",
+    "render_job",
+    "start_actions",
+]
