@@ -901,3 +901,71 @@ def test_pod_restart_policy(policy: RestartPolicy, expected: str) -> None:
 )
 def test_is_retryable_exit_code(code: int | None, retryable: bool) -> None:
     assert is_retryable_exit_code(code) is retryable
+
+
+@pytest.mark.parametrize(
+    ("phase", "code", "reason", "expected"),
+    [
+        pytest.param("Failed", 3, "", "worker-1 exited with code 3", id="exit-code"),
+        pytest.param(
+            "Failed", 137, "OOMKilled", "worker-1 exited with code 137 (OOMKilled)", id="oom"
+        ),
+        pytest.param("Failed", None, "Evicted", "worker-1 failed: Evicted", id="evicted"),
+        pytest.param(
+            "Unknown", None, "supervisor died", "worker-1 was lost: supervisor died", id="lost"
+        ),
+        pytest.param("Unknown", None, "", "worker-1 was lost", id="lost-without-reason"),
+    ],
+)
+def test_failure_is_described_by_replica(
+    phase: str, code: int | None, reason: str, expected: str
+) -> None:
+    from kubemill.core import describe_failure
+
+    plan = plan_for(tfjob())
+    observed = pod(plan, "worker-1", phase, exit_code=code, reason=reason)  # type: ignore[arg-type]
+    assert describe_failure(observed) == expected
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param(
+            Case(tfjob(), services=("worker-0", "worker-1"), pods=("worker-0:Running",)),
+            [
+                ("Normal", "TFJobCreated", "TFJob default/x is created."),
+                ("Normal", "SuccessfulCreatePod", "Created pod: x-worker-1"),
+            ],
+            id="created-and-pod-created",
+        ),
+        pytest.param(
+            Case(
+                prior(tfjob(restart="Never"), RUNNING),
+                pods=("worker-0:Running", "worker-1:Unknown"),
+            ),
+            [
+                (
+                    "Warning",
+                    "TFJobFailed",
+                    "TFJob default/x is failed because 1 Worker replica(s) failed: "
+                    "worker-1 was lost.",
+                ),
+            ],
+            id="failed-event-names-the-replica",
+        ),
+        pytest.param(
+            Case(prior(tfjob(), cond("Suspended", reason="TFJobSuspended")), services=()),
+            [
+                ("Normal", "TFJobResumed", "TFJob default/x is resumed."),
+                ("Normal", "SuccessfulCreateService", "Created service: x-worker-0"),
+                ("Normal", "SuccessfulCreateService", "Created service: x-worker-1"),
+                ("Normal", "SuccessfulCreatePod", "Created pod: x-worker-0"),
+                ("Normal", "SuccessfulCreatePod", "Created pod: x-worker-1"),
+            ],
+            id="resumed",
+        ),
+    ],
+)
+def test_events(case: Case, expected: list[tuple[str, str, str]]) -> None:
+    _, result = run(case)
+    assert [(e.type, e.reason, e.message) for e in events(result.actions)] == expected
