@@ -9,6 +9,7 @@ so a user fixes a manifest in one pass instead of one error per run.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,9 @@ class FieldError:
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
         text = f"{where}{self.path or '<document>'}: {self.message}"
-        return f"{text} ({self.hint})" if self.hint else text
+        text = f"{text} ({self.hint})" if self.hint else text
+        # One problem, one line: tools (and `kubemill validate`) count lines.
+        return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class ManifestError(ValueError):
@@ -52,11 +55,22 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def join_path(parts: Iterable[str | int]) -> str:
-    """Render a location tuple as ``a.b[0].c``."""
+    """Render a location tuple as ``a.b[0].c`` (odd keys quoted: ``a['x.y']``)."""
     text = ""
     for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else part
+        text = child_path(text, part)
     return text
+
+
+def child_path(parent: str, part: str | int) -> str:
+    """``parent`` extended by one key or list index."""
+    if isinstance(part, int):
+        return f"{parent}[{part}]"
+    if not _PLAIN_KEY.match(part):
+        # Keys with dots, spaces or control characters are quoted so the path stays
+        # readable and unambiguous: labels['app.kubernetes.io/name'].
+        return f"{parent}[{part!r}]"
+    return f"{parent}.{part}" if parent else part
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_/-]+$")

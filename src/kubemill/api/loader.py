@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from kubemill.api.common import API_VERSION, Job
-from kubemill.api.errors import FieldError, ManifestError, did_you_mean, join_path
+from kubemill.api.errors import FieldError, ManifestError, child_path, did_you_mean, join_path
 from kubemill.api.legacy import V1Alpha1TFJob, convert_v1alpha1_tfjob, v1alpha1_path
 from kubemill.api.pytorch import PyTorchJob
 from kubemill.api.tensorflow import TFJob
@@ -74,10 +74,11 @@ def load(
             documents = [d for d in yaml.safe_load_all(source) if d is not None]
         except yaml.YAMLError as exc:
             raise ManifestError([_yaml_error(exc, name)]) from exc
-    elif isinstance(source, Mapping):
-        documents = [source]
-    else:
+    elif isinstance(source, (list, tuple)):
         documents = list(source)
+    else:
+        # One document; anything but a mapping is reported as such, never raised raw.
+        documents = [source]
     jobs: list[Job] = []
     errors: list[FieldError] = []
     for index, doc in enumerate(documents):
@@ -338,7 +339,7 @@ def validate_job(job: Job) -> list[FieldError]:
     if not job.replica_specs:
         errors.append(FieldError(field, "at least one replica type is required"))
     for rtype, spec in job.replica_specs.items():
-        path = f"{field}.{rtype}"
+        path = child_path(field, rtype)
         if rtype not in job.REPLICA_TYPES:
             hint = did_you_mean(rtype, job.REPLICA_TYPES) or (
                 f"{job.KIND} replica types are {', '.join(job.REPLICA_TYPES)}"
@@ -457,7 +458,11 @@ def _validate_kind(job: Job, field: str) -> list[FieldError]:
         for t in chiefs:
             if job.replica_count(t) > 1:
                 errors.append(
-                    FieldError(f"{field}.{t}.replicas", "must be 0 or 1", "a TFJob has one chief")
+                    FieldError(
+                        f"{child_path(field, t)}.replicas",
+                        "must be 0 or 1",
+                        "a TFJob has one chief",
+                    )
                 )
     if isinstance(job, PyTorchJob):
         if "Master" in job.replica_specs and job.replica_count("Master") != 1:

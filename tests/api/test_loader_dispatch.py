@@ -1,0 +1,200 @@
+"""Loading manifests: YAML documents, dispatch on apiVersion/kind, upstream and legacy forms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubemill.api import (
+    API_VERSION,
+    KINDS,
+    CleanPodPolicy,
+    ManifestError,
+    PyTorchJob,
+    RestartPolicy,
+    TFJob,
+    load,
+    load_one,
+    load_path,
+    manifest_files,
+)
+
+MANIFESTS = Path(__file__).parents[1] / "manifests"
+GOOD = MANIFESTS / "good"
+
+TF_WORKER = """
+apiVersion: {api}
+kind: TFJob
+metadata: {{name: {name}}}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{{name: tensorflow, image: local}}]
+"""
+
+PT_MASTER = """
+apiVersion: {api}
+kind: PyTorchJob
+metadata: {{name: {name}}}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      template:
+        spec:
+          containers: [{{name: pytorch, image: local}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        pytest.param(TF_WORKER.format(api=API_VERSION, name="a"), TFJob, id="kubemill-tfjob"),
+        pytest.param(TF_WORKER.format(api="kubeflow.org/v1", name="a"), TFJob, id="kubeflow-tfjob"),
+        pytest.param(
+            PT_MASTER.format(api=API_VERSION, name="a"), PyTorchJob, id="kubemill-pytorchjob"
+        ),
+        pytest.param(
+            PT_MASTER.format(api="kubeflow.org/v1", name="a"), PyTorchJob, id="kubeflow-pytorchjob"
+        ),
+        pytest.param((GOOD / "seed-tfjob-v1alpha1.yaml").read_text(), TFJob, id="seed-v1alpha1"),
+    ],
+)
+def test_dispatch_on_api_version_and_kind(text: str, kind: type) -> None:
+    job = load_one(text)
+    assert type(job) is kind
+    # Whatever group it came in, the loaded job is ours.
+    assert job.api_version == API_VERSION
+    assert job.to_wire()["apiVersion"] == API_VERSION
+
+
+def test_every_registered_kind_loads() -> None:
+    templates = {"TFJob": TF_WORKER, "PyTorchJob": PT_MASTER}
+    for api_version, kind in KINDS:
+        if api_version.endswith("v1alpha1"):
+            continue  # a different shape; covered by the seed
+        assert kind == type(load_one(templates[kind].format(api=api_version, name="k"))).KIND
+
+
+def test_multi_document_yaml_keeps_order_and_skips_empty_documents() -> None:
+    text = "\n---\n".join(
+        [
+            TF_WORKER.format(api="kubeflow.org/v1", name="one"),
+            "",  # an empty document between separators
+            PT_MASTER.format(api=API_VERSION, name="two"),
+            TF_WORKER.format(api=API_VERSION, name="three"),
+        ]
+    )
+    jobs = load(text)
+    assert [(type(j).__name__, j.name) for j in jobs] == [
+        ("TFJob", "one"),
+        ("PyTorchJob", "two"),
+        ("TFJob", "three"),
+    ]
+
+
+def test_dicts_and_lists_of_dicts_load_like_yaml() -> None:
+    import yaml
+
+    doc = yaml.safe_load(TF_WORKER.format(api="kubeflow.org/v1", name="d"))
+    assert load(doc) == load([doc]) == load(yaml.safe_dump(doc))
+
+
+def test_load_one_refuses_several_jobs() -> None:
+    with pytest.raises(ManifestError, match="expected one job, found 2"):
+        load_one((GOOD / "multi-document.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [pytest.param("", id="empty"), pytest.param("---\n---\n", id="only-separators")],
+)
+def test_a_manifest_without_jobs_is_an_error(text: str) -> None:
+    with pytest.raises(ManifestError, match="no job in this manifest"):
+        load(text)
+
+
+def test_kubeflow_v1_manifest_loads_unchanged() -> None:
+    job = load_path(GOOD / "tfjob-v1-ps-workers.yaml")[0]
+    assert isinstance(job, TFJob)
+    assert (job.name, job.namespace, job.metadata.labels) == (
+        "dist-mnist",
+        "ml",
+        {"team": "vision"},
+    )
+    policy = job.run_policy
+    assert policy.clean_pod_policy is CleanPodPolicy.RUNNING
+    assert (policy.backoff_limit, policy.ttl_seconds_after_finished) == (3, 600)
+    worker = job.replica_specs["Worker"]
+    assert worker.restart_policy is RestartPolicy.EXIT_CODE
+    assert worker.template.metadata.annotations == {"sidecar.istio.io/inject": "false"}
+    container = worker.template.spec.containers[0]
+    assert container.args == ["--train_steps=100"]
+    assert container.resources == {"limits": {"cpu": "1", "memory": "1Gi"}}
+    assert container.env is not None and container.env[0].value_from is not None
+    assert container.env[0].value_from.field_ref is not None
+    assert container.env[0].value_from.field_ref.field_path == "metadata.name"
+    # Fields the user wrote come back on the wire exactly as written.
+    wire = job.to_wire()["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    assert wire["spec"]["containers"][0]["env"] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+
+
+def test_seed_v1alpha1_converts_master_to_chief() -> None:
+    job = load_path(GOOD / "seed-tfjob-v1alpha1.yaml")[0]
+    assert isinstance(job, TFJob)
+    assert job.name == "example-job"
+    assert {t: job.replica_count(t) for t in job.replica_specs} == {
+        "Chief": 1,
+        "Worker": 1,
+        "PS": 2,
+    }
+    for spec in job.replica_specs.values():
+        # The pod-level restartPolicy of v1alpha1 becomes the replica's; the pod's is cleared.
+        assert spec.restart_policy is RestartPolicy.ON_FAILURE
+        assert spec.template.spec.restart_policy is None
+        (container,) = spec.template.spec.containers
+        assert container.image == "gcr.io/tf-on-k8s-dogfood/tf_sample:dc944ff"
+        assert container.command is None  # the seed has none; running locally says so
+
+
+def test_v1alpha1_tf_port_becomes_the_tfjob_port() -> None:
+    job = load_one(
+        """
+apiVersion: kubeflow.org/v1alpha1
+kind: TFJob
+metadata: {name: ported}
+spec:
+  replicaSpecs:
+    - replicas: 2
+      tfReplicaType: WORKER
+      tfPort: 3333
+      template:
+        spec:
+          containers: [{name: tensorflow, image: local}]
+"""
+    )
+    ports = job.replica_specs["Worker"].template.spec.containers[0].ports
+    assert ports is not None
+    assert [(p.name, p.container_port) for p in ports] == [("tfjob-port", 3333)]
+
+
+def test_manifest_files_expands_directories_sorted() -> None:
+    files = manifest_files([GOOD])
+    assert files == sorted(files)
+    assert {f.name for f in files} >= {"seed-tfjob-v1alpha1.yaml", "multi-document.yaml"}
+    assert manifest_files([GOOD / "multi-document.yaml"]) == [GOOD / "multi-document.yaml"]
+
+
+def test_every_good_fixture_loads() -> None:
+    for file in manifest_files([GOOD]):
+        assert load_path(file), file
+
+
+def test_unreadable_file_is_a_manifest_error(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="cannot read"):
+        load_path(tmp_path / "missing.yaml")
