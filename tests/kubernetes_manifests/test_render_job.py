@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
 from kubemill.api import Job, load_one, load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, render_job
 
-from .helpers import job_manifest_files, k8s_errors, rel
+from .helpers import K8S_VERSIONS, job_manifest_files, k8s_errors, rel
 from .samples import elastic_pytorchjob, pytorchjob, tfjob
 
 GANGS = (None, "volcano", "scheduler-plugins")
@@ -164,3 +165,20 @@ def test_dump_yaml_writes_multiline_strings_as_blocks() -> None:
     text = dump_yaml([{"data": {"script": "line one\nline two\n"}}])
     assert "script: |\n    line one\n    line two\n" in text
     assert list(yaml.safe_load_all(text)) == [{"data": {"script": "line one\nline two\n"}}]
+
+
+def test_cached_validator_agrees_with_kubernetes_validate() -> None:
+    """The cached validator of the tests says what kubernetes-validate says."""
+    good = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {"clusterIP": "None"},
+    }
+    bad = {**good, "spec": {"clusterIP": "None", "portz": []}}
+    assert k8s_errors(good) == []
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(good, version, strict=True)
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(bad, version, strict=True)
+    assert len(k8s_errors(bad)) == len(K8S_VERSIONS)

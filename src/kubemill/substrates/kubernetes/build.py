@@ -92,6 +92,13 @@ class GangScheduler:
         return cls(GangKind.SCHEDULER_PLUGINS, name)
 
     @property
+    def name(self) -> str:
+        """The ``--gang-scheduler-name`` that selects this scheduler (inverse of :meth:`named`)."""
+        if self.kind is GangKind.VOLCANO or self.scheduler_name == SCHEDULER_PLUGINS_DEFAULT_NAME:
+            return self.kind.value
+        return self.scheduler_name
+
+    @property
     def api_group(self) -> str:
         """The PodGroup's API group."""
         if self.kind is GangKind.VOLCANO:

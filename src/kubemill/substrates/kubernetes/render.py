@@ -139,6 +139,11 @@ class _Dumper(yaml.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)
 
+    def ignore_aliases(self, data: Any) -> bool:
+        # Builders share small dicts (a probe, a selector); kubectl users expect them
+        # written out, not as &id001 anchors.
+        return True
+
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # Multi-line strings (scripts, configs) as literal blocks, readable and diffable.
