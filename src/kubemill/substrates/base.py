@@ -6,6 +6,7 @@ substrate answered.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,13 +23,18 @@ class ReplicaView:
     replica_type: str
     index: int
     phase: str
-    """Pending, Running, Succeeded, Failed or Unknown."""
+    """Pending, Running, Succeeded, Failed or Unknown; locally also Stopped (ended by
+    kubemill because the job finished, was interrupted or deleted, or the reconciler
+    deleted the pod)."""
     exit_code: int | None = None
     restarts: int = 0
     pid: int | None = None
     started: datetime | None = None
     finished: datetime | None = None
     reason: str = ""
+    """A short code: ``Completed``, ``Error``, ``StartError``, ``Stopped``, ..."""
+    message: str = ""
+    """Why, in words, when there is more to say than the reason."""
     address: str = ""
     """Where it listens (``127.0.0.1:41234`` locally, the pod IP on a cluster)."""
 
@@ -110,7 +116,9 @@ class Backend(Protocol):
         """All jobs (of the namespace, or every namespace when ``None``)."""
         ...
 
-    def wait(self, name: str, namespace: str | None = None, timeout: float | None = None) -> JobView:
+    def wait(
+        self, name: str, namespace: str | None = None, timeout: float | None = None
+    ) -> JobView:
         """Block until the job has finished (Succeeded or Failed) or ``timeout`` passes."""
         ...
 
@@ -125,7 +133,7 @@ class Backend(Protocol):
         """Lines of every replica (or one); with ``follow``, until the job has finished."""
         ...
 
-    def events(self, name: str, namespace: str | None = None) -> list[EventRecord]:
+    def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """Events recorded on the job, oldest first."""
         ...
 

@@ -1,0 +1,141 @@
+"""Which local Python environment a container image stands for.
+
+There are no images locally, so an image name selects an *environment*: a directory
+whose ``bin/`` goes first on the replica's PATH, so ``python`` (and ``torchrun``, ...)
+in a command is that environment's. By default every image is the environment of the
+interpreter running kubemill. A config file maps image names to other environments, so
+engines with conflicting pins (one venv for TensorFlow, one for PyTorch) coexist::
+
+    # $XDG_CONFIG_HOME/kubemill/config.yaml  (or the file named by $KUBEMILL_CONFIG)
+    images:
+      "kubeflow/tf-dist-mnist-test:1.0": ~/venvs/tf      # exact name
+      "pytorch/*": /opt/venvs/torch                       # glob (fnmatch), first match wins
+
+Exact names are tried before globs; unmapped images use the default environment.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubemill.substrates.base import SubstrateError
+
+CONFIG_ENV = "KUBEMILL_CONFIG"
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``explicit``, else ``$KUBEMILL_CONFIG``, else ``$XDG_CONFIG_HOME/kubemill/config.yaml``."""
+    if explicit is not None:
+        return Path(explicit).expanduser()
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        return Path(from_env).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "kubemill" / "config.yaml"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A local Python environment: where its executables are."""
+
+    bin_dir: str
+    source: str = "default"
+    """How it was chosen: ``default`` or the config entry that matched."""
+
+    @property
+    def prefix(self) -> Path:
+        return Path(self.bin_dir).parent
+
+    @property
+    def is_venv(self) -> bool:
+        return (self.prefix / "pyvenv.cfg").is_file()
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == "default"
+
+    def to_json(self) -> dict[str, str]:
+        """As stored with a job, so its supervisor uses what was resolved at submit."""
+        return {"bin_dir": self.bin_dir, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, str]) -> Environment:
+        return cls(bin_dir=data["bin_dir"], source=data.get("source", "default"))
+
+
+def default_environment() -> Environment:
+    """The environment of the interpreter running kubemill (its bin dir as invoked)."""
+    # Not resolved: a venv's bin/python is a symlink to the base interpreter, and it is
+    # the venv's bin dir (with its console scripts) that must come first on PATH.
+    executable = sys.executable or "python3"
+    return Environment(bin_dir=str(Path(executable).absolute().parent))
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """The ``images:`` mapping of the config file (empty when there is no file)."""
+
+    images: Mapping[str, str]
+    path: Path | None = None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> ImageConfig:
+        """Read the config file; a missing file means "no mappings", a broken one is an error."""
+        file = config_path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            if path is not None:
+                raise SubstrateError(f"config file {file} does not exist") from None
+            return cls(images={}, path=None)
+        except OSError as exc:
+            raise SubstrateError(f"cannot read the config file {file}: {exc.strerror}") from exc
+        try:
+            data: Any = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise SubstrateError(f"{file}: not valid YAML: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise SubstrateError(f"{file}: expected a mapping with an `images:` key")
+        unknown = sorted(set(data) - {"images"})
+        if unknown:
+            raise SubstrateError(f"{file}: unknown keys {unknown}; the only key is `images`")
+        images = data.get("images") or {}
+        if not isinstance(images, Mapping):
+            raise SubstrateError(
+                f"{file}: images: expected a mapping of image name (or glob) to a venv path"
+            )
+        for key, value in images.items():
+            if not isinstance(value, str) or not value:
+                raise SubstrateError(
+                    f"{file}: images.{key}: expected the path of a Python environment (a venv),"
+                    f" got {value!r}"
+                )
+        return cls(images={str(k): v for k, v in images.items()}, path=file)
+
+    def resolve(self, image: str) -> Environment:
+        """The environment for ``image``; raises if its mapping points nowhere usable."""
+        for key in self._matches(image):
+            where = f"{self.path}: images[{key!r}]"
+            prefix = Path(self.images[key]).expanduser()
+            bin_dir = prefix / "bin"
+            if not bin_dir.is_dir():
+                raise SubstrateError(
+                    f"image {image!r} maps to {prefix} ({where}), which has no bin/ directory;"
+                    " point it at a venv (python -m venv PATH) or fix the config"
+                )
+            return Environment(bin_dir=str(bin_dir.absolute()), source=where)
+        return default_environment()
+
+    def _matches(self, image: str) -> list[str]:
+        if image in self.images:
+            return [image]
+        return [k for k in self.images if fnmatch.fnmatchcase(image, k)][:1]

@@ -1,0 +1,268 @@
+"""One replica's "pod" on this machine: its process, in-place restarts and stopping.
+
+This is the local stand-in for the kubelet. It starts the process of a
+:class:`~.launch.LaunchSpec`, notices when it exits, and applies the *pod* restart
+policy the way the kubelet does: ``Always`` restarts after any exit, ``OnFailure``
+after a non-zero one, ``Never`` leaves the pod Succeeded or Failed. Restarts count up
+and wait a short, doubling back-off (0.1 s to 1 s; the kubelet's is 10 s to 5 min,
+which a job on a laptop has no need for).
+
+When the main process exits, anything it left in its process group is killed, as
+everything in a container dies with the container's main process. That is done before
+the exit is reaped, while the zombie still pins the group id, so the signal can only
+reach our own processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kubemill.core.model import ObservedPod, PodPhase
+from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.launch import LaunchSpec, spawn
+
+BACKOFF_INITIAL = 0.1
+BACKOFF_MAX = 1.0
+BACKOFF_RESET_AFTER = 10.0
+"""A process that ran this long before exiting restarts without back-off again."""
+
+EXIT_NOT_FOUND = 127
+EXIT_NOT_EXECUTABLE = 126
+"""Exit codes a shell would report for a program it cannot run (permanent failures)."""
+
+
+def exit_code_of(returncode: int) -> int:
+    """Popen's return code as a container runtime reports it (signal N -> 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _utc(moment: float | None) -> datetime | None:
+    return None if moment is None else datetime.fromtimestamp(moment, UTC)
+
+
+@dataclass
+class PodState:
+    """What the replica's pod looks like now (copied into SQLite when it changes)."""
+
+    phase: PodPhase = "Pending"
+    exit_code: int | None = None
+    restart_count: int = 0
+    created: float | None = None
+    started: float | None = None
+    finished: float | None = None
+    reason: str = ""
+    message: str = ""
+    process: procinfo.ProcessId | None = None
+
+
+class ReplicaPod:
+    """One incarnation of a replica's pod. A new one is made when the pod is recreated."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        *,
+        restart_policy: str,
+        before_restart: Callable[[ReplicaPod], None] | None = None,
+    ) -> None:
+        if restart_policy not in ("Always", "OnFailure", "Never"):
+            raise ValueError(f"unknown pod restartPolicy {restart_policy!r}")
+        self.spec = spec
+        self.restart_policy = restart_policy
+        self.before_restart = before_restart
+        self.state = PodState()
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.pidfd: int | None = None
+        self.deleting = False
+        self.stopped_running = False
+        """Deleted while it ran (or waited to restart): shown as Stopped afterwards."""
+        self.stop_reason = ""
+        self.kill_at: float | None = None
+        self.restart_at: float | None = None
+        self._backoff = BACKOFF_INITIAL
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self, now: float) -> None:
+        """Create the pod: start its process now."""
+        self.state.created = now
+        self._launch(now)
+
+    def _launch(self, now: float) -> None:
+        self.restart_at = None
+        try:
+            popen = spawn(self.spec)
+        except OSError as exc:
+            self._start_failed(now, exc)
+            return
+        self.popen = popen
+        with contextlib.suppress(OSError):
+            self.pidfd = os.pidfd_open(popen.pid)
+        self.state.process = procinfo.identify(popen.pid) or procinfo.ProcessId(
+            popen.pid, 0, procinfo.boot_id()
+        )
+        self.state.phase = "Running"
+        self.state.started = now
+        self.state.finished = None
+        self.state.reason = ""
+        self.state.message = ""
+
+    def _start_failed(self, now: float, exc: OSError) -> None:
+        # The kubelet reports a container that cannot start as terminated with a reason.
+        code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+        missing = exc.filename if exc.filename is not None else self.spec.argv[0]
+        self.state.exit_code = code
+        self.state.finished = now
+        self.state.reason = "StartError"
+        self.state.message = (
+            f"replica {self.spec.replica} could not start {self.spec.argv[0]!r}:"
+            f" {exc.strerror} ({missing})"
+        )
+        self._after_exit(now, code)
+
+    def poll(self, now: float) -> bool:
+        """Notice an exit, due restarts and due kills. Returns True if anything changed."""
+        changed = False
+        if self.popen is not None and self._has_exited():
+            # Kill what the process left in its group while its zombie still pins the id.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            returncode = self.popen.wait()
+            self._close_pidfd()
+            self.popen = None
+            code = exit_code_of(returncode)
+            self.state.exit_code = code
+            self.state.finished = now
+            self.kill_at = None
+            ran = now - (self.state.started or now)
+            if ran >= BACKOFF_RESET_AFTER:
+                self._backoff = BACKOFF_INITIAL
+            self.state.reason = "Completed" if code == 0 else "Error"
+            self.state.message = ""
+            self._after_exit(now, code)
+            changed = True
+        if self.restart_at is not None and now >= self.restart_at and not self.deleting:
+            if self.before_restart is not None:
+                self.before_restart(self)
+            self.state.restart_count += 1
+            self._launch(now)
+            changed = True
+        if self.kill_at is not None and now >= self.kill_at and self.popen is not None:
+            self.kill_at = None
+            self._signal(signal.SIGKILL)
+        return changed
+
+    def _after_exit(self, now: float, code: int) -> None:
+        restart = not self.deleting and (
+            self.restart_policy == "Always" or (self.restart_policy == "OnFailure" and code != 0)
+        )
+        if restart:
+            # The pod stays Running while its container waits to be restarted.
+            self.state.phase = "Running"
+            self.state.reason = "CrashLoopBackOff" if code != 0 else "Completed"
+            self.restart_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        else:
+            self.state.phase = "Succeeded" if code == 0 else "Failed"
+
+    def _has_exited(self) -> bool:
+        assert self.popen is not None
+        try:
+            info = os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def terminate(self, now: float, *, reason: str, grace: float | None = None) -> None:
+        """Delete the pod: SIGTERM its group now, SIGKILL after the grace period."""
+        if self.deleting:
+            return
+        self.deleting = True
+        self.stopped_running = self.state.phase == "Running"
+        self.stop_reason = reason
+        self.restart_at = None
+        if self.popen is None:
+            return
+        self._signal(signal.SIGTERM)
+        wait = self.spec.grace_seconds if grace is None else grace
+        self.kill_at = now + wait
+
+    def kill(self) -> None:
+        """SIGKILL the group at once (a second Ctrl-C, or the grace period is over)."""
+        self.restart_at = None
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.popen is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, sig)
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def close(self) -> None:
+        """Release the pidfd (the process must already be gone)."""
+        self._close_pidfd()
+
+    # --- views -------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """Whether a process of this pod runs (or waits to be reaped)."""
+        return self.popen is not None
+
+    @property
+    def gone(self) -> bool:
+        """Deleted and its process has exited: the pod no longer exists."""
+        return self.deleting and self.popen is None
+
+    @property
+    def next_deadline(self) -> float | None:
+        """The next moment :meth:`poll` has something to do without an exit."""
+        times = [t for t in (self.restart_at, self.kill_at) if t is not None]
+        return min(times) if times else None
+
+    def observed(self, replica_type: str, index: int) -> ObservedPod:
+        """The pod as the reconciler sees it."""
+        s = self.state
+        return ObservedPod(
+            name=self.spec.replica,
+            replica_type=replica_type,
+            index=index,
+            phase=s.phase,
+            exit_code=s.exit_code,
+            restart_count=s.restart_count,
+            ready=self.alive and not self.deleting,
+            created=_utc(s.created),
+            started=_utc(s.started),
+            finished=_utc(s.finished) if self.popen is None else None,
+            deleting=self.deleting,
+            reason=s.reason,
+            uid=f"{self.spec.replica}@{s.created}",
+        )
+
+
+def wait_any(pods: list[ReplicaPod], *, timeout: float, wake_fd: int | None = None) -> None:
+    """Sleep until a pod's process exits, ``wake_fd`` is readable, or ``timeout`` passes."""
+    import select
+
+    fds = [p.pidfd for p in pods if p.pidfd is not None]
+    if wake_fd is not None:
+        fds.append(wake_fd)
+    if not fds:
+        time.sleep(max(0.0, timeout))
+        return
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    poller.poll(max(0, int(timeout * 1000)))

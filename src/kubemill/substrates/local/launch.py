@@ -1,0 +1,362 @@
+"""From a replica of the Plan to a process: argv, environment, working directory, spawn.
+
+This is the local stand-in for the container runtime:
+
+- argv is the container's ``command`` + ``args`` after ``$(VAR)`` expansion
+  (:mod:`.expansion`), never a shell string. A container without ``command`` cannot
+  run here: there is no image to take an entrypoint from.
+- the environment is this process's environment (minus variables that would tie the
+  replica to the wrong Python), the chosen environment's ``bin/`` first on PATH,
+  ``HOSTNAME`` set to the pod name as Kubernetes does, then the container's ``env``
+  (``value`` with expansion over the variables listed before it; ``valueFrom.fieldRef``
+  for the pod's own fields) and last the Plan's environment contract.
+- the working directory is ``workingDir`` (relative ones resolve against the job's base
+  directory), or the base directory itself.
+- each process leads its own session and process group, and asks the kernel to
+  SIGKILL it when the thread that started it dies (``PR_SET_PDEATHSIG``), so a
+  supervisor that dies leaves no replica behind.
+
+:func:`prepare` checks all of this for every replica before anything starts and raises
+one :class:`NotRunnableLocally` listing every problem with its field path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
+from kubemill.frameworks import Plan, ReplicaPlan
+from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local.expansion import expand
+from kubemill.substrates.local.images import Environment
+from kubemill.substrates.local.network import LOCAL_HOST
+
+DEFAULT_GRACE_SECONDS = 5.0
+"""SIGTERM-to-SIGKILL grace when the pod sets no ``terminationGracePeriodSeconds``.
+
+Kubernetes defaults to 30 s; a local job is stopped by someone waiting at a terminal,
+so kubemill waits less unless the manifest asks for more."""
+
+_DROPPED = ("PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__", "PYTHONEXECUTABLE")
+"""Variables that would make a replica's ``python`` load another environment's stdlib."""
+
+_LABEL_REF = re.compile(r"^metadata\.(labels|annotations)\[(?:'([^']*)'|\"([^\"]*)\")\]$")
+
+
+class NotRunnableLocally(ManifestError, SubstrateError):
+    """The job is valid but cannot run as local processes; ``errors`` says where and why."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one replica's process."""
+
+    replica: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+    log_path: str
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+
+
+@dataclass(frozen=True)
+class PodContext:
+    """What a replica's pod would know about itself (for ``valueFrom.fieldRef``)."""
+
+    job_uid: str
+    namespace: str
+    base_dir: str
+    log_dir: str
+
+
+def container_path(job: Job, rep: ReplicaPlan, index: int) -> str:
+    """The manifest path of a container of ``rep``'s pod template."""
+    return f"spec.{job.REPLICA_SPECS_FIELD}.{rep.replica_type}.template.spec.containers[{index}]"
+
+
+def main_container(rep: ReplicaPlan) -> tuple[int, Container]:
+    """The container that runs locally: the one receiving the Plan's env."""
+    for i, container in enumerate(rep.template.spec.containers):
+        if container.name == rep.container:
+            return i, container
+    raise SubstrateError(f"{rep.name}: the pod template has no container {rep.container!r}")
+
+
+def pod_labels(rep: ReplicaPlan) -> dict[str, str]:
+    """The pod's labels: the template's plus kubemill's."""
+    return {**rep.template.metadata.labels, **rep.labels}
+
+
+def base_environment(environment: Environment, pod_name: str) -> dict[str, str]:
+    """The inherited part of a replica's environment."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    if not environment.is_default:
+        # Another interpreter: our PYTHONPATH would shadow its packages.
+        env.pop("PYTHONPATH", None)
+    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p]
+    env["PATH"] = os.pathsep.join(
+        [environment.bin_dir, *(p for p in path if p != environment.bin_dir)]
+    )
+    if environment.is_venv:
+        env["VIRTUAL_ENV"] = str(environment.prefix)
+    env["HOSTNAME"] = pod_name
+    return env
+
+
+def field_ref_value(field_path: str, *, rep: ReplicaPlan, ctx: PodContext) -> str | None:
+    """The value of a pod field as the downward API gives it, or ``None`` if unsupported."""
+    simple: dict[str, Callable[[], str]] = {
+        "metadata.name": lambda: rep.name,
+        "metadata.namespace": lambda: ctx.namespace,
+        "metadata.uid": lambda: str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ctx.job_uid}/{rep.name}")),
+        "spec.nodeName": socket.gethostname,
+        "spec.serviceAccountName": lambda: (
+            rep.template.spec.service_account_name or rep.template.spec.service_account or "default"
+        ),
+        "status.podIP": lambda: LOCAL_HOST,
+        "status.podIPs": lambda: LOCAL_HOST,
+        "status.hostIP": lambda: LOCAL_HOST,
+        "status.hostIPs": lambda: LOCAL_HOST,
+    }
+    if field_path in simple:
+        return simple[field_path]()
+    match = _LABEL_REF.match(field_path)
+    if match:
+        source = pod_labels(rep) if match[1] == "labels" else rep.template.metadata.annotations
+        return source.get(match[2] if match[2] is not None else match[3], "")
+    return None
+
+
+SUPPORTED_FIELD_REFS = (
+    "metadata.name, metadata.namespace, metadata.uid, metadata.labels['KEY'], "
+    "metadata.annotations['KEY'], spec.nodeName, spec.serviceAccountName, status.podIP, "
+    "status.podIPs, status.hostIP, status.hostIPs"
+)
+
+
+def build_launch(
+    job: Job,
+    rep: ReplicaPlan,
+    *,
+    ctx: PodContext,
+    environment: Environment,
+) -> tuple[LaunchSpec | None, list[FieldError]]:
+    """The launch spec of one replica, or the problems that prevent it."""
+    errors: list[FieldError] = []
+    index, container = main_container(rep)
+    path = container_path(job, rep, index)
+    if not container.command:
+        what = "has `args` but no `command`" if container.args else "has no `command`"
+        errors.append(
+            FieldError(
+                f"{path}.command",
+                f"container {container.name!r} {what}: a local run has no container image to"
+                " take an entrypoint from",
+                'add the program to run, e.g. command: ["python", "train.py"]'
+                + (" (args stay as they are)" if container.args else ""),
+            )
+        )
+    if container.env_from:
+        errors.append(
+            FieldError(
+                f"{path}.envFrom",
+                "envFrom (ConfigMaps and Secrets) is not available on the local substrate",
+                "set the variables with env[].value, or run on kubernetes",
+            )
+        )
+
+    env = base_environment(environment, rep.name)
+    declared: dict[str, str] = {}
+    for i, var in enumerate(container.env or []):
+        value = _env_value(var, rep=rep, ctx=ctx, declared=declared)
+        if isinstance(value, FieldError):
+            errors.append(FieldError(f"{path}.env[{i}].{value.path}", value.message, value.hint))
+        else:
+            declared[var.name] = value
+    # The Plan's contract comes last, so it wins over a user variable of the same name,
+    # as the later entry does in a Kubernetes env list.
+    for var in rep.env:
+        declared[var.name] = expand(var.value or "", declared)
+    env.update(declared)
+
+    cwd = _working_dir(container, ctx.base_dir)
+    if not Path(cwd).is_dir():
+        field = f"{path}.workingDir" if container.working_dir else f"{path}"
+        errors.append(
+            FieldError(
+                field,
+                f"working directory {cwd} does not exist",
+                "create it, or fix workingDir (relative paths start at the manifest's directory)",
+            )
+        )
+    argv = tuple(expand(a, declared) for a in [*(container.command or []), *(container.args or [])])
+    if argv and not errors:
+        problem = _executable_problem(argv[0], env["PATH"], cwd)
+        if problem:
+            errors.append(
+                FieldError(
+                    f"{path}.command[0]",
+                    f"replica {rep.name}: {problem}",
+                    f"install it into {environment.prefix} (environment chosen by"
+                    f" {environment.source}) or map the image {container.image!r} to an"
+                    " environment that has it",
+                )
+            )
+    if errors:
+        return None, errors
+    grace = rep.template.spec.termination_grace_period_seconds
+    return (
+        LaunchSpec(
+            replica=rep.name,
+            argv=argv,
+            env=env,
+            cwd=cwd,
+            log_path=str(Path(ctx.log_dir) / f"{rep.name}.log"),
+            grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else float(grace),
+        ),
+        [],
+    )
+
+
+def prepare(
+    job: Job,
+    plan: Plan,
+    *,
+    ctx: PodContext,
+    environments: Mapping[str, Environment],
+) -> dict[str, LaunchSpec]:
+    """Launch specs for every replica, or :class:`NotRunnableLocally` with every problem.
+
+    Replicas of one type share a template, so a problem is reported once per field.
+    """
+    specs: dict[str, LaunchSpec] = {}
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for rep in plan.replicas:
+        _, container = main_container(rep)
+        environment = environments[container.image or ""]
+        spec, found = build_launch(job, rep, ctx=ctx, environment=environment)
+        for err in found:
+            if err.path not in seen:
+                seen.add(err.path)
+                errors.append(err)
+        if spec is not None:
+            specs[rep.name] = spec
+    if errors:
+        raise NotRunnableLocally(errors)
+    return specs
+
+
+def _env_value(
+    var: EnvVar,
+    *,
+    rep: ReplicaPlan,
+    ctx: PodContext,
+    declared: Mapping[str, str],
+) -> str | FieldError:
+    source = var.value_from
+    if source is None:
+        # Kubernetes expands a value over the variables defined before it.
+        return expand(var.value or "", declared)
+    if source.field_ref is not None:
+        value = field_ref_value(source.field_ref.field_path, rep=rep, ctx=ctx)
+        if value is None:
+            return FieldError(
+                "valueFrom.fieldRef.fieldPath",
+                f"{source.field_ref.field_path!r} is not a field the local substrate can provide",
+                f"supported: {SUPPORTED_FIELD_REFS}",
+            )
+        return value
+    for attr, wire, what in (
+        ("secret_key_ref", "secretKeyRef", "Secrets"),
+        ("config_map_key_ref", "configMapKeyRef", "ConfigMaps"),
+        ("resource_field_ref", "resourceFieldRef", "resource limits"),
+    ):
+        if getattr(source, attr) is not None:
+            return FieldError(
+                f"valueFrom.{wire}",
+                f"{var.name}: the local substrate has no {what} to read from",
+                "set env[].value instead, or run on kubernetes",
+            )
+    return FieldError("valueFrom", f"{var.name}: no value source given", "set value or valueFrom")
+
+
+def _working_dir(container: Container, base_dir: str) -> str:
+    if not container.working_dir:
+        return base_dir
+    return str(Path(base_dir) / container.working_dir)  # an absolute workingDir wins
+
+
+def _executable_problem(program: str, path: str, cwd: str) -> str:
+    """Why ``program`` cannot be executed, or "" if it can."""
+    if "/" in program:
+        target = Path(cwd) / program
+        if not target.is_file():
+            return f"executable {program!r} does not exist (looked in {cwd})"
+        if not os.access(target, os.X_OK):
+            return f"{program!r} is not executable (chmod +x it, or run it with an interpreter)"
+        return ""
+    if shutil.which(program, path=path) is None:
+        first = path.split(os.pathsep)[0]
+        return f"executable {program!r} not found on PATH (which starts with {first})"
+    return ""
+
+
+# --- spawning ------------------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., int] | None = None
+
+
+def _load_prctl() -> Callable[..., int]:
+    global _prctl
+    if _prctl is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _prctl = libc.prctl
+    return _prctl
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child die with the thread that forks it."""
+    prctl = _load_prctl()  # resolved in the parent: the child only makes one call
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent_pid:
+            # The parent died between fork and prctl: nobody would ever reap us.
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def spawn(spec: LaunchSpec) -> subprocess.Popen[bytes]:
+    """Start the replica's process, its output appended to its log file.
+
+    Raises ``OSError`` (FileNotFoundError, PermissionError) when exec fails.
+    """
+    Path(spec.log_path).parent.mkdir(parents=True, exist_ok=True)
+    log_fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        return subprocess.Popen(
+            list(spec.argv),
+            env=dict(spec.env),
+            cwd=spec.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
+    finally:
+        os.close(log_fd)

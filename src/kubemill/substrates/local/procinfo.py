@@ -1,0 +1,174 @@
+"""Facts about processes from ``/proc``, and stopping process groups without hitting strangers.
+
+A pid alone does not identify a process: once it exits, the kernel may hand the same
+number to an unrelated one. Every process kubemill records is therefore identified by
+its pid *and* its start time (clock ticks since boot, field 22 of ``/proc/<pid>/stat``)
+*and* the boot id, so a check after a crash or a reboot never mistakes a stranger for
+one of ours.
+
+Process groups: each replica leads its own group (``start_new_session``), so its pgid is
+its pid. Linux keeps a pid out of reuse while any process still belongs to the group of
+that number, so if the leader's pid is gone, whatever is still in group ``pgid`` is ours
+(left-over children); if the pid is alive with a *different* start time, our group has
+died out completely and the number now belongs to someone else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    """A process as kubemill records it: pid, start time and the boot it started in."""
+
+    pid: int
+    start_ticks: int
+    boot_id: str
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of ``/proc/<pid>/stat`` kubemill needs."""
+
+    state: str
+    """``R``, ``S``, ``D``, ``Z`` (zombie: exited, not yet reaped), ..."""
+    ppid: int
+    pgid: int
+    start_ticks: int
+
+
+def boot_id() -> str:
+    """This boot's random id; differs after every reboot."""
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def stat(pid: int) -> ProcStat | None:
+    """The stat of ``pid``, or ``None`` if there is no such process."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) is in parentheses and may itself hold ") ", so split
+    # after the *last* parenthesis.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state); field N is fields[N - 3].
+    return ProcStat(
+        state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start_ticks=int(fields[19])
+    )
+
+
+def identify(pid: int) -> ProcessId | None:
+    """The full identity of a running process, or ``None`` if it is gone."""
+    info = stat(pid)
+    if info is None:
+        return None
+    return ProcessId(pid=pid, start_ticks=info.start_ticks, boot_id=boot_id())
+
+
+def is_alive(process: ProcessId) -> bool:
+    """Whether this very process (not a later one with the same pid) still runs.
+
+    A zombie has exited: it counts as dead.
+    """
+    if process.boot_id and process.boot_id != boot_id():
+        return False
+    info = stat(process.pid)
+    return info is not None and info.start_ticks == process.start_ticks and info.state != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is ``pgid``."""
+    members: list[int] = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        info = stat(int(entry.name))
+        if info is not None and info.pgid == pgid and info.state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def group_is_ours(leader: ProcessId) -> bool:
+    """Whether process group ``leader.pid`` can still only hold processes of ours.
+
+    True when the leader itself is alive, or its pid is unused (the kernel does not reuse
+    a pid while a group of that number exists, so remaining members are its children).
+    False when the pid now belongs to another process, or after a reboot.
+    """
+    if leader.boot_id and leader.boot_id != boot_id():
+        return False
+    info = stat(leader.pid)
+    return info is None or info.start_ticks == leader.start_ticks
+
+
+def signal_group(leader: ProcessId, sig: signal.Signals) -> bool:
+    """Send ``sig`` to the group led by ``leader`` if it is still ours; True if delivered."""
+    if not group_is_ours(leader):
+        return False
+    try:
+        os.killpg(leader.pid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+def stop_group(leader: ProcessId, *, grace: float, poll: float = 0.02) -> bool:
+    """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL; verify it is empty.
+
+    Returns True when no process of the group is left (the check scans ``/proc``).
+    Used where the processes are not our children (after a supervisor died, on delete
+    from another shell), so waiting is by observation, not ``waitpid``.
+    """
+    if not group_is_ours(leader):
+        return True
+    if signal_group(leader, signal.SIGTERM):
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not group_members(leader.pid):
+                return True
+            time.sleep(poll)
+    return kill_group(leader)
+
+
+def kill_group(leader: ProcessId, *, timeout: float = 5.0, poll: float = 0.02) -> bool:
+    """SIGKILL the group (if still ours) and wait until no member is left."""
+    if not group_is_ours(leader):
+        return True
+    deadline = time.monotonic() + timeout
+    while True:
+        signal_group(leader, signal.SIGKILL)
+        if not group_members(leader.pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+
+
+def kill_process(process: ProcessId, sig: signal.Signals = signal.SIGKILL) -> None:
+    """Signal one process if it is still the one recorded."""
+    if is_alive(process):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process.pid, sig)
+
+
+def wait_gone(process: ProcessId, *, timeout: float, poll: float = 0.02) -> bool:
+    """Wait until ``process`` has exited (or ``timeout`` passes); True if it is gone."""
+    deadline = time.monotonic() + timeout
+    while is_alive(process):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True

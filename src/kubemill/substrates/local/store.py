@@ -1,0 +1,644 @@
+"""The local substrate's state: one SQLite database under the user's state directory.
+
+Layout of the state directory (``$KUBEMILL_STATE_DIR``, else
+``$XDG_STATE_HOME/kubemill``, else ``~/.local/state/kubemill``)::
+
+    kubemill.db                     jobs, replicas, reserved ports, events
+    jobs/<namespace>/<name>-<uid8>/
+        logs/<replica>.log          stdout+stderr of every incarnation of the replica
+        files/                      files the Plan delivers
+        supervisor.log              a detached supervisor's own output (tracebacks)
+
+Several processes use the database at once (a detached supervisor writes, CLI commands
+in other shells read and heal), so it runs in WAL mode with a busy timeout, and every
+write is a short ``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection.
+
+Replica logs are written by the kernel straight into the log files (the process's
+stdout and stderr *are* the file), never copied by the supervisor, so nothing is lost
+when a supervisor dies; SQLite only records where they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubemill.api import Job, JobStatus, load_one
+from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
+from kubemill.substrates.local.procinfo import ProcessId
+
+STATE_DIR_ENV = "KUBEMILL_STATE_DIR"
+DB_NAME = "kubemill.db"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    uid TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    status TEXT NOT NULL,
+    finished INTEGER NOT NULL DEFAULT 0,
+    base_dir TEXT NOT NULL,
+    job_dir TEXT NOT NULL,
+    environments TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    supervisor_pid INTEGER,
+    supervisor_start INTEGER,
+    supervisor_boot TEXT,
+    supervisor_mode TEXT NOT NULL DEFAULT 'foreground',
+    supervisor_state TEXT NOT NULL DEFAULT 'starting',
+    request TEXT,
+    UNIQUE (namespace, name)
+);
+CREATE TABLE IF NOT EXISTS replicas (
+    job_uid TEXT NOT NULL REFERENCES jobs(uid) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    replica_type TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    phase TEXT NOT NULL DEFAULT 'Pending',
+    pid INTEGER,
+    pgid INTEGER,
+    proc_start INTEGER,
+    proc_boot TEXT,
+    exit_code INTEGER,
+    restart_count INTEGER NOT NULL DEFAULT 0,
+    recreations INTEGER NOT NULL DEFAULT 0,
+    created REAL,
+    started REAL,
+    finished REAL,
+    reason TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL DEFAULT '',
+    address TEXT NOT NULL DEFAULT '',
+    log_path TEXT NOT NULL,
+    PRIMARY KEY (job_uid, name)
+);
+CREATE TABLE IF NOT EXISTS ports (
+    job_uid TEXT NOT NULL REFERENCES jobs(uid) ON DELETE CASCADE,
+    replica TEXT NOT NULL,
+    container_port INTEGER NOT NULL,
+    port INTEGER NOT NULL,
+    PRIMARY KEY (job_uid, replica, container_port)
+);
+CREATE INDEX IF NOT EXISTS ports_by_port ON ports (port);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_uid TEXT NOT NULL REFERENCES jobs(uid) ON DELETE CASCADE,
+    first_time REAL NOT NULL,
+    time REAL NOT NULL,
+    type TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    message TEXT NOT NULL,
+    count INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (job_uid, id);
+"""
+
+
+def default_state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where state lives: ``explicit``, else ``$KUBEMILL_STATE_DIR``, else XDG's state dir."""
+    if explicit is not None:
+        return Path(explicit).expanduser()
+    from_env = os.environ.get(STATE_DIR_ENV)
+    if from_env:
+        return Path(from_env).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "kubemill"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One row of ``jobs``."""
+
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    manifest: dict[str, Any]
+    status: dict[str, Any]
+    finished: bool
+    base_dir: str
+    job_dir: str
+    environments: dict[str, dict[str, str]]
+    """Image name -> environment (``Environment.to_json``), resolved once at submit."""
+    created: float
+    supervisor: ProcessId | None
+    supervisor_mode: str
+    """``foreground`` (inside the submitting process) or ``detached``."""
+    supervisor_state: str
+    """``starting``, ``running`` or ``done`` (the supervisor has let go of the job)."""
+    request: str | None
+    """``interrupt`` or ``delete`` when someone asked the supervisor to stop the job."""
+
+    def load_job(self) -> Job:
+        """The job model, with its recorded status."""
+        job = load_one(self.manifest, name=f"{self.namespace}/{self.name}")
+        job.status = JobStatus.model_validate(self.status)
+        return job
+
+    @property
+    def logs_dir(self) -> Path:
+        return Path(self.job_dir) / "logs"
+
+    @property
+    def files_dir(self) -> Path:
+        return Path(self.job_dir) / "files"
+
+
+@dataclass(frozen=True)
+class ReplicaRecord:
+    """One row of ``replicas``: the last known state of one replica's process."""
+
+    job_uid: str
+    name: str
+    replica_type: str
+    index: int
+    position: int
+    log_path: str
+    phase: str = "Pending"
+    process: ProcessId | None = None
+    """The current (or last) incarnation; its pid is also its process group id."""
+    exit_code: int | None = None
+    restart_count: int = 0
+    """In-place restarts of the current incarnation (pod restartPolicy OnFailure/Always)."""
+    recreations: int = 0
+    """Times the replica was started afresh after being deleted (ExitCode policy)."""
+    created: float | None = None
+    started: float | None = None
+    finished: float | None = None
+    reason: str = ""
+    message: str = ""
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One row of ``events``."""
+
+    time: float
+    first_time: float
+    type: str
+    reason: str
+    message: str
+    count: int = 1
+
+
+@dataclass
+class NewJob:
+    """Everything :meth:`Store.insert_job` records for a new job in one transaction."""
+
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    manifest: dict[str, Any]
+    status: dict[str, Any]
+    base_dir: str
+    job_dir: str
+    environments: dict[str, dict[str, str]]
+    replicas: list[ReplicaRecord]
+    ports: dict[tuple[str, int], int]
+    """(replica name, container port) -> host port."""
+    supervisor: ProcessId | None = None
+    supervisor_mode: str = "foreground"
+    created: float = field(default_factory=time.time)
+
+
+class PortConflict(SubstrateError):
+    """A port chosen for a job was reserved by another job in the meantime (retry)."""
+
+
+class Store:
+    """The SQLite database of one state directory."""
+
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None) -> None:
+        self.state_dir = default_state_dir(state_dir)
+        self.path = self.state_dir / DB_NAME
+        self._local = threading.local()
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SubstrateError(
+                f"cannot create the state directory {self.state_dir}: {exc.strerror}; "
+                f"set {STATE_DIR_ENV} to a writable directory"
+            ) from exc
+        self._migrate()
+
+    # --- connections -------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A short write transaction, taken up front so two writers never deadlock."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        conn = self._connection()
+        # WAL lets readers (other shells) proceed while a supervisor writes.
+        conn.execute("PRAGMA journal_mode = WAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise SubstrateError(
+                f"{self.path} was written by a newer kubemill (schema {version}); "
+                f"upgrade kubemill or use another state directory ({STATE_DIR_ENV})"
+            )
+        if version < SCHEMA_VERSION:
+            with self._write() as tx:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        tx.execute(statement)
+                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # --- jobs --------------------------------------------------------------------------
+
+    def insert_job(self, new: NewJob) -> None:
+        """Record a job, its replicas and its reserved ports, or raise.
+
+        :class:`JobExists` if the name is taken; :class:`PortConflict` if a port was
+        reserved by another unfinished job since it was chosen (the caller picks again).
+        """
+        with self._write() as tx:
+            row = tx.execute(
+                "SELECT status FROM jobs WHERE namespace = ? AND name = ?",
+                (new.namespace, new.name),
+            ).fetchone()
+            if row is not None:
+                raise JobExists(_exists_message(new.namespace, new.name, row["status"]))
+            taken = _reserved_ports(tx) & set(new.ports.values())
+            if taken:
+                raise PortConflict(f"ports {sorted(taken)} were reserved by another job")
+            sup = new.supervisor
+            tx.execute(
+                "INSERT INTO jobs (uid, namespace, name, kind, manifest, status, base_dir,"
+                " job_dir, environments, created, supervisor_pid, supervisor_start,"
+                " supervisor_boot, supervisor_mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    new.uid,
+                    new.namespace,
+                    new.name,
+                    new.kind,
+                    json.dumps(new.manifest),
+                    json.dumps(new.status),
+                    new.base_dir,
+                    new.job_dir,
+                    json.dumps(new.environments),
+                    new.created,
+                    sup.pid if sup else None,
+                    sup.start_ticks if sup else None,
+                    sup.boot_id if sup else None,
+                    new.supervisor_mode,
+                ),
+            )
+            for rep in new.replicas:
+                _upsert_replica(tx, rep)
+            tx.executemany(
+                "INSERT INTO ports (job_uid, replica, container_port, port) VALUES (?,?,?,?)",
+                [(new.uid, r, cp, p) for (r, cp), p in new.ports.items()],
+            )
+
+    def job(self, namespace: str, name: str) -> JobRecord:
+        """The job of that name; :class:`JobNotFound` if there is none."""
+        row = (
+            self._connection()
+            .execute("SELECT * FROM jobs WHERE namespace = ? AND name = ?", (namespace, name))
+            .fetchone()
+        )
+        if row is None:
+            raise JobNotFound(f"no job {name!r} in namespace {namespace!r}")
+        return _job(row)
+
+    def job_by_uid(self, uid: str) -> JobRecord | None:
+        """The job with this uid, or ``None`` once it has been deleted."""
+        row = self._connection().execute("SELECT * FROM jobs WHERE uid = ?", (uid,)).fetchone()
+        return None if row is None else _job(row)
+
+    def jobs(self, namespace: str | None = None) -> list[JobRecord]:
+        """All jobs (of one namespace), oldest first."""
+        conn = self._connection()
+        if namespace is None:
+            rows = conn.execute("SELECT * FROM jobs ORDER BY created, name").fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE namespace = ? ORDER BY created, name", (namespace,)
+            ).fetchall()
+        return [_job(r) for r in rows]
+
+    def set_status(self, uid: str, status: Mapping[str, Any], *, finished: bool) -> None:
+        """Record the job's status (the supervisor calls this only when it changed)."""
+        with self._write() as tx:
+            tx.execute(
+                "UPDATE jobs SET status = ?, finished = ? WHERE uid = ?",
+                (json.dumps(status), int(finished), uid),
+            )
+
+    def finish_if_unfinished(self, uid: str, status: Mapping[str, Any]) -> bool:
+        """Record a terminal status unless the job already has one; True if recorded."""
+        with self._write() as tx:
+            cur = tx.execute(
+                "UPDATE jobs SET status = ?, finished = 1 WHERE uid = ? AND finished = 0",
+                (json.dumps(status), uid),
+            )
+            return cur.rowcount == 1
+
+    def claim_supervisor(self, uid: str, process: ProcessId, *, mode: str) -> bool:
+        """Record ``process`` as the job's supervisor unless another one holds it."""
+        with self._write() as tx:
+            cur = tx.execute(
+                "UPDATE jobs SET supervisor_pid = ?, supervisor_start = ?, supervisor_boot = ?,"
+                " supervisor_mode = ? WHERE uid = ? AND (supervisor_pid IS NULL OR"
+                " (supervisor_pid = ? AND supervisor_start = ?))",
+                (
+                    process.pid,
+                    process.start_ticks,
+                    process.boot_id,
+                    mode,
+                    uid,
+                    process.pid,
+                    process.start_ticks,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def set_supervisor_state(self, uid: str, state: str) -> None:
+        """``running`` once supervision began, ``done`` once the supervisor let go."""
+        with self._write() as tx:
+            tx.execute("UPDATE jobs SET supervisor_state = ? WHERE uid = ?", (state, uid))
+
+    def request(self, uid: str, what: str) -> None:
+        """Ask the job's supervisor to ``interrupt`` or ``delete`` it (delete wins)."""
+        with self._write() as tx:
+            tx.execute(
+                "UPDATE jobs SET request = ? WHERE uid = ? AND"
+                " (request IS NULL OR request != 'delete')",
+                (what, uid),
+            )
+
+    def pending_request(self, uid: str) -> str | None:
+        """What was asked of the supervisor; ``delete`` also when the job row is gone."""
+        row = (
+            self._connection().execute("SELECT request FROM jobs WHERE uid = ?", (uid,)).fetchone()
+        )
+        return "delete" if row is None else row["request"]
+
+    def remove_job(self, uid: str) -> None:
+        """Forget the job: its row, replicas, ports and events (logs are the caller's)."""
+        with self._write() as tx:
+            tx.execute("DELETE FROM jobs WHERE uid = ?", (uid,))
+
+    # --- replicas ----------------------------------------------------------------------
+
+    def replicas(self, uid: str) -> list[ReplicaRecord]:
+        """The job's replicas in plan order."""
+        rows = (
+            self._connection()
+            .execute("SELECT * FROM replicas WHERE job_uid = ? ORDER BY position", (uid,))
+            .fetchall()
+        )
+        return [_replica(r) for r in rows]
+
+    def save_replicas(self, records: list[ReplicaRecord]) -> None:
+        """Write the replicas' rows (the supervisor writes only those that changed)."""
+        if not records:
+            return
+        with self._write() as tx:
+            for rec in records:
+                _upsert_replica(tx, rec)
+
+    # --- ports -------------------------------------------------------------------------
+
+    def ports(self, uid: str) -> dict[tuple[str, int], int]:
+        """The job's reserved ports: (replica, container port) -> host port."""
+        rows = (
+            self._connection()
+            .execute("SELECT replica, container_port, port FROM ports WHERE job_uid = ?", (uid,))
+            .fetchall()
+        )
+        return {(r["replica"], r["container_port"]): r["port"] for r in rows}
+
+    def reserved_ports(self) -> set[int]:
+        """Ports held by jobs that have not finished."""
+        return _reserved_ports(self._connection())
+
+    def replace_ports(self, uid: str, ports: Mapping[tuple[str, int], int]) -> None:
+        """Swap some of a job's ports (re-allocation before its first start)."""
+        with self._write() as tx:
+            taken = _reserved_ports(tx) - set(self.ports(uid).values())
+            clash = taken & set(ports.values())
+            if clash:
+                raise PortConflict(f"ports {sorted(clash)} were reserved by another job")
+            tx.executemany(
+                "UPDATE ports SET port = ? WHERE job_uid = ? AND replica = ? AND"
+                " container_port = ?",
+                [(p, uid, r, cp) for (r, cp), p in ports.items()],
+            )
+
+    # --- events ------------------------------------------------------------------------
+
+    def add_event(
+        self, uid: str, *, type: str, reason: str, message: str, when: float | None = None
+    ) -> None:
+        """Record an event; a repeat of the job's last event bumps its count instead."""
+        now = time.time() if when is None else when
+        with self._write() as tx:
+            last = tx.execute(
+                "SELECT id, type, reason, message FROM events WHERE job_uid = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (uid,),
+            ).fetchone()
+            if last is not None and (last["type"], last["reason"], last["message"]) == (
+                type,
+                reason,
+                message,
+            ):
+                tx.execute(
+                    "UPDATE events SET count = count + 1, time = ? WHERE id = ?", (now, last["id"])
+                )
+                return
+            tx.execute(
+                "INSERT INTO events (job_uid, first_time, time, type, reason, message)"
+                " VALUES (?,?,?,?,?,?)",
+                (uid, now, now, type, reason, message),
+            )
+
+    def events(self, uid: str) -> list[EventRow]:
+        """The job's events, oldest first."""
+        rows = (
+            self._connection()
+            .execute("SELECT * FROM events WHERE job_uid = ? ORDER BY id", (uid,))
+            .fetchall()
+        )
+        return [
+            EventRow(
+                time=r["time"],
+                first_time=r["first_time"],
+                type=r["type"],
+                reason=r["reason"],
+                message=r["message"],
+                count=r["count"],
+            )
+            for r in rows
+        ]
+
+
+# --- row mapping ---------------------------------------------------------------------------
+
+
+def _exists_message(namespace: str, name: str, status_json: str) -> str:
+    phase = "Pending"
+    try:
+        conditions = json.loads(status_json).get("conditions", [])
+        true_ones = [c["type"] for c in conditions if c.get("status") == "True"]
+        for terminal in ("Failed", "Succeeded"):
+            if terminal in true_ones:
+                true_ones = [terminal]
+        if true_ones:
+            phase = true_ones[-1]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        pass
+    return (
+        f"job {name!r} already exists in namespace {namespace!r} ({phase}); "
+        f"delete it first (`kubemill delete {name}`) or give the new one another name"
+    )
+
+
+def _reserved_ports(conn: sqlite3.Connection) -> set[int]:
+    rows = conn.execute(
+        "SELECT ports.port FROM ports JOIN jobs ON jobs.uid = ports.job_uid WHERE jobs.finished = 0"
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _process(pid: int | None, start: int | None, boot: str | None) -> ProcessId | None:
+    if pid is None or start is None:
+        return None
+    return ProcessId(pid=pid, start_ticks=start, boot_id=boot or "")
+
+
+def _job(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        uid=row["uid"],
+        namespace=row["namespace"],
+        name=row["name"],
+        kind=row["kind"],
+        manifest=json.loads(row["manifest"]),
+        status=json.loads(row["status"]),
+        finished=bool(row["finished"]),
+        base_dir=row["base_dir"],
+        job_dir=row["job_dir"],
+        environments=json.loads(row["environments"]),
+        created=row["created"],
+        supervisor=_process(row["supervisor_pid"], row["supervisor_start"], row["supervisor_boot"]),
+        supervisor_mode=row["supervisor_mode"],
+        supervisor_state=row["supervisor_state"],
+        request=row["request"],
+    )
+
+
+def _replica(row: sqlite3.Row) -> ReplicaRecord:
+    return ReplicaRecord(
+        job_uid=row["job_uid"],
+        name=row["name"],
+        replica_type=row["replica_type"],
+        index=row["idx"],
+        position=row["position"],
+        log_path=row["log_path"],
+        phase=row["phase"],
+        process=_process(row["pid"], row["proc_start"], row["proc_boot"]),
+        exit_code=row["exit_code"],
+        restart_count=row["restart_count"],
+        recreations=row["recreations"],
+        created=row["created"],
+        started=row["started"],
+        finished=row["finished"],
+        reason=row["reason"],
+        message=row["message"],
+        address=row["address"],
+    )
+
+
+def _upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
+    proc = rec.process
+    conn.execute(
+        "INSERT INTO replicas (job_uid, name, replica_type, idx, position, phase, pid, pgid,"
+        " proc_start, proc_boot, exit_code, restart_count, recreations, created, started,"
+        " finished, reason, message, address, log_path)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (job_uid, name) DO UPDATE SET phase = excluded.phase,"
+        " pid = excluded.pid, pgid = excluded.pgid, proc_start = excluded.proc_start,"
+        " proc_boot = excluded.proc_boot, exit_code = excluded.exit_code,"
+        " restart_count = excluded.restart_count, recreations = excluded.recreations,"
+        " created = excluded.created, started = excluded.started,"
+        " finished = excluded.finished, reason = excluded.reason,"
+        " message = excluded.message, address = excluded.address",
+        (
+            rec.job_uid,
+            rec.name,
+            rec.replica_type,
+            rec.index,
+            rec.position,
+            rec.phase,
+            proc.pid if proc else None,
+            proc.pid if proc else None,
+            proc.start_ticks if proc else None,
+            proc.boot_id if proc else None,
+            rec.exit_code,
+            rec.restart_count,
+            rec.recreations,
+            rec.created,
+            rec.started,
+            rec.finished,
+            rec.reason,
+            rec.message,
+            rec.address,
+            rec.log_path,
+        ),
+    )
+
+
+__all__ = [
+    "DB_NAME",
+    "STATE_DIR_ENV",
+    "EventRow",
+    "JobRecord",
+    "NewJob",
+    "PortConflict",
+    "ReplicaRecord",
+    "Store",
+    "default_state_dir",
+]
