@@ -22,7 +22,10 @@ Decisions, in the order they are taken:
    the finished ones to the clean-pod policy, so their logs stay readable).
 7. Otherwise: retryable failures are deleted for recreation (``Restarting``), strays go,
    the PodGroup, services and missing pods are created (by stage), and ``Running`` is set
-   once every replica's pod is Running or Succeeded.
+   once every replica's pod is Running or Succeeded (at least one Running). Upstream sets
+   Running as soon as one pod of the deciding type (chief/master, else workers) runs;
+   kubemill waits for the whole job so that Running means every replica is up, which is
+   what gang and staged start promise and what ``kubemill run`` shows.
 
 Restart accounting (``ReplicaStatus.restarts``, per replica type). A restart is either in
 place (pod restartPolicy OnFailure/Always; the substrate reports ``restart_count``) or a
