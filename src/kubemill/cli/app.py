@@ -1,0 +1,318 @@
+"""The ``kubemill`` command tree: global options, one function per verb, error handling.
+
+Only typer and the standard library are imported here, so ``kubemill --help`` starts
+fast. Each command imports what it needs (rich, the SDK, the api models, the
+kubernetes renderer) inside its body.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+
+from kubemill.cli.settings import Settings, Substrate
+
+app = typer.Typer(
+    name="kubemill",
+    help="Run TensorFlow and PyTorch jobs on Kubernetes or as local processes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Plain click help: rich-formatted help would import rich on every `--help`.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def user_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Report the errors a user can act on as one red line and exit 1 (no traceback).
+
+    Applied to each command rather than around the whole app so that it also holds
+    under typer's test runner, which calls commands without :func:`run_app`.
+    """
+
+    @functools.wraps(command)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:
+            from kubemill.cli.errors import report
+
+            code = report(exc)
+            if code is None:
+                raise
+            raise typer.Exit(code) from None
+
+    return guarded
+
+
+class OutputFormat(StrEnum):
+    """``get -o``: a table for people, YAML or JSON for programs."""
+
+    TABLE = "table"
+    YAML = "yaml"
+    JSON = "json"
+
+
+class GangScheduler(StrEnum):
+    """``render --gang-scheduler``: the schedulers whose PodGroup kubemill writes."""
+
+    VOLCANO = "volcano"
+    SCHEDULER_PLUGINS = "scheduler-plugins"
+
+
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace", "-n", help="Namespace of the job (default: the job's own, else 'default')."
+    ),
+]
+
+
+@app.callback()
+def global_options(
+    ctx: typer.Context,
+    substrate: Annotated[
+        Substrate,
+        typer.Option(envvar="KUBEMILL_SUBSTRATE", help="Where jobs run.", case_sensitive=False),
+    ] = Substrate.LOCAL,
+    kubeconfig: Annotated[
+        str | None, typer.Option(help="kubeconfig file (kubernetes substrate).")
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option(help="kubeconfig context (kubernetes substrate).")
+    ] = None,
+    namespace: NamespaceOption = None,
+    state_dir: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KUBEMILL_STATE_DIR",
+            help="Where the local substrate keeps jobs and logs"
+            " (default: $XDG_STATE_HOME/kubemill).",
+        ),
+    ] = None,
+) -> None:
+    """Run TensorFlow and PyTorch jobs on Kubernetes or as local processes."""
+    replay: list[str] = []
+    typed = {
+        "substrate": ("--substrate", substrate.value),
+        "kubeconfig": ("--kubeconfig", kubeconfig),
+        "context": ("--context", context),
+        "state_dir": ("--state-dir", state_dir),
+    }
+    for param, (flag, value) in typed.items():
+        source = ctx.get_parameter_source(param)
+        if value is not None and source is not None and source.name == "COMMANDLINE":
+            replay += [flag, _quote(value)]
+    if namespace is not None:
+        replay += ["--namespace", _quote(namespace)]
+    ctx.obj = Settings(
+        substrate=substrate,
+        kubeconfig=kubeconfig,
+        context=context,
+        namespace=namespace,
+        state_dir=state_dir,
+        replay_flags=replay,
+    )
+
+
+def _quote(value: str) -> str:
+    import shlex
+
+    return shlex.quote(value)
+
+
+def _settings(ctx: typer.Context, namespace: str | None = None) -> Settings:
+    settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+    if namespace is not None:
+        settings.namespace = namespace
+        if "--namespace" not in settings.replay_flags:
+            settings.replay_flags += ["--namespace", _quote(namespace)]
+    return settings
+
+
+@app.command()
+@user_errors
+def run(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Job manifest (YAML) holding one job.")],
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Submit and return at once; the job runs on.")
+    ] = False,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Submit a job; follow its replicas and logs until it ends (exit 0 only if it Succeeded)."""
+    from kubemill.cli.run import run_job
+
+    raise typer.Exit(run_job(_settings(ctx, namespace), file, detach=detach))
+
+
+@app.command()
+@user_errors
+def get(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="One job; all jobs when left out.")] = None,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="table, yaml or json.")
+    ] = OutputFormat.TABLE,
+    namespace: NamespaceOption = None,
+) -> None:
+    """List jobs, or show one: state, replicas ready/total, restarts, age."""
+    from kubemill.cli.views import get_jobs
+
+    get_jobs(_settings(ctx, namespace), name, output=output.value)
+
+
+@app.command()
+@user_errors
+def describe(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    namespace: NamespaceOption = None,
+) -> None:
+    """Show a job in detail: conditions, replica statuses and events."""
+    from kubemill.cli.views import describe_job
+
+    describe_job(_settings(ctx, namespace), name)
+
+
+@app.command()
+@user_errors
+def logs(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    replica: Annotated[
+        str | None,
+        typer.Option(
+            "--replica", "-r", help="One replica: 'worker-1' or the full name 'JOB-worker-1'."
+        ),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+    ] = False,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Print the output of a job's replicas, each line prefixed by its replica."""
+    from kubemill.cli.views import show_logs
+
+    raise typer.Exit(show_logs(_settings(ctx, namespace), name, replica=replica, follow=follow))
+
+
+@app.command()
+@user_errors
+def delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    namespace: NamespaceOption = None,
+) -> None:
+    """Stop every replica of a job and remove it."""
+    from kubemill.cli.views import delete_job
+
+    delete_job(_settings(ctx, namespace), name)
+
+
+@app.command()
+@user_errors
+def validate(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Manifest files, or directories of *.yaml files.")
+    ],
+) -> None:
+    """Check manifests: OK per file, or every problem with its field path (exit 1)."""
+    from kubemill.cli.manifests import validate_paths
+
+    raise typer.Exit(validate_paths(paths))
+
+
+@app.command()
+@user_errors
+def render(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Job manifest (YAML).")],
+    namespace: NamespaceOption = None,
+    gang_scheduler: Annotated[
+        GangScheduler | None,
+        typer.Option(help="Render the PodGroup and pod settings of this gang scheduler."),
+    ] = None,
+) -> None:
+    """Print, as YAML, every object the operator creates for the job on a cluster."""
+    from kubemill.cli.manifests import render_file
+
+    render_file(
+        file,
+        namespace=_settings(ctx, namespace).namespace,
+        gang_scheduler=gang_scheduler.value if gang_scheduler else None,
+    )
+
+
+@app.command()
+@user_errors
+def install(
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the manifests (to pipe into kubectl apply).")
+    ] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Namespace of the operator (kubemill-system)."),
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option(help="Operator image (default: kubemill:<version>).")
+    ] = None,
+    watch_namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Serve only this namespace (repeatable; Roles instead of a ClusterRole)."
+        ),
+    ] = None,
+    gang_scheduler: Annotated[
+        GangScheduler | None, typer.Option(help="Grant and configure this gang scheduler.")
+    ] = None,
+    serve_upstream_groups: Annotated[
+        bool, typer.Option(help="Also reconcile kubeflow.org TFJob/PyTorchJob objects.")
+    ] = False,
+    replicas: Annotated[
+        int | None, typer.Option(min=1, help="Operator replicas, leader-elected (2).")
+    ] = None,
+) -> None:
+    """The operator's CRDs, RBAC and Deployment (as YAML with --print)."""
+    from kubemill.cli.manifests import install_operator
+
+    raise typer.Exit(
+        install_operator(
+            print_only=print_only,
+            namespace=namespace,
+            image=image,
+            watch_namespaces=watch_namespace or [],
+            gang_scheduler=gang_scheduler.value if gang_scheduler else None,
+            serve_upstream_groups=serve_upstream_groups,
+            replicas=replicas,
+        )
+    )
+
+
+@app.command()
+@user_errors
+def version() -> None:
+    """Print kubemill's version."""
+    import platform
+
+    from kubemill import __version__
+
+    typer.echo(f"kubemill {__version__} (Python {platform.python_version()})")
+
+
+def run_app(argv: list[str] | None = None) -> None:
+    """Run the CLI (the console script's entry point)."""
+    app(args=argv if argv is not None else sys.argv[1:], prog_name="kubemill")

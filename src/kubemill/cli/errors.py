@@ -1,0 +1,58 @@
+"""Turn the errors a user can cause into one red line that says what to do.
+
+Known errors (a missing job, a bad manifest, a substrate that cannot act) never show a
+traceback: the message is the product. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+EXIT_FAILURE = 1
+
+
+def stderr_console() -> Console:
+    """The console for errors and hints (stderr, so stdout stays parseable)."""
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def explain(exc: BaseException) -> str | None:
+    """The one-line message for an error the user can act on, or ``None`` for a bug."""
+    from kubemill.api import ManifestError
+    from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
+
+    if isinstance(exc, JobNotFound):
+        return f"{_text(exc)} (list jobs with `kubemill get`)"
+    if isinstance(exc, JobExists):
+        return f"{_text(exc)} (delete it first with `kubemill delete NAME`, or rename the job)"
+    if isinstance(exc, ManifestError):
+        problems = "; ".join(str(e) for e in exc.errors)
+        return f"invalid manifest: {problems} (check it with `kubemill validate FILE`)"
+    if isinstance(exc, SubstrateError):
+        return _text(exc)
+    return None
+
+
+def report(exc: BaseException) -> int | None:
+    """Print the message for ``exc`` and return the exit code, or ``None`` if it is a bug."""
+    message = explain(exc)
+    if message is None:
+        return None
+    stderr_console().print(Text(f"error: {message}", style="bold red"))
+    return EXIT_FAILURE
+
+
+def fail(message: str, *, code: int = EXIT_FAILURE) -> None:
+    """Print ``message`` as an error and leave with ``code``."""
+    stderr_console().print(Text(f"error: {message}", style="bold red"))
+    sys.exit(code)
+
+
+def _text(exc: BaseException) -> str:
+    # A LookupError's str() is the repr of its argument; show the words themselves.
+    if exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc) or type(exc).__name__

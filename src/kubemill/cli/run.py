@@ -1,0 +1,163 @@
+"""``kubemill run``: submit a job, then follow it until it ends.
+
+In the foreground the job's log lines stream above a live per-replica table, and the
+exit code says whether the job Succeeded. Ctrl-C stops the job and records it as
+Failed with reason ``Interrupted`` (exit 130); a second Ctrl-C gives up waiting.
+``--detach`` submits, prints the commands to follow the job, and returns at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from kubemill.api import ConditionType, Job, load_path
+from kubemill.cli.errors import fail
+from kubemill.cli.settings import Settings
+from kubemill.cli.views import LogPrinter, replica_table, status_panel, stdout_console
+from kubemill.sdk import JobClient
+from kubemill.substrates.base import JobView
+
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+"""What a shell reports for a process ended by SIGINT (128 + 2)."""
+
+STATUS_POLL_SECONDS = 0.25
+LOG_DRAIN_SECONDS = 5.0
+"""How long to let the log follower print the last lines once the job has ended."""
+
+
+def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
+    """Submit the one job in ``file``; follow it unless ``detach``. Returns the exit code."""
+    jobs = load_path(file)
+    if len(jobs) != 1:
+        fail(f"{file} holds {len(jobs)} jobs; `kubemill run` takes a manifest with one job")
+    job = jobs[0]
+    client = settings.client()
+    console = stdout_console()
+    # Relative workingDir and the default working directory are the manifest's folder,
+    # so `kubemill run examples/x.yaml` works from anywhere.
+    base_dir = str(file.resolve().parent)
+    if detach:
+        view = client.submit(job, detach=True, namespace=settings.namespace, base_dir=base_dir)
+        console.print(
+            Text.assemble(
+                (f"{view.kind} {view.name}", "bold"), " submitted; it runs in the background."
+            )
+        )
+        _print_next(console, settings, view.name, first="logs -f")
+        return EXIT_SUCCEEDED
+    follower = Follower(client, console, settings)
+    return follower.run(job, base_dir=base_dir)
+
+
+class Follower:
+    """Runs one job in the foreground: logs and a live table until it ends."""
+
+    def __init__(self, client: JobClient, console: Console, settings: Settings) -> None:
+        self.client = client
+        self.console = console
+        self.settings = settings
+        self.interrupted = threading.Event()
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        # The first Ctrl-C asks for a clean stop; restoring the default handler makes a
+        # second one raise KeyboardInterrupt for a user who will not wait.
+        self.interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def run(self, job: Job, *, base_dir: str) -> int:
+        namespace = self.settings.namespace
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            view = self.client.submit(job, detach=False, namespace=namespace, base_dir=base_dir)
+            name = view.name
+            printer = LogPrinter(self.console, name, (r.name for r in view.replicas))
+            logs = threading.Thread(
+                target=self._follow_logs, args=(name, printer), name="kubemill-logs", daemon=True
+            )
+            with Live(
+                status_panel(view),
+                console=self.console,
+                refresh_per_second=4,
+                transient=True,
+            ) as live:
+                logs.start()
+                while not view.finished and not self.interrupted.is_set():
+                    self.interrupted.wait(STATUS_POLL_SECONDS)
+                    view = self.client.get(name, namespace=namespace)
+                    live.update(status_panel(view))
+                if self.interrupted.is_set() and not view.finished:
+                    live.console.print(Text("Interrupted: stopping the job ...", style="yellow"))
+                    view = self._interrupt(name)
+                logs.join(LOG_DRAIN_SECONDS)
+            view = self.client.get(name, namespace=namespace)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        return self._finish(view, interrupted=self.interrupted.is_set())
+
+    def _follow_logs(self, name: str, printer: LogPrinter) -> None:
+        for line in self.client.logs(name, namespace=self.settings.namespace, follow=True):
+            printer.print(line)
+
+    def _interrupt(self, name: str) -> JobView:
+        return self.client.interrupt(name, namespace=self.settings.namespace)
+
+    def _finish(self, view: JobView, *, interrupted: bool) -> int:
+        console = self.console
+        console.print(status_panel(view) if view.replicas else replica_table(view))
+        failed = view.status.condition(ConditionType.FAILED)
+        if view.status.is_true(ConditionType.SUCCEEDED):
+            console.print(
+                Text.assemble(
+                    ("✔ ", "green"),
+                    (f"{view.kind} {view.name} ", "bold"),
+                    ("Succeeded", "green"),
+                    _took(view),
+                )
+            )
+            _print_next(console, self.settings, view.name)
+            return EXIT_SUCCEEDED
+        reason = ""
+        if failed is not None and failed.status == "True":
+            reason = failed.message or failed.reason
+        broken = [r for r in view.replicas if r.phase == "Failed"]
+        named = ", ".join(
+            f"{r.name} (exit code {r.exit_code})" if r.exit_code is not None else r.name
+            for r in broken
+        )
+        detail = reason
+        if named and not all(r.name in reason for r in broken):
+            detail = f"{reason}; failed: {named}" if reason else f"failed: {named}"
+        console.print(
+            Text.assemble(
+                ("✘ ", "red"),
+                (f"{view.kind} {view.name} ", "bold"),
+                (view.phase, "bold red"),
+                f": {detail}" if detail else "",
+            )
+        )
+        _print_next(console, self.settings, view.name)
+        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+
+
+def _took(view: JobView) -> str:
+    start, end = view.status.start_time, view.status.completion_time
+    if start is None or end is None:
+        return ""
+    return f" in {(end - start).total_seconds():.1f}s"
+
+
+def _print_next(console: Console, settings: Settings, name: str, *, first: str = "logs") -> None:
+    verbs = (
+        [first, "describe", "delete"] if first == "logs" else ["get", first, "describe", "delete"]
+    )
+    commands = [settings.next_command(verb, name) for verb in verbs]
+    console.print(Text.assemble(("Next: ", "dim"), "  |  ".join(commands)))

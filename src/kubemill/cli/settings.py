@@ -1,0 +1,57 @@
+"""The global options of every ``kubemill`` command, and the SDK client they select.
+
+Kept free of heavy imports: the SDK (and through it pydantic, sqlite, the kubernetes
+client) is imported only when a command actually needs a client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubemill.sdk import JobClient
+
+
+class Substrate(StrEnum):
+    """Where jobs run (``--substrate``)."""
+
+    LOCAL = "local"
+    KUBERNETES = "kubernetes"
+
+
+@dataclass
+class Settings:
+    """What the global options said, as one object every command receives."""
+
+    substrate: Substrate = Substrate.LOCAL
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str | None = None
+    state_dir: str | None = None
+    replay_flags: list[str] = field(default_factory=list)
+    """Global flags the user typed, repeated in the "next commands" we print so they
+    address the same substrate and state directory (environment variables carry over
+    by themselves and are not repeated)."""
+
+    def client(self) -> JobClient:
+        """The SDK client for the chosen substrate."""
+        from kubemill.sdk import JobClient
+
+        options: dict[str, Any] = {}
+        if self.substrate is Substrate.LOCAL:
+            if self.state_dir is not None:
+                options["state_dir"] = self.state_dir
+        else:
+            if self.kubeconfig is not None:
+                options["kubeconfig"] = self.kubeconfig
+            if self.context is not None:
+                options["context"] = self.context
+            if self.namespace is not None:
+                options["namespace"] = self.namespace
+        return JobClient(self.substrate.value, **options)
+
+    def next_command(self, verb: str, name: str) -> str:
+        """A ``kubemill`` command line the user can paste to act on the same job."""
+        return " ".join(["kubemill", *self.replay_flags, verb, name])

@@ -1,0 +1,389 @@
+"""How jobs look in a terminal: ``get``, ``describe``, ``logs`` and ``delete``.
+
+The same tables and log prefixes serve ``run``, so a job reads the same whether it is
+being followed live or looked up afterwards, on either substrate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from kubemill.cli.errors import fail
+from kubemill.cli.settings import Settings
+from kubemill.substrates.base import EventRecord, JobView, LogLine, ReplicaView
+
+READY_PHASES = ("Running", "Succeeded")
+"""A replica counts as ready in ``get`` while it runs and once it has succeeded."""
+
+PHASE_STYLES = {
+    "Succeeded": "green",
+    "Running": "cyan",
+    "Restarting": "yellow",
+    "Pending": "yellow",
+    "Created": "yellow",
+    "Suspended": "yellow",
+    "Failed": "bold red",
+    "Unknown": "magenta",
+}
+
+REPLICA_COLOURS = (
+    "cyan",
+    "magenta",
+    "green",
+    "yellow",
+    "blue",
+    "bright_cyan",
+    "bright_magenta",
+    "bright_green",
+    "bright_yellow",
+    "bright_blue",
+)
+
+
+PIPE_WIDTH = 200
+"""Table width when stdout is a file or pipe: wide enough that nothing is cut short."""
+
+
+def stdout_console() -> Console:
+    """The console for results; never wraps lines, so log lines and tables stay greppable."""
+    console = Console(soft_wrap=True, highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, PIPE_WIDTH)
+    return console
+
+
+# --- small formatting helpers ----------------------------------------------------------------
+
+
+def age(since: datetime | None, *, now: datetime | None = None) -> str:
+    """How long ago, the kubectl way: ``42s``, ``5m``, ``3h``, ``2d``."""
+    if since is None:
+        return "-"
+    moment = now or datetime.now(UTC if since.tzinfo is not None else None)
+    seconds = max(0, int((moment - since).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def phase_text(phase: str) -> Text:
+    """A phase word in its colour."""
+    return Text(phase, style=PHASE_STYLES.get(phase, ""))
+
+
+def short_replica_name(job_name: str, replica: str) -> str:
+    """``worker-1`` for ``myjob-worker-1``: the replica's name within its job."""
+    prefix = f"{job_name}-"
+    return replica[len(prefix) :] if replica.startswith(prefix) else replica
+
+
+def resolve_replica(view: JobView, wanted: str) -> ReplicaView:
+    """The replica the user meant by ``worker-1``, ``Worker-1`` or ``myjob-worker-1``."""
+    key = wanted.lower()
+    for replica in view.replicas:
+        if key in (replica.name.lower(), short_replica_name(view.name, replica.name).lower()):
+            return replica
+    known = ", ".join(short_replica_name(view.name, r.name) for r in view.replicas) or "none yet"
+    fail(f"job {view.name} has no replica {wanted!r} (its replicas: {known})")
+    raise AssertionError("unreachable")  # fail() exits
+
+
+def total_replicas(view: JobView) -> int:
+    """How many replicas the job asks for (what it has, if that is more)."""
+    wanted = sum(view.job.replica_count(t) for t in view.job.replica_specs)
+    return max(wanted, len(view.replicas))
+
+
+def ready_replicas(view: JobView) -> int:
+    """Replicas running or done successfully."""
+    return sum(1 for r in view.replicas if r.phase in READY_PHASES)
+
+
+def restarts(view: JobView) -> int:
+    """Restarts of every replica together."""
+    return sum(r.restarts for r in view.replicas)
+
+
+def replica_table(view: JobView) -> Table:
+    """One row per replica: type, index, phase, restarts, exit code, address."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for header in ("REPLICA", "TYPE", "INDEX", "PHASE", "RESTARTS", "EXIT CODE", "ADDRESS"):
+        table.add_column(header, no_wrap=True)
+    for replica in view.replicas:
+        table.add_row(
+            short_replica_name(view.name, replica.name),
+            replica.replica_type,
+            str(replica.index),
+            phase_text(replica.phase),
+            str(replica.restarts),
+            "-" if replica.exit_code is None else str(replica.exit_code),
+            replica.address or "-",
+        )
+    return table
+
+
+def status_panel(view: JobView) -> RenderableType:
+    """The live view of ``run``: the job's state over its replica table."""
+    head = Text.assemble(
+        (f"{view.kind} {view.name}", "bold"),
+        "  ",
+        phase_text(view.phase),
+        f"  {ready_replicas(view)}/{total_replicas(view)} ready, {restarts(view)} restarts",
+    )
+    return Group(head, replica_table(view))
+
+
+class LogPrinter:
+    """Prints log lines prefixed by their replica, in a colour of its own."""
+
+    def __init__(self, console: Console, job_name: str, replicas: Iterable[str] = ()) -> None:
+        self.console = console
+        self.job_name = job_name
+        self.colours: dict[str, str] = {}
+        self.width = 0
+        for name in replicas:
+            self._colour(short_replica_name(job_name, name))
+
+    def _colour(self, short: str) -> str:
+        if short not in self.colours:
+            self.colours[short] = REPLICA_COLOURS[len(self.colours) % len(REPLICA_COLOURS)]
+            self.width = max(self.width, len(short))
+        return self.colours[short]
+
+    def render(self, line: LogLine) -> Text:
+        """The line as printed: ``worker-1 | text``."""
+        short = short_replica_name(self.job_name, line.replica)
+        colour = self._colour(short)
+        return Text.assemble((f"{short:<{self.width}} | ", colour), line.text.rstrip("\n"))
+
+    def print(self, line: LogLine) -> None:
+        self.console.print(self.render(line))
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
+    """``kubemill get [NAME] [-o yaml|json]``."""
+    client = settings.client()
+    views = (
+        [client.get(name, namespace=settings.namespace)]
+        if name
+        else client.list(namespace=settings.namespace)
+    )
+    if output != "table":
+        _print_objects(views, single=name is not None, fmt=output)
+        return
+    console = stdout_console()
+    if not views:
+        console.print("No jobs found.", style="dim")
+        return
+    console.print(jobs_table(views))
+
+
+def jobs_table(views: Sequence[JobView]) -> Table:
+    """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE: one row per job."""
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
+    for header in ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE"):
+        table.add_column(header, no_wrap=True)
+    for view in views:
+        table.add_row(
+            view.name,
+            view.kind,
+            phase_text(view.phase),
+            f"{ready_replicas(view)}/{total_replicas(view)}",
+            str(restarts(view)),
+            age(view.created or view.status.start_time),
+        )
+    return table
+
+
+def job_object(view: JobView) -> dict[str, Any]:
+    """The job as Kubernetes would return it: spec plus the status observed now."""
+    obj = view.job.to_wire()
+    obj["status"] = view.status.to_wire()
+    if view.created is not None:
+        obj.setdefault("metadata", {}).setdefault("creationTimestamp", _timestamp(view.created))
+    return obj
+
+
+def _print_objects(views: Sequence[JobView], *, single: bool, fmt: str) -> None:
+    import typer
+
+    data: dict[str, Any]
+    if single:
+        data = job_object(views[0])
+    else:
+        data = {"apiVersion": "v1", "kind": "List", "items": [job_object(v) for v in views]}
+    if fmt == "json":
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        typer.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+
+
+def _timestamp(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        return moment.isoformat(timespec="seconds")
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def describe_job(settings: Settings, name: str) -> None:
+    """``kubemill describe NAME``: like ``kubectl describe``."""
+    client = settings.client()
+    view = client.get(name, namespace=settings.namespace)
+    events = client.events(name, namespace=settings.namespace)
+    stdout_console().print(describe_view(view, events))
+
+
+def describe_view(view: JobView, events: Sequence[EventRecord]) -> RenderableType:
+    """The full description of a job as one renderable."""
+    status = view.status
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold", no_wrap=True)
+    fields.add_column()
+    fields.add_row("Name:", view.name)
+    fields.add_row("Namespace:", view.namespace)
+    fields.add_row("Kind:", f"{view.kind} ({view.job.api_version})")
+    fields.add_row("State:", phase_text(view.phase))
+    fields.add_row("Created:", _when(view.created))
+    fields.add_row("Start Time:", _when(status.start_time))
+    fields.add_row("Completion Time:", _when(status.completion_time))
+    policy = view.job.run_policy
+    fields.add_row(
+        "Run Policy:",
+        ", ".join(
+            f"{key}={value}"
+            for key, value in (
+                ("cleanPodPolicy", policy.clean_pod_policy),
+                ("backoffLimit", policy.backoff_limit),
+                ("activeDeadlineSeconds", policy.active_deadline_seconds),
+                ("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished),
+                ("suspend", policy.suspend),
+            )
+            if value is not None
+        )
+        or "-",
+    )
+
+    conditions = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for header in ("TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"):
+        conditions.add_column(header, no_wrap=header != "MESSAGE")
+    for cond in status.conditions:
+        conditions.add_row(
+            cond.type.value,
+            cond.status,
+            cond.reason or "-",
+            _when(cond.last_transition_time),
+            cond.message or "-",
+        )
+
+    counts = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for header in ("TYPE", "WANTED", "ACTIVE", "SUCCEEDED", "FAILED", "RESTARTS", "RESTART POLICY"):
+        counts.add_column(header, no_wrap=True)
+    for rtype in view.job.replica_specs:
+        rstatus = status.replica_statuses.get(rtype)
+        counts.add_row(
+            rtype,
+            str(view.job.replica_count(rtype)),
+            *(
+                [
+                    str(rstatus.active),
+                    str(rstatus.succeeded),
+                    str(rstatus.failed),
+                    str(rstatus.restarts),
+                ]
+                if rstatus
+                else ["0", "0", "0", "0"]
+            ),
+            view.job.restart_policy(rtype).value,
+        )
+
+    replicas = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for header in ("NAME", "PHASE", "RESTARTS", "EXIT CODE", "ADDRESS", "PID", "STARTED", "REASON"):
+        replicas.add_column(header, no_wrap=header != "REASON")
+    for replica in view.replicas:
+        replicas.add_row(
+            replica.name,
+            phase_text(replica.phase),
+            str(replica.restarts),
+            "-" if replica.exit_code is None else str(replica.exit_code),
+            replica.address or "-",
+            "-" if replica.pid is None else str(replica.pid),
+            _when(replica.started),
+            replica.reason or "-",
+        )
+
+    event_table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for header in ("TYPE", "REASON", "AGE", "COUNT", "MESSAGE"):
+        event_table.add_column(header, no_wrap=header != "MESSAGE")
+    for event in events:
+        event_table.add_row(
+            Text(event.type, style="yellow" if event.type == "Warning" else ""),
+            event.reason,
+            age(event.time),
+            str(event.count),
+            event.message,
+        )
+
+    def section(title: str, body: RenderableType, empty: bool) -> list[RenderableType]:
+        return [
+            Text(title, style="bold"),
+            Padding(Text("<none>") if empty else body, (0, 0, 0, 2), expand=False),
+        ]
+
+    return Group(
+        fields,
+        *section("Conditions:", conditions, not status.conditions),
+        *section("Replica Statuses:", counts, not view.job.replica_specs),
+        *section("Replicas:", replicas, not view.replicas),
+        *section("Events:", event_table, not events),
+    )
+
+
+def _when(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    return f"{_timestamp(moment)} ({age(moment)} ago)"
+
+
+def show_logs(settings: Settings, name: str, *, replica: str | None, follow: bool) -> int:
+    """``kubemill logs NAME [--replica R] [--follow]``; the exit code."""
+    client = settings.client()
+    view = client.get(name, namespace=settings.namespace)
+    chosen = resolve_replica(view, replica).name if replica else None
+    console = stdout_console()
+    printer = LogPrinter(console, view.name, (r.name for r in view.replicas))
+    lines: Iterator[LogLine] = client.logs(
+        name, namespace=settings.namespace, replica=chosen, follow=follow
+    )
+    try:
+        for line in lines:
+            if chosen:
+                # One replica: its output as it is, like `kubectl logs POD`.
+                console.print(Text(line.text.rstrip("\n")))
+            else:
+                printer.print(line)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def delete_job(settings: Settings, name: str) -> None:
+    """``kubemill delete NAME``."""
+    settings.client().delete(name, namespace=settings.namespace)
+    stdout_console().print(f"job {name} deleted", markup=False)

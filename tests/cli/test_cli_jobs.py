@@ -1,0 +1,254 @@
+"""The real ``kubemill`` console script running real jobs on the local substrate.
+
+Each test runs tiny ``python -c`` replicas of a PyTorchJob (no engine needed) in a
+private state directory, and asserts what a user sees: exit codes, the outcome line,
+log prefixes, the ``get``/``describe`` tables, and that no process is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from cli_support import Kubemill, conditions, lines, pytorch_job, write_manifest
+
+WAIT = 60.0
+"""Upper bound for a job state to be reached; the tests poll, they never time work."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie has exited; only its parent has not reaped it yet.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _replica_pids(kubemill: Kubemill, name: str) -> list[int]:
+    """PIDs of the job's replicas, read from ``describe`` (the PID column)."""
+    out = kubemill("describe", name, check=True).stdout
+    pids = []
+    in_replicas = False
+    for line in out.splitlines():
+        if line.startswith("Replicas:"):
+            in_replicas = True
+            continue
+        if in_replicas and line and not line.startswith(" "):
+            break
+        fields = line.split()
+        if in_replicas and fields and fields[0].startswith(f"{name}-") and fields[5].isdigit():
+            pids.append(int(fields[5]))
+    return pids
+
+
+def _wait_for(predicate: object, what: str) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_run_success_follows_logs_and_exits_zero(kubemill: Kubemill, tmp_path: Path) -> None:
+    # The job succeeds when the master does (and then stops the worker), so the master
+    # waits for the worker's marker file: both lines are then in the log for sure.
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "hello",
+            master=(
+                "import os, pathlib, time\n"
+                "while not pathlib.Path('worker-done').exists(): time.sleep(0.05)\n"
+                "print('master rank', os.environ['RANK'])"
+            ),
+            worker=(
+                "import os, pathlib\n"
+                "print('worker rank', os.environ['RANK'], flush=True)\n"
+                "pathlib.Path('worker-done').touch()"
+            ),
+        ),
+    )
+    done = kubemill("run", str(manifest))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "master-0 | master rank 0" in out
+    assert "worker-0 | worker rank 1" in out
+    last = lines(out)[-2:]
+    assert "PyTorchJob hello Succeeded" in last[0]
+    assert last[1].startswith("Next: ")
+    for verb in ("logs", "describe", "delete"):
+        assert f"kubemill {verb} hello" in last[1]
+    job = kubemill.job("hello")
+    assert conditions(job)["Succeeded"]["status"] == "True"
+
+
+def test_run_failure_names_the_failed_replica(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "broken",
+            master="import time; time.sleep(30)",
+            worker="import sys; print('giving up'); sys.exit(3)",
+        ),
+    )
+    done = kubemill("run", str(manifest))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "worker-0 | giving up" in done.stdout
+    outcome = lines(done.stdout)[-2]
+    assert "PyTorchJob broken Failed" in outcome
+    assert "broken-worker-0" in outcome
+    job = kubemill.job("broken")
+    assert conditions(job)["Failed"]["status"] == "True"
+    # The master was stopped with the job: nothing of it keeps running.
+    for pid in _replica_pids(kubemill, "broken"):
+        assert not _alive(pid)
+
+
+def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "bg",
+            master="import time; print('master up', flush=True); time.sleep(60)",
+            worker="import time; print('worker up', flush=True); time.sleep(60)",
+            workers=2,
+        ),
+    )
+    done = kubemill("run", "--detach", str(manifest), timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PyTorchJob bg submitted" in done.stdout
+    assert "kubemill logs -f bg" in done.stdout
+    assert "kubemill delete bg" in done.stdout
+
+    def all_running() -> bool:
+        table = kubemill("get", check=True).stdout
+        row = [line.split() for line in table.splitlines() if line.startswith("bg ")]
+        return bool(row) and row[0][2] == "Running" and row[0][3] == "3/3"
+
+    _wait_for(all_running, "3/3 replicas running")
+    header = lines(kubemill("get", check=True).stdout)[0].split()
+    assert header == ["NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE"]
+
+    def logged() -> bool:
+        out = kubemill("logs", "bg", check=True).stdout
+        return "master-0 | master up" in out and "worker-1 | worker up" in out
+
+    _wait_for(logged, "every replica's first line")
+    for replica in ("worker-1", "bg-worker-1", "Worker-1"):
+        one = kubemill("logs", "bg", "--replica", replica, check=True).stdout
+        assert one.splitlines() == ["worker up"], replica
+    unknown = kubemill("logs", "bg", "--replica", "worker-7")
+    assert unknown.returncode == 1
+    assert "no replica 'worker-7'" in unknown.stderr
+    assert "worker-1" in unknown.stderr
+
+    described = kubemill("describe", "bg", check=True).stdout
+    for heading in ("Conditions:", "Replica Statuses:", "Replicas:", "Events:"):
+        assert heading in described
+    assert "bg-worker-1" in described
+    pids = _replica_pids(kubemill, "bg")
+    assert len(pids) == 3
+    assert all(_alive(pid) for pid in pids)
+
+    deleted = kubemill("delete", "bg", check=True)
+    assert "bg deleted" in deleted.stdout
+    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    gone = kubemill("get", "bg")
+    assert gone.returncode == 1
+    assert "Traceback" not in gone.stderr
+    assert "bg" in gone.stderr and "kubemill get" in gone.stderr
+
+
+def test_run_same_name_twice_is_a_clear_error(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, pytorch_job("twice", master="import time; time.sleep(60)"))
+    kubemill("run", "--detach", str(manifest), check=True)
+    again = kubemill("run", "--detach", str(manifest))
+    assert again.returncode == 1
+    assert len(lines(again.stderr)) == 1
+    assert "twice" in again.stderr and "kubemill delete" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["get", "nope"], id="get"),
+        pytest.param(["describe", "nope"], id="describe"),
+        pytest.param(["logs", "nope"], id="logs"),
+        pytest.param(["delete", "nope"], id="delete"),
+    ],
+)
+def test_missing_job_is_one_red_line(kubemill: Kubemill, argv: list[str]) -> None:
+    done = kubemill(*argv)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert len(lines(done.stderr)) == 1
+    assert "nope" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_ctrl_c_stops_the_job_and_records_interrupted(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "stopme",
+            master="import time; print('master waiting', flush=True); time.sleep(120)",
+            worker="import time; print('worker waiting', flush=True); time.sleep(120)",
+        ),
+    )
+    process = kubemill.popen("run", str(manifest))
+    try:
+
+        def both_running() -> bool:
+            out = kubemill("get", "stopme")
+            return out.returncode == 0 and " 2/2 " in out.stdout and "Running" in out.stdout
+
+        _wait_for(both_running, "both replicas running")
+        pids = _replica_pids(kubemill, "stopme")
+        assert len(pids) == 2
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stdout + stderr
+    assert "PyTorchJob stopme Failed" in stdout
+    failed = conditions(kubemill.job("stopme"))["Failed"]
+    assert failed["status"] == "True"
+    assert failed["reason"] == "Interrupted"
+    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+
+
+def test_state_dir_flag_selects_the_store(kubemill: Kubemill, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    manifest = write_manifest(tmp_path, pytorch_job("where", master="print('here')"))
+    done = kubemill("--state-dir", str(other), "run", str(manifest))
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The next commands repeat the flag, so they find the job.
+    assert f"kubemill --state-dir {other} logs where" in done.stdout
+    assert kubemill("get", "where").returncode == 1
+    listed = kubemill("--state-dir", str(other), "get", check=True).stdout
+    assert "where" in listed and "Succeeded" in listed
+    kubemill("--state-dir", str(other), "delete", "where", check=True)
+
+
+def test_subprocess_kubemill_is_the_console_script() -> None:
+    from cli_support import KUBEMILL
+
+    done = subprocess.run([str(KUBEMILL), "version"], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("kubemill ")

@@ -1,0 +1,231 @@
+"""In-process CLI tests of the commands that need no running job: validate, render,
+install, version, help, and that ``kubemill --help`` imports nothing heavy."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from cli_support import pytorch_job, write_manifest
+from typer.testing import CliRunner
+
+from kubemill.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "tests" / "manifests"
+EXPECT = re.compile(r"^#\s*expect:\s*(?P<path>\S+)")
+
+
+def expected_paths(file: Path) -> list[str]:
+    """The ``# expect: <field path>`` headers of a broken manifest, one per problem."""
+    found = []
+    for line in file.read_text().splitlines():
+        match = EXPECT.match(line)
+        if match:
+            found.append(match.group("path"))
+    return found
+
+
+def broken_manifests() -> list[Path]:
+    directory = MANIFESTS / "broken"
+    return sorted(directory.glob("*.y*ml")) if directory.is_dir() else []
+
+
+def test_version_names_the_installed_package(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0
+    assert re.fullmatch(r"kubemill \d+\.\d+\.\d+\S* \(Python 3\.\d+\.\d+\S*\)\n", result.stdout)
+
+
+def test_help_lists_every_command(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("run", "get", "describe", "logs", "delete", "validate", "render", "install"):
+        assert re.search(rf"^\s+{command}\s", result.stdout, re.MULTILINE), command
+
+
+def test_validate_good_and_broken_files_in_one_call(runner: CliRunner, tmp_path: Path) -> None:
+    good = write_manifest(tmp_path, pytorch_job("fine", master="print(1)", worker="print(2)"))
+    broken_doc = pytorch_job("broken", master="print(1)", worker="print(2)")
+    spec = broken_doc["spec"]
+    assert isinstance(spec, dict)
+    spec["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    spec["pytorchReplicaSpecs"]["Worker"]["restartPolcy"] = "Never"
+    spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main"
+    broken = write_manifest(tmp_path, broken_doc)
+
+    result = runner.invoke(app, ["validate", str(good), str(broken)])
+
+    assert result.exit_code == 1
+    out = result.stdout.splitlines()
+    assert out[0] == f"{good}: OK (PyTorchJob fine)"
+    problems = out[1:]
+    assert len(problems) == 3, problems
+    assert all(line.startswith(f"{broken}: ") for line in problems)
+    joined = "\n".join(problems)
+    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1" in joined
+    assert "spec.pytorchReplicaSpecs.Worker.restartPolcy: unknown field" in joined
+    assert "did you mean 'restartPolicy'?" in joined
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers" in joined
+    assert "3 problems in 1 of 2 files" in result.stderr
+
+
+def test_validate_all_good_exits_zero(runner: CliRunner, tmp_path: Path) -> None:
+    write_manifest(tmp_path, pytorch_job("one", master="print(1)"))
+    write_manifest(tmp_path, pytorch_job("two", master="print(1)", worker="print(2)", workers=3))
+    result = runner.invoke(app, ["validate", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"{tmp_path / 'one.yaml'}: OK (PyTorchJob one)",
+        f"{tmp_path / 'two.yaml'}: OK (PyTorchJob two)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        pytest.param(lambda d: d / "missing.yaml", "cannot read", id="missing-file"),
+        pytest.param(lambda d: d, "no manifests found", id="empty-directory"),
+    ],
+)
+def test_validate_nothing_to_check_is_an_error(
+    runner: CliRunner, tmp_path: Path, setup: object, message: str
+) -> None:
+    assert callable(setup)
+    result = runner.invoke(app, ["validate", str(setup(tmp_path))])
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_validate_shipped_good_manifests(runner: CliRunner) -> None:
+    directory = MANIFESTS / "good"
+    if not directory.is_dir():
+        pytest.skip("tests/manifests/good is not there yet")
+    result = runner.invoke(app, ["validate", str(directory)])
+    assert result.exit_code == 0, result.output
+    files = sorted(directory.rglob("*.y*ml"))
+    assert len(result.stdout.splitlines()) == len(files)
+    assert all(": OK (" in line for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("file", broken_manifests(), ids=lambda p: p.name)
+def test_validate_each_broken_manifest_reports_each_expected_path(
+    runner: CliRunner, file: Path
+) -> None:
+    expected = expected_paths(file)
+    assert expected, f"{file} has no '# expect: <path>' header"
+    result = runner.invoke(app, ["validate", str(file)])
+    assert result.exit_code == 1, result.output
+    problems = result.stdout.splitlines()
+    assert len(problems) == len(expected), problems
+    reported = [_field_path(line, file) for line in problems]
+    assert sorted(reported) == sorted(expected)
+
+
+def test_validate_whole_broken_directory_reports_every_problem(runner: CliRunner) -> None:
+    files = broken_manifests()
+    if not files:
+        pytest.skip("tests/manifests/broken is not there yet")
+    result = runner.invoke(app, ["validate", str(MANIFESTS / "broken")])
+    assert result.exit_code == 1
+    assert len(result.stdout.splitlines()) == sum(len(expected_paths(f)) for f in files)
+
+
+def _field_path(line: str, file: Path) -> str:
+    """The field path of one printed problem: ``FILE[#N]: PATH: message``."""
+    assert line.startswith(str(file)), line
+    rest = line[len(str(file)) :]
+    rest = re.sub(r"^#\d+", "", rest)
+    assert rest.startswith(": "), line
+    return rest[2:].split(": ", 1)[0]
+
+
+def test_render_prints_every_object_as_yaml(runner: CliRunner, tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path, pytorch_job("rendered", master="print(1)", worker="print(2)", workers=2)
+    )
+    result = runner.invoke(app, ["render", str(manifest), "--namespace", "team-a"])
+    assert result.exit_code == 0, result.output
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds.count("Pod") == 3
+    assert kinds.count("Service") == 3
+    names = {o["metadata"]["name"] for o in objects if o["kind"] == "Pod"}
+    assert names == {"rendered-master-0", "rendered-worker-0", "rendered-worker-1"}
+    assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
+
+
+def test_render_with_gang_scheduler_adds_a_podgroup(runner: CliRunner, tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, pytorch_job("gang", master="print(1)", worker="print(2)"))
+    result = runner.invoke(app, ["render", str(manifest), "--gang-scheduler", "volcano"])
+    assert result.exit_code == 0, result.output
+    kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout) if o]
+    assert "PodGroup" in kinds
+
+
+def test_render_of_a_broken_manifest_is_one_red_line(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: kubemill.dev/v1\nkind: PyTorchJobb\nmetadata: {name: x}\n")
+    result = runner.invoke(app, ["render", str(bad)])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "invalid manifest" in result.stderr
+    assert "did you mean 'PyTorchJob'?" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_install_print_has_crds_rbac_and_deployment(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["install", "--print"])
+    assert result.exit_code == 0, result.output
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    kinds = {o["kind"] for o in objects}
+    assert {"CustomResourceDefinition", "Deployment"} <= kinds
+    assert kinds & {"ClusterRole", "Role"}
+    assert kinds & {"ClusterRoleBinding", "RoleBinding"}
+    crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+    assert {"tfjobs.kubemill.dev", "pytorchjobs.kubemill.dev"} <= crds
+
+
+def test_install_without_print_says_how_to_apply(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["install"])
+    assert result.exit_code == 1
+    assert "kubemill install --print | kubectl apply -f -" in result.stderr
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """``kubemill --help`` must stay fast: no rich, pydantic, yaml, SDK or engines."""
+    probe = (
+        "import sys\n"
+        "from kubemill.cli.app import run_app\n"
+        "try:\n"
+        "    run_app(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import json\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    heavy = {
+        "rich",
+        "pydantic",
+        "yaml",
+        "sqlite3",
+        "kubernetes",
+        "kopf",
+        "torch",
+        "tensorflow",
+        "kubemill.sdk",
+        "kubemill.api",
+        "kubemill.substrates",
+    }
+    assert not heavy & loaded
+    assert "Usage: kubemill" in done.stdout
