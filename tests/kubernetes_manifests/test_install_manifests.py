@@ -364,3 +364,8 @@ def test_main_prints_or_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str
     stale.write_text("kind: Old\n")
     write_deploy(tmp_path)
     assert not stale.exists()
+
+
+@pytest.mark.parametrize("options", VARIANTS)
+def test_no_shared_objects_so_any_yaml_dumper_writes_no_anchors(options: dict[str, Any]) -> None:
+    assert "&id" not in yaml.safe_dump_all(install_manifests(**options))

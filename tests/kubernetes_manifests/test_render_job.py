@@ -182,3 +182,10 @@ def test_cached_validator_agrees_with_kubernetes_validate() -> None:
         with pytest.raises(kubernetes_validate.ValidationError):
             kubernetes_validate.validate(bad, version, strict=True)
     assert len(k8s_errors(bad)) == len(K8S_VERSIONS)
+
+
+@pytest.mark.parametrize("gang", GANGS)
+@pytest.mark.parametrize("doc", sample_jobs())
+def test_rendered_objects_share_nothing(doc: dict[str, Any], gang: str | None) -> None:
+    # The CLI may dump with plain yaml.safe_dump_all; shared dicts would become anchors.
+    assert "&id" not in yaml.safe_dump_all(render_job(load_one(doc), gang_scheduler=gang))

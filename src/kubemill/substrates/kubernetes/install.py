@@ -293,7 +293,11 @@ def build_deployment(
 ) -> dict[str, Any]:
     """The operator Deployment: non-root, read-only root filesystem, probes on the health port."""
     selector = {"app.kubernetes.io/name": NAME}
-    probe = {"httpGet": {"path": HEALTH_PATH, "port": "health"}, "periodSeconds": 10}
+
+    def probe(**timing: int) -> dict[str, Any]:
+        # A fresh dict per probe: shared ones would dump as YAML anchors.
+        return {"httpGet": {"path": HEALTH_PATH, "port": "health"}, "periodSeconds": 10, **timing}
+
     container = {
         "name": "operator",
         "image": image,
@@ -308,8 +312,8 @@ def build_deployment(
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
             {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
         ],
-        "livenessProbe": {**probe, "initialDelaySeconds": 10, "failureThreshold": 3},
-        "readinessProbe": {**probe, "initialDelaySeconds": 2, "failureThreshold": 1},
+        "livenessProbe": probe(initialDelaySeconds=10, failureThreshold=3),
+        "readinessProbe": probe(initialDelaySeconds=2, failureThreshold=1),
         "resources": {
             "requests": {"cpu": "100m", "memory": "128Mi"},
             "limits": {"memory": "512Mi"},
