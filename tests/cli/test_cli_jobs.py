@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from cli_support import Kubemill, conditions, lines, pytorch_job, write_manifest
 
 WAIT = 60.0
@@ -109,7 +110,7 @@ def test_run_failure_names_the_failed_replica(kubemill: Kubemill, tmp_path: Path
     assert "worker-0 | giving up" in done.stdout
     outcome = lines(done.stdout)[-2]
     assert "PyTorchJob broken Failed" in outcome
-    assert "broken-worker-0" in outcome
+    assert "worker-0 exited with code 3" in outcome
     job = kubemill.job("broken")
     assert conditions(job)["Failed"]["status"] == "True"
     # The master was stopped with the job: nothing of it keeps running.
@@ -170,6 +171,34 @@ def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path
     assert gone.returncode == 1
     assert "Traceback" not in gone.stderr
     assert "bg" in gone.stderr and "kubemill get" in gone.stderr
+
+
+def test_logs_follow_and_get_as_yaml(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "follow",
+            master=(
+                "import time\n"
+                "for i in range(3):\n"
+                "    print('step', i, flush=True)\n"
+                "    time.sleep(0.3)"
+            ),
+        ),
+    )
+    kubemill("run", "-d", str(manifest), check=True)
+    followed = kubemill("logs", "follow", "-f", check=True)
+    # --follow returns once the job has ended, with every line.
+    assert followed.stdout.splitlines() == [f"master-0 | step {i}" for i in range(3)]
+    as_yaml = yaml.safe_load(kubemill("get", "follow", "-o", "yaml", check=True).stdout)
+    assert as_yaml["kind"] == "PyTorchJob"
+    assert as_yaml["metadata"]["name"] == "follow"
+    assert as_yaml["metadata"]["creationTimestamp"]
+    types = {c["type"]: c["status"] for c in as_yaml["status"]["conditions"]}
+    assert types["Succeeded"] == "True"
+    listed = yaml.safe_load(kubemill("get", "-o", "yaml", check=True).stdout)
+    assert listed["kind"] == "List"
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["follow"]
 
 
 def test_run_same_name_twice_is_a_clear_error(kubemill: Kubemill, tmp_path: Path) -> None:

@@ -20,7 +20,13 @@ from rich.text import Text
 from kubemill.api import ConditionType, Job, load_path
 from kubemill.cli.errors import fail
 from kubemill.cli.settings import Settings
-from kubemill.cli.views import LogPrinter, replica_table, status_panel, stdout_console
+from kubemill.cli.views import (
+    LogPrinter,
+    replica_table,
+    short_replica_name,
+    status_panel,
+    stdout_console,
+)
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import JobView
 
@@ -108,7 +114,11 @@ class Follower:
             printer.print(line)
 
     def _interrupt(self, name: str) -> JobView:
-        return self.client.interrupt(name, namespace=self.settings.namespace)
+        try:
+            return self.client.interrupt(name, namespace=self.settings.namespace)
+        except KeyboardInterrupt:
+            # A second Ctrl-C while replicas get their grace period: stop them now.
+            return self.client.interrupt(name, namespace=self.settings.namespace, force=True)
 
     def _finish(self, view: JobView, *, interrupted: bool) -> int:
         console = self.console
@@ -125,22 +135,23 @@ class Follower:
             )
             _print_next(console, self.settings, view.name)
             return EXIT_SUCCEEDED
-        reason = ""
+        reason = message = ""
         if failed is not None and failed.status == "True":
-            reason = failed.message or failed.reason
+            reason, message = failed.reason, failed.message
         broken = [r for r in view.replicas if r.phase == "Failed"]
         named = ", ".join(
             f"{r.name} (exit code {r.exit_code})" if r.exit_code is not None else r.name
             for r in broken
         )
-        detail = reason
-        if named and not all(r.name in reason for r in broken):
-            detail = f"{reason}; failed: {named}" if reason else f"failed: {named}"
+        detail = message
+        if named and not all(short_replica_name(view.name, r.name) in message for r in broken):
+            detail = f"{message.rstrip('.')}; failed: {named}" if message else f"failed: {named}"
         console.print(
             Text.assemble(
                 ("✘ ", "red"),
                 (f"{view.kind} {view.name} ", "bold"),
                 (view.phase, "bold red"),
+                f" ({reason})" if reason else "",
                 f": {detail}" if detail else "",
             )
         )
