@@ -1,0 +1,558 @@
+"""The local substrate as a :class:`~kubemill.substrates.base.Backend`: what the SDK calls.
+
+Every read tells the truth about processes, whoever is asking and whenever:
+
+- if a job has not finished but its supervisor (checked by pid *and* start time) is
+  gone, the read records the job Failed with reason ``SupervisorLost``, kills whatever
+  is left of its replicas' process groups, and marks those replicas Failed. A dead
+  supervisor's replicas were already SIGKILLed by the kernel (``PR_SET_PDEATHSIG``);
+  the group kill catches the children they may have left;
+- a finished job whose ``ttlSecondsAfterFinished`` has passed is deleted by the read
+  that notices (the core decides; no daemon is needed);
+- ``delete`` asks the supervisor to stop the job, waits for it, kills what is left and
+  checks that no process of the job's groups remains before removing its records.
+
+Logs stay readable through all of this: they are plain files the processes wrote.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kubemill.api import ConditionType, Job, JobStatus
+from kubemill.core import DeleteJob, Observed, reconcile, set_condition
+from kubemill.substrates.base import (
+    EventRecord,
+    JobView,
+    LogLine,
+    ReplicaView,
+    SubmitOptions,
+    SubstrateError,
+)
+from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.images import Environment, ImageConfig
+from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
+from kubemill.substrates.local.logs import LogTail, follow, read_all
+from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
+from kubemill.substrates.local.store import (
+    JobRecord,
+    NewJob,
+    PortConflict,
+    ReplicaRecord,
+    Store,
+)
+from kubemill.substrates.local.supervisor import (
+    Prepared,
+    Supervisor,
+    SupervisorOptions,
+    plan_local,
+    prepare_recorded,
+)
+
+DEFAULT_NAMESPACE = "default"
+SUPERVISOR_START_GRACE = 30.0
+"""A job recorded this long ago without any supervisor pid has lost its submitter."""
+STOP_MARGIN = 5.0
+"""Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
+LEFTOVER_GRACE = 0.5
+"""SIGTERM-to-SIGKILL wait for processes left behind by a dead supervisor."""
+SUPERVISOR_LOST = "SupervisorLost"
+
+
+def _utc(moment: float | None) -> datetime | None:
+    return None if moment is None else datetime.fromtimestamp(moment, UTC)
+
+
+@dataclass
+class _LocalRun:
+    """A job supervised by a thread of this process (``detach=False``)."""
+
+    supervisor: Supervisor
+    thread: threading.Thread
+
+
+class LocalBackend:
+    """Runs jobs as processes on this machine; state under ``state_dir``."""
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        config_path: str | os.PathLike[str] | None = None,
+        supervisor_options: SupervisorOptions | None = None,
+    ) -> None:
+        self.store = Store(state_dir)
+        self.state_dir = self.store.state_dir
+        self.config_path = config_path
+        self.supervisor_options = supervisor_options or SupervisorOptions()
+        self._runs: dict[str, _LocalRun] = {}
+        self._runs_lock = threading.Lock()
+
+    # --- submit ------------------------------------------------------------------------
+
+    def submit(self, job: Job, options: SubmitOptions) -> JobView:
+        """Record the job and start it: in a thread here, or under a detached supervisor."""
+        job = job.model_copy(deep=True)
+        self._set_namespace(job, options.namespace)
+        uid = str(uuid.uuid4())
+        job.metadata.uid = uid
+        job.metadata.creation_timestamp = datetime.now(UTC).isoformat(timespec="seconds")
+        job.status = JobStatus()
+        base_dir = str(Path(options.base_dir or Path.cwd()).absolute())
+        if not Path(base_dir).is_dir():
+            raise SubstrateError(f"base directory {base_dir} does not exist")
+        job_dir = self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
+        ctx = PodContext(
+            job_uid=uid, namespace=job.namespace, base_dir=base_dir, log_dir=str(job_dir / "logs")
+        )
+        environments = self._environments(job)
+        me = procinfo.identify(os.getpid())
+        mode = "detached" if options.detach else "foreground"
+        for _ in range(5):
+            allocator = PortAllocator(avoid=self.store.reserved_ports())
+            prepared = plan_local(
+                job,
+                LocalNetwork(job.name, allocator=allocator),
+                ctx=ctx,
+                environments=environments,
+            )
+            new = NewJob(
+                uid=uid,
+                namespace=job.namespace,
+                name=job.name,
+                kind=job.KIND,
+                manifest=_manifest(job),
+                status=JobStatus().to_wire(),
+                base_dir=base_dir,
+                job_dir=str(job_dir),
+                environments={k: v.to_json() for k, v in environments.items()},
+                replicas=_replica_records(uid, prepared),
+                ports=prepared.network.ports,
+                supervisor=None if options.detach else me,
+                supervisor_mode=mode,
+            )
+            try:
+                self.store.insert_job(new)
+                break
+            except PortConflict:
+                continue
+        else:
+            raise SubstrateError("could not reserve ports for the job; try again")
+        (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._deliver_files(prepared, job_dir / "files")
+        if options.detach:
+            self._start_detached(uid, job_dir)
+        else:
+            self._start_here(uid, prepared)
+        return self.get(job.name, job.namespace)
+
+    def _set_namespace(self, job: Job, namespace: str | None) -> None:
+        if namespace is None:
+            return
+        given = job.metadata.namespace
+        if given and given != namespace:
+            raise SubstrateError(
+                f"the manifest says namespace {given!r} but {namespace!r} was asked for;"
+                " remove metadata.namespace or ask for the same one"
+            )
+        job.metadata.namespace = namespace
+
+    def _environments(self, job: Job) -> dict[str, Environment]:
+        config = ImageConfig.load(self.config_path)
+        images: dict[str, Environment] = {}
+        for spec in job.replica_specs.values():
+            for container in spec.template.spec.containers:
+                if container.name == job.DEFAULT_CONTAINER:
+                    image = container.image or ""
+                    if image not in images:
+                        images[image] = config.resolve(image)
+        return images
+
+    def _deliver_files(self, prepared: Prepared, files_dir: Path) -> None:
+        if not prepared.plan.files:
+            return
+        files_dir.mkdir(parents=True, exist_ok=True)
+        for item in prepared.plan.files:
+            target = files_dir / item.name
+            target.write_text(item.content, encoding="utf-8")
+            target.chmod(item.mode)
+
+    def _start_here(self, uid: str, prepared: Prepared) -> None:
+        supervisor = Supervisor(self.store, uid, prepared=prepared, options=self.supervisor_options)
+        # Not a daemon: a script that submits with detach=False and ends still sees its
+        # job through. The thread must live as long as the job: replicas get SIGKILL
+        # when the thread that started them ends (PR_SET_PDEATHSIG is per thread).
+        thread = threading.Thread(
+            target=_supervise_quietly, args=(supervisor,), name=f"kubemill-supervisor-{uid[:8]}"
+        )
+        with self._runs_lock:
+            self._runs[uid] = _LocalRun(supervisor, thread)
+        thread.start()
+
+    def _start_detached(self, uid: str, job_dir: Path) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "kubemill.substrates.local.supervisor",
+            "--state-dir",
+            str(self.state_dir),
+            "--job-uid",
+            uid,
+        ]
+        with (job_dir / "supervisor.log").open("ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+                start_new_session=True,
+            )
+        ident = procinfo.identify(proc.pid)
+        if ident is not None:
+            # The supervisor claims the job itself too; whichever comes first wins the same.
+            self.store.claim_supervisor(uid, ident, mode="detached")
+
+    # --- reads -------------------------------------------------------------------------
+
+    def get(self, name: str, namespace: str | None = None) -> JobView:
+        """The job now (healed if its supervisor died). Raises ``JobNotFound``."""
+        rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
+        if rec is None:
+            # Deleted by its TTL just now.
+            return self._not_found(name, namespace)
+        return self._view(rec)
+
+    def list(self, namespace: str | None = None) -> list[JobView]:
+        """Every job (of ``namespace``, or all), oldest first."""
+        views = []
+        for rec in self.store.jobs(namespace):
+            fresh = self._fresh(rec)
+            if fresh is not None:
+                views.append(self._view(fresh))
+        return views
+
+    def wait(
+        self, name: str, namespace: str | None = None, timeout: float | None = None
+    ) -> JobView:
+        """Block until the job has finished and every replica stopped, or ``timeout``.
+
+        Returns the job as it is then; check ``view.finished`` after a timeout.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        run = self._run(rec.uid)
+        if run is not None:
+            run.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            return self.get(name, namespace)
+        next_heal = 0.0
+        while True:
+            rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+            now = time.monotonic()
+            if now >= next_heal:
+                next_heal = now + 1.0
+                healed = self._fresh(rec)
+                if healed is None:
+                    return self._not_found(name, namespace)
+                rec = healed
+            if rec.finished and rec.supervisor_state == "done":
+                return self._view(rec)
+            if deadline is not None and now >= deadline:
+                return self._view(rec)
+            time.sleep(0.05)
+
+    def logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """Lines of every replica (or one); with ``follow``, as written, until the end."""
+        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        replicas = self.store.replicas(rec.uid)
+        if replica is not None:
+            replicas = [_pick_replica(rec, replicas, replica)]
+        tails = [LogTail(r.name, Path(r.log_path)) for r in replicas]
+        if not follow:
+            return read_all(tails)
+        return _follow_logs(self, rec.uid, tails)
+
+    def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
+        """The job's events, oldest first."""
+        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        self._fresh(rec)
+        out: builtins.list[EventRecord] = []
+        for row in self.store.events(rec.uid):
+            out.append(
+                EventRecord(
+                    time=datetime.fromtimestamp(row.time, UTC),
+                    type="Warning" if row.type == "Warning" else "Normal",
+                    reason=row.reason,
+                    message=row.message,
+                    count=row.count,
+                )
+            )
+        return out
+
+    # --- stopping ----------------------------------------------------------------------
+
+    def interrupt(self, name: str, namespace: str | None = None, *, force: bool = False) -> JobView:
+        """Stop the job now and record it Failed with reason ``Interrupted`` (Ctrl-C).
+
+        ``force`` skips the grace period. A job that already finished is left as it is.
+        """
+        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        self._stop(rec, "interrupt", force=force)
+        return self.get(name, namespace)
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        """Stop every process of the job, verify none is left, and forget the job."""
+        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        self._stop(rec, "delete", force=False)
+        self._kill_leftovers(rec, verify=True)
+        self.store.remove_job(rec.uid)
+        shutil.rmtree(rec.job_dir, ignore_errors=True)
+        with self._runs_lock:
+            self._runs.pop(rec.uid, None)
+
+    def _stop(self, rec: JobRecord, what: str, *, force: bool) -> None:
+        """Have the job's supervisor stop it (``interrupt`` or ``delete``) and wait."""
+        timeout = _grace(rec) + STOP_MARGIN
+        run = self._run(rec.uid)
+        if run is not None:
+            ask = run.supervisor.delete if what == "delete" else run.supervisor.interrupt
+            ask(force=force)
+            try:
+                run.thread.join(timeout)
+            except KeyboardInterrupt:
+                # A second Ctrl-C while waiting: no more grace.
+                ask(force=True)
+                run.thread.join(timeout)
+                raise
+            return
+        if rec.supervisor_state == "done" or not self._supervisor_alive(rec):
+            self._fresh(rec)
+            return
+        self.store.request(rec.uid, what)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = self.store.job_by_uid(rec.uid)
+            if current is None or current.supervisor_state == "done":
+                return
+            if not self._supervisor_alive(current):
+                self._fresh(current)
+                return
+            time.sleep(0.05)
+        if rec.supervisor is not None and rec.supervisor_mode == "detached":
+            # It did not stop in time: kill it; its replicas die with it (PDEATHSIG).
+            procinfo.kill_process(rec.supervisor)
+            procinfo.wait_gone(rec.supervisor, timeout=STOP_MARGIN)
+        current = self.store.job_by_uid(rec.uid)
+        if current is not None:
+            self._fresh(current)
+
+    # --- truth after crashes -----------------------------------------------------------
+
+    def _supervisor_alive(self, rec: JobRecord) -> bool:
+        if rec.uid in self._runs:
+            run = self._run(rec.uid)
+            return run is not None and run.thread.is_alive()
+        if rec.supervisor is None:
+            # Submitted, supervisor not recorded yet: give the submitter time.
+            return time.time() - rec.created < SUPERVISOR_START_GRACE
+        return procinfo.is_alive(rec.supervisor)
+
+    def _fresh(self, rec: JobRecord) -> JobRecord | None:
+        """The record after healing a lost supervisor and applying the TTL (None: gone)."""
+        if rec.supervisor_state != "done" and not self._supervisor_alive(rec):
+            rec = self._heal(rec)
+        if rec.finished and rec.supervisor_state == "done":
+            return self._expire(rec)
+        return rec
+
+    def _heal(self, rec: JobRecord) -> JobRecord:
+        """The supervisor died: record it, kill what is left, stop claiming Running."""
+        self._kill_leftovers(rec, verify=False)
+        now = time.time()
+        moment = datetime.fromtimestamp(now, UTC)
+        who = f"pid {rec.supervisor.pid}" if rec.supervisor is not None else "it never started"
+        message = (
+            f"the supervisor of {rec.kind} {rec.namespace}/{rec.name} ({who}) is gone while the"
+            " job was running, so its replicas were stopped; the logs written so far remain"
+            f" (kubemill logs {rec.name}). To run it again: kubemill delete {rec.name}, then"
+            " submit it again"
+        )
+        if not rec.finished:
+            status = JobStatus.model_validate(rec.status)
+            if status.start_time is None:
+                status.start_time = moment
+            status.completion_time = moment
+            set_condition(
+                status,
+                ConditionType.FAILED,
+                "True",
+                reason=SUPERVISOR_LOST,
+                message=message,
+                now=moment,
+            )
+            for rs in status.replica_statuses.values():
+                rs.active = 0
+            if self.store.finish_if_unfinished(rec.uid, status.to_wire()):
+                self.store.add_event(
+                    rec.uid, type="Warning", reason=SUPERVISOR_LOST, message=message, when=now
+                )
+        changed = []
+        for r in self.store.replicas(rec.uid):
+            if r.phase in ("Running", "Pending") and r.created is not None:
+                changed.append(
+                    replace(
+                        r,
+                        phase="Failed",
+                        reason=SUPERVISOR_LOST,
+                        message="its supervisor died; the process was killed",
+                        finished=r.finished or now,
+                    )
+                )
+        self.store.save_replicas(changed)
+        self.store.set_supervisor_state(rec.uid, "done")
+        healed = self.store.job_by_uid(rec.uid)
+        return healed if healed is not None else rec
+
+    def _kill_leftovers(self, rec: JobRecord, *, verify: bool) -> None:
+        """SIGTERM/SIGKILL every replica process group that is still ours."""
+        survivors: list[int] = []
+        for r in self.store.replicas(rec.uid):
+            if r.process is None:
+                continue
+            if not procinfo.stop_group(r.process, grace=LEFTOVER_GRACE) and verify:
+                survivors.extend(procinfo.group_members(r.process.pid))
+        if survivors:
+            raise SubstrateError(
+                f"could not stop every process of job {rec.name}: pids {sorted(survivors)}"
+                " survive SIGKILL (stuck in the kernel?); check them with `ps`"
+            )
+
+    def _expire(self, rec: JobRecord) -> JobRecord | None:
+        """Delete a finished job whose ttlSecondsAfterFinished has passed (the core decides)."""
+        job = rec.load_job()
+        if job.run_policy.ttl_seconds_after_finished is None:
+            return rec
+        prepared = prepare_recorded(rec, self.store.ports(rec.uid))
+        result = reconcile(job, prepared.plan, Observed(), datetime.now(UTC))
+        if not any(isinstance(a, DeleteJob) for a in result.actions):
+            return rec
+        self.store.remove_job(rec.uid)
+        shutil.rmtree(rec.job_dir, ignore_errors=True)
+        return None
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _run(self, uid: str) -> _LocalRun | None:
+        with self._runs_lock:
+            return self._runs.get(uid)
+
+    def _not_found(self, name: str, namespace: str | None) -> JobView:
+        # Re-raise the store's own JobNotFound, with its message.
+        self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        raise AssertionError("unreachable")
+
+    def _view(self, rec: JobRecord) -> JobView:
+        job = rec.load_job()
+        replicas = tuple(_replica_view(r) for r in self.store.replicas(rec.uid))
+        return JobView(job=job, status=job.status, replicas=replicas, created=_utc(rec.created))
+
+
+def _supervise_quietly(supervisor: Supervisor) -> None:
+    # A crash is recorded on the job by the supervisor itself; the thread just ends.
+    with contextlib.suppress(Exception):
+        supervisor.run()
+
+
+def _follow_logs(backend: LocalBackend, uid: str, tails: list[LogTail]) -> Iterator[LogLine]:
+    def finished() -> bool:
+        rec = backend.store.job_by_uid(uid)
+        if rec is None:
+            return True
+        fresh = backend._fresh(rec)
+        return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
+
+    yield from follow(tails, finished=finished)
+
+
+def _pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:
+    key = wanted.lower()
+    for r in replicas:
+        short = r.name[len(rec.name) + 1 :] if r.name.startswith(rec.name + "-") else r.name
+        if key in (r.name.lower(), short.lower()):
+            return r
+    known = ", ".join(r.name[len(rec.name) + 1 :] for r in replicas)
+    raise SubstrateError(f"job {rec.name} has no replica {wanted!r} (its replicas: {known})")
+
+
+def _manifest(job: Job) -> dict[str, object]:
+    wire = job.to_wire()
+    wire.pop("status", None)
+    return wire
+
+
+def _grace(rec: JobRecord) -> float:
+    job = rec.load_job()
+    graces = [
+        spec.template.spec.termination_grace_period_seconds for spec in job.replica_specs.values()
+    ]
+    return max([float(g) for g in graces if g is not None] or [DEFAULT_GRACE_SECONDS])
+
+
+def _replica_records(uid: str, prepared: Prepared) -> list[ReplicaRecord]:
+    records = []
+    ports = prepared.network.ports
+    for position, rep in enumerate(prepared.plan.replicas):
+        main_container(rep)  # fails early if the template lost its main container
+        records.append(
+            ReplicaRecord(
+                job_uid=uid,
+                name=rep.name,
+                replica_type=rep.replica_type,
+                index=rep.index,
+                position=position,
+                log_path=prepared.specs[rep.name].log_path,
+                address=replica_address(
+                    rep.ports,
+                    ports,
+                    replica=rep.name,
+                    preferred=prepared.job.DEFAULT_PORT_NAME,
+                ),
+            )
+        )
+    return records
+
+
+def _replica_view(r: ReplicaRecord) -> ReplicaView:
+    return ReplicaView(
+        name=r.name,
+        replica_type=r.replica_type,
+        index=r.index,
+        phase=r.phase,
+        exit_code=r.exit_code,
+        restarts=r.restart_count + r.recreations,
+        pid=r.process.pid if r.process is not None and r.phase == "Running" else None,
+        started=_utc(r.started),
+        finished=_utc(r.finished),
+        reason=r.reason,
+        message=r.message,
+        address=r.address,
+    )

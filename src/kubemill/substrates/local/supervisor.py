@@ -1,0 +1,593 @@
+"""The supervisor: the loop that runs one local job from submit to its end.
+
+It watches the replica processes (woken by pidfds the moment one exits, and at least
+every ``poll_interval``), turns them into :class:`~kubemill.core.Observed`, asks
+:func:`kubemill.core.reconcile` what to do, does it, and writes the status and replica
+rows to SQLite only when they changed. Actions map as follows:
+
+- ``CreatePod`` starts the replica's process (:class:`~.kubelet.ReplicaPod`);
+- ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
+- services and PodGroups need nothing locally (they are remembered so the core sees
+  them as existing);
+- ``DeleteJob`` (ttlSecondsAfterFinished) stops everything and removes the job;
+- ``RecordEvent`` goes to the events table.
+
+Once the job has finished, anything still running is stopped (locally no process
+outlives its job) and the supervisor lets go of the job.
+
+It runs either inside the submitting process, in a thread (``detach=False``: no
+interpreter start-up on the way to the first replica), or as its own process in a new
+session: ``python -m kubemill.substrates.local.supervisor --state-dir D --job-uid U``.
+That process stops the job cleanly on SIGTERM or SIGINT (a second one kills at once),
+recording it Failed with reason ``Interrupted``. Other processes reach a supervisor
+through the job's ``request`` column (``interrupt`` or ``delete``), which it polls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from kubemill.api import ConditionType, Job, JobStatus
+from kubemill.core import (
+    Action,
+    CreatePod,
+    CreatePodGroup,
+    CreateService,
+    DeleteJob,
+    DeletePod,
+    DeletePodGroup,
+    DeleteService,
+    Observed,
+    ObservedPodGroup,
+    ReconcileOptions,
+    RecordEvent,
+    pod_restart_policy,
+    reconcile,
+    set_condition,
+)
+from kubemill.frameworks import Plan, plan_for
+from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.images import Environment
+from kubemill.substrates.local.kubelet import ReplicaPod, wait_any
+from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
+from kubemill.substrates.local.network import (
+    LocalNetwork,
+    PortAllocator,
+    busy_ports,
+    replica_address,
+)
+from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
+
+log = logging.getLogger("kubemill.local.supervisor")
+
+INTERRUPTED = "Interrupted"
+"""The Failed reason of a job stopped by Ctrl-C, SIGTERM or ``interrupt``."""
+
+
+@dataclass(frozen=True)
+class SupervisorOptions:
+    """How often the supervisor looks at things."""
+
+    poll_interval: float = 0.1
+    """Longest sleep between checks; a replica's exit wakes the loop at once anyway."""
+    request_interval: float = 0.2
+    """How often SQLite is asked whether someone wants the job interrupted or deleted."""
+    resync_interval: float = 1.0
+    """Reconcile at least this often even when nothing was observed to change."""
+    reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
+
+
+@dataclass
+class Prepared:
+    """A job ready to run: its Plan and the launch spec of every replica."""
+
+    job: Job
+    plan: Plan
+    specs: dict[str, LaunchSpec]
+    network: LocalNetwork
+    ctx: PodContext
+    environments: dict[str, Environment]
+
+
+def pod_context(rec: JobRecord) -> PodContext:
+    """What the replicas of a recorded job know about their pods."""
+    return PodContext(
+        job_uid=rec.uid, namespace=rec.namespace, base_dir=rec.base_dir, log_dir=str(rec.logs_dir)
+    )
+
+
+def plan_local(
+    job: Job,
+    network: LocalNetwork,
+    *,
+    ctx: PodContext,
+    environments: Mapping[str, Environment],
+) -> Prepared:
+    """Plan ``job`` on ``network`` and check every replica can start (raises if not)."""
+    plan = plan_for(job, network)
+    network.reserve_plan(plan)
+    specs = prepare(job, plan, ctx=ctx, environments=environments)
+    return Prepared(job, plan, specs, network, ctx, dict(environments))
+
+
+def prepare_recorded(rec: JobRecord, ports: Mapping[tuple[str, int], int]) -> Prepared:
+    """Rebuild a recorded job's Plan with the ports and environments it was given."""
+    environments = {k: Environment.from_json(v) for k, v in rec.environments.items()}
+    return plan_local(
+        rec.load_job(),
+        LocalNetwork(rec.name, ports=ports),
+        ctx=pod_context(rec),
+        environments=environments,
+    )
+
+
+def _utc(moment: float) -> datetime:
+    return datetime.fromtimestamp(moment, UTC)
+
+
+def _comparable(status: JobStatus) -> dict[str, object]:
+    # lastReconcileTime alone changing is not worth a write.
+    return status.model_dump(exclude={"last_reconcile_time"})
+
+
+class Supervisor:
+    """Runs one recorded job until it has finished (or is interrupted or deleted)."""
+
+    def __init__(
+        self,
+        store: Store,
+        uid: str,
+        *,
+        prepared: Prepared | None = None,
+        options: SupervisorOptions | None = None,
+    ) -> None:
+        self.store = store
+        self.uid = uid
+        self.options = options or SupervisorOptions()
+        self._prepared = prepared
+        self.pods: dict[str, ReplicaPod] = {}
+        self.services: set[str] = set()
+        self.pod_group: ObservedPodGroup | None = None
+        self.records: dict[str, ReplicaRecord] = {}
+        self.job_status = JobStatus()
+        self._saved_status: dict[str, object] | None = None
+        self._last_observed: Observed | None = None
+        self._next_reconcile = 0.0
+        self._next_request_check = 0.0
+        self._ever_started = False
+        self._requested: str | None = None
+        self._force = False
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.finished = threading.Event()
+        """Set once the supervisor has let go of the job (every replica stopped)."""
+
+    # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
+
+    def interrupt(self, *, force: bool = False) -> None:
+        """Stop the job and record it Failed (``Interrupted``); ``force`` kills at once."""
+        self._ask("interrupt", force=force)
+
+    def delete(self, *, force: bool = False) -> None:
+        """Stop every replica and let go; the caller removes the job's records."""
+        self._ask("delete", force=force)
+
+    def _ask(self, what: str, *, force: bool) -> None:
+        with self._lock:
+            if self._requested != "delete":
+                self._requested = what
+            self._force = self._force or force
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Supervise until the job is over; always leaves no replica process behind."""
+        try:
+            rec = self.store.job_by_uid(self.uid)
+            if rec is None:
+                return
+            prepared = self._setup(rec)
+            if prepared is None:
+                return
+            self.store.set_supervisor_state(self.uid, "running")
+            self._loop()
+        except BaseException as exc:
+            self._crash(exc)
+            raise
+        finally:
+            self._release()
+
+    def _setup(self, rec: JobRecord) -> Prepared | None:
+        self.records = {r.name: r for r in self.store.replicas(self.uid)}
+        self._ever_started = any(r.created is not None for r in self.records.values())
+        if self._prepared is None:
+            try:
+                self._prepared = prepare_recorded(rec, self.store.ports(self.uid))
+            except (SubstrateError, ValueError) as exc:
+                self.job_status = JobStatus.model_validate(rec.status)
+                self._fail_job("NotRunnableLocally", f"the job cannot start here: {exc}")
+                return None
+        self.job_status = self._prepared.job.status
+        self._saved_status = _comparable(self.job_status)
+        return self._prepared
+
+    @property
+    def prepared(self) -> Prepared:
+        assert self._prepared is not None
+        return self._prepared
+
+    @property
+    def job(self) -> Job:
+        return self.prepared.job
+
+    def _loop(self) -> None:
+        while True:
+            now = time.time()
+            for pod in list(self.pods.values()):
+                pod.poll(now)
+            self._drop_gone()
+            request = self._request(now)
+            if request == "delete":
+                self._stop_all("the job is being deleted")
+                return
+            if request == "interrupt":
+                self._interrupted(now)
+                return
+            observed = self._observed()
+            due = observed != self._last_observed or now >= self._next_reconcile
+            if due and self._reconcile(observed, now):
+                return
+            self._save_replicas()
+            if self.job_status.finished:
+                self._stop_all(f"the job {self.job_status.phase.lower()}")
+                self._settle()
+                return
+            self._sleep(now)
+
+    def _reconcile(self, observed: Observed, now: float) -> bool:
+        """One reconcile; applies its actions. True if the job was deleted (TTL)."""
+        self.job.status = self.job_status
+        result = reconcile(
+            self.job, self.prepared.plan, observed, _utc(now), options=self.options.reconcile
+        )
+        self._last_observed = observed
+        delete_job = False
+        for action in result.actions:
+            if isinstance(action, DeleteJob):
+                delete_job = True
+            else:
+                self._apply(action, now)
+        self._set_status(result.status)
+        resync = self.options.resync_interval
+        if result.requeue_after is not None:
+            resync = min(resync, max(0.0, result.requeue_after.total_seconds()))
+        self._next_reconcile = now + resync
+        if delete_job:
+            self._stop_all("the job's ttlSecondsAfterFinished passed")
+            rec = self.store.job_by_uid(self.uid)
+            self.store.remove_job(self.uid)
+            if rec is not None:
+                shutil.rmtree(rec.job_dir, ignore_errors=True)
+            return True
+        return False
+
+    def _apply(self, action: Action, now: float) -> None:
+        if isinstance(action, CreatePod):
+            self._create_pod(action.name, now)
+        elif isinstance(action, DeletePod):
+            pod = self.pods.get(action.name)
+            if pod is not None:
+                pod.terminate(now, reason=action.reason)
+        elif isinstance(action, CreateService):
+            self.services.add(action.name)
+        elif isinstance(action, DeleteService):
+            self.services.discard(action.name)
+        elif isinstance(action, CreatePodGroup):
+            # No scheduler to wait for locally: the gang is admitted at once.
+            self.pod_group = ObservedPodGroup(name=action.name, phase="Running")
+        elif isinstance(action, DeletePodGroup):
+            self.pod_group = None
+        elif isinstance(action, RecordEvent):
+            self.store.add_event(
+                self.uid, type=action.type, reason=action.reason, message=action.message, when=now
+            )
+
+    def _create_pod(self, name: str, now: float) -> None:
+        existing = self.pods.get(name)
+        if existing is not None and not existing.gone:
+            return
+        if not self._ever_started:
+            self._check_ports_before_first_start()
+            self._ever_started = True
+        rep = self.prepared.plan.replica(name)
+        record = self.records[name]
+        recreated = record.created is not None
+        if recreated:
+            self._warn_busy_ports(name)
+            self.records[name] = replace(record, recreations=record.recreations + 1)
+        pod = ReplicaPod(
+            self.prepared.specs[name],
+            restart_policy=pod_restart_policy(rep.restart_policy),
+            before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
+        )
+        pod.start(now)
+        self.pods[name] = pod
+        if pod.state.reason == "StartError":
+            self.store.add_event(
+                self.uid, type="Warning", reason="FailedStart", message=pod.state.message, when=now
+            )
+
+    def _check_ports_before_first_start(self) -> None:
+        """Move ports taken since submit; safe as no replica has been told an address yet."""
+        for _ in range(5):
+            busy = busy_ports(self.prepared.network.ports)
+            if not busy:
+                return
+            current = self.prepared.network.ports
+            allocator = PortAllocator(avoid=self.store.reserved_ports() | set(current.values()))
+            moved = {key: allocator.allocate() for key in busy}
+            try:
+                self.store.replace_ports(self.uid, moved)
+            except PortConflict:
+                continue
+            p = self.prepared
+            self._prepared = plan_local(
+                p.job,
+                LocalNetwork(p.job.name, ports={**current, **moved}),
+                ctx=p.ctx,
+                environments=p.environments,
+            )
+            self._readdress()
+            text = ", ".join(
+                f"{r} port {cp}: {busy[(r, cp)]} -> {port}" for (r, cp), port in moved.items()
+            )
+            self.store.add_event(
+                self.uid,
+                type="Normal",
+                reason="PortsReallocated",
+                message=f"ports taken by other processes since submit were moved: {text}",
+            )
+            return
+
+    def _readdress(self) -> None:
+        ports = self.prepared.network.ports
+        default_port = self.job.DEFAULT_PORT_NAME
+        for rep in self.prepared.plan.replicas:
+            address = replica_address(rep.ports, ports, replica=rep.name, preferred=default_port)
+            self.records[rep.name] = replace(self.records[rep.name], address=address)
+        self.store.save_replicas(list(self.records.values()))
+
+    def _warn_busy_ports(self, replica: str) -> None:
+        ports = {k: v for k, v in self.prepared.network.ports.items() if k[0] == replica}
+        busy = busy_ports(ports)
+        if busy:
+            listed = ", ".join(str(p) for p in sorted(busy.values()))
+            self.store.add_event(
+                self.uid,
+                type="Warning",
+                reason="PortInUse",
+                message=f"{replica}: port(s) {listed} on 127.0.0.1 are in use by another process;"
+                " the replica may fail to listen on them",
+            )
+
+    def _observed(self) -> Observed:
+        pods = []
+        for name, pod in self.pods.items():
+            rep = self.prepared.plan.replica(name)
+            pods.append(pod.observed(rep.replica_type, rep.index))
+        return Observed(
+            pods=tuple(pods), services=frozenset(self.services), pod_group=self.pod_group
+        )
+
+    def _request(self, now: float) -> str | None:
+        with self._lock:
+            if self._requested is not None:
+                return self._requested
+        if now < self._next_request_check:
+            return None
+        self._next_request_check = now + self.options.request_interval
+        return self.store.pending_request(self.uid)
+
+    def _sleep(self, now: float) -> None:
+        deadlines = [self._next_reconcile, self._next_request_check]
+        deadlines += [d for p in self.pods.values() if (d := p.next_deadline) is not None]
+        timeout = min(self.options.poll_interval, max(0.0, min(deadlines) - now))
+        wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._wake_r)
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.read(self._wake_r, 4096)
+
+    # --- stopping ----------------------------------------------------------------------
+
+    def _stop_all(self, reason: str) -> None:
+        """Stop every replica (grace period, then SIGKILL) and wait until all are gone."""
+        now = time.time()
+        for pod in self.pods.values():
+            pod.terminate(now, reason=reason)
+        while self.pods:
+            now = time.time()
+            with self._lock:
+                force = self._force
+            for pod in list(self.pods.values()):
+                if force and pod.alive:
+                    pod.kill()
+                pod.poll(now)
+            self._drop_gone()
+            self._save_replicas()
+            if self.pods:
+                self._sleep(now)
+        self._save_replicas()
+
+    def _drop_gone(self) -> None:
+        for name, pod in list(self.pods.items()):
+            if pod.gone:
+                self._save_replica(name, pod)
+                pod.close()
+                del self.pods[name]
+
+    def _interrupted(self, now: float) -> None:
+        if not self.job_status.finished:
+            job = self.job
+            message = (
+                f"{job.KIND} {job.namespace}/{job.name} was interrupted (Ctrl-C, a signal to its"
+                " supervisor, or an interrupt request) and its replicas were stopped"
+            )
+            self._fail_job(INTERRUPTED, message, now=now)
+        self._stop_all("the job was interrupted")
+        self._settle()
+
+    def _fail_job(self, reason: str, message: str, *, now: float | None = None) -> None:
+        moment = _utc(time.time() if now is None else now)
+        status = self.job_status.model_copy(deep=True)
+        if status.finished:
+            return
+        if status.start_time is None:
+            status.start_time = moment
+        status.completion_time = moment
+        set_condition(
+            status, ConditionType.FAILED, "True", reason=reason, message=message, now=moment
+        )
+        self._set_status(status)
+        self.store.add_event(self.uid, type="Warning", reason=reason, message=message)
+
+    def _settle(self) -> None:
+        """After the last replica stopped: nothing is active any more, whatever was counted."""
+        status = self.job_status.model_copy(deep=True)
+        for rs in status.replica_statuses.values():
+            rs.active = 0
+        self._set_status(status)
+
+    def _crash(self, exc: BaseException) -> None:
+        """The loop itself failed: kill the replicas and record why (never raises)."""
+        try:
+            log.exception("supervisor of job %s failed", self.uid)
+            for pod in self.pods.values():
+                pod.kill()
+            deadline = time.time() + 5
+            while any(p.alive for p in self.pods.values()) and time.time() < deadline:
+                for pod in self.pods.values():
+                    pod.poll(time.time())
+                time.sleep(0.02)
+            if self._prepared is not None and self.store.job_by_uid(self.uid) is not None:
+                self._fail_job(
+                    "SupervisorError",
+                    f"the supervisor failed ({type(exc).__name__}: {exc}); its replicas were"
+                    " killed. This is a kubemill bug: please report it with the job's"
+                    " supervisor.log",
+                )
+                for name, pod in self.pods.items():
+                    pod.deleting = True
+                    pod.stopped_running = pod.stopped_running or pod.state.phase == "Running"
+                    self._save_replica(name, pod)
+        except BaseException:  # already failing: the original error wins
+            log.exception("could not record the supervisor's failure")
+
+    def _release(self) -> None:
+        for pod in self.pods.values():
+            pod.close()
+        with contextlib.suppress(Exception):
+            if self.store.job_by_uid(self.uid) is not None:
+                self.store.set_supervisor_state(self.uid, "done")
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.finished.set()
+
+    # --- persistence -------------------------------------------------------------------
+
+    def _set_status(self, status: JobStatus) -> None:
+        self.job_status = status
+        if self._prepared is not None:
+            self.job.status = status
+        comparable = _comparable(status)
+        if comparable != self._saved_status:
+            self.store.set_status(self.uid, status.to_wire(), finished=status.finished)
+            self._saved_status = comparable
+
+    def _record(self, name: str, pod: ReplicaPod) -> ReplicaRecord:
+        s = pod.state
+        phase: str = s.phase
+        reason, message = s.reason, s.message
+        if pod.deleting and not pod.alive and pod.stopped_running:
+            phase, reason, message = "Stopped", "Stopped", pod.stop_reason
+        return replace(
+            self.records[name],
+            phase=phase,
+            process=s.process,
+            exit_code=s.exit_code,
+            restart_count=s.restart_count,
+            created=s.created,
+            started=s.started,
+            finished=None if pod.alive else s.finished,
+            reason=reason,
+            message=message,
+        )
+
+    def _save_replica(self, name: str, pod: ReplicaPod) -> None:
+        record = self._record(name, pod)
+        if record != self.records[name]:
+            self.store.save_replicas([record])
+            self.records[name] = record
+
+    def _save_replicas(self) -> None:
+        changed = []
+        for name, pod in self.pods.items():
+            record = self._record(name, pod)
+            if record != self.records[name]:
+                changed.append(record)
+                self.records[name] = record
+        self.store.save_replicas(changed)
+
+
+# --- the detached process ------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of a detached supervisor process."""
+    parser = argparse.ArgumentParser(
+        prog="python -m kubemill.substrates.local.supervisor",
+        description="Supervise one recorded kubemill job (started by `kubemill run --detach`).",
+    )
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--job-uid", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    store = Store(Path(args.state_dir))
+    me = procinfo.identify(os.getpid())
+    if me is None or not store.claim_supervisor(args.job_uid, me, mode="detached"):
+        log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
+        return 1
+    supervisor = Supervisor(store, args.job_uid)
+    signals_seen = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        supervisor.interrupt(force=signals_seen > 1)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    supervisor.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
