@@ -229,3 +229,44 @@ def test_help_imports_nothing_heavy() -> None:
     }
     assert not heavy & loaded
     assert "Usage: kubemill" in done.stdout
+
+
+def test_kubernetes_substrate_error_is_one_red_line(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "no-kubeconfig"
+    for argv, env in (
+        (["--substrate", "kubernetes", "--kubeconfig", str(missing), "get"], {}),
+        (["--kubeconfig", str(missing), "get"], {"KUBEMILL_SUBSTRATE": "kubernetes"}),
+    ):
+        result = runner.invoke(app, argv, env=env)
+        assert result.exit_code == 1, result.output
+        assert result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1
+        assert result.stderr.startswith("error: ")
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_unknown_substrate_is_a_usage_error(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["--substrate", "cloud", "get"])
+    assert result.exit_code == 2
+    assert "'cloud' is not one of 'local', 'kubernetes'" in result.output
+
+
+def test_get_with_no_jobs(runner: CliRunner, state_dir: Path) -> None:
+    result = runner.invoke(app, ["get"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "No jobs found.\n"
+
+
+def test_run_without_command_says_why_it_cannot_run_locally(
+    runner: CliRunner, state_dir: Path, tmp_path: Path
+) -> None:
+    manifest = pytorch_job("nocmd", master="unused")
+    spec = manifest["spec"]
+    assert isinstance(spec, dict)
+    del spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    result = runner.invoke(app, ["run", str(write_manifest(tmp_path, manifest))])
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1
+    assert "cannot run this job here" in result.stderr
+    assert "containers[0].command" in result.stderr
+    assert runner.invoke(app, ["get", "nocmd"]).exit_code == 1

@@ -28,6 +28,10 @@ def explain(exc: BaseException) -> str | None:
         return f"{_text(exc)} (list jobs with `kubemill get`)"
     if isinstance(exc, JobExists):
         return f"{_text(exc)} (delete it first with `kubemill delete NAME`, or rename the job)"
+    if isinstance(exc, ManifestError) and isinstance(exc, SubstrateError):
+        # A valid manifest that this substrate cannot run (e.g. locally, no command).
+        problems = "; ".join(str(e) for e in exc.errors)
+        return f"cannot run this job here: {problems}"
     if isinstance(exc, ManifestError):
         problems = "; ".join(str(e) for e in exc.errors)
         return f"invalid manifest: {problems} (check it with `kubemill validate FILE`)"

@@ -56,11 +56,15 @@ def validate_paths(paths: Sequence[Path]) -> int:
 
 def render_file(file: Path, *, namespace: str | None, gang_scheduler: str | None = None) -> None:
     """Print every object the operator would create for the jobs in ``file``, as YAML."""
+    from kubemill.substrates.kubernetes.build import UnsupportedPlanError
     from kubemill.substrates.kubernetes.render import render_job
 
     objects: list[dict[str, Any]] = []
     for job in load_path(file):
-        objects.extend(render_job(job, namespace=namespace, gang_scheduler=gang_scheduler))
+        try:
+            objects.extend(render_job(job, namespace=namespace, gang_scheduler=gang_scheduler))
+        except UnsupportedPlanError as exc:
+            fail(f"{file}: {job.KIND} {job.name} cannot be rendered for Kubernetes: {exc}")
     _print_yaml(objects)
 
 

@@ -33,6 +33,7 @@ PHASE_STYLES = {
     "Suspended": "yellow",
     "Failed": "bold red",
     "Unknown": "magenta",
+    "Stopped": "dim",
 }
 
 REPLICA_COLOURS = (
@@ -325,7 +326,7 @@ def describe_view(view: JobView, events: Sequence[EventRecord]) -> RenderableTyp
             replica.address or "-",
             "-" if replica.pid is None else str(replica.pid),
             _when(replica.started),
-            replica.reason or "-",
+            ": ".join(part for part in (replica.reason, replica.message) if part) or "-",
         )
 
     event_table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
