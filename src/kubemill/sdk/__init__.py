@@ -1,1 +1,34 @@
-"""The Python SDK: ``JobClient(substrate=...)`` with the same methods on every substrate."""
+"""The Python SDK: ``JobClient(substrate=...)`` with the same methods on every substrate.
+
+The public surface: :class:`JobClient`, the records it returns, the errors it raises,
+and :func:`register_backend` for substrates that plug in.
+"""
+
+from kubemill.sdk.backends import BACKENDS, BackendFactory, backend_for, register_backend
+from kubemill.sdk.client import JobClient, JobSource, load_source
+from kubemill.substrates.base import (
+    EventRecord,
+    JobExists,
+    JobNotFound,
+    JobView,
+    LogLine,
+    ReplicaView,
+    SubstrateError,
+)
+
+__all__ = [
+    "BACKENDS",
+    "BackendFactory",
+    "EventRecord",
+    "JobClient",
+    "JobExists",
+    "JobNotFound",
+    "JobSource",
+    "JobView",
+    "LogLine",
+    "ReplicaView",
+    "SubstrateError",
+    "backend_for",
+    "load_source",
+    "register_backend",
+]

@@ -1,0 +1,189 @@
+"""``JobClient``: submit, watch, read the logs of, and delete jobs, on any substrate.
+
+The methods are the same whichever substrate serves them; only the constructor's
+options differ (``state_dir`` for local, ``kubeconfig``/``context`` for a cluster)::
+
+    from kubemill.sdk import JobClient
+
+    client = JobClient()                                  # local substrate
+    view = client.submit("examples/pytorch-ddp.yaml")     # detached: returns at once
+    for line in client.logs(view.name, follow=True):
+        print(line.replica, line.text)
+    print(client.wait(view.name).phase)                   # Succeeded / Failed
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from kubemill.api import FieldError, Job, ManifestError, load_one, load_path
+from kubemill.sdk.backends import backend_for
+from kubemill.substrates.base import (
+    EventRecord,
+    JobView,
+    LogLine,
+    SubmitOptions,
+    SubstrateError,
+)
+
+JobSource = Job | str | os.PathLike[str] | Mapping[str, Any]
+"""A job model, a manifest file's path, YAML text, or a manifest as a dict."""
+
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_source(source: JobSource) -> tuple[Job, str | None]:
+    """The one job in ``source`` and, for a file, its directory (the default base dir).
+
+    A ``str`` is a path when it is one line that names an existing file or ends in
+    ``.yaml``/``.yml``/``.json``; otherwise it is YAML text.
+    """
+    if isinstance(source, Job):
+        return source, None
+    if isinstance(source, Mapping):
+        return load_one(source), None
+    if isinstance(source, str) and ("\n" in source or not _looks_like_path(source)):
+        return load_one(source), None
+    path = Path(source)
+    jobs = load_path(path)
+    if len(jobs) != 1:
+        raise ManifestError(
+            [
+                FieldError(
+                    "",
+                    f"holds {len(jobs)} jobs; submit takes one",
+                    "split the file, or load it with kubemill.api.load and submit each job",
+                    source=str(path),
+                )
+            ]
+        )
+    return jobs[0], str(path.absolute().parent)
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith(_MANIFEST_SUFFIXES) or Path(text).is_file()
+
+
+class JobClient:
+    """Jobs on one substrate (``"local"`` by default, or ``"kubernetes"``).
+
+    ``namespace`` is the default for every method (``default`` when unset; ``list``
+    without one covers all namespaces). Other keyword options go to the substrate:
+    ``state_dir`` and ``config_path`` for local.
+    """
+
+    def __init__(
+        self,
+        substrate: str = "local",
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        namespace: str | None = None,
+        **options: Any,
+    ) -> None:
+        self.substrate = substrate
+        self.namespace = namespace
+        self.backend = backend_for(substrate, state_dir=state_dir, **options)
+
+    def _ns(self, namespace: str | None) -> str | None:
+        return namespace if namespace is not None else self.namespace
+
+    def submit(
+        self,
+        job: JobSource,
+        *,
+        detach: bool = True,
+        namespace: str | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+    ) -> JobView:
+        """Record the job and start it; returns at once with the job as just created.
+
+        ``detach=True`` hands it to a background supervisor that outlives this process.
+        ``detach=False`` supervises it from a thread of this process (fastest start;
+        the job stops if this process dies): follow it with :meth:`logs`, :meth:`wait`,
+        and stop it with :meth:`interrupt`. ``base_dir`` is where relative
+        ``workingDir`` resolve (default: the manifest's directory for a path, else the
+        current directory). Raises ``ManifestError`` for a bad manifest,
+        ``JobExists`` if the name is taken, ``NotRunnableLocally`` if the local
+        substrate cannot run it (e.g. a container without ``command``).
+        """
+        model, source_dir = load_source(job)
+        chosen = base_dir if base_dir is not None else source_dir
+        options = SubmitOptions(
+            detach=detach,
+            namespace=self._ns(namespace),
+            base_dir=None if chosen is None else str(chosen),
+        )
+        return self.backend.submit(model, options)
+
+    def run(
+        self,
+        job: JobSource,
+        *,
+        namespace: str | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+    ) -> JobView:
+        """Submit in the foreground and wait for the end; Ctrl-C interrupts the job.
+
+        Returns the finished job (or, after ``timeout``, the job as it is then).
+        """
+        view = self.submit(job, detach=False, namespace=namespace, base_dir=base_dir)
+        try:
+            return self.wait(view.name, view.namespace, timeout=timeout)
+        except KeyboardInterrupt:
+            self.interrupt(view.name, view.namespace)
+            raise
+
+    def get(self, name: str, namespace: str | None = None) -> JobView:
+        """The job now. Raises ``JobNotFound``."""
+        return self.backend.get(name, self._ns(namespace))
+
+    def list(self, namespace: str | None = None) -> builtins.list[JobView]:
+        """Every job of ``namespace`` (all namespaces when neither it nor the client's is set)."""
+        return self.backend.list(self._ns(namespace))
+
+    def wait(
+        self, name: str, namespace: str | None = None, *, timeout: float | None = None
+    ) -> JobView:
+        """Block until the job has finished and its processes stopped, or ``timeout``.
+
+        Check ``view.finished`` on the result after a timeout.
+        """
+        return self.backend.wait(name, self._ns(namespace), timeout)
+
+    def logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """The replicas' output lines; ``replica`` picks one (``worker-1`` or the full
+        name). ``follow`` yields lines as they are written, interleaved across replicas,
+        until the job has finished and everything was read."""
+        return self.backend.logs(name, self._ns(namespace), replica=replica, follow=follow)
+
+    def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
+        """Events recorded on the job, oldest first."""
+        return self.backend.events(name, self._ns(namespace))
+
+    def interrupt(self, name: str, namespace: str | None = None, *, force: bool = False) -> JobView:
+        """Stop the job now and record it Failed with reason ``Interrupted`` (for Ctrl-C).
+
+        Waits until its replicas have stopped (``force``: no grace period) and returns
+        the job then. A job that already finished is left as it is.
+        """
+        interrupt = getattr(self.backend, "interrupt", None)
+        if interrupt is None:
+            raise SubstrateError(f"the {self.substrate} substrate cannot interrupt a job")
+        view: JobView = interrupt(name, self._ns(namespace), force=force)
+        return view
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        """Stop every replica (no process is left behind) and remove the job and its logs."""
+        self.backend.delete(name, self._ns(namespace))
