@@ -1,0 +1,83 @@
+"""``python -m kubemill.substrates.kubernetes.operator``: the operator without the kubemill CLI.
+
+The same options as ``kubemill operator``; used by the operator tests and benchmarks, and
+usable as a container entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import kopf
+import typer
+
+from kubemill.substrates.kubernetes.operator.main import run_operator
+from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(
+    namespace: Annotated[
+        list[str] | None, typer.Option("--namespace", "-n", help="Serve this namespace (repeat).")
+    ] = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Serve every namespace.")
+    ] = False,
+    gang_scheduler_name: Annotated[
+        str | None, typer.Option(help="volcano or scheduler-plugins: create PodGroups.")
+    ] = None,
+    metrics_port: Annotated[int, typer.Option(help="Prometheus /metrics port (0: off).")] = 8080,
+    health_port: Annotated[int, typer.Option(help="/healthz port (0: off).")] = 8081,
+    bind_address: Annotated[str, typer.Option(help="Address of both endpoints.")] = "0.0.0.0",  # noqa: S104
+    serve_upstream_groups: Annotated[
+        bool, typer.Option(help="Also reconcile kubeflow.org/v1 TFJob and PyTorchJob.")
+    ] = False,
+    leader_elect: Annotated[
+        bool, typer.Option(help="Reconcile only while holding the Lease (several replicas).")
+    ] = False,
+    lease_name: Annotated[str, typer.Option()] = "kubemill-operator",
+    lease_namespace: Annotated[str | None, typer.Option()] = None,
+    identity: Annotated[str | None, typer.Option(help="This replica's name.")] = None,
+    workers: Annotated[int, typer.Option(help="Jobs reconciled at once.")] = 16,
+    context: Annotated[str | None, typer.Option(help="kubeconfig context.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="kopf's debug log.")] = False,
+    log_level: Annotated[
+        str, typer.Option(help="Level of the operator's own log (DEBUG: every reconcile).")
+    ] = "INFO",
+) -> None:
+    """Run the kubemill operator until SIGTERM or SIGINT."""
+    extra: dict[str, str] = {}
+    if lease_namespace:
+        extra["lease_namespace"] = lease_namespace
+    if identity:
+        extra["identity"] = identity
+    try:
+        settings = OperatorSettings(
+            namespaces=list(namespace) if namespace else None,
+            all_namespaces=all_namespaces,
+            gang_scheduler_name=gang_scheduler_name,  # type: ignore[arg-type]  # checked inside
+            metrics_port=metrics_port or None,
+            health_port=health_port or None,
+            bind_address=bind_address,
+            serve_upstream_groups=serve_upstream_groups,
+            leader_election=leader_elect,
+            lease_name=lease_name,
+            workers=workers,
+            context=context,
+            **extra,  # type: ignore[arg-type]
+        )
+    except SettingsError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    kopf.configure(verbose=verbose)
+    if not verbose:
+        # kopf logs every handler call at INFO; with a handler per pod event that is noise.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    logging.getLogger("kubemill.operator").setLevel(log_level.upper())
+    run_operator(settings)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,178 @@
+"""The kopf side: which resources are watched, what is cached, what wakes a reconcile.
+
+Everything is registered on a fresh ``kopf.OperatorRegistry`` (no import-time global
+state). Only kopf's low-level handlers are used — indexes and ``on.event`` — which never
+write to the API: no finalizers (daemons and timers would add one to every job), no
+``last-handled-configuration`` annotations (``on.create``/``on.update`` would), no progress
+in status. kopf provides the watches (re-established on errors and 410 Gone), the caches,
+login and the health endpoint; the reconcile itself runs on the
+:class:`~.runtime.Runtime`'s workers.
+
+Indexes (the informer cache):
+
+- ``kubemill_jobs``: (group, plural, namespace, name) -> the job's body;
+- ``kubemill_pods`` / ``kubemill_services``: (namespace, job name) -> snapshots of the
+  children labelled ``kubemill.dev/job-name`` (a server-side label selector keeps other
+  pods out of the operator's memory);
+- ``kubemill_podgroups`` (with a gang scheduler): (namespace, name) -> PodGroup snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from kubemill.frameworks import LABEL_JOB_NAME
+from kubemill.substrates.kubernetes.build import GangScheduler
+from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
+from kubemill.substrates.kubernetes.operator.observe import ChildSnapshot, PodSnapshot
+from kubemill.substrates.kubernetes.operator.reconciler import Caches
+from kubemill.substrates.kubernetes.operator.runtime import Runtime
+from kubemill.substrates.kubernetes.operator.settings import JobResource
+
+JOBS_INDEX = "kubemill_jobs"
+PODS_INDEX = "kubemill_pods"
+SERVICES_INDEX = "kubemill_services"
+PODGROUPS_INDEX = "kubemill_podgroups"
+
+
+def _child_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = body.get("metadata", {})
+    job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+    return (meta.get("namespace", ""), job) if job else None
+
+
+def configure(settings: Any, runtime: Runtime) -> None:
+    """kopf settings: label selectors on the server, no dynamic scanning, no event posting."""
+    selector = LABEL_JOB_NAME  # "has the label"
+    settings.watching.label_selectors["v1", "pods"] = selector
+    settings.watching.label_selectors["v1", "services"] = selector
+    gang = runtime.settings.gang_scheduler_name
+    if gang:
+        scheduler = GangScheduler.named(gang)
+        settings.watching.label_selectors[scheduler.api_group, scheduler.plural] = selector
+    # The served resources and namespaces are fixed at start: no list/watch of CRDs and
+    # namespaces, so a namespaced install needs nothing cluster-wide.
+    settings.scanning.disabled = True
+    # kubemill posts its own Events (see .events); kopf's would be about kopf.
+    settings.posting.enabled = False
+    settings.peering.standalone = True
+
+
+def connection_info(configuration: Any) -> Any:
+    """kopf's credentials from the ``kubernetes`` client's configuration.
+
+    kopf's own ``login_via_client`` cannot take a kubeconfig context; this one reads the
+    same configuration the operator's writes use, so both always talk to the same cluster.
+    """
+    header = configuration.get_api_key_with_prefix(
+        "BearerToken"
+    ) or configuration.get_api_key_with_prefix("authorization")
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (
+        (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else tuple(parts)
+    )
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
+
+
+def build_registry(runtime: Runtime) -> Any:
+    """A kopf registry with every handler of the operator."""
+    registry = kopf.OperatorRegistry()
+
+    async def startup(**kwargs: Any) -> None:
+        caches = Caches(
+            jobs=kwargs[JOBS_INDEX],
+            pods=kwargs[PODS_INDEX],
+            services=kwargs[SERVICES_INDEX],
+            pod_groups=kwargs.get(PODGROUPS_INDEX, {}),
+        )
+        await runtime.start(caches)
+
+    async def cleanup(**_: Any) -> None:
+        await runtime.stop()
+
+    def probe(**_: Any) -> dict[str, Any]:
+        return runtime.probe()
+
+    def login(**_: Any) -> Any:
+        return connection_info(load_client_configuration(context=runtime.settings.context))
+
+    kopf.on.startup(registry=registry)(startup)
+    kopf.on.cleanup(registry=registry)(cleanup)
+    kopf.on.probe(registry=registry, id="kubemill")(probe)
+    kopf.on.login(registry=registry)(login)
+
+    for resource in runtime.settings.job_resources():
+        _register_job(registry, runtime, resource)
+
+    def index_pod(body: Any, **_: Any) -> dict[tuple[str, str], PodSnapshot]:
+        key = _child_key(body)
+        return {key: PodSnapshot.of(body)} if key else {}
+
+    def index_child(body: Any, **_: Any) -> dict[tuple[str, str], ChildSnapshot]:
+        key = _child_key(body)
+        return {key: ChildSnapshot.of(body)} if key else {}
+
+    def index_pod_group(body: Any, **_: Any) -> dict[tuple[str, str], ChildSnapshot]:
+        meta = body.get("metadata", {})
+        return {(meta.get("namespace", ""), meta.get("name", "")): ChildSnapshot.of(body)}
+
+    def child_event(body: Any, **_: Any) -> None:
+        runtime.child_changed(body)
+
+    labels = {LABEL_JOB_NAME: kopf.PRESENT}
+    kopf.index("v1", "pods", registry=registry, id=PODS_INDEX, labels=labels)(index_pod)
+    kopf.on.event("v1", "pods", registry=registry, id="pod-events", labels=labels)(child_event)
+    kopf.index("v1", "services", registry=registry, id=SERVICES_INDEX, labels=labels)(index_child)
+    kopf.on.event("v1", "services", registry=registry, id="service-events", labels=labels)(
+        child_event
+    )
+    gang = runtime.settings.gang_scheduler_name
+    if gang:
+        scheduler = GangScheduler.named(gang)
+        group, version = scheduler.api_version.split("/")
+        kopf.index(group, version, scheduler.plural, registry=registry, id=PODGROUPS_INDEX)(
+            index_pod_group
+        )
+        kopf.on.event(
+            group,
+            version,
+            scheduler.plural,
+            registry=registry,
+            id="podgroup-events",
+            labels=labels,
+        )(child_event)
+    return registry
+
+
+def _register_job(registry: Any, runtime: Runtime, resource: JobResource) -> None:
+    def index_job(body: Any, **_: Any) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+        meta = body.get("metadata", {})
+        key = (resource.group, resource.plural, meta.get("namespace", ""), meta.get("name", ""))
+        return {key: dict(body)}
+
+    def job_event(event: Any, **_: Any) -> None:
+        runtime.job_changed(resource, event)
+
+    kopf.index(resource.group, resource.version, resource.plural, registry=registry, id=JOBS_INDEX)(
+        index_job
+    )
+    kopf.on.event(
+        resource.group,
+        resource.version,
+        resource.plural,
+        registry=registry,
+        id=f"{resource.plural}.{resource.group}-events",
+    )(job_event)

@@ -1,0 +1,215 @@
+"""The operator's writes to the API server, through the official ``kubernetes`` client.
+
+Why the generic ``ApiClient.call_api`` rather than the typed ``CoreV1Api`` methods: the
+typed methods of ``kubernetes`` >= 35 validate bodies against the client's own models and
+refuse fields the client version does not know, and they rebuild the body from those
+models. The operator must send exactly what :mod:`kubemill.substrates.kubernetes.build`
+returns (``kubemill render`` shows the same), so bodies go out as built; configuration,
+authentication (kubeconfig, service account, exec plugins) and TLS are still the client's.
+
+The client is synchronous; calls run on a bounded thread pool so the kopf event loop never
+blocks. Errors are :class:`ApiError` with the API's own status, reason and message, and
+:func:`classify` says what the reconcile should make of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+from urllib.parse import quote
+
+from kubemill import __version__
+
+USER_AGENT = f"kubemill-operator/{__version__}"
+REQUEST_TIMEOUT = (5.0, 30.0)
+"""(connect, read) seconds for one request."""
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Where one object lives in the API."""
+
+    api_version: str
+    plural: str
+    namespace: str
+    name: str
+
+    @property
+    def collection_path(self) -> str:
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{self.plural}"
+
+    @property
+    def path(self) -> str:
+        return f"{self.collection_path}/{quote(self.name, safe='')}"
+
+    def __str__(self) -> str:
+        return f"{self.plural} {self.namespace}/{self.name}"
+
+
+class ApiError(Exception):
+    """An error answer of the API server (or no answer at all: ``status`` 0)."""
+
+    def __init__(self, *, verb: str, ref: ObjectRef, status: int, reason: str, message: str):
+        super().__init__(f"{verb} {ref}: {status} {reason}: {message}")
+        self.verb = verb
+        self.ref = ref
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class Outcome(Enum):
+    """What an API error means for the reconcile."""
+
+    ALREADY_DONE = "already-done"
+    """Create of an existing object, delete of a missing one: the goal holds."""
+    RETRY = "retry"
+    """Transient (5xx, 429, conflict, connection): try again with backoff."""
+    BLOCKED = "blocked"
+    """Forbidden or invalid: retrying soon will not help; tell the user and back off long."""
+
+
+def classify(error: ApiError) -> Outcome:
+    """Map an API error onto what to do next."""
+    if error.verb == "create" and error.status == 409 and error.reason == "AlreadyExists":
+        return Outcome.ALREADY_DONE
+    if error.verb == "delete" and error.status == 404:
+        return Outcome.ALREADY_DONE
+    if error.verb == "delete" and error.status == 409:
+        return Outcome.ALREADY_DONE  # precondition failed: the object we meant is gone
+    if error.status in (401, 403, 400, 422) or (error.status == 404 and error.verb != "delete"):
+        return Outcome.BLOCKED
+    return Outcome.RETRY
+
+
+def load_client_configuration(*, context: str | None) -> Any:
+    """The client configuration: the service account in a pod, else kubeconfig."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            context=context, client_configuration=configuration
+        )
+    return configuration
+
+
+class KubeApi:
+    """Writes and reads the reconcile needs, as blocking client calls on a thread pool."""
+
+    def __init__(self, configuration: Any, *, concurrency: int) -> None:
+        from kubernetes import client
+
+        configuration.connection_pool_maxsize = concurrency
+        self._client = client.ApiClient(configuration)
+        self._client.user_agent = USER_AGENT
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=concurrency, thread_name_prefix="kubemill-api"
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    async def _run(
+        self,
+        verb: str,
+        method: str,
+        ref: ObjectRef,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._pool, self._call, verb, method, ref, path, body, content_type
+        )
+
+    def _call(
+        self, verb: str, method: str, ref: ObjectRef, path: str, body: Any, content_type: str
+    ) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        try:
+            serialized = self._client.param_serialize(
+                method, path, header_params=headers, body=body, auth_settings=["BearerToken"]
+            )
+            method_, url, header_params, payload, _ = serialized
+            response = self._client.call_api(
+                method_,
+                url,
+                header_params=header_params,
+                body=payload,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            data = response.read()  # type: ignore[no-untyped-call]
+        except ApiException as exc:
+            raise ApiError(
+                verb=verb,
+                ref=ref,
+                status=int(exc.status or 0),
+                reason=str(exc.reason or ""),
+                message=str(exc.body or ""),
+            ) from None
+        except OSError as exc:  # connection refused/reset, timeouts (urllib3 errors are OSErrors)
+            raise ApiError(
+                verb=verb, ref=ref, status=0, reason=type(exc).__name__, message=str(exc)
+            ) from None
+        except Exception as exc:  # urllib3's own errors (MaxRetryError, ...) when not OSError
+            if type(exc).__module__.startswith("urllib3"):
+                raise ApiError(
+                    verb=verb, ref=ref, status=0, reason=type(exc).__name__, message=str(exc)
+                ) from None
+            raise
+        if not 200 <= response.status <= 299:
+            text = data.decode("utf-8", errors="replace") if data else ""
+            reason, message = str(response.reason or ""), text
+            try:
+                status_body = json.loads(text)
+                reason = str(status_body.get("reason") or reason)
+                message = str(status_body.get("message") or message)
+            except ValueError:
+                pass
+            raise ApiError(
+                verb=verb, ref=ref, status=int(response.status), reason=reason, message=message
+            )
+        parsed: dict[str, Any] = json.loads(data) if data else {}
+        return parsed
+
+    # -- the verbs the operator uses ----------------------------------------------------------
+
+    async def create(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._run("create", "POST", ref, ref.collection_path, body=dict(body))
+
+    async def delete(
+        self, ref: ObjectRef, *, uid: str | None = None, propagation: str | None = None
+    ) -> None:
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            # Never delete a namesake that replaced the object we judged.
+            options["preconditions"] = {"uid": uid}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        await self._run("delete", "DELETE", ref, ref.path, body=options)
+
+    async def patch_status(self, ref: ObjectRef, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """JSON merge patch of the status subresource (the only way status is written)."""
+        return await self._run(
+            "patch",
+            "PATCH",
+            ref,
+            ref.path + "/status",
+            body={"status": dict(patch)},
+            content_type="application/merge-patch+json",
+        )

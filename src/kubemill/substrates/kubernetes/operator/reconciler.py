@@ -1,0 +1,460 @@
+"""One reconcile of one job: caches -> :func:`kubemill.core.reconcile` -> API writes.
+
+Level-triggered and idempotent: a pass reads the job and its children from the kopf
+indexes (never from the events that woke it), asks the core what to do and does it. A pass
+on an unchanged world writes nothing: children are created only when missing, and the
+status is patched (through the status subresource, as a JSON merge patch of the fields that
+changed) only when it differs from the recorded one.
+
+The caches lag behind the operator's own writes (the watch event of a pod it just created
+arrives later), so the reconciler keeps *expectations*, as Kubernetes' own controllers do:
+after creating or deleting children it waits until the caches show that, or until
+:data:`EXPECTATION_TIMEOUT` passes, before it judges the job again; and it reads its own
+status writes back from the patch answer until the job's watch event catches up. Without
+them a fast second pass would create a pod twice (409) and post its event twice, or decide
+on a status it has already replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kubemill.api import Job, JobStatus, load_document
+from kubemill.core import (
+    Action,
+    CreatePod,
+    CreatePodGroup,
+    CreateService,
+    DeleteJob,
+    DeletePod,
+    DeletePodGroup,
+    DeleteService,
+    ReconcileResult,
+    RecordEvent,
+    reconcile,
+)
+from kubemill.frameworks import Plan, PlanError
+from kubemill.substrates.kubernetes.build import (
+    GangScheduler,
+    Owner,
+    UnsupportedPlanError,
+    build_for_action,
+)
+from kubemill.substrates.kubernetes.operator.kubeapi import (
+    ApiError,
+    KubeApi,
+    ObjectRef,
+    Outcome,
+    classify,
+)
+from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.observe import ChildSnapshot, PodSnapshot, observe
+from kubemill.substrates.kubernetes.operator.settings import JobResource
+from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
+
+logger = logging.getLogger("kubemill.operator")
+
+EXPECTATION_TIMEOUT = 30.0
+"""Seconds to wait for the caches to show the operator's own creates and deletes."""
+STATUS_WRITE_ATTEMPTS = 3
+"""Tries of a status patch within one pass: a restart is counted in the very pass that
+deletes the pod, so losing that status write would lose the count."""
+
+JobKey = tuple[str, str, str, str]
+"""(group, plural, namespace, name) of a job."""
+ChildKey = tuple[str, str]
+"""(namespace, job name): how the child caches are keyed."""
+
+EventType = Literal["Normal", "Warning"]
+EventPoster = Callable[[Mapping[str, Any], EventType, str, str], None]
+
+
+class RetryLater(Exception):
+    """Some writes failed; reconcile the job again after a backoff."""
+
+    def __init__(self, errors: list[ApiError], *, blocked: bool) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+        self.blocked = blocked
+
+
+@dataclass
+class _Memory:
+    """What the reconciler remembers of one job between passes (lost on restart, by design:
+    everything here can be recovered from the cluster)."""
+
+    stale_rv: str | None = None
+    """The job's resourceVersion before our last status write; the cache still showing it
+    means the cache has not seen that write yet."""
+    written: dict[str, Any] | None = None
+    """The job as our last status patch returned it."""
+    creating: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(kind, name) -> monotonic deadline: created, not yet in the cache."""
+    deleting: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
+    """(kind, name) -> (uid, deadline): deleted, still in the cache."""
+    invalid_rv: str | None = None
+    """The resourceVersion whose validation errors were already reported."""
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The kopf indexes the reconcile reads (kopf keeps them current from its watches)."""
+
+    jobs: Mapping[JobKey, Iterable[Mapping[str, Any]]]
+    pods: Mapping[ChildKey, Iterable[PodSnapshot]]
+    services: Mapping[ChildKey, Iterable[ChildSnapshot]]
+    pod_groups: Mapping[ChildKey, Iterable[ChildSnapshot]]
+
+    def job(self, key: JobKey) -> Mapping[str, Any] | None:
+        if key not in self.jobs:
+            return None
+        return next(iter(self.jobs[key]), None)
+
+    def children(self, which: str, key: ChildKey) -> list[Any]:
+        index: Mapping[ChildKey, Iterable[Any]] = getattr(self, which)
+        return list(index[key]) if key in index else []
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``; ``{}`` if equal."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif old[key] != value:
+            if isinstance(old[key], dict) and isinstance(value, dict):
+                patch[key] = merge_patch(old[key], value)
+            else:
+                patch[key] = value
+    return patch
+
+
+def _now() -> datetime:
+    # Kubernetes times have whole seconds; deciding on the same precision keeps the status
+    # stable across passes (no re-write for a sub-second difference).
+    return datetime.now(tz=UTC).replace(microsecond=0)
+
+
+class Reconciler:
+    """Reconciles jobs by key; one instance serves every job of the operator."""
+
+    def __init__(
+        self,
+        *,
+        api: KubeApi,
+        caches: Caches,
+        resources: Mapping[tuple[str, str], JobResource],
+        post_event: EventPoster,
+        metrics: Metrics,
+        gang_scheduler: str | None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self._api = api
+        self._caches = caches
+        self._resources = resources
+        self._post_event = post_event
+        self._metrics = metrics
+        self._gang = GangScheduler.named(gang_scheduler) if gang_scheduler else None
+        # The same plan and options as `kubemill render`, so it shows what is sent here.
+        self._options = reconcile_options(self._gang)
+        self._clock = clock
+        self._memory: dict[JobKey, _Memory] = {}
+
+    def forget(self, key: JobKey) -> None:
+        """The job is gone: drop what was remembered of it."""
+        self._memory.pop(key, None)
+
+    async def reconcile(self, key: JobKey) -> float | None:
+        """One pass over the job ``key``; returns seconds until it must be looked at again.
+
+        Raises :class:`RetryLater` when writes failed.
+        """
+        group, plural, namespace, name = key
+        resource = self._resources[group, plural]
+        raw = self._caches.job(key)
+        if raw is None:
+            self.forget(key)
+            return None
+        memory = self._memory.setdefault(key, _Memory())
+        rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
+        if memory.written is not None and rv == memory.stale_rv:
+            raw = memory.written  # the cache has not seen our last status write yet
+        else:
+            memory.written = memory.stale_rv = None
+        if raw.get("metadata", {}).get("deletionTimestamp"):
+            return None  # being deleted: the garbage collector removes the children
+
+        job = self._load(raw, memory)
+        if job is None:
+            return None
+        try:
+            plan = plan_on_kubernetes(job)
+        except PlanError as exc:
+            self._report_invalid(raw, memory, str(exc))
+            return None
+
+        child_key = (namespace, name)
+        pods: list[PodSnapshot] = self._caches.children("pods", child_key)
+        services: list[ChildSnapshot] = self._caches.children("services", child_key)
+        groups: list[ChildSnapshot] = self._caches.children("pod_groups", child_key)
+        pending = self._pending(memory, pods=pods, services=services, groups=groups)
+        if pending is not None:
+            return pending
+
+        observed = observe(
+            job,
+            plan,
+            pods=pods,
+            services=services,
+            pod_group=next(iter(groups), None),
+            deleting={n: uid for (k, n), (uid, _) in memory.deleting.items() if k == "pod"},
+        )
+        result = reconcile(job, plan, observed, self._clock(), options=self._options)
+        started = time.monotonic()
+        try:
+            await self._apply(raw, job, plan, resource, result, memory)
+        except UnsupportedPlanError as exc:
+            self._report_invalid(raw, memory, str(exc))
+            return None
+        self._metrics.reconcile_seconds.labels(kind=resource.kind).observe(
+            time.monotonic() - started
+        )
+        logger.debug(
+            "reconciled %s/%s at resourceVersion %s: %d actions",
+            namespace,
+            name,
+            rv,
+            sum(not isinstance(a, RecordEvent) for a in result.actions),
+        )
+        if result.requeue_after is None:
+            return None
+        return max(result.requeue_after.total_seconds(), 0.0) + 1.0
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _load(self, raw: Mapping[str, Any], memory: _Memory) -> Job | None:
+        job, errors = load_document(raw)
+        if job is None:
+            self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))
+            return None
+        memory.invalid_rv = None
+        return job
+
+    def _report_invalid(self, raw: Mapping[str, Any], memory: _Memory, problem: str) -> None:
+        rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
+        if memory.invalid_rv == rv:
+            return
+        memory.invalid_rv = rv
+        meta = raw.get("metadata", {})
+        logger.warning("%s/%s is not valid: %s", meta.get("namespace"), meta.get("name"), problem)
+        self._post_event(
+            raw, "Warning", "InvalidSpec", f"kubemill cannot run this job: {problem}"[:1000]
+        )
+
+    def _pending(
+        self,
+        memory: _Memory,
+        *,
+        pods: list[PodSnapshot],
+        services: list[ChildSnapshot],
+        groups: list[ChildSnapshot],
+    ) -> float | None:
+        """Seconds to wait for the caches to show our own writes, or None if they do."""
+        now = time.monotonic()
+        present = (
+            {("pod", p.name): p.uid for p in pods}
+            | {("service", s.name): s.uid for s in services}
+            | {("podgroup", g.name): g.uid for g in groups}
+        )
+        for child, deadline in list(memory.creating.items()):
+            if child in present or deadline <= now:
+                del memory.creating[child]
+        for child, (uid, deadline) in list(memory.deleting.items()):
+            if present.get(child) != uid or deadline <= now:
+                del memory.deleting[child]
+        deadlines = [*memory.creating.values(), *(d for _, d in memory.deleting.values())]
+        return (min(deadlines) - now) if deadlines else None
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _apply(
+        self,
+        raw: Mapping[str, Any],
+        job: Job,
+        plan: Plan,
+        resource: JobResource,
+        result: ReconcileResult,
+        memory: _Memory,
+    ) -> None:
+        owner = Owner.of(job, api_version=resource.api_version)
+        steps, status_events = _pair_events(result.actions)
+        pods = {p.name: p for p in self._caches.children("pods", (job.namespace, job.name))}
+
+        failures: list[ApiError] = []
+
+        async def run(action: Action, events: list[RecordEvent]) -> None:
+            try:
+                await self._execute(action, job, plan, resource, owner, pods, memory)
+            except ApiError as exc:
+                self._count_error(exc)
+                if classify(exc) is not Outcome.ALREADY_DONE:
+                    failures.append(exc)
+                    return
+            for event in events:
+                self._post_event(raw, event.type, event.reason, event.message)
+
+        # The PodGroup first (pods name it), then every create and delete at once; deleting
+        # the job itself comes last, after its final status.
+        first = [s for s in steps if isinstance(s[0], CreatePodGroup)]
+        last = [s for s in steps if isinstance(s[0], DeleteJob)]
+        middle = [s for s in steps if not isinstance(s[0], CreatePodGroup | DeleteJob)]
+        for action, events in first:
+            await run(action, events)
+        if not failures:
+            await asyncio.gather(*(run(action, events) for action, events in middle))
+        if failures:
+            raise RetryLater(
+                failures, blocked=any(classify(e) is Outcome.BLOCKED for e in failures)
+            )
+
+        await self._write_status(raw, job, resource, result.status, memory)
+        for event in status_events:
+            self._post_event(raw, event.type, event.reason, event.message)
+        for action, events in last:
+            await run(action, events)
+        if failures:
+            raise RetryLater(failures, blocked=False)
+
+    async def _execute(
+        self,
+        action: Action,
+        job: Job,
+        plan: Plan,
+        resource: JobResource,
+        owner: Owner,
+        pods: Mapping[str, PodSnapshot],
+        memory: _Memory,
+    ) -> None:
+        namespace = job.namespace
+        deadline = time.monotonic() + EXPECTATION_TIMEOUT
+        if isinstance(action, CreatePod | CreateService | CreatePodGroup):
+            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            assert body is not None
+            if isinstance(action, CreatePod):
+                ref, child = ObjectRef("v1", "pods", namespace, action.name), "pod"
+            elif isinstance(action, CreateService):
+                ref, child = ObjectRef("v1", "services", namespace, action.name), "service"
+            else:
+                assert self._gang is not None, "the core asks for a PodGroup only with a gang"
+                ref = ObjectRef(self._gang.api_version, self._gang.plural, namespace, action.name)
+                child = "podgroup"
+            await self._create(ref, body, memory, (child, action.name), deadline)
+        elif isinstance(action, DeletePod):
+            uid = pods[action.name].uid if action.name in pods else ""
+            memory.deleting[("pod", action.name)] = (uid, deadline)
+            try:
+                await self._api.delete(ObjectRef("v1", "pods", namespace, action.name), uid=uid)
+            except ApiError:
+                memory.deleting.pop(("pod", action.name), None)
+                raise
+        elif isinstance(action, DeleteService):
+            await self._api.delete(ObjectRef("v1", "services", namespace, action.name))
+        elif isinstance(action, DeletePodGroup):
+            assert self._gang is not None
+            ref = ObjectRef(self._gang.api_version, self._gang.plural, namespace, action.name)
+            await self._api.delete(ref)
+        elif isinstance(action, DeleteJob):
+            ref = ObjectRef(resource.api_version, resource.plural, namespace, job.name)
+            await self._api.delete(ref, uid=owner.uid, propagation="Background")
+        else:  # pragma: no cover - RecordEvent never reaches here (paired with its action)
+            raise TypeError(f"unknown action {action!r}")
+
+    async def _create(
+        self,
+        ref: ObjectRef,
+        body: Mapping[str, Any],
+        memory: _Memory,
+        child: tuple[str, str],
+        deadline: float,
+    ) -> None:
+        memory.creating[child] = deadline
+        try:
+            await self._api.create(ref, body)
+        except ApiError as exc:
+            if classify(exc) is not Outcome.ALREADY_DONE:
+                memory.creating.pop(child, None)
+            raise
+
+    async def _write_status(
+        self,
+        raw: Mapping[str, Any],
+        job: Job,
+        resource: JobResource,
+        status: JobStatus,
+        memory: _Memory,
+    ) -> None:
+        before = job.status.to_wire()
+        after = status.to_wire()
+        patch = merge_patch(before, after)
+        if not patch:
+            return
+        ref = ObjectRef(resource.api_version, resource.plural, job.namespace, job.name)
+        error: ApiError | None = None
+        for attempt in range(STATUS_WRITE_ATTEMPTS):
+            try:
+                written = await self._api.patch_status(ref, patch)
+                break
+            except ApiError as exc:
+                self._count_error(exc)
+                error = exc
+                if classify(exc) is not Outcome.RETRY:
+                    break
+                await asyncio.sleep(0.2 * (attempt + 1))
+        else:
+            written = None
+        if error is not None and written is None:
+            raise RetryLater([error], blocked=classify(error) is Outcome.BLOCKED)
+        memory.stale_rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
+        memory.written = written
+        self._metrics.count_transitions(resource.kind, job.status, status)
+
+    def _count_error(self, error: ApiError) -> None:
+        self._metrics.api_errors.labels(
+            verb=error.verb, resource=error.ref.plural, code=str(error.status)
+        ).inc()
+
+
+def _pair_events(
+    actions: Iterable[Action],
+) -> tuple[list[tuple[Action, list[RecordEvent]]], list[RecordEvent]]:
+    """Split the core's actions into (action, its event) steps and the status's own events.
+
+    The core records an action's event right after the action (``CreatePod`` then
+    ``SuccessfulCreatePod``); such an event is posted only once its action succeeded.
+    Every other event (conditions, restarts) announces the new status and is posted only
+    once that status is written.
+    """
+    steps: list[tuple[Action, list[RecordEvent]]] = []
+    status_events: list[RecordEvent] = []
+    previous_was_action = False
+    for action in actions:
+        if isinstance(action, RecordEvent):
+            if previous_was_action:
+                steps[-1][1].append(action)
+            else:
+                status_events.append(action)
+            previous_was_action = False
+        else:
+            steps.append((action, []))
+            previous_was_action = True
+    return steps, status_events

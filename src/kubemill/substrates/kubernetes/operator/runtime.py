@@ -1,0 +1,190 @@
+"""The operator's moving parts between kopf and the reconcile: queue, workers, leadership.
+
+kopf owns the watches and the caches (indexes) and calls :meth:`Runtime.job_changed` /
+:meth:`Runtime.child_changed` on every event; those only put the job's key on the
+:class:`~.workqueue.WorkQueue`. ``settings.workers`` tasks take keys off the queue and run
+:meth:`Reconciler.reconcile`, requeueing on ``requeue_after`` and backing off on API errors.
+Workers run only while this replica leads (always, without leader election).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubemill.substrates.kubernetes.operator.events import EventPoster
+from kubemill.substrates.kubernetes.operator.kubeapi import KubeApi, load_client_configuration
+from kubemill.substrates.kubernetes.operator.leader import LeaderElector
+from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.observe import controller_uid
+from kubemill.substrates.kubernetes.operator.reconciler import (
+    Caches,
+    JobKey,
+    Reconciler,
+    RetryLater,
+)
+from kubemill.substrates.kubernetes.operator.settings import JobResource, OperatorSettings
+from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
+
+logger = logging.getLogger("kubemill.operator")
+
+LEASE_DURATION = 15
+
+
+class Runtime:
+    """One operator process: created before kopf starts, started by kopf's startup hook."""
+
+    def __init__(self, settings: OperatorSettings) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.resources: dict[tuple[str, str], JobResource] = {
+            (r.group, r.plural): r for r in settings.job_resources()
+        }
+        self._by_kind: dict[tuple[str, str], JobResource] = {
+            (r.api_version, r.kind): r for r in settings.job_resources()
+        }
+        self.queue: WorkQueue[JobKey] = WorkQueue(max_delay=settings.max_backoff_seconds)
+        self.leading = False
+        self.stop_flag: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._api: KubeApi | None = None
+        self._events: EventPoster | None = None
+        self._reconciler: Reconciler | None = None
+        self._workers: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self, caches: Caches) -> None:
+        """Connect, then reconcile (at once, or once this replica leads)."""
+        self._loop = asyncio.get_running_loop()
+        configuration = load_client_configuration(context=self.settings.context)
+        self._api = KubeApi(configuration, concurrency=self.settings.api_concurrency)
+        self._events = EventPoster(self._api, instance=self.settings.identity)
+        self._events.start()
+        self._reconciler = Reconciler(
+            api=self._api,
+            caches=caches,
+            resources=self.resources,
+            post_event=self._events.post,
+            metrics=self.metrics,
+            gang_scheduler=self.settings.gang_scheduler_name,
+        )
+        if self.settings.metrics_port:
+            self.metrics.serve(port=self.settings.metrics_port, address=self.settings.bind_address)
+        if self.settings.leader_election:
+            LeaderElector(
+                configuration,
+                name=self.settings.lease_name,
+                namespace=self.settings.lease_namespace,
+                identity=self.settings.identity,
+                lease_duration=LEASE_DURATION,
+                on_started=lambda: self._from_thread(self._lead),
+                on_stopped=lambda: self._from_thread(self._lost_lead),
+            ).start()
+        else:
+            self._lead()
+
+    async def stop(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        self.queue.close()
+        if self._events is not None:
+            await self._events.flush(timeout=5.0)
+            await self._events.stop()
+        if self._api is not None:
+            self._api.close()
+
+    def _from_thread(self, fn: Any) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(fn)
+
+    def _lead(self) -> None:
+        self.leading = True
+        self.metrics.leader.set(1)
+        self._workers = [
+            asyncio.create_task(self._work(), name=f"kubemill-reconcile-{i}")
+            for i in range(self.settings.workers)
+        ]
+
+    def _lost_lead(self) -> None:
+        # Another replica may act from now on: stop at once; the pod restarts as a follower.
+        logger.error("lost the lease %s: stopping", self.settings.lease_name)
+        self.leading = False
+        self.metrics.leader.set(0)
+        for task in self._workers:
+            task.cancel()
+        if self.stop_flag is not None:
+            self.stop_flag.set()
+
+    # -- events from kopf ----------------------------------------------------------------------
+
+    def job_changed(self, resource: JobResource, event: Mapping[str, Any]) -> None:
+        meta = (event.get("object") or {}).get("metadata") or {}
+        key: JobKey = (
+            resource.group,
+            resource.plural,
+            meta.get("namespace", ""),
+            meta.get("name", ""),
+        )
+        if event.get("type") == "DELETED":
+            self.queue.discard(key)
+            if self._reconciler is not None:
+                self._reconciler.forget(key)
+            return
+        self._enqueue(key)
+
+    def child_changed(self, body: Mapping[str, Any]) -> None:
+        """A pod, service or PodGroup changed: reconcile the job that controls it."""
+        meta = body.get("metadata", {})
+        if controller_uid(meta) is None:
+            return
+        for ref in meta.get("ownerReferences") or ():
+            if not ref.get("controller"):
+                continue
+            resource = self._by_kind.get((ref.get("apiVersion", ""), ref.get("kind", "")))
+            if resource is not None:
+                key = (
+                    resource.group,
+                    resource.plural,
+                    meta.get("namespace", ""),
+                    ref.get("name", ""),
+                )
+                self._enqueue(key)
+
+    def _enqueue(self, key: JobKey) -> None:
+        self.queue.add(key)
+        self.metrics.queue_depth.set(len(self.queue))
+
+    def probe(self) -> dict[str, Any]:
+        return {"leading": self.leading, "queued": len(self.queue)}
+
+    # -- workers -------------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        assert self._reconciler is not None
+        while True:
+            key = await self.queue.get()
+            self.metrics.queue_depth.set(len(self.queue))
+            try:
+                delay = await self._reconciler.reconcile(key)
+            except RetryLater as exc:
+                backoff = self.queue.retry(key)
+                log = logger.error if exc.blocked else logger.warning
+                log("%s/%s: retrying in %.1fs: %s", key[2], key[3], backoff, exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                backoff = self.queue.retry(key)
+                logger.exception(
+                    "%s/%s: reconcile failed; retrying in %.1fs", key[2], key[3], backoff
+                )
+            else:
+                self.queue.forget(key)
+                if delay is not None:
+                    self.queue.add_after(key, delay)
+            finally:
+                self.queue.done(key)

@@ -1,0 +1,128 @@
+"""How one kubemill operator process is set up: :class:`OperatorSettings`.
+
+The CLI (``kubemill operator ...``) and ``python -m kubemill.substrates.kubernetes.operator``
+both fill this dataclass and hand it to
+:func:`~kubemill.substrates.kubernetes.operator.run_operator`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kubemill.api import GROUP, VERSION
+from kubemill.api.crd import CRD_KINDS
+
+GangSchedulerName = Literal["volcano", "scheduler-plugins"]
+
+UPSTREAM_GROUP = "kubeflow.org"
+UPSTREAM_VERSION = "v1"
+
+
+@dataclass(frozen=True)
+class JobResource:
+    """One served job resource: where its objects live in the API and which kind they are."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.version}.{self.group}"
+
+
+class SettingsError(ValueError):
+    """The settings contradict each other or name something unknown."""
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Everything ``kubemill operator`` can be told."""
+
+    namespaces: list[str] | None = None
+    """Serve only these namespaces (a Role in each is enough); None: see ``all_namespaces``."""
+
+    all_namespaces: bool = False
+    """Serve every namespace (needs a ClusterRole). Implied when ``namespaces`` is empty."""
+
+    gang_scheduler_name: GangSchedulerName | None = None
+    """Create a PodGroup per job for this gang scheduler; None disables gang scheduling."""
+
+    metrics_port: int | None = 8080
+    """Port of the Prometheus ``/metrics`` endpoint; None or 0 disables it."""
+
+    health_port: int | None = 8081
+    """Port of the ``/healthz`` liveness and readiness endpoint; None or 0 disables it."""
+
+    bind_address: str = "0.0.0.0"  # noqa: S104 - a pod's probes and scrapes come from outside
+    """Address the metrics and health endpoints listen on."""
+
+    serve_upstream_groups: bool = False
+    """Also reconcile ``kubeflow.org/v1`` TFJob and PyTorchJob objects (replaces the Kubeflow
+    training operator without touching its manifests). Never run both operators at once."""
+
+    leader_election: bool = False
+    """Take a ``coordination.k8s.io`` Lease before reconciling, so that several replicas of the
+    operator can run and exactly one acts. Off: this process acts alone (one replica)."""
+
+    lease_name: str = "kubemill-operator"
+    """Name of the Lease used for leader election."""
+
+    lease_namespace: str = field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE", "kubemill-system")
+    )
+    """Namespace of the Lease (default: ``$POD_NAMESPACE``, else ``kubemill-system``)."""
+
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    """This replica's name in the Lease and in the Events it posts."""
+
+    workers: int = 16
+    """How many jobs are reconciled at the same time."""
+
+    api_concurrency: int = 32
+    """How many API requests the operator keeps in flight at most."""
+
+    context: str | None = None
+    """kubeconfig context to use outside a cluster (inside, the service account is used)."""
+
+    max_backoff_seconds: float = 60.0
+    """Upper bound of the retry delay after API errors (it doubles from 0.2 s)."""
+
+    def __post_init__(self) -> None:
+        if self.namespaces and self.all_namespaces:
+            raise SettingsError("namespaces and all_namespaces: give one or the other, not both")
+        if self.gang_scheduler_name not in (None, "volcano", "scheduler-plugins"):
+            raise SettingsError(
+                f"gang_scheduler_name: unknown scheduler {self.gang_scheduler_name!r}; "
+                "use volcano or scheduler-plugins"
+            )
+        for name, port in (("metrics_port", self.metrics_port), ("health_port", self.health_port)):
+            if port is not None and not 0 <= port <= 65535:
+                raise SettingsError(f"{name}: {port} is not a port number (0-65535)")
+        if self.metrics_port and self.health_port and self.metrics_port == self.health_port:
+            raise SettingsError("metrics_port and health_port must differ")
+        if self.workers < 1 or self.api_concurrency < 1:
+            raise SettingsError("workers and api_concurrency must be at least 1")
+
+    @property
+    def clusterwide(self) -> bool:
+        """Whether every namespace is served."""
+        return self.all_namespaces or not self.namespaces
+
+    def job_resources(self) -> list[JobResource]:
+        """The job resources this operator reconciles."""
+        groups = [(GROUP, VERSION)]
+        if self.serve_upstream_groups:
+            groups.append((UPSTREAM_GROUP, UPSTREAM_VERSION))
+        return [
+            JobResource(group, version, entry.plural, entry.kind)
+            for group, version in groups
+            for entry in CRD_KINDS.values()
+        ]

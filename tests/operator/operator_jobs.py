@@ -1,0 +1,67 @@
+"""Job manifests for the operator tests (plain dicts, as a user would submit them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _replica(replicas: int, policy: str | None, container: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "template": {
+            "metadata": {"labels": {"team": "ml"}, "annotations": {"note": "kept"}},
+            "spec": {
+                "containers": [
+                    {"name": container, "image": "example:latest", "command": ["python", "t.py"]}
+                ]
+            },
+        },
+    }
+    if policy:
+        spec["restartPolicy"] = policy
+    return spec
+
+
+def tfjob(
+    name: str,
+    *,
+    chief: int = 1,
+    ps: int = 0,
+    workers: int = 2,
+    policy: str | None = "OnFailure",
+    run_policy: dict[str, Any] | None = None,
+    api_version: str = "kubemill.dev/v1",
+) -> dict[str, Any]:
+    specs = {}
+    if chief:
+        specs["Chief"] = _replica(chief, policy, "tensorflow")
+    if ps:
+        specs["PS"] = _replica(ps, policy, "tensorflow")
+    if workers:
+        specs["Worker"] = _replica(workers, policy, "tensorflow")
+    spec: dict[str, Any] = {"tfReplicaSpecs": specs}
+    if run_policy:
+        spec["runPolicy"] = run_policy
+    return {"apiVersion": api_version, "kind": "TFJob", "metadata": {"name": name}, "spec": spec}
+
+
+def pytorchjob(
+    name: str,
+    *,
+    workers: int = 1,
+    policy: str | None = "OnFailure",
+    run_policy: dict[str, Any] | None = None,
+    api_version: str = "kubemill.dev/v1",
+) -> dict[str, Any]:
+    specs = {"Master": _replica(1, policy, "pytorch")}
+    if workers:
+        specs["Worker"] = _replica(workers, policy, "pytorch")
+    spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
+    if run_policy:
+        spec["runPolicy"] = run_policy
+    return {
+        "apiVersion": api_version,
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }

@@ -1,0 +1,311 @@
+"""Support for operator tests: a kmock cluster, the real operator process, and a kubelet.
+
+The operator runs as ``python -m kubemill.substrates.kubernetes.operator`` in a subprocess
+against :class:`~kmock_cluster.KubeCluster` served on 127.0.0.1; the tests act as user
+(create jobs), kubelet (set pod statuses) and controllers, and read what the operator did
+from the cluster's request log and objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kmock_cluster import Call, ClusterThread, write_kubeconfig
+
+from kubemill.api.crd import CRD_KINDS, build_crd, crds
+
+T = TypeVar("T")
+
+GROUP_PATH = "/apis/kubemill.dev/v1"
+UPSTREAM_PATH = "/apis/kubeflow.org/v1"
+WAIT = 30.0
+"""Upper bound on waiting for the operator to act: a hang guard, not a performance claim."""
+
+ALL_OPERATOR_CALLS: list[Call] = []
+"""Every request any operator made in this test session (checked against the RBAC rules)."""
+
+
+def eventually(check: Callable[[], T], *, timeout: float = WAIT, what: str = "") -> T:
+    """Poll ``check`` until it returns something truthy (AssertionErrors count as not yet)."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+        except AssertionError as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}: {last}")
+        time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def now_stamp() -> str:
+    return datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- the cluster ---------------------------------------------------------------------------
+
+
+class Cluster(ClusterThread):
+    """A served kmock cluster with kubemill's CRDs (and the upstream ones) installed."""
+
+    def install(self) -> None:
+        for crd in crds():
+            self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        for entry in CRD_KINDS.values():
+            upstream = build_crd(entry, group="kubeflow.org", version="v1")
+            self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", upstream)
+
+    def namespace(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        self.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        return name
+
+
+@contextlib.contextmanager
+def running_cluster() -> Iterator[Cluster]:
+    with Cluster() as cluster:
+        cluster.install()
+        try:
+            yield cluster
+        finally:
+            ALL_OPERATOR_CALLS.extend(
+                c for c in cluster.calls() if c.user_agent and not c.from_tests
+            )
+
+
+# --- the operator --------------------------------------------------------------------------
+
+
+class Operator:
+    """The real operator in a subprocess (argv, no shell), with its log in a file."""
+
+    def __init__(self, cluster: Cluster, workdir: Path, *args: str, name: str = "op") -> None:
+        self.cluster = cluster
+        self.args = list(args)
+        self.name = name
+        self.workdir = workdir
+        self.kubeconfig = write_kubeconfig(workdir / f"{name}.kubeconfig", cluster.url)
+        self.log_path = workdir / f"{name}.log"
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    def start(self) -> Operator:
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        argv = [
+            sys.executable, "-m", "kubemill.substrates.kubernetes.operator",
+            "--metrics-port", str(self.metrics_port),
+            "--health-port", str(self.health_port),
+            "--bind-address", "127.0.0.1",
+            "--log-level", "DEBUG",
+            "--identity", self.name,
+            *self.args,
+        ]  # fmt: skip
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        eventually(self.healthy, what=f"operator {self.name} to be healthy\n{self.log()}")
+        return self
+
+    def healthy(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"operator exited with {self.process.returncode}:\n{self.log()}")
+        try:
+            url = f"http://127.0.0.1:{self.health_port}/healthz"
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def probe(self) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.health_port}/healthz"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+
+    def metrics(self) -> dict[str, float]:
+        """The Prometheus samples, as ``name{labels}`` -> value."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                samples[key] = float(value)
+        return samples
+
+    def log(self) -> str:
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_offset)
+            return log.read().decode(errors="replace")
+
+    def reconciled(self, namespace: str, name: str, resource_version: str) -> bool:
+        """Whether the log shows a reconcile of the job at exactly this resourceVersion."""
+        pattern = f"reconciled {namespace}/{name} at resourceVersion {resource_version}:"
+        return pattern in self.log()
+
+    def stop(self) -> None:
+        """SIGTERM, as Kubernetes stops a pod; SIGKILL if it does not exit."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies mid-whatever, as on a node crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_operator(
+    cluster: Cluster, workdir: Path, *args: str, name: str = "op"
+) -> Iterator[Operator]:
+    operator = Operator(cluster, workdir, *args, name=name)
+    try:
+        yield operator.start()
+    finally:
+        operator.stop()
+        if operator.process is not None and operator.process.returncode not in (0, None):
+            print(f"operator {name} exited with {operator.process.returncode}:\n{operator.log()}")
+
+
+# --- acting as user and kubelet ------------------------------------------------------------
+
+
+def job_path(kind: str, namespace: str, name: str = "", *, upstream: bool = False) -> str:
+    plural = CRD_KINDS[kind].plural
+    base = f"{UPSTREAM_PATH if upstream else GROUP_PATH}/namespaces/{namespace}/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+def container_status(
+    name: str,
+    *,
+    phase: str,
+    exit_code: int | None = None,
+    restart_count: int = 0,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """A containerStatuses entry as a kubelet writes it for a pod in ``phase``."""
+    status: dict[str, Any] = {
+        "name": name,
+        "image": "example:latest",
+        "imageID": "",
+        "restartCount": restart_count,
+        "ready": phase == "Running",
+        "started": phase == "Running",
+    }
+    if phase == "Running":
+        status["state"] = {"running": {"startedAt": now_stamp()}}
+    elif phase in ("Succeeded", "Failed"):
+        code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
+        status["state"] = {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason or ("Completed" if code == 0 else "Error"),
+                "startedAt": now_stamp(),
+                "finishedAt": now_stamp(),
+            }
+        }
+    else:
+        status["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    if restart_count and phase == "Running":
+        status["lastState"] = {
+            "terminated": {"exitCode": exit_code or 1, "reason": "Error", "finishedAt": now_stamp()}
+        }
+    return status
+
+
+class Kubelet:
+    """Moves pods through their phases by patching pods/status, as the kubelet does."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+
+    def set(
+        self,
+        pod: str,
+        phase: str,
+        *,
+        container: str,
+        exit_code: int | None = None,
+        restart_count: int = 0,
+        reason: str | None = None,
+    ) -> None:
+        status: dict[str, Any] = {
+            "phase": phase,
+            "startTime": now_stamp(),
+            "conditions": [
+                {"type": "Ready", "status": "True" if phase == "Running" else "False"}
+            ],
+            "containerStatuses": [
+                container_status(
+                    container, phase=phase, exit_code=exit_code,
+                    restart_count=restart_count, reason=reason,
+                )
+            ],
+        }  # fmt: skip
+        self.cluster.patch(
+            f"/api/v1/namespaces/{self.namespace}/pods/{pod}/status", {"status": status}
+        )
+
+
+# --- assertions on what the operator did ---------------------------------------------------
+
+
+def writes(calls: list[Call]) -> list[Call]:
+    return [c for c in calls if c.is_write]
+
+
+def summarize(calls: list[Call]) -> list[str]:
+    """Compact ``VERB plural/name status`` lines for assertion messages."""
+    return [f"{c.method} {c.resource} {c.name or ''} -> {c.status}" for c in calls]
+
+
+def condition(job: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions", []):
+        if cond["type"] == kind:
+            found: dict[str, Any] = cond
+            return found
+    return None
+
+
+def is_true(job: Mapping[str, Any] | None, kind: str) -> bool:
+    cond = condition(job or {}, kind)
+    return cond is not None and cond["status"] == "True"
