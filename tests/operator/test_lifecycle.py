@@ -15,6 +15,7 @@ from operator_support import (
     Cluster,
     Kubelet,
     Operator,
+    condition,
     eventually,
     is_true,
     job_path,
@@ -172,3 +173,263 @@ def test_pods_running_make_the_job_running_and_an_idle_pass_writes_nothing(
     )
     assert job["status"]["startTime"]
     assert_idle_pass_writes_nothing(cluster, operator, namespace, "PyTorchJob", "ddp")
+
+
+def status_of(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = cluster.get(job_path(kind, namespace, name)).get("status") or {}
+    return status
+
+
+def test_in_place_restarts_and_a_recreated_pod_count_against_the_backoff_limit(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    run_policy = {"backoffLimit": 2}
+    cluster.create(job_path("PyTorchJob", namespace), pytorchjob("bo", run_policy=run_policy))
+    pods = wait_pods(cluster, namespace, {"bo-master-0", "bo-worker-0"})
+    for pod in pods:
+        kubelet.set(pod, "Running", container="pytorch")
+    path = job_path("PyTorchJob", namespace, "bo")
+    wait_condition(cluster, path, "Running")
+
+    # The worker's container crashes once and the kubelet restarts it in place (OnFailure).
+    kubelet.set("bo-worker-0", "Running", container="pytorch", restart_count=1, exit_code=1)
+    eventually(
+        lambda: (
+            status_of(cluster, "PyTorchJob", namespace, "bo")["replicaStatuses"]["Worker"][
+                "restarts"
+            ]
+            == 1
+        ),
+        what="one restart counted",
+    )
+    eventually(lambda: event_reasons(cluster, namespace)["PyTorchJobRestarting"] == 1)
+
+    # Then the pod itself fails (evicted): under OnFailure it is deleted and created again.
+    old_uid = pods["bo-worker-0"]["metadata"]["uid"]
+    kubelet.set("bo-worker-0", "Failed", container="pytorch", restart_count=1, reason="Evicted")
+    job = wait_condition(cluster, path, "Restarting")
+    assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == 2
+    recreated = eventually(
+        lambda: (
+            (p := pods_of(cluster, namespace).get("bo-worker-0"))
+            and p["metadata"]["uid"] != old_uid
+            and p
+        ),
+        what="the worker pod recreated",
+    )
+    deletes = [
+        c
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "DELETE" and c.plural == "pods"
+    ]
+    assert [(c.name, c.body["preconditions"]) for c in deletes] == [
+        ("bo-worker-0", {"uid": old_uid})
+    ]
+    kubelet.set("bo-worker-0", "Running", container="pytorch")
+    wait_condition(cluster, path, "Running")
+    assert not is_true(cluster.get(path), "Restarting")
+
+    # Three more in-place restarts: 3 > backoffLimit 2, the job fails and its pods stop.
+    assert recreated["metadata"]["uid"] != old_uid
+    kubelet.set("bo-worker-0", "Running", container="pytorch", restart_count=3, exit_code=1)
+    job = wait_condition(cluster, path, "Failed")
+    failed = condition(job, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+    assert "backoff limit (2 restarts)" in failed["message"]
+    eventually(lambda: pods_of(cluster, namespace) == {}, what="active pods deleted")
+    assert job["status"]["completionTime"]
+
+
+def test_exit_code_137_recreates_the_pod_and_exit_code_1_fails_the_job(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    cluster.create(job_path("PyTorchJob", namespace), pytorchjob("ec", policy="ExitCode"))
+    pods = wait_pods(cluster, namespace, {"ec-master-0", "ec-worker-0"})
+    assert pods["ec-worker-0"]["spec"]["restartPolicy"] == "Never"  # the operator restarts
+    for pod in pods:
+        kubelet.set(pod, "Running", container="pytorch")
+    path = job_path("PyTorchJob", namespace, "ec")
+    wait_condition(cluster, path, "Running")
+
+    old_uid = pods["ec-worker-0"]["metadata"]["uid"]
+    kubelet.set("ec-worker-0", "Failed", container="pytorch", exit_code=137, reason="OOMKilled")
+    eventually(
+        lambda: (
+            (p := pods_of(cluster, namespace).get("ec-worker-0"))
+            and p["metadata"]["uid"] != old_uid
+        ),
+        what="the killed worker recreated",
+    )
+    job = wait_condition(cluster, path, "Restarting")
+    assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    calls = writes(cluster.operator_calls(namespace=namespace))
+    pod_calls = [
+        (c.method, c.name or c.body["metadata"]["name"]) for c in calls if c.plural == "pods"
+    ]
+    assert pod_calls.count(("DELETE", "ec-worker-0")) == 1
+    assert pod_calls.count(("POST", "ec-worker-0")) == 2  # the first and the recreation
+
+    kubelet.set("ec-worker-0", "Running", container="pytorch")
+    wait_condition(cluster, path, "Running")
+    kubelet.set("ec-worker-0", "Failed", container="pytorch", exit_code=1)
+    job = wait_condition(cluster, path, "Failed")
+    failed = condition(job, "Failed")
+    assert failed is not None and failed["reason"] == "PyTorchJobFailed"
+    assert "worker-0 exited with code 1" in failed["message"]
+    assert "ec-worker-0" in pods_of(cluster, namespace)  # a permanent failure keeps its pod
+
+
+def test_chief_success_succeeds_the_job_and_clean_pod_policy_running_stops_the_rest(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    run_policy = {"cleanPodPolicy": "Running"}
+    cluster.create(job_path("TFJob", namespace), tfjob("done", workers=2, run_policy=run_policy))
+    names = {"done-chief-0", "done-worker-0", "done-worker-1"}
+    wait_pods(cluster, namespace, names)
+    eventually(lambda: services_of(cluster, namespace) == names, what="services")
+    for pod in sorted(names):
+        kubelet.set(pod, "Running", container="tensorflow")
+    path = job_path("TFJob", namespace, "done")
+    wait_condition(cluster, path, "Running")
+
+    kubelet.set("done-chief-0", "Succeeded", container="tensorflow", exit_code=0)
+    job = wait_condition(cluster, path, "Succeeded")
+    assert job["status"]["completionTime"]
+    eventually(lambda: set(pods_of(cluster, namespace)) == {"done-chief-0"}, what="cleanup")
+    eventually(lambda: services_of(cluster, namespace) == {"done-chief-0"}, what="services")
+    deleted = sorted(
+        (c.plural, c.name)
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "DELETE"
+    )
+    assert deleted == [
+        ("pods", "done-worker-0"),
+        ("pods", "done-worker-1"),
+        ("services", "done-worker-0"),
+        ("services", "done-worker-1"),
+    ]
+    assert_idle_pass_writes_nothing(cluster, operator, namespace, "TFJob", "done")
+
+
+def test_suspend_deletes_the_pods_and_resume_creates_them_again_with_a_new_start_time(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    path = job_path("PyTorchJob", namespace, "sus")
+    cluster.create(
+        job_path("PyTorchJob", namespace), pytorchjob("sus", run_policy={"suspend": True})
+    )
+    job = wait_condition(cluster, path, "Suspended")
+    assert pods_of(cluster, namespace) == {}
+    assert not [c for c in cluster.operator_calls(namespace=namespace) if c.plural == "pods"]
+
+    cluster.patch(path, {"spec": {"runPolicy": {"suspend": False}}})
+    pods = wait_pods(cluster, namespace, {"sus-master-0", "sus-worker-0"})
+    job = eventually(
+        lambda: (
+            (j := cluster.get(path))
+            and (c := condition(j, "Suspended"))
+            and c["status"] == "False"
+            and j
+        ),
+        what="resumed",
+    )
+    first_start = job["status"]["startTime"]
+    for pod in pods:
+        kubelet.set(pod, "Running", container="pytorch")
+    wait_condition(cluster, path, "Running")
+
+    cluster.patch(path, {"spec": {"runPolicy": {"suspend": True}}})
+    job = wait_condition(cluster, path, "Suspended")
+    eventually(lambda: pods_of(cluster, namespace) == {}, what="pods deleted on suspend")
+    eventually(lambda: services_of(cluster, namespace) == set(), what="services deleted")
+    running = condition(cluster.get(path), "Running")
+    assert running is not None and running["status"] == "False"
+
+    cluster.patch(path, {"spec": {"runPolicy": {"suspend": False}}})
+    again = wait_pods(cluster, namespace, {"sus-master-0", "sus-worker-0"})
+    assert {p["metadata"]["uid"] for p in again.values()}.isdisjoint(
+        p["metadata"]["uid"] for p in pods.values()
+    )
+    job = eventually(
+        lambda: (j := cluster.get(path)) and not is_true(j, "Suspended") and j, what="resumed"
+    )
+    assert job["status"]["startTime"] >= first_start
+
+
+def test_ttl_after_finished_deletes_the_job_and_its_children_go_with_it(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    run_policy = {"ttlSecondsAfterFinished": 1}
+    created = cluster.create(
+        job_path("TFJob", namespace), tfjob("ttl", workers=0, run_policy=run_policy)
+    )
+    wait_pods(cluster, namespace, {"ttl-chief-0"})
+    kubelet.set("ttl-chief-0", "Succeeded", container="tensorflow", exit_code=0)
+    path = job_path("TFJob", namespace, "ttl")
+    eventually(lambda: cluster.get_or_none(path) is None, what="the job deleted by its TTL")
+    deletes = [
+        c
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "DELETE" and c.plural == "tfjobs"
+    ]
+    assert [
+        (c.name, c.body.get("preconditions"), c.body.get("propagationPolicy")) for c in deletes
+    ] == [("ttl", {"uid": created["metadata"]["uid"]}, "Background")]
+    # The cluster's garbage collector removes what the job owned.
+    eventually(lambda: pods_of(cluster, namespace) == {}, what="children collected")
+    assert event_reasons(cluster, namespace)["TFJobSucceeded"] == 1
+
+
+def test_upstream_kubeflow_jobs_are_served_with_children_owned_by_the_upstream_object(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    manifest = pytorchjob("up", api_version="kubeflow.org/v1")
+    created = cluster.create(job_path("PyTorchJob", namespace, upstream=True), manifest)
+    pods = wait_pods(cluster, namespace, {"up-master-0", "up-worker-0"})
+    assert pods["up-master-0"]["metadata"]["ownerReferences"][0]["apiVersion"] == "kubeflow.org/v1"
+    assert (
+        pods["up-master-0"]["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    )
+    for pod in pods:
+        kubelet.set(pod, "Running", container="pytorch")
+    wait_condition(cluster, job_path("PyTorchJob", namespace, "up", upstream=True), "Running")
+    patched = {c.path for c in cluster.operator_calls(namespace=namespace) if c.method == "PATCH"}
+    assert patched == {f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/up/status"}
+
+
+def test_a_job_the_operator_cannot_run_gets_a_warning_event_and_nothing_else(
+    cluster: Cluster, operator: Operator, namespace: str
+) -> None:
+    manifest = tfjob("bad", workers=1)
+    # The CRD schema would refuse this on a real cluster; kmock stores anything.
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "x"
+    cluster.create(job_path("TFJob", namespace), manifest)
+    event = eventually(
+        lambda: [e for e in cluster.list(f"/api/v1/namespaces/{namespace}/events")],
+        what="an event",
+    )
+    assert [(e["type"], e["reason"]) for e in event] == [("Warning", "InvalidSpec")]
+    assert "no container is named 'tensorflow'" in event[0]["message"]
+    assert event[0]["involvedObject"]["name"] == "bad"
+    calls = writes(cluster.operator_calls(namespace=namespace))
+    assert [(c.method, c.resource) for c in calls] == [("POST", "events")]
+
+
+def test_metrics_count_jobs_and_reconciles_and_health_reports_the_leader(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    before = operator.metrics()
+    cluster.create(job_path("TFJob", namespace), tfjob("m", workers=0))
+    wait_pods(cluster, namespace, {"m-chief-0"})
+    kubelet.set("m-chief-0", "Succeeded", container="tensorflow", exit_code=0)
+    wait_condition(cluster, job_path("TFJob", namespace, "m"), "Succeeded")
+
+    def grew(name: str) -> float:
+        return operator.metrics().get(name, 0.0) - before.get(name, 0.0)
+
+    eventually(lambda: grew('kubemill_jobs_succeeded_total{kind="TFJob"}') == 1)
+    assert grew('kubemill_jobs_created_total{kind="TFJob"}') == 1
+    assert grew('kubemill_jobs_failed_total{kind="TFJob"}') == 0
+    assert grew('kubemill_reconcile_duration_seconds_count{kind="TFJob"}') >= 2
+    assert operator.metrics()["kubemill_leader"] == 1
+    assert operator.probe()["kubemill"] == {"leading": True, "queued": 0}
