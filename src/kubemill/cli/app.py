@@ -302,6 +302,20 @@ def install(
     )
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def operator(ctx: typer.Context) -> None:
+    """Run the kubemill operator against a cluster (options: kubemill operator --help)."""
+    # Its options live with the operator (one definition for `kubemill operator` and
+    # `python -m kubemill.substrates.kubernetes.operator`); importing them here would load
+    # kopf and the kubernetes client on every `kubemill --help`.
+    from kubemill.substrates.kubernetes.operator.__main__ import app as operator_app
+
+    operator_app(args=list(ctx.args), prog_name="kubemill operator")
+
+
 @app.command()
 @user_errors
 def version() -> None:
