@@ -111,6 +111,7 @@ def test_run_failure_names_the_failed_replica(kubemill: Kubemill, tmp_path: Path
     outcome = lines(done.stdout)[-2]
     assert "PyTorchJob broken Failed" in outcome
     assert "worker-0 exited with code 3" in outcome
+    assert "kubemill logs broken --replica worker-0" in lines(done.stdout)[-1]
     job = kubemill.job("broken")
     assert conditions(job)["Failed"]["status"] == "True"
     # The master was stopped with the job: nothing of it keeps running.
@@ -131,7 +132,7 @@ def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path
     done = kubemill("run", "--detach", str(manifest), timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PyTorchJob bg submitted" in done.stdout
-    assert "kubemill logs -f bg" in done.stdout
+    assert "kubemill logs bg -f" in done.stdout
     assert "kubemill delete bg" in done.stdout
 
     def all_running() -> bool:
@@ -171,6 +172,43 @@ def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path
     assert gone.returncode == 1
     assert "Traceback" not in gone.stderr
     assert "bg" in gone.stderr and "kubemill get" in gone.stderr
+
+
+def test_restart_is_counted_in_get_and_describe(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "again",
+            restart_policy="OnFailure",
+            master=(
+                "import pathlib, time\n"
+                "while not pathlib.Path('worker-ok').exists(): time.sleep(0.05)\n"
+                "print('master done')"
+            ),
+            worker=(
+                "import pathlib, sys\n"
+                "if not pathlib.Path('tried').exists():\n"
+                "    pathlib.Path('tried').touch()\n"
+                "    print('first try fails', flush=True)\n"
+                "    sys.exit(1)\n"
+                "print('second try works', flush=True)\n"
+                "pathlib.Path('worker-ok').touch()"
+            ),
+        ),
+    )
+    done = kubemill("run", str(manifest))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "worker-0 | first try fails" in done.stdout
+    assert "worker-0 | second try works" in done.stdout
+    row = next(
+        line.split()
+        for line in kubemill("get", check=True).stdout.splitlines()
+        if line.startswith("again ")
+    )
+    assert row[1:5] == ["PyTorchJob", "Succeeded", "2/2", "1"]
+    replicas = kubemill("describe", "again", check=True).stdout
+    worker_row = next(line.split() for line in replicas.splitlines() if "again-worker-0" in line)
+    assert worker_row[1:3] == ["Succeeded", "1"]
 
 
 def test_logs_follow_and_get_as_yaml(kubemill: Kubemill, tmp_path: Path) -> None:

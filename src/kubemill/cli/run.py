@@ -58,7 +58,7 @@ def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
                 (f"{view.kind} {view.name}", "bold"), " submitted; it runs in the background."
             )
         )
-        _print_next(console, settings, view.name, first="logs -f")
+        _print_next(console, settings, view.name, detached=True)
         return EXIT_SUCCEEDED
     follower = Follower(client, console, settings)
     return follower.run(job, base_dir=base_dir)
@@ -155,7 +155,9 @@ class Follower:
                 f": {detail}" if detail else "",
             )
         )
-        _print_next(console, self.settings, view.name)
+        # Point at the first failed replica's own log: that is where the reason is.
+        first_failed = short_replica_name(view.name, broken[0].name) if broken else ""
+        _print_next(console, self.settings, view.name, replica=first_failed)
         return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
 
 
@@ -166,9 +168,12 @@ def _took(view: JobView) -> str:
     return f" in {(end - start).total_seconds():.1f}s"
 
 
-def _print_next(console: Console, settings: Settings, name: str, *, first: str = "logs") -> None:
-    verbs = (
-        [first, "describe", "delete"] if first == "logs" else ["get", first, "describe", "delete"]
-    )
-    commands = [settings.next_command(verb, name) for verb in verbs]
+def _print_next(
+    console: Console, settings: Settings, name: str, *, detached: bool = False, replica: str = ""
+) -> None:
+    """The commands to run next: follow a detached job, or look into one that ended."""
+    commands = [settings.next_command("logs", name, *(["--replica", replica] if replica else []))]
+    if detached:
+        commands = [settings.next_command("get", name), settings.next_command("logs", name, "-f")]
+    commands += [settings.next_command("describe", name), settings.next_command("delete", name)]
     console.print(Text.assemble(("Next: ", "dim"), "  |  ".join(commands)))

@@ -52,6 +52,6 @@ class Settings:
                 options["namespace"] = self.namespace
         return JobClient(self.substrate.value, **options)
 
-    def next_command(self, verb: str, name: str) -> str:
+    def next_command(self, verb: str, name: str, *options: str) -> str:
         """A ``kubemill`` command line the user can paste to act on the same job."""
-        return " ".join(["kubemill", *self.replay_flags, verb, name])
+        return " ".join(["kubemill", *self.replay_flags, verb, name, *options])
