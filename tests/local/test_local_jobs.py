@@ -265,3 +265,64 @@ def test_ttl_after_finished_deletes_the_job(backend: LocalBackend, tmp_path: Pat
         return False
 
     eventually(deleted, what="the TTL to delete the job")
+
+
+def test_an_executable_gone_at_start_fails_the_replica_with_a_clear_reason(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubemill.substrates.local.supervisor import Supervisor, prepare_recorded
+
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\necho never\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(LocalBackend, "_start_detached", lambda self, uid, job_dir: None)
+    job = pytorch_job("vanished", master=container(None, command=["./train.sh"]))
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    rec = backend.store.job("default", "vanished")
+    prepared = prepare_recorded(rec, backend.store.ports(rec.uid))
+    script.unlink()  # passes every check, missing when the process starts
+    me = procinfo.identify(os.getpid())
+    assert me is not None and backend.store.claim_supervisor(rec.uid, me, mode="foreground")
+    Supervisor(backend.store, rec.uid, prepared=prepared).run()
+    view = backend.get("vanished")
+    master = replica(view, "master-0")
+    assert (view.phase, master.phase, master.exit_code) == ("Failed", "Failed", 127)
+    assert master.reason == "StartError"
+    assert "vanished-master-0" in master.message and "./train.sh" in master.message
+    assert "exited with code 127" in failed_condition(view)[1]
+    assert any(e.reason == "FailedStart" for e in backend.events("vanished"))
+
+
+def test_a_detached_supervisor_checks_the_job_again_before_starting(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\necho never\n")
+    script.chmod(0o755)
+    job = pytorch_job("recheck", master=container(None, command=["./train.sh"]))
+    start_detached = LocalBackend._start_detached
+    monkeypatch.setattr(LocalBackend, "_start_detached", lambda self, uid, job_dir: None)
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    script.unlink()
+    rec = backend.store.job("default", "recheck")
+    start_detached(backend, rec.uid, Path(rec.job_dir))
+    view = backend.wait("recheck", timeout=120)
+    reason, message = failed_condition(view)
+    assert reason == "NotRunnableLocally"
+    assert "./train.sh" in message and "does not exist" in message
+    assert view.replicas[0].phase == "Pending"
+
+
+def test_sidecars_do_not_run_locally_and_an_event_says_so(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    job = pytorch_job("sidecar", master="print('main')")
+    pod = job.replica_specs["Master"].template.spec
+    pod.containers.append(pod.containers[0].model_copy(update={"name": "logger"}))
+    view = run(backend, job, tmp_path)
+    assert view.phase == "Succeeded"
+    assert log_text(backend, "sidecar") == "main"
+    warnings = [e.message for e in backend.events("sidecar") if e.reason == "ContainersIgnored"]
+    assert warnings == [
+        "Master: only container 'pytorch' runs on the local substrate; not run: logger"
+    ]

@@ -152,6 +152,7 @@ class LocalBackend:
             raise SubstrateError("could not reserve ports for the job; try again")
         (job_dir / "logs").mkdir(parents=True, exist_ok=True)
         self._deliver_files(prepared, job_dir / "files")
+        self._warn_ignored_containers(uid, job)
         if options.detach:
             self._start_detached(uid, job_dir)
         else:
@@ -179,6 +180,21 @@ class LocalBackend:
                     if image not in images:
                         images[image] = config.resolve(image)
         return images
+
+    def _warn_ignored_containers(self, uid: str, job: Job) -> None:
+        """Say so when a pod template has containers that do not run locally."""
+        for rtype, spec in job.replica_specs.items():
+            pod = spec.template.spec
+            others = [c.name for c in pod.containers if c.name != job.DEFAULT_CONTAINER]
+            others += [f"{c.name} (init)" for c in pod.init_containers or []]
+            if others:
+                self.store.add_event(
+                    uid,
+                    type="Warning",
+                    reason="ContainersIgnored",
+                    message=f"{rtype}: only container {job.DEFAULT_CONTAINER!r} runs on the"
+                    f" local substrate; not run: {', '.join(others)}",
+                )
 
     def _deliver_files(self, prepared: Prepared, files_dir: Path) -> None:
         if not prepared.plan.files:

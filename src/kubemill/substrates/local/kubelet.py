@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import time
@@ -254,8 +255,6 @@ class ReplicaPod:
 
 def wait_any(pods: list[ReplicaPod], *, timeout: float, wake_fd: int | None = None) -> None:
     """Sleep until a pod's process exits, ``wake_fd`` is readable, or ``timeout`` passes."""
-    import select
-
     fds = [p.pidfd for p in pods if p.pidfd is not None]
     if wake_fd is not None:
         fds.append(wake_fd)

@@ -35,9 +35,10 @@ class LogTail:
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self.offset)
-                data = b""
+                chunks = []
                 while chunk := fh.read(CHUNK):
-                    data += chunk
+                    chunks.append(chunk)
+                data = b"".join(chunks)
         except FileNotFoundError:
             return []
         if not data:
