@@ -109,6 +109,15 @@ def test_missing_command_fails_before_anything_is_recorded(client: JobClient) ->
     assert client.list() == []
 
 
+def test_namespace_must_be_a_name(client: JobClient) -> None:
+    with pytest.raises(SubstrateError, match=r"namespace '\.\./up' is not a valid name"):
+        client.submit(manifest("ns", master="pass"), namespace="../up")
+    doc = manifest("ns", master="pass")
+    doc["metadata"]["namespace"] = "team"
+    with pytest.raises(SubstrateError, match="the manifest says namespace 'team'"):
+        client.submit(doc, namespace="other")
+
+
 def test_bad_manifests_raise_manifest_errors(client: JobClient) -> None:
     with pytest.raises(ManifestError):
         client.submit("kind: Nope\napiVersion: v1\n")

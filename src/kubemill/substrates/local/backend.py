@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,7 @@ from kubemill.substrates.local.supervisor import (
 )
 
 DEFAULT_NAMESPACE = "default"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SUPERVISOR_START_GRACE = 30.0
 """A job recorded this long ago without any supervisor pid has lost its submitter."""
 STOP_MARGIN = 5.0
@@ -98,6 +100,8 @@ class LocalBackend:
         self.config_path = config_path
         self.supervisor_options = supervisor_options or SupervisorOptions()
         self._runs: dict[str, _LocalRun] = {}
+        self._detached: list[subprocess.Popen[bytes]] = []
+        """Detached supervisors started here, kept to be reaped (they are our children)."""
         self._runs_lock = threading.Lock()
 
     # --- submit ------------------------------------------------------------------------
@@ -160,6 +164,12 @@ class LocalBackend:
         return self.get(job.name, job.namespace)
 
     def _set_namespace(self, job: Job, namespace: str | None) -> None:
+        for candidate in (namespace, job.metadata.namespace):
+            if candidate is not None and not _DNS_LABEL.match(candidate):
+                raise SubstrateError(
+                    f"namespace {candidate!r} is not a valid name; use lowercase letters,"
+                    " digits and '-', starting and ending with a letter or digit"
+                )
         if namespace is None:
             return
         given = job.metadata.namespace
@@ -236,6 +246,9 @@ class LocalBackend:
                 close_fds=True,
                 start_new_session=True,
             )
+        # Reap supervisors that already ended, so a long-lived SDK process collects no zombies.
+        self._detached = [p for p in self._detached if p.poll() is None]
+        self._detached.append(proc)
         ident = procinfo.identify(proc.pid)
         if ident is not None:
             # The supervisor claims the job itself too; whichever comes first wins the same.
