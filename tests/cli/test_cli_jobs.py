@@ -314,6 +314,23 @@ def test_state_dir_flag_selects_the_store(kubemill: Kubemill, tmp_path: Path) ->
     kubemill("--state-dir", str(other), "delete", "where", check=True)
 
 
+def test_namespaces_are_kept_apart(kubemill: Kubemill, tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, pytorch_job("same", master="print('hi')"))
+    kubemill("run", str(manifest), check=True)
+    done = kubemill("-n", "team", "run", str(manifest))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kubemill --namespace team logs same" in done.stdout
+    everywhere = [line.split() for line in lines(kubemill("get", check=True).stdout)]
+    assert everywhere[0][:2] == ["NAMESPACE", "NAME"]
+    assert sorted(row[:2] for row in everywhere[1:]) == [["default", "same"], ["team", "same"]]
+    team = [line.split() for line in lines(kubemill("get", "-n", "team", check=True).stdout)]
+    assert team[0][0] == "NAME"
+    assert [row[0] for row in team[1:]] == ["same"]
+    kubemill("delete", "same", "-n", "team", check=True)
+    assert kubemill("get", "same", "-n", "team").returncode == 1
+    assert kubemill("get", "same").returncode == 0
+
+
 def test_subprocess_kubemill_is_the_console_script() -> None:
     from cli_support import KUBEMILL
 

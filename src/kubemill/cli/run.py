@@ -72,6 +72,7 @@ class Follower:
         self.console = console
         self.settings = settings
         self.interrupted = threading.Event()
+        self.log_error: Exception | None = None
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         # The first Ctrl-C asks for a clean stop; restoring the default handler makes a
@@ -104,14 +105,20 @@ class Follower:
                     live.console.print(Text("Interrupted: stopping the job ...", style="yellow"))
                     view = self._interrupt(name)
                 logs.join(LOG_DRAIN_SECONDS)
+            if self.log_error is not None:
+                raise self.log_error
             view = self.client.get(name, namespace=namespace)
         finally:
             signal.signal(signal.SIGINT, previous)
         return self._finish(view, interrupted=self.interrupted.is_set())
 
     def _follow_logs(self, name: str, printer: LogPrinter) -> None:
-        for line in self.client.logs(name, namespace=self.settings.namespace, follow=True):
-            printer.print(line)
+        try:
+            for line in self.client.logs(name, namespace=self.settings.namespace, follow=True):
+                printer.print(line)
+        except Exception as exc:
+            # Raised again in the main thread, which reports it like any other error.
+            self.log_error = exc
 
     def _interrupt(self, name: str) -> JobView:
         try:

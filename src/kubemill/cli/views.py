@@ -192,16 +192,20 @@ def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
     if not views:
         console.print("No jobs found.", style="dim")
         return
-    console.print(jobs_table(views))
+    console.print(jobs_table(views, one_namespace=settings.namespace is not None))
 
 
-def jobs_table(views: Sequence[JobView]) -> Table:
+def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
     """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE: one row per job."""
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
-    for header in ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE"):
+    # Like `kubectl get -A`: name the namespace once jobs live in more than the default one.
+    namespaced = not one_namespace and any(view.namespace != "default" for view in views)
+    headers = ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE")
+    for header in ("NAMESPACE", *headers) if namespaced else headers:
         table.add_column(header, no_wrap=True)
     for view in views:
         table.add_row(
+            *([view.namespace] if namespaced else []),
             view.name,
             view.kind,
             phase_text(view.phase),
