@@ -31,9 +31,11 @@ WAIT_FOR = "import os, time\nwhile not os.path.exists({path!r}): time.sleep(0.01
 COUNT_RUN = (
     "import os\n"
     "runs = int(open('{name}').read()) + 1 if os.path.exists('{name}') else 1\n"
-    "open('{name}', 'w').write(str(runs))\n"
+    "open('{name}.tmp', 'w').write(str(runs))\n"
+    "os.replace('{name}.tmp', '{name}')\n"
 )
-"""Counts the runs of a replica in a file named ``name`` (in the working directory)."""
+"""Counts the runs of a replica in a file named ``name`` (in the working directory),
+replacing it atomically so another replica never reads it half-written."""
 
 FIELD_ENV = [
     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
