@@ -89,7 +89,7 @@ def test_validate_all_good_exits_zero(runner: CliRunner, tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
-        pytest.param(lambda d: d / "missing.yaml", "cannot read", id="missing-file"),
+        pytest.param(lambda d: d / "missing.yaml", "missing.yaml: ", id="missing-file"),
         pytest.param(lambda d: d, "no manifests found", id="empty-directory"),
     ],
 )
@@ -177,7 +177,17 @@ def test_render_of_a_broken_manifest_is_one_red_line(runner: CliRunner, tmp_path
     assert result.stdout == ""
     assert "invalid manifest" in result.stderr
     assert "did you mean 'PyTorchJob'?" in result.stderr
+    assert f"kubemill validate {bad}" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_run_of_a_missing_file_says_so(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(tmp_path / "gone.yaml")])
+    assert result.exit_code == 1
+    assert (
+        result.stderr == f"error: cannot read {tmp_path / 'gone.yaml'}: No such file or directory\n"
+    )
 
 
 def test_install_print_has_crds_rbac_and_deployment(runner: CliRunner) -> None:

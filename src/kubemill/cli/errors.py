@@ -7,9 +7,13 @@ traceback: the message is the product. Anything else is a bug and keeps its trac
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from kubemill.api import ManifestError
 
 EXIT_FAILURE = 1
 
@@ -33,8 +37,7 @@ def explain(exc: BaseException) -> str | None:
         problems = "; ".join(str(e) for e in exc.errors)
         return f"cannot run this job here: {problems}"
     if isinstance(exc, ManifestError):
-        problems = "; ".join(str(e) for e in exc.errors)
-        return f"invalid manifest: {problems} (check it with `kubemill validate FILE`)"
+        return _manifest_problem(exc)
     if isinstance(exc, SubstrateError):
         return _text(exc)
     return None
@@ -53,6 +56,21 @@ def fail(message: str, *, code: int = EXIT_FAILURE) -> None:
     """Print ``message`` as an error and leave with ``code``."""
     stderr_console().print(Text(f"error: {message}", style="bold red"))
     sys.exit(code)
+
+
+def _manifest_problem(exc: ManifestError) -> str:
+    """The first problem of a manifest, and how to see every other one."""
+    if not exc.errors:
+        return f"invalid manifest: {exc}"
+    first = exc.errors[0]
+    file = first.source.split("#", 1)[0]
+    if not first.path and first.message.startswith("cannot read"):
+        return first.message.replace("cannot read", f"cannot read {file}", 1)
+    text = f"invalid manifest: {first}"
+    more = len(exc.errors) - 1
+    if more:
+        text += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return f"{text}; see every problem with `kubemill validate {file or 'FILE'}`"
 
 
 def _text(exc: BaseException) -> str:
