@@ -267,7 +267,16 @@ def test_missing_job_is_one_red_line(kubemill: Kubemill, argv: list[str]) -> Non
     assert "Traceback" not in done.stderr
 
 
-def test_ctrl_c_stops_the_job_and_records_interrupted(kubemill: Kubemill, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"),
+    [
+        pytest.param(signal.SIGINT, 130, id="ctrl-c"),
+        pytest.param(signal.SIGTERM, 143, id="sigterm"),
+    ],
+)
+def test_signal_stops_the_job_and_records_interrupted(
+    kubemill: Kubemill, tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
     manifest = write_manifest(
         tmp_path,
         pytorch_job(
@@ -286,14 +295,14 @@ def test_ctrl_c_stops_the_job_and_records_interrupted(kubemill: Kubemill, tmp_pa
         _wait_for(both_running, "both replicas running")
         pids = _replica_pids(kubemill, "stopme")
         assert len(pids) == 2
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=WAIT)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
-    assert process.returncode == 130, stdout + stderr
-    assert "PyTorchJob stopme Failed" in stdout
+    assert process.returncode == code, stdout + stderr
+    assert "PyTorchJob stopme Failed (Interrupted)" in stdout
     failed = conditions(kubemill.job("stopme"))["Failed"]
     assert failed["status"] == "True"
     assert failed["reason"] == "Interrupted"

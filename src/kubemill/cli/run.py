@@ -2,7 +2,8 @@
 
 In the foreground the job's log lines stream above a live per-replica table, and the
 exit code says whether the job Succeeded. Ctrl-C stops the job and records it as
-Failed with reason ``Interrupted`` (exit 130); a second Ctrl-C gives up waiting.
+Failed with reason ``Interrupted`` (exit 130); a second Ctrl-C skips the grace period.
+SIGTERM and SIGHUP (a closed terminal) stop the job the same way.
 ``--detach`` submits, prints the commands to follow the job, and returns at once.
 """
 
@@ -32,8 +33,9 @@ from kubemill.substrates.base import JobView
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
-"""What a shell reports for a process ended by SIGINT (128 + 2)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop a foreground job cleanly (recorded as Interrupted). The exit code is
+then 128 + the signal's number, as a shell reports it: 130 for Ctrl-C."""
 
 STATUS_POLL_SECONDS = 0.25
 LOG_DRAIN_SECONDS = 5.0
@@ -73,16 +75,20 @@ class Follower:
         self.settings = settings
         self.interrupted = threading.Event()
         self.log_error: Exception | None = None
+        self.signal_number: int = signal.SIGINT
 
-    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
-        # The first Ctrl-C asks for a clean stop; restoring the default handler makes a
-        # second one raise KeyboardInterrupt for a user who will not wait.
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # The first signal asks for a clean stop. Restoring the defaults makes a second
+        # Ctrl-C raise KeyboardInterrupt (a forced stop) and a second SIGTERM end us at once.
+        self.signal_number = signum
         self.interrupted.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for other in STOP_SIGNALS[1:]:
+            signal.signal(other, signal.SIG_DFL)
 
     def run(self, job: Job, *, base_dir: str) -> int:
         namespace = self.settings.namespace
-        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
         try:
             view = self.client.submit(job, detach=False, namespace=namespace, base_dir=base_dir)
             name = view.name
@@ -109,7 +115,8 @@ class Follower:
                 raise self.log_error
             view = self.client.get(name, namespace=namespace)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         return self._finish(view, interrupted=self.interrupted.is_set())
 
     def _follow_logs(self, name: str, printer: LogPrinter) -> None:
@@ -165,7 +172,7 @@ class Follower:
         # Point at the first failed replica's own log: that is where the reason is.
         first_failed = short_replica_name(view.name, broken[0].name) if broken else ""
         _print_next(console, self.settings, view.name, replica=first_failed)
-        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+        return 128 + self.signal_number if interrupted else EXIT_FAILED
 
 
 def _took(view: JobView) -> str:
