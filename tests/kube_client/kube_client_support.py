@@ -67,13 +67,22 @@ class LogBook:
     container: str
     lines: list[tuple[datetime.datetime, str]] = field(default_factory=list)
     ended: bool = False
+    cuts: int = 0
+    follows: int = 0
+    """How many follow requests were served (a resumed stream is one more)."""
 
     def write(self, *texts: str) -> None:
         for text in texts:
             self.lines.append((datetime.datetime.now(tz=datetime.UTC), text))
 
     def end(self) -> None:
+        """The container has exited: streams end once everything is sent."""
         self.ended = True
+
+    def cut(self) -> None:
+        """End the open follow streams now, though the container runs on (a dropped
+        connection, an API server restart)."""
+        self.cuts += 1
 
 
 @dataclass
@@ -193,8 +202,12 @@ class ClientCluster(kmock_cluster.KubeCluster):
         response = aiohttp.web.StreamResponse()
         response.content_type = "text/plain"
         await response.prepare(raw)
+        book.follows += 1
+        cuts = book.cuts
         sent = 0
-        while True:
+        while book.cuts == cuts:
+            if raw.transport is None or raw.transport.is_closing():
+                return response  # the client went away
             while sent < len(book.lines):
                 line = render(book.lines[sent])
                 sent += 1

@@ -1091,7 +1091,7 @@ def _split_timestamp(line: str) -> tuple[datetime | None, str]:
 def _has_started(cstatus: Mapping[str, Any]) -> bool:
     """Whether the container has (or had) a process whose log there is to read."""
     state = cstatus.get("state") or {}
-    return bool(state.get("running") or state.get("terminated") or cstatus.get("lastState"))
+    return "running" in state or "terminated" in state or bool(cstatus.get("lastState"))
 
 
 @dataclass
@@ -1201,7 +1201,7 @@ class _LogFollower:
                 continue
             previous = self.ended.get(key)
             if previous is not None:
-                if not (cstatus.get("state") or {}).get("running"):
+                if "running" not in (cstatus.get("state") or {}):
                     continue  # read to its end already
                 # Cut while the container still runs: resume after the last line read.
                 del self.ended[key]
