@@ -30,12 +30,26 @@ def _local(**options: Any) -> Backend:
     return LocalBackend(**options)
 
 
+_KUBERNETES_OPTIONS = (
+    "kubeconfig",
+    "context",
+    "namespace",
+    "operator_timeout",
+    "poll_interval",
+    "api_client",
+)
+
+
 def _kubernetes(**options: Any) -> Backend:
-    raise SubstrateError(
-        "the kubernetes substrate is not available in the SDK yet; use substrate='local'"
-        " (`kubemill --substrate local ...`), or render manifests for a cluster with"
-        " `kubemill render`"
-    )
+    unknown = sorted(k for k in options if k not in _KUBERNETES_OPTIONS)
+    if unknown:
+        raise SubstrateError(
+            f"option(s) {', '.join(unknown)} do not apply to the kubernetes substrate"
+            f" (it takes {', '.join(_KUBERNETES_OPTIONS)})"
+        )
+    from kubemill.substrates.kubernetes.client import KubernetesBackend
+
+    return KubernetesBackend(**options)
 
 
 BACKENDS: dict[str, BackendFactory] = {"local": _local, "kubernetes": _kubernetes}
