@@ -224,6 +224,9 @@ class Gate:
     namespace: str | None = None
     skip: int = 0
     """Let this many matching requests through before holding the rest."""
+    drop: bool = False
+    """When opened, fail the held requests (500) instead of serving them: as if the API
+    server never got them."""
     held: int = 0
     seen: int = 0
     _opened: threading.Event = field(default_factory=threading.Event)
@@ -285,6 +288,8 @@ class KubeCluster(kmock.KubernetesEmulator):
     _history: dict[Any, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict, init=False)
     _changed: asyncio.Condition | None = attrs.field(default=None, init=False)
     _watch_epoch: int = attrs.field(default=0, init=False)
+    expired_watches: int = attrs.field(default=0, init=False)
+    """Watches answered with 410 Gone (resumed from a compacted resourceVersion)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -304,12 +309,16 @@ class KubeCluster(kmock.KubernetesEmulator):
         call = self._log(request)
         try:
             for gate in self.gates:
-                if gate.matches(request):
+                if gate.matches(request) and not gate._opened.is_set():
                     gate.seen += 1
                     if gate.seen > gate.skip:
                         gate.held += 1
                         while not gate._opened.is_set():
                             await asyncio.sleep(0.02)
+                        if gate.drop:
+                            raise kmock.KubernetesError(
+                                status=500, reason="InternalError", message="dropped", details={}
+                            )
             for fault in self.faults:
                 if fault.matches(request):
                     fault.times -= 1
@@ -321,7 +330,9 @@ class KubeCluster(kmock.KubernetesEmulator):
                         details={},
                     )
             shortcut = None
-            if request.resource is not None and request.resource.plural:
+            if request.method.value == "PUT" and request.resource is not None and request.name:
+                shortcut = await self._serve_replace(request)
+            elif request.resource is not None and request.resource.plural:
                 shortcut = self._prepare(request)
             response = shortcut or await super()._handle(request)
             if request.action == kmock.action.CREATE and response.status == 200:
@@ -460,6 +471,39 @@ class KubeCluster(kmock.KubernetesEmulator):
                         )
         return None
 
+    async def _serve_replace(self, request: rendering.Request) -> aiohttp.web.Response:
+        """PUT: replace the object (kmock has no update verb), with the same rules as PATCH."""
+        resource = request.resource
+        data = request.data if isinstance(request.data, dict) else {}
+        async with self._lock:
+            stored = self._stored(resource, request.namespace, request.name)
+            if stored is None:
+                raise kmock.KubernetesObjectNotFoundError()
+            current = stored.raw
+            meta = dict(data.get("metadata") or {})
+            wanted_rv = meta.pop("resourceVersion", None)
+            if wanted_rv and str(wanted_rv) != str(current["metadata"].get("resourceVersion")):
+                raise kmock.KubernetesError(
+                    status=409,
+                    reason="Conflict",
+                    message="the object has been modified; please apply your changes to the "
+                    "latest version and try again",
+                    details={},
+                )
+            if self._has_status_subresource(resource) and request.subresource == "status":
+                new = {**current, "status": data.get("status")}
+            else:
+                kept = ("uid", "creationTimestamp", "namespace", "generation", "resourceVersion")
+                meta.update({k: current["metadata"][k] for k in kept if k in current["metadata"]})
+                new = {**data, "metadata": meta}
+                if self._has_status_subresource(resource):
+                    new.pop("status", None)
+                    if "status" in current:
+                        new["status"] = current["status"]
+            stored.history.append(new)
+            await self._buses[resource].put({"type": "MODIFIED", "object": stored.raw})
+            return aiohttp.web.json_response(stored.raw)
+
     def _register_crd(self, crd: Mapping[str, Any]) -> None:
         spec = crd.get("spec", {})
         names = spec.get("names", {})
@@ -572,6 +616,7 @@ class KubeCluster(kmock.KubernetesEmulator):
         since = request.params.get("resourceVersion")
         if since and since != "0":
             if int(since) < self._compacted_rv:
+                self.expired_watches += 1
                 yield {
                     "type": "ERROR",
                     "object": {
@@ -677,7 +722,7 @@ class KubeCluster(kmock.KubernetesEmulator):
 
     async def compact(self) -> None:
         """Forget history: watches resuming from an older version get ``410 Gone``."""
-        self._compacted_rv = self._last_rv + 1
+        self._compacted_rv = self._last_rv
         for history in self._history.values():
             history.clear()
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from kmock_cluster import Call, ClusterThread, write_kubeconfig
 
 from kubemill.api.crd import CRD_KINDS, build_crd, crds
+from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
 
 T = TypeVar("T")
 
@@ -191,17 +192,48 @@ class Operator:
             self.process.wait(timeout=10)
 
 
+def rules_for(args: list[str]) -> list[Rule]:
+    """The RBAC rules `kubemill install` grants an operator started with ``args``."""
+    gang = next((a.split("=", 1)[1] for a in args if a.startswith("--gang-scheduler-name=")), None)
+    return operator_rules(
+        gang_scheduler=gang,
+        serve_upstream_groups="--serve-upstream-groups" in args,
+        clusterwide="--all-namespaces" in args
+        or not any(a.startswith("--namespace") for a in args),
+    )
+
+
+def resource_calls(calls: list[Call]) -> list[Call]:
+    """Calls on API resources (discovery of /api, /apis, /version needs no RBAC rule)."""
+    return [c for c in calls if c.plural is not None and not c.from_tests and c.user_agent]
+
+
+def unpermitted(calls: list[Call], rules: list[Rule]) -> list[str]:
+    """The calls ``rules`` do not allow, as ``verb group/resource`` strings."""
+    return sorted(
+        {
+            f"{c.verb} {c.group}/{c.resource}"
+            for c in resource_calls(calls)
+            if not permits(rules, group=c.group or "", resource=c.resource, verb=c.verb)
+        }
+    )
+
+
 @contextlib.contextmanager
 def running_operator(
     cluster: Cluster, workdir: Path, *args: str, name: str = "op"
 ) -> Iterator[Operator]:
     operator = Operator(cluster, workdir, *args, name=name)
+    first = len(cluster.calls())
     try:
         yield operator.start()
     finally:
         operator.stop()
         if operator.process is not None and operator.process.returncode not in (0, None):
             print(f"operator {name} exited with {operator.process.returncode}:\n{operator.log()}")
+    # Every request the operator made must be granted by the RBAC `kubemill install` writes.
+    missing = unpermitted(cluster.calls()[first:], rules_for(operator.args))
+    assert not missing, f"operator calls not covered by the install RBAC: {missing}"
 
 
 # --- acting as user and kubelet ------------------------------------------------------------

@@ -35,9 +35,10 @@ def main(
     serve_upstream_groups: Annotated[
         bool, typer.Option(help="Also reconcile kubeflow.org/v1 TFJob and PyTorchJob.")
     ] = False,
-    leader_elect: Annotated[
+    leader_election: Annotated[
         bool, typer.Option(help="Reconcile only while holding the Lease (several replicas).")
     ] = False,
+    lease_duration: Annotated[int, typer.Option(help="Lease duration in seconds.")] = 15,
     lease_name: Annotated[str, typer.Option()] = "kubemill-operator",
     lease_namespace: Annotated[str | None, typer.Option()] = None,
     identity: Annotated[str | None, typer.Option(help="This replica's name.")] = None,
@@ -63,8 +64,9 @@ def main(
             health_port=health_port or None,
             bind_address=bind_address,
             serve_upstream_groups=serve_upstream_groups,
-            leader_election=leader_elect,
+            leader_election=leader_election,
             lease_name=lease_name,
+            lease_duration_seconds=lease_duration,
             workers=workers,
             context=context,
             **extra,  # type: ignore[arg-type]

@@ -30,8 +30,6 @@ from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("kubemill.operator")
 
-LEASE_DURATION = 15
-
 
 class Runtime:
     """One operator process: created before kopf starts, started by kopf's startup hook."""
@@ -79,7 +77,7 @@ class Runtime:
                 name=self.settings.lease_name,
                 namespace=self.settings.lease_namespace,
                 identity=self.settings.identity,
-                lease_duration=LEASE_DURATION,
+                lease_duration=self.settings.lease_duration_seconds,
                 on_started=lambda: self._from_thread(self._lead),
                 on_stopped=lambda: self._from_thread(self._lost_lead),
             ).start()

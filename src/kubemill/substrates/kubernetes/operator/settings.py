@@ -75,6 +75,10 @@ class OperatorSettings:
     lease_name: str = "kubemill-operator"
     """Name of the Lease used for leader election."""
 
+    lease_duration_seconds: int = 15
+    """How long a Lease holds without renewal: the failover time when the leader dies
+    (renewed every ~1/7 of it, given up after ~2/3 of it without renewal)."""
+
     lease_namespace: str = field(
         default_factory=lambda: os.environ.get("POD_NAMESPACE", "kubemill-system")
     )
@@ -108,6 +112,8 @@ class OperatorSettings:
                 raise SettingsError(f"{name}: {port} is not a port number (0-65535)")
         if self.metrics_port and self.health_port and self.metrics_port == self.health_port:
             raise SettingsError("metrics_port and health_port must differ")
+        if self.lease_duration_seconds < 3:
+            raise SettingsError("lease_duration_seconds must be at least 3")
         if self.workers < 1 or self.api_concurrency < 1:
             raise SettingsError("workers and api_concurrency must be at least 1")
 
