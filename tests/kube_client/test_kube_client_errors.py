@@ -10,7 +10,7 @@ import yaml
 from kube_client_support import TOKEN, ClientClusterThread, closed_port, kmock_cluster, status_body
 
 from kubemill.api import load_one
-from kubemill.substrates.base import SubmitOptions, SubstrateError
+from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend
 from kubemill.substrates.kubernetes.client_errors import (
     AccessDenied,
@@ -88,6 +88,15 @@ def test_a_partial_install_names_the_missing_crd(
     with pytest.raises(CRDsNotInstalled, match=r"pytorchjobs\.kubemill\.dev not served") as exc:
         _submit(KubernetesBackend(kubeconfig=config))
     assert exc.value.missing == ["pytorchjobs.kubemill.dev"]
+    # What is installed keeps working; a missing job says what is not installed.
+    backend = KubernetesBackend(kubeconfig=config)
+    assert backend.list() == []
+    with pytest.raises(
+        JobNotFound, match=r"no TFJob or PyTorchJob .*\(pytorchjobs.kubemill.dev is not installed\)"
+    ):
+        backend.get("ddp")
+    with pytest.raises(CRDsNotInstalled, match=r"pytorchjobs\.kubemill\.dev not served"):
+        backend.get("pytorchjob/ddp")
 
 
 # --- RBAC ----------------------------------------------------------------------------------

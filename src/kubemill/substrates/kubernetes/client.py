@@ -81,6 +81,7 @@ WATCH_SECONDS = 300.0
 FINISH_GRACE = 5.0
 """After the job has finished, seconds to let log streams of still-running pods end."""
 USER_AGENT = f"kubemill/{__version__}"
+CONNECTION_POOL_SIZE = 64
 _PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
 _DROPPED_METADATA = (
     "uid",
@@ -169,6 +170,11 @@ def connect(*, kubeconfig: str | os.PathLike[str] | None, context: str | None) -
         if chosen:
             context = str(chosen.get("name") or "") or context
             namespace = str((chosen.get("context") or {}).get("namespace") or namespace)
+    # Following logs holds a connection per replica; urllib3 would open extra ones past the
+    # pool's size anyway, but warn about each.
+    configuration.connection_pool_maxsize = max(
+        configuration.connection_pool_maxsize or 0, CONNECTION_POOL_SIZE
+    )
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT
     return Connection(api_client, str(configuration.host), context, namespace)
@@ -608,7 +614,7 @@ class KubernetesBackend:
         found = _Found(kind, raw)
         self._submitted[found.uid] = time.monotonic()
         if not options.detach and self.operator_timeout:
-            found = self._until(found, done=_acted, deadline=None)
+            found = self._until(found, done=_acted, deadline=None, pods_suffice=True)
         return self._view(found, self._pods(found) if not options.detach else [])
 
     def _target_namespace(self, job: Job, namespace: str | None) -> str:
@@ -645,8 +651,8 @@ class KubernetesBackend:
                 item.setdefault("apiVersion", API_VERSION)
                 item.setdefault("kind", kind.kind)
                 objects.append(_Found(kind, item))
-        if missing:
-            self._require_crds(missing)
+        if len(missing) == len(KINDS):
+            self._require_crds(missing)  # none served: say so (a partial install lists the rest)
         pods_by_owner: dict[str, builtins.list[dict[str, Any]]] = {}
         if objects:
             for pod in self._list_pods(namespace, LABEL_JOB_NAME):
@@ -831,16 +837,21 @@ class KubernetesBackend:
                 f"namespace {namespace!r}; say which: {choices}"
             )
         if not found:
-            self._require_crds(missing)
+            unserved = self._unserved(missing)
+            if len(unserved) == len(kinds):
+                raise CRDsNotInstalled([k.resource for k in unserved], self.connection.server)
+            note = ""
+            if unserved:
+                note = f" ({', '.join(k.resource for k in unserved)} is not installed)"
             kinds_text = " or ".join(k.kind for k in kinds)
             raise JobNotFound(
-                f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name);"
-                f" `kubemill list -n {namespace}` shows the jobs there"
+                f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name)"
+                f"{note}; `kubemill list -n {namespace}` shows the jobs there"
             )
         return found[0]
 
-    def _require_crds(self, kinds: Iterable[_Kind]) -> None:
-        """Raise :class:`CRDsNotInstalled` if discovery does not list these kinds."""
+    def _unserved(self, kinds: Iterable[_Kind]) -> builtins.list[_Kind]:
+        """Those of ``kinds`` the cluster's discovery does not list (CRD not installed)."""
         request = Request("get", f"/apis/{GROUP}/{VERSION}")
         try:
             answer = self.http.json(request, "GET", f"/apis/{GROUP}/{VERSION}")
@@ -849,9 +860,13 @@ class KubernetesBackend:
             if exc.status != 404:
                 raise
             served = set()
-        missing = [k.resource for k in kinds if k.plural not in served]
+        return [k for k in kinds if k.plural not in served]
+
+    def _require_crds(self, kinds: Iterable[_Kind]) -> None:
+        """Raise :class:`CRDsNotInstalled` if discovery does not list these kinds."""
+        missing = self._unserved(kinds)
         if missing:
-            raise CRDsNotInstalled(missing, self.connection.server)
+            raise CRDsNotInstalled([k.resource for k in missing], self.connection.server)
 
     def _list_pods(self, namespace: str | None, selector: str) -> builtins.list[dict[str, Any]]:
         request = Request("list", "pods", "", namespace)
@@ -876,13 +891,18 @@ class KubernetesBackend:
     # --- watching a job ------------------------------------------------------------------
 
     def _until(
-        self, found: _Found, *, done: Callable[[Job], bool], deadline: float | None
+        self,
+        found: _Found,
+        *,
+        done: Callable[[Job], bool],
+        deadline: float | None,
+        pods_suffice: bool = False,
     ) -> _Found:
         """Watch ``found`` until ``done(job)`` or ``deadline``; check the operator acts.
 
         The check comes ``operator_timeout`` seconds after our own submit of the job (or
         after we started watching it): no condition by then, and no pod, means no operator
-        has picked it up.
+        has picked it up. ``pods_suffice``: pods found then also end the watch.
         """
         check_at = None
         if self.operator_timeout:
@@ -899,7 +919,7 @@ class KubernetesBackend:
                 if not job.status.conditions and not self._pods(found):
                     raise self._not_acting(found)
                 check_at = None
-                if done is _acted:
+                if pods_suffice:
                     return found  # pods exist: the operator is at work
             ends = [t for t in (deadline, check_at) if t is not None]
             seconds = min([WATCH_SECONDS, *(t - now for t in ends)])
