@@ -151,6 +151,7 @@ _FORBIDDEN = re.compile(
 def access_denied(request: Request, answer: ApiAnswer) -> AccessDenied:
     """The 401/403 error: which verb on which resource is missing, and how to get it."""
     said = f"{answer.status} {answer.reason}: {answer.message}".rstrip(": ")
+    asked = request.plural + (f"/{request.subresource}" if request.subresource else "")
     if answer.status == 401:
         return AccessDenied(
             f"the API server did not accept your credentials ({said}); log in again or fix "
@@ -160,35 +161,31 @@ def access_denied(request: Request, answer: ApiAnswer) -> AccessDenied:
             reason=answer.reason,
             api_message=answer.message,
             verb=request.verb,
-            resource=request.plural + (f"/{request.subresource}" if request.subresource else ""),
+            resource=asked,
             group=request.group,
         )
     match = _FORBIDDEN.search(answer.message)
-    verb = match.group("verb") if match else request.verb
-    resource = (
-        match.group("resource")
-        if match
-        else request.plural + (f"/{request.subresource}" if request.subresource else "")
-    )
-    group = (match.group("group") or "") if match and match.group("group") is not None else None
-    if group is None:
-        group = str(answer.details.get("group") or request.group)
-    namespace = match.group("namespace") if match and match.group("namespace") else None
-    if match is None:
-        namespace = request.namespace
+    if match:  # the RBAC authorizer's words name exactly what it checked
+        verb, resource, namespace = match["verb"], match["resource"], match["namespace"]
+        group = match["group"]
+        if group is None:
+            group = str(answer.details.get("group") or request.group)
+    else:  # refused in other words (an admission policy, ...): name what we asked for
+        verb, resource, namespace = request.verb, asked, request.namespace
+        group = request.group
+    full = f"{resource}.{group}" if group else resource
     where = f'in namespace "{namespace}"' if namespace else "at the cluster scope"
-    group_text = f'apiGroups: ["{group}"]'
+    role = "a Role or ClusterRole" if namespace else "a ClusterRole"
     hint = (
-        f"ask a cluster admin for a Role{' or ClusterRole' if namespace else ' (ClusterRole)'}"
-        f' {where} with {group_text}, resources: ["{resource}"], verbs: ["{verb}"]'
+        f'ask a cluster admin for {role} {where} with apiGroups: ["{group}"], '
+        f'resources: ["{resource}"], verbs: ["{verb}"]'
     )
-    if not namespace and request.namespace is None and verb in ("list", "watch"):
+    if namespace is None and verb in ("list", "watch"):
         hint += ", or name a namespace (`-n NAMESPACE`) you have access to"
-    hint += "; `kubectl auth can-i " + f"{verb} {resource}" + (f".{group}" if group else "")
-    hint += (f" -n {namespace}`" if namespace else "`") + " checks it"
+    can_i = f"kubectl auth can-i {verb} {full}" + (f" -n {namespace}" if namespace else "")
     return AccessDenied(
-        f'forbidden: you may not "{verb}" {resource}'
-        f"{'.' + group if group else ''} {where} (API: {said}); {hint}",
+        f'forbidden: you may not "{verb}" {full} {where} (API: {said}); {hint}; '
+        f"`{can_i}` checks it",
         request=request,
         status=answer.status,
         reason=answer.reason,
