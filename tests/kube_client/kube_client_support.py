@@ -232,8 +232,16 @@ class ClientClusterThread(kmock_cluster.ClusterThread):
     def install_crds(self, kinds: list[str] | None = None) -> None:
         self.cluster.install_crds(crds(kinds))
 
-    def answer(self, method: str, path: str, status: int, body: Mapping[str, Any]) -> Canned:
-        canned = Canned(method, path, status, body)
+    def answer(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        body: Mapping[str, Any],
+        *,
+        times: int = 1_000_000,
+    ) -> Canned:
+        canned = Canned(method, path, status, body, times=times)
         self.cluster.canned.append(canned)
         return canned
 

@@ -12,7 +12,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kube_client_support import ClientClusterThread, LogBook, Operator, later, running, terminated
+from kube_client_support import (
+    ClientClusterThread,
+    LogBook,
+    Operator,
+    later,
+    running,
+    status_body,
+    terminated,
+)
 
 from kubemill.api import load_one
 from kubemill.substrates import base
@@ -112,6 +120,22 @@ def test_wait_returns_when_the_job_succeeds(
     watches = [c for c in cluster.client_calls() if c.watch]
     assert watches, "wait watches the job rather than polling it"
     assert {c.params["fieldSelector"] for c in watches} == {"metadata.name=ddp"}
+
+
+def test_wait_starts_over_when_its_watch_is_too_old(
+    cluster: ClientClusterThread, backend: KubernetesBackend, operator: Operator, job: None
+) -> None:
+    gone = cluster.answer(
+        "GET",
+        r"/pytorchjobs$",
+        410,
+        status_body(410, "Expired", "too old resource version: 1 (42)"),
+        times=2,
+    )
+    succeed = ("Succeeded", "PyTorchJobSucceeded", "done")
+    with later(0.3, lambda: operator.set_conditions(PLURAL, NS, "ddp", succeed)):
+        assert backend.wait("ddp", timeout=30).phase == "Succeeded"
+    assert gone.hits == 2
 
 
 def test_wait_returns_the_unfinished_job_after_the_timeout(

@@ -955,14 +955,19 @@ class KubernetesBackend:
         if version:
             query.append(("resourceVersion", str(version)))
         request = Request("watch", found.kind.plural, GROUP, found.namespace)
-        # The read timeout ends a quiet watch on servers that ignore timeoutSeconds.
-        raw = self.http.send(
-            request,
-            "GET",
-            found.kind.path(found.namespace),
-            query=query,
-            timeout=(REQUEST_TIMEOUT[0], seconds),
-        )
+        try:
+            # The read timeout ends a quiet watch on servers that ignore timeoutSeconds.
+            raw = self.http.send(
+                request,
+                "GET",
+                found.kind.path(found.namespace),
+                query=query,
+                timeout=(REQUEST_TIMEOUT[0], seconds),
+            )
+        except KubeApiError as exc:
+            if exc.status == 410:
+                return None  # our resourceVersion is too old: the caller reads afresh
+            raise
         try:
             for line in _lines(raw):
                 event = json.loads(line)
