@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from operator_support import Cluster, Kubelet, Operator, running_cluster, running_operator
 
 # --- fixtures ------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the RBAC usage check last: it reads the calls of every other operator test."""
+    items.sort(key=lambda item: item.path == Path(__file__).with_name("test_rbac.py"))
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
 from operator_jobs import pytorchjob, tfjob
 from operator_support import (
     Cluster,
@@ -356,28 +357,45 @@ def test_suspend_deletes_the_pods_and_resume_creates_them_again_with_a_new_start
     assert job["status"]["startTime"] >= first_start
 
 
+@pytest.mark.parametrize(
+    ("kind", "upstream"),
+    [
+        pytest.param("TFJob", False, id="tfjob"),
+        pytest.param("PyTorchJob", False, id="pytorchjob"),
+        pytest.param("TFJob", True, id="kubeflow-tfjob"),
+        pytest.param("PyTorchJob", True, id="kubeflow-pytorchjob"),
+    ],
+)
 def test_ttl_after_finished_deletes_the_job_and_its_children_go_with_it(
-    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+    cluster: Cluster,
+    operator: Operator,
+    namespace: str,
+    kubelet: Kubelet,
+    kind: str,
+    upstream: bool,
 ) -> None:
     run_policy = {"ttlSecondsAfterFinished": 1}
-    created = cluster.create(
-        job_path("TFJob", namespace), tfjob("ttl", workers=0, run_policy=run_policy)
-    )
-    wait_pods(cluster, namespace, {"ttl-chief-0"})
-    kubelet.set("ttl-chief-0", "Succeeded", container="tensorflow", exit_code=0)
-    path = job_path("TFJob", namespace, "ttl")
+    api_version = "kubeflow.org/v1" if upstream else "kubemill.dev/v1"
+    if kind == "TFJob":
+        manifest = tfjob("ttl", workers=0, run_policy=run_policy, api_version=api_version)
+        first, container = "ttl-chief-0", "tensorflow"
+    else:
+        manifest = pytorchjob("ttl", workers=0, run_policy=run_policy, api_version=api_version)
+        first, container = "ttl-master-0", "pytorch"
+    created = cluster.create(job_path(kind, namespace, upstream=upstream), manifest)
+    wait_pods(cluster, namespace, {first})
+    kubelet.set(first, "Succeeded", container=container, exit_code=0)
+    path = job_path(kind, namespace, "ttl", upstream=upstream)
     eventually(lambda: cluster.get_or_none(path) is None, what="the job deleted by its TTL")
-    deletes = [
-        c
-        for c in cluster.operator_calls(namespace=namespace)
-        if c.method == "DELETE" and c.plural == "tfjobs"
-    ]
+    calls = cluster.operator_calls(namespace=namespace)
+    deletes = [c for c in calls if c.method == "DELETE" and c.group == api_version.split("/")[0]]
     assert [
         (c.name, c.body.get("preconditions"), c.body.get("propagationPolicy")) for c in deletes
     ] == [("ttl", {"uid": created["metadata"]["uid"]}, "Background")]
+    assert {c.path for c in calls if c.method == "PATCH"} == {f"{path}/status"}
     # The cluster's garbage collector removes what the job owned.
     eventually(lambda: pods_of(cluster, namespace) == {}, what="children collected")
-    assert event_reasons(cluster, namespace)["TFJobSucceeded"] == 1
+    assert event_reasons(cluster, namespace)[f"{kind}Succeeded"] == 1
 
 
 def test_upstream_kubeflow_jobs_are_served_with_children_owned_by_the_upstream_object(

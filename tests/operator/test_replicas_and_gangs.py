@@ -1,0 +1,144 @@
+"""Several operator replicas (Lease leader election) and gang scheduling with volcano."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from operator_jobs import tfjob
+from operator_support import (
+    Cluster,
+    Kubelet,
+    Operator,
+    eventually,
+    is_true,
+    job_path,
+    running_cluster,
+    running_operator,
+    summarize,
+)
+
+LEADER_ARGS = (
+    "--all-namespaces",
+    "--leader-election",
+    "--lease-namespace=kubemill-system",
+    "--lease-duration=3",
+)
+
+
+def reporters(cluster: Cluster, namespace: str) -> Counter[str]:
+    """Which operator replica posted the events in ``namespace``."""
+    events = cluster.list(f"/api/v1/namespaces/{namespace}/events")
+    return Counter(e["reportingInstance"] for e in events)
+
+
+def leading(operator: Operator) -> bool:
+    return bool(operator.probe()["kubemill"]["leading"])
+
+
+def test_two_replicas_act_as_one_and_the_follower_takes_over_when_the_leader_dies(
+    tmp_path: Path,
+) -> None:
+    with running_cluster() as cluster:
+        cluster.create("/api/v1/namespaces", {"metadata": {"name": "kubemill-system"}})
+        with running_operator(cluster, tmp_path, *LEADER_ARGS, name="alpha") as alpha:
+            eventually(lambda: leading(alpha), what="alpha leading")
+            with running_operator(cluster, tmp_path, *LEADER_ARGS, name="beta") as beta:
+                assert not leading(beta)
+                first = cluster.namespace()
+                cluster.create(job_path("TFJob", first), tfjob("one", workers=3))
+                eventually(
+                    lambda: is_true(cluster.get(job_path("TFJob", first, "one")), "Created"),
+                    what="Created",
+                )
+                eventually(lambda: reporters(cluster, first)["alpha"] == 9, what="all events")
+                calls = cluster.operator_calls(namespace=first)
+                posts = Counter(c.body["metadata"]["name"] for c in calls if c.resource == "pods")
+                assert set(posts.values()) == {1}, summarize(calls)  # nobody created twice
+                assert reporters(cluster, first) == {"alpha": 9}
+                assert not leading(beta)
+
+                alpha.kill()  # no goodbye: beta waits for the Lease to expire
+                eventually(lambda: leading(beta), what="beta taking over")
+                lease = cluster.get(
+                    "/apis/coordination.k8s.io/v1/namespaces/kubemill-system/leases/"
+                    "kubemill-operator"
+                )
+                assert lease["spec"]["holderIdentity"] == "beta"
+                second = cluster.namespace()
+                cluster.create(job_path("TFJob", second), tfjob("two", workers=1))
+                eventually(
+                    lambda: is_true(cluster.get(job_path("TFJob", second, "two")), "Created"),
+                    what="Created by beta",
+                )
+                eventually(lambda: reporters(cluster, second) == {"beta": 5}, what="beta's events")
+                # beta re-reconciled the first job from its own warm cache: nothing to write.
+                late = [c for c in cluster.operator_calls(namespace=first) if c.is_write]
+                assert late == [c for c in calls if c.is_write], summarize(late)
+
+
+VOLCANO_PODGROUP_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {
+        "group": "scheduling.volcano.sh",
+        "scope": "Namespaced",
+        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+        "versions": [
+            {"name": "v1beta1", "served": True, "storage": True, "subresources": {"status": {}}}
+        ],
+    },
+}
+
+
+def test_volcano_gang_a_pod_group_first_pods_once_it_is_admitted_and_gone_when_done(
+    tmp_path: Path,
+) -> None:
+    with running_cluster() as cluster:
+        cluster.create(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", VOLCANO_PODGROUP_CRD
+        )
+        args = ("--all-namespaces", "--gang-scheduler-name=volcano")
+        with running_operator(cluster, tmp_path, *args):
+            namespace = cluster.namespace()
+            kubelet = Kubelet(cluster, namespace)
+            run_policy = {"schedulingPolicy": {"minAvailable": 2, "queue": "research"}}
+            manifest = tfjob("gang", workers=2, run_policy=run_policy)
+            cluster.create(job_path("TFJob", namespace), manifest)
+            groups = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups"
+            group = eventually(lambda: cluster.get_or_none(f"{groups}/gang"), what="PodGroup")
+            assert group["spec"]["minMember"] == 2
+            assert group["spec"]["queue"] == "research"
+            assert group["metadata"]["ownerReferences"][0]["name"] == "gang"
+            pods_url = f"/api/v1/namespaces/{namespace}/pods"
+            assert cluster.list(pods_url) == []  # volcano has not admitted the group yet
+
+            # Acting as volcano: the group is admitted.
+            cluster.patch(f"{groups}/gang/status", {"status": {"phase": "Inqueue"}})
+            names = {"gang-chief-0", "gang-worker-0", "gang-worker-1"}
+            pods = eventually(
+                lambda: (
+                    (p := {x["metadata"]["name"]: x for x in cluster.list(pods_url)})
+                    and set(p) == names
+                    and p
+                ),
+                what="pods after admission",
+            )
+            for pod in pods.values():
+                assert pod["spec"]["schedulerName"] == "volcano"
+                assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "gang"
+            for name in sorted(names):
+                kubelet.set(name, "Running", container="tensorflow")
+            kubelet.set("gang-chief-0", "Succeeded", container="tensorflow", exit_code=0)
+            eventually(
+                lambda: is_true(cluster.get(job_path("TFJob", namespace, "gang")), "Succeeded")
+            )
+            eventually(lambda: cluster.get_or_none(f"{groups}/gang") is None, what="group gone")
+            group_calls = [
+                (c.method, c.status)
+                for c in cluster.operator_calls(namespace=namespace)
+                if c.plural == "podgroups" and c.is_write
+            ]
+            assert group_calls == [("POST", 201), ("DELETE", 200)]
