@@ -605,7 +605,8 @@ class KubernetesBackend:
             if exc.status == 409:
                 raise JobExists(
                     f"a {job.KIND} named {job.name!r} already exists in namespace "
-                    f"{namespace!r}; delete it first (`kubemill delete {job.name}`) or "
+                    f"{namespace!r}; delete it first (`kubemill delete {job.name} -n "
+                    f"{namespace}`) or "
                     f"choose another metadata.name (API: {exc.status} {exc.reason})"
                 ) from exc
             if exc.status == 404:
