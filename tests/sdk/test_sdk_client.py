@@ -191,8 +191,12 @@ def test_interrupt_records_interrupted(client: JobClient) -> None:
     assert view.replicas[0].phase == "Stopped"
 
 
-def test_kubernetes_is_not_available_yet_and_substrates_plug_in() -> None:
-    with pytest.raises(SubstrateError, match="kubernetes substrate is not available"):
+def test_kubernetes_needs_a_cluster_and_substrates_plug_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    with pytest.raises(SubstrateError, match="no kubeconfig found"):
         JobClient("kubernetes")
     with pytest.raises(SubstrateError, match="unknown substrate 'mars'"):
         JobClient("mars")
