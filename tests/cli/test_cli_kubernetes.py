@@ -16,7 +16,6 @@ from cli_support import lines, pytorch_job, write_manifest
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-from kubemill.sdk import BACKENDS
 
 # tests/kube_client and tests/operator are no packages: import from their directories.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
@@ -26,12 +25,6 @@ from kube_client_support import (
     Operator,
     kmock_cluster,
     running,
-)
-
-pytestmark = pytest.mark.skipif(
-    getattr(BACKENDS["kubernetes"], "__name__", "") == "_kubernetes"
-    and BACKENDS["kubernetes"].__module__ == "kubemill.sdk.backends",
-    reason="the SDK does not serve the kubernetes substrate yet (kubemill.sdk.backends stub)",
 )
 
 

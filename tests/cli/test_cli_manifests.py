@@ -289,11 +289,6 @@ def test_operator_help_is_the_operators_own(runner: CliRunner) -> None:
         assert option in result.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="install.operator_args passes --leader-election; the operator's option is "
-    "--leader-elect (remove this mark once they agree)",
-)
 def test_operator_accepts_the_arguments_install_gives_it(runner: CliRunner) -> None:
     """The Deployment of `install --print` runs `kubemill operator ARGS`: every ARG must parse.
 
