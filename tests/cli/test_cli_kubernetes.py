@@ -8,6 +8,8 @@ their statuses, logs and the job's conditions) and checks what the CLI shows.
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from kube_client_support import (
     Operator,
     kmock_cluster,
     running,
+    terminated,
 )
 
 
@@ -112,3 +115,86 @@ def test_missing_crds_say_to_install(
     assert result.exit_code == 1
     assert len(result.stderr.splitlines()) == 1
     assert "kubemill install" in result.stderr
+
+
+def _play_operator_and_kubelet(cluster: ClientClusterThread, *, worker_exit: int) -> None:
+    """Once the job exists: pods Running with logs, then the worker ends and the job with it."""
+    job_path = "/apis/kubemill.dev/v1/namespaces/default/pytorchjobs/fg"
+    deadline = time.monotonic() + 30
+    while cluster.get_or_none(job_path) is None:
+        assert time.monotonic() < deadline, "the CLI never created the job"
+        time.sleep(0.02)
+    operator = Operator(cluster)
+    operator.create_pods("pytorchjobs", "default", "fg")
+    operator.set_conditions(
+        "pytorchjobs", "default", "fg", ("Created", "PyTorchJobCreated", "created")
+    )
+    books = {}
+    for pod, ip in (("fg-master-0", "10.1.0.7"), ("fg-worker-0", "10.1.0.8")):
+        books[pod] = operator.start_log("default", pod, "pytorch")
+        operator.pod_status("default", pod, running("pytorch", ip=ip))
+    operator.set_conditions(
+        "pytorchjobs",
+        "default",
+        "fg",
+        ("Created", "PyTorchJobCreated", "created"),
+        ("Running", "PyTorchJobRunning", "running"),
+    )
+    books["fg-master-0"].write("master says hi")
+    books["fg-worker-0"].write("worker says hi")
+    for book in books.values():
+        book.end()
+    operator.pod_status(
+        "default", "fg-worker-0", terminated("pytorch", exit_code=worker_exit, ip="10.1.0.8")
+    )
+    operator.pod_status("default", "fg-master-0", terminated("pytorch", exit_code=0, ip="10.1.0.7"))
+    final = (
+        ("Succeeded", "PyTorchJobSucceeded", "PyTorchJob default/fg successfully completed.")
+        if worker_exit == 0
+        else ("Failed", "PyTorchJobFailed", "worker-0 exited with code 3")
+    )
+    operator.set_conditions(
+        "pytorchjobs", "default", "fg", ("Created", "PyTorchJobCreated", "created"), final
+    )
+
+
+@pytest.mark.parametrize(
+    ("worker_exit", "code", "outcome"),
+    [
+        pytest.param(0, 0, "PyTorchJob fg Succeeded", id="succeeded"),
+        pytest.param(3, 1, "PyTorchJob fg Failed (PyTorchJobFailed): worker-0 exited", id="failed"),
+    ],
+)
+def test_foreground_run_follows_the_cluster(
+    runner: CliRunner,
+    tmp_path: Path,
+    cluster: ClientClusterThread,
+    worker_exit: int,
+    code: int,
+    outcome: str,
+) -> None:
+    kubeconfig = _kubeconfig(tmp_path, cluster)
+    manifest = write_manifest(tmp_path, pytorch_job("fg", master="print('m')", worker="print('w')"))
+    errors: list[BaseException] = []
+
+    def play() -> None:
+        try:
+            _play_operator_and_kubelet(cluster, worker_exit=worker_exit)
+        except BaseException as exc:
+            errors.append(exc)
+
+    player = threading.Thread(target=play)
+    player.start()
+    try:
+        result = runner.invoke(
+            app,
+            ["--substrate", "kubernetes", "--kubeconfig", str(kubeconfig), "run", str(manifest)],
+        )
+    finally:
+        player.join(timeout=60)
+    assert not errors, errors
+    assert result.exit_code == code, result.output
+    assert "master-0 | master says hi" in result.stdout
+    assert "worker-0 | worker says hi" in result.stdout
+    assert outcome in lines(result.stdout)[-2]
+    assert "kubemill --substrate kubernetes" in lines(result.stdout)[-1]
