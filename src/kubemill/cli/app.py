@@ -5,8 +5,8 @@ fast. Each command imports what it needs (rich, the SDK, the api models, the
 kubernetes renderer) inside its body.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer would evaluate every annotation
+# from its string form (a compile() each) on every start, `--help` included.
 import functools
 import sys
 from collections.abc import Callable
