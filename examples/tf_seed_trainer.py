@@ -15,8 +15,9 @@ use: every process builds the cluster from the flags and starts a ``tf.distribut
 - A PS holds the variables and serves until every worker is done.
 - Each worker builds the same graph; ``replica_device_setter`` puts the variables on the
   PS and the computation on the worker itself. Worker 0 initialises the variables; the
-  others wait for that. Each worker trains on its own shard of the digits data set and
-  updates the shared variables, until the shared ``global_step`` reaches ``--steps``.
+  others wait for that, and all of them wait until every worker has joined. Each worker
+  trains on its own shard of the digits data set and updates the shared variables, until
+  the shared ``global_step`` reaches ``--steps``.
   Worker 0 then reports the test accuracy; the job succeeds when worker 0 does.
 """
 
@@ -26,6 +27,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from cluster_watch import log, wait_until_gone
 
@@ -47,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--wait_for_workers",
         type=float,
         default=600.0,
-        help="seconds a PS waits for the first worker before giving up",
+        help="seconds to wait for the workers (PS: the first one; workers: all) to join",
     )
     return parser.parse_args(argv)
 
@@ -99,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
 def train(
     role: str,
     args: argparse.Namespace,
-    cluster: object,
-    server: object,
-    session_config: object,
+    cluster: Any,
+    server: Any,
+    session_config: Any,
     *,
     n_workers: int,
 ) -> int:
@@ -132,6 +134,11 @@ def train(
             w2 = tf.compat.v1.get_variable("w2", [args.hidden, 10], initializer=init)
             b2 = tf.compat.v1.get_variable("b2", [10], initializer=tf.zeros_initializer())
             global_step = tf.compat.v1.train.get_or_create_global_step()
+            # Counts the workers that have joined, so that they start training together.
+            workers_ready = tf.compat.v1.get_variable(
+                "workers_ready", [], tf.int64, tf.zeros_initializer(), trainable=False
+            )
+            join = tf.compat.v1.assign_add(workers_ready, 1)
             logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
             loss = tf.reduce_mean(
                 tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
@@ -143,7 +150,7 @@ def train(
             init_op = tf.compat.v1.global_variables_initializer()
         log(role, f"variables on {sorted({v.device for v in tf.compat.v1.global_variables()})}")
 
-        with tf.compat.v1.Session(server.target, config=session_config) as session:  # type: ignore[attr-defined]
+        with tf.compat.v1.Session(server.target, config=session_config) as session:
             if args.task_index == 0:
                 session.run(init_op)
                 log(role, "initialised the shared variables")
@@ -152,6 +159,14 @@ def train(
                 while len(session.run(not_ready)) > 0:
                     time.sleep(0.2)
                 log(role, "shared variables are ready")
+            session.run(join)
+            deadline = time.monotonic() + args.wait_for_workers
+            while (joined := session.run(workers_ready)) < n_workers:
+                if time.monotonic() > deadline:
+                    log(role, f"error: only {joined} of {n_workers} workers joined")
+                    return 1
+                time.sleep(0.1)
+            log(role, f"all {n_workers} workers joined; training")
 
             rng = np.random.default_rng(args.task_index)
             first_loss: float | None = None

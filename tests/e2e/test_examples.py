@@ -190,9 +190,12 @@ def test_tf_seed_style_flags_come_from_the_tf_variables(cli: Cli) -> None:
     finished = [m for line in worker0 if (m := SEED_DONE.match(line))]
     assert finished, worker0
     assert int(finished[0][1]) >= 200 and float(finished[0][2]) >= 0.8, finished[0][0]
-    # Both workers trained the same shared model: worker 1 took steps too.
+    # Both workers trained the one shared model: worker 1 found it initialised by worker 0,
+    # and both started training once both had joined.
     worker1 = replica_log(cli, "tf-seed-style", "worker-1")
-    assert any("shared variables are ready" in line for line in worker1), worker1
+    assert "[worker-1] shared variables are ready" in worker1, worker1
+    for replica, lines in (("worker-0", worker0), ("worker-1", worker1)):
+        assert f"[{replica}] all 2 workers joined; training" in lines, lines
     assert_nothing_left_running(cli)
 
 
