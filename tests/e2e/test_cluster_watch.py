@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
-from conftest import EXAMPLES
+from e2e_support import EXAMPLES
 
 
 def load_cluster_watch() -> ModuleType:
