@@ -8,8 +8,9 @@ inside kopf's per-object handler tasks, not from the operator's reconcile worker
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-import uuid
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, KubeApi, O
 logger = logging.getLogger("kubemill.operator")
 
 COMPONENT = "kubemill-operator"
+_SEQUENCE = itertools.count()
 MAX_QUEUED = 10_000
 """Events waiting to be posted beyond this are dropped (and logged): the operator must not
 grow without bound when the API server refuses events."""
@@ -40,7 +42,8 @@ def build_event(
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}",
+            # As client-go names them: the object's name and a unique hex suffix.
+            "name": f"{meta.get('name')}.{time.time_ns():x}{next(_SEQUENCE):x}",
             "namespace": meta.get("namespace"),
         },
         "involvedObject": {
