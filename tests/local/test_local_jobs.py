@@ -108,6 +108,24 @@ def test_worker_exiting_3_under_never_fails_the_job_and_names_the_worker(
     assert not procinfo.group_members(master.pid or -1)
 
 
+def test_a_replica_that_exits_0_when_stopped_is_shown_succeeded_not_stopped(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # The worker finishes cleanly on SIGTERM (as a server that shuts down gracefully does):
+    # it was not cut off, so it is recorded as Succeeded.
+    graceful = (
+        "import signal, sys, time; "
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+        "print('up', flush=True); time.sleep(120)"
+    )
+    master = WAIT_FOR.format(path="worker-up") + "print('master done')"
+    worker = f"open('worker-up', 'w').close(); exec({graceful!r})"
+    view = run(backend, pytorch_job("graceful", master=master, worker=worker), tmp_path)
+    assert view.phase == "Succeeded"
+    stopped = replica(view, "worker-0")
+    assert (stopped.phase, stopped.exit_code) == ("Succeeded", 0)
+
+
 def test_on_failure_restarts_in_place_and_counts_against_backoff_limit(
     backend: LocalBackend, tmp_path: Path
 ) -> None:

@@ -525,7 +525,9 @@ class Supervisor:
         s = pod.state
         phase: str = s.phase
         reason, message = s.reason, s.message
-        if pod.deleting and not pod.alive and pod.stopped_running:
+        # A replica that exited 0 on its own while being stopped (it was finishing anyway)
+        # succeeded; only one that the stop actually ended is shown as Stopped.
+        if pod.deleting and not pod.alive and pod.stopped_running and s.phase != "Succeeded":
             phase, reason, message = "Stopped", "Stopped", pod.stop_reason
         return replace(
             self.records[name],
