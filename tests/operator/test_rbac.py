@@ -13,7 +13,7 @@ from operator_support import ALL_OPERATOR_CALLS, resource_calls
 
 from kubemill.substrates.kubernetes.install import operator_rules
 
-SUITE = ("test_lifecycle", "test_resilience", "test_replicas_and_gangs")
+SUITE = ("test_lifecycle", "test_resilience", "test_modes")
 
 
 def test_every_permission_the_install_grants_is_used_by_the_operator(

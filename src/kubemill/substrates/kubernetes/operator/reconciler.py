@@ -299,7 +299,7 @@ class Reconciler:
         memory: _Memory,
     ) -> None:
         owner = Owner.of(job, api_version=resource.api_version)
-        steps, status_events = _pair_events(result.actions)
+        steps, status_events = pair_events(result.actions)
         pods = {p.name: p for p in self._caches.children("pods", (job.namespace, job.name))}
 
         failures: list[ApiError] = []
@@ -450,7 +450,7 @@ def coalesce_events(events: Iterable[RecordEvent]) -> list[tuple[EventType, str,
     return [(type_, reason, "; ".join(messages)) for (type_, reason), messages in grouped.items()]
 
 
-def _pair_events(
+def pair_events(
     actions: Iterable[Action],
 ) -> tuple[list[tuple[Action, list[RecordEvent]]], list[RecordEvent]]:
     """Split the core's actions into (action, its event) steps and the status's own events.

@@ -84,8 +84,12 @@ class OperatorSettings:
     )
     """Namespace of the Lease (default: ``$POD_NAMESPACE``, else ``kubemill-system``)."""
 
-    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    """This replica's name in the Lease and in the Events it posts."""
+    identity: str = field(
+        default_factory=lambda: (
+            os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        )
+    )
+    """This replica's name in the Lease and in the Events it posts (``$POD_NAME`` in a pod)."""
 
     workers: int = 16
     """How many jobs are reconciled at the same time."""

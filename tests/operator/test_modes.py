@@ -1,4 +1,4 @@
-"""Several operator replicas (Lease leader election) and gang scheduling with volcano."""
+"""Ways to run the operator: several replicas (Lease), volcano gangs, namespaced scope."""
 
 from __future__ import annotations
 
@@ -142,3 +142,21 @@ def test_volcano_gang_a_pod_group_first_pods_once_it_is_admitted_and_gone_when_d
                 if c.plural == "podgroups" and c.is_write
             ]
             assert group_calls == [("POST", 201), ("DELETE", 200)]
+
+
+def test_a_namespaced_operator_watches_and_touches_only_its_namespaces(tmp_path: Path) -> None:
+    with running_cluster() as cluster:
+        mine, other = cluster.namespace(), cluster.namespace()
+        cluster.create(job_path("TFJob", other), tfjob("elsewhere", workers=1))
+        with running_operator(cluster, tmp_path, f"--namespace={mine}") as operator:
+            cluster.create(job_path("TFJob", mine), tfjob("here", workers=1))
+            eventually(
+                lambda: is_true(cluster.get(job_path("TFJob", mine, "here")), "Created"),
+                what="the job in its namespace",
+            )
+            assert cluster.list(f"/api/v1/namespaces/{other}/pods") == []
+            assert not cluster.get(job_path("TFJob", other, "elsewhere")).get("status")
+            calls = [c for c in cluster.calls() if c.plural and not c.from_tests]
+            # Every list and watch is scoped to the namespace: a Role there is enough.
+            assert {c.namespace for c in calls} == {mine}, summarize(calls)
+            assert operator.probe()["kubemill"]["leading"]
