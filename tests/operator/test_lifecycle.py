@@ -461,3 +461,29 @@ def test_metrics_count_jobs_and_reconciles_and_health_reports_the_leader(
     assert grew('kubemill_reconcile_duration_seconds_count{kind="TFJob"}') >= 2
     assert operator.metrics()["kubemill_leader"] == 1
     assert operator.probe()["kubemill"] == {"leading": True, "queued": 0}
+
+
+def test_scaling_workers_down_removes_the_extra_replica_and_up_adds_it_again(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    cluster.create(job_path("PyTorchJob", namespace), pytorchjob("sc", workers=2))
+    path = job_path("PyTorchJob", namespace, "sc")
+    names = {"sc-master-0", "sc-worker-0", "sc-worker-1"}
+    wait_pods(cluster, namespace, names)
+    eventually(lambda: services_of(cluster, namespace) == names, what="services")
+
+    cluster.patch(path, {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}})
+    wait_pods(cluster, namespace, names - {"sc-worker-1"})
+    eventually(lambda: services_of(cluster, namespace) == names - {"sc-worker-1"})
+    # Only the extra replica goes; the pods that stay are not restarted (as upstream).
+    deleted = [
+        (c.plural, c.name)
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "DELETE"
+    ]
+    assert sorted(deleted) == [("pods", "sc-worker-1"), ("services", "sc-worker-1")]
+
+    cluster.patch(path, {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})
+    pods = wait_pods(cluster, namespace, names)
+    env = {e["name"]: e["value"] for e in pods["sc-worker-1"]["spec"]["containers"][0]["env"]}
+    assert env["WORLD_SIZE"] == "3" and env["RANK"] == "2"

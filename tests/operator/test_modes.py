@@ -160,3 +160,42 @@ def test_a_namespaced_operator_watches_and_touches_only_its_namespaces(tmp_path:
             # Every list and watch is scoped to the namespace: a Role there is enough.
             assert {c.namespace for c in calls} == {mine}, summarize(calls)
             assert operator.probe()["kubemill"]["leading"]
+
+
+SCHEDULER_PLUGINS_PODGROUP_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "spec": {
+        "group": "scheduling.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+        "versions": [
+            {"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}}}
+        ],
+    },
+}
+
+
+def test_scheduler_plugins_gang_labels_pods_with_their_pod_group_without_waiting(
+    tmp_path: Path,
+) -> None:
+    with running_cluster() as cluster:
+        crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        cluster.create(crds, SCHEDULER_PLUGINS_PODGROUP_CRD)
+        args = ("--all-namespaces", "--gang-scheduler-name=scheduler-plugins")
+        with running_operator(cluster, tmp_path, *args):
+            namespace = cluster.namespace()
+            run_policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 60}}
+            cluster.create(
+                job_path("TFJob", namespace), tfjob("co", workers=1, run_policy=run_policy)
+            )
+            groups = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+            group = eventually(lambda: cluster.get_or_none(f"{groups}/co"), what="PodGroup")
+            assert group["spec"]["minMember"] == 2
+            assert group["spec"]["scheduleTimeoutSeconds"] == 60
+            pods_url = f"/api/v1/namespaces/{namespace}/pods"
+            pods = eventually(lambda: len(p := cluster.list(pods_url)) == 2 and p, what="pods")
+            for pod in pods:
+                assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "co"
+                assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
