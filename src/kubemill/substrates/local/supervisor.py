@@ -7,8 +7,8 @@ rows to SQLite only when they changed. Actions map as follows:
 
 - ``CreatePod`` starts the replica's process (:class:`~.kubelet.ReplicaPod`);
 - ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
-- services and PodGroups need nothing locally (they are remembered so the core sees
-  them as existing);
+- there are no services locally (replicas reach each other on 127.0.0.1 ports), so the
+  local Plan asks for none; a PodGroup is admitted at once (no scheduler to wait for);
 - ``DeleteJob`` (ttlSecondsAfterFinished) stops everything and removes the job;
 - ``RecordEvent`` goes to the events table.
 
@@ -45,11 +45,9 @@ from kubemill.core import (
     Action,
     CreatePod,
     CreatePodGroup,
-    CreateService,
     DeleteJob,
     DeletePod,
     DeletePodGroup,
-    DeleteService,
     Observed,
     ObservedPodGroup,
     ReconcileOptions,
@@ -118,7 +116,9 @@ def plan_local(
     environments: Mapping[str, Environment],
 ) -> Prepared:
     """Plan ``job`` on ``network`` and check every replica can start (raises if not)."""
-    plan = plan_for(job, network)
+    # Replicas reach each other on 127.0.0.1 ports: no services locally, and so no
+    # "created service" events that would claim otherwise.
+    plan = replace(plan_for(job, network), services=False)
     network.reserve_plan(plan)
     specs = prepare(job, plan, ctx=ctx, environments=environments)
     return Prepared(job, plan, specs, network, ctx, dict(environments))
@@ -160,7 +160,6 @@ class Supervisor:
         self.options = options or SupervisorOptions()
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
-        self.services: set[str] = set()
         self.pod_group: ObservedPodGroup | None = None
         self.records: dict[str, ReplicaRecord] = {}
         self.job_status = JobStatus()
@@ -296,10 +295,6 @@ class Supervisor:
             pod = self.pods.get(action.name)
             if pod is not None:
                 pod.terminate(now, reason=action.reason)
-        elif isinstance(action, CreateService):
-            self.services.add(action.name)
-        elif isinstance(action, DeleteService):
-            self.services.discard(action.name)
         elif isinstance(action, CreatePodGroup):
             # No scheduler to wait for locally: the gang is admitted at once.
             self.pod_group = ObservedPodGroup(name=action.name, phase="Running")
@@ -393,9 +388,7 @@ class Supervisor:
         for name, pod in self.pods.items():
             rep = self.prepared.plan.replica(name)
             pods.append(pod.observed(rep.replica_type, rep.index))
-        return Observed(
-            pods=tuple(pods), services=frozenset(self.services), pod_group=self.pod_group
-        )
+        return Observed(pods=tuple(pods), pod_group=self.pod_group)
 
     def _request(self, now: float) -> str | None:
         with self._lock:
