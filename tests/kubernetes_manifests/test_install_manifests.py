@@ -95,7 +95,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         {
             "apiGroups": ["kubemill.dev"],
             "resources": ["tfjobs", "pytorchjobs"],
-            "verbs": ["get", "list", "watch", "delete"],
+            "verbs": ["list", "watch", "delete"],
         },
         {
             "apiGroups": ["kubemill.dev"],
@@ -105,19 +105,14 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         {
             "apiGroups": [""],
             "resources": ["pods"],
-            "verbs": ["get", "list", "watch", "create", "delete"],
+            "verbs": ["list", "watch", "create", "delete"],
         },
         {
             "apiGroups": [""],
             "resources": ["services"],
-            "verbs": ["get", "list", "watch", "create", "delete"],
+            "verbs": ["list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        {
-            "apiGroups": ["apiextensions.k8s.io"],
-            "resources": ["customresourcedefinitions"],
-            "verbs": ["list", "watch"],
-        },
     ]
     lease = next(
         o
@@ -177,7 +172,7 @@ def test_gang_scheduling_adds_pod_groups_of_its_api(gang: str, group: str) -> No
     assert {
         "apiGroups": [group],
         "resources": ["podgroups"],
-        "verbs": ["get", "list", "watch", "create", "delete"],
+        "verbs": ["list", "watch", "create", "delete"],
     } in rules
     assert not permits(operator_rules(), group=group, resource="podgroups", verb="create")
     args = install_manifests(gang_scheduler=gang)[-1]["spec"]["template"]["spec"]["containers"][0][
@@ -201,6 +196,10 @@ def test_upstream_groups_add_kubeflow_jobs() -> None:
     ("group", "resource", "verb", "allowed"),
     [
         pytest.param("", "pods", "create", True, id="create-pod"),
+        pytest.param("", "pods", "get", False, id="no-pod-get-the-cache-has-them"),
+        pytest.param(
+            "apiextensions.k8s.io", "customresourcedefinitions", "list", False, id="no-crd-scan"
+        ),
         pytest.param("", "pods", "delete", True, id="delete-pod"),
         pytest.param("", "pods", "patch", False, id="no-pod-patch"),
         pytest.param("", "pods/log", "get", False, id="no-logs"),

@@ -34,6 +34,4 @@ def test_every_permission_the_install_grants_is_used_by_the_operator(
         for verb in rule.verbs
         if (group, resource, verb) not in used
     )
-    if unused:
-        # Known and reported: these grants belong to kubemill.substrates.kubernetes.install.
-        pytest.xfail(f"granted but never used by the operator: {unused}")
+    assert not unused, f"granted but never used by the operator: {unused}"

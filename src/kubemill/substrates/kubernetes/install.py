@@ -12,7 +12,9 @@ it makes against the same list, so a permission is added here or the call fails.
 
 Scope: without ``watch_namespaces`` the operator serves every namespace through a
 ClusterRole; with them it gets one Role per watched namespace and no cluster-wide
-permission at all (the operator then runs kopf without cluster scanning). The leader
+permission at all. kopf runs without cluster scanning in both cases, so no permission on
+CustomResourceDefinitions or namespaces is needed; and the operator reads everything from
+its watch caches, so it is granted list/watch but never get. The leader
 election Lease always lives in the operator's own namespace, under a Role there.
 """
 
@@ -82,14 +84,14 @@ RULES: tuple[Rule, ...] = (
     Rule(
         (GROUP,),
         _OUR_JOBS,
-        ("get", "list", "watch", "delete"),
+        ("list", "watch", "delete"),
         "watch jobs (kopf); delete a job whose ttlSecondsAfterFinished has passed",
     ),
     Rule((GROUP,), _OUR_STATUS, ("patch",), "write job status through the status subresource"),
     Rule(
         (UPSTREAM_GROUP,),
         _OUR_JOBS,
-        ("get", "list", "watch", "delete"),
+        ("list", "watch", "delete"),
         "--serve-upstream-groups: the same for kubeflow.org/v1 jobs",
         when="upstream",
     ),
@@ -103,13 +105,13 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("",),
         ("pods",),
-        ("get", "list", "watch", "create", "delete"),
+        ("list", "watch", "create", "delete"),
         "one pod per replica: watched as the informer cache, created, deleted to restart",
     ),
     Rule(
         ("",),
         ("services",),
-        ("get", "list", "watch", "create", "delete"),
+        ("list", "watch", "create", "delete"),
         "one headless service per replica",
     ),
     Rule(("",), ("events",), ("create",), "a Kubernetes Event on the job for every decision"),
@@ -119,14 +121,6 @@ RULES: tuple[Rule, ...] = (
         ("get", "create", "update"),
         "leader election between operator replicas (one Lease in the operator's namespace)",
         scope="own-namespace",
-    ),
-    Rule(
-        ("apiextensions.k8s.io",),
-        ("customresourcedefinitions",),
-        ("list", "watch"),
-        "kopf notices CRDs installed or removed while it runs (cluster-wide mode only)",
-        scope="cluster",
-        when="clusterwide",
     ),
 )
 """Every permission the operator can be granted. PodGroup rules depend on the scheduler:
@@ -138,7 +132,7 @@ def pod_group_rule(gang: GangScheduler) -> Rule:
     return Rule(
         (gang.api_group,),
         (gang.plural,),
-        ("get", "list", "watch", "create", "delete"),
+        ("list", "watch", "create", "delete"),
         f"gang scheduling with {gang.scheduler_name}: one PodGroup per job, its phase watched",
         when="gang",
     )

@@ -100,6 +100,9 @@ class _Memory:
     """(kind, name) -> (uid, deadline): deleted, still in the cache."""
     invalid_rv: str | None = None
     """The resourceVersion whose validation errors were already reported."""
+    deleted_uid: str | None = None
+    """The uid of the job once we deleted it (TTL): until the watch says it is gone the
+    cache still shows it, and judging it again would delete it twice."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,10 @@ class Reconciler:
             memory.written = memory.stale_rv = None
         if raw.get("metadata", {}).get("deletionTimestamp"):
             return None  # being deleted: the garbage collector removes the children
+        if memory.deleted_uid is not None and memory.deleted_uid == raw.get("metadata", {}).get(
+            "uid"
+        ):
+            return None  # deleted by us; the watch has not caught up yet
 
         # Cheap check first: while our own writes are not in the caches, there is nothing to
         # judge (each child's watch event wakes the job again).
@@ -380,6 +387,7 @@ class Reconciler:
         elif isinstance(action, DeleteJob):
             ref = ObjectRef(resource.api_version, resource.plural, namespace, job.name)
             await self._api.delete(ref, uid=owner.uid, propagation="Background")
+            memory.deleted_uid = owner.uid
         else:  # pragma: no cover - RecordEvent never reaches here (paired with its action)
             raise TypeError(f"unknown action {action!r}")
 
