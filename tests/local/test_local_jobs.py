@@ -113,13 +113,13 @@ def test_a_replica_that_exits_0_when_stopped_is_shown_succeeded_not_stopped(
 ) -> None:
     # The worker finishes cleanly on SIGTERM (as a server that shuts down gracefully does):
     # it was not cut off, so it is recorded as Succeeded.
-    graceful = (
+    # The handler is in place before the master learns the worker is up (and can finish).
+    worker = (
         "import signal, sys, time; "
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
-        "print('up', flush=True); time.sleep(120)"
+        "open('worker-up', 'w').close(); time.sleep(120)"
     )
     master = WAIT_FOR.format(path="worker-up") + "print('master done')"
-    worker = f"open('worker-up', 'w').close(); exec({graceful!r})"
     view = run(backend, pytorch_job("graceful", master=master, worker=worker), tmp_path)
     assert view.phase == "Succeeded"
     stopped = replica(view, "worker-0")

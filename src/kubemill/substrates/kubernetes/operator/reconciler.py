@@ -307,14 +307,21 @@ class Reconciler:
     ) -> None:
         owner = Owner.of(job, api_version=resource.api_version)
         steps, status_events = pair_events(result.actions)
-        pods = {p.name: p for p in self._caches.children("pods", (job.namespace, job.name))}
+        key = (job.namespace, job.name)
+        # (kind, name) -> uid of every child in the cache: deletes carry it as a precondition
+        # and remember it until the cache no longer shows that child.
+        uids = (
+            {("pod", p.name): p.uid for p in self._caches.children("pods", key)}
+            | {("service", s.name): s.uid for s in self._caches.children("services", key)}
+            | {("podgroup", g.name): g.uid for g in self._caches.children("pod_groups", key)}
+        )
 
         failures: list[ApiError] = []
         done: list[RecordEvent] = []
 
         async def run(action: Action, events: list[RecordEvent]) -> None:
             try:
-                await self._execute(action, job, plan, resource, owner, pods, memory)
+                await self._execute(action, job, plan, resource, owner, uids, memory)
             except ApiError as exc:
                 self._count_error(exc)
                 if classify(exc) is not Outcome.ALREADY_DONE:
@@ -353,7 +360,7 @@ class Reconciler:
         plan: Plan,
         resource: JobResource,
         owner: Owner,
-        pods: Mapping[str, PodSnapshot],
+        uids: Mapping[tuple[str, str], str],
         memory: _Memory,
     ) -> None:
         namespace = job.namespace
@@ -371,25 +378,38 @@ class Reconciler:
                 child = "podgroup"
             await self._create(ref, body, memory, (child, action.name), deadline)
         elif isinstance(action, DeletePod):
-            uid = pods[action.name].uid if action.name in pods else ""
-            memory.deleting[("pod", action.name)] = (uid, deadline)
-            try:
-                await self._api.delete(ObjectRef("v1", "pods", namespace, action.name), uid=uid)
-            except ApiError:
-                memory.deleting.pop(("pod", action.name), None)
-                raise
+            ref = ObjectRef("v1", "pods", namespace, action.name)
+            await self._delete_child(ref, ("pod", action.name), uids, memory, deadline)
         elif isinstance(action, DeleteService):
-            await self._api.delete(ObjectRef("v1", "services", namespace, action.name))
+            ref = ObjectRef("v1", "services", namespace, action.name)
+            await self._delete_child(ref, ("service", action.name), uids, memory, deadline)
         elif isinstance(action, DeletePodGroup):
             assert self._gang is not None
             ref = ObjectRef(self._gang.api_version, self._gang.plural, namespace, action.name)
-            await self._api.delete(ref)
+            await self._delete_child(ref, ("podgroup", action.name), uids, memory, deadline)
         elif isinstance(action, DeleteJob):
             ref = ObjectRef(resource.api_version, resource.plural, namespace, job.name)
             await self._api.delete(ref, uid=owner.uid, propagation="Background")
             memory.deleted_uid = owner.uid
         else:  # pragma: no cover - RecordEvent never reaches here (paired with its action)
             raise TypeError(f"unknown action {action!r}")
+
+    async def _delete_child(
+        self,
+        ref: ObjectRef,
+        child: tuple[str, str],
+        uids: Mapping[tuple[str, str], str],
+        memory: _Memory,
+        deadline: float,
+    ) -> None:
+        """Delete a child and expect the cache to drop it (no pass judges it meanwhile)."""
+        uid = uids.get(child, "")
+        memory.deleting[child] = (uid, deadline)
+        try:
+            await self._api.delete(ref, uid=uid)
+        except ApiError:
+            memory.deleting.pop(child, None)
+            raise
 
     async def _create(
         self,
