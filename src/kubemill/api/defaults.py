@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic_core import PydanticCustomError
 
-from kubemill.api.common import CleanPodPolicy, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.common import CleanPodPolicy, Job, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.kube import ContainerPort
 
 
@@ -36,6 +36,18 @@ def normalise_replica_keys(raw: Any, canonical: Iterable[str]) -> Any:
         normalised[name] = value
         spelt[name] = key
     return normalised
+
+
+def apply_job_defaults(job: Job) -> None:
+    """Fill every default a training kind shares, in place, from the kind's ClassVars."""
+    default_replica_specs(
+        job.replica_specs,
+        restart_policy=job.DEFAULT_RESTART_POLICY,
+        container=job.DEFAULT_CONTAINER,
+        port_name=job.DEFAULT_PORT_NAME,
+        port=job.DEFAULT_PORT,
+    )
+    default_run_policy(job.run_policy)
 
 
 def default_replica_specs(

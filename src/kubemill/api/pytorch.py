@@ -9,8 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from kubemill.api.base import KubeModel
 from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.defaults import (
-    default_replica_specs,
-    default_run_policy,
+    apply_job_defaults,
     normalise_replica_keys,
 )
 
@@ -77,14 +76,7 @@ class PyTorchJob(Job):
 
     @model_validator(mode="after")
     def _defaults(self) -> PyTorchJob:
-        default_replica_specs(
-            self.spec.pytorch_replica_specs,
-            restart_policy=self.DEFAULT_RESTART_POLICY,
-            container=self.DEFAULT_CONTAINER,
-            port_name=self.DEFAULT_PORT_NAME,
-            port=self.DEFAULT_PORT,
-        )
-        self.spec.run_policy = default_run_policy(self.spec.run_policy)
+        apply_job_defaults(self)
         return self
 
     @property

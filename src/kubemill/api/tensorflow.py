@@ -9,8 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from kubemill.api.base import KubeModel
 from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.defaults import (
-    default_replica_specs,
-    default_run_policy,
+    apply_job_defaults,
     normalise_replica_keys,
 )
 
@@ -47,14 +46,7 @@ class TFJob(Job):
 
     @model_validator(mode="after")
     def _defaults(self) -> TFJob:
-        default_replica_specs(
-            self.spec.tf_replica_specs,
-            restart_policy=self.DEFAULT_RESTART_POLICY,
-            container=self.DEFAULT_CONTAINER,
-            port_name=self.DEFAULT_PORT_NAME,
-            port=self.DEFAULT_PORT,
-        )
-        self.spec.run_policy = default_run_policy(self.spec.run_policy)
+        apply_job_defaults(self)
         if self.spec.success_policy is None:
             self.spec.success_policy = ""
         return self
