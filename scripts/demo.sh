@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh torch
-# The demo can be run again: a finished earlier run of it is deleted first (history of
+# The demo can be run again: its own earlier run (if any) is deleted first (the history of
 # other jobs is left alone).
 .venv/bin/kubemill delete pytorch-ddp >/dev/null 2>&1 || true
 exec .venv/bin/kubemill run examples/pytorch-ddp.yaml
