@@ -395,7 +395,7 @@ BACKOFF_CASES = [
         ("worker-0:Running", "worker-1:Failed:137"),
         {},
         "Restarting",
-        {"Worker": 1},
+        {"Worker": (1, 1)},
         ["-pod worker-1"],
         id="no-limit-restarts-forever",
     ),
@@ -405,7 +405,7 @@ BACKOFF_CASES = [
         ("worker-0:Running", "worker-1:Failed:137"),
         {},
         "Restarting",
-        {"Worker": 1},
+        {"Worker": (1, 1)},
         ["-pod worker-1"],
         id="first-recreation-within-limit-1",
     ),
@@ -415,7 +415,7 @@ BACKOFF_CASES = [
         ("worker-0:Running", "worker-1:Failed:137"),
         {"Worker": 1},
         "BackoffLimitExceeded",
-        {"Worker": 1},
+        {"Worker": (1, 1)},
         ["-pod worker-0", "-svc worker-0"],
         id="second-recreation-over-limit-1-fails-and-stops-active-pods",
     ),
@@ -425,7 +425,7 @@ BACKOFF_CASES = [
         ("worker-0:Running", "worker-1:Failed:137"),
         {},
         "BackoffLimitExceeded",
-        {"Worker": 0},
+        {"Worker": (0, 0)},
         ["-pod worker-0", "-svc worker-0"],
         id="limit-0-allows-no-restart",
     ),
@@ -435,9 +435,19 @@ BACKOFF_CASES = [
         ("worker-0:Running::2", "worker-1:Running"),
         {},
         "Running",
-        {"Worker": 2},
+        {"Worker": (2, 0)},
         [],
         id="in-place-restarts-counted-within-limit",
+    ),
+    pytest.param(
+        "OnFailure",
+        4,
+        ("worker-0:Running::2", "worker-1:Running::2"),
+        {"Worker": 2},
+        "Running",
+        {"Worker": (4, 0)},
+        [],
+        id="in-place-restarts-up-to-the-limit-are-allowed",
     ),
     pytest.param(
         "OnFailure",
@@ -445,7 +455,8 @@ BACKOFF_CASES = [
         ("worker-0:Running::2", "worker-1:Running::2"),
         {"Worker": 2},
         "BackoffLimitExceeded",
-        {"Worker": 4},
+        # The stopped pods' restarts move to the retired part: the total stays.
+        {"Worker": (4, 4)},
         ["-pod worker-0", "-pod worker-1", "-svc worker-0", "-svc worker-1"],
         id="in-place-restarts-over-limit-fail",
     ),
@@ -455,7 +466,9 @@ BACKOFF_CASES = [
         ("worker-0:Running::1", "worker-1:Running"),
         {"Worker": 3},
         "Running",
-        {"Worker": 3},
+        # A status from before retiredRestarts (or pods deleted behind the core's back):
+        # the restarts the live pods no longer show are retired.
+        {"Worker": (3, 2)},
         [],
         id="restarts-never-go-down",
     ),
@@ -465,9 +478,19 @@ BACKOFF_CASES = [
         ("worker-0:Failed:1:4", "worker-1:Running"),
         {"Worker": 4},
         "Restarting",
-        {"Worker": 5},
+        {"Worker": (5, 5)},
         ["-pod worker-0"],
         id="recreation-adds-to-in-place-restarts",
+    ),
+    pytest.param(
+        "OnFailure",
+        4,
+        ("worker-0:Failed:1:4", "worker-1:Running"),
+        {"Worker": 4},
+        "BackoffLimitExceeded",
+        {"Worker": (4, 0)},
+        ["-pod worker-1", "-svc worker-1"],
+        id="recreation-after-in-place-restarts-over-limit-fails",
     ),
 ]
 
@@ -481,9 +504,10 @@ def test_backoff(
     pods: tuple[str, ...],
     before: dict[str, int],
     verdict: str,
-    restarts: dict[str, int],
+    restarts: dict[str, tuple[int, int]],
     expected: list[str],
 ) -> None:
+    """``restarts`` maps each type to (restarts, retiredRestarts) after the pass."""
     run_policy = {} if limit is None else {"backoffLimit": limit}
     job = prior(tfjob(restart=policy, run_policy=run_policy), RUNNING, restarts=before)
     plan, result = run(Case(job, pods=pods))
@@ -491,7 +515,9 @@ def test_backoff(
     conditions = true_conditions(result.status)
     reason = conditions.get("Failed") or conditions.get("Restarting") or conditions.get("Running")
     assert reason is not None and reason.endswith(verdict)
-    assert {t: rs.restarts for t, rs in result.status.replica_statuses.items()} == restarts
+    assert {
+        t: (rs.restarts, rs.retired_restarts) for t, rs in result.status.replica_statuses.items()
+    } == restarts
 
 
 def test_backoff_failure_names_the_replica() -> None:

@@ -100,7 +100,12 @@ class ReplicaStatus(KubeModel):
     succeeded: int = 0
     failed: int = 0
     restarts: int = 0
-    """Restarts counted against ``backoffLimit`` (in place and by recreation). kubemill only."""
+    """Restarts counted against ``backoffLimit``: ``retiredRestarts`` plus the in-place
+    restarts of this type's pods that still exist. kubemill only."""
+    retired_restarts: int = 0
+    """The part of ``restarts`` whose pods are gone: every recreation counts 1, plus the
+    in-place restarts each deleted pod had (whatever it was deleted for). Kept because a
+    pod's restart count disappears with it. kubemill only."""
     label_selector: dict[str, Any] | None = None
     selector: str | None = None
 

@@ -29,16 +29,31 @@ Decisions, in the order they are taken:
 
 Restart accounting (``ReplicaStatus.restarts``, per replica type). A restart is either in
 place (pod restartPolicy OnFailure/Always; the substrate reports ``restart_count``) or a
-recreation (the core deleted a failed pod to create it again). Recreations cannot be
-observed once the pod is gone, so the count lives in the status and is advanced in the very
-reconcile that emits the ``DeletePod``. Idempotence rests on the substrate contract that a pod
-it has been asked to delete is reported ``deleting=True`` (or not at all) afterwards: a
-deleting pod is never judged again. The in-place part is folded in monotonically as
-``restarts = max(previous restarts, sum of live pods' restart_count) + recreations now``.
-That never over-counts and is exact when a type restarts only one way (OnFailure/Always in
-place, ExitCode by recreation); when one type does both (an OnFailure pod evicted, then
-restarting in place again) in-place restarts are counted only once they exceed the recorded
-total. A restart is allowed while the total stays <= ``backoffLimit``: ``backoffLimit: 2``
+recreation (the core deleted a failed pod to create it again). A pod's count is gone with
+the pod, so every pod the core deletes, whatever for (recreation, suspend, a stray, the
+deadline or backoff stop, cleanPodPolicy), leaves its ``restart_count`` in
+``retiredRestarts``, plus one when it is deleted to be recreated; this happens in the one
+method that emits ``DeletePod``. Every pass, active, suspended or finished, ends with
+``restarts = retiredRestarts + restart_count of the pods still alive`` (not being deleted),
+so in-place restarts, recreations and in-place restarts of a recreated pod add up exactly.
+Idempotence rests on the substrate contract that a pod it has been asked to delete is
+reported ``deleting=True`` (or not at all) afterwards: a deleting pod is never judged or
+counted again.
+
+Pods that vanish without the core deleting them (kubectl delete, a lost node) and statuses
+written before ``retiredRestarts`` existed show up as live pods with fewer restarts than
+the last status recorded; the shortfall is retired, so ``restarts`` never goes down. That
+is exact unless another pod of the same type restarted in place in the same interval,
+which hides the shortfall (the core keeps no per-pod history): then up to that many
+restarts are not counted.
+
+Suspending keeps the count: the deleted pods' in-place restarts are retired (the deletion
+itself is not a restart), so suspending and resuming does not reset the budget. Upstream
+sums the restart counts of running pods only, so whatever was deleted, by suspend or for
+a recreation, is forgotten there; kubemill follows Kubernetes Jobs instead, whose failure
+count survives a suspension while the pods it removes are not counted as failures.
+
+A restart is allowed while the total stays <= ``backoffLimit``: ``backoffLimit: 2``
 permits two restarts and the failure that would need a third fails the job. A restart the
 core refuses is not counted.
 
@@ -176,6 +191,10 @@ class _Reconcile:
                 self.live[pod.name] = pod
             else:
                 self.strays.append(pod)
+        self.retired_now: set[ObservedPod] = set()
+        """Pods this pass deletes: their restarts have moved into ``self.retired``."""
+        self.retired = self._settle_retired()
+        """Restarts of each type's pods that are gone (``ReplicaStatus.retired_restarts``)."""
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -190,6 +209,7 @@ class _Reconcile:
             if self.status.start_time is None:
                 self.status.start_time = self.now
             self._active()
+        self._record_restarts()
         return ReconcileResult(
             actions=tuple(self.actions),
             status=self.status,
@@ -208,22 +228,12 @@ class _Reconcile:
             else:
                 permanent.append((rep, pod))
 
-        previous = {t: rs.restarts for t, rs in self.status.replica_statuses.items()}
-        in_place: dict[str, int] = {}
-        for rep in self.plan.replicas:
-            pod = self.live.get(rep.name)
-            if pod is not None:
-                in_place[rep.replica_type] = in_place.get(rep.replica_type, 0) + pod.restart_count
-        restarts = dict(previous)
-        for rtype, count in in_place.items():
-            restarts[rtype] = max(previous.get(rtype, 0), count)
-
         if self._success_met():
-            self._record_counts(restarts, exclude=frozenset())
+            self._record_counts(exclude=frozenset())
             self._succeed()
             return
         if permanent:
-            self._record_counts(restarts, exclude=frozenset())
+            self._record_counts(exclude=frozenset())
             details = "; ".join(describe_failure(pod) for _, pod in permanent)
             self._fail(
                 reason=f"{self.kind}Failed",
@@ -235,12 +245,12 @@ class _Reconcile:
             )
             return
 
-        self._note_in_place_restarts(previous, in_place)
+        self._note_in_place_restarts()
         limit = self.run_policy.backoff_limit
-        if limit is not None and sum(restarts.values()) + len(retry) > limit:
-            self._record_counts(restarts, exclude=frozenset())
+        if limit is not None and sum(self._restarts().values()) + len(retry) > limit:
+            self._record_counts(exclude=frozenset())
             culprits = [pod for _, pod in retry] or [
-                pod for pod in self.live.values() if pod.restart_count > 0
+                pod for pod in self._existing_pods() if pod.restart_count > 0
             ]
             details = "; ".join(describe_failure(pod) for pod in culprits)
             self._fail(
@@ -254,7 +264,7 @@ class _Reconcile:
             return
         deadline = self._deadline()
         if deadline is not None and self.now >= deadline:
-            self._record_counts(restarts, exclude=frozenset())
+            self._record_counts(exclude=frozenset())
             self._fail(
                 reason="DeadlineExceeded",
                 message=(
@@ -267,9 +277,9 @@ class _Reconcile:
         if deadline is not None:
             self.requeue.append(deadline - self.now)
 
-        self._restart(retry, restarts)
+        self._restart(retry)
         self._remove_strays()
-        self._record_counts(restarts, exclude=frozenset(pod.name for _, pod in retry))
+        self._record_counts(exclude=frozenset(pod.name for _, pod in retry))
         if self._sync_pod_group():
             self._create_missing()
         if not retry and self._all_up():
@@ -359,12 +369,12 @@ class _Reconcile:
         deleted: set[str] = set()
         for pod in self._existing_pods():
             if pod.name in kill:
-                self._delete_pod(pod.name, "stopped: the job failed")
+                self._delete_pod(pod, "stopped: the job failed")
                 deleted.add(pod.name)
             elif policy == CleanPodPolicy.ALL or (
                 policy == CleanPodPolicy.RUNNING and pod.phase in _ACTIVE_PHASES
             ):
-                self._delete_pod(pod.name, f"cleanPodPolicy {policy.value}")
+                self._delete_pod(pod, f"cleanPodPolicy {policy.value}")
                 deleted.add(pod.name)
             else:
                 kept.add(pod.name)
@@ -403,7 +413,7 @@ class _Reconcile:
 
     def _suspend(self) -> None:
         for pod in self._existing_pods():
-            self._delete_pod(pod.name, "the job is suspended")
+            self._delete_pod(pod, "the job is suspended")
         for service in sorted(self.observed.services):
             self._delete_service(service)
         self._delete_pod_group()
@@ -422,15 +432,20 @@ class _Reconcile:
             )
             self.status.start_time = self.now
 
-    def _note_in_place_restarts(self, previous: dict[str, int], in_place: dict[str, int]) -> None:
+    def _note_in_place_restarts(self) -> None:
         """One event per replica type whose pods restarted in place since the last status."""
-        for rtype, count in in_place.items():
-            if count <= previous.get(rtype, 0):
+        recorded = self.status.replica_statuses
+        for rtype, count in self._live_restarts().items():
+            old = recorded.get(rtype)
+            # What the last status counted for the pods alive now: _settle_retired has
+            # already moved the restarts of pods that vanished since into the retired part.
+            seen = old.restarts - self.retired.get(rtype, 0) if old is not None else 0
+            if count <= seen:
                 continue
             pods = [
                 pod
-                for rep in self.plan.of_type(rtype)
-                if (pod := self.live.get(rep.name)) is not None and pod.restart_count > 0
+                for pod in self._existing_pods()
+                if pod.replica_type == rtype and pod.restart_count > 0
             ]
             details = "; ".join(
                 f"{describe_failure(pod)}, restarted in place ({pod.restart_count} restarts)"
@@ -442,15 +457,12 @@ class _Reconcile:
                 f"{self.kind} {self.ref}: {rtype} replica(s) restarted: {details}.",
             )
 
-    def _restart(
-        self, retry: list[tuple[ReplicaPlan, ObservedPod]], restarts: dict[str, int]
-    ) -> None:
+    def _restart(self, retry: list[tuple[ReplicaPlan, ObservedPod]]) -> None:
         """Delete retryable failures; a later reconcile creates them again once gone."""
         if not retry:
             return
-        for rep, pod in retry:
-            restarts[rep.replica_type] = restarts.get(rep.replica_type, 0) + 1
-            self._delete_pod(pod.name, f"restarting: {describe_failure(pod)}")
+        for _, pod in retry:
+            self._delete_pod(pod, f"restarting: {describe_failure(pod)}", recreate=True)
         details = "; ".join(describe_failure(pod) for _, pod in retry)
         message = (
             f"{self.kind} {self.ref} is restarting because "
@@ -472,7 +484,7 @@ class _Reconcile:
     def _remove_strays(self) -> None:
         in_plan = {rep.name for rep in self.plan.replicas}
         for pod in self.strays:
-            self._delete_pod(pod.name, "not part of the job any more")
+            self._delete_pod(pod, "not part of the job any more")
         stray_pods = {pod.name for pod in self.strays}
         for service in sorted(self.observed.services):
             if service not in in_plan or service in stray_pods:
@@ -549,9 +561,10 @@ class _Reconcile:
 
     # --- bookkeeping -----------------------------------------------------------------------
 
-    def _record_counts(self, restarts: dict[str, int], *, exclude: frozenset[str]) -> None:
+    def _record_counts(self, *, exclude: frozenset[str]) -> None:
         """Recount active/succeeded/failed per type from the live pods (upstream recounts
-        every pass too); ``exclude`` names pods being recreated, which count as neither."""
+        every pass too); ``exclude`` names pods being recreated, which count as neither.
+        Restarts are left to :meth:`_record_restarts`, which every pass ends with."""
         previous = self.status.replica_statuses
         types = [t for t in self.job.REPLICA_TYPES if t in self.job.replica_specs]
         types += [t for t in self.job.replica_specs if t not in types]
@@ -560,7 +573,6 @@ class _Reconcile:
         for rtype in dict.fromkeys(types):
             old = previous.get(rtype)
             statuses[rtype] = ReplicaStatus(
-                restarts=restarts.get(rtype, 0),
                 label_selector=old.label_selector if old is not None else None,
                 selector=old.selector if old is not None else None,
             )
@@ -578,6 +590,49 @@ class _Reconcile:
         for rtype, old in previous.items():
             statuses.setdefault(rtype, old)
         self.status.replica_statuses = statuses
+
+    def _live_restarts(self) -> dict[str, int]:
+        """In-place restarts per type of the pods that exist and are not being deleted."""
+        counts: dict[str, int] = {}
+        for pod in self._existing_pods():
+            if pod not in self.retired_now:
+                counts[pod.replica_type] = counts.get(pod.replica_type, 0) + pod.restart_count
+        return counts
+
+    def _restarts(self) -> dict[str, int]:
+        """Restarts per type as counted against backoffLimit: retired plus live."""
+        live = self._live_restarts()
+        return {t: self.retired.get(t, 0) + live.get(t, 0) for t in {*self.retired, *live}}
+
+    def _settle_retired(self) -> dict[str, int]:
+        """The retired restarts of the last status, plus any that vanished without the core.
+
+        The last status said ``restarts = retired + in-place restarts of the pods then
+        live``. When the live pods now show fewer, pods went away without the core deleting
+        them (kubectl delete, a node lost, a pod someone else is deleting) or the status was
+        written before ``retiredRestarts`` existed: that shortfall is retired so that the
+        total never goes down.
+        """
+        live = self._live_restarts()
+        retired: dict[str, int] = {}
+        for rtype, rs in self.status.replica_statuses.items():
+            vanished = rs.restarts - rs.retired_restarts - live.get(rtype, 0)
+            retired[rtype] = max(rs.retired_restarts, 0) + max(vanished, 0)
+        return retired
+
+    def _record_restarts(self) -> None:
+        """Write restarts and retired restarts of every type into the status: last step
+        of every pass, after all deletions, so each finished pass leaves
+        ``restarts == retired_restarts + in-place restarts of the pods left alive``."""
+        statuses = self.status.replica_statuses
+        for rtype, count in sorted(self._restarts().items()):
+            rs = statuses.get(rtype)
+            if rs is None:
+                if count == 0:
+                    continue
+                rs = statuses[rtype] = ReplicaStatus()
+            rs.restarts = count
+            rs.retired_restarts = self.retired.get(rtype, 0)
 
     def _existing_pods(self) -> list[ObservedPod]:
         """Every pod of the job that is not already being deleted, by name."""
@@ -599,9 +654,19 @@ class _Reconcile:
         if changed and event:
             self._event("Normal", reason, message)
 
-    def _delete_pod(self, name: str, reason: str) -> None:
-        self.actions.append(DeletePod(name, reason=reason))
-        self._event("Normal", "SuccessfulDeletePod", f"Deleted pod: {name} ({reason})")
+    def _delete_pod(self, pod: ObservedPod, reason: str, *, recreate: bool = False) -> None:
+        """The one way the core deletes a pod, so every deletion keeps the pod's restarts.
+
+        The pod's in-place restarts move into the retired count of its type, plus one when
+        it is deleted to be created again (``recreate``): that recreation is a restart.
+        """
+        if pod not in self.retired_now:
+            self.retired_now.add(pod)
+            self.retired[pod.replica_type] = (
+                self.retired.get(pod.replica_type, 0) + pod.restart_count + int(recreate)
+            )
+        self.actions.append(DeletePod(pod.name, reason=reason))
+        self._event("Normal", "SuccessfulDeletePod", f"Deleted pod: {pod.name} ({reason})")
 
     def _delete_service(self, name: str) -> None:
         self.actions.append(DeleteService(name))
