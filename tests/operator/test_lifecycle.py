@@ -176,8 +176,20 @@ def test_pods_running_make_the_job_running_and_an_idle_pass_writes_nothing(
         lambda: (
             cluster.get(job_path("PyTorchJob", namespace, "ddp"))["status"]["replicaStatuses"]
             == {
-                "Master": {"active": 1, "succeeded": 0, "failed": 0, "restarts": 0},
-                "Worker": {"active": 2, "succeeded": 0, "failed": 0, "restarts": 0},
+                "Master": {
+                    "active": 1,
+                    "succeeded": 0,
+                    "failed": 0,
+                    "restarts": 0,
+                    "retiredRestarts": 0,
+                },
+                "Worker": {
+                    "active": 2,
+                    "succeeded": 0,
+                    "failed": 0,
+                    "restarts": 0,
+                    "retiredRestarts": 0,
+                },
             }
         ),
         what="replica counts",
