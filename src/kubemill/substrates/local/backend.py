@@ -577,7 +577,7 @@ def _replica_view(r: ReplicaRecord) -> ReplicaView:
         index=r.index,
         phase=r.phase,
         exit_code=r.exit_code,
-        restarts=r.restart_count + r.recreations,
+        restarts=r.restart_count + r.retired_restarts,
         pid=r.process.pid if r.process is not None and r.phase == "Running" else None,
         started=_utc(r.started),
         finished=_utc(r.finished),

@@ -74,7 +74,7 @@ CREATE TABLE IF NOT EXISTS replicas (
     proc_boot TEXT,
     exit_code INTEGER,
     restart_count INTEGER NOT NULL DEFAULT 0,
-    recreations INTEGER NOT NULL DEFAULT 0,
+    retired_restarts INTEGER NOT NULL DEFAULT 0,
     created REAL,
     started REAL,
     finished REAL,
@@ -173,8 +173,10 @@ class ReplicaRecord:
     exit_code: int | None = None
     restart_count: int = 0
     """In-place restarts of the current incarnation (pod restartPolicy OnFailure/Always)."""
-    recreations: int = 0
-    """Times the replica was started afresh after being deleted (ExitCode policy)."""
+    retired_restarts: int = 0
+    """Restarts of earlier incarnations: each recreation (the replica started afresh after
+    being deleted, e.g. under the ExitCode policy) counts 1 plus the in-place restarts that
+    incarnation had."""
     created: float | None = None
     started: float | None = None
     finished: float | None = None
@@ -582,7 +584,7 @@ def _replica(row: sqlite3.Row) -> ReplicaRecord:
         process=_process(row["pid"], row["proc_start"], row["proc_boot"]),
         exit_code=row["exit_code"],
         restart_count=row["restart_count"],
-        recreations=row["recreations"],
+        retired_restarts=row["retired_restarts"],
         created=row["created"],
         started=row["started"],
         finished=row["finished"],
@@ -596,13 +598,13 @@ def _upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
     proc = rec.process
     conn.execute(
         "INSERT INTO replicas (job_uid, name, replica_type, idx, position, phase, pid, pgid,"
-        " proc_start, proc_boot, exit_code, restart_count, recreations, created, started,"
+        " proc_start, proc_boot, exit_code, restart_count, retired_restarts, created, started,"
         " finished, reason, message, address, log_path)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT (job_uid, name) DO UPDATE SET phase = excluded.phase,"
         " pid = excluded.pid, pgid = excluded.pgid, proc_start = excluded.proc_start,"
         " proc_boot = excluded.proc_boot, exit_code = excluded.exit_code,"
-        " restart_count = excluded.restart_count, recreations = excluded.recreations,"
+        " restart_count = excluded.restart_count, retired_restarts = excluded.retired_restarts,"
         " created = excluded.created, started = excluded.started,"
         " finished = excluded.finished, reason = excluded.reason,"
         " message = excluded.message, address = excluded.address",
@@ -619,7 +621,7 @@ def _upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
             proc.boot_id if proc else None,
             rec.exit_code,
             rec.restart_count,
-            rec.recreations,
+            rec.retired_restarts,
             rec.created,
             rec.started,
             rec.finished,

@@ -317,7 +317,10 @@ class Supervisor:
         recreated = record.created is not None
         if recreated:
             self._warn_busy_ports(name)
-            self.records[name] = replace(record, recreations=record.recreations + 1)
+            # The earlier incarnation's in-place restarts stay counted, plus this recreation.
+            earlier = existing.state.restart_count if existing is not None else record.restart_count
+            retired = record.retired_restarts + earlier + 1
+            self.records[name] = replace(record, retired_restarts=retired, restart_count=0)
         pod = ReplicaPod(
             self.prepared.specs[name],
             restart_policy=pod_restart_policy(rep.restart_policy),
