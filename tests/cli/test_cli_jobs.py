@@ -309,6 +309,45 @@ def test_signal_stops_the_job_and_records_interrupted(
     _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
 
 
+def test_a_killed_foreground_run_leaves_the_truth_the_logs_and_no_process(
+    kubemill: Kubemill, tmp_path: Path
+) -> None:
+    # In the foreground the CLI process is the supervisor; SIGKILL gives it no chance to
+    # record anything, so what `get` says afterwards comes from the next reader.
+    manifest = write_manifest(
+        tmp_path,
+        pytorch_job(
+            "killed",
+            master="import time; print('master up', flush=True); time.sleep(120)",
+            worker="import time; print('worker up', flush=True); time.sleep(120)",
+        ),
+    )
+    process = kubemill.popen("run", str(manifest))
+    try:
+
+        def both_logged() -> bool:
+            out = kubemill("logs", "killed")
+            return "master up" in out.stdout and "worker up" in out.stdout
+
+        _wait_for(both_logged, "both replicas to log")
+        pids = _replica_pids(kubemill, "killed")
+        assert len(pids) == 2
+        process.kill()
+        process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    got = kubemill("get", "killed", check=True).stdout
+    assert "Running" not in got and "Failed" in got, got
+    assert conditions(kubemill.job("killed"))["Failed"]["reason"] == "SupervisorLost"
+    logs = kubemill("logs", "killed", check=True).stdout
+    assert "master up" in logs and "worker up" in logs
+    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    kubemill("delete", "killed", check=True)
+    assert kubemill("get", "killed").returncode != 0
+
+
 def test_state_dir_flag_selects_the_store(kubemill: Kubemill, tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     other.mkdir()
