@@ -162,6 +162,18 @@ def test_seed_v1alpha1_converts_master_to_chief() -> None:
         assert container.command is None  # the seed has none; running locally says so
 
 
+def test_loaded_jobs_map_their_field_paths_back_to_the_manifest_as_written() -> None:
+    seed = load_path(GOOD / "seed-tfjob-v1alpha1.yaml")[0]
+    # The seed lists MASTER, WORKER, PS: errors found later point at those list items.
+    assert seed.source_path("spec.tfReplicaSpecs.PS.template.spec.containers[0].command") == (
+        "spec.replicaSpecs[2].template.spec.containers[0].command"
+    )
+    assert seed.source_path("spec.tfReplicaSpecs.Chief.replicas") == "spec.replicaSpecs[0].replicas"
+    current = load_one(seed.to_wire())
+    path = "spec.tfReplicaSpecs.PS.template.spec.containers[0].command"
+    assert current.source_path(path) == path
+
+
 def test_v1alpha1_tf_port_becomes_the_tfjob_port() -> None:
     job = load_one(
         """

@@ -227,10 +227,12 @@ def test_seed_v1alpha1_tfjob_cannot_run_locally_and_says_why(cli: Cli) -> None:
     assert done.returncode == 1, explain(done)
     message = done.stdout + done.stderr
     assert "Traceback" not in message, message
-    # One problem per replica type (MASTER became Chief), each with its field path and why.
-    for replica_type in ("Chief", "Worker", "PS"):
-        path = f"spec.tfReplicaSpecs.{replica_type}.template.spec.containers[0].command"
+    # One problem per item of the seed's replicaSpecs list (MASTER, WORKER, PS), each at
+    # the path the user wrote (not the converted v1 one) and saying why.
+    for index in range(3):
+        path = f"spec.replicaSpecs[{index}].template.spec.containers[0].command"
         assert path in message, message
+    assert "tfReplicaSpecs" not in message, message
     assert "no `command`" in message and "entrypoint" in message, message
     # Refused before anything started: no job recorded, no process left.
     assert cli.job_names() == []

@@ -8,11 +8,12 @@ of every kind and exposes what the frameworks and the core need without knowing 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from kubemill.api.base import KubeModel
 from kubemill.api.kube import ObjectMeta, PodTemplateSpec
@@ -194,3 +195,15 @@ class Job(KubeModel):
         """The (defaulted) restart policy of a replica type."""
         spec = self.replica_specs[replica_type]
         return spec.restart_policy or self.DEFAULT_RESTART_POLICY
+
+    _source_paths: Callable[[str], str] | None = PrivateAttr(default=None)
+
+    def set_source_paths(self, mapper: Callable[[str], str]) -> None:
+        """Remember how this model's field paths map onto the manifest the user wrote
+        (the loader sets it for legacy versions, whose layout differs)."""
+        self._source_paths = mapper
+
+    def source_path(self, path: str) -> str:
+        """Where the field at ``path`` of this model is in the manifest the user wrote, so
+        errors found after loading (e.g. "not runnable locally") point at the user's text."""
+        return self._source_paths(path) if self._source_paths is not None else path

@@ -183,7 +183,8 @@ def _checked(entry: KindEntry, model: BaseModel) -> tuple[Job | None, list[Field
     errors = validate_job(job)
     if entry.remap is not None:
         remap = entry.remap
-        errors = [replace(e, path=remap(model, e.path)) for e in errors]
+        job.set_source_paths(lambda path: remap(model, path))
+        errors = [replace(e, path=job.source_path(e.path)) for e in errors]
     if converting:
         # Items the conversion had to leave out are reported already; what the checks
         # then say about the replica list as a whole is not news.

@@ -31,7 +31,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
@@ -249,7 +249,7 @@ def prepare(
         for err in found:
             if err.path not in seen:
                 seen.add(err.path)
-                errors.append(err)
+                errors.append(replace(err, path=job.source_path(err.path)))
         if spec is not None:
             specs[rep.name] = spec
     if errors:
