@@ -7,10 +7,12 @@ log prefixes, the ``get``/``describe`` tables, and that no process is left behin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -267,6 +269,30 @@ def test_missing_job_is_one_red_line(kubemill: Kubemill, argv: list[str]) -> Non
     assert "Traceback" not in done.stderr
 
 
+def _two_sleepers(directory: Path, name: str) -> Path:
+    """A job whose master and worker say they are up, then run until stopped."""
+    return write_manifest(
+        directory,
+        pytorch_job(
+            name,
+            master="import time; print('master up', flush=True); time.sleep(120)",
+            worker="import time; print('worker up', flush=True); time.sleep(120)",
+        ),
+    )
+
+
+@contextlib.contextmanager
+def _foreground_run(kubemill: Kubemill, manifest: Path) -> Iterator[subprocess.Popen[str]]:
+    """`kubemill run MANIFEST` in the foreground; killed on the way out if still running."""
+    process = kubemill.popen("run", str(manifest))
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
 @pytest.mark.parametrize(
     ("signum", "code"),
     [
@@ -277,16 +303,7 @@ def test_missing_job_is_one_red_line(kubemill: Kubemill, argv: list[str]) -> Non
 def test_signal_stops_the_job_and_records_interrupted(
     kubemill: Kubemill, tmp_path: Path, signum: signal.Signals, code: int
 ) -> None:
-    manifest = write_manifest(
-        tmp_path,
-        pytorch_job(
-            "stopme",
-            master="import time; print('master waiting', flush=True); time.sleep(120)",
-            worker="import time; print('worker waiting', flush=True); time.sleep(120)",
-        ),
-    )
-    process = kubemill.popen("run", str(manifest))
-    try:
+    with _foreground_run(kubemill, _two_sleepers(tmp_path, "stopme")) as process:
 
         def both_running() -> bool:
             out = kubemill("get", "stopme")
@@ -297,10 +314,6 @@ def test_signal_stops_the_job_and_records_interrupted(
         assert len(pids) == 2
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=WAIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     assert process.returncode == code, stdout + stderr
     assert "PyTorchJob stopme Failed (Interrupted)" in stdout
     failed = conditions(kubemill.job("stopme"))["Failed"]
@@ -314,16 +327,7 @@ def test_a_killed_foreground_run_leaves_the_truth_the_logs_and_no_process(
 ) -> None:
     # In the foreground the CLI process is the supervisor; SIGKILL gives it no chance to
     # record anything, so what `get` says afterwards comes from the next reader.
-    manifest = write_manifest(
-        tmp_path,
-        pytorch_job(
-            "killed",
-            master="import time; print('master up', flush=True); time.sleep(120)",
-            worker="import time; print('worker up', flush=True); time.sleep(120)",
-        ),
-    )
-    process = kubemill.popen("run", str(manifest))
-    try:
+    with _foreground_run(kubemill, _two_sleepers(tmp_path, "killed")) as process:
 
         def both_logged() -> bool:
             out = kubemill("logs", "killed")
@@ -334,10 +338,6 @@ def test_a_killed_foreground_run_leaves_the_truth_the_logs_and_no_process(
         assert len(pids) == 2
         process.kill()
         process.communicate(timeout=WAIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     got = kubemill("get", "killed", check=True).stdout
     assert "Running" not in got and "Failed" in got, got
     assert conditions(kubemill.job("killed"))["Failed"]["reason"] == "SupervisorLost"
