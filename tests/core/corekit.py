@@ -160,6 +160,7 @@ def pod(
     restart_count: int = 0,
     deleting: bool = False,
     reason: str = "",
+    finished: float | None = None,
 ) -> ObservedPod:
     """The observed pod of one Plan replica (``name`` is the short ``worker-1`` form)."""
     rtype_lower, _, index = name.rpartition("-")
@@ -181,6 +182,7 @@ def pod(
             restart_count=restart_count,
             deleting=deleting,
             reason=reason,
+            finished=None if finished is None else at(finished),
         )
     if exit_code is None and phase == "Succeeded":
         exit_code = 0
@@ -194,6 +196,7 @@ def pod(
         deleting=deleting,
         reason=reason,
         uid=f"uid-{rep.name}",
+        finished=None if finished is None else at(finished),
     )
 
 

@@ -6,6 +6,7 @@ The public surface of the API layer; everything else in this package is private.
 from kubemill.api.common import (
     API_VERSION,
     GROUP,
+    STOP_ANNOTATION,
     VERSION,
     CleanPodPolicy,
     Condition,
@@ -37,6 +38,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KINDS",
+    "STOP_ANNOTATION",
     "VERSION",
     "CleanPodPolicy",
     "Condition",

@@ -23,6 +23,12 @@ GROUP = "kubemill.dev"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
+STOP_ANNOTATION = f"{GROUP}/stop"
+"""Set on a job (any value: who asked, and why) to stop it for good: the core stops its
+active replicas and records it Failed with reason ``Interrupted``. An annotation, not a spec
+field, so that it survives on upstream-group objects whose schema kubemill does not own;
+``kubemill interrupt`` / Ctrl-C during ``kubemill run`` set it on both substrates."""
+
 
 class RestartPolicy(StrEnum):
     """What happens when a replica's process (pod) exits."""

@@ -13,6 +13,7 @@ from kubemill.core.model import (
     DeletePod,
     DeletePodGroup,
     DeleteService,
+    Halt,
     Observed,
     ObservedPod,
     ObservedPodGroup,
@@ -23,6 +24,7 @@ from kubemill.core.model import (
 from kubemill.core.policy import is_retryable_exit_code, pod_restart_policy
 from kubemill.core.reconcile import (
     GANG_SCHEDULERS,
+    INTERRUPTED,
     ReconcileOptions,
     describe_failure,
     reconcile,
@@ -31,6 +33,7 @@ from kubemill.core.reconcile import (
 
 __all__ = [
     "GANG_SCHEDULERS",
+    "INTERRUPTED",
     "Action",
     "CreatePod",
     "CreatePodGroup",
@@ -39,6 +42,7 @@ __all__ = [
     "DeletePod",
     "DeletePodGroup",
     "DeleteService",
+    "Halt",
     "Observed",
     "ObservedPod",
     "ObservedPodGroup",

@@ -49,12 +49,27 @@ class ObservedPodGroup:
 
 
 @dataclass(frozen=True)
+class Halt:
+    """The substrate can no longer run this job's pods, and says why.
+
+    Locally: the supervisor is lost (``SupervisorLost``), the job cannot start on this
+    machine (``NotRunnableLocally``) or the supervisor itself failed (``SupervisorError``).
+    The substrate only reports it; the core fails the job with this reason.
+    """
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything the substrate saw of one job's children."""
 
     pods: tuple[ObservedPod, ...] = ()
     services: frozenset[str] = frozenset()
     pod_group: ObservedPodGroup | None = None
+    halt: Halt | None = None
+    """Set when the substrate cannot go on running the job (see :class:`Halt`)."""
 
 
 # --- actions -------------------------------------------------------------------------------

@@ -11,11 +11,23 @@ Decisions, in the order they are taken:
 1. ``Created`` on the first reconcile.
 2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, PodGroup) and
    waits for ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
-3. ``suspend``: every pod, service and the PodGroup go, ``Suspended`` True, ``Running`` False.
+3. The substrate reports it can no longer run the job (``Observed.halt``: locally a lost
+   supervisor, a job that cannot start on this machine, a failed supervisor) -> Failed with
+   the substrate's reason. A stop request (the ``kubemill.dev/stop`` annotation: ``kubemill
+   interrupt``, Ctrl-C during ``kubemill run``) -> Failed with reason ``Interrupted``. Both
+   stop the active pods; they mean the same on every substrate.
+4. ``suspend``: every pod, service and the PodGroup go, ``Suspended`` True, ``Running`` False.
    On resume ``Suspended`` turns False and ``startTime`` restarts now, as upstream.
-4. Success policy met -> Succeeded (checked before the failure rules: a chief that finished
-   is a success even if the deadline passed meanwhile, or a PS was killed afterwards).
-5. A replica failed for good (``Never``, or ``ExitCode`` with 1-127) -> Failed.
+5. Success policy met, or a replica failed for good (``Never``, or ``ExitCode`` with 1-127):
+   judged by when the replicas *finished*, not by the order a substrate observed them in.
+   A permanent failure that finished before the success, or within ``OUTCOME_TIE`` (1 s,
+   the resolution of Kubernetes' ``finishedAt``) after it, or at an unknown time, makes the
+   job Failed: a failure wins a tie. A later failure does not undo the success (a PS
+   killed after the chief finished). While another replica is still active within the
+   window, the success waits (a requeue, at most 2 s: ``REPORT_GRACE`` more for the exit
+   to be reported), so a failure about to be observed still counts. Upstream judges
+   whatever it happens to list first, so a worker that crashes as the master exits 0
+   gives either verdict; kubemill's is deterministic.
 6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
    ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
    first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
@@ -71,6 +83,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from kubemill.api import (
+    STOP_ANNOTATION,
     CleanPodPolicy,
     ConditionType,
     Job,
@@ -95,6 +108,19 @@ from kubemill.core.model import (
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.core.quantity import sum_pod_requests
 from kubemill.frameworks.plan import Plan, ReplicaPlan
+
+INTERRUPTED = "Interrupted"
+"""The Failed reason of a job stopped on request (:data:`~kubemill.api.STOP_ANNOTATION`)."""
+
+OUTCOME_TIE = timedelta(seconds=1)
+"""Replicas that finished within this of each other finished at the same time. Kubernetes
+stamps ``finishedAt`` to the second, so closer finishes cannot be ordered there; locally the
+same window applies, so both substrates judge a race alike (a failure wins a tie)."""
+
+REPORT_GRACE = timedelta(seconds=1)
+"""How long after an exit a substrate may take to report it (a watch event, a pidfd wake-up).
+A success waits this long beyond ``OUTCOME_TIE`` while other replicas are still active, so a
+failure in the tie window that is reported within this grace is still judged."""
 
 GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
 """The gang schedulers kubemill can create PodGroups for."""
@@ -200,8 +226,27 @@ class _Reconcile:
 
     def run(self) -> ReconcileResult:
         self._ensure_created()
+        stop_request = self.job.metadata.annotations.get(STOP_ANNOTATION)
         if self.status.finished:
             self._finish(kill=frozenset())
+        elif self.observed.halt is not None:
+            self._record_counts(exclude=frozenset())
+            self._fail(
+                reason=self.observed.halt.reason,
+                message=self.observed.halt.message,
+                kill_active=True,
+            )
+        elif stop_request is not None:
+            self._record_counts(exclude=frozenset())
+            why = f": {stop_request}" if stop_request else ""
+            self._fail(
+                reason=INTERRUPTED,
+                message=(
+                    f"{self.kind} {self.ref} was stopped on request ({STOP_ANNOTATION}{why});"
+                    " its active replicas were stopped."
+                ),
+                kill_active=True,
+            )
         elif self.run_policy.suspend:
             self._suspend()
         else:
@@ -228,9 +273,16 @@ class _Reconcile:
             else:
                 permanent.append((rep, pod))
 
-        if self._success_met():
+        met, success_at = self._success_met()
+        if met and not self._failure_ties(permanent, success_at):
             self._record_counts(exclude=frozenset())
-            self._succeed()
+            settled = self._settled_at(success_at)
+            if settled is None:
+                self._succeed()
+            else:
+                # Another replica could still fail within the tie window of this success;
+                # its failure would win, so the verdict waits (at most OUTCOME_TIE).
+                self.requeue.append(settled - self.now)
             return
         if permanent:
             self._record_counts(exclude=frozenset())
@@ -299,19 +351,62 @@ class _Reconcile:
         # is recreated, as upstream does.
         return True
 
-    def _success_met(self) -> bool:
+    def _success_met(self) -> tuple[bool, datetime | None]:
+        """Whether the success policy is met, and when it was (None: a time is unknown)."""
         policy = self.plan.success
         replicas = self.plan.of_type(policy.replica_type)
         done = [
-            rep
+            pod
             for rep in replicas
             if (pod := self.live.get(rep.name)) is not None and pod.phase == "Succeeded"
         ]
         if policy.require == "first":
-            return any(rep.index == 0 for rep in done)
-        if policy.require == "all":
-            return bool(replicas) and len(done) == len(replicas)
-        return bool(done)
+            deciding = [pod for pod in done if pod.index == 0]
+        elif policy.require == "all":
+            deciding = done if replicas and len(done) == len(replicas) else []
+        else:
+            # "any": met as soon as the earliest one finished.
+            deciding = sorted(done, key=lambda p: (p.finished is None, p.finished or self.now))[:1]
+        if not deciding:
+            return False, None
+        times = [pod.finished for pod in deciding]
+        if any(t is None for t in times):
+            return True, None
+        return True, max(t for t in times if t is not None)
+
+    @staticmethod
+    def _failure_ties(
+        permanent: list[tuple[ReplicaPlan, ObservedPod]], success_at: datetime | None
+    ) -> bool:
+        """Whether a permanent failure finished before the success, or too close to tell.
+
+        Judged by the times the replicas finished, not by the order they were observed
+        in, so the verdict does not depend on which exit a substrate happened to see
+        first. A time that is unknown cannot be ordered: a tie, and a failure wins a tie.
+        """
+        for _, pod in permanent:
+            if pod.finished is None or success_at is None:
+                return True
+            if pod.finished <= success_at + OUTCOME_TIE:
+                return True
+        return False
+
+    def _settled_at(self, success_at: datetime | None) -> datetime | None:
+        """When a success can be declared, if that is later than now (None: now).
+
+        Until ``OUTCOME_TIE`` after the success, a replica that is still active may yet
+        fail in a tie with it, and its exit may take ``REPORT_GRACE`` to be reported; once
+        every other replica has finished, or that time has passed, nothing observed later
+        can change the verdict.
+        """
+        if success_at is None:
+            return None
+        settled = success_at + OUTCOME_TIE + REPORT_GRACE
+        if self.now >= settled:
+            return None
+        if any(pod.phase in ("Running", "Pending") for pod in self.live.values()):
+            return settled
+        return None
 
     def _deadline(self) -> datetime | None:
         seconds = self.run_policy.active_deadline_seconds
