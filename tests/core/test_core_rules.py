@@ -367,7 +367,7 @@ CONDITION_CASES = [
         Case(
             prior(tfjob(), RUNNING),
             pods=("worker-0:Succeeded", "worker-1:Running"),
-            plan_options={"success": SuccessPolicy("Worker", "all")},
+            plan_options={"outcome": SuccessPolicy("Worker", "all")},
         ),
         {"Created": "TFJobCreated", "Running": "TFJobRunning"},
         id="all-workers-policy-waits-for-every-worker",
@@ -376,7 +376,7 @@ CONDITION_CASES = [
         Case(
             prior(tfjob(), RUNNING),
             pods=("worker-0:Succeeded", "worker-1:Succeeded"),
-            plan_options={"success": SuccessPolicy("Worker", "all")},
+            plan_options={"outcome": SuccessPolicy("Worker", "all")},
         ),
         {"Created": "TFJobCreated", "Succeeded": "TFJobSucceeded"},
         id="all-workers-policy-met",
@@ -385,7 +385,7 @@ CONDITION_CASES = [
         Case(
             prior(tfjob(), RUNNING),
             pods=("worker-0:Running", "worker-1:Succeeded"),
-            plan_options={"success": SuccessPolicy("Worker", "any")},
+            plan_options={"outcome": SuccessPolicy("Worker", "any")},
         ),
         {"Created": "TFJobCreated", "Succeeded": "TFJobSucceeded"},
         id="any-worker-policy-met-by-worker-1",

@@ -286,7 +286,7 @@ def test_job_role_master_label(job: TFJob, masters: list[str]) -> None:
     ],
 )
 def test_success_policy(job: TFJob, success: SuccessPolicy) -> None:
-    assert plan_for(job, ClusterNetwork(job.name)).success == success
+    assert plan_for(job, ClusterNetwork(job.name)).outcome == success
 
 
 def test_zero_replicas_of_a_type_gives_an_empty_cluster_entry() -> None:
@@ -310,7 +310,7 @@ def test_seed_v1alpha1_job_plans_with_master_as_chief() -> None:
     ]
     # The seed puts restartPolicy: OnFailure in the pod template; it becomes the replica's.
     assert {r.restart_policy for r in plan.replicas} == {RestartPolicy.ON_FAILURE}
-    assert plan.success == SuccessPolicy("Chief", "first")
+    assert plan.outcome == SuccessPolicy("Chief", "first")
     config = tf_config(plan.replica("example-job-worker-0"))
     assert config == {
         "cluster": {

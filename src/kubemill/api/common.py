@@ -57,6 +57,8 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    READY = "Ready"
+    """Service jobs only (a Mars cluster): enough replicas are up to serve; never Succeeded."""
 
 
 class SchedulingPolicy(KubeModel):

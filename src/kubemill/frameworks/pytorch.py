@@ -153,7 +153,7 @@ class PyTorch:
             name=job.name,
             namespace=job.namespace,
             replicas=replicas,
-            success=success_policy(job),
+            outcome=success_policy(job),
         )
 
 

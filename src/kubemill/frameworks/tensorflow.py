@@ -137,7 +137,7 @@ class TensorFlow:
             name=job.name,
             namespace=job.namespace,
             replicas=replicas,
-            success=success_policy(job),
+            outcome=success_policy(job),
         )
 
 
