@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kubemill.api import load_one
-from kubemill.core import CreatePod, DeletePod, RecordEvent
+from kubemill.core import CreateChild, CreatePod, DeletePod, RecordEvent
 from kubemill.core.model import CreatePodGroup
-from kubemill.frameworks import FilePlan, plan_for
+from kubemill.frameworks import plan_for
 from kubemill.substrates.kubernetes.build import (
     GangKind,
     GangScheduler,
@@ -269,11 +269,10 @@ def test_pod_group_action_needs_a_gang_scheduler() -> None:
         build_for_action(job, plan_on_kubernetes(job), CreatePodGroup(name="mnist", min_member=1))
 
 
-def test_plan_with_files_is_refused_with_a_reason() -> None:
+def test_create_child_for_access_the_plan_lacks_is_refused_with_a_reason() -> None:
     job = load_one(tfjob())
-    plan = dataclasses.replace(plan_on_kubernetes(job), files=(FilePlan("hostfile", "a slots=1"),))
-    with pytest.raises(UnsupportedPlanError, match="hostfile"):
-        build_for_action(job, plan, CreatePod("mnist-ps-0"))
+    with pytest.raises(UnsupportedPlanError, match="ServiceAccount mnist-sa"):
+        build_for_action(job, plan_on_kubernetes(job), CreateChild("ServiceAccount", "mnist-sa"))
 
 
 def test_replica_selector_for_scale() -> None:

@@ -56,6 +56,10 @@ class Network(Protocol):
         """
         ...
 
+    def replica_host(self, replica_type: str, index: int) -> str:
+        """The host part of a replica's address, whatever the port (no port is reserved)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReplicaPlan:

@@ -145,6 +145,7 @@ class PyTorch:
             raise PlanError(f"the PyTorch framework plans PyTorchJobs, not {job.KIND}")
         replicas = build_replicas(
             job,
+            network,
             env_for=lambda slot: pytorch_env(job, network, slot),
             is_master=lambda slot: slot.replica_type == MASTER,
         )

@@ -130,7 +130,7 @@ class TensorFlow:
             return head + seed_style_env(cluster, slot)
 
         replicas = build_replicas(
-            job, env_for=env_for, is_master=lambda slot: is_master_role(job, slot)
+            job, network, env_for=env_for, is_master=lambda slot: is_master_role(job, slot)
         )
         return Plan(
             kind=job.KIND,
