@@ -135,7 +135,15 @@ def pod(
             "kubemill.dev/replica-type": rtype,
             "kubemill.dev/replica-index": index,
         },
-        "ownerReferences": [{"uid": UID, "controller": True, "kind": "TFJob", "name": "mnist"}],
+        "ownerReferences": [
+            {
+                "apiVersion": "kubemill.dev/v1",
+                "kind": "TFJob",
+                "name": "mnist",
+                "uid": UID,
+                "controller": True,
+            }
+        ],
     }
     if deleting:
         meta["deletionTimestamp"] = T3
