@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import RestartPolicy, TFJob, load_one, load_path
+from kubemill.api import RestartPolicy, TFJob, load_one
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -300,7 +300,7 @@ def test_zero_replicas_of_a_type_gives_an_empty_cluster_entry() -> None:
 
 
 def test_seed_v1alpha1_job_plans_with_master_as_chief() -> None:
-    job = load_path(SEED)[0]
+    job = load_one(SEED.read_text(encoding="utf-8"), name=str(SEED))
     plan = plan_for(job, ClusterNetwork(job.name))
     assert [r.name for r in plan.replicas] == [
         "example-job-chief-0",
