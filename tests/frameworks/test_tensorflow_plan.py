@@ -191,22 +191,6 @@ CHIEF_PS_WORKERS = {
             },
             id="per-type-port",
         ),
-        pytest.param(
-            tfjob(spec={"enableDynamicWorker": True}, PS=1, Worker=2),
-            "tj-worker-1",
-            {
-                # Sparse: a worker knows every PS and itself only, no environment key.
-                "TF_CONFIG": (
-                    '{"sparseCluster":{"worker":{"1":"tj-worker-1.ml.svc:2222"},'
-                    '"ps":["tj-ps-0.ml.svc:2222"]},"task":{"type":"worker","index":1}}'
-                ),
-                "TF_PS_HOSTS": "tj-ps-0.ml.svc:2222",
-                "TF_WORKER_HOSTS": "tj-worker-0.ml.svc:2222,tj-worker-1.ml.svc:2222",
-                "TF_JOB_NAME": "worker",
-                "TF_TASK_INDEX": "1",
-            },
-            id="dynamic-worker-sparse",
-        ),
     ],
 )
 def test_exact_environment(job: TFJob, replica: str, expected: dict[str, str]) -> None:

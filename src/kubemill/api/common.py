@@ -13,9 +13,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
-from kubemill.api.base import KubeModel
+from kubemill.api.base import KubeModel, refused, refused_at
 from kubemill.api.kube import ObjectMeta, PodTemplateSpec
 
 GROUP = "kubemill.dev"
@@ -71,6 +71,10 @@ class SchedulingPolicy(KubeModel):
     schedule_timeout_seconds: int | None = Field(default=None, ge=0)
 
 
+MANAGED_BY_KUBEMILL = frozenset({"kubeflow.org/training-operator"})
+"""``runPolicy.managedBy`` values that mean "the built-in controller": kubemill is that."""
+
+
 class RunPolicy(KubeModel):
     """How a job runs and ends; the same for every kind."""
 
@@ -81,6 +85,21 @@ class RunPolicy(KubeModel):
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = False
     managed_by: str | None = None
+    """Which controller reconciles the job. kubemill stands in for the training operator,
+    so only that value (or none) is accepted; handing a job to another controller
+    (Kueue's MultiKueue) is refused rather than silently reconciled here too."""
+
+    @field_validator("managed_by")
+    @classmethod
+    def _only_this_controller(cls, value: str | None) -> str | None:
+        if value and value not in MANAGED_BY_KUBEMILL:
+            raise refused(
+                f"{value!r}: not supported; kubemill reconciles every job it is given and "
+                "cannot leave one to another controller",
+                "remove managedBy (or set it to "
+                f"{' or '.join(repr(v) for v in sorted(MANAGED_BY_KUBEMILL))})",
+            )
+        return value
 
 
 class ReplicaSpec(KubeModel):
@@ -89,6 +108,39 @@ class ReplicaSpec(KubeModel):
     replicas: int | None = Field(default=1, ge=0)
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
     restart_policy: RestartPolicy | None = None
+
+
+def refuse_replaced_pod_restart_policies(
+    specs: dict[str, ReplicaSpec], default: RestartPolicy, *, title: str
+) -> dict[str, ReplicaSpec]:
+    """Refuse a pod template ``restartPolicy`` that the replica's policy would replace.
+
+    A replica's pod runs with its replica type's ``restartPolicy`` (``ExitCode`` as
+    ``Never``: the core decides those restarts; see :func:`kubemill.core.policy.
+    pod_restart_policy`), whatever the template says; upstream replaces it the same way
+    with only a warning event. A template that agrees is accepted; one that does not would
+    be silently overridden, so it is an error naming the field that decides.
+    """
+    problems: list[tuple[tuple[str | int, ...], Any, str, str]] = []
+    for rtype, spec in specs.items():
+        written = spec.template.spec.restart_policy
+        policy = spec.restart_policy or default
+        runs_as = RestartPolicy.NEVER if policy is RestartPolicy.EXIT_CODE else policy
+        if written is None or written == runs_as.value:
+            continue
+        problems.append(
+            (
+                (rtype, "template", "spec", "restartPolicy"),
+                written,
+                f"{written!r} would be replaced by the replica's restartPolicy "
+                f"{policy.value!r}" + (" (set by default)" if spec.restart_policy is None else ""),
+                f"set {rtype}.restartPolicy instead (Never, OnFailure, Always or ExitCode) "
+                "and remove it from the pod template",
+            )
+        )
+    if problems:
+        raise refused_at(title, problems)
+    return specs
 
 
 class Condition(KubeModel):

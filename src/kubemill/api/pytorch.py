@@ -6,14 +6,21 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from kubemill.api.base import KubeModel
-from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.base import KubeModel, refused
+from kubemill.api.common import (
+    Job,
+    ReplicaSpec,
+    RestartPolicy,
+    RunPolicy,
+    refuse_replaced_pod_restart_policies,
+)
 from kubemill.api.defaults import (
     apply_job_defaults,
     normalise_replica_keys,
 )
 
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
+PYTORCH_DEFAULT_RESTART_POLICY = RestartPolicy.ON_FAILURE
 
 
 class RDZVConf(KubeModel):
@@ -37,6 +44,22 @@ class ElasticPolicy(KubeModel):
     n_proc_per_node: int | None = Field(default=None, ge=1)
     max_restarts: int | None = Field(default=None, ge=0)
     metrics: list[Any] | None = None
+    """Refused. Upstream creates a HorizontalPodAutoscaler (autoscaling/v2) from these
+    metrics, scaling the Workers between minReplicas and maxReplicas; kubemill creates no
+    autoscaler yet, and accepting the metrics without one would promise scaling that never
+    happens."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _no_autoscaler(cls, value: list[Any] | None) -> list[Any] | None:
+        if value is not None:
+            raise refused(
+                "not supported yet; kubemill creates no HorizontalPodAutoscaler, so the "
+                "workers would never scale on these metrics",
+                "remove metrics; the job then runs with the Worker replicas it asks for, "
+                "and torchrun still accepts workers between minReplicas and maxReplicas",
+            )
+        return value
 
 
 class PyTorchJobSpec(KubeModel):
@@ -53,6 +76,13 @@ class PyTorchJobSpec(KubeModel):
     def _normalise_keys(cls, raw: Any) -> Any:
         return normalise_replica_keys(raw, PYTORCH_REPLICA_TYPES)
 
+    @field_validator("pytorch_replica_specs")
+    @classmethod
+    def _pod_restart_policies(cls, specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
+        return refuse_replaced_pod_restart_policies(
+            specs, PYTORCH_DEFAULT_RESTART_POLICY, title="PyTorchJobSpec"
+        )
+
     @field_validator("nproc_per_node", mode="before")
     @classmethod
     def _nproc_as_text(cls, raw: Any) -> Any:
@@ -68,7 +98,7 @@ class PyTorchJob(Job):
     DEFAULT_CONTAINER: ClassVar[str] = "pytorch"
     DEFAULT_PORT_NAME: ClassVar[str] = "pytorchjob-port"
     DEFAULT_PORT: ClassVar[int] = 23456
-    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.ON_FAILURE
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = PYTORCH_DEFAULT_RESTART_POLICY
     REPLICA_SPECS_FIELD: ClassVar[str] = "pytorchReplicaSpecs"
 
     kind: str = "PyTorchJob"

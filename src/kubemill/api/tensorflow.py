@@ -6,14 +6,21 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kubemill.api.base import KubeModel
-from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.base import KubeModel, refused
+from kubemill.api.common import (
+    Job,
+    ReplicaSpec,
+    RestartPolicy,
+    RunPolicy,
+    refuse_replaced_pod_restart_policies,
+)
 from kubemill.api.defaults import (
     apply_job_defaults,
     normalise_replica_keys,
 )
 
 TF_REPLICA_TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
+TF_DEFAULT_RESTART_POLICY = RestartPolicy.NEVER
 
 
 class TFJobSpec(KubeModel):
@@ -23,11 +30,34 @@ class TFJobSpec(KubeModel):
     success_policy: Literal["", "AllWorkers"] | None = None
     tf_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
     enable_dynamic_worker: bool | None = None
+    """Refused when true. Upstream then gives each replica a sparse TF_CONFIG *and* keeps
+    the job running when workers fail for good, so workers can come and go; the core
+    cannot keep a job running through permanent failures yet, and half of the feature
+    (a sparse TF_CONFIG whose failing workers still fail the job) would mislead."""
 
     @field_validator("tf_replica_specs", mode="before")
     @classmethod
     def _normalise_keys(cls, raw: Any) -> Any:
         return normalise_replica_keys(raw, TF_REPLICA_TYPES)
+
+    @field_validator("tf_replica_specs")
+    @classmethod
+    def _pod_restart_policies(cls, specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
+        return refuse_replaced_pod_restart_policies(
+            specs, TF_DEFAULT_RESTART_POLICY, title="TFJobSpec"
+        )
+
+    @field_validator("enable_dynamic_worker")
+    @classmethod
+    def _no_dynamic_workers(cls, value: bool | None) -> bool | None:
+        if value:
+            raise refused(
+                "not supported yet: kubemill cannot keep a TFJob running when its workers "
+                "fail, which dynamic workers need",
+                "remove enableDynamicWorker (every replica then gets the full TF_CONFIG "
+                "cluster, and a failed worker fails the job)",
+            )
+        return value
 
 
 class TFJob(Job):
@@ -38,7 +68,7 @@ class TFJob(Job):
     DEFAULT_CONTAINER: ClassVar[str] = "tensorflow"
     DEFAULT_PORT_NAME: ClassVar[str] = "tfjob-port"
     DEFAULT_PORT: ClassVar[int] = 2222
-    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.NEVER
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = TF_DEFAULT_RESTART_POLICY
     REPLICA_SPECS_FIELD: ClassVar[str] = "tfReplicaSpecs"
 
     kind: str = "TFJob"
