@@ -121,7 +121,7 @@ def test_a_pod_template_name_is_refused() -> None:
 @pytest.mark.parametrize(
     ("replica_policy", "pod_policy", "says"),
     [
-        pytest.param(None, "OnFailure", "'Never' (set by default)", id="tf-default-never"),
+        pytest.param(None, "OnFailure", "'Never'", id="tf-default-never"),
         pytest.param("OnFailure", "Never", "'OnFailure'", id="conflict"),
         pytest.param("ExitCode", "OnFailure", "'ExitCode'", id="exit-code"),
     ],
@@ -135,7 +135,9 @@ def test_a_pod_restart_policy_the_replica_replaces_is_refused(
     (error,) = errors_of(manifest)
     assert error.path == "spec.tfReplicaSpecs.PS.template.spec.restartPolicy"
     assert says in error.message
-    assert "set PS.restartPolicy instead" in error.hint
+    assert says in error.message
+    assert "set spec.tfReplicaSpecs.PS.restartPolicy instead" in error.hint
+    assert "TFJob replicas default to Never" in error.hint
 
 
 @pytest.mark.parametrize(
@@ -217,3 +219,15 @@ def test_refusals_come_with_every_other_problem_at_once() -> None:
     manifest["spec"]["runPolicy"] = {"managedBy": "kueue.x-k8s.io/multikueue"}
     paths = sorted(e.path for e in errors_of(manifest))
     assert paths == ["metadata.name", "spec.enableDynamicWorker", "spec.runPolicy.managedBy"]
+
+
+def test_a_replaced_pod_restart_policy_is_reported_with_parse_errors_elsewhere() -> None:
+    # Cross-field refusals are semantic checks: found even when other fields fail to parse.
+    manifest = with_worker_template(tfjob({"enableDynamicWorker": True}, restartPolicy="Always"))
+    manifest["spec"]["tfReplicaSpecs"]["PS"]["template"]["metadata"] = {"name": "mine"}
+    paths = sorted(e.path for e in errors_of(manifest))
+    assert paths == [
+        "spec.enableDynamicWorker",
+        "spec.tfReplicaSpecs.PS.template.metadata.name",
+        "spec.tfReplicaSpecs.PS.template.spec.restartPolicy",
+    ]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
 
 class KubeModel(BaseModel):
@@ -46,18 +46,4 @@ def refused(message: str, hint: str) -> PydanticCustomError:
     # pydantic formats the message with ctx; ours is final, so braces are escaped.
     return PydanticCustomError(
         "kubemill_refused", message.replace("{", "{{").replace("}", "}}"), {"hint": hint}
-    )
-
-
-def refused_at(
-    title: str, problems: list[tuple[tuple[str | int, ...], Any, str, str]]
-) -> ValidationError:
-    """:func:`refused` for fields below the validated model: ``(loc, value, message, hint)``
-    each, ``loc`` relative to the model (pydantic prefixes the model's own location)."""
-    return ValidationError.from_exception_data(
-        title,
-        [
-            InitErrorDetails(type=refused(message, hint), loc=loc, input=value)
-            for loc, value, message, hint in problems
-        ],
     )

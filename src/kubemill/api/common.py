@@ -15,7 +15,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 
-from kubemill.api.base import KubeModel, refused, refused_at
+from kubemill.api.base import KubeModel, refused
+from kubemill.api.errors import FieldError, child_path
 from kubemill.api.kube import ObjectMeta, PodTemplateSpec
 
 GROUP = "kubemill.dev"
@@ -108,39 +109,6 @@ class ReplicaSpec(KubeModel):
     replicas: int | None = Field(default=1, ge=0)
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
     restart_policy: RestartPolicy | None = None
-
-
-def refuse_replaced_pod_restart_policies(
-    specs: dict[str, ReplicaSpec], default: RestartPolicy, *, title: str
-) -> dict[str, ReplicaSpec]:
-    """Refuse a pod template ``restartPolicy`` that the replica's policy would replace.
-
-    A replica's pod runs with its replica type's ``restartPolicy`` (``ExitCode`` as
-    ``Never``: the core decides those restarts; see :func:`kubemill.core.policy.
-    pod_restart_policy`), whatever the template says; upstream replaces it the same way
-    with only a warning event. A template that agrees is accepted; one that does not would
-    be silently overridden, so it is an error naming the field that decides.
-    """
-    problems: list[tuple[tuple[str | int, ...], Any, str, str]] = []
-    for rtype, spec in specs.items():
-        written = spec.template.spec.restart_policy
-        policy = spec.restart_policy or default
-        runs_as = RestartPolicy.NEVER if policy is RestartPolicy.EXIT_CODE else policy
-        if written is None or written == runs_as.value:
-            continue
-        problems.append(
-            (
-                (rtype, "template", "spec", "restartPolicy"),
-                written,
-                f"{written!r} would be replaced by the replica's restartPolicy "
-                f"{policy.value!r}" + (" (set by default)" if spec.restart_policy is None else ""),
-                f"set {rtype}.restartPolicy instead (Never, OnFailure, Always or ExitCode) "
-                "and remove it from the pod template",
-            )
-        )
-    if problems:
-        raise refused_at(title, problems)
-    return specs
 
 
 class Condition(KubeModel):
@@ -255,6 +223,39 @@ class Job(KubeModel):
         """The (defaulted) restart policy of a replica type."""
         spec = self.replica_specs[replica_type]
         return spec.restart_policy or self.DEFAULT_RESTART_POLICY
+
+    def refused_fields(self) -> list[FieldError]:
+        """Fields this job sets that kubemill would not honour, found across fields.
+
+        The loader reports them with its other checks. (A field refused whatever else the
+        job says is refused by its model's validator instead.) Today: a pod template
+        ``restartPolicy`` that the replica's would replace. A pod runs with its replica
+        type's policy, ``ExitCode`` as ``Never`` (the core decides those restarts: see
+        :func:`kubemill.core.policy.pod_restart_policy`); upstream replaces the
+        template's with only a warning event, so a template that disagrees is refused
+        rather than silently overridden, and one that agrees is accepted.
+        """
+        errors: list[FieldError] = []
+        field = f"spec.{self.REPLICA_SPECS_FIELD}"
+        for rtype, spec in self.replica_specs.items():
+            written = spec.template.spec.restart_policy
+            policy = self.restart_policy(rtype) if rtype in self.REPLICA_TYPES else None
+            if written is None or policy is None:
+                continue
+            runs_as = RestartPolicy.NEVER if policy is RestartPolicy.EXIT_CODE else policy
+            if written == runs_as.value:
+                continue
+            replica = child_path(field, rtype)
+            errors.append(
+                FieldError(
+                    f"{replica}.template.spec.restartPolicy",
+                    f"{written!r} would be replaced by the replica's restartPolicy "
+                    f"{policy.value!r}",
+                    f"set {replica}.restartPolicy instead (it decides; {self.KIND} replicas "
+                    f"default to {self.DEFAULT_RESTART_POLICY.value}) and remove this one",
+                )
+            )
+        return errors
 
     _source_paths: Callable[[str], str] | None = PrivateAttr(default=None)
 

@@ -328,6 +328,7 @@ def validate_job(job: Job) -> list[FieldError]:
         errors.extend(_validate_template(job, path, spec.template))
     errors.extend(_validate_pod_names(job))
     errors.extend(_validate_kind(job, field))
+    errors.extend(job.refused_fields())
     return errors
 
 

@@ -12,7 +12,6 @@ from kubemill.api.common import (
     ReplicaSpec,
     RestartPolicy,
     RunPolicy,
-    refuse_replaced_pod_restart_policies,
 )
 from kubemill.api.defaults import (
     apply_job_defaults,
@@ -20,7 +19,6 @@ from kubemill.api.defaults import (
 )
 
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
-PYTORCH_DEFAULT_RESTART_POLICY = RestartPolicy.ON_FAILURE
 
 
 class RDZVConf(KubeModel):
@@ -76,13 +74,6 @@ class PyTorchJobSpec(KubeModel):
     def _normalise_keys(cls, raw: Any) -> Any:
         return normalise_replica_keys(raw, PYTORCH_REPLICA_TYPES)
 
-    @field_validator("pytorch_replica_specs")
-    @classmethod
-    def _pod_restart_policies(cls, specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
-        return refuse_replaced_pod_restart_policies(
-            specs, PYTORCH_DEFAULT_RESTART_POLICY, title="PyTorchJobSpec"
-        )
-
     @field_validator("nproc_per_node", mode="before")
     @classmethod
     def _nproc_as_text(cls, raw: Any) -> Any:
@@ -98,7 +89,7 @@ class PyTorchJob(Job):
     DEFAULT_CONTAINER: ClassVar[str] = "pytorch"
     DEFAULT_PORT_NAME: ClassVar[str] = "pytorchjob-port"
     DEFAULT_PORT: ClassVar[int] = 23456
-    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = PYTORCH_DEFAULT_RESTART_POLICY
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.ON_FAILURE
     REPLICA_SPECS_FIELD: ClassVar[str] = "pytorchReplicaSpecs"
 
     kind: str = "PyTorchJob"

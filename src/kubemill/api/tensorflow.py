@@ -12,7 +12,6 @@ from kubemill.api.common import (
     ReplicaSpec,
     RestartPolicy,
     RunPolicy,
-    refuse_replaced_pod_restart_policies,
 )
 from kubemill.api.defaults import (
     apply_job_defaults,
@@ -20,7 +19,6 @@ from kubemill.api.defaults import (
 )
 
 TF_REPLICA_TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
-TF_DEFAULT_RESTART_POLICY = RestartPolicy.NEVER
 
 
 class TFJobSpec(KubeModel):
@@ -39,13 +37,6 @@ class TFJobSpec(KubeModel):
     @classmethod
     def _normalise_keys(cls, raw: Any) -> Any:
         return normalise_replica_keys(raw, TF_REPLICA_TYPES)
-
-    @field_validator("tf_replica_specs")
-    @classmethod
-    def _pod_restart_policies(cls, specs: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
-        return refuse_replaced_pod_restart_policies(
-            specs, TF_DEFAULT_RESTART_POLICY, title="TFJobSpec"
-        )
 
     @field_validator("enable_dynamic_worker")
     @classmethod
@@ -68,7 +59,7 @@ class TFJob(Job):
     DEFAULT_CONTAINER: ClassVar[str] = "tensorflow"
     DEFAULT_PORT_NAME: ClassVar[str] = "tfjob-port"
     DEFAULT_PORT: ClassVar[int] = 2222
-    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = TF_DEFAULT_RESTART_POLICY
+    DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.NEVER
     REPLICA_SPECS_FIELD: ClassVar[str] = "tfReplicaSpecs"
 
     kind: str = "TFJob"
