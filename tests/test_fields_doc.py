@@ -1,11 +1,11 @@
 """docs/fields.md is checked against the code: one row per model field, refusals real.
 
-The page has one section per model (TFJob spec, PyTorchJob spec, run policy, replica
-spec, pod template, container). Walking each model's fields (and the models nested in
-them that have no section of their own) gives the rows the section must have: a field
-added to a model without a row, or a row left behind by a removed field, fails here.
-Rows that say *refused* are checked by loading (or, for local-only refusals, preparing
-a local launch of) a manifest that sets the field.
+The page has one section per model (job metadata, TFJob spec, PyTorchJob spec, run
+policy, replica spec, pod template, container). Walking each model's fields (and the
+models nested in them that have no section of their own) gives the rows the section
+must have: a field added to a model without a row, or a row left behind by a removed
+field, fails here. Rows that say *refused* are checked by loading (or, for local-only
+refusals, preparing a local launch of) a manifest that sets the field.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kubemill.api import (
     FieldError,
     Job,
     ManifestError,
+    ObjectMeta,
     PodTemplateSpec,
     PyTorchJobSpec,
     ReplicaSpec,
@@ -40,6 +41,7 @@ from kubemill.substrates.local.launch import NotRunnableLocally, PodContext, pre
 DOC = Path(__file__).parents[1] / "docs" / "fields.md"
 
 SECTIONS: dict[str, type[BaseModel]] = {
+    "Job metadata": ObjectMeta,
     "TFJob": TFJobSpec,
     "PyTorchJob": PyTorchJobSpec,
     "Run policy": RunPolicy,
@@ -144,6 +146,7 @@ def base_manifest(kind: str) -> dict[str, Any]:
 
 
 SECTION_ROOT: dict[str, tuple[str, str]] = {
+    "Job metadata": ("TFJob", "metadata"),
     "TFJob": ("TFJob", "spec"),
     "PyTorchJob": ("PyTorchJob", "spec"),
     "Run policy": ("TFJob", "spec.runPolicy"),
