@@ -95,10 +95,10 @@ class RunPolicy(KubeModel):
     def _only_this_controller(cls, value: str | None) -> str | None:
         if value and value not in MANAGED_BY_KUBEMILL:
             raise refused(
-                f"{value!r}: not supported; kubemill reconciles every job it is given and "
-                "cannot leave one to another controller",
-                "remove managedBy (or set it to "
-                f"{' or '.join(repr(v) for v in sorted(MANAGED_BY_KUBEMILL))})",
+                f"not supported: {value!r} names another controller, and kubemill "
+                "reconciles every job it is given",
+                "remove managedBy, or set it to "
+                + " or ".join(repr(v) for v in sorted(MANAGED_BY_KUBEMILL)),
             )
         return value
 
@@ -251,8 +251,8 @@ class Job(KubeModel):
                     f"{replica}.template.spec.restartPolicy",
                     f"{written!r} would be replaced by the replica's restartPolicy "
                     f"{policy.value!r}",
-                    f"set {replica}.restartPolicy instead (it decides; {self.KIND} replicas "
-                    f"default to {self.DEFAULT_RESTART_POLICY.value}) and remove this one",
+                    f"set {replica}.restartPolicy instead and remove this one; {self.KIND} "
+                    f"replicas default to {self.DEFAULT_RESTART_POLICY.value}",
                 )
             )
         return errors

@@ -45,8 +45,8 @@ class TFJobSpec(KubeModel):
             raise refused(
                 "not supported yet: kubemill cannot keep a TFJob running when its workers "
                 "fail, which dynamic workers need",
-                "remove enableDynamicWorker (every replica then gets the full TF_CONFIG "
-                "cluster, and a failed worker fails the job)",
+                "remove enableDynamicWorker: every replica then gets the full TF_CONFIG "
+                "cluster, and a failed worker fails the job",
             )
         return value
 
