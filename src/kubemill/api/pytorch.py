@@ -7,12 +7,7 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from kubemill.api.base import KubeModel, refused
-from kubemill.api.common import (
-    Job,
-    ReplicaSpec,
-    RestartPolicy,
-    RunPolicy,
-)
+from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.defaults import (
     apply_job_defaults,
     normalise_replica_keys,
