@@ -148,8 +148,9 @@ def test_pod_restart_policy_mapping(policy: str | None, pod_policy: str) -> None
     for spec in doc["spec"]["pytorchReplicaSpecs"].values():
         if policy is not None:
             spec["restartPolicy"] = policy
-        # A pod-level policy in the template is overridden, as upstream does.
-        spec["template"]["spec"]["restartPolicy"] = "Always"
+        # A pod-level policy in the template may only agree with it (one that the replica's
+        # policy would replace is refused by the api: tests/api/test_refused_fields.py).
+        spec["template"]["spec"]["restartPolicy"] = pod_policy
     job = load_one(doc)
     pods = by_name(render_job(job), "Pod")
     assert {p["spec"]["restartPolicy"] for p in pods.values()} == {pod_policy}

@@ -30,7 +30,7 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
-from kubemill.api.loader import KINDS, load, load_document, load_one, load_path, manifest_files
+from kubemill.api.loader import KINDS, load, load_document, load_one
 from kubemill.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec
 from kubemill.api.tensorflow import TFJob, TFJobSpec
 
@@ -68,6 +68,4 @@ __all__ = [
     "load",
     "load_document",
     "load_one",
-    "load_path",
-    "manifest_files",
 ]

@@ -13,8 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from kubemill.api import ManifestError, load_path, manifest_files
+from kubemill.api import ManifestError
 from kubemill.cli.errors import fail, stderr_console
+from kubemill.sdk.manifests import load_path, manifest_files
 
 
 def validate_paths(paths: Sequence[Path]) -> int:
