@@ -210,6 +210,9 @@ class _Loopback:
     ) -> Endpoint:
         return Endpoint("127.0.0.1", container_port)
 
+    def replica_host(self, replica_type: str, index: int) -> str:
+        return "127.0.0.1"
+
 
 def local_errors(job: Job, base_dir: Path) -> list[FieldError]:
     plan = plan_for(job, _Loopback())
