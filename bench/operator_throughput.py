@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests" / "operator"))
 
 from kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 
-from kubemill.api.crd import crds  # noqa: E402
+from kubemill.kinds import crds  # noqa: E402
 
 
 def tfjob(name: str, replicas: int) -> dict[str, Any]:

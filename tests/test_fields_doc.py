@@ -32,9 +32,9 @@ from kubemill.api import (
     ReplicaSpec,
     RunPolicy,
     TFJobSpec,
-    load_one,
 )
-from kubemill.frameworks import Endpoint, plan_for
+from kubemill.frameworks import Endpoint
+from kubemill.kinds import load_one, plan_for
 from kubemill.substrates.local.images import default_environment
 from kubemill.substrates.local.launch import NotRunnableLocally, PodContext, prepare
 

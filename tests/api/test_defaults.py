@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import CleanPodPolicy, Job, RestartPolicy, load_one
+from kubemill.api import CleanPodPolicy, Job, RestartPolicy
+from kubemill.kinds import load_one
 
 
 def minimal(kind: str, replica_type: str, container: str, **extra: Any) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubemill.api import API_VERSION, Job, ManifestError, load
+from kubemill.api import API_VERSION, Job, ManifestError
+from kubemill.kinds import load
 
 NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,18}[a-z0-9]", fullmatch=True)
 RESTART = st.sampled_from([None, "Never", "OnFailure", "Always", "ExitCode"])

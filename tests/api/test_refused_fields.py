@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import FieldError, ManifestError, PyTorchJob, RestartPolicy, TFJob, load_one
+from kubemill.api import FieldError, ManifestError, PyTorchJob, RestartPolicy, TFJob
+from kubemill.kinds import load_one
 
 
 def tfjob(spec: dict[str, Any] | None = None, **template_spec: Any) -> dict[str, Any]:

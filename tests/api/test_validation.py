@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import FieldError, ManifestError, load
+from kubemill.api import FieldError, ManifestError
+from kubemill.kinds import load
 
 
 def tf(**replicas: Any) -> dict[str, Any]:

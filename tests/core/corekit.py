@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import yaml
 
-from kubemill.api import Job, JobStatus, load_one
+from kubemill.api import Job, JobStatus
 from kubemill.core import (
     Action,
     ChildKind,
@@ -47,6 +47,7 @@ from kubemill.frameworks.plan import (
     SuccessPolicy,
     replica_name,
 )
+from kubemill.kinds import load_one
 
 T0 = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 

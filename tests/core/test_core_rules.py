@@ -904,7 +904,7 @@ spec:
               requests: {cpu: 500m, memory: 1Gi}
               limits: {cpu: "1", nvidia.com/gpu: 1}
 """
-    from kubemill.api import load_one
+    from kubemill.kinds import load_one
 
     job = load_one(text)
     _, result = run(Case(job, services=(), options=ReconcileOptions(gang_scheduler="volcano")))

@@ -7,14 +7,9 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import PyTorchJob, RestartPolicy, load_one
-from kubemill.frameworks import (
-    LABEL_JOB_ROLE,
-    PyTorch,
-    ReplicaPlan,
-    SuccessPolicy,
-    plan_for,
-)
+from kubemill.api import PyTorchJob, RestartPolicy
+from kubemill.frameworks import LABEL_JOB_ROLE, PyTorch, ReplicaPlan, SuccessPolicy
+from kubemill.kinds import load_one, plan_for
 
 
 def ptjob(name: str = "pt", *, spec: dict[str, Any] | None = None, **replicas: Any) -> PyTorchJob:

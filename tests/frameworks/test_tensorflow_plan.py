@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import RestartPolicy, TFJob, load_one
+from kubemill.api import RestartPolicy, TFJob
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -18,8 +18,8 @@ from kubemill.frameworks import (
     ReplicaPlan,
     SuccessPolicy,
     TensorFlow,
-    plan_for,
 )
+from kubemill.kinds import load_one, plan_for
 
 SEED = Path(__file__).parents[1] / "manifests" / "good" / "seed-tfjob-v1alpha1.yaml"
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 import kmock_cluster
 
 from kubemill.api import GROUP, Job
-from kubemill.api.crd import crds
+from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.build import Owner, build_pod
 from kubemill.substrates.kubernetes.client import load_job
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
@@ -230,7 +230,9 @@ class ClientClusterThread(kmock_cluster.ClusterThread):
         self.cluster = ClientCluster()
 
     def install_crds(self, kinds: list[str] | None = None) -> None:
-        self.cluster.install_crds(crds(kinds))
+        self.cluster.install_crds(
+            [c for c in crds() if kinds is None or c["spec"]["names"]["kind"] in kinds]
+        )
 
     def answer(
         self,

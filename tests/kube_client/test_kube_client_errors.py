@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kube_client_support import TOKEN, ClientClusterThread, closed_port, kmock_cluster, status_body
 
-from kubemill.api import load_one
+from kubemill.kinds import load_one
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend
 from kubemill.substrates.kubernetes.client.errors import (

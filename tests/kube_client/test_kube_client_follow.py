@@ -22,7 +22,7 @@ from kube_client_support import (
     terminated,
 )
 
-from kubemill.api import load_one
+from kubemill.kinds import load_one
 from kubemill.substrates import base
 from kubemill.substrates.kubernetes.client import KubernetesBackend
 from kubemill.substrates.kubernetes.client import logs as logs_module

@@ -18,7 +18,7 @@ from kube_client_support import (
     terminated,
 )
 
-from kubemill.api import load_one
+from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend, job_body
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from kube_client_support import Operator
 
-from kubemill.api import load_one
 from kubemill.core import ObservedPod
+from kubemill.kinds import load_one
 from kubemill.substrates.base import ReplicaView, SubmitOptions
 from kubemill.substrates.kubernetes.client import KubernetesBackend, replica_views
 from kubemill.substrates.kubernetes.observe import PodSnapshot, observe

@@ -16,7 +16,7 @@ import pytest
 from kube_client_support import ClientClusterThread, LogBook, kmock_cluster
 from operator_support import Cluster, Kubelet, eventually, running_operator
 
-from kubemill.api import load_one
+from kubemill.kinds import load_one
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.kubernetes.client import KubernetesBackend
 

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import load_one
 from kubemill.core import CreateChild, CreatePod, DeletePod, RecordEvent
 from kubemill.core.model import CreatePodGroup
-from kubemill.frameworks import plan_for
+from kubemill.kinds import load_one, plan_for
 from kubemill.substrates.kubernetes.build import (
     GangKind,
     GangScheduler,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import Job, load_one
+from kubemill.api import Job
 from kubemill.frameworks import (
     AccessPlan,
     AccessRule,
@@ -26,6 +26,7 @@ from kubemill.frameworks import (
     Plan,
     ServicePort,
 )
+from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.build import (
     CONTENT_DIGEST_ANNOTATION,
     UnsupportedPlanError,

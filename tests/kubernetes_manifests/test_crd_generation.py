@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
 
-from kubemill.api import load_one
+from kubemill.api import Job, KindApi
 from kubemill.api.crd import (
-    CRD_KINDS,
-    CRDKind,
     SchemaError,
     build_crd,
-    crds,
     openapi_schema,
     structural_errors,
 )
+from kubemill.kinds import crds, kind_table, load_one
 
 from .helpers import crd_validator, job_documents, job_manifest_files, k8s_errors, rel
 from .samples import elastic_pytorchjob, pytorchjob, tfjob
@@ -327,12 +325,13 @@ class _Blob(BaseModel):
     size: int
 
 
-class _Union(BaseModel):
+class _Union(Job):
+    KIND: ClassVar[str] = "Weird"
     spec: _Pod | _Blob
 
 
 def test_generator_refuses_unions_it_cannot_express() -> None:
-    entry = CRDKind(model=_Union, kind="Weird", plural="weirds")
+    entry = KindApi(model=_Union, plural="weirds")
     with pytest.raises(SchemaError, match=r"spec: a union"):
         openapi_schema(entry)
 
@@ -343,12 +342,13 @@ class _NewSpec(BaseModel):
     size: str | int | None = None
 
 
-class _NewKind(BaseModel):
+class _NewKind(Job):
+    KIND: ClassVar[str] = "MPIJob"
     spec: _NewSpec = _NewSpec()
 
 
 def test_a_new_kind_is_one_registry_entry() -> None:
-    entry = CRDKind(model=_NewKind, kind="MPIJob", plural="mpijobs", short_names=("mpij",))
+    entry = KindApi(model=_NewKind, plural="mpijobs", short_names=("mpij",))
     crd = build_crd(entry)
     assert crd["metadata"]["name"] == "mpijobs.kubemill.dev"
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -358,17 +358,10 @@ def test_a_new_kind_is_one_registry_entry() -> None:
         "size": {"x-kubernetes-int-or-string": True},
     }
     assert k8s_errors(crd) == []
-    assert "MPIJob" not in CRD_KINDS
+    assert "MPIJob" not in kind_table().kind_names()
 
 
 def test_unknown_override_path_is_an_error() -> None:
-    entry = CRDKind(
-        model=_NewKind, kind="X", plural="xs", schema_overrides={"spec.nope": {"minimum": 1}}
-    )
+    entry = KindApi(model=_NewKind, plural="xs", schema_overrides={"spec.nope": {"minimum": 1}})
     with pytest.raises(SchemaError, match=r"spec\.nope"):
         openapi_schema(entry)
-
-
-def test_crds_rejects_unknown_kind() -> None:
-    with pytest.raises(KeyError, match="MPIJob"):
-        crds(["MPIJob"])

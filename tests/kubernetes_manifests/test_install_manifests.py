@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api.crd import crds
+from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.install import (
     DEFAULT_IMAGE,
     HEALTH_PORT,
     LEADER_ELECTION_ROLE,
     METRICS_PORT,
     NAME,
-    RULES,
+    all_rules,
     chart_files,
     deploy_files,
     install_manifests,
@@ -222,11 +222,11 @@ def test_rbac_permits(group: str, resource: str, verb: str, allowed: bool) -> No
 
 
 def test_rules_are_data_with_reasons_and_no_wildcards() -> None:
-    for rule in RULES:
+    for rule in all_rules():
         assert rule.why
         assert "*" not in rule.verbs + rule.resources + rule.api_groups
         assert len(set(rule.verbs)) == len(rule.verbs)
-    keys = [(r.api_groups, r.resources) for r in RULES]
+    keys = [(r.api_groups, r.resources) for r in all_rules()]
     assert len(keys) == len(set(keys))
 
 

@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kubemill.api import Job, load_one
+from kubemill.api import Job
+from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, render_job
 

@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubemill.api import Job, load_one
+from kubemill.api import Job
+from kubemill.kinds import load_one
 from kubemill.substrates.local import LocalBackend
 
 

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from local_support import container, pytorch_job
 
-from kubemill.api import load_one
-from kubemill.frameworks import plan_for
+from kubemill.kinds import load_one, plan_for
 from kubemill.substrates.local import Environment, ImageConfig, LocalNetwork, NotRunnableLocally
 from kubemill.substrates.local.images import default_environment
 from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare

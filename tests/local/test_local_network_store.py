@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from local_support import pytorch_job
 
-from kubemill.frameworks import plan_for
+from kubemill.kinds import plan_for
 from kubemill.substrates.base import JobExists
 from kubemill.substrates.local import LocalNetwork, Store
 from kubemill.substrates.local.network import (

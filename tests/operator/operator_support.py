@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from kmock_cluster import Call, ClusterThread, write_kubeconfig
 
-from kubemill.api.crd import CRD_KINDS, build_crd, crds
+from kubemill.api.crd import build_crd
+from kubemill.kinds import crds, engine_for, engines
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
 
 T = TypeVar("T")
@@ -75,9 +76,10 @@ class Cluster(ClusterThread):
     def install(self) -> None:
         for crd in crds():
             self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        for entry in CRD_KINDS.values():
-            upstream = build_crd(entry, group="kubeflow.org", version="v1")
-            self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", upstream)
+        for engine in engines():
+            for group, version in engine.api.upstream_groups:
+                upstream = build_crd(engine.api, group=group, version=version)
+                self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", upstream)
 
     def namespace(self) -> str:
         name = f"t-{uuid.uuid4().hex[:8]}"
@@ -240,7 +242,7 @@ def running_operator(
 
 
 def job_path(kind: str, namespace: str, name: str = "", *, upstream: bool = False) -> str:
-    plural = CRD_KINDS[kind].plural
+    plural = engine_for(kind).api.plural
     base = f"{UPSTREAM_PATH if upstream else GROUP_PATH}/namespaces/{namespace}/{plural}"
     return f"{base}/{name}" if name else base
 

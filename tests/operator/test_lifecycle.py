@@ -24,7 +24,7 @@ from operator_support import (
     writes,
 )
 
-from kubemill.api import load_one
+from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.render import render_job
 
 

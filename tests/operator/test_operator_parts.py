@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from operator_jobs import tfjob
 
-from kubemill.api import load_one
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
+from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
 from kubemill.substrates.kubernetes.operator.events import build_event

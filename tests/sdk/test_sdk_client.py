@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api import ManifestError, load_one
+from kubemill.api import ManifestError
+from kubemill.kinds import load_one
 from kubemill.sdk import (
     BACKENDS,
     JobClient,

@@ -1,4 +1,7 @@
-"""Job kinds as typed models: shared vocabulary, each kind, loading and validation.
+"""Job kinds as typed models: shared vocabulary, each kind's API, loading and validation.
+
+Loading takes a kind table (:class:`KindTable`); :mod:`kubemill.kinds` binds it to the
+registered kinds, so load manifests with ``kubemill.kinds.load``/``load_one``.
 
 The public surface of the API layer; everything else in this package is private.
 """
@@ -20,6 +23,7 @@ from kubemill.api.common import (
     SchedulingPolicy,
 )
 from kubemill.api.errors import FieldError, ManifestError
+from kubemill.api.kinds import ApiVersion, KindApi, KindTable
 from kubemill.api.kube import (
     Container,
     ContainerPort,
@@ -30,16 +34,17 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
-from kubemill.api.loader import KINDS, load, load_document, load_one
-from kubemill.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec
-from kubemill.api.tensorflow import TFJob, TFJobSpec
+from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
+from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
     "API_VERSION",
     "GROUP",
-    "KINDS",
+    "PYTORCHJOB",
     "STOP_ANNOTATION",
+    "TFJOB",
     "VERSION",
+    "ApiVersion",
     "CleanPodPolicy",
     "Condition",
     "ConditionType",
@@ -51,6 +56,8 @@ __all__ = [
     "FieldError",
     "Job",
     "JobStatus",
+    "KindApi",
+    "KindTable",
     "ManifestError",
     "ObjectFieldSelector",
     "ObjectMeta",
@@ -65,7 +72,4 @@ __all__ = [
     "SchedulingPolicy",
     "TFJob",
     "TFJobSpec",
-    "load",
-    "load_document",
-    "load_one",
 ]

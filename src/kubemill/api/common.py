@@ -224,6 +224,13 @@ class Job(KubeModel):
         spec = self.replica_specs[replica_type]
         return spec.restart_policy or self.DEFAULT_RESTART_POLICY
 
+    def kind_errors(self) -> list[FieldError]:
+        """Checks across fields that only this kind has (one chief, elastic bounds, ...).
+
+        The loader runs them with the checks every kind shares; a kind overrides this.
+        """
+        return []
+
     def refused_fields(self) -> list[FieldError]:
         """Fields this job sets that kubemill would not honour, found across fields.
 

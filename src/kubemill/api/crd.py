@@ -5,8 +5,8 @@ into a *structural* OpenAPI v3 schema as ``apiextensions.k8s.io/v1`` requires it
 ``$ref`` inlined, ``anyOf``-with-null collapsed, ``str | int`` as
 ``x-kubernetes-int-or-string``, open JSON parts as ``x-kubernetes-preserve-unknown-fields``,
 no defaults: the loader defaults, so the server need not), and :func:`build_crd` wraps it
-with names, subresources and printer columns from one :class:`CRDKind` entry in
-:data:`CRD_KINDS`. A later kind (MPIJob, SparkApplication) adds one entry there.
+with names, subresources and printer columns from one kind's :class:`~.kinds.KindApi`.
+Which kinds get CRDs is the registry's business (:func:`kubemill.kinds.crds`).
 
 :func:`structural_errors` checks the rules a schema must follow to be accepted by the
 API server, so the generator can be tested without a cluster.
@@ -14,15 +14,11 @@ API server, so the generator can be tested without a cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
-
 from kubemill.api.common import GROUP, VERSION
-from kubemill.api.pytorch import PyTorchJob
-from kubemill.api.tensorflow import TFJob
+from kubemill.api.kinds import KindApi
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
@@ -54,109 +50,10 @@ class SchemaError(ValueError):
     """A model uses a type that has no structural OpenAPI form (e.g. a union of objects)."""
 
 
-@dataclass(frozen=True)
-class PrinterColumn:
-    """One ``additionalPrinterColumns`` entry: a column of ``kubectl get``."""
-
-    name: str
-    json_path: str
-    type: str = "string"
-    description: str = ""
-    priority: int = 0
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
-        if self.description:
-            out["description"] = self.description
-        if self.priority:
-            out["priority"] = self.priority
-        return out
-
-
-@dataclass(frozen=True)
-class ScaleSubresource:
-    """Where the scale subresource finds replicas (``kubectl scale``, autoscalers)."""
-
-    spec_replicas_path: str
-    status_replicas_path: str
-    label_selector_path: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        out = {
-            "specReplicasPath": self.spec_replicas_path,
-            "statusReplicasPath": self.status_replicas_path,
-        }
-        if self.label_selector_path:
-            out["labelSelectorPath"] = self.label_selector_path
-        return out
-
-
-STATE_COLUMN = PrinterColumn(
-    "State", ".status.conditions[-1:].type", description="The job's latest condition"
-)
-AGE_COLUMN = PrinterColumn("Age", ".metadata.creationTimestamp", type="date")
-
-
-@dataclass(frozen=True)
-class CRDKind:
-    """Everything that makes one job kind a CRD; :data:`CRD_KINDS` holds one per kind."""
-
-    model: type[BaseModel]
-    """The pydantic model the schema is generated from."""
-    kind: str
-    plural: str
-    short_names: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ("kubemill", "all")
-    """``kubectl get kubemill`` lists every kubemill job; ``all`` adds them to ``get all``."""
-    printer_columns: tuple[PrinterColumn, ...] = (STATE_COLUMN, AGE_COLUMN)
-    scale: ScaleSubresource | None = None
-    required: tuple[str, ...] = ("spec",)
-    """Root fields the object must have."""
-    schema_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """Dotted schema path -> keywords merged into that node (a ``None`` value deletes one).
-
-    For what a model accepts that its JSON schema cannot say, e.g. a field whose
-    ``mode="before"`` validator also takes an int. ``*`` steps into a map's values.
-    """
-
-    @property
-    def singular(self) -> str:
-        return self.kind.lower()
-
-
-CRD_KINDS: dict[str, CRDKind] = {
-    "TFJob": CRDKind(
-        model=TFJob,
-        kind="TFJob",
-        plural="tfjobs",
-        short_names=("tfj",),
-        schema_overrides={"spec.tfReplicaSpecs": {"minProperties": 1}},
-    ),
-    "PyTorchJob": CRDKind(
-        model=PyTorchJob,
-        kind="PyTorchJob",
-        plural="pytorchjobs",
-        short_names=("ptj",),
-        # Elastic workers scale: `kubectl scale pytorchjob/NAME --replicas=N`.
-        scale=ScaleSubresource(
-            spec_replicas_path=".spec.pytorchReplicaSpecs.Worker.replicas",
-            status_replicas_path=".status.replicaStatuses.Worker.active",
-            label_selector_path=".status.replicaStatuses.Worker.selector",
-        ),
-        schema_overrides={
-            "spec.pytorchReplicaSpecs": {"minProperties": 1},
-            # Users write `nprocPerNode: 2`; the model turns it into the string "2".
-            "spec.nprocPerNode": {"type": None, INT_OR_STRING: True},
-        },
-    ),
-}
-"""Every kind kubemill serves as a CRD, keyed by kind. Later kinds add one entry."""
-
-
 # --- JSON schema -> structural OpenAPI v3 ----------------------------------------------------
 
 
-def openapi_schema(entry: CRDKind) -> dict[str, Any]:
+def openapi_schema(entry: KindApi) -> dict[str, Any]:
     """The structural ``openAPIV3Schema`` of one kind."""
     source = entry.model.model_json_schema(by_alias=True, mode="validation")
     defs: Mapping[str, Any] = source.get("$defs", {})
@@ -279,7 +176,7 @@ def _override(schema: dict[str, Any], path: str, keywords: Mapping[str, Any]) ->
 # --- CRD objects ------------------------------------------------------------------------------
 
 
-def build_crd(entry: CRDKind, *, group: str = GROUP, version: str = VERSION) -> dict[str, Any]:
+def build_crd(entry: KindApi, *, group: str = GROUP, version: str = VERSION) -> dict[str, Any]:
     """The ``CustomResourceDefinition`` of one kind."""
     subresources: dict[str, Any] = {"status": {}}
     if entry.scale is not None:
@@ -319,15 +216,9 @@ def build_crd(entry: CRDKind, *, group: str = GROUP, version: str = VERSION) -> 
     }
 
 
-def crds(kinds: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """The CRDs of ``kinds`` (all registered kinds by default), in registry order."""
-    wanted = list(CRD_KINDS) if kinds is None else list(kinds)
-    unknown = [k for k in wanted if k not in CRD_KINDS]
-    if unknown:
-        raise KeyError(
-            f"no CRD is registered for {', '.join(unknown)}; known: {', '.join(CRD_KINDS)}"
-        )
-    return [build_crd(CRD_KINDS[k]) for k in wanted]
+def crds(kinds: Iterable[KindApi]) -> list[dict[str, Any]]:
+    """The CRDs of ``kinds``, in their order."""
+    return [build_crd(kind) for kind in kinds]
 
 
 # --- structural schema rules --------------------------------------------------------------------
@@ -416,15 +307,9 @@ def structural_errors(schema: Mapping[str, Any], path: str = "") -> list[str]:
 
 
 __all__ = [
-    "AGE_COLUMN",
     "CRD_API_VERSION",
-    "CRD_KINDS",
     "INT_OR_STRING",
     "PRESERVE",
-    "STATE_COLUMN",
-    "CRDKind",
-    "PrinterColumn",
-    "ScaleSubresource",
     "SchemaError",
     "build_crd",
     "crds",

@@ -2,8 +2,9 @@
 
 ``load`` returns defaulted, validated job models or raises :class:`ManifestError` with
 *every* problem found, each with its field path. Our own group (``kubemill.dev``) and
-the upstream groups (``kubeflow.org``) load into the same models; legacy versions are
-converted (see :mod:`kubemill.api.legacy`).
+the upstream groups (``kubeflow.org``) load into the same models; older versions are
+converted. Which kinds and versions load is a :class:`~.kinds.KindTable` the caller passes:
+the registry (:mod:`kubemill.kinds`) holds the kinds and binds it.
 
 Nothing here reads a file: the SDK and the CLI do (:mod:`kubemill.sdk.manifests`) and
 pass the text, with the file's name, to ``load``.
@@ -16,7 +17,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Union
 
@@ -26,45 +27,17 @@ from pydantic import ValidationError as PydanticValidationError
 
 from kubemill.api.common import API_VERSION, Job
 from kubemill.api.errors import FieldError, ManifestError, child_path, did_you_mean, join_path
-from kubemill.api.legacy import V1Alpha1TFJob, convert_v1alpha1_tfjob, v1alpha1_path
-from kubemill.api.pytorch import PyTorchJob
-from kubemill.api.tensorflow import TFJob
+from kubemill.api.kinds import ApiVersion, KindTable
 
 MAX_NAME = 63
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
-Converter = Callable[[Mapping[str, Any]], tuple[Job | None, list[FieldError]]]
-
-
-@dataclass(frozen=True)
-class KindEntry:
-    """How one (apiVersion, kind) pair is loaded."""
-
-    model: type[BaseModel]
-    convert: Callable[[Any], tuple[Job | None, list[FieldError]]] | None = None
-    """Turns a validated legacy model into the current job (None for current kinds)."""
-    remap: Callable[[Any, str], str] | None = None
-    """Maps a field path of the converted job back onto the manifest the user wrote."""
-
-
-def _current(model: type[Job]) -> KindEntry:
-    return KindEntry(model=model)
-
-
-KINDS: dict[tuple[str, str], KindEntry] = {
-    (API_VERSION, "TFJob"): _current(TFJob),
-    ("kubeflow.org/v1", "TFJob"): _current(TFJob),
-    ("kubeflow.org/v1alpha1", "TFJob"): KindEntry(
-        V1Alpha1TFJob, convert_v1alpha1_tfjob, v1alpha1_path
-    ),
-    (API_VERSION, "PyTorchJob"): _current(PyTorchJob),
-    ("kubeflow.org/v1", "PyTorchJob"): _current(PyTorchJob),
-}
-"""Every accepted (apiVersion, kind). Later kinds register here."""
-
 
 def load(
-    source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *, name: str = ""
+    source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    *,
+    kinds: KindTable,
+    name: str = "",
 ) -> list[Job]:
     """Load every job in ``source`` (YAML text, one dict or a list of dicts).
 
@@ -85,7 +58,7 @@ def load(
     errors: list[FieldError] = []
     for index, doc in enumerate(documents):
         where = f"{name}#{index + 1}" if len(documents) > 1 else name
-        job, found = load_document(doc)
+        job, found = load_document(doc, kinds=kinds)
         errors.extend(FieldError(e.path, e.message, e.hint, where) for e in found)
         if job is not None:
             jobs.append(job)
@@ -106,15 +79,15 @@ def _yaml_error(exc: yaml.YAMLError, source: str) -> FieldError:
     )
 
 
-def load_one(source: str | Mapping[str, Any], *, name: str = "") -> Job:
+def load_one(source: str | Mapping[str, Any], *, kinds: KindTable, name: str = "") -> Job:
     """Load a manifest that holds exactly one job."""
-    jobs = load(source, name=name)
+    jobs = load(source, kinds=kinds, name=name)
     if len(jobs) != 1:
         raise ManifestError([FieldError("", f"expected one job, found {len(jobs)}", source=name)])
     return jobs[0]
 
 
-def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
+def load_document(doc: Any, *, kinds: KindTable) -> tuple[Job | None, list[FieldError]]:
     """Load one document; returns the job or the errors found (never raises)."""
     if not isinstance(doc, Mapping):
         return None, [
@@ -131,12 +104,12 @@ def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
             FieldError(
                 missing,
                 "required field is missing",
-                f"add apiVersion: {API_VERSION} and kind: one of {', '.join(_kind_names())}",
+                f"add apiVersion: {API_VERSION} and kind: one of {', '.join(kinds.kind_names())}",
             )
         ]
-    entry = KINDS.get((str(api_version), str(kind)))
+    entry = kinds.entry(str(api_version), str(kind))
     if entry is None:
-        return None, [_unknown_kind(str(api_version), str(kind))]
+        return None, [_unknown_kind(kinds, str(api_version), str(kind))]
     try:
         model = entry.model.model_validate(dict(doc))
     except PydanticValidationError as exc:
@@ -146,7 +119,7 @@ def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
     return (None, errors) if errors else (job, [])
 
 
-def _checked(entry: KindEntry, model: BaseModel) -> tuple[Job | None, list[FieldError]]:
+def _checked(entry: ApiVersion, model: BaseModel) -> tuple[Job | None, list[FieldError]]:
     """Convert (legacy versions) and run the semantic checks on a parsed model."""
     job: Job | None
     converting: list[FieldError] = []
@@ -174,7 +147,7 @@ _MAX_PRUNE_ROUNDS = 4
 
 
 def _checks_despite_parse_errors(
-    entry: KindEntry, doc: Mapping[str, Any], first: PydanticValidationError
+    entry: ApiVersion, doc: Mapping[str, Any], first: PydanticValidationError
 ) -> list[FieldError]:
     """The semantic errors of a document that did not parse, so all are reported at once.
 
@@ -284,21 +257,17 @@ def _shadowed(path: str, cut: str) -> bool:
     return path == cut or path.startswith((cut + ".", cut + "["))
 
 
-def _unknown_kind(api_version: str, kind: str) -> FieldError:
-    kinds = _kind_names()
-    if kind not in kinds:
-        hint = did_you_mean(kind, kinds) or f"kubemill runs {', '.join(kinds)}"
+def _unknown_kind(kinds: KindTable, api_version: str, kind: str) -> FieldError:
+    names = kinds.kind_names()
+    if kind not in names:
+        hint = did_you_mean(kind, names) or f"kubemill runs {', '.join(names)}"
         return FieldError("kind", f"unknown kind {kind!r}", hint)
-    versions = sorted(v for v, k in KINDS if k == kind)
+    versions = kinds.versions_of(kind)
     return FieldError(
         "apiVersion",
         f"{kind} is not served in {api_version!r}",
         f"use one of {', '.join(versions)}",
     )
-
-
-def _kind_names() -> list[str]:
-    return sorted({k for _, k in KINDS})
 
 
 def validate_job(job: Job) -> list[FieldError]:
@@ -327,7 +296,7 @@ def validate_job(job: Job) -> list[FieldError]:
             continue
         errors.extend(_validate_template(job, path, spec.template))
     errors.extend(_validate_pod_names(job))
-    errors.extend(_validate_kind(job, field))
+    errors.extend(job.kind_errors())
     errors.extend(job.refused_fields())
     return errors
 
@@ -389,89 +358,6 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
                 + (f" (found {', '.join(map(repr, names))})" if names else ""),
             )
         )
-    return errors
-
-
-def _validate_elastic(job: PyTorchJob, field: str) -> list[FieldError]:
-    policy = job.spec.elastic_policy
-    assert policy is not None
-    if "Worker" not in job.replica_specs:
-        return [
-            FieldError(
-                f"{field}.Worker",
-                "elasticPolicy needs Worker replicas",
-                "add Worker replicas, or drop spec.elasticPolicy",
-            )
-        ]
-    lo, hi = policy.min_replicas, policy.max_replicas
-    if lo is not None and hi is not None and lo > hi:
-        return [
-            FieldError(
-                "spec.elasticPolicy.minReplicas",
-                f"{lo} is above maxReplicas {hi}",
-                "make minReplicas <= maxReplicas",
-            )
-        ]
-    workers = job.replica_count("Worker")
-    low, high = job.elastic_bounds
-    if not low <= workers <= high:
-        return [
-            FieldError(
-                f"{field}.Worker.replicas",
-                f"{workers} is outside the elasticPolicy bounds {low}..{high}",
-                "start with a number of workers between minReplicas and maxReplicas",
-            )
-        ]
-    return []
-
-
-def _validate_kind(job: Job, field: str) -> list[FieldError]:
-    errors: list[FieldError] = []
-    if isinstance(job, TFJob):
-        chiefs = [t for t in ("Chief", "Master") if t in job.replica_specs]
-        if len(chiefs) > 1:
-            errors.append(
-                FieldError(
-                    field, "Chief and Master both given", "a TFJob has one chief; keep Chief"
-                )
-            )
-        for t in chiefs:
-            if job.replica_count(t) > 1:
-                errors.append(
-                    FieldError(
-                        f"{child_path(field, t)}.replicas",
-                        "must be 0 or 1",
-                        "a TFJob has one chief",
-                    )
-                )
-    if isinstance(job, PyTorchJob):
-        if "Master" in job.replica_specs and job.replica_count("Master") != 1:
-            errors.append(
-                FieldError(f"{field}.Master.replicas", "must be 1", "a PyTorchJob has one Master")
-            )
-        elastic = job.spec.elastic_policy
-        if "Master" not in job.replica_specs and elastic is None:
-            errors.append(
-                FieldError(
-                    field,
-                    "a Master replica is required",
-                    "add Master (replicas: 1), or set spec.elasticPolicy for workers only",
-                )
-            )
-        if elastic is not None:
-            errors.extend(_validate_elastic(job, field))
-        if (
-            elastic is not None
-            and elastic.n_proc_per_node is not None
-            and job.spec.nproc_per_node is not None
-        ):
-            errors.append(
-                FieldError(
-                    "spec.elasticPolicy.nProcPerNode",
-                    "deprecated and conflicts with spec.nprocPerNode",
-                    "keep spec.nprocPerNode only",
-                )
-            )
     return errors
 
 

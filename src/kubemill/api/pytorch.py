@@ -8,10 +8,13 @@ from pydantic import Field, field_validator, model_validator
 
 from kubemill.api.base import KubeModel, refused
 from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.crd import INT_OR_STRING
 from kubemill.api.defaults import (
     apply_job_defaults,
     normalise_replica_keys,
 )
+from kubemill.api.errors import FieldError
+from kubemill.api.kinds import KindApi, ScaleSubresource
 
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
 
@@ -118,7 +121,88 @@ class PyTorchJob(Job):
         high = high if high is not None else low
         return low, high
 
+    def kind_errors(self) -> list[FieldError]:
+        """One Master (or elastic workers without one), and elasticPolicy's bounds."""
+        errors: list[FieldError] = []
+        field = f"spec.{self.REPLICA_SPECS_FIELD}"
+        if "Master" in self.replica_specs and self.replica_count("Master") != 1:
+            errors.append(
+                FieldError(f"{field}.Master.replicas", "must be 1", "a PyTorchJob has one Master")
+            )
+        elastic = self.spec.elastic_policy
+        if "Master" not in self.replica_specs and elastic is None:
+            errors.append(
+                FieldError(
+                    field,
+                    "a Master replica is required",
+                    "add Master (replicas: 1), or set spec.elasticPolicy for workers only",
+                )
+            )
+        if elastic is not None:
+            errors.extend(self._elastic_errors(field))
+            if elastic.n_proc_per_node is not None and self.spec.nproc_per_node is not None:
+                errors.append(
+                    FieldError(
+                        "spec.elasticPolicy.nProcPerNode",
+                        "deprecated and conflicts with spec.nprocPerNode",
+                        "keep spec.nprocPerNode only",
+                    )
+                )
+        return errors
+
+    def _elastic_errors(self, field: str) -> list[FieldError]:
+        policy = self.spec.elastic_policy
+        assert policy is not None
+        if "Worker" not in self.replica_specs:
+            return [
+                FieldError(
+                    f"{field}.Worker",
+                    "elasticPolicy needs Worker replicas",
+                    "add Worker replicas, or drop spec.elasticPolicy",
+                )
+            ]
+        lo, hi = policy.min_replicas, policy.max_replicas
+        if lo is not None and hi is not None and lo > hi:
+            return [
+                FieldError(
+                    "spec.elasticPolicy.minReplicas",
+                    f"{lo} is above maxReplicas {hi}",
+                    "make minReplicas <= maxReplicas",
+                )
+            ]
+        workers = self.replica_count("Worker")
+        low, high = self.elastic_bounds
+        if not low <= workers <= high:
+            return [
+                FieldError(
+                    f"{field}.Worker.replicas",
+                    f"{workers} is outside the elasticPolicy bounds {low}..{high}",
+                    "start with a number of workers between minReplicas and maxReplicas",
+                )
+            ]
+        return []
+
     @property
     def is_elastic(self) -> bool:
         """Whether torchrun rendezvous (elasticPolicy) is in use."""
         return self.spec.elastic_policy is not None
+
+
+PYTORCHJOB = KindApi(
+    model=PyTorchJob,
+    plural="pytorchjobs",
+    short_names=("ptj",),
+    upstream=("kubeflow.org/v1",),
+    # Elastic workers scale: `kubectl scale pytorchjob/NAME --replicas=N`.
+    scale=ScaleSubresource(
+        spec_replicas_path=".spec.pytorchReplicaSpecs.Worker.replicas",
+        status_replicas_path=".status.replicaStatuses.Worker.active",
+        label_selector_path=".status.replicaStatuses.Worker.selector",
+    ),
+    schema_overrides={
+        "spec.pytorchReplicaSpecs": {"minProperties": 1},
+        # Users write `nprocPerNode: 2`; the model turns it into the string "2".
+        "spec.nprocPerNode": {"type": None, INT_OR_STRING: True},
+    },
+)
+"""The PyTorchJob kind's API: versions and CRD."""

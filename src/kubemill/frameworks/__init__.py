@@ -1,7 +1,7 @@
 """Frameworks: one module per engine, each turning a job into a :class:`Plan`.
 
-``plan_for(job, network)`` picks the framework by the job's kind (see
-:data:`FRAMEWORKS`); the Plan types live in :mod:`kubemill.frameworks.plan`.
+The Plan types live in :mod:`kubemill.frameworks.plan`. Which framework plans which kind
+is the registry's business (:func:`kubemill.kinds.plan_for`).
 """
 
 from kubemill.frameworks._common import PlanError
@@ -36,11 +36,9 @@ from kubemill.frameworks.plan import (
     replica_name,
 )
 from kubemill.frameworks.pytorch import PyTorch
-from kubemill.frameworks.registry import FRAMEWORKS, NoFrameworkError, framework_for, plan_for
 from kubemill.frameworks.tensorflow import TensorFlow
 
 __all__ = [
-    "FRAMEWORKS",
     "LABEL_JOB_NAME",
     "LABEL_JOB_ROLE",
     "LABEL_OPERATOR",
@@ -58,7 +56,6 @@ __all__ = [
     "Framework",
     "HostListing",
     "Network",
-    "NoFrameworkError",
     "ObservedPodView",
     "OutcomeRule",
     "Plan",
@@ -72,7 +69,5 @@ __all__ = [
     "SuccessPolicy",
     "TensorFlow",
     "decided_by",
-    "framework_for",
-    "plan_for",
     "replica_name",
 ]

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kubemill.api import FieldError, Job, ManifestError, load_one
+from kubemill.api import FieldError, Job, ManifestError
+from kubemill.kinds import load_one
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import (
@@ -57,7 +58,7 @@ def load_source(source: JobSource) -> tuple[Job, str | None]:
                 FieldError(
                     "",
                     f"holds {len(jobs)} jobs; submit takes one",
-                    "split the file, or load it with kubemill.api.load and submit each job",
+                    "split the file, or load it with kubemill.kinds.load and submit each job",
                     source=str(path),
                 )
             ]

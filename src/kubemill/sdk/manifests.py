@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from kubemill.api import FieldError, Job, ManifestError, load
+from kubemill.api import FieldError, Job, ManifestError
+from kubemill.kinds import load
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 """What a directory's manifests are called (JSON is YAML too, but is not searched for)."""

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from kubemill import __version__
 from kubemill.api import GROUP
-from kubemill.api.crd import CRD_KINDS, crds
+from kubemill.kinds import OperatorGrant, crds, engines
 from kubemill.substrates.kubernetes.build import GangScheduler, gang_scheduler
 from kubemill.substrates.kubernetes.render import dump_yaml
 
@@ -45,7 +45,6 @@ DEFAULT_REPLICAS = 2
 METRICS_PORT = 8080
 HEALTH_PORT = 8081
 HEALTH_PATH = "/healthz"
-UPSTREAM_GROUP = "kubeflow.org"
 NON_ROOT_UID = 65532
 
 Scope = Literal["namespace", "cluster", "own-namespace"]
@@ -77,31 +76,7 @@ class Rule:
         return group in self.api_groups and resource in self.resources and verb in self.verbs
 
 
-_OUR_JOBS = tuple(entry.plural for entry in CRD_KINDS.values())
-_OUR_STATUS = tuple(f"{p}/status" for p in _OUR_JOBS)
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        (GROUP,),
-        _OUR_JOBS,
-        ("list", "watch", "delete"),
-        "watch jobs (kopf); delete a job whose ttlSecondsAfterFinished has passed",
-    ),
-    Rule((GROUP,), _OUR_STATUS, ("patch",), "write job status through the status subresource"),
-    Rule(
-        (UPSTREAM_GROUP,),
-        _OUR_JOBS,
-        ("list", "watch", "delete"),
-        "--serve-upstream-groups: the same for kubeflow.org/v1 jobs",
-        when="upstream",
-    ),
-    Rule(
-        (UPSTREAM_GROUP,),
-        _OUR_STATUS,
-        ("patch",),
-        "--serve-upstream-groups: status of kubeflow.org/v1 jobs",
-        when="upstream",
-    ),
+COMMON_RULES: tuple[Rule, ...] = (
     Rule(
         ("",),
         ("pods",),
@@ -123,8 +98,70 @@ RULES: tuple[Rule, ...] = (
         scope="own-namespace",
     ),
 )
-"""Every permission the operator can be granted. PodGroup rules depend on the scheduler:
-see :func:`pod_group_rule`."""
+"""What the operator needs whatever kinds it runs."""
+
+
+def all_rules() -> tuple[Rule, ...]:
+    """Every permission the operator can be granted, derived from the registered kinds.
+
+    The job resources of every kind (and, with ``--serve-upstream-groups``, of their upstream
+    groups), the common rules, and what each kind's engine says it needs
+    (:class:`kubemill.kinds.OperatorGrant`), merged per resource. PodGroup rules depend on
+    the scheduler: see :func:`pod_group_rule`.
+    """
+    kinds = engines()
+    jobs = tuple(engine.api.plural for engine in kinds)
+    status = tuple(f"{plural}/status" for plural in jobs)
+    rules = [
+        Rule(
+            (GROUP,),
+            jobs,
+            ("list", "watch", "delete"),
+            "watch jobs (kopf); delete a job whose ttlSecondsAfterFinished has passed",
+        ),
+        Rule((GROUP,), status, ("patch",), "write job status through the status subresource"),
+    ]
+    upstream: dict[str, list[str]] = {}
+    for engine in kinds:
+        for group, _ in engine.api.upstream_groups:
+            upstream.setdefault(group, []).append(engine.api.plural)
+    for group, plurals in upstream.items():
+        rules.append(
+            Rule(
+                (group,),
+                tuple(plurals),
+                ("list", "watch", "delete"),
+                f"--serve-upstream-groups: the same for {group} jobs",
+                when="upstream",
+            )
+        )
+        rules.append(
+            Rule(
+                (group,),
+                tuple(f"{p}/status" for p in plurals),
+                ("patch",),
+                f"--serve-upstream-groups: status of {group} jobs",
+                when="upstream",
+            )
+        )
+    rules += COMMON_RULES
+    return tuple(_merge_grants(rules, [g for engine in kinds for g in engine.grants]))
+
+
+def _merge_grants(rules: list[Rule], grants: Sequence[OperatorGrant]) -> list[Rule]:
+    """Add the engines' grants; one rule per (groups, resources), verbs and reasons joined."""
+    out = list(rules)
+    for grant in grants:
+        key = (grant.api_groups, grant.resources)
+        at = next((i for i, r in enumerate(out) if (r.api_groups, r.resources) == key), None)
+        if at is None:
+            out.append(Rule(grant.api_groups, grant.resources, grant.verbs, grant.why))
+            continue
+        rule = out[at]
+        verbs = tuple(dict.fromkeys((*rule.verbs, *grant.verbs)))
+        why = rule.why if grant.why in rule.why else f"{rule.why}; {grant.why}"
+        out[at] = Rule(rule.api_groups, rule.resources, verbs, why, rule.scope, rule.when)
+    return out
 
 
 def pod_group_rule(gang: GangScheduler) -> Rule:
@@ -146,7 +183,7 @@ def operator_rules(
 ) -> list[Rule]:
     """The rules that apply to one installation (all scopes)."""
     gang = _gang(gang_scheduler)
-    rules = list(RULES) + ([pod_group_rule(gang)] if gang is not None else [])
+    rules = list(all_rules()) + ([pod_group_rule(gang)] if gang is not None else [])
     granted = {"always"}
     if gang is not None:
         granted.add("gang")
@@ -553,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
+    "COMMON_RULES",
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
     "HEALTH_PATH",
@@ -561,8 +599,8 @@ __all__ = [
     "LEASE_NAME",
     "METRICS_PORT",
     "NAME",
-    "RULES",
     "Rule",
+    "all_rules",
     "build_deployment",
     "build_namespace",
     "build_rbac",

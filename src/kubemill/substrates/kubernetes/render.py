@@ -4,7 +4,7 @@ Nothing is decided here. The render drives the same pure reconcile the operator 
 (:func:`kubemill.core.reconcile`) from an empty cluster, pretending each created pod comes
 up Running and each PodGroup is admitted, until the reconcile asks to create nothing more;
 every create action it emitted on the way is built by the same :mod:`.build` functions the
-operator calls, from the same Plan (:func:`kubemill.frameworks.plan_for` with a
+operator calls, from the same Plan (:func:`kubemill.kinds.plan_for` with a
 :class:`.network.KubernetesNetwork`). So an ordered start (later stages wait for earlier
 ones), a volcano PodGroup that pods wait for, or a suspended job (nothing at all) render
 exactly as the operator would create them.
@@ -35,7 +35,8 @@ from kubemill.core import (
     WriteFiles,
     reconcile,
 )
-from kubemill.frameworks import Plan, plan_for
+from kubemill.frameworks import Plan
+from kubemill.kinds import plan_for
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
     build_for_action,

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubemill.api import Job, JobStatus, load_one
+from kubemill.api import Job, JobStatus
+from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
 

@@ -57,7 +57,8 @@ from kubemill.core import (
     reconcile,
     set_condition,
 )
-from kubemill.frameworks import Plan, plan_for
+from kubemill.frameworks import Plan
+from kubemill.kinds import plan_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment

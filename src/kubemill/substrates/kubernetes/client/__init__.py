@@ -29,12 +29,11 @@ from kubemill.substrates.kubernetes.client.errors import (
     KubeconfigError,
     OperatorNotActing,
 )
-from kubemill.substrates.kubernetes.client.kinds import KINDS, job_body, load_job
+from kubemill.substrates.kubernetes.client.kinds import job_body, job_kinds, load_job
 from kubemill.substrates.kubernetes.client.views import pod_view, replica_views
 
 __all__ = [
     "DEFAULT_OPERATOR_TIMEOUT",
-    "KINDS",
     "AccessDenied",
     "CRDsNotInstalled",
     "ClusterUnreachable",
@@ -45,6 +44,7 @@ __all__ = [
     "OperatorNotActing",
     "connect",
     "job_body",
+    "job_kinds",
     "load_job",
     "pod_view",
     "replica_views",

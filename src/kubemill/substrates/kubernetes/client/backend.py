@@ -60,10 +60,10 @@ from kubemill.substrates.kubernetes.client.errors import (
 )
 from kubemill.substrates.kubernetes.client.events import event_record, event_selector
 from kubemill.substrates.kubernetes.client.kinds import (
-    KINDS,
     Found,
     JobKind,
     job_body,
+    job_kinds,
     kind_of,
     split_name,
 )
@@ -181,7 +181,8 @@ class KubernetesBackend:
         """Every job of ``namespace`` (every namespace when ``None``), oldest first."""
         objects: builtins.list[Found] = []
         missing: builtins.list[JobKind] = []
-        for kind in KINDS:
+        kinds = job_kinds()
+        for kind in kinds:
             request = Request("list", kind.plural, GROUP, namespace)
             try:
                 answer = self.http.json(request, "GET", kind.path(namespace))
@@ -195,7 +196,7 @@ class KubernetesBackend:
                 item.setdefault("apiVersion", API_VERSION)
                 item.setdefault("kind", kind.kind)
                 objects.append(Found(kind, item))
-        if len(missing) == len(KINDS):
+        if len(missing) == len(kinds):
             self._require_crds(missing)  # none served: say so (a partial install lists the rest)
         pods_by_owner: dict[str, builtins.list[dict[str, Any]]] = {}
         if objects:

@@ -1,6 +1,6 @@
 """The job kinds as the client addresses them, and job objects as read from or sent to a cluster.
 
-Every kind of the CRD registry (:data:`kubemill.api.crd.CRD_KINDS`) is a :class:`JobKind`:
+Every registered kind (:func:`kubemill.kinds.engines`) is a :class:`JobKind`:
 its REST path in our group, and the names a user may write before ``/`` as with kubectl
 (``tfjob/x``, ``tfj/x``, ``tfjobs.kubemill.dev/x``). :class:`Found` is one job object as the
 API server returned it.
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubemill import __version__
-from kubemill.api import API_VERSION, GROUP, VERSION, Job, load_document
-from kubemill.api.crd import CRD_KINDS
+from kubemill.api import API_VERSION, GROUP, VERSION, Job
+from kubemill.kinds import engines, load_document
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.transport import api_path
 
@@ -51,44 +51,47 @@ class JobKind:
         return f"{self.plural}.{GROUP}"
 
 
-KINDS: tuple[JobKind, ...] = tuple(
-    JobKind(
-        kind=entry.kind,
-        plural=entry.plural,
-        names=frozenset(
-            n.lower()
-            for n in (
-                entry.kind,
-                entry.plural,
-                entry.singular,
-                *entry.short_names,
-                f"{entry.plural}.{GROUP}",
-                f"{entry.kind}.{GROUP}",
-            )
-        ),
+def job_kinds() -> tuple[JobKind, ...]:
+    """Every registered kind as the client names and finds it (read when asked, so a
+    kind registered at run time is included)."""
+    return tuple(
+        JobKind(
+            kind=entry.kind,
+            plural=entry.plural,
+            names=frozenset(
+                n.lower()
+                for n in (
+                    entry.kind,
+                    entry.plural,
+                    entry.singular,
+                    *entry.short_names,
+                    f"{entry.plural}.{GROUP}",
+                    f"{entry.kind}.{GROUP}",
+                )
+            ),
+        )
+        for entry in (engine.api for engine in engines())
     )
-    for entry in CRD_KINDS.values()
-)
 
 
 def kind_of(job: Job) -> JobKind:
     """The served kind of ``job`` (a :class:`SubstrateError` if it has no CRD)."""
-    for kind in KINDS:
+    for kind in job_kinds():
         if kind.kind == job.KIND:
             return kind
     raise SubstrateError(
-        f"{job.KIND} has no CRD in kubemill.api.crd, so it cannot run on Kubernetes yet"
+        f"{job.KIND} is not a registered kind, so it has no CRD to run on Kubernetes"
     )
 
 
 def split_name(name: str) -> tuple[tuple[JobKind, ...], str]:
     """``name`` or ``kind/name`` (kubectl style) -> the kinds to look in and the name."""
     if "/" not in name:
-        return KINDS, name
+        return job_kinds(), name
     prefix, _, rest = name.partition("/")
-    chosen = tuple(k for k in KINDS if prefix.lower() in k.names)
+    chosen = tuple(k for k in job_kinds() if prefix.lower() in k.names)
     if not chosen or not rest:
-        known = ", ".join(f"{k.kind.lower()}/NAME" for k in KINDS)
+        known = ", ".join(f"{k.kind.lower()}/NAME" for k in job_kinds())
         raise SubstrateError(f"cannot tell which job {name!r} means: write NAME or one of {known}")
     return chosen, rest
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from kubemill.api import Job, JobStatus, load_document
+from kubemill.api import Job, JobStatus
 from kubemill.core import (
     Action,
     CreatePod,
@@ -40,6 +40,7 @@ from kubemill.core import (
     reconcile,
 )
 from kubemill.frameworks import Plan, PlanError
+from kubemill.kinds import load_document
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
     Owner,

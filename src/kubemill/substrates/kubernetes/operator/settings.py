@@ -13,12 +13,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kubemill.api import GROUP, VERSION
-from kubemill.api.crd import CRD_KINDS
+from kubemill.kinds import engines
 
 GangSchedulerName = Literal["volcano", "scheduler-plugins"]
-
-UPSTREAM_GROUP = "kubeflow.org"
-UPSTREAM_VERSION = "v1"
 
 
 @dataclass(frozen=True)
@@ -128,11 +125,14 @@ class OperatorSettings:
 
     def job_resources(self) -> list[JobResource]:
         """The job resources this operator reconciles."""
-        groups = [(GROUP, VERSION)]
-        if self.serve_upstream_groups:
-            groups.append((UPSTREAM_GROUP, UPSTREAM_VERSION))
-        return [
-            JobResource(group, version, entry.plural, entry.kind)
+        ours = [JobResource(GROUP, VERSION, e.api.plural, e.kind) for e in engines()]
+        if not self.serve_upstream_groups:
+            return ours
+        # Ours first, then each upstream group's kinds, in registry order.
+        groups = dict.fromkeys(g for e in engines() for g in e.api.upstream_groups)
+        return ours + [
+            JobResource(group, version, engine.api.plural, engine.kind)
             for group, version in groups
-            for entry in CRD_KINDS.values()
+            for engine in engines()
+            if (group, version) in engine.api.upstream_groups
         ]

@@ -1,0 +1,190 @@
+"""The registry: one :class:`Engine` per job kind, and everything derived from it.
+
+An engine is the whole description of a kind: its API (model, versions, conversions and
+CRD: :class:`kubemill.api.KindApi`), the framework that plans it, what the operator must be
+allowed to do for it, and whether it runs on the local substrate. The loader's kind table,
+the CRDs, the install manifests and the Helm chart, the operator's RBAC and watches, the
+CLI's help and ``kubemill kinds``, and the docs' kinds table all derive from
+:func:`engines`; nothing else lists kinds.
+
+Adding an engine means: its API module (model + ``KindApi``), its framework module, and
+one line in :data:`BUILTIN`. A plugin (or a test) adds one at run time with
+:func:`register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from kubemill.api import PYTORCHJOB, TFJOB, FieldError, Job, KindApi, KindTable, loader
+from kubemill.api import crd as crd_generation
+from kubemill.frameworks import Framework, Network, Plan, PlanError
+from kubemill.frameworks.pytorch import PyTorch
+from kubemill.frameworks.tensorflow import TensorFlow
+
+
+@dataclass(frozen=True)
+class OperatorGrant:
+    """Something the operator must be allowed to do for a kind (an RBAC rule and why).
+
+    Every kind gets pods, services and events; a kind whose Plans deliver files, create
+    per-job access or exec into pods names those resources here, and the install manifests
+    grant them. (RBAC forbids granting what one does not hold, so an engine whose per-job
+    Role allows ``pods/exec`` must list ``pods/exec`` for the operator too.)
+    """
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class LocalSupport:
+    """Whether the kind runs on the local substrate, and if not, what to do instead."""
+
+    runs: bool = True
+    why_not: str = ""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One job kind, whole."""
+
+    api: KindApi
+    framework: Framework
+    summary: str
+    """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
+    grants: tuple[OperatorGrant, ...] = ()
+    local: LocalSupport = LocalSupport()
+
+    @property
+    def kind(self) -> str:
+        return self.api.kind
+
+    def __post_init__(self) -> None:
+        if self.framework.kind != self.api.kind:
+            raise ValueError(
+                f"engine {self.api.kind}: its framework plans {self.framework.kind!r}, not "
+                f"{self.api.kind!r}"
+            )
+
+
+BUILTIN: tuple[Engine, ...] = (
+    Engine(TFJOB, TensorFlow(), "TensorFlow: Chief/Master, PS, Worker, Evaluator (TF_CONFIG)"),
+    Engine(PYTORCHJOB, PyTorch(), "PyTorch: Master and Workers, elastic torchrun (PET_*)"),
+)
+"""The engines kubemill ships, in the order they are listed everywhere."""
+
+
+class UnknownKind(PlanError, LookupError):
+    """No engine is registered for a kind."""
+
+
+_engines: dict[str, Engine] = {engine.kind: engine for engine in BUILTIN}
+_table: KindTable | None = None
+
+
+def engines() -> tuple[Engine, ...]:
+    """Every registered engine, built-ins first, in registration order."""
+    return tuple(_engines.values())
+
+
+def engine_for(kind: str) -> Engine:
+    """The engine of ``kind``; :class:`UnknownKind` (naming the known ones) if none."""
+    try:
+        return _engines[kind]
+    except KeyError:
+        known = ", ".join(sorted(_engines))
+        raise UnknownKind(
+            f"no engine runs {kind or 'a job without a kind'!r}; kubemill runs {known}"
+        ) from None
+
+
+def register(engine: Engine) -> None:
+    """Add an engine (a plugin's kind). Its kind must not be registered yet."""
+    global _table
+    if engine.kind in _engines:
+        raise ValueError(f"{engine.kind} is registered already")
+    _engines[engine.kind] = engine
+    _table = None
+
+
+def unregister(kind: str) -> None:
+    """Remove a kind added with :func:`register` (the built-ins stay)."""
+    global _table
+    if any(engine.kind == kind for engine in BUILTIN):
+        raise ValueError(f"{kind} is built in and cannot be unregistered")
+    _engines.pop(kind, None)
+    _table = None
+
+
+@contextmanager
+def registered(engine: Engine) -> Iterator[Engine]:
+    """Register ``engine`` for the duration of a ``with`` block (tests, one-off plugins)."""
+    register(engine)
+    try:
+        yield engine
+    finally:
+        unregister(engine.kind)
+
+
+def kind_table() -> KindTable:
+    """The loader's view of the registered kinds."""
+    global _table
+    if _table is None:
+        _table = KindTable(engine.api for engine in _engines.values())
+    return _table
+
+
+def load(
+    source: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *, name: str = ""
+) -> list[Job]:
+    """Every job in ``source`` (YAML text, one dict or a list of dicts), of any registered kind.
+
+    Raises :class:`~kubemill.api.ManifestError` with every problem and its field path.
+    """
+    return loader.load(source, kinds=kind_table(), name=name)
+
+
+def load_one(source: str | Mapping[str, Any], *, name: str = "") -> Job:
+    """The one job in ``source``."""
+    return loader.load_one(source, kinds=kind_table(), name=name)
+
+
+def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
+    """One document: the job, or the errors found (never raises)."""
+    return loader.load_document(doc, kinds=kind_table())
+
+
+def plan_for(job: Job, network: Network) -> Plan:
+    """The Plan of ``job`` by its kind's framework, with addresses from ``network``."""
+    return engine_for(job.KIND).framework.plan(job, network)
+
+
+def crds() -> list[dict[str, Any]]:
+    """The CRD of every registered kind, in registry order."""
+    return crd_generation.crds(engine.api for engine in _engines.values())
+
+
+__all__ = [
+    "BUILTIN",
+    "Engine",
+    "LocalSupport",
+    "OperatorGrant",
+    "UnknownKind",
+    "crds",
+    "engine_for",
+    "engines",
+    "kind_table",
+    "load",
+    "load_document",
+    "load_one",
+    "plan_for",
+    "register",
+    "registered",
+    "unregister",
+]

@@ -1,0 +1,149 @@
+"""The registry: one Engine per kind, and everything that derives from it follows.
+
+A kind registered at run time appears in the loader's table, the CRDs, the operator's RBAC
+and watched resources, and the Kubernetes client's names, with no edit anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pytest
+from pydantic import Field
+
+from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
+from kubemill.api.base import KubeModel
+from kubemill.frameworks import Network, Plan, PlanError, PyTorch, TensorFlow
+from kubemill.kinds import (
+    BUILTIN,
+    Engine,
+    OperatorGrant,
+    UnknownKind,
+    crds,
+    engine_for,
+    engines,
+    kind_table,
+    load_one,
+    plan_for,
+    registered,
+    unregister,
+)
+from kubemill.substrates.kubernetes.client.kinds import job_kinds
+from kubemill.substrates.kubernetes.install import all_rules, operator_rules
+from kubemill.substrates.kubernetes.operator.settings import OperatorSettings
+
+
+class ProbeSpec(KubeModel):
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    probe_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class ProbeJob(Job):
+    KIND: ClassVar[str] = "ProbeJob"
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = ("Probe",)
+    DEFAULT_CONTAINER: ClassVar[str] = "probe"
+    REPLICA_SPECS_FIELD: ClassVar[str] = "probeReplicaSpecs"
+    kind: str = "ProbeJob"
+    spec: ProbeSpec = Field(default_factory=ProbeSpec)
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.spec.probe_replica_specs
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        return self.spec.run_policy
+
+
+class ProbeFramework:
+    kind = "ProbeJob"
+
+    def plan(self, job: Job, network: Network) -> Plan:
+        raise PlanError("not needed here")
+
+
+PROBE = Engine(
+    KindApi(model=ProbeJob, plural="probejobs", short_names=("prb",), upstream=("probes.io/v2",)),
+    ProbeFramework(),
+    "a kind registered by a test",
+    grants=(
+        OperatorGrant(("",), ("configmaps",), ("create", "update"), "probe files"),
+        OperatorGrant(("",), ("pods",), ("get",), "probes read pods"),
+    ),
+)
+
+MANIFEST = """
+apiVersion: {api}
+kind: ProbeJob
+metadata: {{name: p}}
+spec:
+  probeReplicaSpecs:
+    Probe:
+      template: {{spec: {{containers: [{{name: probe, image: x, command: [x]}}]}}}}
+"""
+
+
+@pytest.fixture
+def probe() -> Iterator[Engine]:
+    with registered(PROBE) as engine:
+        yield engine
+    assert "ProbeJob" not in kind_table().kind_names()
+
+
+def test_the_builtins_are_one_entry_each() -> None:
+    assert [e.kind for e in BUILTIN] == ["TFJob", "PyTorchJob"]
+    assert engines()[: len(BUILTIN)] == BUILTIN
+    assert isinstance(engine_for("TFJob").framework, TensorFlow)
+    assert isinstance(engine_for("PyTorchJob").framework, PyTorch)
+    assert [c["spec"]["names"]["kind"] for c in crds()] == ["TFJob", "PyTorchJob"]
+
+
+def test_an_unknown_kind_names_the_known_ones() -> None:
+    with pytest.raises(UnknownKind, match=r"no engine runs 'MPIJob'.*PyTorchJob, TFJob"):
+        engine_for("MPIJob")
+    job = ProbeJob(metadata={"name": "x"})
+    with pytest.raises(UnknownKind, match="ProbeJob"):
+        plan_for(job, network=None)  # type: ignore[arg-type]
+    assert issubclass(UnknownKind, PlanError) and issubclass(UnknownKind, LookupError)
+
+
+def test_an_engine_whose_framework_plans_another_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="plans 'TFJob'"):
+        Engine(PROBE.api, TensorFlow(), "mismatched")
+
+
+def test_builtins_cannot_be_unregistered_and_kinds_not_registered_twice(probe: Engine) -> None:
+    with pytest.raises(ValueError, match="built in"):
+        unregister("TFJob")
+    with pytest.raises(ValueError, match="already"), registered(PROBE):
+        pass
+
+
+def test_a_registered_kind_loads_in_every_accepted_version(probe: Engine) -> None:
+    assert kind_table().versions_of("ProbeJob") == ["kubemill.dev/v1", "probes.io/v2"]
+    for api in ("kubemill.dev/v1", "probes.io/v2"):
+        job = load_one(MANIFEST.format(api=api))
+        assert isinstance(job, ProbeJob) and job.api_version == "kubemill.dev/v1"
+
+
+def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
+    crd = {c["spec"]["names"]["kind"]: c for c in crds()}["ProbeJob"]
+    assert crd["metadata"]["name"] == "probejobs.kubemill.dev"
+    assert crd["spec"]["names"]["shortNames"] == ["prb"]
+    rules = {(r.api_groups, r.resources): r for r in all_rules()}
+    assert (
+        "probejobs" in rules[(("kubemill.dev",), ("tfjobs", "pytorchjobs", "probejobs"))].resources
+    )
+    upstream = rules[(("probes.io",), ("probejobs",))]
+    assert upstream.when == "upstream"
+    # A grant for a new resource is a rule of its own; one for a resource every kind has
+    # widens that rule (one rule per resource), with the reason kept.
+    assert rules[(("",), ("configmaps",))].verbs == ("create", "update")
+    pods = rules[(("",), ("pods",))]
+    assert "get" in pods.verbs and "probes read pods" in pods.why
+    assert not any(r.resources == ("probejobs",) for r in operator_rules())  # upstream off
+    settings = OperatorSettings(serve_upstream_groups=True)
+    served = [(r.group, r.plural) for r in settings.job_resources()]
+    assert ("kubemill.dev", "probejobs") in served and ("probes.io", "probejobs") in served
+    assert "prb" in {n for k in job_kinds() for n in k.names}
