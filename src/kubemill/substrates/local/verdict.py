@@ -50,7 +50,7 @@ def recorded_plan(job: Job, ports: dict[tuple[str, int], int]) -> Plan:
             name=job.name,
             namespace=job.namespace,
             replicas=(),
-            success=SuccessPolicy(replica_type="", require="first"),
+            outcome=SuccessPolicy(replica_type="", require="first"),
             services=False,
         )
 
