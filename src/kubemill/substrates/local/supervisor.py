@@ -195,7 +195,8 @@ class Supervisor:
         """The recorded manifest as last adopted; a different one is a change to judge."""
         self._dirty = False
         self._force = False
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler (interrupt) may run while the loop holds it.
+        self._lock = threading.RLock()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
