@@ -366,7 +366,7 @@ class LocalBackend:
         reconciles, and waits until the replicas have stopped (``force`` skips their
         grace period). A job that already finished is left as it is. A job whose
         supervisor was already gone was not stopped by this request: it is recorded as
-        lost (``SupervisorLost``) before the annotation is set.
+        lost (``SupervisorLost``) and the request changes nothing.
         """
         rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
         if rec is None:
