@@ -319,6 +319,9 @@ def test_signal_stops_the_job_and_records_interrupted(
     failed = conditions(kubemill.job("stopme"))["Failed"]
     assert failed["status"] == "True"
     assert failed["reason"] == "Interrupted"
+    # The stop annotation says what stopped it, and the core's message repeats it.
+    why = "Ctrl-C in kubemill run" if signum == signal.SIGINT else "SIGTERM to kubemill run"
+    assert why in failed["message"]
     _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
 
 
@@ -384,3 +387,47 @@ def test_subprocess_kubemill_is_the_console_script() -> None:
 
     done = subprocess.run([str(KUBEMILL), "version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("kubemill ")
+
+
+def test_suspend_resume_and_interrupt_a_detached_job(kubemill: Kubemill, tmp_path: Path) -> None:
+    kubemill("run", "--detach", str(_two_sleepers(tmp_path, "napper")), check=True)
+
+    def shows(*words: str) -> bool:
+        out = kubemill("get", "napper")
+        return out.returncode == 0 and all(w in out.stdout for w in words)
+
+    _wait_for(lambda: shows(" 2/2 ", "Running"), "both replicas running")
+    pids = _replica_pids(kubemill, "napper")
+    assert len(pids) == 2
+
+    suspended = kubemill("suspend", "napper", check=True)
+    assert "napper suspended" in suspended.stdout
+    assert "kubemill resume napper" in suspended.stdout
+    _wait_for(lambda: shows("Suspended", " 0/2 "), "get to show Suspended")
+    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    assert conditions(kubemill.job("napper"))["Suspended"]["status"] == "True"
+
+    resumed = kubemill("resume", "napper", check=True)
+    assert "napper resumed" in resumed.stdout
+    _wait_for(lambda: shows(" 2/2 ", "Running"), "both replicas running again")
+    again = _replica_pids(kubemill, "napper")
+    assert len(again) == 2 and set(again).isdisjoint(pids)
+    assert conditions(kubemill.job("napper"))["Suspended"]["status"] == "False"
+
+    stopped = kubemill("interrupt", "napper", check=True)
+    assert "napper Failed (Interrupted)" in stopped.stdout
+    failed = conditions(kubemill.job("napper"))["Failed"]
+    assert failed["reason"] == "Interrupted" and "kubemill interrupt" in failed["message"]
+    _wait_for(lambda: not any(_alive(pid) for pid in again), "replica processes to end")
+
+
+@pytest.mark.parametrize("verb", ["suspend", "resume"])
+def test_suspend_or_resume_of_a_finished_job_is_one_red_line(
+    kubemill: Kubemill, tmp_path: Path, verb: str
+) -> None:
+    manifest = write_manifest(tmp_path, pytorch_job("finished", master="print('done')"))
+    kubemill("run", str(manifest), check=True)
+    done = kubemill(verb, "finished")
+    assert done.returncode == 1
+    assert len(lines(done.stderr)) == 1
+    assert "already finished (Succeeded)" in done.stderr and "kubemill delete" in done.stderr

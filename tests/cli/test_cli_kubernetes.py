@@ -198,3 +198,40 @@ def test_foreground_run_follows_the_cluster(
     assert "worker-0 | worker says hi" in result.stdout
     assert outcome in lines(result.stdout)[-2]
     assert "kubemill --substrate kubernetes" in lines(result.stdout)[-1]
+
+
+def test_suspend_resume_and_interrupt_patch_the_job(
+    runner: CliRunner, tmp_path: Path, cluster: ClientClusterThread
+) -> None:
+    from kubemill.api import STOP_ANNOTATION
+
+    kubeconfig = _kubeconfig(tmp_path, cluster)
+    manifest = write_manifest(tmp_path, pytorch_job("ddp", master="print('m')"))
+    cli = ["--substrate", "kubernetes", "--kubeconfig", str(kubeconfig)]
+    assert runner.invoke(app, [*cli, "run", "--detach", str(manifest)]).exit_code == 0
+    path = "/apis/kubemill.dev/v1/namespaces/default/pytorchjobs/ddp"
+
+    def patches() -> list[object]:
+        return [c.body for c in cluster.client_calls() if c.method == "PATCH"]
+
+    suspended = runner.invoke(app, [*cli, "suspend", "ddp"])
+    assert suspended.exit_code == 0, suspended.output
+    assert patches() == [{"spec": {"runPolicy": {"suspend": True}}}]
+    assert f"kubemill --substrate kubernetes --kubeconfig {kubeconfig} resume ddp" in (
+        suspended.stdout
+    )
+    operator = Operator(cluster)
+    operator.set_conditions(
+        "pytorchjobs", "default", "ddp", ("Suspended", "PyTorchJobSuspended", "x")
+    )
+    got = runner.invoke(app, [*cli, "get", "ddp"])
+    assert lines(got.stdout)[1].split()[:3] == ["ddp", "PyTorchJob", "Suspended"]
+
+    resumed = runner.invoke(app, [*cli, "resume", "ddp"])
+    assert resumed.exit_code == 0, resumed.output
+    assert patches()[1:] == [{"spec": {"runPolicy": {"suspend": False}}}]
+
+    stopped = runner.invoke(app, [*cli, "interrupt", "ddp"])
+    assert stopped.exit_code == 0, stopped.output
+    assert patches()[2:] == [{"metadata": {"annotations": {STOP_ANNOTATION: "kubemill interrupt"}}}]
+    assert cluster.get(path)["metadata"]["annotations"][STOP_ANNOTATION] == "kubemill interrupt"

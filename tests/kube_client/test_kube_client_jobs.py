@@ -18,6 +18,7 @@ from kube_client_support import (
     terminated,
 )
 
+from kubemill.api import STOP_ANNOTATION
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend, job_body
@@ -390,22 +391,76 @@ def test_delete_removes_the_job_and_its_children_go_by_owner_references(
         backend.delete("mnist")
 
 
-def test_interrupt_suspends_the_job_and_force_deletes_its_pods(
+def test_interrupt_sets_the_stop_annotation_and_force_deletes_its_pods(
     cluster: ClientClusterThread, backend: KubernetesBackend, operator: Operator
 ) -> None:
     submit(backend, TFJOB)
     operator.create_pods("tfjobs", "default", "mnist")
     operator.set_conditions("tfjobs", "default", "mnist", ("Running", "TFJobRunning", "x"))
 
-    view = backend.interrupt("mnist", force=True)
+    view = backend.interrupt("mnist", force=True, why="Ctrl-C in kubemill run")
 
+    # The same request as on the local substrate: a stop annotation, merge-patched; the
+    # operator's core fails the job as Interrupted. Nothing in the spec changes.
+    patches = [c for c in cluster.client_calls() if c.method == "PATCH"]
+    assert [(c.path, c.body) for c in patches] == [
+        (
+            "/apis/kubemill.dev/v1/namespaces/default/tfjobs/mnist",
+            {"metadata": {"annotations": {STOP_ANNOTATION: "Ctrl-C in kubemill run"}}},
+        )
+    ]
     stored = cluster.get("/apis/kubemill.dev/v1/namespaces/default/tfjobs/mnist")
-    assert stored["spec"]["runPolicy"]["suspend"] is True
-    assert stored["spec"]["tfReplicaSpecs"] == load_one(TFJOB).to_wire()["spec"]["tfReplicaSpecs"]
+    assert stored["metadata"]["annotations"][STOP_ANNOTATION] == "Ctrl-C in kubemill run"
+    assert stored["spec"] == load_one(TFJOB).to_wire()["spec"]
     assert cluster.list("/api/v1/namespaces/default/pods") == []
-    assert view.job.run_policy.suspend is True
+    assert view.job.metadata.annotations[STOP_ANNOTATION] == "Ctrl-C in kubemill run"
     pod_deletes = [c for c in cluster.client_calls() if c.method == "DELETE"]
     assert {c.body["gracePeriodSeconds"] for c in pod_deletes} == {0}
+
+
+@pytest.mark.parametrize(("verb", "value"), [("suspend", True), ("resume", False)])
+def test_suspend_and_resume_merge_patch_run_policy_suspend(
+    cluster: ClientClusterThread,
+    backend: KubernetesBackend,
+    operator: Operator,
+    verb: str,
+    value: bool,
+) -> None:
+    submit(backend, TFJOB)
+    operator.set_conditions("tfjobs", "default", "mnist", ("Running", "TFJobRunning", "x"))
+
+    view = getattr(backend, verb)("mnist")
+
+    patches = [c for c in cluster.client_calls() if c.method == "PATCH"]
+    assert [(c.path, c.body) for c in patches] == [
+        (
+            "/apis/kubemill.dev/v1/namespaces/default/tfjobs/mnist",
+            {"spec": {"runPolicy": {"suspend": value}}},
+        )
+    ]
+    stored = cluster.get("/apis/kubemill.dev/v1/namespaces/default/tfjobs/mnist")
+    submitted = load_one(TFJOB).to_wire()["spec"]["runPolicy"]
+    assert stored["spec"]["runPolicy"] == {**submitted, "suspend": value}
+    assert view.job.run_policy.suspend is value
+
+
+def test_a_suspended_job_reads_suspended(backend: KubernetesBackend, operator: Operator) -> None:
+    submit(backend, TFJOB)
+    backend.suspend("mnist")
+    # What the operator's core writes once it has deleted the pods.
+    operator.set_conditions("tfjobs", "default", "mnist", ("Suspended", "TFJobSuspended", "x"))
+    assert backend.get("mnist").phase == "Suspended"
+
+
+@pytest.mark.parametrize("verb", ["suspend", "resume"])
+def test_suspend_and_resume_refuse_a_finished_job(
+    cluster: ClientClusterThread, backend: KubernetesBackend, operator: Operator, verb: str
+) -> None:
+    submit(backend, TFJOB)
+    operator.set_conditions("tfjobs", "default", "mnist", ("Failed", "TFJobFailed", "x"))
+    with pytest.raises(SubstrateError, match="already finished"):
+        getattr(backend, verb)("mnist")
+    assert not [c for c in cluster.client_calls() if c.method == "PATCH"]
 
 
 def test_interrupt_leaves_a_finished_job_alone(

@@ -16,6 +16,7 @@ import pytest
 from kube_client_support import ClientClusterThread, LogBook, kmock_cluster
 from operator_support import Cluster, Kubelet, eventually, running_operator
 
+from kubemill.api import STOP_ANNOTATION, ConditionType
 from kubemill.kinds import load_one
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.kubernetes.client import KubernetesBackend
@@ -97,3 +98,40 @@ def test_client_and_operator_agree(operated: tuple[OperatedCluster, KubernetesBa
         what="the pods garbage-collected with their job",
     )
     assert backend.list(namespace) == []
+
+
+def test_suspend_resume_and_interrupt_are_carried_out_by_the_operator(
+    operated: tuple[OperatedCluster, KubernetesBackend],
+) -> None:
+    cluster, backend = operated
+    namespace = cluster.namespace()
+    kubelet = Kubelet(cluster, namespace)
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+
+    def pod_names() -> set[str]:
+        return {p["metadata"]["name"] for p in cluster.list(pods)}
+
+    backend.submit(load_one(JOB), SubmitOptions(detach=False, namespace=namespace))
+    eventually(lambda: pod_names() == {"ddp-master-0", "ddp-worker-0"}, what="pods")
+    kubelet.set("ddp-master-0", "Running", container="pytorch")
+    kubelet.set("ddp-worker-0", "Running", container="pytorch")
+    eventually(lambda: backend.get("ddp", namespace).phase == "Running", what="Running")
+
+    backend.suspend("ddp", namespace)
+    eventually(lambda: backend.get("ddp", namespace).phase == "Suspended", what="Suspended")
+    eventually(lambda: pod_names() == set(), what="the pods of a suspended job deleted")
+
+    backend.resume("ddp", namespace)
+    eventually(lambda: pod_names() == {"ddp-master-0", "ddp-worker-0"}, what="pods again")
+    kubelet.set("ddp-master-0", "Running", container="pytorch")
+    kubelet.set("ddp-worker-0", "Running", container="pytorch")
+    eventually(lambda: backend.get("ddp", namespace).phase == "Running", what="Running again")
+
+    view = backend.interrupt("ddp", namespace, why="the test is done")
+    failed = eventually(
+        lambda: backend.get("ddp", namespace).status.condition(ConditionType.FAILED),
+        what="the operator's verdict",
+    )
+    assert failed.reason == "Interrupted" and "the test is done" in failed.message
+    assert view.job.metadata.annotations[STOP_ANNOTATION] == "the test is done"
+    eventually(lambda: pod_names() == set(), what="the stopped pods deleted")

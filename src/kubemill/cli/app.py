@@ -225,6 +225,48 @@ def delete(
 
 @app.command()
 @user_errors
+def interrupt(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Kill the replicas at once (no grace period).")
+    ] = False,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Stop a job for good and keep it: Failed, reason Interrupted (as Ctrl-C during run)."""
+    from kubemill.cli.views import interrupt_job
+
+    interrupt_job(_settings(ctx, namespace), name, force=force)
+
+
+@app.command()
+@user_errors
+def suspend(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    namespace: NamespaceOption = None,
+) -> None:
+    """Suspend a job (runPolicy.suspend): its replicas stop until `kubemill resume`."""
+    from kubemill.cli.views import suspend_job
+
+    suspend_job(_settings(ctx, namespace), name)
+
+
+@app.command()
+@user_errors
+def resume(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    namespace: NamespaceOption = None,
+) -> None:
+    """Resume a suspended job: its replicas start again."""
+    from kubemill.cli.views import resume_job
+
+    resume_job(_settings(ctx, namespace), name)
+
+
+@app.command()
+@user_errors
 def validate(
     paths: Annotated[
         list[Path], typer.Argument(help="Manifest files, or directories of *.yaml files.")

@@ -130,10 +130,18 @@ class Follower:
 
     def _interrupt(self, name: str) -> JobView:
         try:
-            return self.client.interrupt(name, namespace=self.settings.namespace)
+            return self.client.interrupt(name, namespace=self.settings.namespace, why=self._why())
         except KeyboardInterrupt:
             # A second Ctrl-C while replicas get their grace period: stop them now.
-            return self.client.interrupt(name, namespace=self.settings.namespace, force=True)
+            return self.client.interrupt(
+                name, namespace=self.settings.namespace, force=True, why=self._why()
+            )
+
+    def _why(self) -> str:
+        """The stop annotation's value: what stopped the run."""
+        if self.signal_number == signal.SIGINT:
+            return "Ctrl-C in kubemill run"
+        return f"{signal.Signals(self.signal_number).name} to kubemill run"
 
     def _finish(self, view: JobView, *, interrupted: bool) -> int:
         console = self.console

@@ -17,6 +17,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from kubemill.api import ConditionType
 from kubemill.cli.errors import fail
 from kubemill.cli.settings import Settings
 from kubemill.substrates.base import EventRecord, JobView, LogLine, ReplicaView
@@ -392,3 +393,43 @@ def delete_job(settings: Settings, name: str) -> None:
     """``kubemill delete NAME``."""
     settings.client().delete(name, namespace=settings.namespace)
     stdout_console().print(f"job {name} deleted", markup=False)
+
+
+def interrupt_job(settings: Settings, name: str, *, force: bool) -> None:
+    """``kubemill interrupt NAME``: stop it for good (Failed, reason Interrupted)."""
+    view = settings.client().interrupt(
+        name, namespace=settings.namespace, force=force, why="kubemill interrupt"
+    )
+    stdout_console().print(
+        Text.assemble(f"job {name} ", phase_text(view.phase), _reason(view, ConditionType.FAILED))
+    )
+
+
+def suspend_job(settings: Settings, name: str) -> None:
+    """``kubemill suspend NAME``: its replicas stop; it stays until resumed."""
+    settings.client().suspend(name, namespace=settings.namespace)
+    console = stdout_console()
+    console.print(f"job {name} suspended: its replicas are being stopped", markup=False)
+    console.print(
+        Text.assemble(("Next: ", "dim"), settings.next_command("resume", name)), markup=False
+    )
+
+
+def resume_job(settings: Settings, name: str) -> None:
+    """``kubemill resume NAME``: its replicas start again."""
+    settings.client().resume(name, namespace=settings.namespace)
+    console = stdout_console()
+    console.print(f"job {name} resumed: its replicas are being started", markup=False)
+    console.print(
+        Text.assemble(
+            ("Next: ", "dim"),
+            settings.next_command("get", name),
+            "  |  ",
+            settings.next_command("logs", name, "-f"),
+        )
+    )
+
+
+def _reason(view: JobView, kind: ConditionType) -> str:
+    cond = view.status.condition(kind)
+    return f" ({cond.reason})" if cond is not None and cond.status == "True" else ""

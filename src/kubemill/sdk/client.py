@@ -29,7 +29,6 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     SubmitOptions,
-    SubstrateError,
 )
 
 JobSource = Job | str | os.PathLike[str] | Mapping[str, Any]
@@ -137,7 +136,7 @@ class JobClient:
         try:
             return self.wait(view.name, view.namespace, timeout=timeout)
         except KeyboardInterrupt:
-            self.interrupt(view.name, view.namespace)
+            self.interrupt(view.name, view.namespace, why="Ctrl-C in JobClient.run")
             raise
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
@@ -174,17 +173,38 @@ class JobClient:
         """Events recorded on the job, oldest first."""
         return self.backend.events(name, self._ns(namespace))
 
-    def interrupt(self, name: str, namespace: str | None = None, *, force: bool = False) -> JobView:
-        """Stop the job now and record it Failed with reason ``Interrupted`` (for Ctrl-C).
+    def interrupt(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        force: bool = False,
+        why: str = "kubemill interrupt",
+    ) -> JobView:
+        """Stop the job for good; it is recorded Failed with reason ``Interrupted``.
 
-        Waits until its replicas have stopped (``force``: no grace period) and returns
-        the job then. A job that already finished is left as it is.
+        The same on every substrate: the stop annotation (``kubemill.dev/stop``) goes on
+        the job, the core fails it and deletes its pods. Waits until its replicas have
+        stopped (``force``: no grace period) and returns the job then. A job that already
+        finished is left as it is. ``why`` (who asked, and why) is the annotation's value
+        and shows in the Failed condition's message.
         """
-        interrupt = getattr(self.backend, "interrupt", None)
-        if interrupt is None:
-            raise SubstrateError(f"the {self.substrate} substrate cannot interrupt a job")
-        view: JobView = interrupt(name, self._ns(namespace), force=force)
-        return view
+        return self.backend.interrupt(name, self._ns(namespace), force=force, why=why)
+
+    def suspend(self, name: str, namespace: str | None = None) -> JobView:
+        """Suspend the job: its replicas are stopped, and it stays, Suspended, until resumed.
+
+        The same on every substrate: ``spec.runPolicy.suspend`` is set and the core
+        deletes the pods. Returns at once; :meth:`get` shows Suspended once that is done.
+        Restarts counted so far are kept. Raises ``SubstrateError`` for a finished job.
+        """
+        return self.backend.suspend(name, self._ns(namespace))
+
+    def resume(self, name: str, namespace: str | None = None) -> JobView:
+        """Resume a suspended job: ``spec.runPolicy.suspend`` is cleared and the core
+        creates its replicas again (``startTime`` restarts, as upstream). Locally, a job
+        whose supervisor has gone meanwhile gets a new detached one."""
+        return self.backend.resume(name, self._ns(namespace))
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica (no process is left behind) and remove the job and its logs."""

@@ -137,6 +137,29 @@ class Backend(Protocol):
         """Events recorded on the job, oldest first."""
         ...
 
+    def interrupt(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        force: bool = False,
+        why: str = "kubemill interrupt",
+    ) -> JobView:
+        """Stop the job for good: set the stop annotation (``kubemill.dev/stop: why``).
+
+        The core records it Failed with reason ``Interrupted`` and deletes its pods; waits
+        until they are gone (``force``: no grace period). A finished job is left as it is.
+        """
+        ...
+
+    def suspend(self, name: str, namespace: str | None = None) -> JobView:
+        """Set ``spec.runPolicy.suspend``: the core deletes the pods and marks it Suspended."""
+        ...
+
+    def resume(self, name: str, namespace: str | None = None) -> JobView:
+        """Clear ``spec.runPolicy.suspend``: the core creates the pods again."""
+        ...
+
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica and remove the job."""
         ...

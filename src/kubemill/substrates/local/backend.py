@@ -3,12 +3,21 @@
 Every read tells the truth about processes, whoever is asking and whenever:
 
 - if a job has not finished but its supervisor (checked by pid *and* start time) is
-  gone, the read records the job Failed with reason ``SupervisorLost``, kills whatever
-  is left of its replicas' process groups, and marks those replicas Failed. A dead
-  supervisor's replicas were already SIGKILLed by the kernel (``PR_SET_PDEATHSIG``);
-  the group kill catches the children they may have left;
+  gone, the read kills whatever is left of its replicas' process groups, marks the
+  replicas that were running Failed (``SupervisorLost``), and asks the core for the
+  verdict: it reports those replicas as lost together with a
+  :class:`~kubemill.core.Halt` (``SupervisorLost``), and stores the status and events
+  the core returns. A dead supervisor's replicas were already SIGKILLed by the kernel
+  (``PR_SET_PDEATHSIG``); the group kill catches the children they may have left.
+  The halt is reported only when nothing else decided: a job asked to stop (the stop
+  annotation) was stopped, as asked, and is recorded ``Interrupted``; a job asked to
+  suspend runs no process anyway, so it is recorded Suspended and can be resumed (a new
+  detached supervisor takes it over);
 - a finished job whose ``ttlSecondsAfterFinished`` has passed is deleted by the read
   that notices (the core decides; no daemon is needed);
+- ``interrupt``, ``suspend`` and ``resume`` change the recorded manifest (the stop
+  annotation, ``spec.runPolicy.suspend``) as a client patches a job on a cluster; the
+  supervisor reconciles the change (see :mod:`.supervisor`);
 - ``delete`` asks the supervisor to stop the job, waits for it, kills what is left and
   checks that no process of the job's groups remains before removing its records.
 
@@ -32,8 +41,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubemill.api import ConditionType, Job, JobStatus
-from kubemill.core import DeleteJob, Observed, reconcile, set_condition
+from kubemill.api import STOP_ANNOTATION, Job, JobStatus
+from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.substrates.base import (
     EventRecord,
     JobView,
@@ -61,6 +70,12 @@ from kubemill.substrates.local.supervisor import (
     plan_local,
     prepare_recorded,
 )
+from kubemill.substrates.local.verdict import (
+    SUPERVISOR_LOST,
+    observed_records,
+    record_events,
+    recorded_plan,
+)
 
 DEFAULT_NAMESPACE = "default"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -70,7 +85,6 @@ STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
 LEFTOVER_GRACE = 0.5
 """SIGTERM-to-SIGKILL wait for processes left behind by a dead supervisor."""
-SUPERVISOR_LOST = "SupervisorLost"
 
 
 def _utc(moment: float | None) -> datetime | None:
@@ -217,7 +231,7 @@ class LocalBackend:
             self._runs[uid] = _LocalRun(supervisor, thread)
         thread.start()
 
-    def _start_detached(self, uid: str, job_dir: Path) -> None:
+    def _start_detached(self, uid: str, job_dir: Path, *, hand_over: bool = False) -> None:
         argv = [
             sys.executable,
             "-m",
@@ -240,7 +254,16 @@ class LocalBackend:
         self._detached = [p for p in self._detached if p.poll() is None]
         self._detached.append(proc)
         ident = procinfo.identify(proc.pid)
-        if ident is not None:
+        if hand_over:
+            # Resuming a job whose supervisor is gone: the new one waits for this.
+            if ident is None or not self.store.hand_over(uid, ident):
+                proc.kill()
+                proc.wait()
+                raise SubstrateError(
+                    "the job changed while a new supervisor was started for it (it finished,"
+                    " or another process resumed it); see `kubemill get`"
+                )
+        elif ident is not None:
             # The supervisor claims the job itself too; whichever comes first wins the same.
             self.store.claim_supervisor(uid, ident, mode="detached")
 
@@ -329,14 +352,70 @@ class LocalBackend:
 
     # --- stopping ----------------------------------------------------------------------
 
-    def interrupt(self, name: str, namespace: str | None = None, *, force: bool = False) -> JobView:
-        """Stop the job now and record it Failed with reason ``Interrupted`` (Ctrl-C).
+    def interrupt(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        force: bool = False,
+        why: str = "kubemill interrupt",
+    ) -> JobView:
+        """Stop the job for good: it is recorded Failed with reason ``Interrupted``.
 
-        ``force`` skips the grace period. A job that already finished is left as it is.
+        Sets the stop annotation (value ``why``) on the recorded job, which its supervisor
+        reconciles, and waits until the replicas have stopped (``force`` skips their
+        grace period). A job that already finished is left as it is. A job whose
+        supervisor was already gone was not stopped by this request: it is recorded as
+        lost (``SupervisorLost``) and the request changes nothing.
         """
-        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
-        self._stop(rec, "interrupt", force=force)
+        rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
+        if rec is None:
+            return self._not_found(name, namespace)
+        if not rec.finished:
+            self._stop(rec, "interrupt", force=force, why=why)
         return self.get(name, namespace)
+
+    def suspend(self, name: str, namespace: str | None = None) -> JobView:
+        """Suspend the job (``runPolicy.suspend: true``): its replicas stop, it stays.
+
+        The supervisor notices on its next request check; the core deletes the pods and
+        marks the job Suspended. A detached supervisor stays alive, idle, while the job
+        is suspended. Returns at once (``get`` shows Suspended once the core judged it).
+        """
+        rec = self._require_unfinished(name, namespace, "suspend")
+        self.store.patch_manifest(rec.uid, suspend=True)
+        if rec.supervisor_state == "done":
+            # No supervisor to carry it out (it was lost while suspended before): judge
+            # it here; nothing of the job runs.
+            self._judge_unsupervised(rec)
+        return self.get(name, namespace)
+
+    def resume(self, name: str, namespace: str | None = None) -> JobView:
+        """Resume a suspended job (``runPolicy.suspend: false``): its replicas start again.
+
+        Its supervisor creates them on its next request check. When that supervisor is
+        gone (the process that ran a foreground job ended, or the machine restarted), a
+        new detached supervisor is started for the job.
+        """
+        rec = self._require_unfinished(name, namespace, "resume")
+        self.store.patch_manifest(rec.uid, suspend=False)
+        if rec.supervisor_state == "done":
+            self._start_detached(rec.uid, Path(rec.job_dir), hand_over=True)
+        return self.get(name, namespace)
+
+    def _require_unfinished(self, name: str, namespace: str | None, verb: str) -> JobRecord:
+        rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
+        if rec is None:
+            self._not_found(name, namespace)
+            raise AssertionError("unreachable")
+        if rec.finished:
+            phase = JobStatus.model_validate(rec.status).phase
+            raise SubstrateError(
+                f"job {name} has already finished ({phase}); only a running or suspended job"
+                f" can be {'suspended' if verb == 'suspend' else 'resumed'}. To run it again:"
+                f" kubemill delete {name}, then submit it again"
+            )
+        return rec
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every process of the job, verify none is left, and forget the job."""
@@ -348,25 +427,42 @@ class LocalBackend:
         with self._runs_lock:
             self._runs.pop(rec.uid, None)
 
-    def _stop(self, rec: JobRecord, what: str, *, force: bool) -> None:
-        """Have the job's supervisor stop it (``interrupt`` or ``delete``) and wait."""
+    def _stop(self, rec: JobRecord, what: str, *, force: bool, why: str = "") -> None:
+        """Have the job's supervisor stop it (``interrupt`` or ``delete``) and wait.
+
+        An interrupt is a stop annotation on the recorded job (value ``why``), which the
+        supervisor's next reconcile carries out; a delete is a request to let go.
+        """
         timeout = _grace(rec) + STOP_MARGIN
         run = self._run(rec.uid)
         if run is not None:
-            ask = run.supervisor.delete if what == "delete" else run.supervisor.interrupt
-            ask(force=force)
+            if what == "delete":
+                run.supervisor.delete(force=force)
+            else:
+                run.supervisor.interrupt(force=force, why=why)
             try:
                 run.thread.join(timeout)
             except KeyboardInterrupt:
                 # A second Ctrl-C while waiting: no more grace.
-                ask(force=True)
+                if what == "delete":
+                    run.supervisor.delete(force=True)
+                else:
+                    run.supervisor.interrupt(force=True, why=why)
                 run.thread.join(timeout)
                 raise
             return
+        if what == "interrupt":
+            self.store.patch_manifest(rec.uid, annotations={STOP_ANNOTATION: why})
+            if force:
+                self.store.request(rec.uid, "force")
         if rec.supervisor_state == "done" or not self._supervisor_alive(rec):
-            self._fresh(rec)
+            fresh = self._fresh(rec)
+            if what == "interrupt" and fresh is not None and not fresh.finished:
+                # Suspended with no supervisor: nothing runs, the core records the stop.
+                self._judge_unsupervised(fresh)
             return
-        self.store.request(rec.uid, what)
+        if what == "delete":
+            self.store.request(rec.uid, what)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             current = self.store.job_by_uid(rec.uid)
@@ -404,40 +500,13 @@ class LocalBackend:
         return rec
 
     def _heal(self, rec: JobRecord) -> JobRecord:
-        """The supervisor died: record it, kill what is left, stop claiming Running."""
+        """The supervisor died: kill what is left, and have the core judge the job."""
         self._kill_leftovers(rec, verify=False)
         now = time.time()
-        moment = datetime.fromtimestamp(now, UTC)
-        who = f"pid {rec.supervisor.pid}" if rec.supervisor is not None else "it never started"
-        message = (
-            f"the supervisor of {rec.kind} {rec.namespace}/{rec.name} ({who}) is gone while the"
-            " job was running, so its replicas were stopped; the logs written so far remain"
-            f" (kubemill logs {rec.name}). To run it again: kubemill delete {rec.name}, then"
-            " submit it again"
-        )
-        if not rec.finished:
-            status = JobStatus.model_validate(rec.status)
-            if status.start_time is None:
-                status.start_time = moment
-            status.completion_time = moment
-            set_condition(
-                status,
-                ConditionType.FAILED,
-                "True",
-                reason=SUPERVISOR_LOST,
-                message=message,
-                now=moment,
-            )
-            for rs in status.replica_statuses.values():
-                rs.active = 0
-            if self.store.finish_if_unfinished(rec.uid, status.to_wire()):
-                self.store.add_event(
-                    rec.uid, type="Warning", reason=SUPERVISOR_LOST, message=message, when=now
-                )
-        changed = []
+        lost = []
         for r in self.store.replicas(rec.uid):
             if r.phase in ("Running", "Pending") and r.created is not None:
-                changed.append(
+                lost.append(
                     replace(
                         r,
                         phase="Failed",
@@ -446,10 +515,55 @@ class LocalBackend:
                         finished=r.finished or now,
                     )
                 )
-        self.store.save_replicas(changed)
+        # Judged from the records as they were: the lost replicas are observed lost.
+        self._judge_unsupervised(rec, now=now, lost=True)
+        self.store.save_replicas(lost)
         self.store.set_supervisor_state(rec.uid, "done")
         healed = self.store.job_by_uid(rec.uid)
         return healed if healed is not None else rec
+
+    def _judge_unsupervised(
+        self, rec: JobRecord, *, now: float | None = None, lost: bool = False
+    ) -> None:
+        """Ask the core about a job no supervisor runs; record its status and events once.
+
+        ``lost``: the supervisor died while it ran the job; unless the job was asked to
+        stop or to suspend (which the core then carries out as asked, nothing running
+        any more), the core is told the substrate lost it (``Halt``).
+        """
+        moment = time.time() if now is None else now
+        current = self.store.job_by_uid(rec.uid)
+        if current is None or current.finished:
+            return
+        job = current.load_job()
+        halt = None
+        if lost and STOP_ANNOTATION not in job.metadata.annotations and not job.run_policy.suspend:
+            who = f"pid {rec.supervisor.pid}" if rec.supervisor is not None else "it never started"
+            halt = Halt(
+                SUPERVISOR_LOST,
+                f"the supervisor of {rec.kind} {rec.namespace}/{rec.name} ({who}) is gone while"
+                " the job was running, so its replicas were stopped; the logs written so far"
+                f" remain (kubemill logs {rec.name}). To run it again: kubemill delete"
+                f" {rec.name}, then submit it again",
+            )
+        pods = observed_records(self.store.replicas(rec.uid), lost=lost)
+        plan = recorded_plan(job, self.store.ports(rec.uid))
+        result = reconcile(
+            job,
+            plan,
+            Observed(pods=pods, halt=halt),
+            datetime.fromtimestamp(moment, UTC),
+            options=self.supervisor_options.reconcile,
+        )
+        # Pod deletions are moot: no process of the job runs any more.
+        status = result.status
+        if self.store.settle_without_supervisor(
+            rec.uid,
+            status.to_wire(),
+            finished=status.finished,
+            supervisor_done=current.supervisor_state == "done",
+        ):
+            record_events(self.store, rec.uid, result, when=moment)
 
     def _kill_leftovers(self, rec: JobRecord, *, verify: bool) -> None:
         """SIGTERM/SIGKILL every replica process group that is still ours."""

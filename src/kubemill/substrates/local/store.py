@@ -141,7 +141,8 @@ class JobRecord:
     supervisor_state: str
     """``starting``, ``running`` or ``done`` (the supervisor has let go of the job)."""
     request: str | None
-    """``interrupt`` or ``delete`` when someone asked the supervisor to stop the job."""
+    """``delete`` when someone asked the supervisor to stop the job and let go of it,
+    ``force`` when an interrupt is to skip the replicas' grace period."""
 
     def load_job(self) -> Job:
         """The job model, with its recorded status."""
@@ -370,12 +371,21 @@ class Store:
                 (json.dumps(status), int(finished), uid),
             )
 
-    def finish_if_unfinished(self, uid: str, status: Mapping[str, Any]) -> bool:
-        """Record a terminal status unless the job already has one; True if recorded."""
+    def settle_without_supervisor(
+        self, uid: str, status: Mapping[str, Any], *, finished: bool, supervisor_done: bool
+    ) -> bool:
+        """Record the core's verdict on a job that no supervisor runs, once.
+
+        ``supervisor_done`` says what the caller read: False when it found the supervisor
+        lost (this call marks it ``done``), True when it was already ``done`` (a suspended
+        job). Writes nothing if another process changed that meanwhile or the job has
+        finished; True if this call recorded the status.
+        """
         with self._write() as tx:
             cur = tx.execute(
-                "UPDATE jobs SET status = ?, finished = 1 WHERE uid = ? AND finished = 0",
-                (json.dumps(status), uid),
+                "UPDATE jobs SET status = ?, finished = ?, supervisor_state = 'done'"
+                " WHERE uid = ? AND finished = 0 AND (supervisor_state = 'done') = ?",
+                (json.dumps(status), int(finished), uid, int(supervisor_done)),
             )
             return cur.rowcount == 1
 
@@ -404,13 +414,67 @@ class Store:
             tx.execute("UPDATE jobs SET supervisor_state = ? WHERE uid = ?", (state, uid))
 
     def request(self, uid: str, what: str) -> None:
-        """Ask the job's supervisor to ``interrupt`` or ``delete`` it (delete wins)."""
+        """Ask the job's supervisor to ``delete`` it or to ``force`` its stop (delete wins)."""
         with self._write() as tx:
             tx.execute(
                 "UPDATE jobs SET request = ? WHERE uid = ? AND"
                 " (request IS NULL OR request != 'delete')",
                 (what, uid),
             )
+
+    def patch_manifest(
+        self,
+        uid: str,
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+        suspend: bool | None = None,
+    ) -> dict[str, Any] | None:
+        """Change the recorded manifest as a merge patch would; the new one (None: no job).
+
+        ``annotations`` sets ``metadata.annotations`` (a ``None`` value removes one);
+        ``suspend`` sets ``spec.runPolicy.suspend``. The job's supervisor notices the
+        change on its next request check and reconciles it (the core decides what it means).
+        """
+        with self._write() as tx:
+            row = tx.execute("SELECT manifest FROM jobs WHERE uid = ?", (uid,)).fetchone()
+            if row is None:
+                return None
+            manifest: dict[str, Any] = json.loads(row["manifest"])
+            if annotations:
+                meta = manifest.setdefault("metadata", {})
+                current = dict(meta.get("annotations") or {})
+                for key, value in annotations.items():
+                    if value is None:
+                        current.pop(key, None)
+                    else:
+                        current[key] = value
+                meta["annotations"] = current
+            if suspend is not None:
+                spec = manifest.setdefault("spec", {})
+                spec.setdefault("runPolicy", {})["suspend"] = suspend
+            tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
+            return manifest
+
+    def manifest(self, uid: str) -> dict[str, Any] | None:
+        """The job's recorded manifest as last patched (None once the job is gone)."""
+        row = (
+            self._connection().execute("SELECT manifest FROM jobs WHERE uid = ?", (uid,)).fetchone()
+        )
+        return None if row is None else dict(json.loads(row["manifest"]))
+
+    def hand_over(self, uid: str, process: ProcessId) -> bool:
+        """Give an unfinished job whose supervisor is done to a new detached one (resume).
+
+        True if it took the job; False if it has finished or has a supervisor again.
+        """
+        with self._write() as tx:
+            cur = tx.execute(
+                "UPDATE jobs SET supervisor_pid = ?, supervisor_start = ?, supervisor_boot = ?,"
+                " supervisor_mode = 'detached', supervisor_state = 'starting', request = NULL"
+                " WHERE uid = ? AND finished = 0 AND supervisor_state = 'done'",
+                (process.pid, process.start_ticks, process.boot_id, uid),
+            )
+            return cur.rowcount == 1
 
     def pending_request(self, uid: str) -> str | None:
         """What was asked of the supervisor; ``delete`` also when the job row is gone."""

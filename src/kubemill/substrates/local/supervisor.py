@@ -18,9 +18,23 @@ outlives its job) and the supervisor lets go of the job.
 It runs either inside the submitting process, in a thread (``detach=False``: no
 interpreter start-up on the way to the first replica), or as its own process in a new
 session: ``python -m kubemill.substrates.local.supervisor --state-dir D --job-uid U``.
-That process stops the job cleanly on SIGTERM or SIGINT (a second one kills at once),
-recording it Failed with reason ``Interrupted``. Other processes reach a supervisor
-through the job's ``request`` column (``interrupt`` or ``delete``), which it polls.
+That process stops the job cleanly on SIGTERM or SIGINT (a second one kills at once).
+
+The supervisor writes no outcome of its own. Other processes reach it through the
+job's recorded manifest, which it reads again on every request check (every
+``request_interval``), and through the ``request`` column:
+
+- an interrupt (Ctrl-C, a signal to the supervisor, ``JobClient.interrupt``) sets the
+  stop annotation (:data:`~kubemill.api.STOP_ANNOTATION`) on the recorded manifest; the
+  core fails the job with reason ``Interrupted`` and deletes its pods, which the
+  supervisor stops (grace period, then SIGKILL; the ``force`` request skips the grace);
+- suspend and resume set ``spec.runPolicy.suspend``; the core deletes the pods and marks
+  the job Suspended, or creates them again and marks it resumed. While suspended the
+  supervisor stays alive and idle (it runs no process and wakes a few times a second);
+- ``delete`` stops every replica and lets go, for the caller to remove the records.
+
+A job that cannot start here (``NotRunnableLocally``) and a failure of the loop itself
+(``SupervisorError``) reach the core as a :class:`~kubemill.core.Halt`.
 """
 
 from __future__ import annotations
@@ -40,7 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from kubemill.api import ConditionType, Job, JobStatus
+from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import (
     Action,
     CreatePod,
@@ -48,6 +62,7 @@ from kubemill.core import (
     DeleteJob,
     DeletePod,
     DeletePodGroup,
+    Halt,
     Observed,
     ObservedPodGroup,
     ReconcileOptions,
@@ -55,10 +70,9 @@ from kubemill.core import (
     WriteFiles,
     pod_restart_policy,
     reconcile,
-    set_condition,
 )
 from kubemill.frameworks import Plan
-from kubemill.kinds import plan_for
+from kubemill.kinds import load_one, plan_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment
@@ -71,11 +85,15 @@ from kubemill.substrates.local.network import (
     replica_address,
 )
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
+from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
 
 log = logging.getLogger("kubemill.local.supervisor")
 
-INTERRUPTED = "Interrupted"
-"""The Failed reason of a job stopped by Ctrl-C, SIGTERM or ``interrupt``."""
+NOT_RUNNABLE = "NotRunnableLocally"
+SUPERVISOR_ERROR = "SupervisorError"
+HANDOVER_WAIT = 5.0
+"""How long a new detached supervisor waits for the process that started it to hand it
+the job (``Store.hand_over`` runs just after the start, on resume)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +103,8 @@ class SupervisorOptions:
     poll_interval: float = 0.1
     """Longest sleep between checks; a replica's exit wakes the loop at once anyway."""
     request_interval: float = 0.2
-    """How often SQLite is asked whether someone wants the job interrupted or deleted."""
+    """How often SQLite is asked whether the job's manifest changed (a stop request,
+    suspend, resume) or someone wants it deleted."""
     resync_interval: float = 1.0
     """Reconcile at least this often even when nothing was observed to change."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
@@ -171,8 +190,14 @@ class Supervisor:
         self._next_request_check = 0.0
         self._ever_started = False
         self._requested: str | None = None
+        self._stop_asked: str | None = None
+        """Why this process was asked to stop the job, until it is on the manifest."""
+        self._manifest: dict[str, object] | None = None
+        """The recorded manifest as last adopted; a different one is a change to judge."""
+        self._dirty = False
         self._force = False
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler (interrupt) may run while the loop holds it.
+        self._lock = threading.RLock()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -181,17 +206,25 @@ class Supervisor:
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
-    def interrupt(self, *, force: bool = False) -> None:
-        """Stop the job and record it Failed (``Interrupted``); ``force`` kills at once."""
-        self._ask("interrupt", force=force)
+    def interrupt(self, *, force: bool = False, why: str = "interrupted") -> None:
+        """Ask for the job to be stopped for good; ``force`` skips the grace period.
+
+        The loop sets the stop annotation (value ``why``) on the recorded manifest and the
+        core records the job Failed with reason ``Interrupted``. Safe from a signal
+        handler: nothing but a flag and a wake-up byte are written here.
+        """
+        with self._lock:
+            if self._stop_asked is None:
+                self._stop_asked = why
+        self._ask(None, force=force)
 
     def delete(self, *, force: bool = False) -> None:
         """Stop every replica and let go; the caller removes the job's records."""
         self._ask("delete", force=force)
 
-    def _ask(self, what: str, *, force: bool) -> None:
+    def _ask(self, what: str | None, *, force: bool) -> None:
         with self._lock:
-            if self._requested != "delete":
+            if what is not None:
                 self._requested = what
             self._force = self._force or force
         with contextlib.suppress(BlockingIOError, OSError):
@@ -224,8 +257,13 @@ class Supervisor:
                 self._prepared = prepare_recorded(rec, self.store.ports(self.uid))
             except (SubstrateError, ValueError) as exc:
                 self.job_status = JobStatus.model_validate(rec.status)
-                self._fail_job("NotRunnableLocally", f"the job cannot start here: {exc}")
+                self._saved_status = _comparable(self.job_status)
+                self._halt(Halt(NOT_RUNNABLE, f"the job cannot start here: {exc}"))
                 return None
+        else:
+            # Submitted by this process: the manifest may have changed since it was planned.
+            self._adopt(rec.manifest)
+        self._manifest = rec.manifest
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -245,15 +283,11 @@ class Supervisor:
             for pod in list(self.pods.values()):
                 pod.poll(now)
             self._drop_gone()
-            request = self._request(now)
-            if request == "delete":
+            if self._requests(now) == "delete":
                 self._stop_all("the job is being deleted")
                 return
-            if request == "interrupt":
-                self._interrupted(now)
-                return
             observed = self._observed()
-            due = observed != self._last_observed or now >= self._next_reconcile
+            due = self._dirty or observed != self._last_observed or now >= self._next_reconcile
             if due and self._reconcile(observed, now):
                 return
             self._save_replicas()
@@ -270,6 +304,7 @@ class Supervisor:
             self.job, self.prepared.plan, observed, _utc(now), options=self.options.reconcile
         )
         self._last_observed = observed
+        self._dirty = False
         delete_job = False
         for action in result.actions:
             if isinstance(action, DeleteJob):
@@ -335,9 +370,12 @@ class Supervisor:
         recreated = record.created is not None
         if recreated:
             self._warn_busy_ports(name)
-            # The earlier incarnation's in-place restarts stay counted, plus this recreation.
+            # The earlier incarnation's in-place restarts stay counted, plus this recreation
+            # -- unless kubemill stopped it while it ran (suspended, then resumed): as in the
+            # core, only a failed pod created again is a restart.
             earlier = existing.state.restart_count if existing is not None else record.restart_count
-            retired = record.retired_restarts + earlier + 1
+            recreation = 0 if record.phase == "Stopped" else 1
+            retired = record.retired_restarts + earlier + recreation
             self.records[name] = replace(record, retired_restarts=retired, restart_count=0)
         pod = ReplicaPod(
             self.prepared.specs[name],
@@ -411,14 +449,46 @@ class Supervisor:
             pods.append(pod.observed(rep.replica_type, rep.index))
         return Observed(pods=tuple(pods), pod_group=self.pod_group)
 
-    def _request(self, now: float) -> str | None:
+    def _requests(self, now: float) -> str | None:
+        """Take in what was asked: ``delete`` is returned; a stop request, suspend and
+        resume change the job's manifest, which the next reconcile judges."""
         with self._lock:
-            if self._requested is not None:
-                return self._requested
+            requested, why = self._requested, self._stop_asked
+            self._stop_asked = None
+        if why is not None:
+            self._record_stop(why)
+        if requested is not None:
+            return requested
         if now < self._next_request_check:
             return None
         self._next_request_check = now + self.options.request_interval
-        return self.store.pending_request(self.uid)
+        pending = self.store.pending_request(self.uid)
+        if pending == "force":
+            with self._lock:
+                self._force = True
+        elif pending == "delete":
+            return pending
+        manifest = self.store.manifest(self.uid)
+        if manifest is not None and manifest != self._manifest:
+            self._adopt(manifest)
+        return None
+
+    def _record_stop(self, why: str) -> None:
+        """Put this process's stop request on the recorded manifest, for the core to judge
+        and for every later reader to see."""
+        if STOP_ANNOTATION in self.job.metadata.annotations:
+            return
+        manifest = self.store.patch_manifest(self.uid, annotations={STOP_ANNOTATION: why})
+        if manifest is not None:
+            self._adopt(manifest)
+
+    def _adopt(self, manifest: dict[str, object]) -> None:
+        """Judge the job as the recorded manifest now says (stop request, suspend)."""
+        job = load_one(manifest, name=f"{self.job.namespace}/{self.job.name}")
+        job.status = self.job_status
+        self.prepared.job = job
+        self._manifest = manifest
+        self._dirty = True
 
     def _sleep(self, now: float) -> None:
         deadlines = [self._next_reconcile, self._next_request_check]
@@ -437,6 +507,8 @@ class Supervisor:
             pod.terminate(now, reason=reason)
         while self.pods:
             now = time.time()
+            # A forced stop may be asked for while the replicas have their grace period.
+            self._requests(now)
             with self._lock:
                 force = self._force
             for pod in list(self.pods.values()):
@@ -456,30 +528,29 @@ class Supervisor:
                 pod.close()
                 del self.pods[name]
 
-    def _interrupted(self, now: float) -> None:
-        if not self.job_status.finished:
-            job = self.job
-            message = (
-                f"{job.KIND} {job.namespace}/{job.name} was interrupted (Ctrl-C, a signal to its"
-                " supervisor, or an interrupt request) and its replicas were stopped"
-            )
-            self._fail_job(INTERRUPTED, message, now=now)
-        self._stop_all("the job was interrupted")
-        self._settle()
+    def _halt(self, halt: Halt) -> None:
+        """This supervisor cannot go on running the job: the core records the verdict.
 
-    def _fail_job(self, reason: str, message: str, *, now: float | None = None) -> None:
-        moment = _utc(time.time() if now is None else now)
-        status = self.job_status.model_copy(deep=True)
-        if status.finished:
-            return
-        if status.start_time is None:
-            status.start_time = moment
-        status.completion_time = moment
-        set_condition(
-            status, ConditionType.FAILED, "True", reason=reason, message=message, now=moment
+        The replicas are already stopped; the core's deletions of them are moot.
+        """
+        now = time.time()
+        if self._prepared is not None:
+            self.job.status = self.job_status
+            job, plan = self.job, self.prepared.plan
+            pods = self._observed().pods
+        else:
+            rec = self.store.job_by_uid(self.uid)
+            if rec is None:
+                return
+            job = rec.load_job()
+            job.status = self.job_status
+            plan = recorded_plan(job, self.store.ports(self.uid))
+            pods = observed_records(self.store.replicas(self.uid), lost=False)
+        result = reconcile(
+            job, plan, Observed(pods=pods, halt=halt), _utc(now), options=self.options.reconcile
         )
-        self._set_status(status)
-        self.store.add_event(self.uid, type="Warning", reason=reason, message=message)
+        self._set_status(result.status)
+        record_events(self.store, self.uid, result, when=now)
 
     def _settle(self) -> None:
         """After the last replica stopped: nothing is active any more, whatever was counted."""
@@ -499,12 +570,16 @@ class Supervisor:
                 for pod in self.pods.values():
                     pod.poll(time.time())
                 time.sleep(0.02)
-            if self._prepared is not None and self.store.job_by_uid(self.uid) is not None:
-                self._fail_job(
-                    "SupervisorError",
-                    f"the supervisor failed ({type(exc).__name__}: {exc}); its replicas were"
-                    " killed. This is a kubemill bug: please report it with the job's"
-                    " supervisor.log",
+            if self.store.job_by_uid(self.uid) is not None:
+                for pod in self.pods.values():
+                    pod.poll(time.time())
+                self._halt(
+                    Halt(
+                        SUPERVISOR_ERROR,
+                        f"the supervisor failed ({type(exc).__name__}: {exc}); its replicas"
+                        " were killed. This is a kubemill bug: please report it with the job's"
+                        " supervisor.log",
+                    )
                 )
                 for name, pod in self.pods.items():
                     pod.deleting = True
@@ -587,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     store = Store(Path(args.state_dir))
     me = procinfo.identify(os.getpid())
-    if me is None or not store.claim_supervisor(args.job_uid, me, mode="detached"):
+    if me is None or not _claim(store, args.job_uid, me):
         log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
         return 1
     supervisor = Supervisor(store, args.job_uid)
@@ -596,13 +671,26 @@ def main(argv: list[str] | None = None) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         nonlocal signals_seen
         signals_seen += 1
-        supervisor.interrupt(force=signals_seen > 1)
+        why = f"{signal.Signals(signum).name} to its supervisor (pid {os.getpid()})"
+        supervisor.interrupt(force=signals_seen > 1, why=why)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor.run()
     return 0
+
+
+def _claim(store: Store, uid: str, me: procinfo.ProcessId) -> bool:
+    """Take the job: as its first supervisor, or once the resuming process handed it over."""
+    deadline = time.monotonic() + HANDOVER_WAIT
+    while True:
+        if store.claim_supervisor(uid, me, mode="detached"):
+            return True
+        rec = store.job_by_uid(uid)
+        if rec is None or rec.finished or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ only when a backend is built, so ``import kubemill`` stays cheap):
   up pods that are (re)created and containers that restart, until the job has finished
   (:mod:`.logs`);
 - ``events`` lists the ``core/v1`` Events whose ``involvedObject`` is the job;
-- ``interrupt`` suspends the job (``runPolicy.suspend``) and waits for its pods to go;
+- ``interrupt`` sets the stop annotation (the core fails the job, ``Interrupted``) and
+  waits for its pods to go; ``suspend``/``resume`` merge-patch ``runPolicy.suspend``;
 - ``delete`` deletes the job object; its pods, services and PodGroup go with it through
   the garbage collector (they carry an ``ownerReference`` to the job).
 
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api import API_VERSION, GROUP, VERSION, Job
+from kubemill.api import API_VERSION, GROUP, STOP_ANNOTATION, VERSION, Job
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.substrates.base import (
     EventRecord,
@@ -489,29 +490,27 @@ class KubernetesBackend:
             f"until `kubemill delete {found.name} -n {found.namespace}`"
         )
 
-    # --- interrupt (Ctrl-C of a foreground run) -------------------------------------------
+    # --- interrupt (Ctrl-C of a foreground run), suspend, resume ---------------------------
 
-    def interrupt(self, name: str, namespace: str | None = None, *, force: bool = False) -> JobView:
-        """Stop the job's replicas and keep the job: suspend it (``runPolicy.suspend``).
+    def interrupt(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        force: bool = False,
+        why: str = "kubemill interrupt",
+    ) -> JobView:
+        """Stop the job for good: set the stop annotation (``kubemill.dev/stop: why``).
 
-        On a cluster the job is not failed by the client (its status is the operator's);
-        it is suspended, the operator deletes its pods, and it can be resumed by setting
-        ``spec.runPolicy.suspend`` back to false. Waits until its pods are gone (at most
+        The operator's core records it Failed with reason ``Interrupted`` and deletes its
+        pods, as the local substrate does. Waits until the pods are gone (at most
         ``operator_timeout`` seconds; ``force`` deletes them at once without a grace
         period). A job that already finished is left as it is.
         """
         found = self._find(name, self._ns(namespace))
         if found.job().status.finished:
             return self._view(found, self._pods(found))
-        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
-        raw = self.http.json(
-            request,
-            "PATCH",
-            found.kind.path(found.namespace, found.name),
-            body={"spec": {"runPolicy": {"suspend": True}}},
-            content_type="application/merge-patch+json",
-        )
-        found = Found(found.kind, raw)
+        found = self._merge_patch(found, {"metadata": {"annotations": {STOP_ANNOTATION: why}}})
         deadline = time.monotonic() + max(self.operator_timeout, 1.0)
         while True:
             pods = self._pods(found)
@@ -521,6 +520,36 @@ class KubernetesBackend:
                 for pod in pods:
                     self._delete_pod(found.namespace, str(pod["metadata"]["name"]))
             time.sleep(min(self.poll_interval, 0.5))
+
+    def suspend(self, name: str, namespace: str | None = None) -> JobView:
+        """Suspend the job (``spec.runPolicy.suspend: true``); the operator deletes its pods."""
+        return self._set_suspend(name, namespace, suspend=True)
+
+    def resume(self, name: str, namespace: str | None = None) -> JobView:
+        """Resume the job (``spec.runPolicy.suspend: false``); the operator creates its pods."""
+        return self._set_suspend(name, namespace, suspend=False)
+
+    def _set_suspend(self, name: str, namespace: str | None, *, suspend: bool) -> JobView:
+        found = self._find(name, self._ns(namespace))
+        if found.job().status.finished:
+            verb = "suspended" if suspend else "resumed"
+            raise SubstrateError(
+                f"{found.kind.kind} {found.namespace}/{found.name} has already finished"
+                f" ({found.job().status.phase}); only a running or suspended job can be {verb}"
+            )
+        found = self._merge_patch(found, {"spec": {"runPolicy": {"suspend": suspend}}})
+        return self._view(found, self._pods(found))
+
+    def _merge_patch(self, found: Found, body: dict[str, Any]) -> Found:
+        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
+        raw = self.http.json(
+            request,
+            "PATCH",
+            found.kind.path(found.namespace, found.name),
+            body=body,
+            content_type="application/merge-patch+json",
+        )
+        return Found(found.kind, raw)
 
     def _delete_pod(self, namespace: str, pod: str) -> None:
         request = Request("delete", "pods", "", namespace, pod)
