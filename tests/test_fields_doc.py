@@ -213,6 +213,9 @@ class _Loopback:
     def replica_host(self, replica_type: str, index: int) -> str:
         return "127.0.0.1"
 
+    def files_path(self, file_set: str, mount_path: str) -> str:
+        return mount_path
+
 
 def local_errors(job: Job, base_dir: Path) -> list[FieldError]:
     plan = plan_for(job, _Loopback())

@@ -30,6 +30,9 @@ class ClusterNetwork:
     def replica_host(self, replica_type: str, index: int) -> str:
         return f"{self.job}-{replica_type.lower()}-{index}.{self.namespace}.svc"
 
+    def files_path(self, file_set: str, mount_path: str) -> str:
+        return mount_path
+
 
 @dataclass
 class LoopbackNetwork:
@@ -52,3 +55,6 @@ class LoopbackNetwork:
 
     def replica_host(self, replica_type: str, index: int) -> str:
         return "127.0.0.1"
+
+    def files_path(self, file_set: str, mount_path: str) -> str:
+        return f"/tmp/job/files/{file_set}"

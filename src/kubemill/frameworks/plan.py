@@ -60,6 +60,11 @@ class Network(Protocol):
         """The host part of a replica's address, whatever the port (no port is reserved)."""
         ...
 
+    def files_path(self, file_set: str, mount_path: str) -> str:
+        """Where replicas read the files of a :class:`FileSet`: its ``mount_path`` in a pod,
+        a directory of the job's own on the local substrate (env values use this)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReplicaPlan:

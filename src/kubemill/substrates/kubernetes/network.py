@@ -29,6 +29,10 @@ class KubernetesNetwork:
             host = f"{host}.{self.namespace}.svc"
         return Endpoint(host, container_port)
 
+    def files_path(self, file_set: str, mount_path: str) -> str:
+        """The FileSet's volume is mounted there in every pod that gets it."""
+        return mount_path
+
     def replica_host(self, replica_type: str, index: int) -> str:
         """``<job>-<type>-<i>.<ns>.svc``: the replica's headless-service DNS name."""
         return f"{replica_name(self.job_name, replica_type, index)}.{self.namespace}.svc"

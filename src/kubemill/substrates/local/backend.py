@@ -142,7 +142,7 @@ class LocalBackend:
             allocator = PortAllocator(avoid=self.store.reserved_ports())
             prepared = plan_local(
                 job,
-                LocalNetwork(job.name, allocator=allocator),
+                LocalNetwork(job.name, allocator=allocator, files_root=str(job_dir / "files")),
                 ctx=ctx,
                 environments=environments,
             )
@@ -547,7 +547,7 @@ class LocalBackend:
                 f" {rec.name}, then submit it again",
             )
         pods = observed_records(self.store.replicas(rec.uid), lost=lost)
-        plan = recorded_plan(job, self.store.ports(rec.uid))
+        plan = recorded_plan(job, self.store.ports(rec.uid), files_root=str(rec.files_dir))
         result = reconcile(
             job,
             plan,

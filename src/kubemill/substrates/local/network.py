@@ -28,9 +28,12 @@ from __future__ import annotations
 import random
 import socket
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
+from kubemill.api import Job
 from kubemill.frameworks import Endpoint, Plan, replica_name
+from kubemill.kinds import plan_for
 from kubemill.substrates.base import SubstrateError
 
 LOCAL_HOST = "127.0.0.1"
@@ -116,9 +119,12 @@ class LocalNetwork:
         ports: Mapping[tuple[str, int], int] | None = None,
         allocator: PortAllocator | None = None,
         host: str = LOCAL_HOST,
+        files_root: str = "",
     ) -> None:
         self.job_name = job_name
         self.host = host
+        self.files_root = files_root
+        """The job's ``files`` directory: each FileSet is a directory in it."""
         self._ports: dict[tuple[str, int], int] = dict(ports or {})
         self._allocator = allocator
 
@@ -147,6 +153,14 @@ class LocalNetwork:
             self.host, self.port(replica_name(self.job_name, replica_type, index), container_port)
         )
 
+    def files_path(self, file_set: str, mount_path: str) -> str:
+        """``<job dir>/files/<set>``: where the supervisor writes the set (no mounts here)."""
+        if not self.files_root:
+            raise SubstrateError(
+                f"{self.job_name}: no files directory was given for file set {file_set!r}"
+            )
+        return f"{self.files_root}/{file_set}"
+
     def replica_host(self, replica_type: str, index: int) -> str:
         """Every replica listens on this machine's loopback address."""
         return self.host
@@ -156,6 +170,16 @@ class LocalNetwork:
         for rep in plan.replicas:
             for container_port in rep.ports.values():
                 self.port(rep.name, container_port)
+
+
+def local_plan(job: Job, network: LocalNetwork) -> Plan:
+    """The job's Plan as this machine runs it.
+
+    Replicas reach each other on 127.0.0.1 ports, so there are no services (headless or
+    exposed), and there is no API server to grant per-job access on: none of them is
+    asked for, so no event claims they were created.
+    """
+    return replace(plan_for(job, network), services=False, exposed=(), access=None)
 
 
 def busy_ports(ports: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:

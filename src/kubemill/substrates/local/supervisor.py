@@ -57,13 +57,16 @@ from types import FrameType
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import (
     Action,
+    ChildKind,
     CreatePod,
     CreatePodGroup,
+    DeleteChild,
     DeleteJob,
     DeletePod,
     DeletePodGroup,
     Halt,
     Observed,
+    ObservedChild,
     ObservedPodGroup,
     ReconcileOptions,
     RecordEvent,
@@ -72,7 +75,7 @@ from kubemill.core import (
     reconcile,
 )
 from kubemill.frameworks import Plan
-from kubemill.kinds import load_one, plan_for
+from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment
@@ -82,6 +85,7 @@ from kubemill.substrates.local.network import (
     LocalNetwork,
     PortAllocator,
     busy_ports,
+    local_plan,
     replica_address,
 )
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
@@ -122,6 +126,24 @@ class Prepared:
     environments: dict[str, Environment]
 
 
+FILE_KINDS: tuple[ChildKind, ...] = ("ConfigMap", "Secret")
+DIGEST_FILE = ".kubemill-digest"
+"""In each file set's directory: ``<ConfigMap|Secret> <digest>`` of what was written."""
+
+
+def written_file_sets(files_dir: Path) -> dict[tuple[ChildKind, str], str]:
+    """The file sets a job's files directory holds, as the core's observed children."""
+    found: dict[tuple[ChildKind, str], str] = {}
+    if not files_dir.is_dir():
+        return found
+    for marker in sorted(files_dir.glob(f"*/{DIGEST_FILE}")):
+        written, _, digest = marker.read_text(encoding="utf-8").strip().partition(" ")
+        for kind in FILE_KINDS:
+            if written == kind:
+                found[(kind, marker.parent.name)] = digest
+    return found
+
+
 def pod_context(rec: JobRecord) -> PodContext:
     """What the replicas of a recorded job know about their pods."""
     return PodContext(
@@ -137,9 +159,7 @@ def plan_local(
     environments: Mapping[str, Environment],
 ) -> Prepared:
     """Plan ``job`` on ``network`` and check every replica can start (raises if not)."""
-    # Replicas reach each other on 127.0.0.1 ports: no services locally, and so no
-    # "created service" events that would claim otherwise.
-    plan = replace(plan_for(job, network), services=False)
+    plan = local_plan(job, network)
     network.reserve_plan(plan)
     specs = prepare(job, plan, ctx=ctx, environments=environments)
     return Prepared(job, plan, specs, network, ctx, dict(environments))
@@ -150,7 +170,7 @@ def prepare_recorded(rec: JobRecord, ports: Mapping[tuple[str, int], int]) -> Pr
     environments = {k: Environment.from_json(v) for k, v in rec.environments.items()}
     return plan_local(
         rec.load_job(),
-        LocalNetwork(rec.name, ports=ports),
+        LocalNetwork(rec.name, ports=ports, files_root=str(rec.files_dir)),
         ctx=pod_context(rec),
         environments=environments,
     )
@@ -182,6 +202,8 @@ class Supervisor:
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
         self.pod_group: ObservedPodGroup | None = None
+        self.children: dict[tuple[ChildKind, str], str] = {}
+        """File sets written under the job's files directory, with their digests."""
         self.records: dict[str, ReplicaRecord] = {}
         self.job_status = JobStatus()
         self._saved_status: dict[str, object] | None = None
@@ -264,6 +286,7 @@ class Supervisor:
             # Submitted by this process: the manifest may have changed since it was planned.
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
+        self.children = written_file_sets(rec.files_dir)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -339,6 +362,8 @@ class Supervisor:
             self.pod_group = None
         elif isinstance(action, WriteFiles):
             self._write_files(action)
+        elif isinstance(action, DeleteChild):
+            self._delete_file_set(action)
         elif isinstance(action, RecordEvent):
             self.store.add_event(
                 self.uid, type=action.type, reason=action.reason, message=action.message, when=now
@@ -357,6 +382,17 @@ class Supervisor:
             staged.write_text(file.content, encoding="utf-8")
             staged.chmod(file.mode & 0o700 if action.secret else file.mode)
             staged.replace(target / file.name)
+        kind: ChildKind = "Secret" if action.secret else "ConfigMap"
+        # The digest beside the files, so that a later supervisor (after a resume) sees
+        # what is there, as the operator reads it from the object's annotation.
+        (target / DIGEST_FILE).write_text(f"{kind} {action.digest}\n", encoding="utf-8")
+        self.children[(kind, action.name)] = action.digest
+
+    def _delete_file_set(self, action: DeleteChild) -> None:
+        rec = self.store.job_by_uid(self.uid)
+        if rec is not None and action.kind in FILE_KINDS:
+            shutil.rmtree(rec.files_dir / action.name, ignore_errors=True)
+        self.children.pop((action.kind, action.name), None)
 
     def _create_pod(self, name: str, now: float) -> None:
         existing = self.pods.get(name)
@@ -405,7 +441,11 @@ class Supervisor:
             p = self.prepared
             self._prepared = plan_local(
                 p.job,
-                LocalNetwork(p.job.name, ports={**current, **moved}),
+                LocalNetwork(
+                    p.job.name,
+                    ports={**current, **moved},
+                    files_root=p.network.files_root,
+                ),
                 ctx=p.ctx,
                 environments=p.environments,
             )
@@ -447,7 +487,8 @@ class Supervisor:
         for name, pod in self.pods.items():
             rep = self.prepared.plan.replica(name)
             pods.append(pod.observed(rep.replica_type, rep.index))
-        return Observed(pods=tuple(pods), pod_group=self.pod_group)
+        children = tuple(ObservedChild(k, n, d) for (k, n), d in sorted(self.children.items()))
+        return Observed(pods=tuple(pods), pod_group=self.pod_group, children=children)
 
     def _requests(self, now: float) -> str | None:
         """Take in what was asked: ``delete`` is returned; a stop request, suspend and
@@ -544,7 +585,7 @@ class Supervisor:
                 return
             job = rec.load_job()
             job.status = self.job_status
-            plan = recorded_plan(job, self.store.ports(self.uid))
+            plan = recorded_plan(job, self.store.ports(self.uid), files_root=str(rec.files_dir))
             pods = observed_records(self.store.replicas(self.uid), lost=False)
         result = reconcile(
             job, plan, Observed(pods=pods, halt=halt), _utc(now), options=self.options.reconcile

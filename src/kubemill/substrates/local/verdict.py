@@ -16,15 +16,13 @@ store the status and the events the core returns. Nothing here decides an outcom
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from kubemill.api import Job
 from kubemill.core import ObservedPod, ReconcileResult, RecordEvent
 from kubemill.core.model import PodPhase
 from kubemill.frameworks import Plan, SuccessPolicy
-from kubemill.kinds import plan_for
-from kubemill.substrates.local.network import LocalNetwork
+from kubemill.substrates.local.network import LocalNetwork, local_plan
 from kubemill.substrates.local.store import ReplicaRecord, Store
 
 SUPERVISOR_LOST = "SupervisorLost"
@@ -37,14 +35,15 @@ def _utc(moment: float | None) -> datetime | None:
     return None if moment is None else datetime.fromtimestamp(moment, UTC)
 
 
-def recorded_plan(job: Job, ports: dict[tuple[str, int], int]) -> Plan:
+def recorded_plan(job: Job, ports: dict[tuple[str, int], int], *, files_root: str = "") -> Plan:
     """The local Plan of a recorded job with its reserved ports.
 
     A job whose Plan cannot be built at all (the reason it cannot run here) is judged
     against a Plan without replicas: the core still records the verdict it is given.
     """
     try:
-        return replace(plan_for(job, LocalNetwork(job.name, ports=ports)), services=False)
+        network = LocalNetwork(job.name, ports=ports, files_root=files_root)
+        return local_plan(job, network)
     except Exception:  # any planning error: the verdict must still be recorded
         return Plan(
             kind=job.KIND,
