@@ -6,5 +6,7 @@ from __future__ import annotations
 def main() -> None:
     """Console-script entry point."""
     from kubemill.cli.app import run_app
+    from kubemill.cli.errors import exit_on_plugin_error
 
+    exit_on_plugin_error()
     run_app()

@@ -20,7 +20,10 @@ from kubemill.cli.settings import Settings, Substrate
 
 app = typer.Typer(
     name="kubemill",
-    help="Run TensorFlow and PyTorch jobs on Kubernetes or as local processes.",
+    help=(
+        "Run distributed training and big-data jobs (`kubemill kinds` lists the kinds) "
+        "on Kubernetes or as local processes."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -326,7 +329,10 @@ def install(
         GangScheduler | None, typer.Option(help="Grant and configure this gang scheduler.")
     ] = None,
     serve_upstream_groups: Annotated[
-        bool, typer.Option(help="Also reconcile kubeflow.org TFJob/PyTorchJob objects.")
+        bool,
+        typer.Option(
+            help="Also reconcile each kind's upstream group (kubeflow.org, ...: kubemill kinds)."
+        ),
     ] = False,
     replicas: Annotated[
         int | None, typer.Option(min=1, help="Operator replicas, leader-elected (2).")
@@ -360,6 +366,15 @@ def operator(ctx: typer.Context) -> None:
     from kubemill.substrates.kubernetes.operator.__main__ import app as operator_app
 
     operator_app(args=list(ctx.args), prog_name="kubemill operator")
+
+
+@app.command()
+@user_errors
+def kinds() -> None:
+    """List the job kinds kubemill runs: names, accepted apiVersions, local support."""
+    from kubemill.cli.views import kinds_table, stdout_console
+
+    stdout_console().print(kinds_table())
 
 
 @app.command()

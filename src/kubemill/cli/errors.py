@@ -78,3 +78,20 @@ def _text(exc: BaseException) -> str:
     if exc.args and isinstance(exc.args[0], str):
         return exc.args[0]
     return str(exc) or type(exc).__name__
+
+
+def exit_on_plugin_error() -> None:
+    """Register the engines ``KUBEMILL_ENGINES`` names; a bad entry is one red line.
+
+    The registry is only imported when the variable is set: ``kubemill --help`` stays fast.
+    """
+    import os
+
+    if not os.environ.get("KUBEMILL_ENGINES"):
+        return
+    from kubemill.substrates.plugins import PluginError, load_plugins
+
+    try:
+        load_plugins()
+    except PluginError as exc:
+        fail(str(exc))

@@ -433,3 +433,16 @@ def resume_job(settings: Settings, name: str) -> None:
 def _reason(view: JobView, kind: ConditionType) -> str:
     cond = view.status.condition(kind)
     return f" ({cond.reason})" if cond is not None and cond.status == "True" else ""
+
+
+def kinds_table() -> Table:
+    """``kubemill kinds``: every registered kind, as the docs' kinds table lists it."""
+    from kubemill.kinds import describe, engines
+
+    rows = [describe(engine) for engine in engines()]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for column in rows[0] if rows else ():
+        table.add_column(column.upper())
+    for row in rows:
+        table.add_row(*row.values())
+    return table

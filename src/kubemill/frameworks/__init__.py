@@ -4,7 +4,7 @@ The Plan types live in :mod:`kubemill.frameworks.plan`. Which framework plans wh
 is the registry's business (:func:`kubemill.kinds.plan_for`).
 """
 
-from kubemill.frameworks._common import PlanError
+from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -62,12 +62,15 @@ __all__ = [
     "PlanError",
     "PyTorch",
     "ReplicaPlan",
+    "ReplicaSlot",
     "ServicePolicy",
     "ServicePort",
     "StatusExtension",
     "StatusView",
     "SuccessPolicy",
     "TensorFlow",
+    "build_replicas",
     "decided_by",
+    "env",
     "replica_name",
 ]

@@ -165,6 +165,28 @@ def plan_for(job: Job, network: Network) -> Plan:
     return engine_for(job.KIND).framework.plan(job, network)
 
 
+def describe(engine: Engine) -> dict[str, str]:
+    """One engine as the docs' table and ``kubemill kinds`` show it, column by column."""
+    api = engine.api
+    return {
+        "kind": engine.kind,
+        "short names": ", ".join(api.short_names),
+        "apiVersions": ", ".join(api.accepted()),
+        "Kubernetes": f"{api.plural}.kubemill.dev",
+        "local": "yes" if engine.local.runs else f"no: {engine.local.why_not}",
+        "what": engine.summary,
+    }
+
+
+def markdown_table() -> str:
+    """The docs' kinds table (``docs/kinds.md``), generated from the registry."""
+    rows = [describe(engine) for engine in engines()]
+    header = list(rows[0]) if rows else []
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row.values()) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def crds() -> list[dict[str, Any]]:
     """The CRD of every registered kind, in registry order."""
     return crd_generation.crds(engine.api for engine in _engines.values())
@@ -177,12 +199,14 @@ __all__ = [
     "OperatorGrant",
     "UnknownKind",
     "crds",
+    "describe",
     "engine_for",
     "engines",
     "kind_table",
     "load",
     "load_document",
     "load_one",
+    "markdown_table",
     "plan_for",
     "register",
     "registered",

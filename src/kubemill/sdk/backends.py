@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubemill.substrates.base import Backend, SubstrateError
+from kubemill.substrates.plugins import load_plugins
 
 BackendFactory = Callable[..., Backend]
 """Builds a backend from the client's keyword options (``state_dir=...``, ...)."""
@@ -62,7 +63,12 @@ def register_backend(name: str, factory: BackendFactory) -> None:
 
 
 def backend_for(substrate: str, **options: Any) -> Backend:
-    """The backend of ``substrate``, built with ``options`` (``None`` values are dropped)."""
+    """The backend of ``substrate``, built with ``options`` (``None`` values are dropped).
+
+    Engines named in ``KUBEMILL_ENGINES`` are registered first (see
+    :mod:`kubemill.substrates.plugins`).
+    """
+    load_plugins()
     factory = BACKENDS.get(substrate)
     if factory is None:
         raise SubstrateError(

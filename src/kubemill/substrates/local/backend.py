@@ -43,6 +43,7 @@ from pathlib import Path
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
+from kubemill.kinds import engine_for
 from kubemill.substrates.base import (
     EventRecord,
     JobView,
@@ -122,12 +123,17 @@ class LocalBackend:
 
     def submit(self, job: Job, options: SubmitOptions) -> JobView:
         """Record the job and start it: in a thread here, or under a detached supervisor."""
+        support = engine_for(job.KIND).local
+        if not support.runs:
+            raise SubstrateError(
+                f"{job.KIND} does not run on the local substrate: {support.why_not}"
+            )
         job = job.model_copy(deep=True)
         self._set_namespace(job, options.namespace)
         uid = str(uuid.uuid4())
         job.metadata.uid = uid
         job.metadata.creation_timestamp = datetime.now(UTC).isoformat(timespec="seconds")
-        job.status = JobStatus()
+        job.status = type(job.status)()
         base_dir = str(Path(options.base_dir or Path.cwd()).absolute())
         if not Path(base_dir).is_dir():
             raise SubstrateError(f"base directory {base_dir} does not exist")

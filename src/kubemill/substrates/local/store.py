@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubemill.api import Job, JobStatus
+from kubemill.api import Job
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
@@ -147,7 +147,7 @@ class JobRecord:
     def load_job(self) -> Job:
         """The job model, with its recorded status."""
         job = load_one(self.manifest, name=f"{self.namespace}/{self.name}")
-        job.status = JobStatus.model_validate(self.status)
+        job.status = type(job.status).model_validate(self.status)
         return job
 
     @property

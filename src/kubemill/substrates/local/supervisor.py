@@ -90,6 +90,7 @@ from kubemill.substrates.local.network import (
 )
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
 from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
+from kubemill.substrates.plugins import load_plugins
 
 log = logging.getLogger("kubemill.local.supervisor")
 
@@ -526,7 +527,9 @@ class Supervisor:
     def _adopt(self, manifest: dict[str, object]) -> None:
         """Judge the job as the recorded manifest now says (stop request, suspend)."""
         job = load_one(manifest, name=f"{self.job.namespace}/{self.job.name}")
-        job.status = self.job_status
+        # The kind's own status model (status extensions add fields to it).
+        job.status = type(job.status).model_validate(self.job_status.to_wire())
+        self.job_status = job.status
         self.prepared.job = job
         self._manifest = manifest
         self._dirty = True
@@ -701,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-uid", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # The job may be of a kind a plugin registered in the process that submitted it.
+    load_plugins()
     store = Store(Path(args.state_dir))
     me = procinfo.identify(os.getpid())
     if me is None or not _claim(store, args.job_uid, me):

@@ -12,10 +12,17 @@ from typing import Annotated
 import kopf
 import typer
 
+from kubemill.kinds import engines
 from kubemill.substrates.kubernetes.operator.main import run_operator
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
 
 app = typer.Typer(add_completion=False)
+
+_UPSTREAM_HELP = "Also reconcile " + ", ".join(
+    f"{group}/{version} {engine.kind}"
+    for engine in engines()
+    for group, version in engine.api.upstream_groups
+)
 
 
 @app.command()
@@ -32,9 +39,7 @@ def main(
     metrics_port: Annotated[int, typer.Option(help="Prometheus /metrics port (0: off).")] = 8080,
     health_port: Annotated[int, typer.Option(help="/healthz port (0: off).")] = 8081,
     bind_address: Annotated[str, typer.Option(help="Address of both endpoints.")] = "0.0.0.0",  # noqa: S104
-    serve_upstream_groups: Annotated[
-        bool, typer.Option(help="Also reconcile kubeflow.org/v1 TFJob and PyTorchJob.")
-    ] = False,
+    serve_upstream_groups: Annotated[bool, typer.Option(help=_UPSTREAM_HELP)] = False,
     leader_election: Annotated[
         bool, typer.Option(help="Reconcile only while holding the Lease (several replicas).")
     ] = False,

@@ -10,12 +10,17 @@ import kopf
 from kubemill.substrates.kubernetes.operator.handlers import build_registry, configure
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings
+from kubemill.substrates.plugins import load_plugins
 
 logger = logging.getLogger("kubemill.operator")
 
 
 def run_operator(settings: OperatorSettings) -> None:
-    """Run the kubemill operator with ``settings`` until SIGTERM/SIGINT (or a lost lease)."""
+    """Run the kubemill operator with ``settings`` until SIGTERM/SIGINT (or a lost lease).
+
+    Engines named in ``KUBEMILL_ENGINES`` are registered first, so their kinds are served.
+    """
+    load_plugins()
     asyncio.run(operate(settings))
 
 
