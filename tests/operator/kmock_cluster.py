@@ -226,6 +226,7 @@ class Gate:
     method: str | None = None
     plural: str | None = None
     namespace: str | None = None
+    subresource: str | None = None
     skip: int = 0
     """Let this many matching requests through before holding the rest."""
     drop: bool = False
@@ -241,6 +242,7 @@ class Gate:
             (self.method is None or request.method.value == self.method)
             and (self.plural is None or (resource is not None and resource.plural == self.plural))
             and (self.namespace is None or request.namespace == self.namespace)
+            and (self.subresource is None or request.subresource == self.subresource)
         )
 
     def open(self) -> None:
@@ -1182,6 +1184,12 @@ class ClusterThread:
     def delete(self, path: str, *, grace: int | None = None) -> Any:
         params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
         return self.request("DELETE", path, params=params)
+
+    def create_namespaces(self, *names: str) -> None:
+        """Create namespaces a test uses beyond those of a fresh cluster (``default``,
+        ``kube-system``, ...): a create in a missing namespace is ``404`` as on a cluster."""
+        for name in names:
+            self.create("/api/v1/namespaces", {"metadata": {"name": name}})
 
     def bind(self, namespace: str, pod: str, node: str = "node-1") -> Any:
         """Bind a pod to a node, as the scheduler does."""

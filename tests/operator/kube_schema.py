@@ -483,13 +483,14 @@ def _builtin_validator(kind: str, api_version: str) -> jsonschema.Draft202012Val
 def _json_path(parts: Iterable[Any]) -> str:
     out = ""
     for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else _child(out, str(part))
+        out = f"{out}[{part}]" if isinstance(part, int) else _child(out, str(part))
     return out
 
 
 def builtin_errors(obj: dict[str, Any], *, kind: str, api_version: str) -> list[FieldError]:
     """Drop fields the kind does not have (in place, as decoding into Go types does) and
-    return what the official schema refuses in the rest."""
+    return what the official schema refuses in the rest (fields the schema requires in
+    ``status`` excepted)."""
     validator = _builtin_validator(kind, api_version)
     errors: list[FieldError] = []
     for _ in range(10):  # unknown fields can hide others: prune and look again
@@ -507,6 +508,10 @@ def builtin_errors(obj: dict[str, Any], *, kind: str, api_version: str) -> list[
                     del target[key]
     for exc in validator.iter_errors(obj):
         path = _json_path(exc.path)
+        if exc.validator == "required" and exc.path and exc.path[0] == "status":
+            # The server decodes into Go types (a missing field is its zero value) and its
+            # status validation does not ask for them: a kubelet's sparse status is fine.
+            continue
         if exc.validator == "required":
             missing = re.match(r"'([^']*)' is a required property", exc.message)
             errors.append(

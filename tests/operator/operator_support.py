@@ -292,6 +292,9 @@ def running_operator(
     # Every request the operator made must be granted by the RBAC `kubemill install` writes.
     missing = unpermitted(cluster.calls()[first:], rules_for(operator.args))
     assert not missing, f"operator calls not covered by the install RBAC: {missing}"
+    # ... and a real API server would have accepted every object it sent.
+    invalid = [c for c in resource_calls(cluster.calls()[first:]) if c.status == 422]
+    assert not invalid, f"invalid writes: {summarize(invalid)}: {cluster.cluster.refused}"
 
 
 # --- acting as user and kubelet ------------------------------------------------------------
