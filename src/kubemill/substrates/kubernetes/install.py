@@ -91,8 +91,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         (UPSTREAM_GROUP,),
         _OUR_JOBS,
-        ("list", "watch", "delete"),
-        "--serve-upstream-groups: the same for kubeflow.org/v1 jobs",
+        ("list", "watch", "patch", "delete"),
+        "--serve-upstream-groups: the same for kubeflow.org/v1 jobs, and patch their "
+        "kubemill.dev/restarts annotation (Kubeflow's status schema has no restart counts)",
         when="upstream",
     ),
     Rule(
