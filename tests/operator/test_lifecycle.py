@@ -14,6 +14,7 @@ import pytest
 from kmock_cluster import Gate
 from operator_jobs import pytorchjob, tfjob
 from operator_support import (
+    KUBELET_FINISHES_AFTER,
     Cluster,
     Kubelet,
     Operator,
@@ -198,6 +199,13 @@ def test_pods_running_make_the_job_running_and_an_idle_pass_writes_nothing(
     )
     assert job["status"]["startTime"]
     assert_idle_pass_writes_nothing(cluster, operator, namespace, "PyTorchJob", "ddp")
+
+
+def terminating(cluster: Cluster, namespace: str) -> list[str]:
+    """The pods deleted but still there (their kubelet has not finished them)."""
+    return sorted(
+        n for n, p in pods_of(cluster, namespace).items() if p["metadata"].get("deletionTimestamp")
+    )
 
 
 def status_of(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
@@ -586,3 +594,47 @@ def test_a_status_write_on_a_job_changed_since_the_read_conflicts_and_the_job_is
         ]
         >= 1
     )
+
+
+def test_a_terminating_pod_is_waited_for_before_its_replica_is_created_again(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    cluster.cluster.kubelet_finishes_after = None  # the test ends the Terminating window
+    try:
+        cluster.create(job_path("PyTorchJob", namespace), pytorchjob("tw", workers=1))
+        path = job_path("PyTorchJob", namespace, "tw")
+        names = {"tw-master-0", "tw-worker-0"}
+        pods = wait_pods(cluster, namespace, names)
+        for pod in sorted(names):
+            kubelet.set(pod, "Running", container="pytorch")
+        wait_condition(cluster, path, "Running")
+
+        # Someone deletes the running worker (kubectl delete): it stops for its grace
+        # period, and a pod with its name must not be created meanwhile (409 AlreadyExists,
+        # and then the old pod taken for the new one).
+        cluster.delete(f"/api/v1/namespaces/{namespace}/pods/tw-worker-0")
+        assert terminating(cluster, namespace) == ["tw-worker-0"]
+        touched = cluster.patch(path, {"metadata": {"labels": {"touched": "yes"}}})
+        version = touched["metadata"]["resourceVersion"]
+        eventually(lambda: operator.reconciled(namespace, "tw", version), what="a pass")
+        assert terminating(cluster, namespace) == ["tw-worker-0"]
+        posts = [
+            (c.body["metadata"]["name"], c.status)
+            for c in cluster.operator_calls(namespace=namespace)
+            if c.method == "POST" and c.plural == "pods"
+        ]
+        assert sorted(posts) == sorted((n, 201) for n in names), posts
+
+        assert cluster.finish_terminating(namespace) == ["tw-worker-0"]
+        again = eventually(
+            lambda: (
+                (p := pods_of(cluster, namespace).get("tw-worker-0"))
+                and p["metadata"]["uid"] != pods["tw-worker-0"]["metadata"]["uid"]
+                and p
+            ),
+            what="the worker created again once the old one is gone",
+        )
+        assert not again["metadata"].get("deletionTimestamp")
+    finally:
+        cluster.cluster.kubelet_finishes_after = KUBELET_FINISHES_AFTER
+        cluster.finish_terminating(namespace)
