@@ -6,17 +6,29 @@ depends on some of it (see shared/notes/kmock-gaps.md). :class:`KubeCluster` sub
 the emulator (kmock's documented extension point: "inherit and implement for your cases")
 and adds, for tests only:
 
+- every write (create, PUT, merge/JSON patch, delete) is served here, not by kmock, and
+  checked as a kube-apiserver checks it (:mod:`kube_schema`): custom resources are pruned
+  and validated against their CRD's ``openAPIV3Schema``, built-in kinds against the
+  official schemas, pod specs are immutable but for what Kubernetes allows, names and uids
+  never change -- ``422 Invalid`` with the field paths (``spec.x: Invalid value: ...``);
 - ``metadata.uid``, ``resourceVersion`` (one global counter, as etcd), ``creationTimestamp``,
-  ``generation`` and ``namespace`` from the URL on create; ``201 Created``; ``409
-  AlreadyExists`` on a duplicate create;
-- status-subresource semantics (``PATCH .../status`` changes only ``status``, a main-resource
-  PATCH never does), optimistic concurrency on ``metadata.resourceVersion`` and delete
-  preconditions (``409 Conflict``);
+  ``generation`` and ``namespace`` from the URL on create, ``generateName``; ``201
+  Created``; ``409 AlreadyExists`` on a duplicate create; ``404`` for a create in a
+  namespace that does not exist (a fresh cluster has ``default``, ``kube-system``,
+  ``kube-public`` and ``kube-node-lease``; tests create the others);
+- status-subresource semantics (a ``/status`` write changes only ``status``, a main-resource
+  write never does), optimistic concurrency on ``metadata.resourceVersion`` (a PUT of a
+  custom resource must carry one) and delete preconditions (``409 Conflict``);
+- graceful deletion: finalizers hold a deleted object, and a pod bound to a node (see
+  :meth:`KubeCluster.bind`) stays Terminating for its grace period until its kubelet
+  finishes it (:meth:`KubeCluster.finish_terminating`, a zero-grace delete, or after
+  ``kubelet_finishes_after`` seconds); unscheduled and finished pods go at once;
 - label and field selectors on list and watch, ``kind``/``apiVersion`` on lists, the list's
   ``resourceVersion``; watches that resume from a resourceVersion, and ``410 Gone`` (an
   ``ERROR`` event) for versions older than the last :meth:`KubeCluster.compact`;
-- ``/api/v1/namespaces`` (list, watch, get), CRDs that register their resources in discovery
-  when created, background garbage collection of dependents by ``ownerReferences``;
+- ``/api/v1/namespaces`` (list, watch, get), CRDs that register their resources (and
+  schemas) when created -- a v1 CRD without a schema is refused --, background garbage
+  collection of dependents by ``ownerReferences`` (each deleted as a DELETE would);
 - a log of every request (:class:`Call`), injected faults (:class:`Fault`), gates that hold
   matching requests until released (:class:`Gate`), and dropping all watch connections.
 

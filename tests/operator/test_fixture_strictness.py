@@ -442,3 +442,105 @@ def test_a_crd_without_a_schema_is_refused(served: ClusterThread) -> None:
     assert fields(status) == {
         "spec.versions[0].schema.openAPIV3Schema": "Required value: schemas are required"
     }
+
+
+WIDGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {
+                                    "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                                    "port": {"x-kubernetes-int-or-string": True},
+                                    "note": {"type": "string", "nullable": True},
+                                    "label": {"type": "string"},
+                                    "mode": {
+                                        "type": "string",
+                                        "anyOf": [{"enum": ["a", "b"]}, {"pattern": "^x-"}],
+                                    },
+                                    "ratio": {
+                                        "type": "number",
+                                        "allOf": [{"minimum": 0}, {"maximum": 1}],
+                                    },
+                                    "template": {
+                                        "type": "object",
+                                        "x-kubernetes-embedded-resource": True,
+                                        "x-kubernetes-preserve-unknown-fields": True,
+                                    },
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+"""A CRD using the structural-schema keywords kubemill's own CRDs do not (all at once)."""
+
+
+def test_int_or_string_nullable_embedded_resources_any_of_and_all_of(
+    served: ClusterThread, ns: str
+) -> None:
+    served.create(CRDS, WIDGET_CRD)
+    widgets = f"/apis/example.com/v1/namespaces/{ns}/widgets"
+
+    def widget(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+
+    status = refused(served.create, widgets, widget("w", size=11, port=True, mode="c", ratio=2))
+    found = fields(status)
+    assert set(found) == {"spec.size", "spec.port", "spec.mode", "spec.ratio"}, found
+    assert found["spec.size"].endswith("should be less than or equal to 10")
+    assert found["spec.port"].endswith('must be of type integer,string: "boolean"')
+    assert found["spec.ratio"].endswith("should be less than or equal to 1")
+
+    template = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "inner", "bogus": 1},
+        "data": {"a": "b"},
+    }
+    stored = served.create(
+        widgets,
+        widget("ok", size=3, port="http", note=None, label=None, mode="x-1", template=template),
+    )
+    assert stored["spec"] == {
+        "size": 3,
+        "port": "http",
+        "note": None,  # nullable: kept
+        "mode": "x-1",
+        "template": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "inner"},
+            "data": {"a": "b"},
+        },
+    }
+    no_kind = widget("nokind", size=1, template={"apiVersion": "v1", "data": {}})
+    assert fields(refused(served.create, widgets, no_kind)) == {
+        "spec.template.kind": "Required value: must not be empty"
+    }
+    assert fields(refused(served.create, widgets, widget("nosize"))) == {
+        "spec.size": "Required value"
+    }
