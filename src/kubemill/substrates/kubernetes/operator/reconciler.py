@@ -226,6 +226,7 @@ class Reconciler:
             return pending
 
         started = time.monotonic()
+        stored = raw
         raw = self._with_recorded_counts(raw, resource, memory)
         job = self._load(raw, memory)
         if job is None:
@@ -246,7 +247,7 @@ class Reconciler:
         )
         result = reconcile(job, plan, observed, self._clock(), options=self._options)
         try:
-            await self._apply(raw, job, plan, resource, result, memory)
+            await self._apply(stored, job, plan, resource, result, memory)
         except UnsupportedPlanError as exc:
             self._report_invalid(raw, memory, str(exc))
             return None
@@ -269,22 +270,9 @@ class Reconciler:
     def _with_recorded_counts(
         self, raw: Mapping[str, Any], resource: JobResource, memory: _Memory
     ) -> Mapping[str, Any]:
-        """The job with the restart counts kept outside its status read back into it."""
-        counts: dict[str, dict[str, int]] = {}
-        if not keeps_counts_in_status(resource):
-            text = (raw.get("metadata", {}).get("annotations") or {}).get(RESTARTS_ANNOTATION)
-            if text:
-                try:
-                    counts = parse_counts(json.loads(text))
-                except ValueError:
-                    meta = raw.get("metadata", {})
-                    logger.warning(
-                        "%s/%s: ignoring the unreadable %s annotation %r",
-                        meta.get("namespace"),
-                        meta.get("name"),
-                        RESTARTS_ANNOTATION,
-                        text,
-                    )
+        """The job with the restart counts kept outside its status read back into it: the
+        annotation (Kubeflow's CRDs), and counts a failed status write carried."""
+        counts = {} if keeps_counts_in_status(resource) else stored_counts(raw, resource)
         for rtype, values in (memory.unwritten_counts or {}).items():
             entry = counts.setdefault(rtype, {})
             for name in COUNT_FIELDS:
@@ -485,12 +473,17 @@ class Reconciler:
         """
         before = job.status.to_wire()
         after = status.to_wire()
+        # The job was judged with counts the server may not have (a failed write's): diff
+        # against the counts it does have, so that this write records them.
+        on_server = stored_counts(raw, resource)
+        if keeps_counts_in_status(resource):
+            before = replace_counts(before, on_server)
         patch = merge_patch(before, after)
         counts = restart_counts(after)
         annotate = False
         if not keeps_counts_in_status(resource):
             patch = without_counts(patch)  # the server would prune them
-            annotate = counts != restart_counts(before)
+            annotate = counts != on_server
         if not patch and not annotate:
             memory.unwritten_counts = None
             return
@@ -554,6 +547,47 @@ def keeps_counts_in_status(resource: JobResource) -> bool:
     """Whether the resource's CRD has restart counts in its status (kubemill's own group);
     Kubeflow's upstream CRDs do not."""
     return resource.group == GROUP
+
+
+def stored_counts(raw: Mapping[str, Any], resource: JobResource) -> dict[str, dict[str, int]]:
+    """The restart counts the server holds for a job: in its status, or (Kubeflow's CRDs)
+    in :data:`RESTARTS_ANNOTATION` (an unreadable one counts as none, with a warning)."""
+    if keeps_counts_in_status(resource):
+        return restart_counts(raw.get("status") or {})
+    meta = raw.get("metadata", {})
+    text = (meta.get("annotations") or {}).get(RESTARTS_ANNOTATION)
+    if not text:
+        return {}
+    try:
+        return parse_counts(json.loads(text))
+    except ValueError:
+        logger.warning(
+            "%s/%s: ignoring the unreadable %s annotation %r",
+            meta.get("namespace"),
+            meta.get("name"),
+            RESTARTS_ANNOTATION,
+            text,
+        )
+        return {}
+
+
+def replace_counts(
+    status: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]]
+) -> dict[str, Any]:
+    """A status in wire form whose restart counts are ``counts`` (0 where absent)."""
+    out = dict(status)
+    if isinstance(status.get("replicaStatuses"), Mapping):
+        replicas: dict[str, Any] = {}
+        for rtype, entry in status["replicaStatuses"].items():
+            if isinstance(entry, Mapping):
+                entry = dict(entry)
+                for name in COUNT_FIELDS:
+                    value = counts.get(rtype, {}).get(name, 0)
+                    if value or name in entry:
+                        entry[name] = value
+            replicas[rtype] = entry
+        out["replicaStatuses"] = replicas
+    return out
 
 
 def parse_counts(value: Any) -> dict[str, dict[str, int]]:
