@@ -575,10 +575,7 @@ def pod_update_errors(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fi
     ):
         old_spec["terminationGracePeriodSeconds"] = before_grace
         new_spec["terminationGracePeriodSeconds"] = after_grace
-    # nodeName is set once (by binding); scheduling gates may only be removed.
-    if not old_spec.get("nodeName"):
-        old_spec.pop("nodeName", None)
-        new_spec.pop("nodeName", None)
+    # nodeName is set by a binding, never by an update; scheduling gates may only go.
     gates_before = old_spec.pop("schedulingGates", None) or []
     gates_after = new_spec.pop("schedulingGates", None) or []
     if any(g not in gates_before for g in gates_after):

@@ -341,6 +341,8 @@ def test_a_pod_spec_changes_only_where_kubernetes_allows(served: ClusterThread, 
     assert fields(status)["spec"].startswith("Forbidden: pod updates may not change fields")
     status = refused(served.patch, pods(ns, "imm"), {"spec": {"activeDeadlineSeconds": 120}})
     assert list(fields(status)) == ["spec.activeDeadlineSeconds"]
+    status = refused(served.patch, pods(ns, "imm"), {"spec": {"nodeName": "node-9"}})
+    assert list(fields(status)) == ["spec"]  # only a binding places a pod
     containers[0].update(image="busybox:2", command=["true"])
     changed = served.patch(
         pods(ns, "imm"), {"spec": {"containers": containers, "activeDeadlineSeconds": 30}}
