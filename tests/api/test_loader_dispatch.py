@@ -16,9 +16,8 @@ from kubemill.api import (
     TFJob,
     load,
     load_one,
-    load_path,
-    manifest_files,
 )
+from kubemill.sdk.manifests import load_path
 
 MANIFESTS = Path(__file__).parents[1] / "manifests"
 GOOD = MANIFESTS / "good"
@@ -193,20 +192,3 @@ spec:
     ports = job.replica_specs["Worker"].template.spec.containers[0].ports
     assert ports is not None
     assert [(p.name, p.container_port) for p in ports] == [("tfjob-port", 3333)]
-
-
-def test_manifest_files_expands_directories_sorted() -> None:
-    files = manifest_files([GOOD])
-    assert files == sorted(files)
-    assert {f.name for f in files} >= {"seed-tfjob-v1alpha1.yaml", "multi-document.yaml"}
-    assert manifest_files([GOOD / "multi-document.yaml"]) == [GOOD / "multi-document.yaml"]
-
-
-def test_every_good_fixture_loads() -> None:
-    for file in manifest_files([GOOD]):
-        assert load_path(file), file
-
-
-def test_unreadable_file_is_a_manifest_error(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="cannot read"):
-        load_path(tmp_path / "missing.yaml")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kubemill.api import ManifestError, load_path
+from kubemill.api import ManifestError
+from kubemill.sdk.manifests import load_path
 
 BROKEN = Path(__file__).parents[1] / "manifests" / "broken"
 BROKEN_FILES = sorted(BROKEN.glob("*.yaml"))

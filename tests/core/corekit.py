@@ -16,26 +16,32 @@ import yaml
 from kubemill.api import Job, JobStatus, load_one
 from kubemill.core import (
     Action,
+    ChildKind,
+    CreateChild,
     CreatePod,
     CreatePodGroup,
     CreateService,
+    DeleteChild,
     DeleteJob,
     DeletePod,
     DeletePodGroup,
     DeleteService,
     Observed,
+    ObservedChild,
     ObservedPod,
     ObservedPodGroup,
     PodPhase,
     ReconcileOptions,
     ReconcileResult,
     RecordEvent,
+    WriteFiles,
     reconcile,
 )
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
+    OutcomeRule,
     Plan,
     ReplicaPlan,
     SuccessPolicy,
@@ -108,10 +114,14 @@ def plan_for(
     job: Job,
     *,
     stages: Mapping[str, int] | None = None,
-    success: SuccessPolicy | None = None,
+    outcome: OutcomeRule | None = None,
     services: bool = True,
+    **extra: Any,
 ) -> Plan:
-    """A Plan with one ReplicaPlan per replica of ``job`` (no env: the core ignores it)."""
+    """A Plan with one ReplicaPlan per replica of ``job`` (no env: the core ignores it).
+
+    ``extra`` goes to :class:`Plan` as it is (files, access, exposed, foreign, ...).
+    """
     replicas: list[ReplicaPlan] = []
     for rtype in job.REPLICA_TYPES:
         spec = job.replica_specs.get(rtype)
@@ -135,19 +145,21 @@ def plan_for(
                         LABEL_REPLICA_INDEX: str(index),
                     },
                     stage=(stages or {}).get(rtype, 0),
+                    host=f"{name}.{job.name}",
                 )
             )
-    if success is None:
+    if outcome is None:
         types = set(job.replica_specs)
         deciding = next((t for t in ("Chief", "Master") if t in types), "Worker")
-        success = SuccessPolicy(deciding, "first")
+        outcome = SuccessPolicy(deciding, "first")
     return Plan(
         kind=job.KIND,
         name=job.name,
         namespace=job.namespace,
         replicas=tuple(replicas),
-        success=success,
+        outcome=outcome,
         services=services,
+        **extra,
     )
 
 
@@ -160,6 +172,7 @@ def pod(
     restart_count: int = 0,
     deleting: bool = False,
     reason: str = "",
+    finished: float | None = None,
 ) -> ObservedPod:
     """The observed pod of one Plan replica (``name`` is the short ``worker-1`` form)."""
     rtype_lower, _, index = name.rpartition("-")
@@ -181,6 +194,7 @@ def pod(
             restart_count=restart_count,
             deleting=deleting,
             reason=reason,
+            finished=None if finished is None else at(finished),
         )
     if exit_code is None and phase == "Succeeded":
         exit_code = 0
@@ -194,6 +208,7 @@ def pod(
         deleting=deleting,
         reason=reason,
         uid=f"uid-{rep.name}",
+        finished=None if finished is None else at(finished),
     )
 
 
@@ -227,12 +242,17 @@ class FakeSubstrate:
     pod_group_phase: str = "Inqueue"
     deleted: bool = False
     start_phase: Literal["Pending", "Running"] = "Pending"
+    children: dict[tuple[ChildKind, str], str] = field(default_factory=dict)
+    """ConfigMaps, Secrets and access objects that exist, with their recorded digest."""
+    writes: list[WriteFiles] = field(default_factory=list)
+    """Every WriteFiles applied, in order."""
 
     def observed(self) -> Observed:
         return Observed(
             pods=tuple(self.pods[n] for n in sorted(self.pods)),
             services=frozenset(self.services),
             pod_group=self.pod_group,
+            children=tuple(ObservedChild(k, n, d) for (k, n), d in sorted(self.children.items())),
         )
 
     def apply(self, actions: Iterable[Action]) -> None:
@@ -259,6 +279,16 @@ class FakeSubstrate:
                 self.pod_group = None
             elif isinstance(action, DeleteJob):
                 self.deleted = True
+            elif isinstance(action, WriteFiles):
+                kind: ChildKind = "Secret" if action.secret else "ConfigMap"
+                assert action.update == ((kind, action.name) in self.children)
+                self.children[(kind, action.name)] = action.digest
+                self.writes.append(action)
+            elif isinstance(action, CreateChild):
+                assert (action.kind, action.name) not in self.children, "created twice"
+                self.children[(action.kind, action.name)] = ""
+            elif isinstance(action, DeleteChild):
+                del self.children[(action.kind, action.name)]
 
     def set_phase(self, short: str, phase: PodPhase, **changes: Any) -> None:
         rtype_lower, _, index = short.rpartition("-")

@@ -75,7 +75,8 @@ RUNNING = cond("Running")
 class Case:
     job: Job
     pods: tuple[str, ...] = ()
-    """Observed pods as ``short:phase[:exit][:restarts]``, e.g. ``worker-1:Failed:3``."""
+    """Observed pods as ``short:phase[:exit][:restarts][@finished]``, e.g. ``worker-1:Failed:3``
+    or ``chief-0:Succeeded@0.5`` (finished 0.5 s after T0)."""
     services: tuple[str, ...] | None = None
     """Observed services (short names); default: every replica's service exists."""
     now: float = 1
@@ -86,7 +87,8 @@ class Case:
 
 def observe(case: Case, plan: Plan) -> Observed:
     pods: list[ObservedPod] = []
-    for spec in case.pods:
+    for raw in case.pods:
+        spec, _, finished = raw.partition("@")
         short, phase, *rest = spec.split(":")
         exit_code = int(rest[0]) if rest and rest[0] else None
         restarts = int(rest[1]) if len(rest) > 1 and rest[1] else 0
@@ -99,6 +101,7 @@ def observe(case: Case, plan: Plan) -> Observed:
                 exit_code=exit_code,
                 restart_count=restarts,
                 deleting=deleting,
+                finished=float(finished) if finished else None,
             )
         )
     if case.services is None:
@@ -299,8 +302,61 @@ CONDITION_CASES = [
             prior(TF_CPW, RUNNING),
             pods=("chief-0:Succeeded", "ps-0:Running", "worker-0:Running", "worker-1:Failed:1"),
         ),
+        {"Created": "TFJobCreated", "Failed": "TFJobFailed"},
+        id="a-failure-at-an-unknown-time-ties-with-the-success-and-wins",
+    ),
+    pytest.param(
+        Case(
+            prior(TF_CPW, RUNNING),
+            pods=(
+                "chief-0:Succeeded@0.2",
+                "ps-0:Running",
+                "worker-0:Running",
+                "worker-1:Failed:1@0.9",
+            ),
+        ),
+        {"Created": "TFJobCreated", "Failed": "TFJobFailed"},
+        id="a-failure-within-the-tie-window-after-the-success-wins",
+    ),
+    pytest.param(
+        Case(
+            prior(TF_CPW, RUNNING),
+            pods=("chief-0:Succeeded@0.2", "ps-0:Failed:1@0.1", "worker-0:Succeeded@0.3"),
+        ),
+        {"Created": "TFJobCreated", "Failed": "TFJobFailed"},
+        id="a-failure-before-the-success-wins",
+    ),
+    pytest.param(
+        Case(
+            prior(TF_CPW, RUNNING),
+            pods=(
+                "chief-0:Succeeded@0.2",
+                "ps-0:Failed:137@1.5",
+                "worker-0:Succeeded@0.3",
+                "worker-1:Succeeded@0.3",
+            ),
+            now=2,
+        ),
         {"Created": "TFJobCreated", "Succeeded": "TFJobSucceeded"},
-        id="success-policy-wins-over-a-simultaneous-failure",
+        id="a-failure-after-the-tie-window-does-not-undo-the-success",
+    ),
+    pytest.param(
+        Case(
+            prior(TF_CPW, RUNNING),
+            pods=("chief-0:Succeeded@0.5", "ps-0:Running", "worker-0:Running", "worker-1:Running"),
+            now=2.4,
+        ),
+        {"Created": "TFJobCreated", "Running": "TFJobRunning"},
+        id="a-success-waits-out-the-tie-window-while-others-run",
+    ),
+    pytest.param(
+        Case(
+            prior(TF_CPW, RUNNING),
+            pods=("chief-0:Succeeded@0.5", "ps-0:Running", "worker-0:Running", "worker-1:Running"),
+            now=2.5,  # OUTCOME_TIE + REPORT_GRACE after the chief finished
+        ),
+        {"Created": "TFJobCreated", "Succeeded": "TFJobSucceeded"},
+        id="a-success-is-declared-once-the-tie-window-passed",
     ),
     pytest.param(
         Case(prior(tfjob(), RUNNING), pods=("worker-0:Succeeded", "worker-1:Running")),
@@ -311,7 +367,7 @@ CONDITION_CASES = [
         Case(
             prior(tfjob(), RUNNING),
             pods=("worker-0:Succeeded", "worker-1:Running"),
-            plan_options={"success": SuccessPolicy("Worker", "all")},
+            plan_options={"outcome": SuccessPolicy("Worker", "all")},
         ),
         {"Created": "TFJobCreated", "Running": "TFJobRunning"},
         id="all-workers-policy-waits-for-every-worker",
@@ -320,7 +376,7 @@ CONDITION_CASES = [
         Case(
             prior(tfjob(), RUNNING),
             pods=("worker-0:Succeeded", "worker-1:Succeeded"),
-            plan_options={"success": SuccessPolicy("Worker", "all")},
+            plan_options={"outcome": SuccessPolicy("Worker", "all")},
         ),
         {"Created": "TFJobCreated", "Succeeded": "TFJobSucceeded"},
         id="all-workers-policy-met",
@@ -329,7 +385,7 @@ CONDITION_CASES = [
         Case(
             prior(tfjob(), RUNNING),
             pods=("worker-0:Running", "worker-1:Succeeded"),
-            plan_options={"success": SuccessPolicy("Worker", "any")},
+            plan_options={"outcome": SuccessPolicy("Worker", "any")},
         ),
         {"Created": "TFJobCreated", "Succeeded": "TFJobSucceeded"},
         id="any-worker-policy-met-by-worker-1",
@@ -599,7 +655,12 @@ def test_start_time_set_on_first_reconcile_and_kept() -> None:
 
 # --- cleanPodPolicy and TTL ------------------------------------------------------------------
 
-PODS_AT_SUCCESS = ("chief-0:Succeeded", "ps-0:Running", "worker-0:Pending", "worker-1:Failed:1")
+PODS_AT_SUCCESS = (
+    "chief-0:Succeeded@-3",
+    "ps-0:Running",
+    "worker-0:Pending",
+    "worker-1:Failed:1@-1.5",  # after the chief finished: the success stands
+)
 
 
 @pytest.mark.parametrize(

@@ -249,7 +249,7 @@ def test_seed_v1alpha1_tfjob_cannot_run_locally_and_says_why(cli: Cli) -> None:
 )
 def test_example_scripts_sit_next_to_their_manifest(manifest: str) -> None:
     # Locally the command runs in the manifest's directory: every script it names must be there.
-    from kubemill.api import load_path
+    from kubemill.sdk.manifests import load_path
 
     job = load_path(EXAMPLES / manifest)[0]
     for spec in job.replica_specs.values():

@@ -27,6 +27,9 @@ class ClusterNetwork:
             host += f".{self.namespace}.svc"
         return Endpoint(host, container_port)
 
+    def replica_host(self, replica_type: str, index: int) -> str:
+        return f"{self.job}-{replica_type.lower()}-{index}.{self.namespace}.svc"
+
 
 @dataclass
 class LoopbackNetwork:
@@ -46,3 +49,6 @@ class LoopbackNetwork:
         if key not in self.ports:
             self.ports[key] = next(self._next)
         return Endpoint("127.0.0.1", self.ports[key])
+
+    def replica_host(self, replica_type: str, index: int) -> str:
+        return "127.0.0.1"

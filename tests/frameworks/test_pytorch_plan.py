@@ -235,7 +235,7 @@ def test_replicas_labels_and_restart_policy() -> None:
     ],
 )
 def test_success_policy(job: PyTorchJob, success: SuccessPolicy) -> None:
-    assert plan_for(job, ClusterNetwork(job.name)).success == success
+    assert plan_for(job, ClusterNetwork(job.name)).outcome == success
 
 
 def test_framework_refuses_another_kind() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import RestartPolicy, TFJob, load_one, load_path
+from kubemill.api import RestartPolicy, TFJob, load_one
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -191,22 +191,6 @@ CHIEF_PS_WORKERS = {
             },
             id="per-type-port",
         ),
-        pytest.param(
-            tfjob(spec={"enableDynamicWorker": True}, PS=1, Worker=2),
-            "tj-worker-1",
-            {
-                # Sparse: a worker knows every PS and itself only, no environment key.
-                "TF_CONFIG": (
-                    '{"sparseCluster":{"worker":{"1":"tj-worker-1.ml.svc:2222"},'
-                    '"ps":["tj-ps-0.ml.svc:2222"]},"task":{"type":"worker","index":1}}'
-                ),
-                "TF_PS_HOSTS": "tj-ps-0.ml.svc:2222",
-                "TF_WORKER_HOSTS": "tj-worker-0.ml.svc:2222,tj-worker-1.ml.svc:2222",
-                "TF_JOB_NAME": "worker",
-                "TF_TASK_INDEX": "1",
-            },
-            id="dynamic-worker-sparse",
-        ),
     ],
 )
 def test_exact_environment(job: TFJob, replica: str, expected: dict[str, str]) -> None:
@@ -286,7 +270,7 @@ def test_job_role_master_label(job: TFJob, masters: list[str]) -> None:
     ],
 )
 def test_success_policy(job: TFJob, success: SuccessPolicy) -> None:
-    assert plan_for(job, ClusterNetwork(job.name)).success == success
+    assert plan_for(job, ClusterNetwork(job.name)).outcome == success
 
 
 def test_zero_replicas_of_a_type_gives_an_empty_cluster_entry() -> None:
@@ -300,7 +284,7 @@ def test_zero_replicas_of_a_type_gives_an_empty_cluster_entry() -> None:
 
 
 def test_seed_v1alpha1_job_plans_with_master_as_chief() -> None:
-    job = load_path(SEED)[0]
+    job = load_one(SEED.read_text(encoding="utf-8"), name=str(SEED))
     plan = plan_for(job, ClusterNetwork(job.name))
     assert [r.name for r in plan.replicas] == [
         "example-job-chief-0",
@@ -310,7 +294,7 @@ def test_seed_v1alpha1_job_plans_with_master_as_chief() -> None:
     ]
     # The seed puts restartPolicy: OnFailure in the pod template; it becomes the replica's.
     assert {r.restart_policy for r in plan.replicas} == {RestartPolicy.ON_FAILURE}
-    assert plan.success == SuccessPolicy("Chief", "first")
+    assert plan.outcome == SuccessPolicy("Chief", "first")
     config = tf_config(plan.replica("example-job-worker-0"))
     assert config == {
         "cluster": {

@@ -320,6 +320,8 @@ def running(container: str, *, ip: str, restarts: int = 0, last_exit: int | None
     """A pod status with its container running (as the kubelet reports it)."""
     cstatus: dict[str, Any] = {
         "name": container,
+        "image": "trainer:1",
+        "imageID": "",
         "ready": True,
         "restartCount": restarts,
         "state": {"running": {"startedAt": "2026-01-02T03:04:05Z"}},
@@ -349,6 +351,9 @@ def terminated(container: str, *, exit_code: int, ip: str = "", restarts: int = 
         "containerStatuses": [
             {
                 "name": container,
+                "image": "trainer:1",
+                "imageID": "",
+                "ready": False,
                 "restartCount": restarts,
                 "state": {
                     "terminated": {

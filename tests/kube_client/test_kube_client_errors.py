@@ -12,7 +12,7 @@ from kube_client_support import TOKEN, ClientClusterThread, closed_port, kmock_c
 from kubemill.api import load_one
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend
-from kubemill.substrates.kubernetes.client_errors import (
+from kubemill.substrates.kubernetes.client.errors import (
     AccessDenied,
     ClusterUnreachable,
     CRDsNotInstalled,

@@ -24,8 +24,8 @@ from kube_client_support import (
 
 from kubemill.api import load_one
 from kubemill.substrates import base
-from kubemill.substrates.kubernetes import client as client_module
 from kubemill.substrates.kubernetes.client import KubernetesBackend
+from kubemill.substrates.kubernetes.client import logs as logs_module
 
 JOB = """
 apiVersion: kubemill.dev/v1
@@ -269,7 +269,7 @@ def test_follow_lets_go_of_pods_left_running_after_the_job_finished(
     job: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_module, "FINISH_GRACE", 0.2)
+    monkeypatch.setattr(logs_module, "FINISH_GRACE", 0.2)
     # cleanPodPolicy None: a worker keeps running after the job succeeded.
     operator.start_log(NS, "ddp-worker-0", "pytorch").write("serving")
     operator.set_conditions(PLURAL, NS, "ddp", ("Succeeded", "PyTorchJobSucceeded", "done"))
@@ -294,7 +294,7 @@ def test_follow_ends_when_the_job_is_deleted(
 def test_follow_says_when_no_operator_acts(cluster: ClientClusterThread, kubeconfig: Any) -> None:
     backend = KubernetesBackend(kubeconfig=kubeconfig, operator_timeout=0.3, poll_interval=0.05)
     backend.submit(load_one(JOB), base.SubmitOptions())
-    from kubemill.substrates.kubernetes.client_errors import OperatorNotActing
+    from kubemill.substrates.kubernetes.client.errors import OperatorNotActing
 
     with pytest.raises(OperatorNotActing, match="has not been picked up"):
         list(backend.logs("ddp", follow=True))

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kubemill.api import load_one
-from kubemill.core import CreatePod, DeletePod, RecordEvent
+from kubemill.core import CreateChild, CreatePod, DeletePod, RecordEvent
 from kubemill.core.model import CreatePodGroup
-from kubemill.frameworks import FilePlan, plan_for
+from kubemill.frameworks import plan_for
 from kubemill.substrates.kubernetes.build import (
     GangKind,
     GangScheduler,
@@ -148,8 +148,9 @@ def test_pod_restart_policy_mapping(policy: str | None, pod_policy: str) -> None
     for spec in doc["spec"]["pytorchReplicaSpecs"].values():
         if policy is not None:
             spec["restartPolicy"] = policy
-        # A pod-level policy in the template is overridden, as upstream does.
-        spec["template"]["spec"]["restartPolicy"] = "Always"
+        # A pod-level policy in the template may only agree with it (one that the replica's
+        # policy would replace is refused by the api: tests/api/test_refused_fields.py).
+        spec["template"]["spec"]["restartPolicy"] = pod_policy
     job = load_one(doc)
     pods = by_name(render_job(job), "Pod")
     assert {p["spec"]["restartPolicy"] for p in pods.values()} == {pod_policy}
@@ -269,11 +270,10 @@ def test_pod_group_action_needs_a_gang_scheduler() -> None:
         build_for_action(job, plan_on_kubernetes(job), CreatePodGroup(name="mnist", min_member=1))
 
 
-def test_plan_with_files_is_refused_with_a_reason() -> None:
+def test_create_child_for_access_the_plan_lacks_is_refused_with_a_reason() -> None:
     job = load_one(tfjob())
-    plan = dataclasses.replace(plan_on_kubernetes(job), files=(FilePlan("hostfile", "a slots=1"),))
-    with pytest.raises(UnsupportedPlanError, match="hostfile"):
-        build_for_action(job, plan, CreatePod("mnist-ps-0"))
+    with pytest.raises(UnsupportedPlanError, match="ServiceAccount mnist-sa"):
+        build_for_action(job, plan_on_kubernetes(job), CreateChild("ServiceAccount", "mnist-sa"))
 
 
 def test_replica_selector_for_scale() -> None:

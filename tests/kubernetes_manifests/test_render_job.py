@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kubemill.api import Job, load_one, load_path
+from kubemill.api import Job, load_one
+from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, render_job
 
 from .helpers import K8S_VERSIONS, job_manifest_files, k8s_errors, rel

@@ -12,13 +12,13 @@ from operator_jobs import pytorchjob, tfjob
 
 from kubemill.api import load_one
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
+from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
 from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import connection_info
 from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, ObjectRef, Outcome, classify
 from kubemill.substrates.kubernetes.operator.leader import timings
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
-from kubemill.substrates.kubernetes.operator.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator.reconciler import (
     RESTARTS_ANNOTATION,
     Caches,

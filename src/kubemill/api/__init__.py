@@ -6,6 +6,7 @@ The public surface of the API layer; everything else in this package is private.
 from kubemill.api.common import (
     API_VERSION,
     GROUP,
+    STOP_ANNOTATION,
     VERSION,
     CleanPodPolicy,
     Condition,
@@ -29,7 +30,7 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
-from kubemill.api.loader import KINDS, load, load_document, load_one, load_path, manifest_files
+from kubemill.api.loader import KINDS, load, load_document, load_one
 from kubemill.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec
 from kubemill.api.tensorflow import TFJob, TFJobSpec
 
@@ -37,6 +38,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KINDS",
+    "STOP_ANNOTATION",
     "VERSION",
     "CleanPodPolicy",
     "Condition",
@@ -66,6 +68,4 @@ __all__ = [
     "load",
     "load_document",
     "load_one",
-    "load_path",
-    "manifest_files",
 ]

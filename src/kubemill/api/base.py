@@ -3,6 +3,7 @@
 Fields are snake_case in Python and camelCase on the wire, exactly as Kubernetes and
 the upstream projects spell them, so an upstream manifest loads unchanged. Unknown
 fields are rejected (and :mod:`kubemill.api.loader` turns that into a "did you mean").
+Known fields kubemill cannot honour are refused with :func:`refused`, never ignored.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 
 class KubeModel(BaseModel):
@@ -32,3 +34,16 @@ class OpenModel(KubeModel):
     """A model that keeps fields it does not know (used where Kubernetes itself is open)."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def refused(message: str, hint: str) -> PydanticCustomError:
+    """The error for a field kubemill accepts in its schema but cannot honour (yet).
+
+    The loader turns it into a :class:`~kubemill.api.errors.FieldError` at the field's
+    path, with ``message`` and ``hint`` as written. Every field of the models is either
+    honoured or refused this way (docs/fields.md lists which): none is silently ignored.
+    """
+    # pydantic formats the message with ctx; ours is final, so braces are escaped.
+    return PydanticCustomError(
+        "kubemill_refused", message.replace("{", "{{").replace("}", "}}"), {"hint": hint}
+    )

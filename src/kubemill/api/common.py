@@ -13,15 +13,22 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
-from kubemill.api.base import KubeModel
+from kubemill.api.base import KubeModel, refused
+from kubemill.api.errors import FieldError, child_path
 from kubemill.api.kube import ObjectMeta, PodTemplateSpec
 
 GROUP = "kubemill.dev"
 """Our own API group; upstream groups are accepted by the loader and mapped onto it."""
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
+
+STOP_ANNOTATION = f"{GROUP}/stop"
+"""Set on a job (any value: who asked, and why) to stop it for good: the core stops its
+active replicas and records it Failed with reason ``Interrupted``. An annotation, not a spec
+field, so that it survives on upstream-group objects whose schema kubemill does not own;
+``kubemill interrupt`` / Ctrl-C during ``kubemill run`` set it on both substrates."""
 
 
 class RestartPolicy(StrEnum):
@@ -51,6 +58,8 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    READY = "Ready"
+    """Service jobs only (a Mars cluster): enough replicas are up to serve; never Succeeded."""
 
 
 class SchedulingPolicy(KubeModel):
@@ -63,6 +72,10 @@ class SchedulingPolicy(KubeModel):
     schedule_timeout_seconds: int | None = Field(default=None, ge=0)
 
 
+MANAGED_BY_KUBEMILL = frozenset({"kubeflow.org/training-operator"})
+"""``runPolicy.managedBy`` values that mean "the built-in controller": kubemill is that."""
+
+
 class RunPolicy(KubeModel):
     """How a job runs and ends; the same for every kind."""
 
@@ -73,6 +86,21 @@ class RunPolicy(KubeModel):
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = False
     managed_by: str | None = None
+    """Which controller reconciles the job. kubemill stands in for the training operator,
+    so only that value (or none) is accepted; handing a job to another controller
+    (Kueue's MultiKueue) is refused rather than silently reconciled here too."""
+
+    @field_validator("managed_by")
+    @classmethod
+    def _only_this_controller(cls, value: str | None) -> str | None:
+        if value and value not in MANAGED_BY_KUBEMILL:
+            raise refused(
+                f"not supported: {value!r} names another controller, and kubemill "
+                "reconciles every job it is given",
+                "remove managedBy, or set it to "
+                + " or ".join(repr(v) for v in sorted(MANAGED_BY_KUBEMILL)),
+            )
+        return value
 
 
 class ReplicaSpec(KubeModel):
@@ -195,6 +223,39 @@ class Job(KubeModel):
         """The (defaulted) restart policy of a replica type."""
         spec = self.replica_specs[replica_type]
         return spec.restart_policy or self.DEFAULT_RESTART_POLICY
+
+    def refused_fields(self) -> list[FieldError]:
+        """Fields this job sets that kubemill would not honour, found across fields.
+
+        The loader reports them with its other checks. (A field refused whatever else the
+        job says is refused by its model's validator instead.) Today: a pod template
+        ``restartPolicy`` that the replica's would replace. A pod runs with its replica
+        type's policy, ``ExitCode`` as ``Never`` (the core decides those restarts: see
+        :func:`kubemill.core.policy.pod_restart_policy`); upstream replaces the
+        template's with only a warning event, so a template that disagrees is refused
+        rather than silently overridden, and one that agrees is accepted.
+        """
+        errors: list[FieldError] = []
+        field = f"spec.{self.REPLICA_SPECS_FIELD}"
+        for rtype, spec in self.replica_specs.items():
+            written = spec.template.spec.restart_policy
+            policy = self.restart_policy(rtype) if rtype in self.REPLICA_TYPES else None
+            if written is None or policy is None:
+                continue
+            runs_as = RestartPolicy.NEVER if policy is RestartPolicy.EXIT_CODE else policy
+            if written == runs_as.value:
+                continue
+            replica = child_path(field, rtype)
+            errors.append(
+                FieldError(
+                    f"{replica}.template.spec.restartPolicy",
+                    f"{written!r} would be replaced by the replica's restartPolicy "
+                    f"{policy.value!r}",
+                    f"set {replica}.restartPolicy instead and remove this one; {self.KIND} "
+                    f"replicas default to {self.DEFAULT_RESTART_POLICY.value}",
+                )
+            )
+        return errors
 
     _source_paths: Callable[[str], str] | None = PrivateAttr(default=None)
 

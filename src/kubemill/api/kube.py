@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from kubemill.api.base import KubeModel, OpenModel
+from kubemill.api.base import KubeModel, OpenModel, refused
 
 JSON = Any
 
@@ -157,8 +157,20 @@ class TemplateMeta(KubeModel):
     """Metadata allowed in a pod template."""
 
     name: str | None = None
+    """Refused: every pod is named ``<job>-<replica type>-<index>`` (upstream ignores it)."""
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _no_name(cls, value: str | None) -> str | None:
+        if value:
+            raise refused(
+                f"{value!r} would be ignored: each replica's pod is named "
+                "<job>-<replica type>-<index>",
+                "remove it; use labels to mark the pods",
+            )
+        return value
 
 
 class PodTemplateSpec(KubeModel):

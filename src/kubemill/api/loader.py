@@ -4,6 +4,9 @@
 *every* problem found, each with its field path. Our own group (``kubemill.dev``) and
 the upstream groups (``kubeflow.org``) load into the same models; legacy versions are
 converted (see :mod:`kubemill.api.legacy`).
+
+Nothing here reads a file: the SDK and the CLI do (:mod:`kubemill.sdk.manifests`) and
+pass the text, with the file's name, to ``load``.
 """
 
 from __future__ import annotations
@@ -13,9 +16,8 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Union
 
 import yaml
@@ -110,30 +112,6 @@ def load_one(source: str | Mapping[str, Any], *, name: str = "") -> Job:
     if len(jobs) != 1:
         raise ManifestError([FieldError("", f"expected one job, found {len(jobs)}", source=name)])
     return jobs[0]
-
-
-def load_path(path: str | Path) -> list[Job]:
-    """Load every job in a YAML file."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(
-            [FieldError("", f"cannot read: {exc.strerror}", source=str(file))]
-        ) from exc
-    return load(text, name=str(file))
-
-
-def manifest_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand directories into their ``*.yaml``/``*.yml`` files, sorted."""
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")))
-        else:
-            found.append(path)
-    return found
 
 
 def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
@@ -350,6 +328,7 @@ def validate_job(job: Job) -> list[FieldError]:
         errors.extend(_validate_template(job, path, spec.template))
     errors.extend(_validate_pod_names(job))
     errors.extend(_validate_kind(job, field))
+    errors.extend(job.refused_fields())
     return errors
 
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from kubemill.api.base import KubeModel
+from kubemill.api.base import KubeModel, refused
 from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.defaults import (
     apply_job_defaults,
@@ -37,6 +37,22 @@ class ElasticPolicy(KubeModel):
     n_proc_per_node: int | None = Field(default=None, ge=1)
     max_restarts: int | None = Field(default=None, ge=0)
     metrics: list[Any] | None = None
+    """Refused. Upstream creates a HorizontalPodAutoscaler (autoscaling/v2) from these
+    metrics, scaling the Workers between minReplicas and maxReplicas; kubemill creates no
+    autoscaler yet, and accepting the metrics without one would promise scaling that never
+    happens."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _no_autoscaler(cls, value: list[Any] | None) -> list[Any] | None:
+        if value is not None:
+            raise refused(
+                "not supported yet; kubemill creates no HorizontalPodAutoscaler, so the "
+                "workers would never scale on these metrics",
+                "remove metrics; the job then runs with the Worker replicas it asks for, "
+                "and torchrun still accepts workers between minReplicas and maxReplicas",
+            )
+        return value
 
 
 class PyTorchJobSpec(KubeModel):

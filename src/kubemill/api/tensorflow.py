@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kubemill.api.base import KubeModel
+from kubemill.api.base import KubeModel, refused
 from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
 from kubemill.api.defaults import (
     apply_job_defaults,
@@ -23,11 +23,27 @@ class TFJobSpec(KubeModel):
     success_policy: Literal["", "AllWorkers"] | None = None
     tf_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
     enable_dynamic_worker: bool | None = None
+    """Refused when true. Upstream then gives each replica a sparse TF_CONFIG *and* keeps
+    the job running when workers fail for good, so workers can come and go; the core
+    cannot keep a job running through permanent failures yet, and half of the feature
+    (a sparse TF_CONFIG whose failing workers still fail the job) would mislead."""
 
     @field_validator("tf_replica_specs", mode="before")
     @classmethod
     def _normalise_keys(cls, raw: Any) -> Any:
         return normalise_replica_keys(raw, TF_REPLICA_TYPES)
+
+    @field_validator("enable_dynamic_worker")
+    @classmethod
+    def _no_dynamic_workers(cls, value: bool | None) -> bool | None:
+        if value:
+            raise refused(
+                "not supported yet: kubemill cannot keep a TFJob running when its workers "
+                "fail, which dynamic workers need",
+                "remove enableDynamicWorker: every replica then gets the full TF_CONFIG "
+                "cluster, and a failed worker fails the job",
+            )
+        return value
 
 
 class TFJob(Job):

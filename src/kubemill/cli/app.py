@@ -246,6 +246,9 @@ def render(
         GangScheduler | None,
         typer.Option(help="Render the PodGroup and pod settings of this gang scheduler."),
     ] = None,
+    show_secrets: Annotated[
+        bool, typer.Option("--show-secrets", help="Print the values of Secrets (keys, tokens).")
+    ] = False,
 ) -> None:
     """Print, as YAML, every object the operator creates for the job on a cluster."""
     from kubemill.cli.manifests import render_file
@@ -254,6 +257,7 @@ def render(
         file,
         namespace=_settings(ctx, namespace).namespace,
         gang_scheduler=gang_scheduler.value if gang_scheduler else None,
+        show_secrets=show_secrets,
     )
 
 

@@ -13,8 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from kubemill.api import ManifestError, load_path, manifest_files
+from kubemill.api import ManifestError
 from kubemill.cli.errors import fail, stderr_console
+from kubemill.sdk.manifests import load_path, manifest_files
 
 
 def validate_paths(paths: Sequence[Path]) -> int:
@@ -54,15 +55,31 @@ def validate_paths(paths: Sequence[Path]) -> int:
     return 0
 
 
-def render_file(file: Path, *, namespace: str | None, gang_scheduler: str | None = None) -> None:
-    """Print every object the operator would create for the jobs in ``file``, as YAML."""
+def render_file(
+    file: Path,
+    *,
+    namespace: str | None,
+    gang_scheduler: str | None = None,
+    show_secrets: bool = False,
+) -> None:
+    """Print every object the operator would create for the jobs in ``file``, as YAML.
+
+    Secret values are left out unless ``show_secrets``.
+    """
     from kubemill.substrates.kubernetes.build import UnsupportedPlanError
     from kubemill.substrates.kubernetes.render import render_job
 
     objects: list[dict[str, Any]] = []
     for job in load_path(file):
         try:
-            objects.extend(render_job(job, namespace=namespace, gang_scheduler=gang_scheduler))
+            objects.extend(
+                render_job(
+                    job,
+                    namespace=namespace,
+                    gang_scheduler=gang_scheduler,
+                    show_secrets=show_secrets,
+                )
+            )
         except UnsupportedPlanError as exc:
             fail(f"{file}: {job.KIND} {job.name} cannot be rendered for Kubernetes: {exc}")
     _print_yaml(objects)

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from kubemill.api import ConditionType, Job, load_path
+from kubemill.api import ConditionType, Job
 from kubemill.cli.errors import fail
 from kubemill.cli.settings import Settings
 from kubemill.cli.views import (
@@ -29,6 +29,7 @@ from kubemill.cli.views import (
     stdout_console,
 )
 from kubemill.sdk import JobClient
+from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import JobView
 
 EXIT_SUCCEEDED = 0

@@ -8,7 +8,7 @@ One function, :func:`set_condition`, is the only way the reconciler touches
 - ``lastTransitionTime`` moves only when the status flips, ``lastUpdateTime`` whenever
   the condition is rewritten;
 - Running and Restarting replace each other (the job is one or the other);
-- Succeeded or Failed turn a True Running into False;
+- Succeeded or Failed turn a True Running (or a service's True Ready) into False;
 - Succeeded and Failed are terminal: once either is True nothing changes any more
   (upstream guards Failed only; kubemill guards both so a job has one final verdict).
 """
@@ -24,6 +24,7 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 
 _EXCLUSIVE = frozenset({ConditionType.RUNNING, ConditionType.RESTARTING})
 _TERMINAL = frozenset({ConditionType.SUCCEEDED, ConditionType.FAILED})
+_ENDED_BY_TERMINAL = frozenset({ConditionType.RUNNING, ConditionType.READY})
 
 
 def set_condition(
@@ -59,7 +60,7 @@ def set_condition(
             continue
         if kind in _EXCLUSIVE and cond.type in _EXCLUSIVE:
             continue
-        if kind in _TERMINAL and cond.type == ConditionType.RUNNING and cond.status == "True":
+        if kind in _TERMINAL and cond.type in _ENDED_BY_TERMINAL and cond.status == "True":
             cond = cond.model_copy(
                 update={"status": "False", "last_update_time": now, "last_transition_time": now}
             )

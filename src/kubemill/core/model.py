@@ -37,6 +37,9 @@ class ObservedPod:
     reason: str = ""
     """Why it is in this phase, e.g. ``OOMKilled`` or ``Unschedulable``."""
     uid: str = ""
+    owner: str = ""
+    """Set for a foreign pod: the name of the job's replica pod that created it (a Spark
+    executor's driver). Such pods are counted, never judged or deleted by the core."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,33 @@ class ObservedPodGroup:
     """``Pending``, ``Inqueue``, ``Running``, ... as the scheduler reports it."""
 
 
+ChildKind = Literal["ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding"]
+"""Children beyond pods, services and PodGroups (files and per-job access)."""
+
+
+@dataclass(frozen=True)
+class ObservedChild:
+    """A ConfigMap, Secret, ServiceAccount, Role or RoleBinding of the job that exists."""
+
+    kind: ChildKind
+    name: str
+    digest: str = ""
+    """The content digest the substrate recorded when it wrote the object (files only)."""
+
+
+@dataclass(frozen=True)
+class Halt:
+    """The substrate can no longer run this job's pods, and says why.
+
+    Locally: the supervisor is lost (``SupervisorLost``), the job cannot start on this
+    machine (``NotRunnableLocally``) or the supervisor itself failed (``SupervisorError``).
+    The substrate only reports it; the core fails the job with this reason.
+    """
+
+    reason: str
+    message: str
+
+
 @dataclass(frozen=True)
 class Observed:
     """Everything the substrate saw of one job's children."""
@@ -55,6 +85,9 @@ class Observed:
     pods: tuple[ObservedPod, ...] = ()
     services: frozenset[str] = frozenset()
     pod_group: ObservedPodGroup | None = None
+    halt: Halt | None = None
+    """Set when the substrate cannot go on running the job (see :class:`Halt`)."""
+    children: tuple[ObservedChild, ...] = ()
 
 
 # --- actions -------------------------------------------------------------------------------
@@ -109,6 +142,47 @@ class DeletePodGroup:
 
 
 @dataclass(frozen=True)
+class RenderedFile:
+    """One file as the core rendered it (dynamic listings filled in)."""
+
+    name: str
+    content: str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class WriteFiles:
+    """Create (or, with ``update``, rewrite in place) the files of one FileSet of the Plan.
+
+    A ConfigMap (a Secret when ``secret``) on Kubernetes, a directory locally. ``digest``
+    identifies the content; the substrate records it on the object so that the core can tell
+    next time whether the content changed.
+    """
+
+    name: str
+    files: tuple[RenderedFile, ...]
+    digest: str
+    secret: bool = False
+    update: bool = False
+
+
+@dataclass(frozen=True)
+class CreateChild:
+    """Create the ServiceAccount, Role or RoleBinding of the Plan's ``access``."""
+
+    kind: ChildKind
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteChild:
+    """Delete a child the Plan no longer has."""
+
+    kind: ChildKind
+    name: str
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """Delete the job itself (ttlSecondsAfterFinished passed)."""
 
@@ -127,6 +201,9 @@ class RecordEvent:
 Action = (
     CreatePod
     | DeletePod
+    | WriteFiles
+    | CreateChild
+    | DeleteChild
     | CreateService
     | DeleteService
     | CreatePodGroup

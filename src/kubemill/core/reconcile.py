@@ -11,11 +11,23 @@ Decisions, in the order they are taken:
 1. ``Created`` on the first reconcile.
 2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, PodGroup) and
    waits for ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
-3. ``suspend``: every pod, service and the PodGroup go, ``Suspended`` True, ``Running`` False.
+3. The substrate reports it can no longer run the job (``Observed.halt``: locally a lost
+   supervisor, a job that cannot start on this machine, a failed supervisor) -> Failed with
+   the substrate's reason. A stop request (the ``kubemill.dev/stop`` annotation: ``kubemill
+   interrupt``, Ctrl-C during ``kubemill run``) -> Failed with reason ``Interrupted``. Both
+   stop the active pods; they mean the same on every substrate.
+4. ``suspend``: every pod, service and the PodGroup go, ``Suspended`` True, ``Running`` False.
    On resume ``Suspended`` turns False and ``startTime`` restarts now, as upstream.
-4. Success policy met -> Succeeded (checked before the failure rules: a chief that finished
-   is a success even if the deadline passed meanwhile, or a PS was killed afterwards).
-5. A replica failed for good (``Never``, or ``ExitCode`` with 1-127) -> Failed.
+5. Success policy met, or a replica failed for good (``Never``, or ``ExitCode`` with 1-127):
+   judged by when the replicas *finished*, not by the order a substrate observed them in.
+   A permanent failure that finished before the success, or within ``OUTCOME_TIE`` (1 s,
+   the resolution of Kubernetes' ``finishedAt``) after it, or at an unknown time, makes the
+   job Failed: a failure wins a tie. A later failure does not undo the success (a PS
+   killed after the chief finished). While another replica is still active within the
+   window, the success waits (a requeue, at most 2 s: ``REPORT_GRACE`` more for the exit
+   to be reported), so a failure about to be observed still counts. Upstream judges
+   whatever it happens to list first, so a worker that crashes as the master exits 0
+   gives either verdict; kubemill's is deterministic.
 6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
    ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
    first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
@@ -65,12 +77,15 @@ recreated). Waiting for a replica nobody can see would hang the job forever.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from kubemill.api import (
+    STOP_ANNOTATION,
     CleanPodPolicy,
     ConditionType,
     Job,
@@ -80,9 +95,12 @@ from kubemill.api import (
 from kubemill.core.conditions import ConditionStatus, set_condition, terminal_time
 from kubemill.core.model import (
     Action,
+    ChildKind,
+    CreateChild,
     CreatePod,
     CreatePodGroup,
     CreateService,
+    DeleteChild,
     DeleteJob,
     DeletePod,
     DeletePodGroup,
@@ -91,13 +109,38 @@ from kubemill.core.model import (
     ObservedPod,
     ReconcileResult,
     RecordEvent,
+    RenderedFile,
+    WriteFiles,
 )
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.core.quantity import sum_pod_requests
-from kubemill.frameworks.plan import Plan, ReplicaPlan
+from kubemill.frameworks.plan import (
+    FileSet,
+    ObservedPodView,
+    Plan,
+    ReplicaPlan,
+    ServicePolicy,
+    StatusView,
+)
+
+INTERRUPTED = "Interrupted"
+"""The Failed reason of a job stopped on request (:data:`~kubemill.api.STOP_ANNOTATION`)."""
+
+OUTCOME_TIE = timedelta(seconds=1)
+"""Replicas that finished within this of each other finished at the same time. Kubernetes
+stamps ``finishedAt`` to the second, so closer finishes cannot be ordered there; locally the
+same window applies, so both substrates judge a race alike (a failure wins a tie)."""
+
+REPORT_GRACE = timedelta(seconds=1)
+"""How long after an exit a substrate may take to report it (a watch event, a pidfd wake-up).
+A success waits this long beyond ``OUTCOME_TIE`` while other replicas are still active, so a
+failure in the tie window that is reported within this grace is still judged."""
 
 GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
 """The gang schedulers kubemill can create PodGroups for."""
+
+_ACCESS_KINDS: tuple[ChildKind, ...] = ("ServiceAccount", "Role", "RoleBinding")
+"""What a Plan's ``access`` becomes, in the order they are created."""
 
 _ACTIVE_PHASES = frozenset({"Running", "Pending", "Unknown"})
 """Pods that may still be (or become) running: what deadline/backoff stop and what
@@ -152,6 +195,11 @@ def describe_failure(pod: ObservedPod) -> str:
     return f"{who} {verb}: {pod.reason}" if pod.reason else f"{who} {verb}"
 
 
+def _digest(content: object) -> str:
+    """A short, stable digest of file content (what the substrate records on the object)."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _count_by_type(failures: Iterable[tuple[ReplicaPlan, ObservedPod]]) -> str:
     """``1 Worker`` or ``1 Worker and 2 PS`` for messages in upstream's shape."""
     counts: dict[str, int] = {}
@@ -184,8 +232,12 @@ class _Reconcile:
         """Pods that are not (or no longer) in the Plan, e.g. after a scale-down."""
         self.vanishing: set[str] = set()
         """Names whose pod is being deleted: not judged, not recreated until gone."""
+        self.foreign: list[ObservedPod] = []
+        """Pods a replica created itself (Spark executors): counted, never judged or deleted."""
         for pod in sorted(observed.pods, key=lambda p: p.name):
-            if pod.deleting:
+            if pod.owner:
+                self.foreign.append(pod)
+            elif pod.deleting:
                 self.vanishing.add(pod.name)
             elif pod.name in in_plan and pod.name not in self.live:
                 self.live[pod.name] = pod
@@ -200,8 +252,27 @@ class _Reconcile:
 
     def run(self) -> ReconcileResult:
         self._ensure_created()
+        stop_request = self.job.metadata.annotations.get(STOP_ANNOTATION)
         if self.status.finished:
             self._finish(kill=frozenset())
+        elif self.observed.halt is not None:
+            self._record_counts(exclude=frozenset())
+            self._fail(
+                reason=self.observed.halt.reason,
+                message=self.observed.halt.message,
+                kill_active=True,
+            )
+        elif stop_request is not None:
+            self._record_counts(exclude=frozenset())
+            why = f": {stop_request}" if stop_request else ""
+            self._fail(
+                reason=INTERRUPTED,
+                message=(
+                    f"{self.kind} {self.ref} was stopped on request ({STOP_ANNOTATION}{why});"
+                    " its active replicas were stopped."
+                ),
+                kill_active=True,
+            )
         elif self.run_policy.suspend:
             self._suspend()
         else:
@@ -210,6 +281,7 @@ class _Reconcile:
                 self.status.start_time = self.now
             self._active()
         self._record_restarts()
+        self._extend_status()
         return ReconcileResult(
             actions=tuple(self.actions),
             status=self.status,
@@ -228,9 +300,16 @@ class _Reconcile:
             else:
                 permanent.append((rep, pod))
 
-        if self._success_met():
+        met, success_at = self._success_met()
+        if met and not self._failure_ties(permanent, success_at):
             self._record_counts(exclude=frozenset())
-            self._succeed()
+            settled = self._settled_at(success_at)
+            if settled is None:
+                self._succeed()
+            else:
+                # Another replica could still fail within the tie window of this success;
+                # its failure would win, so the verdict waits (at most OUTCOME_TIE).
+                self.requeue.append(settled - self.now)
             return
         if permanent:
             self._record_counts(exclude=frozenset())
@@ -280,12 +359,14 @@ class _Reconcile:
         self._restart(retry)
         self._remove_strays()
         self._record_counts(exclude=frozenset(pod.name for _, pod in retry))
+        self._sync_children()
         if self._sync_pod_group():
             self._create_missing()
         if not retry and self._all_up():
             self._condition(
                 ConditionType.RUNNING, "True", "Running", f"{self.kind} {self.ref} is running."
             )
+        self._judge_readiness()
 
     # --- rules -----------------------------------------------------------------------------
 
@@ -299,19 +380,67 @@ class _Reconcile:
         # is recreated, as upstream does.
         return True
 
-    def _success_met(self) -> bool:
-        policy = self.plan.success
+    def _success_met(self) -> tuple[bool, datetime | None]:
+        """Whether the success policy is met, and when it was (None: a time is unknown).
+
+        Never for a service: it has no success, only readiness (:meth:`_judge_readiness`).
+        """
+        policy = self.plan.outcome
+        if isinstance(policy, ServicePolicy):
+            return False, None
         replicas = self.plan.of_type(policy.replica_type)
         done = [
-            rep
+            pod
             for rep in replicas
             if (pod := self.live.get(rep.name)) is not None and pod.phase == "Succeeded"
         ]
         if policy.require == "first":
-            return any(rep.index == 0 for rep in done)
-        if policy.require == "all":
-            return bool(replicas) and len(done) == len(replicas)
-        return bool(done)
+            deciding = [pod for pod in done if pod.index == 0]
+        elif policy.require == "all":
+            deciding = done if replicas and len(done) == len(replicas) else []
+        else:
+            # "any": met as soon as the earliest one finished.
+            deciding = sorted(done, key=lambda p: (p.finished is None, p.finished or self.now))[:1]
+        if not deciding:
+            return False, None
+        times = [pod.finished for pod in deciding]
+        if any(t is None for t in times):
+            return True, None
+        return True, max(t for t in times if t is not None)
+
+    @staticmethod
+    def _failure_ties(
+        permanent: list[tuple[ReplicaPlan, ObservedPod]], success_at: datetime | None
+    ) -> bool:
+        """Whether a permanent failure finished before the success, or too close to tell.
+
+        Judged by the times the replicas finished, not by the order they were observed
+        in, so the verdict does not depend on which exit a substrate happened to see
+        first. A time that is unknown cannot be ordered: a tie, and a failure wins a tie.
+        """
+        for _, pod in permanent:
+            if pod.finished is None or success_at is None:
+                return True
+            if pod.finished <= success_at + OUTCOME_TIE:
+                return True
+        return False
+
+    def _settled_at(self, success_at: datetime | None) -> datetime | None:
+        """When a success can be declared, if that is later than now (None: now).
+
+        Until ``OUTCOME_TIE`` after the success, a replica that is still active may yet
+        fail in a tie with it, and its exit may take ``REPORT_GRACE`` to be reported; once
+        every other replica has finished, or that time has passed, nothing observed later
+        can change the verdict.
+        """
+        if success_at is None:
+            return None
+        settled = success_at + OUTCOME_TIE + REPORT_GRACE
+        if self.now >= settled:
+            return None
+        if any(pod.phase in ("Running", "Pending") for pod in self.live.values()):
+            return settled
+        return None
 
     def _deadline(self) -> datetime | None:
         seconds = self.run_policy.active_deadline_seconds
@@ -482,7 +611,7 @@ class _Reconcile:
         self._event("Warning", reason, message)
 
     def _remove_strays(self) -> None:
-        in_plan = {rep.name for rep in self.plan.replicas}
+        in_plan = {rep.name for rep in self.plan.replicas} | self._exposed_names()
         for pod in self.strays:
             self._delete_pod(pod, "not part of the job any more")
         stray_pods = {pod.name for pod in self.strays}
@@ -541,12 +670,18 @@ class _Reconcile:
         )
 
     def _create_missing(self) -> None:
-        if self.plan.services:
-            for rep in self.plan.replicas:
-                if rep.name not in self.observed.services:
-                    self.actions.append(CreateService(rep.name))
-                    self._event("Normal", "SuccessfulCreateService", f"Created service: {rep.name}")
-        running = {name for name, pod in self.live.items() if pod.phase == "Running"}
+        wanted = [rep.name for rep in self.plan.replicas] if self.plan.services else []
+        wanted += [service.name for service in self.plan.exposed]
+        for name in wanted:
+            if name not in self.observed.services:
+                self.actions.append(CreateService(name))
+                self._event("Normal", "SuccessfulCreateService", f"Created service: {name}")
+        ready_gate = self.plan.start_gate == "ready"
+        running = {
+            name
+            for name, pod in self.live.items()
+            if pod.phase == "Running" and (pod.ready or not ready_gate)
+        }
         order = sorted(enumerate(self.plan.replicas), key=lambda item: (item[1].stage, item[0]))
         for _, rep in order:
             if rep.name in self.live or rep.name in self.vanishing:
@@ -558,6 +693,117 @@ class _Reconcile:
                 continue
             self.actions.append(CreatePod(rep.name))
             self._event("Normal", "SuccessfulCreatePod", f"Created pod: {rep.name}")
+
+    def _exposed_names(self) -> set[str]:
+        return {service.name for service in self.plan.exposed}
+
+    def _sync_children(self) -> None:
+        """Files and per-job access exist, with current content, before the pods need them.
+
+        A FileSet whose rendered content differs from the digest the substrate recorded is
+        rewritten in place (a hostfile as workers come and go); children the Plan no longer
+        has are deleted. They stay while the job is suspended or finished (the pods that
+        are kept may still read them) and go with the job itself.
+        """
+        seen = {(child.kind, child.name): child.digest for child in self.observed.children}
+        wanted: set[tuple[ChildKind, str]] = set()
+        for file_set in self.plan.files:
+            kind: ChildKind = "Secret" if file_set.secret else "ConfigMap"
+            wanted.add((kind, file_set.name))
+            files = self._render_files(file_set)
+            digest = _digest([(f.name, f.content, f.mode) for f in files])
+            if (kind, file_set.name) not in seen:
+                self.actions.append(
+                    WriteFiles(file_set.name, files, digest=digest, secret=file_set.secret)
+                )
+                self._event("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {file_set.name}")
+            elif seen[(kind, file_set.name)] != digest:
+                # No event: a listing changes whenever a replica comes or goes.
+                self.actions.append(
+                    WriteFiles(
+                        file_set.name, files, digest=digest, secret=file_set.secret, update=True
+                    )
+                )
+        access = self.plan.access
+        if access is not None:
+            for kind in _ACCESS_KINDS:
+                wanted.add((kind, access.name))
+                if (kind, access.name) not in seen:
+                    self.actions.append(CreateChild(kind, access.name))
+                    self._event(
+                        "Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {access.name}"
+                    )
+        for kind, name in sorted(set(seen) - wanted):
+            self.actions.append(DeleteChild(kind, name))
+            self._event("Normal", f"SuccessfulDelete{kind}", f"Deleted {kind}: {name}")
+
+    def _render_files(self, file_set: FileSet) -> tuple[RenderedFile, ...]:
+        """The files of a set, with host listings written from the running replicas."""
+        out: list[RenderedFile] = []
+        for file in file_set.files:
+            content = file.content
+            listing = file.listing
+            if listing is not None:
+                lines = [listing.header] if listing.header else []
+                for rep in self.plan.of_type(listing.replica_type):
+                    pod = self.live.get(rep.name)
+                    if pod is not None and pod.phase == "Running":
+                        lines.append(
+                            listing.line.format(host=rep.host or rep.name, index=rep.index)
+                        )
+                content = "".join(f"{line}\n" for line in lines)
+            out.append(RenderedFile(file.name, content, file.mode))
+        return tuple(out)
+
+    def _judge_readiness(self) -> None:
+        """A service is Ready while enough of its serving replicas are up and ready."""
+        policy = self.plan.outcome
+        if not isinstance(policy, ServicePolicy):
+            return
+        ready = sum(
+            1
+            for rep in self.plan.of_type(policy.replica_type)
+            if (pod := self.live.get(rep.name)) is not None and pod.phase == "Running" and pod.ready
+        )
+        counted = f"{ready} of {policy.min_ready} {policy.replica_type} replica(s) needed are ready"
+        if ready >= policy.min_ready:
+            self._condition(
+                ConditionType.READY, "True", "Ready", f"{self.kind} {self.ref} is ready: {counted}."
+            )
+        elif self.status.condition(ConditionType.READY) is not None:
+            self._condition(
+                ConditionType.READY,
+                "False",
+                "NotReady",
+                f"{self.kind} {self.ref} is not ready: {counted}.",
+            )
+
+    def _extend_status(self) -> None:
+        """The kind's own status fields, from what this pass decided (e.g. Spark's state)."""
+        extension = self.plan.status_extension
+        if extension is None:
+            return
+        pods = tuple(
+            ObservedPodView(
+                name=pod.name,
+                replica_type=pod.replica_type,
+                index=pod.index,
+                phase=pod.phase,
+                ready=pod.ready,
+                owner=pod.owner,
+            )
+            for pod in sorted(self.observed.pods, key=lambda p: p.name)
+        )
+        fields = extension(StatusView(job=self.job, plan=self.plan, status=self.status, pods=pods))
+        model_fields = type(self.status).model_fields
+        unknown = sorted(name for name in fields if name not in model_fields)
+        if unknown:
+            raise ValueError(
+                f"{self.kind}: the status extension sets {', '.join(unknown)}, which "
+                f"{type(self.status).__name__} does not declare"
+            )
+        for name, value in fields.items():
+            setattr(self.status, name, value)
 
     # --- bookkeeping -----------------------------------------------------------------------
 
@@ -587,6 +833,18 @@ class _Reconcile:
                 rs.succeeded += 1
             elif pod.phase in ("Failed", "Unknown"):
                 rs.failed += 1
+        for foreign in self.plan.foreign:
+            owners = {rep.name for rep in self.plan.of_type(foreign.owner_type)}
+            rs = statuses.setdefault(foreign.replica_type, ReplicaStatus())
+            for pod in self.foreign:
+                if pod.owner not in owners:
+                    continue
+                if pod.phase == "Running":
+                    rs.active += 1
+                elif pod.phase == "Succeeded":
+                    rs.succeeded += 1
+                elif pod.phase in ("Failed", "Unknown"):
+                    rs.failed += 1
         for rtype, old in previous.items():
             statuses.setdefault(rtype, old)
         self.status.replica_statuses = statuses

@@ -16,6 +16,7 @@ from kubemill.frameworks.plan import (
     LABEL_JOB_ROLE,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
+    Network,
     ReplicaPlan,
     replica_name,
 )
@@ -78,6 +79,7 @@ def framework_port(job: Job, replica_type: str) -> int:
 
 def build_replicas(
     job: Job,
+    network: Network,
     *,
     env_for: Callable[[ReplicaSlot], list[EnvVar]],
     is_master: Callable[[ReplicaSlot], bool],
@@ -104,6 +106,7 @@ def build_replicas(
                 ports=container_ports(default_container(job, slot.replica_type)),
                 restart_policy=job.restart_policy(slot.replica_type),
                 labels=labels,
+                host=network.replica_host(slot.replica_type, slot.index),
             )
         )
     return tuple(plans)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from kubemill.api import EnvVar, Job, PodTemplateSpec, RestartPolicy
+from kubemill.api import EnvVar, Job, JobStatus, PodTemplateSpec, RestartPolicy
 
 LABEL_PREFIX = "kubemill.dev/"
 LABEL_JOB_NAME = LABEL_PREFIX + "job-name"
@@ -56,6 +56,10 @@ class Network(Protocol):
         """
         ...
 
+    def replica_host(self, replica_type: str, index: int) -> str:
+        """The host part of a replica's address, whatever the port (no port is reserved)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReplicaPlan:
@@ -78,15 +82,20 @@ class ReplicaPlan:
     labels: Mapping[str, str]
     """kubemill.dev/* labels for this replica (template labels are kept separately)."""
     stage: int = 0
-    """Start order: replicas of stage N are created once stage N-1 is running."""
+    """Start order: replicas of stage N are created once the earlier stages are up
+    (:attr:`Plan.start_gate`)."""
+    host: str = ""
+    """The replica's address host (``<job>-worker-0.<job>.<ns>.svc``, ``127.0.0.1``), for
+    files the core writes from running replicas (:class:`HostListing`)."""
 
 
 @dataclass(frozen=True)
 class SuccessPolicy:
-    """When the job as a whole has succeeded.
+    """The job succeeds when replicas of one type succeed, and fails when any fails for good.
 
     ``require="first"``: replica 0 of ``replica_type`` succeeded (TF chief or worker 0,
-    PyTorch master); ``"all"``: every replica of the type succeeded; ``"any"``: at least
+    PyTorch master; "the launcher decides" for MPI, "the driver decides" for Spark: see
+    :func:`decided_by`); ``"all"``: every replica of the type succeeded; ``"any"``: at least
     one did (elastic PyTorch workers).
     """
 
@@ -94,14 +103,173 @@ class SuccessPolicy:
     require: Literal["first", "all", "any"]
 
 
+def decided_by(replica_type: str) -> SuccessPolicy:
+    """ "The launcher decides" / "the driver decides": that one replica's exit is the verdict.
+
+    Its success is the job's success; its permanent failure, like any replica's, the job's
+    failure.
+    """
+    return SuccessPolicy(replica_type, "first")
+
+
+@dataclass(frozen=True)
+class ServicePolicy:
+    """A long-running service (a Mars cluster): it never succeeds.
+
+    The job is ``Ready`` while at least ``min_ready`` replicas of ``replica_type`` are
+    running and ready, and not Ready (with the count in the message) otherwise. It fails by
+    the rules every job has: a replica failing for good under its restart policy,
+    ``backoffLimit``, ``activeDeadlineSeconds``.
+    """
+
+    replica_type: str
+    min_ready: int = 1
+
+
+OutcomeRule = SuccessPolicy | ServicePolicy
+"""How the core judges a job as a whole; each framework declares one per Plan."""
+
+
+@dataclass(frozen=True)
+class HostListing:
+    """File content the core writes from the job's running replicas of one type.
+
+    One line per replica of ``replica_type`` whose pod is Running, by index, formatted from
+    ``line`` with ``{host}`` (the replica's address host) and ``{index}``; e.g. an MPI
+    ``discover_hosts.sh`` kept current as workers come and go. ``header`` comes first.
+    """
+
+    replica_type: str
+    line: str
+    header: str = ""
+
+
 @dataclass(frozen=True)
 class FilePlan:
-    """A file delivered to replicas (hostfile, script, key); ``secret`` hides it in output."""
+    """One file of a :class:`FileSet`: its key (file name), content and mode.
+
+    ``listing`` makes the content dynamic: the core renders it from the running replicas,
+    and the substrate updates the file in place whenever it changes.
+    """
 
     name: str
-    content: str
+    content: str = ""
     mode: int = 0o644
+    listing: HostListing | None = None
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """Files delivered together: a ConfigMap (or a Secret) on Kubernetes, a directory locally.
+
+    ``mount_path`` is where replicas see the files on Kubernetes (locally the substrate
+    places them under the job's directory). ``replica_types`` limits which replicas get
+    them (empty: every replica). A ``secret`` set is a Secret, hidden in ``render`` output
+    unless asked for. The core creates the set before the pods that mount it, and rewrites
+    it in place whenever its content (see :class:`HostListing`) changes.
+    """
+
+    name: str
+    files: tuple[FilePlan, ...]
+    mount_path: str
     secret: bool = False
+    replica_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AccessRule:
+    """One rule of the per-job Role (RBAC ``PolicyRule``)."""
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AccessPlan:
+    """A per-job ServiceAccount, Role and RoleBinding, all named ``name``.
+
+    Replicas of ``replica_types`` (empty: every replica) run as that ServiceAccount, e.g. an
+    MPI launcher that execs into its workers, a Spark driver that creates executors. Locally
+    there is no API to grant access to: the substrate records it and does nothing else.
+    """
+
+    name: str
+    rules: tuple[AccessRule, ...]
+    replica_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServicePort:
+    """One port of an exposed service; ``node_port`` pins a NodePort (None: allocated)."""
+
+    name: str
+    port: int
+    target_port: int
+    node_port: int | None = None
+
+
+@dataclass(frozen=True)
+class ExposedService:
+    """A service beyond the per-replica headless ones: a NodePort, a UI, a load balancer.
+
+    It selects the pods of ``replica_type`` (and only replica ``index`` when set). Locally
+    the replicas' own 127.0.0.1 ports serve the same purpose.
+    """
+
+    name: str
+    replica_type: str
+    ports: tuple[ServicePort, ...]
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class ForeignPods:
+    """Pods that replicas of ``owner_type`` create themselves (Spark executors).
+
+    The substrate reports them with the replica that owns them; the core counts them under
+    ``replica_type`` in ``status.replicaStatuses`` and never deletes them: they go with
+    their owner (its ownerReference on Kubernetes).
+    """
+
+    replica_type: str
+    owner_type: str
+
+
+class StatusExtension(Protocol):
+    """A kind's own status fields, computed by the same core pass from what it decided.
+
+    Returns field name -> value for fields that the kind's status model declares (Spark's
+    ``applicationState``, the Mars endpoint). Pure, like the core.
+    """
+
+    def __call__(self, view: StatusView) -> Mapping[str, object]: ...
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """What a :class:`StatusExtension` sees: the job, its Plan, and the pass's outcome."""
+
+    job: Job
+    plan: Plan
+    status: JobStatus
+    """The status this pass decided (conditions and replica counts already set)."""
+    pods: tuple[ObservedPodView, ...]
+    """The job's own replica pods and their foreign pods, as observed."""
+
+
+@dataclass(frozen=True)
+class ObservedPodView:
+    """A pod as a status extension sees it (a projection of the core's observation)."""
+
+    name: str
+    replica_type: str
+    index: int
+    phase: str
+    ready: bool
+    owner: str = ""
+    """For a foreign pod, the replica pod that created it."""
 
 
 @dataclass(frozen=True)
@@ -112,10 +280,17 @@ class Plan:
     name: str
     namespace: str
     replicas: tuple[ReplicaPlan, ...]
-    success: SuccessPolicy
-    files: tuple[FilePlan, ...] = ()
+    outcome: OutcomeRule
+    files: tuple[FileSet, ...] = ()
     services: bool = True
     """One headless service per replica (Kubernetes); locally a no-op."""
+    exposed: tuple[ExposedService, ...] = ()
+    access: AccessPlan | None = None
+    foreign: tuple[ForeignPods, ...] = ()
+    start_gate: Literal["running", "ready"] = "running"
+    """Replicas of stage N are created once every replica of the earlier stages is Running
+    (``"running"``) or Running and ready (``"ready"``: MPI's WaitForWorkersReady)."""
+    status_extension: StatusExtension | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def replica(self, name: str) -> ReplicaPlan:

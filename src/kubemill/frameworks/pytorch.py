@@ -145,6 +145,7 @@ class PyTorch:
             raise PlanError(f"the PyTorch framework plans PyTorchJobs, not {job.KIND}")
         replicas = build_replicas(
             job,
+            network,
             env_for=lambda slot: pytorch_env(job, network, slot),
             is_master=lambda slot: slot.replica_type == MASTER,
         )
@@ -153,7 +154,7 @@ class PyTorch:
             name=job.name,
             namespace=job.namespace,
             replicas=replicas,
-            success=success_policy(job),
+            outcome=success_policy(job),
         )
 
 

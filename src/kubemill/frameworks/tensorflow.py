@@ -7,9 +7,10 @@
   ``master``, ``ps``, ``worker``) and, as Go's JSON encoder writes maps, sorted;
 - ``task`` is ``{"type": <lowercased replica type>, "index": <index>}``;
 - ``environment`` is ``"cloud"``;
-- a job with one replica in total is not distributed and gets no ``TF_CONFIG``;
-- with ``enableDynamicWorker`` a ``sparseCluster`` is sent instead (a PS knows only
-  itself; a worker knows every PS and itself), without ``environment``.
+- a job with one replica in total is not distributed and gets no ``TF_CONFIG``.
+
+(``enableDynamicWorker``, whose sparse TF_CONFIG only makes sense with a core that keeps
+the job running through worker failures, is refused when the job is loaded.)
 
 Addresses are ``network.endpoint(type, index, tfjob-port of that type)``.
 
@@ -65,25 +66,9 @@ def tf_config(job: TFJob, cluster: dict[str, list[str]], slot: ReplicaSlot) -> s
     if total_replicas(job) == 1:
         return None
     task = {"type": slot.replica_type.lower(), "index": slot.index}
-    config: dict[str, Any]
-    if job.spec.enable_dynamic_worker:
-        config = {"sparseCluster": _sparse_cluster(cluster, slot), "task": task}
-    else:
-        config = {"cluster": cluster, "task": task, "environment": "cloud"}
+    config: dict[str, Any] = {"cluster": cluster, "task": task, "environment": "cloud"}
     # Compact separators: byte for byte what upstream's Go encoder produces.
     return json.dumps(config, separators=(",", ":"))
-
-
-def _sparse_cluster(cluster: dict[str, list[str]], slot: ReplicaSlot) -> dict[str, Any]:
-    rtype = slot.replica_type.lower()
-    ps: list[str] = []
-    worker: dict[str, str] = {}
-    if rtype == "ps":
-        ps = [cluster["ps"][slot.index]]
-    elif rtype == "worker":
-        ps = list(cluster.get("ps", []))
-        worker = {str(slot.index): cluster["worker"][slot.index]}
-    return {"worker": worker, "ps": ps}
 
 
 def seed_style_env(cluster: dict[str, list[str]], slot: ReplicaSlot) -> list[EnvVar]:
@@ -130,14 +115,14 @@ class TensorFlow:
             return head + seed_style_env(cluster, slot)
 
         replicas = build_replicas(
-            job, env_for=env_for, is_master=lambda slot: is_master_role(job, slot)
+            job, network, env_for=env_for, is_master=lambda slot: is_master_role(job, slot)
         )
         return Plan(
             kind=job.KIND,
             name=job.name,
             namespace=job.namespace,
             replicas=replicas,
-            success=success_policy(job),
+            outcome=success_policy(job),
         )
 
 

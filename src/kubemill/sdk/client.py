@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kubemill.api import FieldError, Job, ManifestError, load_one, load_path
+from kubemill.api import FieldError, Job, ManifestError, load_one
 from kubemill.sdk.backends import backend_for
+from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import (
     EventRecord,
     JobView,

@@ -25,19 +25,32 @@ Shapes follow the Kubeflow training operator (``pod.go``, ``service.go``,
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from kubemill.api import Job, RestartPolicy
-from kubemill.core import Action, CreatePod, CreatePodGroup, CreateService, pod_restart_policy
+from kubemill.core import (
+    Action,
+    ChildKind,
+    CreateChild,
+    CreatePod,
+    CreatePodGroup,
+    CreateService,
+    WriteFiles,
+    pod_restart_policy,
+)
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
     LABEL_OPERATOR,
+    LABEL_PREFIX,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     OPERATOR_NAME,
+    AccessPlan,
+    ExposedService,
     Plan,
     ReplicaPlan,
 )
@@ -55,6 +68,13 @@ NOT_COPIED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configur
 
 SELECTOR_LABELS = (LABEL_JOB_NAME, LABEL_REPLICA_TYPE, LABEL_REPLICA_INDEX)
 """The labels a replica's Service selects its pod by."""
+CONTENT_DIGEST_ANNOTATION = LABEL_PREFIX + "content-digest"
+"""On a ConfigMap or Secret of delivered files: the digest of the content the core asked for,
+read back to tell whether the content changed (see :class:`kubemill.core.WriteFiles`)."""
+FILES_VOLUME_PREFIX = "kubemill-files-"
+"""Volumes of delivered files are named ``kubemill-files-<n>`` (n: the FileSet's position)."""
+RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC_API_VERSION = f"{RBAC_GROUP}/v1"
 
 
 class UnsupportedPlanError(ValueError):
@@ -196,8 +216,9 @@ def build_pod(
     *,
     gang: GangScheduler | None = None,
     owner: Owner | None = None,
+    plan: Plan | None = None,
 ) -> dict[str, Any]:
-    """The Pod of one replica."""
+    """The Pod of one replica; with ``plan``, its delivered files and service account too."""
     template = replica.template.to_wire()
     template_meta = template.get("metadata", {})
     spec: dict[str, Any] = template.get("spec", {})
@@ -207,6 +228,12 @@ def build_pod(
     spec["restartPolicy"] = pod_restart_policy(RestartPolicy(replica.restart_policy))
     container = _container(spec, replica)
     container["env"] = [*container.get("env", []), *(v.to_wire() for v in replica.env)]
+    if plan is not None:
+        _mount_files(spec, container, plan, replica)
+        access = plan.access
+        if access is not None and _applies(access.replica_types, replica):
+            # The user's own service account wins: it may already carry more rights.
+            spec.setdefault("serviceAccountName", access.name)
 
     if gang is not None:
         spec.setdefault("schedulerName", gang.scheduler_name)
@@ -218,6 +245,29 @@ def build_pod(
 
     metadata = _child_metadata(job, replica.name, labels, owner, annotations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _applies(replica_types: tuple[str, ...], replica: ReplicaPlan) -> bool:
+    return not replica_types or replica.replica_type in replica_types
+
+
+def _mount_files(
+    spec: dict[str, Any], container: dict[str, Any], plan: Plan, replica: ReplicaPlan
+) -> None:
+    """Each FileSet the replica gets: a volume of its ConfigMap/Secret, mounted read-only."""
+    for position, file_set in enumerate(plan.files):
+        if not _applies(file_set.replica_types, replica):
+            continue
+        volume = f"{FILES_VOLUME_PREFIX}{position}"
+        items = [{"key": f.name, "path": f.name, "mode": f.mode} for f in file_set.files]
+        source: dict[str, Any]
+        if file_set.secret:
+            source = {"secret": {"secretName": file_set.name, "items": items}}
+        else:
+            source = {"configMap": {"name": file_set.name, "items": items}}
+        spec["volumes"] = [*spec.get("volumes", []), {"name": volume, **source}]
+        mount = {"name": volume, "mountPath": file_set.mount_path, "readOnly": True}
+        container["volumeMounts"] = [*container.get("volumeMounts", []), mount]
 
 
 def _container(spec: dict[str, Any], replica: ReplicaPlan) -> dict[str, Any]:
@@ -242,6 +292,98 @@ def build_service(job: Job, replica: ReplicaPlan, *, owner: Owner | None = None)
     metadata = _child_metadata(
         job, replica.name, {**selector, LABEL_OPERATOR: OPERATOR_NAME}, owner
     )
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+
+
+def _job_labels(job: Job) -> dict[str, str]:
+    return {LABEL_JOB_NAME: job.name, LABEL_OPERATOR: OPERATOR_NAME}
+
+
+def build_files(job: Job, action: WriteFiles, *, owner: Owner | None = None) -> dict[str, Any]:
+    """The ConfigMap (or Secret) of one FileSet, with the digest the core compares against.
+
+    File modes are not part of a ConfigMap; the pods' volumes carry them (``items[].mode``).
+    """
+    annotations = {CONTENT_DIGEST_ANNOTATION: action.digest}
+    metadata = _child_metadata(job, action.name, _job_labels(job), owner, annotations)
+    if action.secret:
+        data = {
+            f.name: base64.b64encode(f.content.encode("utf-8")).decode("ascii")
+            for f in action.files
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            "type": "Opaque",
+            "data": data,
+        }
+    data = {f.name: f.content for f in action.files}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
+
+
+def build_access(
+    job: Job, access: AccessPlan, kind: ChildKind, *, owner: Owner | None = None
+) -> dict[str, Any]:
+    """One of the per-job ServiceAccount, Role and RoleBinding (all named ``access.name``)."""
+    metadata = _child_metadata(job, access.name, _job_labels(job), owner)
+    if kind == "ServiceAccount":
+        return {"apiVersion": "v1", "kind": kind, "metadata": metadata}
+    if kind == "Role":
+        rules = [
+            {
+                "apiGroups": list(rule.api_groups),
+                "resources": list(rule.resources),
+                "verbs": list(rule.verbs),
+            }
+            for rule in access.rules
+        ]
+        return {"apiVersion": RBAC_API_VERSION, "kind": kind, "metadata": metadata, "rules": rules}
+    if kind == "RoleBinding":
+        return {
+            "apiVersion": RBAC_API_VERSION,
+            "kind": kind,
+            "metadata": metadata,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": access.name,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": access.name, "namespace": job.namespace}
+            ],
+        }
+    raise UnsupportedPlanError(f"{access.name}: {kind} is not part of a job's access")
+
+
+def build_exposed_service(
+    job: Job, plan: Plan, service: ExposedService, *, owner: Owner | None = None
+) -> dict[str, Any]:
+    """A NodePort/ClusterIP/LoadBalancer service in front of the replicas of one type."""
+    replicas = plan.of_type(service.replica_type)
+    if not replicas:
+        raise UnsupportedPlanError(
+            f"service {service.name} selects {service.replica_type} replicas; the job has none"
+        )
+    labels = replica_labels(replicas[0])
+    selector = {
+        LABEL_JOB_NAME: labels[LABEL_JOB_NAME],
+        LABEL_REPLICA_TYPE: labels[LABEL_REPLICA_TYPE],
+    }
+    if service.index is not None:
+        selector[LABEL_REPLICA_INDEX] = str(service.index)
+    ports: list[dict[str, Any]] = []
+    for port in service.ports:
+        entry: dict[str, Any] = {
+            "name": port.name,
+            "port": port.port,
+            "targetPort": port.target_port,
+        }
+        if port.node_port is not None:
+            entry["nodePort"] = port.node_port
+        ports.append(entry)
+    metadata = _child_metadata(job, service.name, _job_labels(job), owner)
+    spec = {"type": service.type, "selector": selector, "ports": ports}
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
 
 
@@ -292,19 +434,24 @@ def build_for_action(
 ) -> dict[str, Any] | None:
     """The object a create action of :func:`kubemill.core.reconcile` stands for.
 
-    ``CreatePod``/``CreateService`` name a replica of ``plan``; ``CreatePodGroup`` needs
-    ``gang``. Any other action creates nothing and gives None.
+    ``CreatePod``/``CreateService`` name a replica (or an exposed service) of ``plan``;
+    ``WriteFiles`` is a ConfigMap or Secret (created or rewritten whole); ``CreateChild`` is
+    part of the Plan's access; ``CreatePodGroup`` needs ``gang``. Any other action creates
+    nothing and gives None.
     """
     if isinstance(action, CreatePod):
-        if plan.files:
-            names = ", ".join(f.name for f in plan.files)
-            raise UnsupportedPlanError(
-                f"{plan.kind} {plan.name} delivers files ({names}), which the Kubernetes "
-                "substrate cannot deliver yet; run it locally"
-            )
-        return build_pod(job, plan.replica(action.name), gang=gang, owner=owner)
+        return build_pod(job, plan.replica(action.name), gang=gang, owner=owner, plan=plan)
     if isinstance(action, CreateService):
+        for exposed in plan.exposed:
+            if exposed.name == action.name:
+                return build_exposed_service(job, plan, exposed, owner=owner)
         return build_service(job, plan.replica(action.name), owner=owner)
+    if isinstance(action, WriteFiles):
+        return build_files(job, action, owner=owner)
+    if isinstance(action, CreateChild):
+        if plan.access is None or plan.access.name != action.name:
+            raise UnsupportedPlanError(f"the reconcile asked for {action.kind} {action.name}")
+        return build_access(job, plan.access, action.kind, owner=owner)
     if isinstance(action, CreatePodGroup):
         if gang is None:
             raise UnsupportedPlanError(
@@ -315,6 +462,8 @@ def build_for_action(
 
 
 __all__ = [
+    "CONTENT_DIGEST_ANNOTATION",
+    "FILES_VOLUME_PREFIX",
     "NOT_COPIED_ANNOTATIONS",
     "SCHEDULER_PLUGINS_DEFAULT_NAME",
     "SCHEDULER_PLUGINS_GROUP_LABEL",
@@ -325,6 +474,9 @@ __all__ = [
     "GangScheduler",
     "Owner",
     "UnsupportedPlanError",
+    "build_access",
+    "build_exposed_service",
+    "build_files",
     "build_for_action",
     "build_pod",
     "build_pod_group",

@@ -29,5 +29,9 @@ class KubernetesNetwork:
             host = f"{host}.{self.namespace}.svc"
         return Endpoint(host, container_port)
 
+    def replica_host(self, replica_type: str, index: int) -> str:
+        """``<job>-<type>-<i>.<ns>.svc``: the replica's headless-service DNS name."""
+        return f"{replica_name(self.job_name, replica_type, index)}.{self.namespace}.svc"
+
 
 __all__ = ["KubernetesNetwork"]

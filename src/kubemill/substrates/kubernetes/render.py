@@ -22,13 +22,17 @@ import yaml
 from kubemill.api import Job
 from kubemill.core import (
     Action,
+    ChildKind,
+    CreateChild,
     CreatePod,
     CreatePodGroup,
     CreateService,
     Observed,
+    ObservedChild,
     ObservedPod,
     ObservedPodGroup,
     ReconcileOptions,
+    WriteFiles,
     reconcile,
 )
 from kubemill.frameworks import Plan, plan_for
@@ -38,6 +42,11 @@ from kubemill.substrates.kubernetes.build import (
     gang_scheduler,
 )
 from kubemill.substrates.kubernetes.network import KubernetesNetwork
+
+REDACTED_ANNOTATION = "kubemill.dev/redacted"
+"""Marks a Secret whose values ``render`` left out (``--show-secrets`` shows them)."""
+
+_CREATES = (CreatePod, CreateService, CreatePodGroup, WriteFiles, CreateChild)
 
 
 class RenderError(RuntimeError):
@@ -60,12 +69,15 @@ def render_job(
     namespace: str | None = None,
     gang_scheduler: str | GangScheduler | None = None,
     now: datetime | None = None,
+    show_secrets: bool = False,
 ) -> list[dict[str, Any]]:
     """Every object the operator creates for ``job`` as it starts, in creation order.
 
     ``namespace`` overrides the job's own (``default`` when the manifest names none);
     ``gang_scheduler`` is ``volcano``, ``scheduler-plugins`` or a scheduler-plugins
-    profile name, as the operator's ``--gang-scheduler-name``.
+    profile name, as the operator's ``--gang-scheduler-name``. Secrets (SSH keys, tokens)
+    keep their keys but not their values unless ``show_secrets``: the only difference from
+    what the operator sends, marked with the ``kubemill.dev/redacted`` annotation.
     """
     if namespace is not None and namespace != job.namespace:
         job = job.model_copy(deep=True)
@@ -76,8 +88,19 @@ def render_job(
     for action in start_actions(job, plan, gang=gang, now=now):
         built = build_for_action(job, plan, action, gang=gang)
         if built is not None:
-            objects.append(built)
+            objects.append(built if show_secrets else redact(built))
     return objects
+
+
+def redact(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Secret without its values (keys kept, values empty); anything else unchanged."""
+    if obj.get("kind") != "Secret" or not obj.get("data"):
+        return obj
+    metadata = dict(obj["metadata"])
+    annotations = dict(metadata.get("annotations", {}))
+    annotations[REDACTED_ANNOTATION] = "data values left out; render with --show-secrets"
+    metadata["annotations"] = annotations
+    return {**obj, "metadata": metadata, "data": dict.fromkeys(obj["data"], "")}
 
 
 def _gang(value: str | GangScheduler | None) -> GangScheduler | None:
@@ -96,12 +119,19 @@ def start_actions(
     # unless the reconcile misbehaves.
     for _ in range(len(plan.replicas) + 3):
         result = reconcile(job, plan, observed, now, options=options)
-        new = [
-            a for a in result.actions if isinstance(a, CreatePod | CreateService | CreatePodGroup)
-        ]
+        new = [a for a in result.actions if isinstance(a, _CREATES)]
         if not new:
             return creates
-        creates.extend(new)
+        for action in new:
+            if isinstance(action, WriteFiles) and action.update:
+                # Files listing the running replicas are rewritten as they come up: show
+                # the content they settle on, where the object was first created.
+                creates = [
+                    action if isinstance(a, WriteFiles) and a.name == action.name else a
+                    for a in creates
+                ]
+            else:
+                creates.append(action)
         observed = _as_if_created(observed, plan, new)
         job = job.model_copy(update={"status": result.status})
     raise RenderError(f"{plan.kind} {plan.name}: the reconcile did not settle while starting")
@@ -112,6 +142,7 @@ def _as_if_created(observed: Observed, plan: Plan, actions: Iterable[Action]) ->
     pods = list(observed.pods)
     services = set(observed.services)
     group = observed.pod_group
+    children = list(observed.children)
     for action in actions:
         if isinstance(action, CreatePod):
             rep = plan.replica(action.name)
@@ -128,8 +159,18 @@ def _as_if_created(observed: Observed, plan: Plan, actions: Iterable[Action]) ->
             services.add(action.name)
         elif isinstance(action, CreatePodGroup):
             group = ObservedPodGroup(action.name, phase="Running")
+        elif isinstance(action, WriteFiles):
+            kind: ChildKind = "Secret" if action.secret else "ConfigMap"
+            children = [c for c in children if (c.kind, c.name) != (kind, action.name)]
+            children.append(ObservedChild(kind, action.name, action.digest))
+        elif isinstance(action, CreateChild):
+            children.append(ObservedChild(action.kind, action.name))
     return dataclasses.replace(
-        observed, pods=tuple(pods), services=frozenset(services), pod_group=group
+        observed,
+        pods=tuple(pods),
+        services=frozenset(services),
+        pod_group=group,
+        children=tuple(children),
     )
 
 
@@ -173,10 +214,12 @@ def dump_yaml(objects: Iterable[Mapping[str, Any]], stream: IO[str] | None = Non
 
 
 __all__ = [
+    "REDACTED_ANNOTATION",
     "RenderError",
     "dump_yaml",
     "plan_on_kubernetes",
     "reconcile_options",
+    "redact",
     "render_job",
     "start_actions",
 ]

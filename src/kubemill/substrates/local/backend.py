@@ -155,7 +155,6 @@ class LocalBackend:
         else:
             raise SubstrateError("could not reserve ports for the job; try again")
         (job_dir / "logs").mkdir(parents=True, exist_ok=True)
-        self._deliver_files(prepared, job_dir / "files")
         self._warn_ignored_containers(uid, job)
         if options.detach:
             self._start_detached(uid, job_dir)
@@ -205,15 +204,6 @@ class LocalBackend:
                     message=f"{rtype}: only container {job.DEFAULT_CONTAINER!r} runs on the"
                     f" local substrate; not run: {', '.join(others)}",
                 )
-
-    def _deliver_files(self, prepared: Prepared, files_dir: Path) -> None:
-        if not prepared.plan.files:
-            return
-        files_dir.mkdir(parents=True, exist_ok=True)
-        for item in prepared.plan.files:
-            target = files_dir / item.name
-            target.write_text(item.content, encoding="utf-8")
-            target.chmod(item.mode)
 
     def _start_here(self, uid: str, prepared: Prepared) -> None:
         supervisor = Supervisor(self.store, uid, prepared=prepared, options=self.supervisor_options)

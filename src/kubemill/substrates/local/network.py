@@ -147,6 +147,10 @@ class LocalNetwork:
             self.host, self.port(replica_name(self.job_name, replica_type, index), container_port)
         )
 
+    def replica_host(self, replica_type: str, index: int) -> str:
+        """Every replica listens on this machine's loopback address."""
+        return self.host
+
     def reserve_plan(self, plan: Plan) -> None:
         """Reserve every declared container port of every replica, used or not."""
         for rep in plan.replicas:

@@ -52,6 +52,7 @@ from kubemill.core import (
     ObservedPodGroup,
     ReconcileOptions,
     RecordEvent,
+    WriteFiles,
     pod_restart_policy,
     reconcile,
     set_condition,
@@ -300,10 +301,26 @@ class Supervisor:
             self.pod_group = ObservedPodGroup(name=action.name, phase="Running")
         elif isinstance(action, DeletePodGroup):
             self.pod_group = None
+        elif isinstance(action, WriteFiles):
+            self._write_files(action)
         elif isinstance(action, RecordEvent):
             self.store.add_event(
                 self.uid, type=action.type, reason=action.reason, message=action.message, when=now
             )
+
+    def _write_files(self, action: WriteFiles) -> None:
+        """A FileSet becomes ``<job dir>/files/<set>/``; each file is replaced atomically, so
+        a replica reading a hostfile while it is rewritten sees the old or the new one."""
+        rec = self.store.job_by_uid(self.uid)
+        if rec is None:
+            return
+        target = rec.files_dir / action.name
+        target.mkdir(parents=True, exist_ok=True)
+        for file in action.files:
+            staged = target / f".{file.name}.new"
+            staged.write_text(file.content, encoding="utf-8")
+            staged.chmod(file.mode & 0o700 if action.secret else file.mode)
+            staged.replace(target / file.name)
 
     def _create_pod(self, name: str, now: float) -> None:
         existing = self.pods.get(name)

@@ -26,8 +26,8 @@ import kopf
 
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.substrates.kubernetes.build import GangScheduler
+from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
-from kubemill.substrates.kubernetes.operator.observe import ChildSnapshot, PodSnapshot
 from kubemill.substrates.kubernetes.operator.reconciler import Caches
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.settings import JobResource

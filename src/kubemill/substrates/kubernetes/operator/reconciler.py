@@ -47,6 +47,7 @@ from kubemill.substrates.kubernetes.build import (
     UnsupportedPlanError,
     build_for_action,
 )
+from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -55,7 +56,6 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
     classify,
 )
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
-from kubemill.substrates.kubernetes.operator.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
 

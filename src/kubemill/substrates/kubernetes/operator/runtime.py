@@ -14,11 +14,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kubemill.substrates.kubernetes.observe import controller_uid
 from kubemill.substrates.kubernetes.operator.events import EventPoster
 from kubemill.substrates.kubernetes.operator.kubeapi import KubeApi, load_client_configuration
 from kubemill.substrates.kubernetes.operator.leader import LeaderElector
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
-from kubemill.substrates.kubernetes.operator.observe import controller_uid
 from kubemill.substrates.kubernetes.operator.reconciler import (
     Caches,
     JobKey,

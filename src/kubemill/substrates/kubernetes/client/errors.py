@@ -2,9 +2,10 @@
 
 The API server's own answer is never hidden: every :class:`KubeApiError` carries its
 HTTP status, ``reason`` and message (and repeats them in its text), and adds what the
-user can do about it. :func:`translate` turns what the ``kubernetes`` client raises
-(``ApiException``, urllib3's connection errors) into these errors; the caller says which
-verb it tried on which resource, so a refusal can name what is missing.
+user can do about it. :class:`~.connection.Http` turns what the substrate's HTTP layer
+reports (an error answer, no answer at all) into these errors with :func:`api_error` and
+:func:`unreachable`; the caller says which verb it tried on which resource, so a refusal
+can name what is missing.
 
 Credentials never appear here: messages are built from the API's answer and from names
 (server address, context, namespace, resource), never from headers or the kubeconfig's

@@ -1,0 +1,51 @@
+"""The client side of the Kubernetes substrate: what ``JobClient(substrate="kubernetes")`` calls.
+
+One module per concern, this package's public names re-exported here:
+
+- :mod:`.connection`: which cluster (kubeconfig, context, service account) and requests
+  through the substrate's one HTTP layer (:mod:`kubemill.substrates.kubernetes.transport`);
+- :mod:`.errors`: errors that keep the API's answer and say what to do;
+- :mod:`.kinds`: the job kinds' REST paths and names, job objects read and sent;
+- :mod:`.views`: replicas as ``get`` shows them, from the pod observation the operator
+  uses too (:mod:`kubemill.substrates.kubernetes.observe`);
+- :mod:`.logs`: reading and following the replicas' logs;
+- :mod:`.events`: the job's Events;
+- :mod:`.backend`: :class:`KubernetesBackend` (submit, get, list, wait, logs, events,
+  interrupt, delete).
+
+Nothing here imports the ``kubernetes`` package until a backend connects.
+"""
+
+from kubemill.substrates.kubernetes.client.backend import (
+    DEFAULT_OPERATOR_TIMEOUT,
+    KubernetesBackend,
+)
+from kubemill.substrates.kubernetes.client.connection import Connection, connect
+from kubemill.substrates.kubernetes.client.errors import (
+    AccessDenied,
+    ClusterUnreachable,
+    CRDsNotInstalled,
+    KubeApiError,
+    KubeconfigError,
+    OperatorNotActing,
+)
+from kubemill.substrates.kubernetes.client.kinds import KINDS, job_body, load_job
+from kubemill.substrates.kubernetes.client.views import pod_view, replica_views
+
+__all__ = [
+    "DEFAULT_OPERATOR_TIMEOUT",
+    "KINDS",
+    "AccessDenied",
+    "CRDsNotInstalled",
+    "ClusterUnreachable",
+    "Connection",
+    "KubeApiError",
+    "KubeconfigError",
+    "KubernetesBackend",
+    "OperatorNotActing",
+    "connect",
+    "job_body",
+    "load_job",
+    "pod_view",
+    "replica_views",
+]

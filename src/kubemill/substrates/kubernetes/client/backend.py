@@ -1,0 +1,540 @@
+"""The SDK backend of the Kubernetes substrate: what ``JobClient(substrate="kubernetes")`` calls.
+
+:class:`KubernetesBackend` implements :class:`~kubemill.substrates.base.Backend` against a
+cluster through the official ``kubernetes`` client (see :mod:`.connection`; it is imported
+only when a backend is built, so ``import kubemill`` stays cheap):
+
+- ``submit`` creates the job object (``kubemill.dev/v1``, plural from the CRD registry, see
+  :mod:`.kinds`); the operator does the rest;
+- ``get``/``list`` map the object's status, and each replica from its pod (labelled
+  ``kubemill.dev/job-name``, controlled by the job) as the core sees it (:mod:`.views`);
+- ``wait`` watches the job until it is Succeeded or Failed (or a timeout);
+- ``logs`` reads each replica's pod log; ``follow`` streams every replica at once, picks
+  up pods that are (re)created and containers that restart, until the job has finished
+  (:mod:`.logs`);
+- ``events`` lists the ``core/v1`` Events whose ``involvedObject`` is the job;
+- ``interrupt`` suspends the job (``runPolicy.suspend``) and waits for its pods to go;
+- ``delete`` deletes the job object; its pods, services and PodGroup go with it through
+  the garbage collector (they carry an ``ownerReference`` to the job).
+
+Errors say what to do (see :mod:`.errors`): CRDs missing, no operator acting on a new job
+within ``operator_timeout`` seconds, which verb on which resource RBAC refuses, an
+unreachable cluster or an unusable kubeconfig. The API server's status, reason and message
+are always kept in them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubemill.api import API_VERSION, GROUP, VERSION, Job
+from kubemill.frameworks import LABEL_JOB_NAME
+from kubemill.substrates.base import (
+    EventRecord,
+    JobExists,
+    JobNotFound,
+    JobView,
+    LogLine,
+    SubmitOptions,
+    SubstrateError,
+)
+from kubemill.substrates.kubernetes.client.connection import (
+    REQUEST_TIMEOUT,
+    Connection,
+    Http,
+    connect,
+)
+from kubemill.substrates.kubernetes.client.errors import (
+    INSTALL_HINT,
+    CRDsNotInstalled,
+    KubeApiError,
+    OperatorNotActing,
+    Request,
+)
+from kubemill.substrates.kubernetes.client.events import event_record, event_selector
+from kubemill.substrates.kubernetes.client.kinds import (
+    KINDS,
+    Found,
+    JobKind,
+    job_body,
+    kind_of,
+    split_name,
+)
+from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
+from kubemill.substrates.kubernetes.client.views import (
+    job_plan,
+    pick_replica,
+    replica_names,
+    replica_views,
+)
+from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
+from kubemill.substrates.kubernetes.observe import controller_uid, parse_time
+from kubemill.substrates.kubernetes.transport import api_path, is_connection_error, lines
+
+DEFAULT_OPERATOR_TIMEOUT = 30.0
+"""Seconds a new job may go without a condition or a pod before we say no operator acts."""
+DEFAULT_POLL_INTERVAL = 1.0
+"""Seconds between looks at pods while following logs."""
+WATCH_SECONDS = 300.0
+"""Longest single watch request; a new one starts after it (servers end them anyway)."""
+
+
+class KubernetesBackend:
+    """Jobs on a Kubernetes cluster that runs the kubemill operator.
+
+    ``kubeconfig``/``context`` choose the cluster as kubectl does (defaults: ``$KUBECONFIG``
+    or ``~/.kube/config`` and its current context; in a pod without either, its service
+    account). ``namespace`` is the default namespace (else the context's, else
+    ``default``). ``operator_timeout`` is how long a new job may go without any sign of
+    the operator (a condition or a pod) before ``submit(detach=False)``, ``wait`` and
+    ``logs(follow=True)`` raise :class:`OperatorNotActing` (``0`` or ``None``: never).
+    ``api_client`` uses a ready ``kubernetes.client.ApiClient`` instead of a kubeconfig.
+    """
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+        operator_timeout: float | None = DEFAULT_OPERATOR_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        api_client: Any = None,
+    ) -> None:
+        if api_client is not None:
+            connection = Connection(
+                api_client, str(api_client.configuration.host), context, namespace or "default"
+            )
+        else:
+            connection = connect(kubeconfig=kubeconfig, context=context)
+        self.connection = connection
+        self.http = Http(connection)
+        self.default_namespace = namespace or connection.namespace
+        self.operator_timeout = operator_timeout or 0.0
+        self.poll_interval = poll_interval
+        self._submitted: dict[str, float] = {}
+        """uid -> monotonic time of our submit: the operator check counts from there."""
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.connection.api_client.close()
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.default_namespace
+
+    # --- submit --------------------------------------------------------------------------
+
+    def submit(self, job: Job, options: SubmitOptions) -> JobView:
+        """Create the job object; returns at once with it as created (no replicas yet).
+
+        ``detach=False`` (a foreground run) also waits until the operator has acted on it
+        (a condition or a pod) and raises :class:`OperatorNotActing` after
+        ``operator_timeout`` seconds without; the job stays in the cluster then.
+        """
+        kind = kind_of(job)
+        namespace = self._target_namespace(job, options.namespace)
+        body = job_body(job, namespace)
+        request = Request("create", kind.plural, GROUP, namespace, job.name)
+        try:
+            raw = self.http.json(request, "POST", kind.path(namespace), body=body)
+        except KubeApiError as exc:
+            if exc.status == 409:
+                raise JobExists(
+                    f"a {job.KIND} named {job.name!r} already exists in namespace "
+                    f"{namespace!r}; delete it first (`kubemill delete {job.name} -n "
+                    f"{namespace}`) or "
+                    f"choose another metadata.name (API: {exc.status} {exc.reason})"
+                ) from exc
+            if exc.status == 404:
+                self._require_crds([kind])
+            raise
+        found = Found(kind, raw)
+        self._submitted[found.uid] = time.monotonic()
+        if not options.detach and self.operator_timeout:
+            found = self._until(found, done=_acted, deadline=None, pods_suffice=True)
+        return self._view(found, self._pods(found) if not options.detach else [])
+
+    def _target_namespace(self, job: Job, namespace: str | None) -> str:
+        given = job.metadata.namespace
+        if namespace is not None and given and given != namespace:
+            raise SubstrateError(
+                f"the manifest says namespace {given!r} but {namespace!r} was asked for;"
+                " remove metadata.namespace or ask for the same one"
+            )
+        return namespace or given or self.default_namespace
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def get(self, name: str, namespace: str | None = None) -> JobView:
+        """The job now, with a replica per pod the spec asks for. Raises ``JobNotFound``."""
+        found = self._find(name, self._ns(namespace))
+        return self._view(found, self._pods(found))
+
+    def list(self, namespace: str | None = None) -> builtins.list[JobView]:
+        """Every job of ``namespace`` (every namespace when ``None``), oldest first."""
+        objects: builtins.list[Found] = []
+        missing: builtins.list[JobKind] = []
+        for kind in KINDS:
+            request = Request("list", kind.plural, GROUP, namespace)
+            try:
+                answer = self.http.json(request, "GET", kind.path(namespace))
+            except KubeApiError as exc:
+                if exc.status != 404:
+                    raise
+                missing.append(kind)
+                continue
+            for item in answer.get("items") or ():
+                # Lists do not repeat kind/apiVersion on items (the list has them).
+                item.setdefault("apiVersion", API_VERSION)
+                item.setdefault("kind", kind.kind)
+                objects.append(Found(kind, item))
+        if len(missing) == len(KINDS):
+            self._require_crds(missing)  # none served: say so (a partial install lists the rest)
+        pods_by_owner: dict[str, builtins.list[dict[str, Any]]] = {}
+        if objects:
+            for pod in self._list_pods(namespace, LABEL_JOB_NAME):
+                owner = controller_uid(pod.get("metadata") or {})
+                if owner:
+                    pods_by_owner.setdefault(owner, []).append(pod)
+        views = [self._view(f, pods_by_owner.get(f.uid, [])) for f in objects]
+        return sorted(
+            views,
+            key=lambda v: (v.created or datetime.min.replace(tzinfo=UTC), v.namespace, v.name),
+        )
+
+    def wait(
+        self, name: str, namespace: str | None = None, timeout: float | None = None
+    ) -> JobView:
+        """Watch the job until it has Succeeded or Failed, or ``timeout`` seconds passed.
+
+        Returns the job as it is then (check ``view.finished`` after a timeout). Raises
+        :class:`OperatorNotActing` if it has had neither a condition nor a pod for
+        ``operator_timeout`` seconds, and ``JobNotFound`` if it is deleted meanwhile.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        found = self._find(name, self._ns(namespace))
+        found = self._until(found, done=_finished, deadline=deadline)
+        return self._view(found, self._pods(found))
+
+    def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
+        """The Events whose ``involvedObject`` is the job, oldest first."""
+        found = self._find(name, self._ns(namespace))
+        request = Request("list", "events", "", found.namespace)
+        path = api_path(group="", version="v1", plural="events", namespace=found.namespace)
+        query = [("fieldSelector", event_selector(found))]
+        answer = self.http.json(request, "GET", path, query=query)
+        records = [event_record(item) for item in answer.get("items") or ()]
+        return sorted(records, key=lambda e: e.time)
+
+    # --- logs ----------------------------------------------------------------------------
+
+    def logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """Each replica's pod log (its framework container), replica after replica.
+
+        ``replica`` picks one (``worker-1`` or the pod's name). ``follow`` streams every
+        replica at once as lines are written, following pods the operator recreates and
+        containers that restart, until the job has finished and its pods are done.
+        Replicas whose pods do not exist (yet, or any more) have no lines.
+        """
+        found = self._find(name, self._ns(namespace))
+        job = found.job()
+        wanted = None
+        if replica is not None:
+            names = replica_names(job_plan(job))
+            extra = sorted(
+                str(p["metadata"]["name"])
+                for p in self._pods(found)
+                if p["metadata"]["name"] not in names
+            )
+            wanted = pick_replica(job.name, names + extra, replica)
+        if follow:
+            return LogFollower(self, found, wanted).lines()
+        return self._read_logs(found, wanted)
+
+    def _read_logs(self, found: Found, wanted: str | None) -> Iterator[LogLine]:
+        # A generator, so the pods are listed when the first line is asked for.
+        yield from read_logs(self.http, found, self._pods(found), wanted)
+
+    # --- delete --------------------------------------------------------------------------
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        """Delete the job object; returns once the API server has accepted it.
+
+        Its pods, services and PodGroup are deleted by the cluster's garbage collector
+        (each carries an ``ownerReference`` to the job); pods get their grace period.
+        Only the object we found is deleted (a ``uid`` precondition), never a namesake
+        created meanwhile.
+        """
+        found = self._find(name, self._ns(namespace))
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+        }
+        if found.uid:
+            options["preconditions"] = {"uid": found.uid}
+        request = Request("delete", found.kind.plural, GROUP, found.namespace, found.name)
+        try:
+            self.http.json(
+                request, "DELETE", found.kind.path(found.namespace, found.name), body=options
+            )
+        except KubeApiError as exc:
+            if exc.status in (404, 409):  # gone already (409: the precondition's namesake)
+                raise JobNotFound(
+                    f"{found.kind.kind} {found.namespace}/{found.name} was deleted meanwhile"
+                ) from exc
+            raise
+
+    # --- finding jobs and their pods -----------------------------------------------------
+
+    def _find(self, name: str, namespace: str) -> Found:
+        kinds, bare = split_name(name)
+        found: builtins.list[Found] = []
+        missing: builtins.list[JobKind] = []
+        for kind in kinds:
+            request = Request("get", kind.plural, GROUP, namespace, bare)
+            try:
+                raw = self.http.json(request, "GET", kind.path(namespace, bare))
+            except KubeApiError as exc:
+                if exc.status != 404:
+                    raise
+                missing.append(kind)
+                continue
+            found.append(Found(kind, raw))
+        if len(found) > 1:
+            choices = " or ".join(f"{f.kind.kind.lower()}/{bare}" for f in found)
+            raise SubstrateError(
+                f"{' and '.join(f.kind.kind for f in found)} are both named {bare!r} in "
+                f"namespace {namespace!r}; say which: {choices}"
+            )
+        if not found:
+            unserved = self._unserved(missing)
+            if len(unserved) == len(kinds):
+                raise CRDsNotInstalled([k.resource for k in unserved], self.connection.server)
+            note = ""
+            if unserved:
+                note = f" ({', '.join(k.resource for k in unserved)} is not installed)"
+            kinds_text = " or ".join(k.kind for k in kinds)
+            raise JobNotFound(
+                f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name)"
+                f"{note}; `kubemill list -n {namespace}` shows the jobs there"
+            )
+        return found[0]
+
+    def _unserved(self, kinds: Iterable[JobKind]) -> builtins.list[JobKind]:
+        """Those of ``kinds`` the cluster's discovery does not list (CRD not installed)."""
+        request = Request("get", f"/apis/{GROUP}/{VERSION}")
+        try:
+            answer = self.http.json(request, "GET", f"/apis/{GROUP}/{VERSION}")
+            served = {str(r.get("name")) for r in answer.get("resources") or ()}
+        except KubeApiError as exc:
+            if exc.status != 404:
+                raise
+            served = set()
+        return [k for k in kinds if k.plural not in served]
+
+    def _require_crds(self, kinds: Iterable[JobKind]) -> None:
+        """Raise :class:`CRDsNotInstalled` if discovery does not list these kinds."""
+        missing = self._unserved(kinds)
+        if missing:
+            raise CRDsNotInstalled([k.resource for k in missing], self.connection.server)
+
+    def _list_pods(self, namespace: str | None, selector: str) -> builtins.list[dict[str, Any]]:
+        request = Request("list", "pods", "", namespace)
+        path = api_path(group="", version="v1", plural="pods", namespace=namespace)
+        answer = self.http.json(request, "GET", path, query=[("labelSelector", selector)])
+        return [dict(p) for p in answer.get("items") or ()]
+
+    def _pods(self, found: Found) -> builtins.list[dict[str, Any]]:
+        """The pods the job controls (a namesake's leftovers do not count)."""
+        pods = self._list_pods(found.namespace, f"{LABEL_JOB_NAME}={found.name}")
+        return [p for p in pods if controller_uid(p.get("metadata") or {}) == found.uid]
+
+    def _view(self, found: Found, pods: Iterable[Mapping[str, Any]]) -> JobView:
+        job = found.job()
+        return JobView(
+            job=job,
+            status=job.status,
+            replicas=replica_views(job, pods),
+            created=parse_time(job.metadata.creation_timestamp),
+        )
+
+    # --- watching a job ------------------------------------------------------------------
+
+    def _until(
+        self,
+        found: Found,
+        *,
+        done: Callable[[Job], bool],
+        deadline: float | None,
+        pods_suffice: bool = False,
+    ) -> Found:
+        """Watch ``found`` until ``done(job)`` or ``deadline``; check the operator acts.
+
+        The check comes ``operator_timeout`` seconds after our own submit of the job (or
+        after we started watching it): no condition by then, and no pod, means no operator
+        has picked it up. ``pods_suffice``: pods found then also end the watch.
+        """
+        check_at = None
+        if self.operator_timeout:
+            since = self._submitted.get(found.uid, time.monotonic())
+            check_at = since + self.operator_timeout
+        while True:
+            job = found.job()
+            if done(job):
+                return found
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return found
+            if check_at is not None and now >= check_at:
+                if not job.status.conditions and not self._pods(found):
+                    raise self._not_acting(found)
+                check_at = None
+                if pods_suffice:
+                    return found  # pods exist: the operator is at work
+            ends = [t for t in (deadline, check_at) if t is not None]
+            seconds = min([WATCH_SECONDS, *(t - now for t in ends)])
+            changed = self._watch_once(found, max(seconds, 0.05))
+            found = changed if changed is not None else self._refetch(found)
+
+    def _refetch(self, found: Found) -> Found:
+        request = Request("get", found.kind.plural, GROUP, found.namespace, found.name)
+        try:
+            raw = self.http.json(request, "GET", found.kind.path(found.namespace, found.name))
+        except KubeApiError as exc:
+            if exc.status == 404:
+                raise self._deleted(found) from exc
+            raise
+        if found.uid and raw.get("metadata", {}).get("uid") != found.uid:
+            raise self._deleted(found)
+        return Found(found.kind, raw)
+
+    def _deleted(self, found: Found) -> JobNotFound:
+        return JobNotFound(
+            f"{found.kind.kind} {found.namespace}/{found.name} was deleted while we waited"
+        )
+
+    def _watch_once(self, found: Found, seconds: float) -> Found | None:
+        """The job after its next change, or ``None`` when nothing came in ``seconds``."""
+        query = [
+            ("watch", "true"),
+            ("fieldSelector", f"metadata.name={found.name}"),
+            ("timeoutSeconds", str(max(1, int(seconds)))),
+            ("allowWatchBookmarks", "false"),
+        ]
+        version = (found.raw.get("metadata") or {}).get("resourceVersion")
+        if version:
+            query.append(("resourceVersion", str(version)))
+        request = Request("watch", found.kind.plural, GROUP, found.namespace)
+        try:
+            # The read timeout ends a quiet watch on servers that ignore timeoutSeconds.
+            raw = self.http.send(
+                request,
+                "GET",
+                found.kind.path(found.namespace),
+                query=query,
+                timeout=(REQUEST_TIMEOUT[0], seconds),
+            )
+        except KubeApiError as exc:
+            if exc.status == 410:
+                return None  # our resourceVersion is too old: the caller reads afresh
+            raise
+        try:
+            for line in lines(raw):
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    return None  # e.g. 410 Gone: start over from a fresh read
+                meta = obj.get("metadata") or {}
+                if meta.get("name") != found.name:
+                    continue
+                if kind == "DELETED" or (found.uid and meta.get("uid") != found.uid):
+                    raise self._deleted(found)
+                obj.setdefault("apiVersion", API_VERSION)
+                obj.setdefault("kind", found.kind.kind)
+                if obj == found.raw:
+                    continue  # the current state again (a watch from "now")
+                return Found(found.kind, obj)
+        except Exception as exc:
+            if is_connection_error(exc):
+                return None  # timed out or cut: the caller reads afresh
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                raw.release_conn()
+        return None
+
+    def _not_acting(self, found: Found) -> OperatorNotActing:
+        return OperatorNotActing(
+            f"{found.kind.kind} {found.namespace}/{found.name} has not been picked up: "
+            f"{self.operator_timeout:g} s after it was submitted it has no condition and no "
+            "pods. Is the kubemill operator running? see `kubectl -n "
+            f"{OPERATOR_NAMESPACE} get pods` (not installed: {INSTALL_HINT}; watching "
+            "another namespace: check its --namespace flags). The job stays in the cluster "
+            f"until `kubemill delete {found.name} -n {found.namespace}`"
+        )
+
+    # --- interrupt (Ctrl-C of a foreground run) -------------------------------------------
+
+    def interrupt(self, name: str, namespace: str | None = None, *, force: bool = False) -> JobView:
+        """Stop the job's replicas and keep the job: suspend it (``runPolicy.suspend``).
+
+        On a cluster the job is not failed by the client (its status is the operator's);
+        it is suspended, the operator deletes its pods, and it can be resumed by setting
+        ``spec.runPolicy.suspend`` back to false. Waits until its pods are gone (at most
+        ``operator_timeout`` seconds; ``force`` deletes them at once without a grace
+        period). A job that already finished is left as it is.
+        """
+        found = self._find(name, self._ns(namespace))
+        if found.job().status.finished:
+            return self._view(found, self._pods(found))
+        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
+        raw = self.http.json(
+            request,
+            "PATCH",
+            found.kind.path(found.namespace, found.name),
+            body={"spec": {"runPolicy": {"suspend": True}}},
+            content_type="application/merge-patch+json",
+        )
+        found = Found(found.kind, raw)
+        deadline = time.monotonic() + max(self.operator_timeout, 1.0)
+        while True:
+            pods = self._pods(found)
+            if not pods or time.monotonic() >= deadline:
+                return self._view(self._refetch(found), pods)
+            if force:
+                for pod in pods:
+                    self._delete_pod(found.namespace, str(pod["metadata"]["name"]))
+            time.sleep(min(self.poll_interval, 0.5))
+
+    def _delete_pod(self, namespace: str, pod: str) -> None:
+        request = Request("delete", "pods", "", namespace, pod)
+        path = api_path(group="", version="v1", plural="pods", namespace=namespace, name=pod)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        try:
+            self.http.json(request, "DELETE", path, body=body)
+        except KubeApiError as exc:
+            if exc.status != 404:
+                raise
+
+
+def _finished(job: Job) -> bool:
+    return job.status.finished
+
+
+def _acted(job: Job) -> bool:
+    return bool(job.status.conditions)

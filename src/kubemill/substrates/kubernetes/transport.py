@@ -1,0 +1,144 @@
+"""The one way the Kubernetes substrate sends HTTP requests of its own: ``ApiClient.call_api``.
+
+Requests go through the official client's generic ``ApiClient.call_api`` with plain JSON
+bodies, so configuration, authentication (kubeconfig, service account, exec plugins), TLS,
+proxies and connection pooling are the client's, and nothing else opens sockets to the API
+server. Not the typed ``CoreV1Api``/``CustomObjectsApi`` methods: those validate arguments
+and bodies against the client's own models (strictly, since ``kubernetes`` 35), refuse
+fields a client version does not know, and turn pods into model objects that we would only
+turn back into dicts.
+
+Two outcomes besides a 2xx response, as exceptions that keep what the server said and leave
+the wording to the caller: :class:`HttpAnswer` (the server answered with an error) and
+:class:`NoAnswer` (refused, reset, DNS, TLS, timeout). The ``kubernetes`` package is
+imported on the first request only, so importing this module stays cheap.
+
+(kopf keeps its own aiohttp session for its watches; leader election uses the client's
+``CoordinationV1Api`` through ``kubernetes.leaderelection``. Both are libraries' own.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+DEFAULT_TIMEOUT = (5.0, 60.0)
+"""(connect, read) seconds for one ordinary request."""
+
+
+class HttpAnswer(Exception):
+    """A non-2xx answer: its status, the HTTP reason phrase and the body (a ``Status``)."""
+
+    def __init__(self, status: int, reason: str, body: bytes | str | None) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body = body
+
+
+class NoAnswer(Exception):
+    """No answer at all; the connection-level error is the ``__cause__``."""
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """urllib3's errors (refused, reset, timeouts, DNS) and the OS errors under them."""
+    return isinstance(exc, OSError) or type(exc).__module__.startswith("urllib3")
+
+
+def api_path(
+    *, group: str, version: str, plural: str, namespace: str | None, name: str | None = None
+) -> str:
+    """``/api/v1/namespaces/NS/pods[/NAME]`` or ``/apis/GROUP/VERSION/...`` (names quoted)."""
+    prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    if namespace is not None:
+        prefix = f"{prefix}/namespaces/{quote(namespace, safe='')}"
+    path = f"{prefix}/{plural}"
+    return path if name is None else f"{path}/{quote(name, safe='')}"
+
+
+def send(
+    api_client: Any,
+    method: str,
+    path: str,
+    *,
+    query: Iterable[tuple[str, str]] = (),
+    body: Any = None,
+    content_type: str = "application/json",
+    timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+) -> Any:
+    """The urllib3 response of a 2xx answer, not read yet (stream it or :func:`read` it).
+
+    Raises :class:`HttpAnswer` or :class:`NoAnswer`.
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    headers = {"Content-Type": content_type, "Accept": "application/json"}
+    try:
+        method_, url, header_params, payload, _ = api_client.param_serialize(
+            method,
+            path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = api_client.call_api(
+            method_, url, header_params=header_params, body=payload, _request_timeout=timeout
+        )
+    except ApiException as exc:
+        if not exc.status:  # the client's own "status 0": TLS and such
+            raise NoAnswer(str(exc)) from exc
+        raise HttpAnswer(int(exc.status), str(exc.reason or ""), exc.body) from exc
+    except Exception as exc:
+        if is_connection_error(exc):
+            raise NoAnswer(str(exc)) from exc
+        raise
+    raw = response.response
+    if not 200 <= response.status <= 299:
+        raise HttpAnswer(int(response.status), str(response.reason or ""), read(raw))
+    return raw
+
+
+def read(raw: Any) -> bytes:
+    """The whole body of a response, its connection back in the pool. Raises :class:`NoAnswer`."""
+    try:
+        return bytes(raw.data or b"")
+    except Exception as exc:
+        if is_connection_error(exc):
+            raise NoAnswer(str(exc)) from exc
+        raise
+    finally:
+        raw.release_conn()
+
+
+def read_json(raw: Any) -> Any:
+    """The body of a response as JSON (``{}`` when empty)."""
+    data = read(raw)
+    return json.loads(data) if data else {}
+
+
+def lines(raw: Any) -> Iterator[str]:
+    """Complete lines of a streamed response (a last line without newline included)."""
+    partial = b""
+    for chunk in raw.stream(4096, decode_content=True):
+        partial += chunk
+        *complete, partial = partial.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace").rstrip("\r")
+    if partial:
+        yield partial.decode("utf-8", errors="replace").rstrip("\r")
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "HttpAnswer",
+    "NoAnswer",
+    "api_path",
+    "is_connection_error",
+    "lines",
+    "read",
+    "read_json",
+    "send",
+]
