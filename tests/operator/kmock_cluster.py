@@ -294,6 +294,17 @@ def _spec_of(obj: Mapping[str, Any]) -> Any:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+def _removable(obj: Mapping[str, Any]) -> bool:
+    """A deleted object goes once no finalizer holds it and, for a pod, its kubelet is done
+    (``deletionGracePeriodSeconds`` 0)."""
+    meta = obj.get("metadata") or {}
+    return bool(
+        meta.get("deletionTimestamp")
+        and not meta.get("finalizers")
+        and not meta.get("deletionGracePeriodSeconds")
+    )
+
+
 def _crd_errors(crd: Mapping[str, Any]) -> list[kube_schema.FieldError]:
     """apiextensions.k8s.io/v1 requires a schema for every version."""
     errors = []
@@ -712,16 +723,15 @@ class KubeCluster(kmock.KubernetesEmulator):
                 return current  # no change: no new version, no event
             if request.subresource is None and _spec_of(new) != _spec_of(current):
                 new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
-            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-                # The last finalizer went: the object goes now.
+            if _removable(new):
+                # The last finalizer went (and a pod's kubelet is done): the object goes now.
                 stored.history.append(new)
                 await self._remove(resource, stored)
-                return new
-            stored.history.append(new)
-            await self._buses[resource].put({"type": "MODIFIED", "object": stored.raw})
-            result: dict[str, Any] = copy.deepcopy(stored.raw)
-        if result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers"):
-            await self._collect_if_gone(resource, result)
+            else:
+                stored.history.append(new)
+                await self._buses[resource].put({"type": "MODIFIED", "object": stored.raw})
+            result: dict[str, Any] = copy.deepcopy(stored.last.raw)
+        await self._collect_if_gone(resource, result)
         return result
 
     async def _remove(self, resource: kmock.resource, stored: Any) -> None:
@@ -776,9 +786,9 @@ class KubeCluster(kmock.KubernetesEmulator):
         else:
             grace = 0
         if meta.get("deletionTimestamp"):
-            if grace == 0 and not meta.get("finalizers") and resource == _PODS:
-                await self._remove(resource, stored)  # the kubelet's (or a forced) final delete
-            return current
+            if grace == 0 and resource == _PODS:
+                await self._kubelet_done(stored)  # the kubelet's (or a forced) final delete
+            return copy.deepcopy(stored.last.raw)
         if grace or meta.get("finalizers"):
             moment = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=grace)
             meta["deletionTimestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -795,15 +805,27 @@ class KubeCluster(kmock.KubernetesEmulator):
         await self._remove(resource, stored)
         return current
 
+    async def _kubelet_done(self, stored: Any) -> bool:
+        """A terminating pod's containers have stopped: it goes, or (held by finalizers)
+        waits for them with a zero grace period. The caller holds the lock."""
+        meta = stored.raw.get("metadata", {})
+        if meta.get("finalizers"):
+            if meta.get("deletionGracePeriodSeconds"):
+                pod = copy.deepcopy(stored.raw)
+                pod["metadata"]["deletionGracePeriodSeconds"] = 0
+                stored.history.append(pod)
+                await self._buses[_PODS].put({"type": "MODIFIED", "object": stored.raw})
+            return False
+        await self._remove(_PODS, stored)
+        return True
+
     async def _finish_later(self, stored: Any, uid: str, delay: float) -> None:
         await asyncio.sleep(delay)
         async with self._lock:
             if stored.deleted or stored.raw.get("metadata", {}).get("uid") != uid:
                 return
-            if stored.raw["metadata"].get("finalizers"):
-                return
             raw = copy.deepcopy(stored.raw)
-            await self._remove(_PODS, stored)
+            await self._kubelet_done(stored)
         await self._collect_if_gone(_PODS, raw)
 
     async def _bind_request(self, request: rendering.Request) -> dict[str, Any]:
@@ -904,7 +926,7 @@ class KubeCluster(kmock.KubernetesEmulator):
         self, namespace: str | None = None, name: str | None = None
     ) -> list[str]:
         """End terminating pods, as their kubelet does once the containers stopped; returns
-        the names of the pods removed (a pod held by finalizers stays)."""
+        the names of the pods removed (a pod held by finalizers stays until they go)."""
         done = []
         async with self._lock:
             for (resource, ns, pod), obj in list(self.objects.items()):
@@ -914,10 +936,10 @@ class KubeCluster(kmock.KubernetesEmulator):
                     name is not None and pod != name
                 ):
                     continue
-                meta = obj.raw.get("metadata", {})
-                if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-                    done.append((pod, copy.deepcopy(obj.raw)))
-                    await self._remove(resource, obj)
+                if obj.raw.get("metadata", {}).get("deletionTimestamp"):
+                    raw = copy.deepcopy(obj.raw)
+                    if await self._kubelet_done(obj):
+                        done.append((pod, raw))
         for _, raw in done:
             await self._collect_if_gone(_PODS, raw)
         return [pod for pod, _ in done]

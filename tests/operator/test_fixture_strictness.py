@@ -403,6 +403,22 @@ def test_finalizers_hold_a_deleted_object_until_they_are_removed(
     served.patch(tfjobs(ns, "fin"), {"metadata": {"finalizers": None}})
     assert served.get_or_none(tfjobs(ns, "fin")) is None
 
+    # A pod goes once its kubelet is done *and* its finalizers are gone, in either order.
+    held_pod = pod("held")
+    held_pod["metadata"]["finalizers"] = ["example.com/hold"]
+    served.create(pods(ns), held_pod)
+    served.bind(ns, "held")
+    served.delete(pods(ns, "held"))
+    served.patch(pods(ns, "held"), {"metadata": {"finalizers": None}})
+    assert served.get(pods(ns, "held"))["metadata"]["deletionGracePeriodSeconds"] == 30
+    served.create(pods(ns), {**held_pod, "metadata": {"name": "held2", "finalizers": ["x/y"]}})
+    served.bind(ns, "held2")
+    served.delete(pods(ns, "held2"))
+    assert served.finish_terminating(ns) == ["held"]
+    assert served.get(pods(ns, "held2"))["metadata"]["deletionGracePeriodSeconds"] == 0
+    served.patch(pods(ns, "held2"), {"metadata": {"finalizers": None}})
+    assert served.get_or_none(pods(ns, "held2")) is None
+
 
 def test_the_garbage_collector_deletes_dependents_gracefully_and_a_kubelet_can_finish_them(
     served: ClusterThread, ns: str
