@@ -320,7 +320,13 @@ def test_pods_without_a_condition_count_as_the_operator_acting(
                 "name": "ddp-master-0",
                 "labels": {"kubemill.dev/job-name": "ddp"},
                 "ownerReferences": [
-                    {"kind": "PyTorchJob", "name": "ddp", "uid": uid, "controller": True}
+                    {
+                        "apiVersion": "kubemill.dev/v1",
+                        "kind": "PyTorchJob",
+                        "name": "ddp",
+                        "uid": uid,
+                        "controller": True,
+                    }
                 ],
             },
             "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},

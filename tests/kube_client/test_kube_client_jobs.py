@@ -107,6 +107,7 @@ def test_submit_creates_the_job_object_with_the_defaulted_manifest(
     kind: str,
     replicas: list[str],
 ) -> None:
+    cluster.create_namespaces("team-a")
     job = load_one(manifest)
     view = backend.submit(job, SubmitOptions(namespace="team-a"))
 
@@ -152,6 +153,7 @@ def test_submit_keeps_labels_and_drops_server_fields(
 def test_submit_uses_the_kubeconfig_context_namespace(
     cluster: ClientClusterThread, tmp_path: Path
 ) -> None:
+    cluster.create_namespaces("research")
     config = kmock_cluster.write_kubeconfig(tmp_path / "kc", cluster.url)
     text = config.read_text().replace("namespace: default", "namespace: research")
     config.write_text(text)
@@ -277,6 +279,7 @@ def test_same_name_in_two_kinds_needs_the_kind(backend: KubernetesBackend) -> No
 def test_list_covers_kinds_and_namespaces_with_one_pod_query(
     cluster: ClientClusterThread, backend: KubernetesBackend, operator: Operator
 ) -> None:
+    cluster.create_namespaces("a", "b")
     submit(backend, TFJOB, namespace="a")
     submit(backend, PYTORCHJOB_UPSTREAM, namespace="b")
     operator.create_pods("pytorchjobs", "b", "ddp")

@@ -31,6 +31,7 @@ spec:
 def test_job_client_on_kubernetes(
     cluster: ClientClusterThread, operator: Operator, kubeconfig: Path, tmp_path: Path
 ) -> None:
+    cluster.create_namespaces("ml")
     manifest = tmp_path / "seed.yaml"
     manifest.write_text(MANIFEST)
     client = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from kube_client_support import ClientClusterThread, LogBook, kmock_cluster
-from operator_support import Cluster, Kubelet, eventually, running_operator
+from operator_support import KUBELET_FINISHES_AFTER, Cluster, Kubelet, eventually, running_operator
 
 from kubemill.api import STOP_ANNOTATION, ConditionType
 from kubemill.kinds import load_one
@@ -41,7 +41,13 @@ spec:
 
 
 class OperatedCluster(ClientClusterThread, Cluster):
-    """The client tests' cluster (pod logs) with the operator tests' CRD install."""
+    """The client tests' cluster (pod logs) with the operator tests' CRD install and kubelet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # ClientClusterThread serves a cluster of its own, made after Cluster set up its
+        # kubelet: deleted pods end their Terminating window the same way here.
+        self.cluster.kubelet_finishes_after = KUBELET_FINISHES_AFTER
 
 
 @pytest.fixture

@@ -6,17 +6,29 @@ depends on some of it (see shared/notes/kmock-gaps.md). :class:`KubeCluster` sub
 the emulator (kmock's documented extension point: "inherit and implement for your cases")
 and adds, for tests only:
 
+- every write (create, PUT, merge/JSON patch, delete) is served here, not by kmock, and
+  checked as a kube-apiserver checks it (:mod:`kube_schema`): custom resources are pruned
+  and validated against their CRD's ``openAPIV3Schema``, built-in kinds against the
+  official schemas, pod specs are immutable but for what Kubernetes allows, names and uids
+  never change -- ``422 Invalid`` with the field paths (``spec.x: Invalid value: ...``);
 - ``metadata.uid``, ``resourceVersion`` (one global counter, as etcd), ``creationTimestamp``,
-  ``generation`` and ``namespace`` from the URL on create; ``201 Created``; ``409
-  AlreadyExists`` on a duplicate create;
-- status-subresource semantics (``PATCH .../status`` changes only ``status``, a main-resource
-  PATCH never does), optimistic concurrency on ``metadata.resourceVersion`` and delete
-  preconditions (``409 Conflict``);
+  ``generation`` and ``namespace`` from the URL on create, ``generateName``; ``201
+  Created``; ``409 AlreadyExists`` on a duplicate create; ``404`` for a create in a
+  namespace that does not exist (a fresh cluster has ``default``, ``kube-system``,
+  ``kube-public`` and ``kube-node-lease``; tests create the others);
+- status-subresource semantics (a ``/status`` write changes only ``status``, a main-resource
+  write never does), optimistic concurrency on ``metadata.resourceVersion`` (a PUT of a
+  custom resource must carry one) and delete preconditions (``409 Conflict``);
+- graceful deletion: finalizers hold a deleted object, and a pod bound to a node (see
+  :meth:`KubeCluster.bind`) stays Terminating for its grace period until its kubelet
+  finishes it (:meth:`KubeCluster.finish_terminating`, a zero-grace delete, or after
+  ``kubelet_finishes_after`` seconds); unscheduled and finished pods go at once;
 - label and field selectors on list and watch, ``kind``/``apiVersion`` on lists, the list's
   ``resourceVersion``; watches that resume from a resourceVersion, and ``410 Gone`` (an
   ``ERROR`` event) for versions older than the last :meth:`KubeCluster.compact`;
-- ``/api/v1/namespaces`` (list, watch, get), CRDs that register their resources in discovery
-  when created, background garbage collection of dependents by ``ownerReferences``;
+- ``/api/v1/namespaces`` (list, watch, get), CRDs that register their resources (and
+  schemas) when created -- a v1 CRD without a schema is refused --, background garbage
+  collection of dependents by ``ownerReferences`` (each deleted as a DELETE would);
 - a log of every request (:class:`Call`), injected faults (:class:`Fault`), gates that hold
   matching requests until released (:class:`Gate`), and dropping all watch connections.
 
@@ -33,6 +45,7 @@ import copy
 import datetime
 import itertools
 import json
+import random
 import re
 import threading
 import urllib.error
@@ -46,7 +59,10 @@ from typing import Any
 
 import aiohttp.web
 import attrs
+import jsonpatch
+import jsonpointer
 import kmock
+import kube_schema
 import yaml
 from kmock._internal import aiobus, rendering  # the emulator's own types, for overriding it
 from kmock._internal import dicts as kmock_dicts
@@ -222,6 +238,7 @@ class Gate:
     method: str | None = None
     plural: str | None = None
     namespace: str | None = None
+    subresource: str | None = None
     skip: int = 0
     """Let this many matching requests through before holding the rest."""
     drop: bool = False
@@ -237,6 +254,7 @@ class Gate:
             (self.method is None or request.method.value == self.method)
             and (self.plural is None or (resource is not None and resource.plural == self.plural))
             and (self.namespace is None or request.namespace == self.namespace)
+            and (self.subresource is None or request.subresource == self.subresource)
         )
 
     def open(self) -> None:
@@ -248,6 +266,58 @@ class Gate:
 
 def _now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_PODS = kmock.resource("", "v1", "pods")
+_GENERATED_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the API server's alphabet
+_SERVER_META = (
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "resourceVersion",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+"""Metadata the server owns: an update keeps the stored values whatever it sends."""
+
+
+def _bad_request(message: str) -> kmock.KubernetesError:
+    return kmock.KubernetesError(status=400, reason="BadRequest", message=message, details={})
+
+
+def _conflict(message: str) -> kmock.KubernetesError:
+    return kmock.KubernetesError(status=409, reason="Conflict", message=message, details={})
+
+
+def _spec_of(obj: Mapping[str, Any]) -> Any:
+    """What a change of bumps ``metadata.generation``: all but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _removable(obj: Mapping[str, Any]) -> bool:
+    """A deleted object goes once no finalizer holds it and, for a pod, its kubelet is done
+    (``deletionGracePeriodSeconds`` 0)."""
+    meta = obj.get("metadata") or {}
+    return bool(
+        meta.get("deletionTimestamp")
+        and not meta.get("finalizers")
+        and not meta.get("deletionGracePeriodSeconds")
+    )
+
+
+def _crd_errors(crd: Mapping[str, Any]) -> list[kube_schema.FieldError]:
+    """apiextensions.k8s.io/v1 requires a schema for every version."""
+    errors = []
+    for index, version in enumerate((crd.get("spec") or {}).get("versions") or []):
+        if not (version.get("schema") or {}).get("openAPIV3Schema"):
+            errors.append(
+                kube_schema.FieldError(
+                    f"spec.versions[{index}].schema.openAPIV3Schema",
+                    "Required",
+                    detail="schemas are required",
+                )
+            )
+    return errors
 
 
 class _StampingBus(aiobus.Bus[Any]):
@@ -281,7 +351,20 @@ class KubeCluster(kmock.KubernetesEmulator):
     calls: list[Call] = attrs.field(factory=list, init=False)
     faults: list[Fault] = attrs.field(factory=list, init=False)
     gates: list[Gate] = attrs.field(factory=list, init=False)
-    namespaces: set[str] = attrs.field(factory=lambda: {"default", "kube-system"}, init=False)
+    namespaces: set[str] = attrs.field(
+        factory=lambda: {"default", "kube-system", "kube-public", "kube-node-lease"}, init=False
+    )
+    """The namespaces that exist: those of a fresh cluster, then what tests create."""
+    graceful_pods: bool = attrs.field(default=True, init=False)
+    """Pods on a node get a Terminating window on delete (their grace period); False deletes
+    every pod at once."""
+    kubelet_finishes_after: float | None = attrs.field(default=None, init=False)
+    """Seconds after which a terminating pod is removed (a kubelet stopping it), capped by its
+    grace period; None: it stays until :meth:`finish_terminating` or a zero-grace delete."""
+    refused: list[tuple[str, str, list[str]]] = attrs.field(factory=list, init=False)
+    """(plural, name, errors) of every write refused as invalid (422), for test messages."""
+    _schemas: dict[Any, Mapping[str, Any]] = attrs.field(factory=dict, init=False)
+    _tasks: set[asyncio.Task[None]] = attrs.field(factory=set, init=False)
     _rv: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
     _last_rv: int = attrs.field(default=0, init=False)
     _compacted_rv: int = attrs.field(default=0, init=False)
@@ -336,16 +419,14 @@ class KubeCluster(kmock.KubernetesEmulator):
                         message=f"injected by the test: {fault.status}",
                         details={},
                     )
-            shortcut = None
-            if request.method.value == "PUT" and request.resource is not None and request.name:
-                shortcut = await self._serve_replace(request)
-            elif request.resource is not None and request.resource.plural:
-                shortcut = self._prepare(request)
-            response = shortcut or await super()._handle(request)
-            if request.action == kmock.action.CREATE and response.status == 200:
-                response.set_status(201)
-            if request.action == kmock.action.DELETE:
-                await self._after_delete(request)
+            if (
+                request.resource is not None
+                and request.resource.plural
+                and request.method.value in ("POST", "PUT", "PATCH", "DELETE")
+            ):
+                response = await self._serve_write(request)
+            else:
+                response = await super()._handle(request)
             call.status = response.status
             return response
         except kmock.KubernetesError as exc:
@@ -381,7 +462,7 @@ class KubeCluster(kmock.KubernetesEmulator):
         self.calls.append(call)
         return call
 
-    # -- what a real API server does before storing --------------------------------------------
+    # -- what a real API server does with a write ----------------------------------------------
 
     def _info(self, resource: kmock.resource) -> Any:
         # Not .get(): kmock creates an empty entry on a missed lookup (a defaultdict).
@@ -397,121 +478,363 @@ class KubeCluster(kmock.KubernetesEmulator):
             return self.objects[key]
         return None
 
-    def _prepare(self, request: rendering.Request) -> aiohttp.web.Response | None:
-        """Fill in and check a write as an API server would; answer no-op patches directly."""
+    def _kind(self, resource: kmock.resource) -> str:
+        info = self._info(resource)
+        return str(info.kind) if info is not None and info.kind else resource.plural
+
+    def _not_found(self, resource: kmock.resource, name: str | None) -> kmock.KubernetesError:
+        qualified = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        return kmock.KubernetesError(
+            status=404,
+            reason="NotFound",
+            message=f'{qualified} "{name}" not found',
+            details={"name": name, "group": resource.group, "kind": resource.plural},
+        )
+
+    async def _serve_write(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """Create, update (PUT), patch and delete, checked and stored as an API server does."""
         resource = request.resource
         assert resource is not None
-        data = request.data
-        if request.action == kmock.action.CREATE and isinstance(data, dict):
-            meta = data.setdefault("metadata", {})
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-            info = self._info(resource)
-            if request.namespace:
-                meta["namespace"] = request.namespace
-                self.namespaces.add(request.namespace)
-            elif info is not None and info.namespaced:
-                raise kmock.KubernetesError(
-                    status=400, reason="BadRequest", message="namespace required", details={}
+        method = request.method.value
+        if method == "POST" and request.name and request.subresource == "binding":
+            return aiohttp.web.json_response(await self._bind_request(request), status=201)
+        if method == "POST" and not request.name:
+            return aiohttp.web.json_response(await self._create(request), status=201)
+        if method in ("PATCH", "PUT") and request.name:
+            return aiohttp.web.json_response(await self._update(request))
+        if method == "DELETE" and request.name:
+            return aiohttp.web.json_response(await self._delete(request))
+        raise kmock.KubernetesError(
+            status=405, reason="MethodNotAllowed", message=f"{method} is not supported", details={}
+        )
+
+    def _admit(
+        self, resource: kmock.resource, obj: dict[str, Any], old: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Prune and validate ``obj`` as the resource's schema says; 422 if invalid."""
+        errors = kube_schema.metadata_errors(obj, plural=resource.plural)
+        schema = self._schemas.get(resource)
+        if schema is not None:
+            obj = kube_schema.prune(obj, schema)
+            errors += kube_schema.validate(obj, schema)
+        elif (resource.group, resource.plural) in kube_schema.BUILTIN_VALIDATED:
+            meta = obj.get("metadata")
+            if isinstance(meta, dict):
+                obj["metadata"] = {
+                    k: v for k, v in meta.items() if k in kube_schema.OBJECT_META_FIELDS
+                }
+            api_version = f"{resource.group}/{resource.version}" if resource.group else "v1"
+            errors += kube_schema.builtin_errors(
+                obj, kind=self._kind(resource), api_version=api_version
+            )
+        if old is not None and resource == _PODS:
+            errors += kube_schema.pod_update_errors(old, obj)
+        if resource.plural == "customresourcedefinitions" and not errors:
+            errors += _crd_errors(obj)
+        if errors:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            self.refused.append((resource.plural, name, [str(e) for e in errors]))
+            status = kube_schema.invalid_status(self._kind(resource), resource.group, name, errors)
+            raise kmock.KubernetesError(
+                status=422, reason="Invalid", message=status["message"], details=status["details"]
+            )
+        return obj
+
+    async def _create(self, request: rendering.Request) -> dict[str, Any]:
+        resource = request.resource
+        assert resource is not None
+        if not isinstance(request.data, dict):
+            raise _bad_request("the body of a create must be an object")
+        obj = copy.deepcopy(request.data)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise _bad_request("metadata must be an object")
+        info = self._info(resource)
+        namespaced = info.namespaced if info is not None else bool(request.namespace)
+        if namespaced:
+            if not request.namespace:
+                raise _bad_request("the namespace of the request is required")
+            if meta.get("namespace") not in (None, "", request.namespace):
+                raise _bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
                 )
-            if self._stored(resource, meta.get("namespace"), meta.get("name")) is not None:
+            meta["namespace"] = request.namespace
+            if request.namespace not in self.namespaces:
+                raise self._not_found(kmock.resource("", "v1", "namespaces"), request.namespace)
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            # As the API server: the prefix plus five random characters (retried on a clash).
+            meta["name"] = str(meta["generateName"]) + "".join(
+                random.choices(_GENERATED_NAME_CHARS, k=5)
+            )
+        for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(key, None)
+        if info is not None and info.kind:
+            obj["kind"] = info.kind
+            obj["apiVersion"] = (
+                f"{resource.group}/{resource.version}" if resource.group else resource.version
+            )
+        if self._has_status_subresource(resource):
+            obj.pop("status", None)
+        if resource == _PODS:
+            obj["status"] = {"phase": "Pending"}  # what the API server fills in
+        obj = self._admit(resource, obj, None)
+        meta = obj["metadata"]
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        meta["generation"] = 1
+        key = (resource, meta.get("namespace"), meta["name"])
+        async with self._lock:
+            if self._stored(*key) is not None:
                 raise kmock.KubernetesError(
                     status=409,
                     reason="AlreadyExists",
-                    message=f'{resource.plural} "{meta.get("name")}" already exists',
-                    details={"name": meta.get("name"), "kind": resource.plural},
+                    message=f'{resource.plural} "{meta["name"]}" already exists',
+                    details={"name": meta["name"], "kind": resource.plural},
                 )
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = _now()
-            meta["generation"] = 1
-            meta.pop("resourceVersion", None)
-            if info is not None and info.kind:
-                data.setdefault("kind", info.kind)
-                data.setdefault(
-                    "apiVersion",
-                    f"{resource.group}/{resource.version}" if resource.group else resource.version,
-                )
-            if self._has_status_subresource(resource):
-                data.pop("status", None)
             if resource.plural == "customresourcedefinitions":
-                self._register_crd(data)
-        elif request.action == kmock.action.UPDATE:
-            stored = self._stored(resource, request.namespace, request.name)
-            if stored is None:
-                raise kmock.KubernetesObjectNotFoundError()
-            if isinstance(data, dict):
-                wanted_rv = (data.get("metadata") or {}).pop("resourceVersion", None)
-                current_rv = stored.get("metadata", {}).get("resourceVersion")
-                if wanted_rv is not None and str(wanted_rv) != str(current_rv):
-                    raise kmock.KubernetesError(
-                        status=409,
-                        reason="Conflict",
-                        message="the object has been modified; please apply your changes to "
-                        "the latest version and try again",
-                        details={},
-                    )
-                if self._has_status_subresource(resource):
-                    if request.subresource == "status":
-                        kept = {"status": data["status"]} if "status" in data else {}
-                        data.clear()
-                        data.update(kept)
-                    elif request.subresource is None:
-                        data.pop("status", None)
-                current = stored.raw
-                merged = kmock_dicts.patch_dict(copy.deepcopy(current), data)
-                if merged == current:
-                    return aiohttp.web.json_response(current)  # no change: no new version
-                if request.subresource is None and merged.get("spec") != current.get("spec"):
-                    generation = int(current.get("metadata", {}).get("generation", 1)) + 1
-                    data.setdefault("metadata", {})["generation"] = generation
-        elif request.action == kmock.action.DELETE:
-            stored = self._stored(resource, request.namespace, request.name)
-            preconditions = (data or {}).get("preconditions") if isinstance(data, dict) else None
-            if stored is not None and preconditions:
-                meta = stored.get("metadata", {})
-                for key in ("uid", "resourceVersion"):
-                    if preconditions.get(key) and str(preconditions[key]) != str(meta.get(key)):
-                        raise kmock.KubernetesError(
-                            status=409,
-                            reason="Conflict",
-                            message=f"Precondition failed: {key} in precondition: "
-                            f"{preconditions[key]}, {key} in object meta: {meta.get(key)}",
-                            details={},
-                        )
-        return None
+                self._register_crd(obj)
+            if key in self.objects:
+                self.objects[key].create(obj)
+            else:
+                self.objects[key] = obj
+            raw: dict[str, Any] = self.objects[key].raw
+            await self._buses[resource].put({"type": "ADDED", "object": raw})
+            return copy.deepcopy(self.objects[key].raw)
 
-    async def _serve_replace(self, request: rendering.Request) -> aiohttp.web.Response:
-        """PUT: replace the object (kmock has no update verb), with the same rules as PATCH."""
+    def _patched(self, request: rendering.Request, current: dict[str, Any]) -> dict[str, Any]:
+        """The object a PATCH asks for (PUT: the body itself)."""
+        data = request.data
+        if request.method.value == "PUT":
+            if not isinstance(data, dict):
+                raise _bad_request("the body of an update must be an object")
+            return copy.deepcopy(data)
+        content_type = request.headers.get("Content-Type", "")
+        try:
+            if "json-patch" in content_type:
+                if not isinstance(data, list):
+                    raise _bad_request("a JSON patch must be a list of operations")
+                patched = jsonpatch.apply_patch(copy.deepcopy(current), data)
+            else:
+                # merge-patch and (simplified: lists are replaced) strategic-merge and apply
+                if not isinstance(data, dict):
+                    raise _bad_request("a merge patch must be an object")
+                patched = kmock_dicts.patch_dict(copy.deepcopy(current), data)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, ValueError) as exc:
+            raise kmock.KubernetesError(
+                status=422, reason="Invalid", message=f"the patch cannot be applied: {exc}",
+                details={},
+            ) from None  # fmt: skip
+        return dict(patched)
+
+    async def _update(self, request: rendering.Request) -> dict[str, Any]:
         resource = request.resource
-        data = request.data if isinstance(request.data, dict) else {}
+        assert resource is not None
         async with self._lock:
             stored = self._stored(resource, request.namespace, request.name)
             if stored is None:
-                raise kmock.KubernetesObjectNotFoundError()
-            current = stored.raw
-            meta = dict(data.get("metadata") or {})
-            wanted_rv = meta.pop("resourceVersion", None)
-            if wanted_rv and str(wanted_rv) != str(current["metadata"].get("resourceVersion")):
-                raise kmock.KubernetesError(
-                    status=409,
-                    reason="Conflict",
-                    message="the object has been modified; please apply your changes to the "
-                    "latest version and try again",
-                    details={},
+                raise self._not_found(resource, request.name)
+            current: dict[str, Any] = copy.deepcopy(stored.raw)
+            new = self._patched(request, current)
+            meta = new.get("metadata")
+            if not isinstance(meta, dict):
+                meta = new["metadata"] = {}
+            old_meta = current["metadata"]
+            if meta.get("name") not in (None, request.name):
+                raise _bad_request(
+                    f"the name of the object ({meta.get('name')}) does not match the name on "
+                    f"the URL ({request.name})"
                 )
-            if self._has_status_subresource(resource) and request.subresource == "status":
-                new = {**current, "status": data.get("status")}
-            else:
-                kept = ("uid", "creationTimestamp", "namespace", "generation", "resourceVersion")
-                meta.update({k: current["metadata"][k] for k in kept if k in current["metadata"]})
-                new = {**data, "metadata": meta}
-                if self._has_status_subresource(resource):
+            if meta.get("namespace") not in (None, "", old_meta.get("namespace")):
+                raise _bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            if meta.get("uid") not in (None, "", old_meta.get("uid")):
+                raise _conflict(
+                    f"Precondition failed: UID in precondition: {meta.get('uid')}, "
+                    f"UID in object meta: {old_meta.get('uid')}"
+                )
+            wanted_rv = meta.get("resourceVersion")
+            if wanted_rv not in (None, "") and str(wanted_rv) != str(old_meta["resourceVersion"]):
+                raise _conflict(
+                    f'Operation cannot be fulfilled on {resource.plural} "{request.name}": the '
+                    "object has been modified; please apply your changes to the latest "
+                    "version and try again"
+                )
+            if (
+                request.method.value == "PUT"
+                and resource in self._schemas
+                and wanted_rv in (None, "")
+            ):
+                error = kube_schema.FieldError(
+                    "metadata.resourceVersion", "Invalid", 0, "must be specified for an update"
+                )
+                status = kube_schema.invalid_status(
+                    self._kind(resource), resource.group, str(request.name), [error]
+                )
+                raise kmock.KubernetesError(
+                    status=422,
+                    reason="Invalid",
+                    message=status["message"],
+                    details=status["details"],
+                )
+            if self._has_status_subresource(resource):
+                if request.subresource == "status":
+                    # A status write changes the status and nothing else.
+                    new = {k: v for k, v in current.items() if k != "status"} | (
+                        {"status": new["status"]} if new.get("status") is not None else {}
+                    )
+                    meta = new["metadata"] = copy.deepcopy(old_meta)
+                else:
                     new.pop("status", None)
                     if "status" in current:
                         new["status"] = current["status"]
-            stored.history.append(new)
+            # What the server owns is kept, whatever the write says.
+            for key in _SERVER_META:
+                if key in old_meta:
+                    meta[key] = old_meta[key]
+                else:
+                    meta.pop(key, None)
+            meta["name"] = request.name
+            if old_meta.get("namespace"):
+                meta["namespace"] = old_meta["namespace"]
+            if old_meta.get("deletionTimestamp") and any(
+                f not in (old_meta.get("finalizers") or []) for f in meta.get("finalizers") or []
+            ):
+                error = kube_schema.FieldError(
+                    "metadata.finalizers",
+                    "Forbidden",
+                    detail="no new finalizers can be added if the object is being deleted",
+                )
+                status = kube_schema.invalid_status(
+                    self._kind(resource), resource.group, str(request.name), [error]
+                )
+                raise kmock.KubernetesError(
+                    status=422,
+                    reason="Invalid",
+                    message=status["message"],
+                    details=status["details"],
+                )
+            new = self._admit(resource, new, current)
+            if new == current:
+                return current  # no change: no new version, no event
+            if request.subresource is None and _spec_of(new) != _spec_of(current):
+                new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+            if _removable(new):
+                # The last finalizer went (and a pod's kubelet is done): the object goes now.
+                stored.history.append(new)
+                await self._remove(resource, stored)
+            else:
+                stored.history.append(new)
+                await self._buses[resource].put({"type": "MODIFIED", "object": stored.raw})
+            result: dict[str, Any] = copy.deepcopy(stored.last.raw)
+        await self._collect_if_gone(resource, result)
+        return result
+
+    async def _remove(self, resource: kmock.resource, stored: Any) -> None:
+        """Remove a stored object for good (the caller holds the lock)."""
+        raw = stored.raw
+        stored.delete()
+        await self._buses[resource].put({"type": "DELETED", "object": raw})
+
+    async def _collect_if_gone(self, resource: kmock.resource, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata", {})
+        if self._stored(resource, meta.get("namespace"), meta.get("name")) is None:
+            uid = meta.get("uid")
+            if uid:
+                await self.collect_garbage(uid)
+
+    async def _delete(self, request: rendering.Request) -> dict[str, Any]:
+        resource = request.resource
+        assert resource is not None
+        options = request.data if isinstance(request.data, dict) else {}
+        grace = options.get("gracePeriodSeconds", request.params.get("gracePeriodSeconds"))
+        propagation = options.get("propagationPolicy", request.params.get("propagationPolicy"))
+        async with self._lock:
+            stored = self._stored(resource, request.namespace, request.name)
+            if stored is None:
+                raise self._not_found(resource, request.name)
+            meta = stored.raw.get("metadata", {})
+            for key, value in (options.get("preconditions") or {}).items():
+                if value and str(value) != str(meta.get(key)):
+                    raise _conflict(
+                        f"Precondition failed: {key} in precondition: {value}, {key} in object "
+                        f"meta: {meta.get(key)}"
+                    )
+            result = await self._delete_stored(
+                resource, stored, None if grace is None else int(grace)
+            )
+        if propagation != "Orphan":
+            await self._collect_if_gone(resource, result)
+        return result
+
+    async def _delete_stored(
+        self, resource: kmock.resource, stored: Any, grace: int | None
+    ) -> dict[str, Any]:
+        """Delete now, or mark as terminating (finalizers, a pod's grace period)."""
+        current: dict[str, Any] = copy.deepcopy(stored.raw)
+        meta = current["metadata"]
+        if resource == _PODS and self.graceful_pods:
+            spec, status = current.get("spec") or {}, current.get("status") or {}
+            if grace is None:
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+            if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+                grace = 0  # nothing runs it (unscheduled) or nothing runs any more
+        else:
+            grace = 0
+        if meta.get("deletionTimestamp"):
+            if grace == 0 and resource == _PODS:
+                await self._kubelet_done(stored)  # the kubelet's (or a forced) final delete
+            return copy.deepcopy(stored.last.raw)
+        if grace or meta.get("finalizers"):
+            moment = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=grace)
+            meta["deletionTimestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+            if resource == _PODS:
+                meta["deletionGracePeriodSeconds"] = grace
+            stored.history.append(current)
             await self._buses[resource].put({"type": "MODIFIED", "object": stored.raw})
-            return aiohttp.web.json_response(stored.raw)
+            if grace and self.kubelet_finishes_after is not None:
+                delay = min(float(grace), self.kubelet_finishes_after)
+                task = asyncio.create_task(self._finish_later(stored, meta["uid"], delay))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return copy.deepcopy(stored.raw)
+        await self._remove(resource, stored)
+        return current
+
+    async def _kubelet_done(self, stored: Any) -> bool:
+        """A terminating pod's containers have stopped: it goes, or (held by finalizers)
+        waits for them with a zero grace period. The caller holds the lock."""
+        meta = stored.raw.get("metadata", {})
+        if meta.get("finalizers"):
+            if meta.get("deletionGracePeriodSeconds"):
+                pod = copy.deepcopy(stored.raw)
+                pod["metadata"]["deletionGracePeriodSeconds"] = 0
+                stored.history.append(pod)
+                await self._buses[_PODS].put({"type": "MODIFIED", "object": stored.raw})
+            return False
+        await self._remove(_PODS, stored)
+        return True
+
+    async def _finish_later(self, stored: Any, uid: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async with self._lock:
+            if stored.deleted or stored.raw.get("metadata", {}).get("uid") != uid:
+                return
+            raw = copy.deepcopy(stored.raw)
+            await self._kubelet_done(stored)
+        await self._collect_if_gone(_PODS, raw)
+
+    async def _bind_request(self, request: rendering.Request) -> dict[str, Any]:
+        target = (request.data or {}).get("target") if isinstance(request.data, dict) else None
+        node = (target or {}).get("name")
+        if not node:
+            raise _bad_request("a binding needs target.name")
+        await self.bind(str(request.namespace), str(request.name), str(node))
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     def _register_crd(self, crd: Mapping[str, Any]) -> None:
         spec = crd.get("spec", {})
@@ -519,16 +842,18 @@ class KubeCluster(kmock.KubernetesEmulator):
         for version in spec.get("versions", []):
             if not version.get("served", True):
                 continue
-            self.resources[f"{spec['group']}/{version['name']}/{names['plural']}"] = (
-                kmock.ResourceInfo(
-                    kind=names.get("kind"),
-                    singular=names.get("singular") or names.get("kind", "").lower(),
-                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                    verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
-                    shortnames=set(names.get("shortNames", [])),
-                    subresources=set((version.get("subresources") or {}).keys()),
-                )
+            resource = kmock.resource(spec["group"], version["name"], names["plural"])
+            self.resources[resource] = kmock.ResourceInfo(
+                kind=names.get("kind"),
+                singular=names.get("singular") or names.get("kind", "").lower(),
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
+                shortnames=set(names.get("shortNames", [])),
+                subresources=set((version.get("subresources") or {}).keys()),
             )
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if schema is not None:
+                self._schemas[resource] = schema
 
     def install_crds(self, crds: list[Mapping[str, Any]]) -> None:
         """Register CRDs in discovery directly (as if created before the test)."""
@@ -556,33 +881,79 @@ class KubeCluster(kmock.KubernetesEmulator):
         async with self._changed:
             self._changed.notify_all()
 
-    async def _after_delete(self, request: rendering.Request) -> None:
-        """Garbage-collect dependents of a deleted object (background propagation)."""
-        key = (request.resource, request.namespace, request.name)
-        if key not in self.objects or not self.objects[key].deleted:
-            return  # still held by finalizers
-        uid = self.objects[key].last.get("metadata", {}).get("uid")
-        if uid:
-            await self.collect_garbage(uid)
-
     async def collect_garbage(self, owner_uid: str) -> None:
-        dependents = []
+        """Delete the dependents of a removed owner (background propagation), each as a
+        DELETE would: a running pod gets its grace period, finalizers hold an object."""
+        removed = []
         async with self._lock:
-            for (resource, namespace, name), obj in list(self.objects.items()):
+            dependents = []
+            for (resource, _namespace, _name), obj in list(self.objects.items()):
                 if obj.deleted:
                     continue
                 refs = obj.get("metadata", {}).get("ownerReferences") or []
                 if any(ref.get("uid") == owner_uid for ref in refs):
-                    dependents.append((resource, namespace, name))
-            for resource, namespace, name in dependents:
-                obj = self.objects[resource, namespace, name]
-                raw = obj.raw
-                obj.delete()
-                await self._buses[resource].put({"type": "DELETED", "object": raw})
-        for resource, namespace, name in dependents:
-            uid = self.objects[resource, namespace, name].last.get("metadata", {}).get("uid")
+                    dependents.append((resource, obj))
+            for resource, obj in dependents:
+                if obj.raw.get("metadata", {}).get("deletionTimestamp"):
+                    continue
+                result = await self._delete_stored(resource, obj, None)
+                if obj.deleted:
+                    removed.append(result["metadata"].get("uid"))
+        for uid in removed:
             if uid:
                 await self.collect_garbage(uid)
+
+    # -- test controls (acting as scheduler and kubelet) -----------------------------------------
+
+    async def bind(self, namespace: str, name: str, node: str = "node-1") -> None:
+        """Bind a pod to a node, as the scheduler does (``pods/binding``)."""
+        async with self._lock:
+            stored = self._stored(_PODS, namespace, name)
+            if stored is None:
+                raise self._not_found(_PODS, name)
+            pod = copy.deepcopy(stored.raw)
+            if pod.get("spec", {}).get("nodeName"):
+                if pod["spec"]["nodeName"] == node:
+                    return
+                raise _conflict(
+                    f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+                )
+            pod.setdefault("spec", {})["nodeName"] = node
+            stored.history.append(pod)
+            await self._buses[_PODS].put({"type": "MODIFIED", "object": stored.raw})
+
+    async def finish_terminating(
+        self, namespace: str | None = None, name: str | None = None
+    ) -> list[str]:
+        """End terminating pods, as their kubelet does once the containers stopped; returns
+        the names of the pods removed (a pod held by finalizers stays until they go)."""
+        done = []
+        async with self._lock:
+            for (resource, ns, pod), obj in list(self.objects.items()):
+                if resource != _PODS or obj.deleted:
+                    continue
+                if (namespace is not None and ns != namespace) or (
+                    name is not None and pod != name
+                ):
+                    continue
+                if obj.raw.get("metadata", {}).get("deletionTimestamp"):
+                    raw = copy.deepcopy(obj.raw)
+                    if await self._kubelet_done(obj):
+                        done.append((pod, raw))
+        for _, raw in done:
+            await self._collect_if_gone(_PODS, raw)
+        return [pod for pod, _ in done]
+
+    def terminating(self, namespace: str | None = None) -> list[str]:
+        """Names of the pods that are terminating (deleted, still there)."""
+        return sorted(
+            pod
+            for (resource, ns, pod), obj in list(self.objects.items())
+            if resource == _PODS
+            and not obj.deleted
+            and (namespace is None or ns == namespace)
+            and obj.raw.get("metadata", {}).get("deletionTimestamp")
+        )
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -617,18 +988,6 @@ class KubeCluster(kmock.KubernetesEmulator):
         if obj is None or obj.deleted:
             raise kmock.KubernetesObjectNotFoundError()
         raw: dict[str, Any] = obj.raw
-        return raw
-
-    async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
-        raw: dict[str, Any] = self._object(request, from_body=True).raw
-        return raw
-
-    async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
-        raw: dict[str, Any] = self._object(request).last.raw
-        return raw
-
-    async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        raw: dict[str, Any] = self._object(request).last.raw
         return raw
 
     async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
@@ -856,8 +1215,29 @@ class ClusterThread:
     def patch(self, path: str, patch: Mapping[str, Any]) -> Any:
         return self.request("PATCH", path, patch, content_type="application/merge-patch+json")
 
-    def delete(self, path: str) -> Any:
-        return self.request("DELETE", path)
+    def delete(self, path: str, *, grace: int | None = None) -> Any:
+        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
+        return self.request("DELETE", path, params=params)
+
+    def create_namespaces(self, *names: str) -> None:
+        """Create namespaces a test uses beyond those of a fresh cluster (``default``,
+        ``kube-system``, ...): a create in a missing namespace is ``404`` as on a cluster."""
+        for name in names:
+            self.create("/api/v1/namespaces", {"metadata": {"name": name}})
+
+    def bind(self, namespace: str, pod: str, node: str = "node-1") -> Any:
+        """Bind a pod to a node, as the scheduler does."""
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        return self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/binding", binding)
+
+    def finish_terminating(self, namespace: str | None = None, name: str | None = None) -> Any:
+        """End the Terminating window of deleted pods, as their kubelet does."""
+        return self.call(lambda: self.cluster.finish_terminating(namespace, name))
 
     def calls(self) -> list[Call]:
         return list(self.cluster.calls)

@@ -9,6 +9,7 @@ from the cluster's request log and objects.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -70,16 +71,78 @@ def now_stamp() -> str:
 # --- the cluster ---------------------------------------------------------------------------
 
 
+KUBEFLOW_REPLICA_STATUS: dict[str, Any] = {
+    "description": "ReplicaStatus represents the current observed state of the replica.",
+    "type": "object",
+    "properties": {
+        "active": {"type": "integer", "format": "int32"},
+        "succeeded": {"type": "integer", "format": "int32"},
+        "failed": {"type": "integer", "format": "int32"},
+        "labelSelector": {
+            "type": "object",
+            "x-kubernetes-map-type": "atomic",
+            "properties": {
+                "matchExpressions": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["key", "operator"],
+                        "properties": {
+                            "key": {"type": "string"},
+                            "operator": {"type": "string"},
+                            "values": {"type": "array", "items": {"type": "string"}},
+                        },
+                    },
+                },
+                "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+        "selector": {"type": "string"},
+    },
+}
+"""Kubeflow's published ``ReplicaStatus`` (kubeflow.org/v1, training-operator's CRDs in
+manifests/base/crds): no ``restarts``, no ``retiredRestarts``; a real server prunes them."""
+
+
+def upstream_crd(kind: str, group: str, version: str) -> dict[str, Any]:
+    """The upstream CRD of ``kind`` as its own install leaves it: the spec as kubemill's;
+    for ``kubeflow.org``, the status with Kubeflow's own ReplicaStatus fields."""
+    crd = build_crd(engine_for(kind).api, group=group, version=version)
+    if group == "kubeflow.org":
+        for served in crd["spec"]["versions"]:
+            status = served["schema"]["openAPIV3Schema"]["properties"]["status"]
+            status["properties"]["replicaStatuses"]["additionalProperties"] = copy.deepcopy(
+                KUBEFLOW_REPLICA_STATUS
+            )
+    return crd
+
+
+def kubeflow_crd(kind: str) -> dict[str, Any]:
+    """The upstream ``kubeflow.org/v1`` CRD of ``kind`` as a Kubeflow install leaves it."""
+    return upstream_crd(kind, "kubeflow.org", "v1")
+
+
+KUBELET_FINISHES_AFTER = 0.3
+"""Seconds the tests' kubelet takes to stop a deleted pod (its Terminating window)."""
+
+
 class Cluster(ClusterThread):
-    """A served kmock cluster with kubemill's CRDs (and the upstream ones) installed."""
+    """A served kmock cluster with kubemill's CRDs (and Kubeflow's upstream ones) installed,
+    and a kubelet that ends a deleted pod's Terminating window after
+    :data:`KUBELET_FINISHES_AFTER` seconds (``kubelet_finishes_after = None`` to do it by
+    hand with :meth:`finish_terminating`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cluster.kubelet_finishes_after = KUBELET_FINISHES_AFTER
 
     def install(self) -> None:
         for crd in crds():
             self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         for engine in engines():
             for group, version in engine.api.upstream_groups:
-                upstream = build_crd(engine.api, group=group, version=version)
-                self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", upstream)
+                crd = upstream_crd(engine.kind, group, version)
+                self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
 
     def namespace(self) -> str:
         name = f"t-{uuid.uuid4().hex[:8]}"
@@ -236,6 +299,9 @@ def running_operator(
     # Every request the operator made must be granted by the RBAC `kubemill install` writes.
     missing = unpermitted(cluster.calls()[first:], rules_for(operator.args))
     assert not missing, f"operator calls not covered by the install RBAC: {missing}"
+    # ... and a real API server would have accepted every object it sent.
+    invalid = [c for c in resource_calls(cluster.calls()[first:]) if c.status == 422]
+    assert not invalid, f"invalid writes: {summarize(invalid)}: {cluster.cluster.refused}"
 
 
 # --- acting as user and kubelet ------------------------------------------------------------
@@ -315,9 +381,11 @@ class Kubelet:
                 )
             ],
         }  # fmt: skip
-        self.cluster.patch(
-            f"/api/v1/namespaces/{self.namespace}/pods/{pod}/status", {"status": status}
-        )
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}"
+        if phase != "Pending" and not self.cluster.get(path)["spec"].get("nodeName"):
+            # The scheduler binds a pod before its kubelet reports on it.
+            self.cluster.bind(self.namespace, pod)
+        self.cluster.patch(f"{path}/status", {"status": status})
 
 
 # --- assertions on what the operator did ---------------------------------------------------

@@ -11,8 +11,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from kmock_cluster import Gate
 from operator_jobs import pytorchjob, tfjob
 from operator_support import (
+    KUBELET_FINISHES_AFTER,
     Cluster,
     Kubelet,
     Operator,
@@ -25,6 +27,7 @@ from operator_support import (
 )
 
 from kubemill.kinds import load_one
+from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
 from kubemill.substrates.kubernetes.render import render_job
 
 
@@ -196,6 +199,13 @@ def test_pods_running_make_the_job_running_and_an_idle_pass_writes_nothing(
     )
     assert job["status"]["startTime"]
     assert_idle_pass_writes_nothing(cluster, operator, namespace, "PyTorchJob", "ddp")
+
+
+def terminating(cluster: Cluster, namespace: str) -> list[str]:
+    """The pods deleted but still there (their kubelet has not finished them)."""
+    return sorted(
+        n for n, p in pods_of(cluster, namespace).items() if p["metadata"].get("deletionTimestamp")
+    )
 
 
 def status_of(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
@@ -499,3 +509,132 @@ def test_scaling_workers_down_removes_the_extra_replica_and_up_adds_it_again(
     pods = wait_pods(cluster, namespace, names)
     env = {e["name"]: e["value"] for e in pods["sc-worker-1"]["spec"]["containers"][0]["env"]}
     assert env["WORLD_SIZE"] == "3" and env["RANK"] == "2"
+
+
+@pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob"])
+def test_upstream_jobs_keep_restart_counts_in_an_annotation_and_the_backoff_limit_holds(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet, kind: str
+) -> None:
+    # Kubeflow's CRD prunes restarts/retiredRestarts from the status: without a place to
+    # keep them the recreation below would be forgotten and the job restart forever.
+    run_policy = {"backoffLimit": 1}
+    if kind == "TFJob":
+        manifest = tfjob("kb", workers=1, run_policy=run_policy, api_version="kubeflow.org/v1")
+        first, container = "kb-chief-0", "tensorflow"
+    else:
+        manifest = pytorchjob("kb", run_policy=run_policy, api_version="kubeflow.org/v1")
+        first, container = "kb-master-0", "pytorch"
+    cluster.create(job_path(kind, namespace, upstream=True), manifest)
+    path = job_path(kind, namespace, "kb", upstream=True)
+    pods = wait_pods(cluster, namespace, {first, "kb-worker-0"})
+    for pod in pods:
+        kubelet.set(pod, "Running", container=container)
+    wait_condition(cluster, path, "Running")
+
+    old_uid = pods["kb-worker-0"]["metadata"]["uid"]
+    kubelet.set("kb-worker-0", "Failed", container=container, reason="Evicted")
+    job = wait_condition(cluster, path, "Restarting")
+    recorded = json.loads(job["metadata"]["annotations"][RESTARTS_ANNOTATION])
+    assert recorded == {"Worker": {"restarts": 1, "retiredRestarts": 1}}
+    assert set(job["status"]["replicaStatuses"]["Worker"]) == {"active", "succeeded", "failed"}
+    eventually(
+        lambda: (
+            (p := pods_of(cluster, namespace).get("kb-worker-0"))
+            and p["metadata"]["uid"] != old_uid
+        ),
+        what="the worker recreated once",
+    )
+    kubelet.set("kb-worker-0", "Running", container=container)
+    wait_condition(cluster, path, "Running")
+
+    # The second failure would be a second restart: over backoffLimit 1, the job fails.
+    kubelet.set("kb-worker-0", "Failed", container=container, reason="Evicted")
+    job = wait_condition(cluster, path, "Failed")
+    failed = condition(job, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+    assert json.loads(job["metadata"]["annotations"][RESTARTS_ANNOTATION]) == recorded
+    pod_posts = [
+        c.body["metadata"]["name"]
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "POST" and c.plural == "pods" and c.status == 201
+    ]
+    assert Counter(pod_posts) == {first: 1, "kb-worker-0": 2}
+
+
+def test_a_status_write_on_a_job_changed_since_the_read_conflicts_and_the_job_is_judged_again(
+    cluster: Cluster, operator: Operator, namespace: str
+) -> None:
+    # Hold the operator's first status write until the user has suspended the job.
+    gate = Gate(method="PATCH", plural="pytorchjobs", subresource="status", namespace=namespace)
+    cluster.cluster.gates.append(gate)
+    try:
+        cluster.create(job_path("PyTorchJob", namespace), pytorchjob("cf", workers=1))
+        wait_pods(cluster, namespace, {"cf-master-0", "cf-worker-0"})
+        eventually(lambda: gate.held == 1, what="the status write held")
+        path = job_path("PyTorchJob", namespace, "cf")
+        cluster.patch(path, {"spec": {"runPolicy": {"suspend": True}}})
+    finally:
+        gate.open()
+    job = wait_condition(cluster, path, "Suspended")
+    eventually(lambda: pods_of(cluster, namespace) == {}, what="pods deleted on suspend")
+    statuses = [
+        (c.status, (c.body.get("metadata") or {}).get("resourceVersion"))
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.resource == "pytorchjobs/status"
+    ]
+    # The held write carried the version it was decided on, got 409, and the next pass
+    # decided again on the suspended job.
+    assert statuses[0][0] == 409 and statuses[0][1], statuses
+    assert all(rv for _, rv in statuses), statuses
+    assert statuses[-1][0] == 200, statuses
+    assert is_true(job, "Suspended") and not is_true(job, "Running")
+    assert (
+        operator.metrics()[
+            'kubemill_api_errors_total{code="409",resource="pytorchjobs",verb="patch"}'
+        ]
+        >= 1
+    )
+
+
+def test_a_terminating_pod_is_waited_for_before_its_replica_is_created_again(
+    cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet
+) -> None:
+    cluster.cluster.kubelet_finishes_after = None  # the test ends the Terminating window
+    try:
+        cluster.create(job_path("PyTorchJob", namespace), pytorchjob("tw", workers=1))
+        path = job_path("PyTorchJob", namespace, "tw")
+        names = {"tw-master-0", "tw-worker-0"}
+        pods = wait_pods(cluster, namespace, names)
+        for pod in sorted(names):
+            kubelet.set(pod, "Running", container="pytorch")
+        wait_condition(cluster, path, "Running")
+
+        # Someone deletes the running worker (kubectl delete): it stops for its grace
+        # period, and a pod with its name must not be created meanwhile (409 AlreadyExists,
+        # and then the old pod taken for the new one).
+        cluster.delete(f"/api/v1/namespaces/{namespace}/pods/tw-worker-0")
+        assert terminating(cluster, namespace) == ["tw-worker-0"]
+        touched = cluster.patch(path, {"metadata": {"labels": {"touched": "yes"}}})
+        version = touched["metadata"]["resourceVersion"]
+        eventually(lambda: operator.reconciled(namespace, "tw", version), what="a pass")
+        assert terminating(cluster, namespace) == ["tw-worker-0"]
+        posts = [
+            (c.body["metadata"]["name"], c.status)
+            for c in cluster.operator_calls(namespace=namespace)
+            if c.method == "POST" and c.plural == "pods"
+        ]
+        assert sorted(posts) == sorted((n, 201) for n in names), posts
+
+        assert cluster.finish_terminating(namespace) == ["tw-worker-0"]
+        again = eventually(
+            lambda: (
+                (p := pods_of(cluster, namespace).get("tw-worker-0"))
+                and p["metadata"]["uid"] != pods["tw-worker-0"]["metadata"]["uid"]
+                and p
+            ),
+            what="the worker created again once the old one is gone",
+        )
+        assert not again["metadata"].get("deletionTimestamp")
+    finally:
+        cluster.cluster.kubelet_finishes_after = KUBELET_FINISHES_AFTER
+        cluster.finish_terminating(namespace)

@@ -78,6 +78,15 @@ def test_two_replicas_act_as_one_and_the_follower_takes_over_when_the_leader_die
                 assert late == [c for c in calls if c.is_write], summarize(late)
 
 
+PODGROUP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+"""Enough of a gang scheduler's PodGroup schema: a v1 CRD must have one."""
+
 VOLCANO_PODGROUP_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
@@ -87,7 +96,13 @@ VOLCANO_PODGROUP_CRD: dict[str, Any] = {
         "scope": "Namespaced",
         "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
         "versions": [
-            {"name": "v1beta1", "served": True, "storage": True, "subresources": {"status": {}}}
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": PODGROUP_SCHEMA},
+            }
         ],
     },
 }
@@ -171,7 +186,13 @@ SCHEDULER_PLUGINS_PODGROUP_CRD: dict[str, Any] = {
         "scope": "Namespaced",
         "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
         "versions": [
-            {"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}}}
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": PODGROUP_SCHEMA},
+            }
         ],
     },
 }

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from operator_jobs import tfjob
+from operator_jobs import pytorchjob, tfjob
 
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
 from kubemill.kinds import load_one
@@ -17,7 +18,12 @@ from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import connection_info
 from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, ObjectRef, Outcome, classify
 from kubemill.substrates.kubernetes.operator.leader import timings
+from kubemill.substrates.kubernetes.operator.metrics import Metrics
 from kubemill.substrates.kubernetes.operator.reconciler import (
+    RESTARTS_ANNOTATION,
+    Caches,
+    Reconciler,
+    RetryLater,
     coalesce_events,
     merge_patch,
     pair_events,
@@ -365,3 +371,122 @@ def test_kopf_logs_in_with_the_same_credentials_as_the_client() -> None:
     info = connection_info(configuration)
     assert (info.server, info.scheme, info.token) == ("https://10.0.0.1:6443", "Bearer", "s3cret")
     assert info.ca_path == "/ca.crt" and info.insecure is False
+
+
+# --- status writes: resourceVersion, conflicts, restart counts --------------------------------
+
+
+class FakeApi:
+    """The reconciler's API calls, recorded; status writes answer with ``status_answers``."""
+
+    def __init__(self, *status_answers: int) -> None:
+        self.status_answers = list(status_answers)
+        self.calls: list[tuple[str, str, Any, Any]] = []
+
+    async def create(self, ref: ObjectRef, body: Any) -> dict[str, Any]:
+        self.calls.append(("create", ref.name, body, None))
+        return {}
+
+    async def delete(self, ref: ObjectRef, *, uid: str | None = None, **_: Any) -> None:
+        self.calls.append(("delete", ref.name, uid, None))
+
+    async def patch_status(
+        self, ref: ObjectRef, patch: Any, *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        self.calls.append(("status", ref.name, patch, resource_version))
+        code = self.status_answers.pop(0) if self.status_answers else 200
+        if code != 200:
+            raise ApiError(verb="patch", ref=ref, status=code, reason="Conflict", message="")
+        return {"metadata": {"resourceVersion": "99"}, "status": patch}
+
+    async def patch_annotations(
+        self, ref: ObjectRef, annotations: Any, *, resource_version: str | None
+    ) -> dict[str, Any]:
+        self.calls.append(("annotate", ref.name, annotations, resource_version))
+        return {"metadata": {"resourceVersion": "98", "annotations": annotations}}
+
+
+def _reconciler(api: FakeApi, jobs: dict[Any, Any], pods: dict[Any, Any]) -> Any:
+    settings = OperatorSettings(serve_upstream_groups=True)
+    resources = {(r.group, r.plural): r for r in settings.job_resources()}
+    services = {
+        ("ns", "j"): [ChildSnapshot(name=n, uid=f"s-{n}", owner_uid="uid-1") for n in NAMES]
+    }
+    caches = Caches(jobs=jobs, pods=pods, services=services, pod_groups={})
+    return Reconciler(
+        api=api,  # type: ignore[arg-type]
+        caches=caches,
+        resources=resources,
+        post_event=lambda *_: None,
+        metrics=Metrics(),
+        gang_scheduler=None,
+    )
+
+
+NAMES = ("j-master-0", "j-worker-0")
+
+
+def _job(group: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    body = pytorchjob("j", api_version=f"{group}/v1", run_policy={"backoffLimit": 3})
+    body["metadata"] = {"name": "j", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7"}
+    if annotations:
+        body["metadata"]["annotations"] = annotations
+    return body
+
+
+def _pods(*, worker_failed: bool) -> dict[Any, Any]:
+    bodies = [pod_body("j-master-0", owner="uid-1")]
+    if worker_failed:
+        bodies.append(pod_body("j-worker-0", owner="uid-1", phase="Failed", reason="Evicted"))
+    return {("ns", "j"): [PodSnapshot.of(b) for b in bodies]}
+
+
+@pytest.mark.parametrize("group", ["kubemill.dev", "kubeflow.org"])
+def test_a_conflicting_status_write_ends_the_pass_and_the_next_write_keeps_its_counts(
+    group: str,
+) -> None:
+    plural = "pytorchjobs"
+    key = (group, plural, "ns", "j")
+    api = FakeApi(409)
+    jobs = {key: [_job(group)]}
+    pods = _pods(worker_failed=True)
+    reconciler = _reconciler(api, jobs, pods)
+    with pytest.raises(RetryLater) as caught:
+        asyncio.run(reconciler.reconcile(key))
+    assert caught.value.errors[0].status == 409 and not caught.value.blocked
+    assert ("delete", "j-worker-0", "pod-j-worker-0", None) in api.calls
+    first = [c for c in api.calls if c[0] in ("status", "annotate")]
+    # Decided on version 7, written at it (Kubeflow: the annotation, then the status at the
+    # version that write made).
+    assert [rv for *_, rv in first] == (["7"] if group == "kubemill.dev" else ["7", "98"])
+
+    # Judged again: the deleted worker is gone; its recreation is still counted.
+    api.calls.clear()
+    pods.update(_pods(worker_failed=False))  # the cache as the watch leaves it
+    asyncio.run(reconciler.reconcile(key))
+    assert ("create", "j-worker-0") in [c[:2] for c in api.calls]
+    counts = {"Worker": {"restarts": 1, "retiredRestarts": 1}}
+    if group == "kubemill.dev":
+        (patch,) = [c[2] for c in api.calls if c[0] == "status"]
+        worker = patch["replicaStatuses"]["Worker"]
+        assert {k: worker[k] for k in ("restarts", "retiredRestarts")} == counts["Worker"]
+    else:
+        (annotations,) = [c[2] for c in api.calls if c[0] == "annotate"]
+        assert json.loads(annotations[RESTARTS_ANNOTATION]) == counts
+        for patch in [c[2] for c in api.calls if c[0] == "status"]:
+            assert "restarts" not in json.dumps(patch)  # Kubeflow's status has no place
+
+
+def test_restart_counts_are_read_back_from_the_annotation_of_a_kubeflow_job() -> None:
+    key = ("kubeflow.org", "pytorchjobs", "ns", "j")
+    recorded = {"Worker": {"restarts": 3, "retiredRestarts": 3}}
+    job = _job("kubeflow.org", {RESTARTS_ANNOTATION: json.dumps(recorded)})
+    api = FakeApi()
+    reconciler = _reconciler(api, {key: [job]}, _pods(worker_failed=True))
+    asyncio.run(reconciler.reconcile(key))
+    # 3 restarts of backoffLimit 3 already: the worker's failure fails the job.
+    (patch,) = [c[2] for c in api.calls if c[0] == "status"]
+    assert [c["reason"] for c in patch["conditions"] if c["type"] == "Failed"] == [
+        "BackoffLimitExceeded"
+    ]
+    assert not [c for c in api.calls if c[0] == "annotate"]  # nothing new to record

@@ -130,8 +130,10 @@ def all_rules() -> tuple[Rule, ...]:
             Rule(
                 (group,),
                 tuple(plurals),
-                ("list", "watch", "delete"),
-                f"--serve-upstream-groups: the same for {group} jobs",
+                ("list", "watch", "patch", "delete"),
+                f"--serve-upstream-groups: the same for {group} jobs, and patch their "
+                "kubemill.dev/restarts annotation (upstream status schemas have no restart "
+                "counts)",
                 when="upstream",
             )
         )

@@ -203,13 +203,39 @@ class KubeApi:
             options["propagationPolicy"] = propagation
         await self._run("delete", "DELETE", ref, ref.path, body=options)
 
-    async def patch_status(self, ref: ObjectRef, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """JSON merge patch of the status subresource (the only way status is written)."""
+    async def patch_status(
+        self, ref: ObjectRef, patch: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """JSON merge patch of the status subresource (the only way status is written).
+
+        With ``resource_version`` the server applies it only to that version of the object
+        (``409 Conflict`` otherwise): a status decided on what a pass read never overwrites
+        a newer one.
+        """
+        body: dict[str, Any] = {"status": dict(patch)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         return await self._run(
             "patch",
             "PATCH",
             ref,
             ref.path + "/status",
-            body={"status": dict(patch)},
+            body=body,
+            content_type="application/merge-patch+json",
+        )
+
+    async def patch_annotations(
+        self, ref: ObjectRef, annotations: Mapping[str, str], *, resource_version: str | None
+    ) -> dict[str, Any]:
+        """JSON merge patch of the object's annotations (at ``resource_version``, if given)."""
+        metadata: dict[str, Any] = {"annotations": dict(annotations)}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return await self._run(
+            "patch",
+            "PATCH",
+            ref,
+            ref.path,
+            body={"metadata": metadata},
             content_type="application/merge-patch+json",
         )

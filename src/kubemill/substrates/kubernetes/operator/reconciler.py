@@ -18,6 +18,7 @@ on a status it has already replaced.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from kubemill.api import Job, JobStatus
+from kubemill.api import GROUP, Job, JobStatus
 from kubemill.core import (
     Action,
     CreatePod,
@@ -66,6 +67,15 @@ EXPECTATION_TIMEOUT = 30.0
 STATUS_WRITE_ATTEMPTS = 3
 """Tries of a status patch within one pass: a restart is counted in the very pass that
 deletes the pod, so losing that status write would lose the count."""
+RESTARTS_ANNOTATION = "kubemill.dev/restarts"
+"""Where a job's restart counts live when its CRD's status cannot hold them.
+
+Kubeflow's published ``kubeflow.org/v1`` ReplicaStatus has only active, succeeded, failed,
+labelSelector and selector: an API server prunes ``restarts`` and ``retiredRestarts`` from
+the status of an upstream job, and ``backoffLimit`` would stop counting recreations. For
+those jobs the counts are kept in this annotation, as JSON ``{"Worker": {"restarts": 2,
+"retiredRestarts": 1}}``, and read back into the status the core judges."""
+COUNT_FIELDS = ("restarts", "retiredRestarts")
 
 JobKey = tuple[str, str, str, str]
 """(group, plural, namespace, name) of a job."""
@@ -90,9 +100,10 @@ class _Memory:
     """What the reconciler remembers of one job between passes (lost on restart, by design:
     everything here can be recovered from the cluster)."""
 
-    stale_rv: str | None = None
-    """The job's resourceVersion before our last status write; the cache still showing it
-    means the cache has not seen that write yet."""
+    stale_rvs: frozenset[str] = frozenset()
+    """The job's resourceVersions before our last status write (two when the restart
+    annotation was written first); the cache still showing one means it has not seen that
+    write yet."""
     written: dict[str, Any] | None = None
     """The job as our last status patch returned it."""
     creating: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -104,6 +115,9 @@ class _Memory:
     deleted_uid: str | None = None
     """The uid of the job once we deleted it (TTL): until the watch says it is gone the
     cache still shows it, and judging it again would delete it twice."""
+    unwritten_counts: dict[str, dict[str, int]] | None = None
+    """Restart counts a failed status write carried (a pod deleted in that pass is never
+    counted again): read back into the job until a write records them."""
 
 
 @dataclass(frozen=True)
@@ -191,10 +205,10 @@ class Reconciler:
             return None
         memory = self._memory.setdefault(key, _Memory())
         rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
-        if memory.written is not None and rv == memory.stale_rv:
+        if memory.written is not None and rv in memory.stale_rvs:
             raw = memory.written  # the cache has not seen our last status write yet
         else:
-            memory.written = memory.stale_rv = None
+            memory.written, memory.stale_rvs = None, frozenset()
         if raw.get("metadata", {}).get("deletionTimestamp"):
             return None  # being deleted: the garbage collector removes the children
         if memory.deleted_uid is not None and memory.deleted_uid == raw.get("metadata", {}).get(
@@ -213,6 +227,8 @@ class Reconciler:
             return pending
 
         started = time.monotonic()
+        stored = raw
+        raw = self._with_recorded_counts(raw, resource, memory)
         job = self._load(raw, memory)
         if job is None:
             return None
@@ -232,7 +248,7 @@ class Reconciler:
         )
         result = reconcile(job, plan, observed, self._clock(), options=self._options)
         try:
-            await self._apply(raw, job, plan, resource, result, memory)
+            await self._apply(stored, job, plan, resource, result, memory)
         except UnsupportedPlanError as exc:
             self._report_invalid(raw, memory, str(exc))
             return None
@@ -251,6 +267,18 @@ class Reconciler:
         return max(result.requeue_after.total_seconds(), 0.0) + 1.0
 
     # -- reading -------------------------------------------------------------------------------
+
+    def _with_recorded_counts(
+        self, raw: Mapping[str, Any], resource: JobResource, memory: _Memory
+    ) -> Mapping[str, Any]:
+        """The job with the restart counts kept outside its status read back into it: the
+        annotation (Kubeflow's CRDs), and counts a failed status write carried."""
+        counts = {} if keeps_counts_in_status(resource) else stored_counts(raw, resource)
+        for rtype, values in (memory.unwritten_counts or {}).items():
+            entry = counts.setdefault(rtype, {})
+            for name in COUNT_FIELDS:
+                entry[name] = max(entry.get(name, 0), values.get(name, 0))
+        return with_counts(raw, counts) if counts else raw
 
     def _load(self, raw: Mapping[str, Any], memory: _Memory) -> Job | None:
         job, errors = load_document(raw)
@@ -436,35 +464,194 @@ class Reconciler:
         status: JobStatus,
         memory: _Memory,
     ) -> None:
+        """Write the new status at the resourceVersion the pass read.
+
+        A ``409 Conflict`` means the job changed since: the decision may be stale, so the
+        pass ends (:class:`RetryLater`) and the job is reconciled again with fresh data; the
+        restart counts the write carried are remembered until a later write records them.
+        For a job whose CRD cannot hold restart counts the counts go to
+        :data:`RESTARTS_ANNOTATION` first.
+        """
         before = job.status.to_wire()
         after = status.to_wire()
+        # The job was judged with counts the server may not have (a failed write's): diff
+        # against the counts it does have, so that this write records them.
+        on_server = stored_counts(raw, resource)
+        if keeps_counts_in_status(resource):
+            before = replace_counts(before, on_server)
         patch = merge_patch(before, after)
-        if not patch:
+        counts = restart_counts(after)
+        annotate = False
+        if not keeps_counts_in_status(resource):
+            patch = without_counts(patch)  # the server would prune them
+            annotate = counts != on_server
+        if not patch and not annotate:
+            memory.unwritten_counts = None
             return
         ref = ObjectRef(resource.api_version, resource.plural, job.namespace, job.name)
-        error: ApiError | None = None
-        for attempt in range(STATUS_WRITE_ATTEMPTS):
-            try:
-                written = await self._api.patch_status(ref, patch)
-                break
-            except ApiError as exc:
-                self._count_error(exc)
-                error = exc
-                if classify(exc) is not Outcome.RETRY:
-                    break
-                await asyncio.sleep(0.2 * (attempt + 1))
-        else:
-            written = None
-        if error is not None and written is None:
-            raise RetryLater([error], blocked=classify(error) is Outcome.BLOCKED)
-        memory.stale_rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
+        read_rv = str(raw.get("metadata", {}).get("resourceVersion", "")) or None
+        versions = {read_rv} if read_rv else set()
+        rv = read_rv
+        written: dict[str, Any] | None = None
+        try:
+            if annotate:
+                text = json.dumps(counts, sort_keys=True, separators=(",", ":"))
+                written = await self._retrying(
+                    lambda: self._api.patch_annotations(
+                        ref, {RESTARTS_ANNOTATION: text}, resource_version=rv
+                    )
+                )
+                rv = str(written.get("metadata", {}).get("resourceVersion", "")) or None
+                if rv:
+                    versions.add(rv)
+            if patch:
+                written = await self._retrying(
+                    lambda: self._api.patch_status(ref, patch, resource_version=rv)
+                )
+        except ApiError as exc:
+            memory.unwritten_counts = counts
+            if exc.status == 409:
+                logger.info(
+                    "%s/%s changed since resourceVersion %s: judging it again",
+                    job.namespace,
+                    job.name,
+                    read_rv,
+                )
+            raise RetryLater([exc], blocked=classify(exc) is Outcome.BLOCKED) from None
+        memory.unwritten_counts = None
+        memory.stale_rvs = frozenset(versions)
         memory.written = written
         self._metrics.count_transitions(resource.kind, job.status, status)
+
+    async def _retrying(self, call: Callable[[], Any]) -> dict[str, Any]:
+        """``call`` with up to :data:`STATUS_WRITE_ATTEMPTS` tries on transient errors (a
+        conflict is not one: the same request would conflict again)."""
+        for attempt in range(STATUS_WRITE_ATTEMPTS):
+            try:
+                result: dict[str, Any] = await call()
+                return result
+            except ApiError as exc:
+                self._count_error(exc)
+                last_try = attempt == STATUS_WRITE_ATTEMPTS - 1
+                if classify(exc) is not Outcome.RETRY or exc.status == 409 or last_try:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _count_error(self, error: ApiError) -> None:
         self._metrics.api_errors.labels(
             verb=error.verb, resource=error.ref.plural, code=str(error.status)
         ).inc()
+
+
+def keeps_counts_in_status(resource: JobResource) -> bool:
+    """Whether the resource's CRD has restart counts in its status (kubemill's own group);
+    Kubeflow's upstream CRDs do not."""
+    return resource.group == GROUP
+
+
+def stored_counts(raw: Mapping[str, Any], resource: JobResource) -> dict[str, dict[str, int]]:
+    """The restart counts the server holds for a job: in its status, or (Kubeflow's CRDs)
+    in :data:`RESTARTS_ANNOTATION` (an unreadable one counts as none, with a warning)."""
+    if keeps_counts_in_status(resource):
+        return restart_counts(raw.get("status") or {})
+    meta = raw.get("metadata", {})
+    text = (meta.get("annotations") or {}).get(RESTARTS_ANNOTATION)
+    if not text:
+        return {}
+    try:
+        return parse_counts(json.loads(text))
+    except ValueError:
+        logger.warning(
+            "%s/%s: ignoring the unreadable %s annotation %r",
+            meta.get("namespace"),
+            meta.get("name"),
+            RESTARTS_ANNOTATION,
+            text,
+        )
+        return {}
+
+
+def replace_counts(
+    status: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]]
+) -> dict[str, Any]:
+    """A status in wire form whose restart counts are ``counts`` (0 where absent)."""
+    out = dict(status)
+    if isinstance(status.get("replicaStatuses"), Mapping):
+        replicas: dict[str, Any] = {}
+        for rtype, entry in status["replicaStatuses"].items():
+            if isinstance(entry, Mapping):
+                entry = dict(entry)
+                for name in COUNT_FIELDS:
+                    value = counts.get(rtype, {}).get(name, 0)
+                    if value or name in entry:
+                        entry[name] = value
+            replicas[rtype] = entry
+        out["replicaStatuses"] = replicas
+    return out
+
+
+def parse_counts(value: Any) -> dict[str, dict[str, int]]:
+    """Restart counts from their JSON form; ValueError if it is not that."""
+    if not isinstance(value, Mapping):
+        raise ValueError("restart counts must be an object")
+    counts: dict[str, dict[str, int]] = {}
+    for rtype, entry in value.items():
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"restart counts of {rtype} must be an object")
+        numbers = {name: entry.get(name, 0) for name in COUNT_FIELDS}
+        if not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers.values()
+        ):
+            raise ValueError(f"restart counts of {rtype} must be non-negative integers")
+        counts[str(rtype)] = numbers
+    return counts
+
+
+def restart_counts(status: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The nonzero restart counts per replica type of a status in wire form."""
+    counts = {}
+    for rtype, entry in (status.get("replicaStatuses") or {}).items():
+        if isinstance(entry, Mapping):
+            numbers = {name: int(entry.get(name) or 0) for name in COUNT_FIELDS}
+            if any(numbers.values()):
+                counts[str(rtype)] = numbers
+    return counts
+
+
+def with_counts(raw: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """A copy of the job with each type's restart counts raised to at least ``counts``."""
+    status = dict(raw.get("status") or {})
+    replicas = {
+        str(k): dict(v)
+        for k, v in (status.get("replicaStatuses") or {}).items()
+        if isinstance(v, Mapping)
+    }
+    for rtype, numbers in counts.items():
+        entry = replicas.setdefault(rtype, {})
+        for name in COUNT_FIELDS:
+            entry[name] = max(int(entry.get(name) or 0), int(numbers.get(name, 0)))
+    status["replicaStatuses"] = replicas
+    return {**raw, "status": status}
+
+
+def without_counts(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A status patch without restart counts (for a CRD whose status has no place for them)."""
+    out = dict(patch)
+    replicas = out.get("replicaStatuses")
+    if isinstance(replicas, Mapping):
+        kept = {}
+        for rtype, entry in replicas.items():
+            if isinstance(entry, Mapping):
+                entry = {k: v for k, v in entry.items() if k not in COUNT_FIELDS}
+                if not entry:
+                    continue
+            kept[rtype] = entry
+        if kept:
+            out["replicaStatuses"] = kept
+        else:
+            del out["replicaStatuses"]
+    return out
 
 
 def coalesce_events(events: Iterable[RecordEvent]) -> list[tuple[EventType, str, str]]:

@@ -1,0 +1,564 @@
+"""The test cluster refuses (or prunes) what a real kube-apiserver refuses (or prunes).
+
+Every test sends a request a real API server would reject or change, and checks the
+answer: the status code, the ``Status`` body's reason and field paths, and what is stored.
+No operator runs here; the test is the only client.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kmock_cluster import ApiError, ClusterThread
+from operator_jobs import tfjob
+from operator_support import eventually, kubeflow_crd
+
+from kubemill.kinds import crds
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[ClusterThread]:
+    with ClusterThread() as cluster:
+        for crd in crds():
+            cluster.create(CRDS, crd)
+        cluster.create(CRDS, kubeflow_crd("PyTorchJob"))
+        yield cluster
+
+
+@pytest.fixture
+def ns(served: ClusterThread) -> str:
+    name = f"s-{uuid.uuid4().hex[:8]}"
+    served.create("/api/v1/namespaces", {"metadata": {"name": name}})
+    return name
+
+
+def tfjobs(ns: str, name: str = "") -> str:
+    base = f"/apis/kubemill.dev/v1/namespaces/{ns}/tfjobs"
+    return f"{base}/{name}" if name else base
+
+
+def pods(ns: str, name: str = "") -> str:
+    base = f"/api/v1/namespaces/{ns}/pods"
+    return f"{base}/{name}" if name else base
+
+
+def refused(call: Any, *args: Any, status: int = 422, **kwargs: Any) -> dict[str, Any]:
+    """Send the request, expect an error ``status``; the Status body it came with."""
+    with pytest.raises(ApiError) as caught:
+        call(*args, **kwargs)
+    assert caught.value.status == status, caught.value.body
+    body: dict[str, Any] = json.loads(caught.value.body)
+    assert body["kind"] == "Status" and body["code"] == status
+    return body
+
+
+def fields(status: dict[str, Any]) -> dict[str, str]:
+    """field path -> cause message of a 422 Status."""
+    return {c["field"]: c["message"] for c in status["details"]["causes"]}
+
+
+def pod(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["true"]}]},
+    }
+    body["spec"].update(spec)
+    return body
+
+
+# --- custom resources: schema validation ---------------------------------------------------------
+
+
+def test_a_custom_resource_that_breaks_its_schema_is_refused_with_every_field_path(
+    served: ClusterThread, ns: str
+) -> None:
+    job = tfjob("bad", workers=1, run_policy={"backoffLimit": -1, "cleanPodPolicy": "Sometimes"})
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    status = refused(served.create, tfjobs(ns), job)
+    assert status["reason"] == "Invalid"
+    assert status["details"] == {
+        "name": "bad",
+        "group": "kubemill.dev",
+        "kind": "TFJob",
+        "causes": status["details"]["causes"],
+    }
+    assert fields(status) == {
+        "spec.runPolicy.backoffLimit": "Invalid value: -1: spec.runPolicy.backoffLimit in body "
+        "should be greater than or equal to 0",
+        "spec.runPolicy.cleanPodPolicy": 'Unsupported value: "Sometimes": supported values: '
+        '"None", "Running", "All"',
+        "spec.tfReplicaSpecs.Worker.replicas": 'Invalid value: "string": '
+        'spec.tfReplicaSpecs.Worker.replicas in body must be of type integer: "string"',
+    }
+    assert status["message"].startswith('TFJob.kubemill.dev "bad" is invalid: [')
+    assert served.get_or_none(tfjobs(ns, "bad")) is None
+
+
+def test_required_fields_min_properties_and_formats_are_checked(
+    served: ClusterThread, ns: str
+) -> None:
+    no_spec = {"apiVersion": "kubemill.dev/v1", "kind": "TFJob", "metadata": {"name": "a"}}
+    assert fields(refused(served.create, tfjobs(ns), no_spec)) == {"spec": "Required value"}
+    empty = tfjob("b")
+    empty["spec"]["tfReplicaSpecs"] = {}
+    assert (
+        "should have at least 1 properties"
+        in fields(refused(served.create, tfjobs(ns), empty))["spec.tfReplicaSpecs"]
+    )
+    served.create(tfjobs(ns), tfjob("c", workers=1))
+    when = {"status": {"startTime": "yesterday"}}
+    status = refused(served.patch, tfjobs(ns, "c") + "/status", when)
+    assert fields(status) == {
+        "status.startTime": 'Invalid value: "yesterday": status.startTime in body must be of '
+        'type date-time: "yesterday"'
+    }
+
+
+def test_a_patch_that_makes_the_object_invalid_is_refused_and_nothing_changes(
+    served: ClusterThread, ns: str
+) -> None:
+    created = served.create(tfjobs(ns), tfjob("p", workers=1))
+    patch = {"spec": {"tfReplicaSpecs": {"Worker": {"restartPolicy": "Sometimes"}}}}
+    status = refused(served.patch, tfjobs(ns, "p"), patch)
+    assert list(fields(status)) == ["spec.tfReplicaSpecs.Worker.restartPolicy"]
+    assert served.get(tfjobs(ns, "p")) == created
+
+
+def test_an_update_is_validated_and_must_carry_a_resource_version(
+    served: ClusterThread, ns: str
+) -> None:
+    created = served.create(tfjobs(ns), tfjob("u", workers=1))
+    bad = copy.deepcopy(created)
+    bad["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": -5}
+    status = refused(served.request, "PUT", tfjobs(ns, "u"), bad)
+    assert list(fields(status)) == ["spec.runPolicy.ttlSecondsAfterFinished"]
+    unconditional = copy.deepcopy(created)
+    del unconditional["metadata"]["resourceVersion"]
+    status = refused(served.request, "PUT", tfjobs(ns, "u"), unconditional)
+    assert fields(status) == {
+        "metadata.resourceVersion": "Invalid value: 0: must be specified for an update"
+    }
+
+
+def test_status_writes_are_validated_against_the_status_schema(
+    served: ClusterThread, ns: str
+) -> None:
+    served.create(tfjobs(ns), tfjob("st", workers=1))
+    status = refused(
+        served.patch,
+        tfjobs(ns, "st") + "/status",
+        {"status": {"conditions": [{"type": "Exploded", "status": "True"}]}},
+    )
+    assert list(fields(status)) == ["status.conditions[0].type"]
+
+
+# --- custom resources: pruning ---------------------------------------------------------------
+
+
+def test_unknown_fields_are_pruned_except_where_the_schema_preserves_them(
+    served: ClusterThread, ns: str
+) -> None:
+    job = tfjob("prune", workers=1)
+    job["spec"]["bogus"] = 1
+    job["spec"]["runPolicy"] = {"backoffLimit": 1, "retries": 3, "suspend": None}
+    container = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["madeUp"] = "x"
+    container["securityContext"] = {"runAsUser": 1000, "futureField": True}
+    job["metadata"]["bogus"] = "dropped"
+    job["metadata"]["labels"] = {"kept": "yes"}
+    job["extra"] = {"root": "level"}
+    stored = served.create(tfjobs(ns), job)
+    assert "bogus" not in stored["spec"] and "extra" not in stored
+    assert stored["spec"]["runPolicy"] == {"backoffLimit": 1}  # unknown and null: gone
+    kept = stored["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert "madeUp" not in kept
+    assert kept["securityContext"] == {"runAsUser": 1000, "futureField": True}
+    assert "bogus" not in stored["metadata"] and stored["metadata"]["labels"] == {"kept": "yes"}
+    assert served.get(tfjobs(ns, "prune")) == stored
+
+
+def test_kubeflow_status_keeps_only_the_published_replica_status_fields(
+    served: ClusterThread, ns: str
+) -> None:
+    path = f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "up"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "template": {
+                        "spec": {"containers": [{"name": "pytorch", "image": "example:latest"}]}
+                    }
+                }
+            }
+        },
+    }
+    served.create(path, job)
+    counts = {"active": 1, "succeeded": 0, "failed": 0, "restarts": 2, "retiredRestarts": 1}
+    written = served.patch(f"{path}/up/status", {"status": {"replicaStatuses": {"Master": counts}}})
+    assert written["status"]["replicaStatuses"] == {
+        "Master": {"active": 1, "succeeded": 0, "failed": 0}
+    }
+
+
+# --- the status subresource ------------------------------------------------------------------
+
+
+def test_status_changes_only_through_the_status_subresource(served: ClusterThread, ns: str) -> None:
+    job = tfjob("sub", workers=1)
+    job["status"] = {"startTime": "2026-01-01T00:00:00Z"}
+    created = served.create(tfjobs(ns), job)
+    assert "status" not in created  # a create ignores the status too
+    main = served.patch(tfjobs(ns, "sub"), {"status": {"startTime": "2026-01-01T00:00:00Z"}})
+    assert "status" not in main
+    assert main["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    written = served.patch(
+        tfjobs(ns, "sub") + "/status",
+        {
+            "metadata": {"labels": {"sneaky": "yes"}},
+            "spec": {"runPolicy": {"suspend": True}},
+            "status": {"startTime": "2026-01-01T00:00:00Z"},
+        },
+    )
+    assert written["status"] == {"startTime": "2026-01-01T00:00:00Z"}
+    assert written["spec"] == created["spec"] and "labels" not in written["metadata"]
+    assert written["metadata"]["generation"] == 1
+
+
+# --- built-in kinds --------------------------------------------------------------------------
+
+
+def test_built_in_kinds_are_validated_against_the_official_schemas(
+    served: ClusterThread, ns: str
+) -> None:
+    status = refused(served.create, pods(ns), {"metadata": {"name": "empty"}, "spec": {}})
+    assert fields(status) == {"spec.containers": "Required value"}
+    assert status["details"]["kind"] == "Pod"
+    wrong = pod("wrong")
+    wrong["spec"]["containers"][0]["ports"] = [{"containerPort": "http"}]
+    assert list(fields(refused(served.create, pods(ns), wrong))) == [
+        "spec.containers[0].ports[0].containerPort"
+    ]
+    config = {"metadata": {"name": "cm"}, "data": {"n": 1}}
+    status = refused(served.create, f"/api/v1/namespaces/{ns}/configmaps", config)
+    assert list(fields(status)) == ["data.n"]
+    service = {"metadata": {"name": "Upper"}, "spec": {"ports": [{"port": 80}]}}
+    status = refused(served.create, f"/api/v1/namespaces/{ns}/services", service)
+    assert "DNS-1035 label" in fields(status)["metadata.name"]
+
+
+def test_unknown_fields_of_built_in_kinds_are_dropped(served: ClusterThread, ns: str) -> None:
+    body = pod("extra")
+    body["spec"]["madeUp"] = True
+    body["spec"]["containers"][0]["alsoMadeUp"] = 1
+    body["metadata"]["notMeta"] = "x"
+    stored = served.create(pods(ns), body)
+    assert "madeUp" not in stored["spec"] and "alsoMadeUp" not in stored["spec"]["containers"][0]
+    assert "notMeta" not in stored["metadata"]
+    assert stored["status"] == {"phase": "Pending"}
+
+
+# --- concurrency, namespaces, names ----------------------------------------------------------
+
+
+def test_a_stale_resource_version_gets_409_on_patch_update_and_delete(
+    served: ClusterThread, ns: str
+) -> None:
+    created = served.create(tfjobs(ns), tfjob("cc", workers=1))
+    stale = created["metadata"]["resourceVersion"]
+    served.patch(tfjobs(ns, "cc"), {"metadata": {"labels": {"a": "b"}}})
+    status = refused(
+        served.patch,
+        tfjobs(ns, "cc") + "/status",
+        {"metadata": {"resourceVersion": stale}, "status": {"startTime": "2026-01-01T00:00:00Z"}},
+        status=409,
+    )
+    assert status["reason"] == "Conflict"
+    refused(served.request, "PUT", tfjobs(ns, "cc"), created, status=409)
+    refused(
+        served.request,
+        "DELETE",
+        tfjobs(ns, "cc"),
+        {"preconditions": {"resourceVersion": stale}},
+        status=409,
+    )
+    assert served.get(tfjobs(ns, "cc"))["metadata"]["labels"] == {"a": "b"}
+
+
+def test_a_create_in_a_missing_namespace_is_404_until_the_namespace_exists(
+    served: ClusterThread,
+) -> None:
+    missing = f"nope-{uuid.uuid4().hex[:6]}"
+    status = refused(served.create, pods(missing), pod("p"), status=404)
+    assert status["reason"] == "NotFound"
+    assert status["message"] == f'namespaces "{missing}" not found'
+    refused(served.create, tfjobs(missing), tfjob("j"), status=404)
+    served.create("/api/v1/namespaces", {"metadata": {"name": missing}})
+    assert served.create(pods(missing), pod("p"))["metadata"]["namespace"] == missing
+    for existing in ("default", "kube-system"):
+        assert served.get(f"/api/v1/namespaces/{existing}")["metadata"]["name"] == existing
+
+
+def test_generate_name_makes_a_fresh_name_per_create(served: ClusterThread, ns: str) -> None:
+    body = pod("")
+    body["metadata"] = {"generateName": "gen-"}
+    names = {served.create(pods(ns), body)["metadata"]["name"] for _ in range(3)}
+    assert len(names) == 3
+    assert all(n.startswith("gen-") and len(n) == len("gen-") + 5 for n in names)
+    status = refused(served.create, pods(ns), {**body, "metadata": {}})
+    assert fields(status) == {"metadata.name": "Required value: name or generateName is required"}
+
+
+def test_names_and_uids_are_immutable(served: ClusterThread, ns: str) -> None:
+    created = served.create(tfjobs(ns), tfjob("same", workers=1))
+    renamed = copy.deepcopy(created)
+    renamed["metadata"]["name"] = "other"
+    status = refused(served.request, "PUT", tfjobs(ns, "same"), renamed, status=400)
+    assert "does not match the name on the URL" in status["message"]
+    refused(served.patch, tfjobs(ns, "same"), {"metadata": {"uid": str(uuid.uuid4())}}, status=409)
+    assert served.get(tfjobs(ns, "same"))["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+# --- pods ------------------------------------------------------------------------------------
+
+
+def test_a_pod_spec_changes_only_where_kubernetes_allows(served: ClusterThread, ns: str) -> None:
+    served.create(pods(ns), pod("imm", activeDeadlineSeconds=60))
+    containers = [{"name": "main", "image": "busybox", "command": ["false"]}]
+    status = refused(served.patch, pods(ns, "imm"), {"spec": {"containers": containers}})
+    assert list(fields(status)) == ["spec"]
+    assert fields(status)["spec"].startswith("Forbidden: pod updates may not change fields")
+    status = refused(served.patch, pods(ns, "imm"), {"spec": {"activeDeadlineSeconds": 120}})
+    assert list(fields(status)) == ["spec.activeDeadlineSeconds"]
+    status = refused(served.patch, pods(ns, "imm"), {"spec": {"nodeName": "node-9"}})
+    assert list(fields(status)) == ["spec"]  # only a binding places a pod
+    containers[0].update(image="busybox:2", command=["true"])
+    changed = served.patch(
+        pods(ns, "imm"), {"spec": {"containers": containers, "activeDeadlineSeconds": 30}}
+    )
+    assert changed["spec"]["containers"][0]["image"] == "busybox:2"
+    assert changed["spec"]["activeDeadlineSeconds"] == 30
+
+
+def test_deleting_a_running_pod_leaves_it_terminating_until_its_kubelet_finishes(
+    served: ClusterThread, ns: str
+) -> None:
+    served.create(pods(ns), pod("run", terminationGracePeriodSeconds=45))
+    served.bind(ns, "run")
+    answer = served.delete(pods(ns, "run"))
+    assert answer["metadata"]["deletionGracePeriodSeconds"] == 45
+    still = served.get(pods(ns, "run"))
+    assert still["metadata"]["deletionTimestamp"]
+    assert served.cluster.terminating(ns) == ["run"]
+    served.delete(pods(ns, "run"))  # a second delete changes nothing
+    assert served.get(pods(ns, "run"))["metadata"] == still["metadata"]
+    assert served.finish_terminating(ns) == ["run"]
+    assert served.get_or_none(pods(ns, "run")) is None
+
+
+def test_a_zero_grace_delete_an_unscheduled_pod_and_a_finished_pod_go_at_once(
+    served: ClusterThread, ns: str
+) -> None:
+    served.create(pods(ns), pod("forced"))
+    served.bind(ns, "forced")
+    served.delete(pods(ns, "forced"))
+    served.delete(pods(ns, "forced"), grace=0)
+    assert served.get_or_none(pods(ns, "forced")) is None
+    served.create(pods(ns), pod("unscheduled"))
+    served.delete(pods(ns, "unscheduled"))
+    assert served.get_or_none(pods(ns, "unscheduled")) is None
+    served.create(pods(ns), pod("done"))
+    served.bind(ns, "done")
+    served.patch(pods(ns, "done") + "/status", {"status": {"phase": "Succeeded"}})
+    served.delete(pods(ns, "done"))
+    assert served.get_or_none(pods(ns, "done")) is None
+
+
+def test_finalizers_hold_a_deleted_object_until_they_are_removed(
+    served: ClusterThread, ns: str
+) -> None:
+    body = tfjob("fin", workers=1)
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    served.create(tfjobs(ns), body)
+    served.delete(tfjobs(ns, "fin"))
+    held = served.get(tfjobs(ns, "fin"))
+    assert held["metadata"]["deletionTimestamp"]
+    status = refused(
+        served.patch,
+        tfjobs(ns, "fin"),
+        {"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}},
+    )
+    assert list(fields(status)) == ["metadata.finalizers"]
+    served.patch(tfjobs(ns, "fin"), {"metadata": {"finalizers": None}})
+    assert served.get_or_none(tfjobs(ns, "fin")) is None
+
+    # A pod goes once its kubelet is done *and* its finalizers are gone, in either order.
+    held_pod = pod("held")
+    held_pod["metadata"]["finalizers"] = ["example.com/hold"]
+    served.create(pods(ns), held_pod)
+    served.bind(ns, "held")
+    served.delete(pods(ns, "held"))
+    served.patch(pods(ns, "held"), {"metadata": {"finalizers": None}})
+    assert served.get(pods(ns, "held"))["metadata"]["deletionGracePeriodSeconds"] == 30
+    served.create(pods(ns), {**held_pod, "metadata": {"name": "held2", "finalizers": ["x/y"]}})
+    served.bind(ns, "held2")
+    served.delete(pods(ns, "held2"))
+    assert served.finish_terminating(ns) == ["held"]
+    assert served.get(pods(ns, "held2"))["metadata"]["deletionGracePeriodSeconds"] == 0
+    served.patch(pods(ns, "held2"), {"metadata": {"finalizers": None}})
+    assert served.get_or_none(pods(ns, "held2")) is None
+
+
+def test_the_garbage_collector_deletes_dependents_gracefully_and_a_kubelet_can_finish_them(
+    served: ClusterThread, ns: str
+) -> None:
+    owner = served.create(tfjobs(ns), tfjob("own", workers=1))
+    ref = {
+        "apiVersion": "kubemill.dev/v1",
+        "kind": "TFJob",
+        "name": "own",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    for name in ("child-a", "child-b"):
+        body = pod(name)
+        body["metadata"]["ownerReferences"] = [ref]
+        served.create(pods(ns), body)
+    served.bind(ns, "child-a")
+    served.delete(tfjobs(ns, "own"))
+    assert served.get_or_none(pods(ns, "child-b")) is None  # never scheduled: gone at once
+    assert served.cluster.terminating(ns) == ["child-a"]
+    served.cluster.kubelet_finishes_after = 0.05
+    try:
+        served.create(pods(ns), pod("later"))
+        served.bind(ns, "later")
+        served.delete(pods(ns, "later"))
+        assert served.get(pods(ns, "later"))["metadata"]["deletionTimestamp"]
+        eventually(lambda: served.get_or_none(pods(ns, "later")) is None, what="kubelet")
+    finally:
+        served.cluster.kubelet_finishes_after = None
+    assert served.get(pods(ns, "child-a"))["metadata"]["deletionTimestamp"]
+
+
+def test_a_crd_without_a_schema_is_refused(served: ClusterThread) -> None:
+    crd = copy.deepcopy(next(c for c in crds() if c["spec"]["names"]["kind"] == "TFJob"))
+    crd["metadata"]["name"] = "tfjobs.example.com"
+    crd["spec"]["group"] = "example.com"
+    del crd["spec"]["versions"][0]["schema"]
+    status = refused(served.create, CRDS, crd)
+    assert fields(status) == {
+        "spec.versions[0].schema.openAPIV3Schema": "Required value: schemas are required"
+    }
+
+
+WIDGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {
+                                    "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                                    "port": {"x-kubernetes-int-or-string": True},
+                                    "note": {"type": "string", "nullable": True},
+                                    "label": {"type": "string"},
+                                    "mode": {
+                                        "type": "string",
+                                        "anyOf": [{"enum": ["a", "b"]}, {"pattern": "^x-"}],
+                                    },
+                                    "ratio": {
+                                        "type": "number",
+                                        "allOf": [{"minimum": 0}, {"maximum": 1}],
+                                    },
+                                    "template": {
+                                        "type": "object",
+                                        "x-kubernetes-embedded-resource": True,
+                                        "x-kubernetes-preserve-unknown-fields": True,
+                                    },
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+"""A CRD using the structural-schema keywords kubemill's own CRDs do not (all at once)."""
+
+
+def test_int_or_string_nullable_embedded_resources_any_of_and_all_of(
+    served: ClusterThread, ns: str
+) -> None:
+    served.create(CRDS, WIDGET_CRD)
+    widgets = f"/apis/example.com/v1/namespaces/{ns}/widgets"
+
+    def widget(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+
+    status = refused(served.create, widgets, widget("w", size=11, port=True, mode="c", ratio=2))
+    found = fields(status)
+    assert set(found) == {"spec.size", "spec.port", "spec.mode", "spec.ratio"}, found
+    assert found["spec.size"].endswith("should be less than or equal to 10")
+    assert found["spec.port"].endswith('must be of type integer,string: "boolean"')
+    assert found["spec.ratio"].endswith("should be less than or equal to 1")
+
+    template = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "inner", "bogus": 1},
+        "data": {"a": "b"},
+    }
+    stored = served.create(
+        widgets,
+        widget("ok", size=3, port="http", note=None, label=None, mode="x-1", template=template),
+    )
+    assert stored["spec"] == {
+        "size": 3,
+        "port": "http",
+        "note": None,  # nullable: kept
+        "mode": "x-1",
+        "template": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "inner"},
+            "data": {"a": "b"},
+        },
+    }
+    no_kind = widget("nokind", size=1, template={"apiVersion": "v1", "data": {}})
+    assert fields(refused(served.create, widgets, no_kind)) == {
+        "spec.template.kind": "Required value: must not be empty"
+    }
+    assert fields(refused(served.create, widgets, widget("nosize"))) == {
+        "spec.size": "Required value"
+    }
