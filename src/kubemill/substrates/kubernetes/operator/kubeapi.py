@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kubemill import __version__
+from kubemill.substrates.kubernetes import transport
 
 USER_AGENT = f"kubemill-operator/{__version__}"
 REQUEST_TIMEOUT = (5.0, 30.0)
@@ -138,53 +139,38 @@ class KubeApi:
     def _call(
         self, verb: str, method: str, ref: ObjectRef, path: str, body: Any, content_type: str
     ) -> dict[str, Any]:
-        from kubernetes.client.exceptions import ApiException
-
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
         try:
-            serialized = self._client.param_serialize(
-                method, path, header_params=headers, body=body, auth_settings=["BearerToken"]
+            raw = transport.send(
+                self._client,
+                method,
+                path,
+                body=body,
+                content_type=content_type,
+                timeout=REQUEST_TIMEOUT,
             )
-            method_, url, header_params, payload, _ = serialized
-            response = self._client.call_api(
-                method_,
-                url,
-                header_params=header_params,
-                body=payload,
-                _request_timeout=REQUEST_TIMEOUT,
+            parsed: dict[str, Any] = transport.read_json(raw)
+        except transport.NoAnswer as exc:  # refused, reset, timeouts, TLS
+            cause = exc.__cause__ or exc
+            raise ApiError(
+                verb=verb, ref=ref, status=0, reason=type(cause).__name__, message=str(cause)
+            ) from None
+        except transport.HttpAnswer as exc:
+            body_text = (
+                exc.body.decode("utf-8", "replace")
+                if isinstance(exc.body, bytes)
+                else (exc.body or "")
             )
-            data = response.read()  # type: ignore[no-untyped-call]
-        except ApiException as exc:
-            raise ApiError(
-                verb=verb,
-                ref=ref,
-                status=int(exc.status or 0),
-                reason=str(exc.reason or ""),
-                message=str(exc.body or ""),
-            ) from None
-        except OSError as exc:  # connection refused/reset, timeouts (urllib3 errors are OSErrors)
-            raise ApiError(
-                verb=verb, ref=ref, status=0, reason=type(exc).__name__, message=str(exc)
-            ) from None
-        except Exception as exc:  # urllib3's own errors (MaxRetryError, ...) when not OSError
-            if type(exc).__module__.startswith("urllib3"):
-                raise ApiError(
-                    verb=verb, ref=ref, status=0, reason=type(exc).__name__, message=str(exc)
-                ) from None
-            raise
-        if not 200 <= response.status <= 299:
-            text = data.decode("utf-8", errors="replace") if data else ""
-            reason, message = str(response.reason or ""), text
+            reason, message = exc.reason, body_text
             try:
-                status_body = json.loads(text)
+                status_body = json.loads(body_text)
+            except ValueError:
+                status_body = None
+            if isinstance(status_body, dict):  # a Status object
                 reason = str(status_body.get("reason") or reason)
                 message = str(status_body.get("message") or message)
-            except ValueError:
-                pass
             raise ApiError(
-                verb=verb, ref=ref, status=int(response.status), reason=reason, message=message
-            )
-        parsed: dict[str, Any] = json.loads(data) if data else {}
+                verb=verb, ref=ref, status=exc.status, reason=reason, message=message
+            ) from None
         return parsed
 
     # -- the verbs the operator uses ----------------------------------------------------------
