@@ -45,7 +45,6 @@ from kubemill.core import (
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
     LABEL_OPERATOR,
-    LABEL_PREFIX,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     OPERATOR_NAME,
@@ -54,6 +53,7 @@ from kubemill.frameworks import (
     Plan,
     ReplicaPlan,
 )
+from kubemill.substrates.kubernetes.observe import CONTENT_DIGEST_ANNOTATION
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 """Names a pod's volcano PodGroup."""
@@ -68,13 +68,18 @@ NOT_COPIED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configur
 
 SELECTOR_LABELS = (LABEL_JOB_NAME, LABEL_REPLICA_TYPE, LABEL_REPLICA_INDEX)
 """The labels a replica's Service selects its pod by."""
-CONTENT_DIGEST_ANNOTATION = LABEL_PREFIX + "content-digest"
-"""On a ConfigMap or Secret of delivered files: the digest of the content the core asked for,
-read back to tell whether the content changed (see :class:`kubemill.core.WriteFiles`)."""
 FILES_VOLUME_PREFIX = "kubemill-files-"
 """Volumes of delivered files are named ``kubemill-files-<n>`` (n: the FileSet's position)."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RBAC_API_VERSION = f"{RBAC_GROUP}/v1"
+CHILD_RESOURCES: dict[ChildKind, tuple[str, str]] = {
+    "ConfigMap": ("v1", "configmaps"),
+    "Secret": ("v1", "secrets"),
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "Role": (RBAC_API_VERSION, "roles"),
+    "RoleBinding": (RBAC_API_VERSION, "rolebindings"),
+}
+"""(apiVersion, plural) of each child kind beyond pods, services and PodGroups."""
 
 
 class UnsupportedPlanError(ValueError):
@@ -462,6 +467,7 @@ def build_for_action(
 
 
 __all__ = [
+    "CHILD_RESOURCES",
     "CONTENT_DIGEST_ANNOTATION",
     "FILES_VOLUME_PREFIX",
     "NOT_COPIED_ANNOTATIONS",

@@ -36,8 +36,19 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubemill.api import Job
-from kubemill.core import Observed, ObservedPod, ObservedPodGroup, PodPhase
+from kubemill.core import (
+    ChildKind,
+    Observed,
+    ObservedChild,
+    ObservedPod,
+    ObservedPodGroup,
+    PodPhase,
+)
 from kubemill.frameworks import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, Plan
+
+CONTENT_DIGEST_ANNOTATION = "kubemill.dev/content-digest"
+"""On a ConfigMap or Secret of delivered files: the digest of the content the core asked for,
+read back to tell whether the content changed (see :class:`kubemill.core.WriteFiles`)."""
 
 _PHASES: frozenset[str] = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
 _INIT_PENDING = frozenset({"", "PodInitializing"})
@@ -191,22 +202,28 @@ def _container(raw: Mapping[str, Any]) -> ContainerSnapshot:
 
 @dataclass(frozen=True)
 class ChildSnapshot:
-    """A service or PodGroup: its name, who controls it and (PodGroups) its phase."""
+    """A service, PodGroup, ConfigMap, Secret or access object: its name, who controls it,
+    (PodGroups) its phase, (delivered files) the content digest the operator recorded."""
 
     name: str
     uid: str
     owner_uid: str | None
     phase: str = ""
+    digest: str = ""
+    resource_version: str = ""
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> ChildSnapshot:
         meta = body.get("metadata", {})
         status = body.get("status") or {}
+        annotations = meta.get("annotations") or {}
         return cls(
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             owner_uid=controller_uid(meta),
             phase=str(status.get("phase") or "") if isinstance(status, Mapping) else "",
+            digest=str(annotations.get(CONTENT_DIGEST_ANNOTATION, "")),
+            resource_version=str(meta.get("resourceVersion", "")),
         )
 
 
@@ -298,29 +315,44 @@ def observe(
     services: Iterable[ChildSnapshot],
     pod_group: ChildSnapshot | None,
     deleting: Mapping[str, str] | None = None,
+    children: Mapping[ChildKind, Iterable[ChildSnapshot]] | None = None,
 ) -> Observed:
     """What the job owns, from the caches.
 
     Only children whose controller is this job (by uid) count: a namesake job's leftovers or
-    an object someone else created with the same labels are not adopted. ``deleting`` names
-    pods (name -> uid) the operator has deleted but whose deletion the cache has not shown
-    yet; they are reported as deleting, as the core's contract asks.
+    an object someone else created with the same labels are not adopted. The exception are
+    *foreign* pods, controlled by one of the job's own pods (a Spark driver's executors):
+    they are reported with that pod's name as ``owner``, for the core to count. ``deleting``
+    names pods (name -> uid) the operator has deleted but whose deletion the cache has not
+    shown yet; they are reported as deleting, as the core's contract asks. ``children`` are
+    the job's ConfigMaps, Secrets and access objects by kind, with their recorded digests.
     """
     uid = job.metadata.uid or ""
     deleting = deleting or {}
+    own = [pod for pod in pods if pod.owner_uid == uid]
+    owners = {pod.uid: pod.name for pod in own}
     observed_pods = []
-    for pod in pods:
-        if pod.owner_uid != uid:
-            continue
+    for pod in own:
         snapshot = pod
         if deleting.get(pod.name) == pod.uid and not pod.deleting:
             snapshot = replace(pod, deleting=True)
         observed_pods.append(observed_pod(job, plan, snapshot))
+    for pod in pods:
+        if pod.owner_uid is not None and pod.owner_uid in owners:
+            foreign = observed_pod(job, plan, pod)
+            observed_pods.append(replace(foreign, owner=owners[pod.owner_uid]))
     group = None
     if pod_group is not None and pod_group.owner_uid == uid:
         group = ObservedPodGroup(name=pod_group.name, phase=pod_group.phase)
+    observed_children = tuple(
+        ObservedChild(kind, child.name, child.digest)
+        for kind, snapshots in sorted((children or {}).items())
+        for child in sorted(snapshots, key=lambda c: c.name)
+        if child.owner_uid == uid
+    )
     return Observed(
         pods=tuple(sorted(observed_pods, key=lambda p: p.name)),
         services=frozenset(s.name for s in services if s.owner_uid == uid),
         pod_group=group,
+        children=observed_children,
     )

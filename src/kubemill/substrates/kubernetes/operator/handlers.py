@@ -14,7 +14,12 @@ Indexes (the informer cache):
 - ``kubemill_pods`` / ``kubemill_services``: (namespace, job name) -> snapshots of the
   children labelled ``kubemill.dev/job-name`` (a server-side label selector keeps other
   pods out of the operator's memory);
-- ``kubemill_podgroups`` (with a gang scheduler): (namespace, name) -> PodGroup snapshot.
+- ``kubemill_podgroups`` (with a gang scheduler): (namespace, name) -> PodGroup snapshot;
+- ``kubemill_configmaps``, ``kubemill_secrets``, ``kubemill_serviceaccounts``,
+  ``kubemill_roles``, ``kubemill_rolebindings``: (namespace, job name) -> snapshots of the
+  delivered files and per-job access, each watched only when a registered engine's grants
+  let the operator list and watch it (:func:`watched_children`): the RBAC decides the
+  watches, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from typing import Any
 
 import kopf
 
+from kubemill.core import ChildKind
 from kubemill.frameworks import LABEL_JOB_NAME
-from kubemill.substrates.kubernetes.build import GangScheduler
+from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
+from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
 from kubemill.substrates.kubernetes.operator.reconciler import Caches
@@ -44,11 +51,37 @@ def _child_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
     return (meta.get("namespace", ""), job) if job else None
 
 
+def watched_children() -> dict[ChildKind, tuple[str, str, str]]:
+    """Child kinds the operator's RBAC lets it list and watch: kind -> (group, version, plural).
+
+    Derived from the registered engines' grants (:func:`.install.all_rules`).
+    """
+    rules = all_rules()
+    watched: dict[ChildKind, tuple[str, str, str]] = {}
+    for kind, (api_version, plural) in CHILD_RESOURCES.items():
+        group, _, version = api_version.rpartition("/")
+        if all(permits(rules, group=group, resource=plural, verb=v) for v in ("list", "watch")):
+            watched[kind] = (group, version, plural)
+    return watched
+
+
+def child_index(plural: str) -> str:
+    """The kopf index id of one child resource."""
+    return f"kubemill_{plural}"
+
+
+def _selector_key(group: str, version: str, plural: str) -> tuple[str, str]:
+    # kopf's resource selectors name the core group by its version ("v1", "pods").
+    return (group or version, plural)
+
+
 def configure(settings: Any, runtime: Runtime) -> None:
     """kopf settings: label selectors on the server, no dynamic scanning, no event posting."""
     selector = LABEL_JOB_NAME  # "has the label"
     settings.watching.label_selectors["v1", "pods"] = selector
     settings.watching.label_selectors["v1", "services"] = selector
+    for group, version, plural in watched_children().values():
+        settings.watching.label_selectors[_selector_key(group, version, plural)] = selector
     gang = runtime.settings.gang_scheduler_name
     if gang:
         scheduler = GangScheduler.named(gang)
@@ -97,6 +130,10 @@ def build_registry(runtime: Runtime) -> Any:
             pods=kwargs[PODS_INDEX],
             services=kwargs[SERVICES_INDEX],
             pod_groups=kwargs.get(PODGROUPS_INDEX, {}),
+            files_and_access={
+                kind: kwargs[child_index(plural)]
+                for kind, (_, _, plural) in watched_children().items()
+            },
         )
         await runtime.start(caches)
 
@@ -139,6 +176,10 @@ def build_registry(runtime: Runtime) -> Any:
     kopf.on.event("v1", "services", registry=registry, id="service-events", labels=labels)(
         child_event
     )
+    for group, version, plural in watched_children().values():
+        where = (group, version, plural) if group else (version, plural)
+        kopf.index(*where, registry=registry, id=child_index(plural), labels=labels)(index_child)
+        kopf.on.event(*where, registry=registry, id=f"{plural}-events", labels=labels)(child_event)
     gang = runtime.settings.gang_scheduler_name
     if gang:
         scheduler = GangScheduler.named(gang)

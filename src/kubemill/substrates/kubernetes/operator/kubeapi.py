@@ -178,6 +178,10 @@ class KubeApi:
     async def create(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._run("create", "POST", ref, ref.collection_path, body=dict(body))
 
+    async def replace(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; its ``metadata.resourceVersion`` (if any) makes it conditional."""
+        return await self._run("update", "PUT", ref, ref.path, body=dict(body))
+
     async def delete(
         self, ref: ObjectRef, *, uid: str | None = None, propagation: str | None = None
     ) -> None:

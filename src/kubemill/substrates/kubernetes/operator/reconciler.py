@@ -29,20 +29,25 @@ from typing import Any, Literal
 from kubemill.api import GROUP, Job, JobStatus
 from kubemill.core import (
     Action,
+    ChildKind,
+    CreateChild,
     CreatePod,
     CreatePodGroup,
     CreateService,
+    DeleteChild,
     DeleteJob,
     DeletePod,
     DeletePodGroup,
     DeleteService,
     ReconcileResult,
     RecordEvent,
+    WriteFiles,
     reconcile,
 )
 from kubemill.frameworks import Plan, PlanError
 from kubemill.kinds import load_document
 from kubemill.substrates.kubernetes.build import (
+    CHILD_RESOURCES,
     GangScheduler,
     Owner,
     UnsupportedPlanError,
@@ -108,6 +113,8 @@ class _Memory:
     """The job as our last status patch returned it."""
     creating: dict[tuple[str, str], float] = field(default_factory=dict)
     """(kind, name) -> monotonic deadline: created, not yet in the cache."""
+    updating: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
+    """(kind, name) -> (digest, deadline): files rewritten, the cache not showing them yet."""
     deleting: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
     """(kind, name) -> (uid, deadline): deleted, still in the cache."""
     invalid_rv: str | None = None
@@ -128,6 +135,10 @@ class Caches:
     pods: Mapping[ChildKey, Iterable[PodSnapshot]]
     services: Mapping[ChildKey, Iterable[ChildSnapshot]]
     pod_groups: Mapping[ChildKey, Iterable[ChildSnapshot]]
+    files_and_access: Mapping[ChildKind, Mapping[ChildKey, Iterable[ChildSnapshot]]] = field(
+        default_factory=dict
+    )
+    """Delivered files and per-job access, by kind (only the kinds the operator watches)."""
 
     def job(self, key: JobKey) -> Mapping[str, Any] | None:
         if key not in self.jobs:
@@ -137,6 +148,12 @@ class Caches:
     def children(self, which: str, key: ChildKey) -> list[Any]:
         index: Mapping[ChildKey, Iterable[Any]] = getattr(self, which)
         return list(index[key]) if key in index else []
+
+    def owned(self, key: ChildKey) -> dict[ChildKind, list[ChildSnapshot]]:
+        """The job's files and access objects in the cache, by kind."""
+        return {
+            kind: list(index[key]) for kind, index in self.files_and_access.items() if key in index
+        }
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -188,6 +205,10 @@ class Reconciler:
         self._clock = clock
         self._memory: dict[JobKey, _Memory] = {}
 
+    def knows(self, key: JobKey) -> bool:
+        """Whether the job ``key`` is in the cache."""
+        return self._caches.job(key) is not None
+
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop what was remembered of it."""
         self._memory.pop(key, None)
@@ -222,7 +243,8 @@ class Reconciler:
         pods: list[PodSnapshot] = self._caches.children("pods", child_key)
         services: list[ChildSnapshot] = self._caches.children("services", child_key)
         groups: list[ChildSnapshot] = self._caches.children("pod_groups", child_key)
-        pending = self._pending(memory, pods=pods, services=services, groups=groups)
+        owned = self._caches.owned(child_key)
+        pending = self._pending(memory, pods=pods, services=services, groups=groups, owned=owned)
         if pending is not None:
             return pending
 
@@ -245,6 +267,7 @@ class Reconciler:
             services=services,
             pod_group=next(iter(groups), None),
             deleting={n: uid for (k, n), (uid, _) in memory.deleting.items() if k == "pod"},
+            children=owned,
         )
         result = reconcile(job, plan, observed, self._clock(), options=self._options)
         try:
@@ -306,6 +329,7 @@ class Reconciler:
         pods: list[PodSnapshot],
         services: list[ChildSnapshot],
         groups: list[ChildSnapshot],
+        owned: Mapping[ChildKind, list[ChildSnapshot]],
     ) -> float | None:
         """Seconds to wait for the caches to show our own writes, or None if they do."""
         now = time.monotonic()
@@ -313,14 +337,25 @@ class Reconciler:
             {("pod", p.name): p.uid for p in pods}
             | {("service", s.name): s.uid for s in services}
             | {("podgroup", g.name): g.uid for g in groups}
+            | {(kind, c.name): c.uid for kind, cs in owned.items() for c in cs}
         )
+        digests: dict[tuple[str, str], str] = {
+            (kind, c.name): c.digest for kind, cs in owned.items() for c in cs
+        }
         for child, deadline in list(memory.creating.items()):
             if child in present or deadline <= now:
                 del memory.creating[child]
         for child, (uid, deadline) in list(memory.deleting.items()):
             if present.get(child) != uid or deadline <= now:
                 del memory.deleting[child]
-        deadlines = [*memory.creating.values(), *(d for _, d in memory.deleting.values())]
+        for child, (digest, deadline) in list(memory.updating.items()):
+            if digests.get(child) == digest or deadline <= now:
+                del memory.updating[child]
+        deadlines = [
+            *memory.creating.values(),
+            *(d for _, d in memory.deleting.values()),
+            *(d for _, d in memory.updating.values()),
+        ]
         return (min(deadlines) - now) if deadlines else None
 
     # -- writing -------------------------------------------------------------------------------
@@ -339,18 +374,25 @@ class Reconciler:
         key = (job.namespace, job.name)
         # (kind, name) -> uid of every child in the cache: deletes carry it as a precondition
         # and remember it until the cache no longer shows that child.
+        owned = self._caches.owned(key)
         uids = (
             {("pod", p.name): p.uid for p in self._caches.children("pods", key)}
             | {("service", s.name): s.uid for s in self._caches.children("services", key)}
             | {("podgroup", g.name): g.uid for g in self._caches.children("pod_groups", key)}
+            | {(kind, c.name): c.uid for kind, cs in owned.items() for c in cs}
         )
+        versions: dict[tuple[str, str], str] = {
+            (kind, c.name): c.resource_version for kind, cs in owned.items() for c in cs
+        }
 
         failures: list[ApiError] = []
         done: list[RecordEvent] = []
 
         async def run(action: Action, events: list[RecordEvent]) -> None:
             try:
-                await self._execute(action, job, plan, resource, owner, uids, memory)
+                await self._execute(
+                    action, job, plan, resource, owner, uids, memory, versions=versions
+                )
             except ApiError as exc:
                 self._count_error(exc)
                 if classify(exc) is not Outcome.ALREADY_DONE:
@@ -391,6 +433,8 @@ class Reconciler:
         owner: Owner,
         uids: Mapping[tuple[str, str], str],
         memory: _Memory,
+        *,
+        versions: Mapping[tuple[str, str], str],
     ) -> None:
         namespace = job.namespace
         deadline = time.monotonic() + EXPECTATION_TIMEOUT
@@ -416,6 +460,33 @@ class Reconciler:
             assert self._gang is not None
             ref = ObjectRef(self._gang.api_version, self._gang.plural, namespace, action.name)
             await self._delete_child(ref, ("podgroup", action.name), uids, memory, deadline)
+        elif isinstance(action, WriteFiles):
+            kind: ChildKind = "Secret" if action.secret else "ConfigMap"
+            ref = _child_ref(kind, namespace, action.name)
+            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            assert body is not None
+            if not action.update:
+                await self._create(ref, body, memory, (kind, action.name), deadline)
+            else:
+                # Rewritten whole, at the version the pass read: a change meanwhile is a 409
+                # and a later pass decides again.
+                version = versions.get((kind, action.name))
+                if version:
+                    body = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+                memory.updating[(kind, action.name)] = (action.digest, deadline)
+                try:
+                    await self._api.replace(ref, body)
+                except ApiError:
+                    memory.updating.pop((kind, action.name), None)
+                    raise
+        elif isinstance(action, CreateChild):
+            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            assert body is not None
+            ref = _child_ref(action.kind, namespace, action.name)
+            await self._create(ref, body, memory, (action.kind, action.name), deadline)
+        elif isinstance(action, DeleteChild):
+            ref = _child_ref(action.kind, namespace, action.name)
+            await self._delete_child(ref, (action.kind, action.name), uids, memory, deadline)
         elif isinstance(action, DeleteJob):
             ref = ObjectRef(resource.api_version, resource.plural, namespace, job.name)
             await self._api.delete(ref, uid=owner.uid, propagation="Background")
@@ -542,6 +613,11 @@ class Reconciler:
         self._metrics.api_errors.labels(
             verb=error.verb, resource=error.ref.plural, code=str(error.status)
         ).inc()
+
+
+def _child_ref(kind: ChildKind, namespace: str, name: str) -> ObjectRef:
+    api_version, plural = CHILD_RESOURCES[kind]
+    return ObjectRef(api_version, plural, namespace, name)
 
 
 def keeps_counts_in_status(resource: JobResource) -> bool:

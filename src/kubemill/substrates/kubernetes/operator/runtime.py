@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.substrates.kubernetes.observe import controller_uid
 from kubemill.substrates.kubernetes.operator.events import EventPoster
 from kubemill.substrates.kubernetes.operator.kubeapi import KubeApi, load_client_configuration
@@ -136,22 +137,30 @@ class Runtime:
         self._enqueue(key)
 
     def child_changed(self, body: Mapping[str, Any]) -> None:
-        """A pod, service or PodGroup changed: reconcile the job that controls it."""
+        """A child changed: reconcile the job that controls it.
+
+        A foreign pod (controlled by one of the job's pods, e.g. a Spark executor) names its
+        job only by the ``kubemill.dev/job-name`` label: every served job of that name in
+        the namespace is reconciled (the pass itself checks the pod's owner).
+        """
         meta = body.get("metadata", {})
         if controller_uid(meta) is None:
             return
+        namespace = meta.get("namespace", "")
         for ref in meta.get("ownerReferences") or ():
             if not ref.get("controller"):
                 continue
+            if (ref.get("apiVersion"), ref.get("kind")) == ("v1", "Pod"):
+                job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+                if job and self._reconciler is not None:
+                    for group, plural in self.resources:
+                        key = (group, plural, namespace, job)
+                        if self._reconciler.knows(key):
+                            self._enqueue(key)
+                continue
             resource = self._by_kind.get((ref.get("apiVersion", ""), ref.get("kind", "")))
             if resource is not None:
-                key = (
-                    resource.group,
-                    resource.plural,
-                    meta.get("namespace", ""),
-                    ref.get("name", ""),
-                )
-                self._enqueue(key)
+                self._enqueue((resource.group, resource.plural, namespace, ref.get("name", "")))
 
     def _enqueue(self, key: JobKey) -> None:
         self.queue.add(key)
