@@ -10,13 +10,15 @@ creates, counted and never deleted.
 
 from __future__ import annotations
 
-import os
+import base64
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 from operator_support import (
@@ -29,10 +31,10 @@ from operator_support import (
     running_operator,
 )
 
-from kubemill.kinds import load_one, unregister
+from kubemill.cli.app import app
+from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.install import operator_rules, permits
 from kubemill.substrates.kubernetes.render import render_job
-from kubemill.substrates.plugins import load_plugins
 
 HERE = Path(__file__).resolve().parent
 
@@ -52,17 +54,6 @@ def toy(name: str) -> dict[str, Any]:
             "toyReplicaSpecs": {"Head": replicas(1), "Member": replicas(2)},
         },
     }
-
-
-@pytest.fixture
-def toy_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("KUBEMILL_ENGINES", "toy_engine:ENGINE")
-    path = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", f"{HERE}{os.pathsep}{path}" if path else str(HERE))
-    added = load_plugins()
-    yield
-    for engine in added:
-        unregister(engine.kind)
 
 
 def test_the_plugin_kind_has_its_crd_rbac_and_render(toy_plugin: None) -> None:
@@ -113,7 +104,13 @@ def test_the_operator_runs_the_plugin_kind(cluster: Cluster, tmp_path: Path) -> 
         assert config["data"] == {"greeting": "hi\n", "members": ""}
         head = cluster.get(f"{pods}/t-head-0")
         mounts = head["spec"]["containers"][0]["volumeMounts"]
-        assert [m["mountPath"] for m in mounts] == ["/etc/toy"]
+        assert [m["mountPath"] for m in mounts] == ["/etc/toy", "/var/run/toy"]
+        member = cluster.get(f"{pods}/t-member-0")
+        assert [m["mountPath"] for m in member["spec"]["containers"][0]["volumeMounts"]] == [
+            "/etc/toy"
+        ]
+        secret = cluster.get(f"/api/v1/namespaces/{namespace}/secrets/t-token")
+        assert base64.b64decode(secret["data"]["token"]) == b"toy-token-of-t\n"
 
         kubelet = Kubelet(cluster, namespace)
         for pod in ("t-head-0", "t-member-0", "t-member-1"):
@@ -171,3 +168,20 @@ def test_the_operator_runs_the_plugin_kind(cluster: Cluster, tmp_path: Path) -> 
         )
         assert not is_true(failed, "Ready")
         assert "t-helper-0" in pod_names()
+
+
+def test_render_hides_secret_values_unless_asked(toy_plugin: None, tmp_path: Path) -> None:
+    manifest = tmp_path / "toy.yaml"
+    manifest.write_text(yaml.safe_dump(toy("s")))
+    runner = CliRunner()
+    hidden = runner.invoke(app, ["render", str(manifest)])
+    assert hidden.exit_code == 0, hidden.output
+    secret = next(d for d in yaml.safe_load_all(hidden.output) if d["kind"] == "Secret")
+    assert secret["data"] == {"token": ""}
+    assert "--show-secrets" in secret["metadata"]["annotations"]["kubemill.dev/redacted"]
+    assert "toy-token-of-s" not in hidden.output
+    assert base64.b64encode(b"toy-token-of-s\n").decode() not in hidden.output
+    shown = runner.invoke(app, ["render", "--show-secrets", str(manifest)])
+    assert shown.exit_code == 0, shown.output
+    secret = next(d for d in yaml.safe_load_all(shown.output) if d["kind"] == "Secret")
+    assert base64.b64decode(secret["data"]["token"]) == b"toy-token-of-s\n"

@@ -9,9 +9,7 @@ status extension reports the Head's endpoint.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "local"))
 from local_support import eventually
 
 from kubemill.api import ConditionType
-from kubemill.kinds import unregister
 from kubemill.sdk import JobClient
-from kubemill.substrates.plugins import load_plugins
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,6 +27,8 @@ REPLICA = """
 import os, pathlib, time
 files = pathlib.Path(os.environ["TOY_FILES"])
 print("greeting:", (files / "greeting").read_text().strip(), flush=True)
+if os.environ.get("TOY_TOKEN"):
+    print("token bytes:", len(pathlib.Path(os.environ["TOY_TOKEN"]).read_bytes()), flush=True)
 last = None
 while True:
     members = (files / "members").read_text()
@@ -58,17 +56,6 @@ def toy(name: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def toy_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("KUBEMILL_ENGINES", "toy_engine:ENGINE")
-    path = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", f"{HERE}{os.pathsep}{path}" if path else str(HERE))
-    added = load_plugins()
-    yield
-    for engine in added:
-        unregister(engine.kind)
-
-
 @pytest.mark.parametrize("detach", [False, True], ids=["in-process", "detached-supervisor"])
 def test_a_plugin_kind_runs_locally_as_a_service(
     toy_plugin: None, tmp_path: Path, detach: bool
@@ -90,6 +77,11 @@ def test_a_plugin_kind_runs_locally_as_a_service(
         # The replicas read the file set: the static file, and the listing of the members
         # that run, rewritten in place as they came up.
         eventually(lambda: "greeting: hi from the plugin" in head_log(), what="the greeting")
+        # The Secret's file: the Head alone reads it; only its owner may.
+        expected = len(f"toy-token-of-{name}\n")
+        eventually(lambda: f"token bytes: {expected}" in head_log(), what="the token read")
+        [token] = (tmp_path / "state").glob(f"jobs/*/{name}-*/files/{name}-token/token")
+        assert token.stat().st_mode & 0o777 == 0o600
         eventually(
             lambda: "members: 127.0.0.1 member-0; 127.0.0.1 member-1" in head_log(),
             what="the full member listing",

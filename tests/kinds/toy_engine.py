@@ -2,9 +2,9 @@
 
 ``ToyCluster`` is a service (never Succeeded; Ready while its Members are up) with a Head
 and Members. Its Plan delivers a file set (a static greeting and a listing of the running
-members, rewritten as they come and go), expects the Head to create pods of its own
-(``Helper``: foreign, counted, never deleted), and reports an ``endpoint`` in a status
-field of its own. Nothing in kubemill names it: tests register it with
+members, rewritten as they come and go) and a Secret for the Head alone, expects the Head
+to create pods of its own (``Helper``: foreign, counted, never deleted), and reports an
+``endpoint`` in a status field of its own. Nothing in kubemill names it: tests register it with
 ``KUBEMILL_ENGINES=toy_engine:ENGINE`` (and this directory on ``PYTHONPATH``), so the
 operator and detached supervisors know it too.
 """
@@ -37,6 +37,7 @@ from kubemill.kinds import Engine, OperatorGrant
 
 HEAD, MEMBER = "Head", "Member"
 MOUNT = "/etc/toy"
+TOKEN_MOUNT = "/var/run/toy"
 
 
 class ToySpec(KubeModel):
@@ -96,12 +97,17 @@ class ToyFramework:
         config = f"{job.name}-config"
         files_dir = network.files_path(config, MOUNT)
 
+        token_dir = network.files_path(f"{job.name}-token", TOKEN_MOUNT)
+
         def env_for(slot: ReplicaSlot) -> list:  # type: ignore[type-arg]
-            return [
+            variables = [
                 env("TOY_ROLE", slot.replica_type.lower()),
                 env("TOY_INDEX", str(slot.index)),
                 env("TOY_FILES", files_dir),
             ]
+            if slot.replica_type == HEAD:
+                variables.append(env("TOY_TOKEN", f"{token_dir}/token"))
+            return variables
 
         replicas = build_replicas(
             job, network, env_for=env_for, is_master=lambda slot: slot.replica_type == HEAD
@@ -121,6 +127,14 @@ class ToyFramework:
                     ),
                     mount_path=MOUNT,
                 ),
+                # Only the Head gets the token, as a Secret: render hides its value.
+                FileSet(
+                    f"{job.name}-token",
+                    (FilePlan("token", f"toy-token-of-{job.name}\n", mode=0o600),),
+                    mount_path=TOKEN_MOUNT,
+                    secret=True,
+                    replica_types=(HEAD,),
+                ),
             ),
             foreign=(ForeignPods("Helper", owner_type=HEAD),),
             status_extension=endpoint,
@@ -137,6 +151,12 @@ ENGINE = Engine(
             ("configmaps",),
             ("list", "watch", "create", "update", "delete"),
             "toy clusters deliver a config file set",
+        ),
+        OperatorGrant(
+            ("",),
+            ("secrets",),
+            ("list", "watch", "create", "update", "delete"),
+            "toy clusters deliver a token to their head",
         ),
     ),
 )
