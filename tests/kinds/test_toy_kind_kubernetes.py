@@ -30,6 +30,7 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
+from toy_engine import manifest
 
 from kubemill.cli.app import app
 from kubemill.kinds import load_one
@@ -40,20 +41,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def toy(name: str) -> dict[str, Any]:
-    def replicas(count: int) -> dict[str, Any]:
-        container = {"name": "toy", "image": "toy:1", "command": ["toy"]}
-        return {"replicas": count, "template": {"spec": {"containers": [container]}}}
-
-    return {
-        "apiVersion": "kubemill.dev/v1",
-        "kind": "ToyCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "greeting": "hi",
-            "minMembers": 2,
-            "toyReplicaSpecs": {"Head": replicas(1), "Member": replicas(2)},
-        },
-    }
+    return manifest(name, command=["toy"], greeting="hi")
 
 
 def test_the_plugin_kind_has_its_crd_rbac_and_render(toy_plugin: None) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "local"))
 from local_support import eventually
+from toy_engine import manifest
 
 from kubemill.api import ConditionType
 from kubemill.sdk import JobClient
@@ -40,20 +41,7 @@ while True:
 
 
 def toy(name: str) -> dict[str, Any]:
-    def replicas(count: int) -> dict[str, Any]:
-        container = {"name": "toy", "image": "python", "command": ["python", "-c", REPLICA]}
-        return {"replicas": count, "template": {"spec": {"containers": [container]}}}
-
-    return {
-        "apiVersion": "kubemill.dev/v1",
-        "kind": "ToyCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "greeting": "hi from the plugin",
-            "minMembers": 2,
-            "toyReplicaSpecs": {"Head": replicas(1), "Member": replicas(2)},
-        },
-    }
+    return manifest(name, command=["python", "-c", REPLICA], greeting="hi from the plugin")
 
 
 @pytest.mark.parametrize("detach", [False, True], ids=["in-process", "detached-supervisor"])

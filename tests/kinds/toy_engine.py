@@ -12,7 +12,7 @@ operator and detached supervisors know it too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -160,3 +160,23 @@ ENGINE = Engine(
         ),
     ),
 )
+
+
+def manifest(name: str, *, command: list[str], greeting: str, members: int = 2) -> dict[str, Any]:
+    """A ToyCluster manifest: one Head and ``members`` Members running ``command``, Ready
+    once all the members are."""
+
+    def replicas(count: int) -> dict[str, Any]:
+        container = {"name": "toy", "image": "python", "command": command}
+        return {"replicas": count, "template": {"spec": {"containers": [container]}}}
+
+    return {
+        "apiVersion": "kubemill.dev/v1",
+        "kind": "ToyCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "greeting": greeting,
+            "minMembers": members,
+            "toyReplicaSpecs": {"Head": replicas(1), "Member": replicas(members)},
+        },
+    }

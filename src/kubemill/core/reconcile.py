@@ -195,6 +195,16 @@ def describe_failure(pod: ObservedPod) -> str:
     return f"{who} {verb}: {pod.reason}" if pod.reason else f"{who} {verb}"
 
 
+def _count(counts: ReplicaStatus, pod: ObservedPod) -> None:
+    """Count one pod as active, succeeded or failed by its phase (Pending counts as none)."""
+    if pod.phase == "Running":
+        counts.active += 1
+    elif pod.phase == "Succeeded":
+        counts.succeeded += 1
+    elif pod.phase in ("Failed", "Unknown"):
+        counts.failed += 1
+
+
 def _digest(content: object) -> str:
     """A short, stable digest of file content (what the substrate records on the object)."""
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
@@ -826,25 +836,13 @@ class _Reconcile:
             pod = self.live.get(rep.name)
             if pod is None or pod.name in exclude:
                 continue
-            rs = statuses[rep.replica_type]
-            if pod.phase == "Running":
-                rs.active += 1
-            elif pod.phase == "Succeeded":
-                rs.succeeded += 1
-            elif pod.phase in ("Failed", "Unknown"):
-                rs.failed += 1
+            _count(statuses[rep.replica_type], pod)
         for foreign in self.plan.foreign:
             owners = {rep.name for rep in self.plan.of_type(foreign.owner_type)}
             rs = statuses.setdefault(foreign.replica_type, ReplicaStatus())
             for pod in self.foreign:
-                if pod.owner not in owners:
-                    continue
-                if pod.phase == "Running":
-                    rs.active += 1
-                elif pod.phase == "Succeeded":
-                    rs.succeeded += 1
-                elif pod.phase in ("Failed", "Unknown"):
-                    rs.failed += 1
+                if pod.owner in owners:
+                    _count(rs, pod)
         for rtype, old in previous.items():
             statuses.setdefault(rtype, old)
         self.status.replica_statuses = statuses
