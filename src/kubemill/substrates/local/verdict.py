@@ -22,6 +22,7 @@ from kubemill.api import Job
 from kubemill.core import ObservedPod, ReconcileResult, RecordEvent
 from kubemill.core.model import PodPhase
 from kubemill.frameworks import Plan, SuccessPolicy
+from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local.network import LocalNetwork, local_plan
 from kubemill.substrates.local.store import ReplicaRecord, Store
 
@@ -44,7 +45,7 @@ def recorded_plan(job: Job, ports: dict[tuple[str, int], int], *, files_root: st
     try:
         network = LocalNetwork(job.name, ports=ports, files_root=files_root)
         return local_plan(job, network)
-    except Exception:  # any planning error: the verdict must still be recorded
+    except (ValueError, SubstrateError):  # PlanError, UnknownKind, a port or path missing
         return Plan(
             kind=job.KIND,
             name=job.name,
