@@ -293,6 +293,10 @@ class Supervisor:
         return self._prepared
 
     @property
+    def _files_root(self) -> Path:
+        return Path(self.prepared.network.files_root)
+
+    @property
     def prepared(self) -> Prepared:
         assert self._prepared is not None
         return self._prepared
@@ -372,11 +376,9 @@ class Supervisor:
 
     def _write_files(self, action: WriteFiles) -> None:
         """A FileSet becomes ``<job dir>/files/<set>/``; each file is replaced atomically, so
-        a replica reading a hostfile while it is rewritten sees the old or the new one."""
-        rec = self.store.job_by_uid(self.uid)
-        if rec is None:
-            return
-        target = rec.files_dir / action.name
+        a replica reading a hostfile while it is rewritten sees the old or the new one.
+        The directory is the one the Plan's env points at (``Network.files_path``)."""
+        target = self._files_root / action.name
         target.mkdir(parents=True, exist_ok=True)
         for file in action.files:
             staged = target / f".{file.name}.new"
@@ -390,9 +392,8 @@ class Supervisor:
         self.children[(kind, action.name)] = action.digest
 
     def _delete_file_set(self, action: DeleteChild) -> None:
-        rec = self.store.job_by_uid(self.uid)
-        if rec is not None and action.kind in FILE_KINDS:
-            shutil.rmtree(rec.files_dir / action.name, ignore_errors=True)
+        if action.kind in FILE_KINDS:
+            shutil.rmtree(self._files_root / action.name, ignore_errors=True)
         self.children.pop((action.kind, action.name), None)
 
     def _create_pod(self, name: str, now: float) -> None:
