@@ -97,6 +97,16 @@ def test_the_operator_runs_the_plugin_kind(cluster: Cluster, tmp_path: Path) -> 
         assert [m["mountPath"] for m in member["spec"]["containers"][0]["volumeMounts"]] == [
             "/etc/toy"
         ]
+        assert head["spec"]["serviceAccountName"] == "t-head"
+        assert "serviceAccountName" not in member["spec"]
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+        role = cluster.get(f"{rbac}/roles/t-head")
+        assert role["rules"] == [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+        ]
+        binding = cluster.get(f"{rbac}/rolebindings/t-head")
+        assert binding["subjects"][0]["name"] == "t-head"
+        assert cluster.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/t-head")
         secret = cluster.get(f"/api/v1/namespaces/{namespace}/secrets/t-token")
         assert base64.b64decode(secret["data"]["token"]) == b"toy-token-of-t\n"
 

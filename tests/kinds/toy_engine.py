@@ -20,6 +20,8 @@ from kubemill.api import Job, JobStatus, KindApi, ReplicaSpec, RestartPolicy, Ru
 from kubemill.api.base import KubeModel
 from kubemill.api.defaults import apply_job_defaults
 from kubemill.frameworks import (
+    AccessPlan,
+    AccessRule,
     FilePlan,
     FileSet,
     ForeignPods,
@@ -136,6 +138,12 @@ class ToyFramework:
                     replica_types=(HEAD,),
                 ),
             ),
+            # The Head watches its cluster's pods, as a Mars supervisor does.
+            access=AccessPlan(
+                f"{job.name}-head",
+                (AccessRule(("",), ("pods",), ("get", "list", "watch")),),
+                replica_types=(HEAD,),
+            ),
             foreign=(ForeignPods("Helper", owner_type=HEAD),),
             status_extension=endpoint,
         )
@@ -158,6 +166,20 @@ ENGINE = Engine(
             ("list", "watch", "create", "update", "delete"),
             "toy clusters deliver a token to their head",
         ),
+        OperatorGrant(
+            ("",),
+            ("serviceaccounts",),
+            ("list", "watch", "create", "delete"),
+            "a toy cluster's head runs as an account of its own",
+        ),
+        OperatorGrant(
+            ("rbac.authorization.k8s.io",),
+            ("roles", "rolebindings"),
+            ("list", "watch", "create", "delete"),
+            "the head's account may read the cluster's pods",
+        ),
+        # RBAC grants only what the granter holds: the head's Role reads pods.
+        OperatorGrant(("",), ("pods",), ("get",), "the head's Role lets it read pods"),
     ),
 )
 
