@@ -16,6 +16,7 @@ from kubemill import __version__
 from kubemill.api import API_VERSION, GROUP, VERSION, Job
 from kubemill.kinds import engines, load_document
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.kubernetes.restarts import recorded
 from kubemill.substrates.kubernetes.transport import api_path
 
 _DROPPED_METADATA = (
@@ -97,8 +98,9 @@ def split_name(name: str) -> tuple[tuple[JobKind, ...], str]:
 
 
 def load_job(raw: Mapping[str, Any]) -> Job:
-    """The job model of an object read from the cluster (status included)."""
-    job, errors = load_document(raw)
+    """The job model of an object read from the cluster (status included, with the restart
+    counts of an upstream-group job read back from their annotation, as the operator does)."""
+    job, errors = load_document(recorded(raw))
     if job is None or errors:
         meta = raw.get("metadata") or {}
         where = f"{raw.get('kind')} {meta.get('namespace')}/{meta.get('name')}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from kubemill.api import GROUP, Job, JobStatus
+from kubemill.api import Job, JobStatus
 from kubemill.core import (
     Action,
     ChildKind,
@@ -64,6 +64,16 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
+from kubemill.substrates.kubernetes.restarts import (
+    COUNT_FIELDS,
+    RESTARTS_ANNOTATION,
+    keeps_counts_in_status,
+    replace_counts,
+    restart_counts,
+    stored_counts,
+    with_counts,
+    without_counts,
+)
 
 logger = logging.getLogger("kubemill.operator")
 
@@ -72,16 +82,6 @@ EXPECTATION_TIMEOUT = 30.0
 STATUS_WRITE_ATTEMPTS = 3
 """Tries of a status patch within one pass: a restart is counted in the very pass that
 deletes the pod, so losing that status write would lose the count."""
-RESTARTS_ANNOTATION = "kubemill.dev/restarts"
-"""Where a job's restart counts live when its CRD's status cannot hold them.
-
-Kubeflow's published ``kubeflow.org/v1`` ReplicaStatus has only active, succeeded, failed,
-labelSelector and selector: an API server prunes ``restarts`` and ``retiredRestarts`` from
-the status of an upstream job, and ``backoffLimit`` would stop counting recreations. For
-those jobs the counts are kept in this annotation, as JSON ``{"Worker": {"restarts": 2,
-"retiredRestarts": 1}}``, and read back into the status the core judges."""
-COUNT_FIELDS = ("restarts", "retiredRestarts")
-
 JobKey = tuple[str, str, str, str]
 """(group, plural, namespace, name) of a job."""
 ChildKey = tuple[str, str]
@@ -296,7 +296,9 @@ class Reconciler:
     ) -> Mapping[str, Any]:
         """The job with the restart counts kept outside its status read back into it: the
         annotation (Kubeflow's CRDs), and counts a failed status write carried."""
-        counts = {} if keeps_counts_in_status(resource) else stored_counts(raw, resource)
+        counts = (
+            {} if keeps_counts_in_status(resource.group) else stored_counts(raw, resource.group)
+        )
         for rtype, values in (memory.unwritten_counts or {}).items():
             entry = counts.setdefault(rtype, {})
             for name in COUNT_FIELDS:
@@ -547,13 +549,13 @@ class Reconciler:
         after = status.to_wire()
         # The job was judged with counts the server may not have (a failed write's): diff
         # against the counts it does have, so that this write records them.
-        on_server = stored_counts(raw, resource)
-        if keeps_counts_in_status(resource):
+        on_server = stored_counts(raw, resource.group)
+        if keeps_counts_in_status(resource.group):
             before = replace_counts(before, on_server)
         patch = merge_patch(before, after)
         counts = restart_counts(after)
         annotate = False
-        if not keeps_counts_in_status(resource):
+        if not keeps_counts_in_status(resource.group):
             patch = without_counts(patch)  # the server would prune them
             annotate = counts != on_server
         if not patch and not annotate:
@@ -618,116 +620,6 @@ class Reconciler:
 def _child_ref(kind: ChildKind, namespace: str, name: str) -> ObjectRef:
     api_version, plural = CHILD_RESOURCES[kind]
     return ObjectRef(api_version, plural, namespace, name)
-
-
-def keeps_counts_in_status(resource: JobResource) -> bool:
-    """Whether the resource's CRD has restart counts in its status (kubemill's own group);
-    Kubeflow's upstream CRDs do not."""
-    return resource.group == GROUP
-
-
-def stored_counts(raw: Mapping[str, Any], resource: JobResource) -> dict[str, dict[str, int]]:
-    """The restart counts the server holds for a job: in its status, or (Kubeflow's CRDs)
-    in :data:`RESTARTS_ANNOTATION` (an unreadable one counts as none, with a warning)."""
-    if keeps_counts_in_status(resource):
-        return restart_counts(raw.get("status") or {})
-    meta = raw.get("metadata", {})
-    text = (meta.get("annotations") or {}).get(RESTARTS_ANNOTATION)
-    if not text:
-        return {}
-    try:
-        return parse_counts(json.loads(text))
-    except ValueError:
-        logger.warning(
-            "%s/%s: ignoring the unreadable %s annotation %r",
-            meta.get("namespace"),
-            meta.get("name"),
-            RESTARTS_ANNOTATION,
-            text,
-        )
-        return {}
-
-
-def replace_counts(
-    status: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]]
-) -> dict[str, Any]:
-    """A status in wire form whose restart counts are ``counts`` (0 where absent)."""
-    out = dict(status)
-    if isinstance(status.get("replicaStatuses"), Mapping):
-        replicas: dict[str, Any] = {}
-        for rtype, entry in status["replicaStatuses"].items():
-            if isinstance(entry, Mapping):
-                entry = dict(entry)
-                for name in COUNT_FIELDS:
-                    value = counts.get(rtype, {}).get(name, 0)
-                    if value or name in entry:
-                        entry[name] = value
-            replicas[rtype] = entry
-        out["replicaStatuses"] = replicas
-    return out
-
-
-def parse_counts(value: Any) -> dict[str, dict[str, int]]:
-    """Restart counts from their JSON form; ValueError if it is not that."""
-    if not isinstance(value, Mapping):
-        raise ValueError("restart counts must be an object")
-    counts: dict[str, dict[str, int]] = {}
-    for rtype, entry in value.items():
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"restart counts of {rtype} must be an object")
-        numbers = {name: entry.get(name, 0) for name in COUNT_FIELDS}
-        if not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers.values()
-        ):
-            raise ValueError(f"restart counts of {rtype} must be non-negative integers")
-        counts[str(rtype)] = numbers
-    return counts
-
-
-def restart_counts(status: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """The nonzero restart counts per replica type of a status in wire form."""
-    counts = {}
-    for rtype, entry in (status.get("replicaStatuses") or {}).items():
-        if isinstance(entry, Mapping):
-            numbers = {name: int(entry.get(name) or 0) for name in COUNT_FIELDS}
-            if any(numbers.values()):
-                counts[str(rtype)] = numbers
-    return counts
-
-
-def with_counts(raw: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
-    """A copy of the job with each type's restart counts raised to at least ``counts``."""
-    status = dict(raw.get("status") or {})
-    replicas = {
-        str(k): dict(v)
-        for k, v in (status.get("replicaStatuses") or {}).items()
-        if isinstance(v, Mapping)
-    }
-    for rtype, numbers in counts.items():
-        entry = replicas.setdefault(rtype, {})
-        for name in COUNT_FIELDS:
-            entry[name] = max(int(entry.get(name) or 0), int(numbers.get(name, 0)))
-    status["replicaStatuses"] = replicas
-    return {**raw, "status": status}
-
-
-def without_counts(patch: Mapping[str, Any]) -> dict[str, Any]:
-    """A status patch without restart counts (for a CRD whose status has no place for them)."""
-    out = dict(patch)
-    replicas = out.get("replicaStatuses")
-    if isinstance(replicas, Mapping):
-        kept = {}
-        for rtype, entry in replicas.items():
-            if isinstance(entry, Mapping):
-                entry = {k: v for k, v in entry.items() if k not in COUNT_FIELDS}
-                if not entry:
-                    continue
-            kept[rtype] = entry
-        if kept:
-            out["replicaStatuses"] = kept
-        else:
-            del out["replicaStatuses"]
-    return out
 
 
 def coalesce_events(events: Iterable[RecordEvent]) -> list[tuple[EventType, str, str]]:
