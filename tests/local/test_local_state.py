@@ -196,3 +196,15 @@ def test_a_bad_cap_in_the_config_is_refused(tmp_path: Path, value: str) -> None:
 def test_a_cap_in_the_config_is_read(tmp_path: Path) -> None:
     config = write_config(tmp_path, "maxReplicasPerJob: 2048\nimages: {}\n")
     assert ImageConfig.load(config).max_replicas_per_job == 2048
+
+
+def test_a_job_whose_logs_cannot_be_created_is_refused_and_forgotten(
+    backend: LocalBackend,
+) -> None:
+    # A file where the jobs' directory belongs: creating any job directory fails.
+    (backend.state_dir / "jobs").write_text("in the way\n")
+    with pytest.raises(SubstrateError) as exc:
+        backend.submit(pytorch_job("nologs", master="pass"), SubmitOptions(detach=False))
+    assert "cannot create the job's log directory" in str(exc.value)
+    assert "KUBEMILL_STATE_DIR" in str(exc.value)
+    assert backend.list() == []

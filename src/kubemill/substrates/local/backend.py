@@ -63,6 +63,7 @@ from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, 
 from kubemill.substrates.local.logs import LogTail, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
 from kubemill.substrates.local.store import (
+    STATE_DIR_ENV,
     JobRecord,
     NewJob,
     PortConflict,
@@ -194,7 +195,17 @@ class LocalBackend:
                 continue
         else:
             raise SubstrateError("could not reserve ports for the job; try again")
-        (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # Nothing can run without its log files: forget the job rather than leave a
+            # record no supervisor will ever take.
+            self.store.remove_job(uid)
+            raise SubstrateError(
+                f"cannot create the job's log directory {job_dir / 'logs'}:"
+                f" {exc.strerror or exc}; make {self.state_dir} writable, or set"
+                f" {STATE_DIR_ENV} to a writable directory"
+            ) from exc
         self._warn_ignored_containers(uid, job)
         if options.detach:
             self._start_detached(uid, job_dir)
