@@ -17,6 +17,8 @@ import pytest
 from kubemill.api import ManifestError
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient
+from kubemill.sdk.manifests import load_path
+from kubemill.substrates.local import NotRunnableLocally
 
 
 def model(name: str = "fine") -> Any:
@@ -93,3 +95,14 @@ def test_a_negative_timeout_is_refused(client: JobClient, timeout: float) -> Non
 def test_a_timeout_of_another_type_is_refused(client: JobClient) -> None:
     with pytest.raises(TypeError, match="timeout must be a number of seconds or None"):
         client.wait("anything", timeout="10")  # type: ignore[arg-type]
+
+
+def test_a_validated_model_keeps_the_paths_the_user_wrote(client: JobClient) -> None:
+    # The seed's v1alpha1 TFJob loads converted to v1; its errors name the v1alpha1 fields.
+    seed = Path(__file__).resolve().parents[2] / "examples" / "seed" / "tfjob-v1alpha1.yaml"
+    (job,) = load_path(seed)
+    with pytest.raises(NotRunnableLocally) as exc:
+        client.submit(job)
+    paths = [e.path for e in exc.value.errors]
+    assert "spec.replicaSpecs[0].template.spec.containers[0].command" in paths
+    assert not any("tfReplicaSpecs" in p for p in paths)

@@ -48,7 +48,11 @@ def load_source(source: JobSource) -> tuple[Job, str | None]:
         # is not validated: metadata.name could be "../x"); its wire form gets them now.
         wire = source.to_wire()
         wire.pop("status", None)
-        return load_one(wire, name=f"{type(source).__name__} object"), None
+        checked = load_one(wire, name=f"{type(source).__name__} object")
+        # Errors found later (e.g. "not runnable locally") still point at the fields the
+        # user wrote, e.g. in a converted v1alpha1 manifest.
+        checked.set_source_paths(source.source_path)
+        return checked, None
     if isinstance(source, Mapping):
         return load_one(source), None
     if isinstance(source, str) and ("\n" in source or not _looks_like_path(source)):
