@@ -10,12 +10,13 @@ replicas of one job.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
-from local_support import log_text, pytorch_job
+from local_support import SLEEPER, eventually, log_text, pytorch_job
 
-from kubemill.substrates.base import SubmitOptions, SubstrateError
+from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend
 from kubemill.substrates.local.images import DEFAULT_MAX_REPLICAS_PER_JOB, ImageConfig
 from kubemill.substrates.local.store import (
@@ -208,3 +209,21 @@ def test_a_job_whose_logs_cannot_be_created_is_refused_and_forgotten(
     assert "cannot create the job's log directory" in str(exc.value)
     assert "KUBEMILL_STATE_DIR" in str(exc.value)
     assert backend.list() == []
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detached"])
+def test_waiting_for_a_job_deleted_meanwhile_says_it_was_deleted(
+    backend: LocalBackend, detach: bool
+) -> None:
+    backend.submit(pytorch_job("gone", master=SLEEPER), SubmitOptions(detach=detach))
+    eventually(lambda: "up" in log_text(backend, "gone"), what="the replica to run")
+    deleter = threading.Thread(target=backend.delete, args=("gone",))
+    deleter.start()
+    try:
+        with pytest.raises(JobNotFound) as exc:
+            backend.wait("gone", timeout=60)
+    finally:
+        deleter.join()
+    assert str(exc.value.args[0]).startswith(
+        "job 'gone' in namespace 'default' was deleted while waiting for it"
+    )

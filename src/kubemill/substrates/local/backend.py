@@ -46,6 +46,7 @@ from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.kinds import engine_for
 from kubemill.substrates.base import (
     EventRecord,
+    JobNotFound,
     JobView,
     LogLine,
     ReplicaView,
@@ -345,10 +346,27 @@ class LocalBackend:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         rec = self.store.job(_namespace(namespace), name)
+        try:
+            return self._wait(rec, namespace, deadline)
+        except JobNotFound:
+            if self.store.job_by_uid(rec.uid) is not None:
+                raise
+            # It was there when the wait began: say what happened, not just "no job".
+            raise JobNotFound(
+                f"job {name!r} in namespace {rec.namespace!r} was deleted while waiting for"
+                " it (kubemill delete, or its ttlSecondsAfterFinished)"
+            ) from None
+
+    def _wait(self, rec: JobRecord, namespace: str | None, deadline: float | None) -> JobView:
+        name = rec.name
         run = self._run(rec.uid)
         if run is not None:
             run.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            return self.get(name, namespace)
+            view = self.get(name, namespace)
+            if view.finished or run.thread.is_alive():
+                return view
+            # The supervisor let go of an unfinished job: it is being deleted (or the
+            # thread crashed, which the reads below heal). Poll as for a detached job.
         next_heal = 0.0
         while True:
             rec = self.store.job(_namespace(namespace), name)
