@@ -227,3 +227,9 @@ def test_waiting_for_a_job_deleted_meanwhile_says_it_was_deleted(
     assert str(exc.value.args[0]).startswith(
         "job 'gone' in namespace 'default' was deleted while waiting for it"
     )
+
+
+def test_check_of_a_state_dir_that_is_a_file_says_so(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("not a directory\n")
+    with pytest.raises(BrokenState, match="is not a directory"):
+        check_state(tmp_path / "state")

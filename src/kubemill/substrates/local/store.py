@@ -693,8 +693,17 @@ class StateCheck:
 
 
 def check_state(state_dir: str | os.PathLike[str] | None = None) -> StateCheck:
-    """Run SQLite's integrity check on the state database (creates nothing)."""
-    path = default_state_dir(state_dir) / DB_NAME
+    """Run SQLite's integrity check on the state database (creates nothing).
+
+    Raises :class:`BrokenState` if the state directory is not a directory at all.
+    """
+    directory = default_state_dir(state_dir)
+    path = directory / DB_NAME
+    if directory.exists() and not directory.is_dir():
+        raise BrokenState(
+            f"the state directory {directory} is not a directory; move it away, or set"
+            f" {STATE_DIR_ENV} to another directory"
+        )
     if not path.exists():
         return StateCheck(path, exists=False, problems=[])
     if not path.is_file():
