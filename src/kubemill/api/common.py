@@ -103,10 +103,15 @@ class RunPolicy(KubeModel):
         return value
 
 
+MAX_REPLICAS = 10_000
+"""The most replicas of one type a job may ask for: far above any real job, low enough
+that a typo (``99999999999``) is refused when validated rather than planned into memory."""
+
+
 class ReplicaSpec(KubeModel):
     """One replica type (Chief, Worker, PS, Master, ...): how many and what each runs."""
 
-    replicas: int | None = Field(default=1, ge=0)
+    replicas: int | None = Field(default=1, ge=0, le=MAX_REPLICAS)
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
     restart_policy: RestartPolicy | None = None
 

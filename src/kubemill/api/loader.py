@@ -30,6 +30,13 @@ from kubemill.api.errors import FieldError, ManifestError, child_path, did_you_m
 from kubemill.api.kinds import ApiVersion, KindTable
 
 MAX_NAME = 63
+MAX_SOURCE_CHARS = 2 * 1024 * 1024
+"""The most YAML text ``load`` reads at once (several documents together); a job
+manifest is a few kilobytes, and Kubernetes refuses objects over about 1.5 MB."""
+MAX_EXPANDED_NODES = 200_000
+"""The most YAML nodes one document may stand for once its aliases are expanded: a few
+hundred bytes of nested aliases (a "billion laughs") otherwise expand to gigabytes as the
+document is validated."""
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -45,8 +52,22 @@ def load(
     """
     documents: list[Any]
     if isinstance(source, str):
+        if len(source) > MAX_SOURCE_CHARS:
+            raise ManifestError(
+                [
+                    FieldError(
+                        "",
+                        f"the manifest is {len(source)} characters, over the"
+                        f" {MAX_SOURCE_CHARS} allowed",
+                        "a job manifest is a few kilobytes; split the file",
+                        name,
+                    )
+                ]
+            )
         try:
-            documents = [d for d in yaml.safe_load_all(source) if d is not None]
+            documents = [d for d in yaml.load_all(source, Loader=_BoundedLoader) if d is not None]
+        except _TooLarge as exc:
+            raise ManifestError([FieldError("", str(exc), exc.hint, name)]) from exc
         except yaml.YAMLError as exc:
             raise ManifestError([_yaml_error(exc, name)]) from exc
     elif isinstance(source, (list, tuple)):
@@ -67,6 +88,77 @@ def load(
     if not jobs:
         raise ManifestError([FieldError("", "no job in this manifest", source=name)])
     return jobs
+
+
+class _TooLarge(yaml.YAMLError):
+    """A document that would expand past :data:`MAX_EXPANDED_NODES`."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that measures a document's expanded size before building it.
+
+    Composing is cheap (an alias is a reference to a node already composed); building
+    Python objects shares them too. The cost comes later, when validation walks every
+    alias as a copy, so the bound is checked on the composed graph, where each distinct
+    node is measured once.
+    """
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        expanded = _expanded_size(node)
+        if expanded > MAX_EXPANDED_NODES:
+            raise _TooLarge(
+                f"the document expands to {expanded} YAML nodes through its aliases (*name),"
+                f" over the {MAX_EXPANDED_NODES} allowed",
+                "write the values out, or use fewer nested aliases",
+            )
+        return super().construct_document(node)
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many nodes ``root`` stands for with every alias expanded (shared nodes counted
+    once per use), computed once per distinct node: linear in the composed document."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    # Post-order without recursion: a deeply nested document must not hit Python's limit.
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_done or not children:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            open_nodes.discard(id(node))
+            continue
+        if id(node) in open_nodes:
+            # An alias inside its own anchor (&a [*a]): no manifest field is recursive.
+            raise _TooLarge(
+                "an alias refers to a node that contains it (a recursive structure)",
+                "write the values out instead of the alias",
+            )
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_nodes:
+                raise _TooLarge(
+                    "an alias refers to a node that contains it (a recursive structure)",
+                    "write the values out instead of the alias",
+                )
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def _yaml_error(exc: yaml.YAMLError, source: str) -> FieldError:

@@ -370,6 +370,24 @@ def operator(ctx: typer.Context) -> None:
 
 @app.command()
 @user_errors
+def doctor(
+    ctx: typer.Context,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Move a damaged database aside and start a fresh one (job logs are kept).",
+        ),
+    ] = False,
+) -> None:
+    """Check the local state database (SQLite's integrity check); exit 1 if it is damaged."""
+    from kubemill.cli.doctor import doctor as run_doctor
+
+    raise typer.Exit(run_doctor(_settings(ctx), repair=repair))
+
+
+@app.command()
+@user_errors
 def kinds() -> None:
     """List the job kinds kubemill runs: names, accepted apiVersions, local support."""
     from kubemill.cli.views import kinds_table, stdout_console

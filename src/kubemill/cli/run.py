@@ -30,10 +30,12 @@ from kubemill.cli.views import (
 )
 from kubemill.sdk import JobClient
 from kubemill.sdk.manifests import load_path
-from kubemill.substrates.base import JobView
+from kubemill.substrates.base import JobNotFound, JobView
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
+EXIT_DELETED = 1
+"""The job was deleted (from another shell) while ``run`` followed it."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals that stop a foreground job cleanly (recorded as Interrupted). The exit code is
 then 128 + the signal's number, as a shell reports it: 130 for Ctrl-C."""
@@ -90,6 +92,7 @@ class Follower:
     def run(self, job: Job, *, base_dir: str) -> int:
         namespace = self.settings.namespace
         previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
+        view = None
         try:
             view = self.client.submit(job, detach=False, namespace=namespace, base_dir=base_dir)
             name = view.name
@@ -115,6 +118,20 @@ class Follower:
             if self.log_error is not None:
                 raise self.log_error
             view = self.client.get(name, namespace=namespace)
+        except JobNotFound:
+            if view is None:
+                raise
+            # `kubemill delete` from elsewhere: the supervisor here stopped the replicas
+            # and the job's records and logs are gone. Not a success, and not "no job".
+            self.console.print(
+                Text.assemble(
+                    ("✘ ", "red"),
+                    (f"{view.kind} {view.name} ", "bold"),
+                    ("deleted while running", "bold red"),
+                    " (by `kubemill delete`); its replicas were stopped and its logs removed",
+                )
+            )
+            return EXIT_DELETED
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

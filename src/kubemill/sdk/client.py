@@ -44,11 +44,24 @@ def load_source(source: JobSource) -> tuple[Job, str | None]:
     ``.yaml``/``.yml``/``.json``; otherwise it is YAML text.
     """
     if isinstance(source, Job):
-        return source, None
+        # A model built or changed in code skipped the checks a manifest gets (assignment
+        # is not validated: metadata.name could be "../x"); its wire form gets them now.
+        wire = source.to_wire()
+        wire.pop("status", None)
+        checked = load_one(wire, name=f"{type(source).__name__} object")
+        # Errors found later (e.g. "not runnable locally") still point at the fields the
+        # user wrote, e.g. in a converted v1alpha1 manifest.
+        checked.set_source_paths(source.source_path)
+        return checked, None
     if isinstance(source, Mapping):
         return load_one(source), None
     if isinstance(source, str) and ("\n" in source or not _looks_like_path(source)):
         return load_one(source), None
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(
+            "a job is a Job model, a manifest file's path, YAML text or a manifest dict;"
+            f" got {type(source).__name__} {source!r:.60}"
+        )
     path = Path(source)
     jobs = load_path(path)
     if len(jobs) != 1:
@@ -63,6 +76,16 @@ def load_source(source: JobSource) -> tuple[Job, str | None]:
             ]
         )
     return jobs[0], str(path.absolute().parent)
+
+
+def _check_timeout(timeout: float | None) -> None:
+    """Refuse a timeout that cannot mean anything (negative, NaN) before doing anything."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+    if not timeout >= 0:
+        raise ValueError(f"timeout must be >= 0 seconds (or None: no limit), got {timeout!r}")
 
 
 def _looks_like_path(text: str) -> bool:
@@ -132,6 +155,7 @@ class JobClient:
 
         Returns the finished job (or, after ``timeout``, the job as it is then).
         """
+        _check_timeout(timeout)
         view = self.submit(job, detach=False, namespace=namespace, base_dir=base_dir)
         try:
             return self.wait(view.name, view.namespace, timeout=timeout)
@@ -154,6 +178,7 @@ class JobClient:
 
         Check ``view.finished`` on the result after a timeout.
         """
+        _check_timeout(timeout)
         return self.backend.wait(name, self._ns(namespace), timeout)
 
     def logs(

@@ -46,6 +46,7 @@ from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.kinds import engine_for
 from kubemill.substrates.base import (
     EventRecord,
+    JobNotFound,
     JobView,
     LogLine,
     ReplicaView,
@@ -53,11 +54,17 @@ from kubemill.substrates.base import (
     SubstrateError,
 )
 from kubemill.substrates.local import procinfo
-from kubemill.substrates.local.images import Environment, ImageConfig
+from kubemill.substrates.local.images import (
+    MAX_REPLICAS_KEY,
+    Environment,
+    ImageConfig,
+    config_path,
+)
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
 from kubemill.substrates.local.logs import LogTail, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
 from kubemill.substrates.local.store import (
+    STATE_DIR_ENV,
     JobRecord,
     NewJob,
     PortConflict,
@@ -86,6 +93,19 @@ STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
 LEFTOVER_GRACE = 0.5
 """SIGTERM-to-SIGKILL wait for processes left behind by a dead supervisor."""
+
+
+def _namespace(namespace: str | None) -> str:
+    """The namespace to use (``default`` when none is given); every method that takes one
+    checks it here, so a name such as ``../..`` is refused the same way everywhere."""
+    if not namespace:
+        return DEFAULT_NAMESPACE
+    if not _DNS_LABEL.match(namespace):
+        raise SubstrateError(
+            f"namespace {namespace!r} is not a valid name; use lowercase letters,"
+            " digits and '-', starting and ending with a letter or digit"
+        )
+    return namespace
 
 
 def _utc(moment: float | None) -> datetime | None:
@@ -137,7 +157,9 @@ class LocalBackend:
         base_dir = str(Path(options.base_dir or Path.cwd()).absolute())
         if not Path(base_dir).is_dir():
             raise SubstrateError(f"base directory {base_dir} does not exist")
-        job_dir = self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
+        job_dir = self._inside_state_dir(
+            self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
+        )
         ctx = PodContext(
             job_uid=uid, namespace=job.namespace, base_dir=base_dir, log_dir=str(job_dir / "logs")
         )
@@ -174,7 +196,17 @@ class LocalBackend:
                 continue
         else:
             raise SubstrateError("could not reserve ports for the job; try again")
-        (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # Nothing can run without its log files: forget the job rather than leave a
+            # record no supervisor will ever take.
+            self.store.remove_job(uid)
+            raise SubstrateError(
+                f"cannot create the job's log directory {job_dir / 'logs'}:"
+                f" {exc.strerror or exc}; make {self.state_dir} writable, or set"
+                f" {STATE_DIR_ENV} to a writable directory"
+            ) from exc
         self._warn_ignored_containers(uid, job)
         if options.detach:
             self._start_detached(uid, job_dir)
@@ -182,13 +214,25 @@ class LocalBackend:
             self._start_here(uid, prepared)
         return self.get(job.name, job.namespace)
 
+    def _inside_state_dir(self, path: Path) -> Path:
+        """``path``, if it stays inside the state directory once resolved; else refuse it.
+
+        Names are validated before this, so this is the last guard, for a job model whose
+        name or namespace was changed after validation (a job directory elsewhere would be
+        written, and later deleted, outside kubemill's own directory).
+        """
+        root = self.state_dir.resolve()
+        if not path.resolve().is_relative_to(root):
+            raise SubstrateError(
+                f"refusing to write {path}: it is outside the state directory {root};"
+                " check the job's metadata.name and namespace"
+            )
+        return path
+
     def _set_namespace(self, job: Job, namespace: str | None) -> None:
         for candidate in (namespace, job.metadata.namespace):
-            if candidate is not None and not _DNS_LABEL.match(candidate):
-                raise SubstrateError(
-                    f"namespace {candidate!r} is not a valid name; use lowercase letters,"
-                    " digits and '-', starting and ending with a letter or digit"
-                )
+            if candidate is not None:
+                _namespace(candidate)
         if namespace is None:
             return
         given = job.metadata.namespace
@@ -201,6 +245,7 @@ class LocalBackend:
 
     def _environments(self, job: Job) -> dict[str, Environment]:
         config = ImageConfig.load(self.config_path)
+        _check_replica_cap(job, config)
         images: dict[str, Environment] = {}
         for spec in job.replica_specs.values():
             for container in spec.template.spec.containers:
@@ -277,7 +322,7 @@ class LocalBackend:
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job now (healed if its supervisor died). Raises ``JobNotFound``."""
-        rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
+        rec = self._fresh(self.store.job(_namespace(namespace), name))
         if rec is None:
             # Deleted by its TTL just now.
             return self._not_found(name, namespace)
@@ -286,7 +331,7 @@ class LocalBackend:
     def list(self, namespace: str | None = None) -> list[JobView]:
         """Every job (of ``namespace``, or all), oldest first."""
         views = []
-        for rec in self.store.jobs(namespace):
+        for rec in self.store.jobs(None if namespace is None else _namespace(namespace)):
             fresh = self._fresh(rec)
             if fresh is not None:
                 views.append(self._view(fresh))
@@ -300,14 +345,31 @@ class LocalBackend:
         Returns the job as it is then; check ``view.finished`` after a timeout.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        rec = self.store.job(_namespace(namespace), name)
+        try:
+            return self._wait(rec, namespace, deadline)
+        except JobNotFound:
+            if self.store.job_by_uid(rec.uid) is not None:
+                raise
+            # It was there when the wait began: say what happened, not just "no job".
+            raise JobNotFound(
+                f"job {name!r} in namespace {rec.namespace!r} was deleted while waiting for"
+                " it (kubemill delete, or its ttlSecondsAfterFinished)"
+            ) from None
+
+    def _wait(self, rec: JobRecord, namespace: str | None, deadline: float | None) -> JobView:
+        name = rec.name
         run = self._run(rec.uid)
         if run is not None:
             run.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            return self.get(name, namespace)
+            view = self.get(name, namespace)
+            if view.finished or run.thread.is_alive():
+                return view
+            # The supervisor let go of an unfinished job: it is being deleted (or the
+            # thread crashed, which the reads below heal). Poll as for a detached job.
         next_heal = 0.0
         while True:
-            rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+            rec = self.store.job(_namespace(namespace), name)
             now = time.monotonic()
             if now >= next_heal:
                 next_heal = now + 1.0
@@ -330,7 +392,7 @@ class LocalBackend:
         follow: bool = False,
     ) -> Iterator[LogLine]:
         """Lines of every replica (or one); with ``follow``, as written, until the end."""
-        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        rec = self.store.job(_namespace(namespace), name)
         replicas = self.store.replicas(rec.uid)
         if replica is not None:
             replicas = [_pick_replica(rec, replicas, replica)]
@@ -341,7 +403,7 @@ class LocalBackend:
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""
-        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        rec = self.store.job(_namespace(namespace), name)
         self._fresh(rec)
         out: builtins.list[EventRecord] = []
         for row in self.store.events(rec.uid):
@@ -374,7 +436,7 @@ class LocalBackend:
         supervisor was already gone was not stopped by this request: it is recorded as
         lost (``SupervisorLost``) and the request changes nothing.
         """
-        rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
+        rec = self._fresh(self.store.job(_namespace(namespace), name))
         if rec is None:
             return self._not_found(name, namespace)
         if not rec.finished:
@@ -410,7 +472,7 @@ class LocalBackend:
         return self.get(name, namespace)
 
     def _require_unfinished(self, name: str, namespace: str | None, verb: str) -> JobRecord:
-        rec = self._fresh(self.store.job(namespace or DEFAULT_NAMESPACE, name))
+        rec = self._fresh(self.store.job(_namespace(namespace), name))
         if rec is None:
             self._not_found(name, namespace)
             raise AssertionError("unreachable")
@@ -425,7 +487,7 @@ class LocalBackend:
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every process of the job, verify none is left, and forget the job."""
-        rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        rec = self.store.job(_namespace(namespace), name)
         self._stop(rec, "delete", force=False)
         self._kill_leftovers(rec, verify=True)
         self.store.remove_job(rec.uid)
@@ -606,13 +668,26 @@ class LocalBackend:
 
     def _not_found(self, name: str, namespace: str | None) -> JobView:
         # Re-raise the store's own JobNotFound, with its message.
-        self.store.job(namespace or DEFAULT_NAMESPACE, name)
+        self.store.job(_namespace(namespace), name)
         raise AssertionError("unreachable")
 
     def _view(self, rec: JobRecord) -> JobView:
         job = rec.load_job()
         replicas = tuple(_replica_view(r) for r in self.store.replicas(rec.uid))
         return JobView(job=job, status=job.status, replicas=replicas, created=_utc(rec.created))
+
+
+def _check_replica_cap(job: Job, config: ImageConfig) -> None:
+    """Refuse a job with more replicas than this machine is configured to start at once."""
+    total = sum(job.replica_count(rtype) for rtype in job.replica_specs)
+    cap = config.max_replicas_per_job
+    if total > cap:
+        where = config.path or config_path(None)
+        raise SubstrateError(
+            f"job {job.name} asks for {total} replicas, over the local cap of {cap} per job"
+            f" (each replica is a process on this machine); to allow more, set"
+            f" `{MAX_REPLICAS_KEY}: {total}` in {where}"
+        )
 
 
 def _supervise_quietly(supervisor: Supervisor) -> None:

@@ -12,6 +12,11 @@ engines with conflicting pins (one venv for TensorFlow, one for PyTorch) coexist
       "pytorch/*": /opt/venvs/torch                       # glob (fnmatch), first match wins
 
 Exact names are tried before globs; unmapped images use the default environment.
+
+The same file caps how many replicas one job may start on this machine (every replica is
+a process)::
+
+    maxReplicasPerJob: 1024      # default 512
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import yaml
 from kubemill.substrates.base import SubstrateError
 
 CONFIG_ENV = "KUBEMILL_CONFIG"
+DEFAULT_MAX_REPLICAS_PER_JOB = 512
+MAX_REPLICAS_KEY = "maxReplicasPerJob"
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -86,6 +93,8 @@ class ImageConfig:
 
     images: Mapping[str, str]
     path: Path | None = None
+    max_replicas_per_job: int = DEFAULT_MAX_REPLICAS_PER_JOB
+    """``maxReplicasPerJob``: a job asking for more replicas is refused at submit."""
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> ImageConfig:
@@ -105,9 +114,16 @@ class ImageConfig:
             raise SubstrateError(f"{file}: not valid YAML: {exc}") from exc
         if not isinstance(data, Mapping):
             raise SubstrateError(f"{file}: expected a mapping with an `images:` key")
-        unknown = sorted(set(data) - {"images"})
+        unknown = sorted(set(data) - {"images", MAX_REPLICAS_KEY})
         if unknown:
-            raise SubstrateError(f"{file}: unknown keys {unknown}; the only key is `images`")
+            raise SubstrateError(
+                f"{file}: unknown keys {unknown}; the keys are `images` and `{MAX_REPLICAS_KEY}`"
+            )
+        cap = data.get(MAX_REPLICAS_KEY, DEFAULT_MAX_REPLICAS_PER_JOB)
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise SubstrateError(
+                f"{file}: {MAX_REPLICAS_KEY}: expected a positive integer, got {cap!r}"
+            )
         images = data.get("images") or {}
         if not isinstance(images, Mapping):
             raise SubstrateError(
@@ -119,7 +135,9 @@ class ImageConfig:
                     f"{file}: images.{key}: expected the path of a Python environment (a venv),"
                     f" got {value!r}"
                 )
-        return cls(images={str(k): v for k, v in images.items()}, path=file)
+        return cls(
+            images={str(k): v for k, v in images.items()}, path=file, max_replicas_per_job=cap
+        )
 
     def resolve(self, image: str) -> Environment:
         """The environment for ``image``; raises if its mapping points nowhere usable."""

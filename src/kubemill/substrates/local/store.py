@@ -13,6 +13,11 @@ Several processes use the database at once (a detached supervisor writes, CLI co
 in other shells read and heal), so it runs in WAL mode with a busy timeout, and every
 write is a short ``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection.
 
+A database that cannot be used is a :class:`BrokenState` error naming the file and what
+to do, never a raw ``sqlite3`` error: a damaged file (``kubemill doctor`` checks it with
+SQLite's integrity check; ``kubemill doctor --repair`` moves it aside and starts a fresh
+one, leaving every job's logs where they are), or a directory kubemill may not write.
+
 Replica logs are written by the kernel straight into the log files (the process's
 stdout and stderr *are* the file), never copied by the supervisor, so nothing is lost
 when a supervisor dies; SQLite only records where they are.
@@ -20,16 +25,17 @@ when a supervisor dies; SQLite only records where they are.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from kubemill.api import Job
 from kubemill.kinds import load_one
@@ -224,6 +230,59 @@ class PortConflict(SubstrateError):
     """A port chosen for a job was reserved by another job in the meantime (retry)."""
 
 
+class BrokenState(SubstrateError):
+    """The state database cannot be used: damaged, unreadable or not writable."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_DAMAGED = ("not a database", "malformed", "disk image", "corrupt", "unsupported file format")
+_NOT_WRITABLE = ("unable to open", "readonly", "read-only", "permission")
+
+
+def state_error(exc: sqlite3.Error, path: Path) -> BrokenState:
+    """The one-line error for a failure of the database at ``path``: what and what to do."""
+    text = str(exc)
+    lowered = text.lower()
+    if any(word in lowered for word in _DAMAGED):
+        return BrokenState(
+            f"the state database {path} is damaged ({text}); run `kubemill doctor --repair`"
+            " to move it aside and start a fresh one (job logs are kept)"
+        )
+    if any(word in lowered for word in _NOT_WRITABLE):
+        return BrokenState(
+            f"cannot open the state database {path} for writing ({text}); make"
+            f" {path.parent} writable, or set {STATE_DIR_ENV} to a writable directory"
+        )
+    if "disk i/o" in lowered:
+        return BrokenState(
+            f"could not read or write the state database {path} ({text}); check the disk"
+            f" holding {path.parent} and its free space, then run `kubemill doctor`"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return BrokenState(
+            f"the state database {path} stayed locked by another kubemill process for"
+            f" {BUSY_TIMEOUT_MS // 1000} s ({text}); try again"
+        )
+    return BrokenState(f"the state database {path} failed: {text}; check it with `kubemill doctor`")
+
+
+def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Raise :class:`BrokenState` instead of a raw ``sqlite3`` error from a Store method."""
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            store = args[0]
+            assert isinstance(store, Store)
+            raise state_error(exc, store.path) from exc
+
+    return guarded
+
+
 class Store:
     """The SQLite database of one state directory."""
 
@@ -234,10 +293,15 @@ class Store:
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise SubstrateError(
+            raise BrokenState(
                 f"cannot create the state directory {self.state_dir}: {exc.strerror}; "
                 f"set {STATE_DIR_ENV} to a writable directory"
             ) from exc
+        if self.path.exists() and not self.path.is_file():
+            raise BrokenState(
+                f"the state database {self.path} is not a file; move it away, or set"
+                f" {STATE_DIR_ENV} to another directory"
+            )
         self._migrate()
 
     # --- connections -------------------------------------------------------------------
@@ -246,10 +310,14 @@ class Store:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            except sqlite3.Error:
+                conn.close()
+                raise
             self._local.conn = conn
         return conn
 
@@ -272,6 +340,7 @@ class Store:
             raise
         conn.execute("COMMIT")
 
+    @_translated
     def _migrate(self) -> None:
         conn = self._connection()
         # WAL lets readers (other shells) proceed while a supervisor writes.
@@ -291,6 +360,7 @@ class Store:
 
     # --- jobs --------------------------------------------------------------------------
 
+    @_translated
     def insert_job(self, new: NewJob) -> None:
         """Record a job, its replicas and its reserved ports, or raise.
 
@@ -336,6 +406,7 @@ class Store:
                 [(new.uid, r, cp, p) for (r, cp), p in new.ports.items()],
             )
 
+    @_translated
     def job(self, namespace: str, name: str) -> JobRecord:
         """The job of that name; :class:`JobNotFound` if there is none."""
         row = (
@@ -347,11 +418,13 @@ class Store:
             raise JobNotFound(f"no job {name!r} in namespace {namespace!r}")
         return _job(row)
 
+    @_translated
     def job_by_uid(self, uid: str) -> JobRecord | None:
         """The job with this uid, or ``None`` once it has been deleted."""
         row = self._connection().execute("SELECT * FROM jobs WHERE uid = ?", (uid,)).fetchone()
         return None if row is None else _job(row)
 
+    @_translated
     def jobs(self, namespace: str | None = None) -> list[JobRecord]:
         """All jobs (of one namespace), oldest first."""
         conn = self._connection()
@@ -363,6 +436,7 @@ class Store:
             ).fetchall()
         return [_job(r) for r in rows]
 
+    @_translated
     def set_status(self, uid: str, status: Mapping[str, Any], *, finished: bool) -> None:
         """Record the job's status (the supervisor calls this only when it changed)."""
         with self._write() as tx:
@@ -371,6 +445,7 @@ class Store:
                 (json.dumps(status), int(finished), uid),
             )
 
+    @_translated
     def settle_without_supervisor(
         self, uid: str, status: Mapping[str, Any], *, finished: bool, supervisor_done: bool
     ) -> bool:
@@ -389,6 +464,7 @@ class Store:
             )
             return cur.rowcount == 1
 
+    @_translated
     def claim_supervisor(self, uid: str, process: ProcessId, *, mode: str) -> bool:
         """Record ``process`` as the job's supervisor unless another one holds it."""
         with self._write() as tx:
@@ -408,11 +484,13 @@ class Store:
             )
             return cur.rowcount == 1
 
+    @_translated
     def set_supervisor_state(self, uid: str, state: str) -> None:
         """``running`` once supervision began, ``done`` once the supervisor let go."""
         with self._write() as tx:
             tx.execute("UPDATE jobs SET supervisor_state = ? WHERE uid = ?", (state, uid))
 
+    @_translated
     def request(self, uid: str, what: str) -> None:
         """Ask the job's supervisor to ``delete`` it or to ``force`` its stop (delete wins)."""
         with self._write() as tx:
@@ -422,6 +500,7 @@ class Store:
                 (what, uid),
             )
 
+    @_translated
     def patch_manifest(
         self,
         uid: str,
@@ -455,6 +534,7 @@ class Store:
             tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
             return manifest
 
+    @_translated
     def manifest(self, uid: str) -> dict[str, Any] | None:
         """The job's recorded manifest as last patched (None once the job is gone)."""
         row = (
@@ -462,6 +542,7 @@ class Store:
         )
         return None if row is None else dict(json.loads(row["manifest"]))
 
+    @_translated
     def hand_over(self, uid: str, process: ProcessId) -> bool:
         """Give an unfinished job whose supervisor is done to a new detached one (resume).
 
@@ -476,6 +557,7 @@ class Store:
             )
             return cur.rowcount == 1
 
+    @_translated
     def pending_request(self, uid: str) -> str | None:
         """What was asked of the supervisor; ``delete`` also when the job row is gone."""
         row = (
@@ -483,6 +565,7 @@ class Store:
         )
         return "delete" if row is None else row["request"]
 
+    @_translated
     def remove_job(self, uid: str) -> None:
         """Forget the job: its row, replicas, ports and events (logs are the caller's)."""
         with self._write() as tx:
@@ -490,6 +573,7 @@ class Store:
 
     # --- replicas ----------------------------------------------------------------------
 
+    @_translated
     def replicas(self, uid: str) -> list[ReplicaRecord]:
         """The job's replicas in plan order."""
         rows = (
@@ -499,6 +583,7 @@ class Store:
         )
         return [_replica(r) for r in rows]
 
+    @_translated
     def save_replicas(self, records: list[ReplicaRecord]) -> None:
         """Write the replicas' rows (the supervisor writes only those that changed)."""
         if not records:
@@ -509,6 +594,7 @@ class Store:
 
     # --- ports -------------------------------------------------------------------------
 
+    @_translated
     def ports(self, uid: str) -> dict[tuple[str, int], int]:
         """The job's reserved ports: (replica, container port) -> host port."""
         rows = (
@@ -518,10 +604,12 @@ class Store:
         )
         return {(r["replica"], r["container_port"]): r["port"] for r in rows}
 
+    @_translated
     def reserved_ports(self) -> set[int]:
         """Ports held by jobs that have not finished."""
         return _reserved_ports(self._connection())
 
+    @_translated
     def replace_ports(self, uid: str, ports: Mapping[tuple[str, int], int]) -> None:
         """Swap some of a job's ports (re-allocation before its first start)."""
         with self._write() as tx:
@@ -537,6 +625,7 @@ class Store:
 
     # --- events ------------------------------------------------------------------------
 
+    @_translated
     def add_event(
         self, uid: str, *, type: str, reason: str, message: str, when: float | None = None
     ) -> None:
@@ -563,6 +652,7 @@ class Store:
                 (uid, now, now, type, reason, message),
             )
 
+    @_translated
     def events(self, uid: str) -> list[EventRow]:
         """The job's events, oldest first."""
         rows = (
@@ -581,6 +671,88 @@ class Store:
             )
             for r in rows
         ]
+
+
+# --- checking and repairing ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    """What ``kubemill doctor`` found in a state directory."""
+
+    path: Path
+    """The database checked."""
+    exists: bool
+    problems: list[str]
+    """SQLite's integrity check (``PRAGMA integrity_check``) findings, or why it could not
+    run; empty when the database is sound."""
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def check_state(state_dir: str | os.PathLike[str] | None = None) -> StateCheck:
+    """Run SQLite's integrity check on the state database (creates nothing).
+
+    Raises :class:`BrokenState` if the state directory is not a directory at all.
+    """
+    directory = default_state_dir(state_dir)
+    path = directory / DB_NAME
+    if directory.exists() and not directory.is_dir():
+        raise BrokenState(
+            f"the state directory {directory} is not a directory; move it away, or set"
+            f" {STATE_DIR_ENV} to another directory"
+        )
+    if not path.exists():
+        return StateCheck(path, exists=False, problems=[])
+    if not path.is_file():
+        return StateCheck(path, exists=True, problems=["it is not a file"])
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except sqlite3.Error as exc:
+        return StateCheck(path, exists=True, problems=[str(exc)])
+    try:
+        rows = conn.execute("PRAGMA integrity_check").fetchall()
+        problems = [str(r[0]) for r in rows if r[0] != "ok"]
+        if not problems:
+            # A sound file that is not kubemill's (or from a newer one) is a problem too.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                problems = [f"written by a newer kubemill (schema {version})"]
+    except sqlite3.Error as exc:
+        problems = [str(exc)]
+    finally:
+        conn.close()
+    return StateCheck(path, exists=True, problems=problems)
+
+
+def repair_state(state_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Move the state database aside and start a fresh one; where the old one went.
+
+    The old file (with its ``-wal`` and ``-shm`` companions) keeps its contents for a
+    later look; job directories and their logs are not touched. Jobs recorded only in the
+    old database are forgotten: their supervisors, finding their job gone, stop it.
+    """
+    directory = default_state_dir(state_dir)
+    path = directory / DB_NAME
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = directory / f"{DB_NAME}.broken-{stamp}"
+    suffix = 1
+    while aside.exists():
+        suffix += 1
+        aside = directory / f"{DB_NAME}.broken-{stamp}-{suffix}"
+    try:
+        for companion in ("", "-wal", "-shm"):
+            source = directory / f"{DB_NAME}{companion}"
+            if source.exists():
+                source.rename(directory / f"{aside.name}{companion}")
+    except OSError as exc:
+        raise BrokenState(
+            f"cannot move {path} aside: {exc.strerror}; make {directory} writable"
+        ) from exc
+    Store(directory).close()
+    return aside
 
 
 # --- row mapping ---------------------------------------------------------------------------
@@ -701,11 +873,16 @@ def _upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
 __all__ = [
     "DB_NAME",
     "STATE_DIR_ENV",
+    "BrokenState",
     "EventRow",
     "JobRecord",
     "NewJob",
     "PortConflict",
     "ReplicaRecord",
+    "StateCheck",
     "Store",
+    "check_state",
     "default_state_dir",
+    "repair_state",
+    "state_error",
 ]

@@ -16,7 +16,14 @@ from kubemill.kinds import engines
 from kubemill.substrates.kubernetes.operator.main import run_operator
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
 
-app = typer.Typer(add_completion=False)
+app = typer.Typer(
+    add_completion=False,
+    # Plain help and errors, as every other kubemill command (rich draws boxes, and cuts
+    # long option names to fit them).
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 _UPSTREAM_HELP = "Also reconcile " + ", ".join(
     f"{group}/{version} {engine.kind}"
