@@ -3,9 +3,16 @@
 This is the local stand-in for the kubelet. It starts the process of a
 :class:`~.launch.LaunchSpec`, notices when it exits, and applies the *pod* restart
 policy the way the kubelet does: ``Always`` restarts after any exit, ``OnFailure``
-after a non-zero one, ``Never`` leaves the pod Succeeded or Failed. Restarts count up
-and wait a short, doubling back-off (0.1 s to 1 s; the kubelet's is 10 s to 5 min,
-which a job on a laptop has no need for).
+after a non-zero one, ``Never`` leaves the pod Succeeded or Failed. Restarts wait a
+short, doubling back-off (0.1 s to 1 s; the kubelet's is 10 s to 5 min, which a job on
+a laptop has no need for).
+
+A restart is counted the moment the exit that calls for it is seen (the pod shows
+``CrashLoopBackOff`` with its restart count already up), and it only happens once the
+supervisor has let the core judge that exit and the core has not deleted the pod
+(:meth:`ReplicaPod.allow_restart`). So ``backoffLimit: 2`` with ``OnFailure`` means three
+runs, never a fourth that is started only to be stopped, and a pod deleted while it
+waits keeps its last real exit code.
 
 When the main process exits, anything it left in its process group is killed, as
 everything in a container dies with the container's main process. That is done before
@@ -33,6 +40,9 @@ BACKOFF_INITIAL = 0.1
 BACKOFF_MAX = 1.0
 BACKOFF_RESET_AFTER = 10.0
 """A process that ran this long before exiting restarts without back-off again."""
+
+STOPPED_WAITING = "stopped while waiting to restart"
+"""Message prefix of a pod deleted between a run and its planned restart."""
 
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
@@ -87,6 +97,11 @@ class ReplicaPod:
         self.stop_reason = ""
         self.kill_at: float | None = None
         self.restart_at: float | None = None
+        self.interrupted_restart = False
+        """Deleted while waiting to restart (its restart count already holds that restart)."""
+        self.exit_reason = ""
+        self.restart_allowed = False
+        """Set by the supervisor once the core has seen the exit and kept the pod."""
         self._backoff = BACKOFF_INITIAL
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -96,8 +111,19 @@ class ReplicaPod:
         self.state.created = now
         self._launch(now)
 
+    @property
+    def waiting_to_restart(self) -> bool:
+        """Exited, with a restart planned that has not happened yet."""
+        return self.restart_at is not None and self.popen is None
+
+    def allow_restart(self) -> None:
+        """The core has judged the exit and kept the pod: the planned restart may go ahead."""
+        if self.waiting_to_restart and not self.deleting:
+            self.restart_allowed = True
+
     def _launch(self, now: float) -> None:
         self.restart_at = None
+        self.restart_allowed = False
         try:
             popen = spawn(self.spec)
         except OSError as exc:
@@ -122,6 +148,7 @@ class ReplicaPod:
         self.state.exit_code = code
         self.state.finished = now
         self.state.reason = "StartError"
+        self.exit_reason = "StartError"
         self.state.message = (
             f"replica {self.spec.replica} could not start {self.spec.argv[0]!r}:"
             f" {exc.strerror} ({missing})"
@@ -147,12 +174,17 @@ class ReplicaPod:
                 self._backoff = BACKOFF_INITIAL
             self.state.reason = "Completed" if code == 0 else "Error"
             self.state.message = ""
+            self.exit_reason = self.state.reason
             self._after_exit(now, code)
             changed = True
-        if self.restart_at is not None and now >= self.restart_at and not self.deleting:
+        if (
+            self.restart_at is not None
+            and self.restart_allowed
+            and now >= self.restart_at
+            and not self.deleting
+        ):
             if self.before_restart is not None:
                 self.before_restart(self)
-            self.state.restart_count += 1
             self._launch(now)
             changed = True
         if self.kill_at is not None and now >= self.kill_at and self.popen is not None:
@@ -168,6 +200,9 @@ class ReplicaPod:
             # The pod stays Running while its container waits to be restarted.
             self.state.phase = "Running"
             self.state.reason = "CrashLoopBackOff" if code != 0 else "Completed"
+            # Counted now, so the core judges backoffLimit before the restart happens.
+            self.state.restart_count += 1
+            self.restart_allowed = False
             self.restart_at = now + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX)
         else:
@@ -186,18 +221,30 @@ class ReplicaPod:
         if self.deleting:
             return
         self.deleting = True
-        self.stopped_running = self.state.phase == "Running"
+        # Only a process that the stop actually ends is shown as Stopped; a pod waiting
+        # to restart keeps the phase and exit code of its last real run.
+        self.stopped_running = self.popen is not None
         self.stop_reason = reason
-        self.restart_at = None
+        self._give_up_restart(reason)
         if self.popen is None:
             return
         self._signal(signal.SIGTERM)
         wait = self.spec.grace_seconds if grace is None else grace
         self.kill_at = now + wait
 
+    def _give_up_restart(self, why: str) -> None:
+        """A planned restart will not happen: the pod ends as its last run ended."""
+        if self.waiting_to_restart:
+            code = self.state.exit_code
+            self.state.phase = "Succeeded" if code == 0 else "Failed"
+            self.state.reason = self.exit_reason
+            self.state.message = f"{STOPPED_WAITING}: {why}"
+            self.interrupted_restart = True
+        self.restart_at = None
+
     def kill(self) -> None:
         """SIGKILL the group at once (a second Ctrl-C, or the grace period is over)."""
-        self.restart_at = None
+        self._give_up_restart(self.stop_reason or "killed")
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: signal.Signals) -> None:
@@ -230,7 +277,8 @@ class ReplicaPod:
     @property
     def next_deadline(self) -> float | None:
         """The next moment :meth:`poll` has something to do without an exit."""
-        times = [t for t in (self.restart_at, self.kill_at) if t is not None]
+        restart = self.restart_at if self.restart_allowed else None
+        times = [t for t in (restart, self.kill_at) if t is not None]
         return min(times) if times else None
 
     def observed(self, replica_type: str, index: int) -> ObservedPod:

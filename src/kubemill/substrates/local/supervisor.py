@@ -79,7 +79,7 @@ from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment
-from kubemill.substrates.local.kubelet import ReplicaPod, wait_any
+from kubemill.substrates.local.kubelet import STOPPED_WAITING, ReplicaPod, wait_any
 from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
 from kubemill.substrates.local.network import (
     LocalNetwork,
@@ -340,6 +340,11 @@ class Supervisor:
             else:
                 self._apply(action, now)
         self._set_status(result.status)
+        if not result.status.finished:
+            # The core has judged every exit seen so far (backoffLimit included) and kept
+            # these pods: their planned in-place restarts may go ahead.
+            for pod in self.pods.values():
+                pod.allow_restart()
         resync = self.options.resync_interval
         if result.requeue_after is not None:
             resync = min(resync, max(0.0, result.requeue_after.total_seconds()))
@@ -412,7 +417,13 @@ class Supervisor:
             # -- unless kubemill stopped it while it ran (suspended, then resumed): as in the
             # core, only a failed pod created again is a restart.
             earlier = existing.state.restart_count if existing is not None else record.restart_count
-            recreation = 0 if record.phase == "Stopped" else 1
+            # A pod deleted while it waited to restart has that restart counted already.
+            waited = (
+                existing.interrupted_restart
+                if existing is not None
+                else record.message.startswith(STOPPED_WAITING)
+            )
+            recreation = 0 if record.phase == "Stopped" or waited else 1
             retired = record.retired_restarts + earlier + recreation
             self.records[name] = replace(record, retired_restarts=retired, restart_count=0)
         pod = ReplicaPod(
