@@ -1,17 +1,20 @@
-"""Process handling of the local kubelet under abuse (issue 7): restarts only the core allows.
+"""Process handling of the local substrate under abuse (issue 7): no process outlives its
+job, even a daemonised one; restarts only the core allows.
 
 Real processes throughout; replicas coordinate through files in the test's ``tmp_path``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from local_support import SLEEPER, pytorch_job
+import pytest
+from local_support import SLEEPER, eventually, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobView, SubmitOptions
-from kubemill.substrates.local import LocalBackend
+from kubemill.substrates.local import LocalBackend, procinfo
 
 COUNT_RUN = (
     "import os\n"
@@ -47,3 +50,118 @@ def test_on_failure_never_starts_a_run_past_the_backoff_limit(
     # The last real exit, not the SIGTERM of a run started only to be stopped.
     assert (worker.phase, worker.exit_code) == ("Failed", 3)
     assert worker.restarts == 3
+
+
+DAEMONISE = """
+import json, os, subprocess, sys, time
+env = {} if os.environ.get('CLEAR_ENV') else None
+session = subprocess.Popen(['sleep', '300'], start_new_session=True, env=env)
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    grandchild = os.fork()
+    if grandchild == 0:
+        os.execvp('sleep', ['sleep', '301'])
+    os.write(w, str(grandchild).encode())
+    os._exit(0)
+os.wait()
+double = int(os.read(r, 32))
+with open('daemons.tmp', 'w') as f:
+    json.dump([session.pid, double], f)
+os.replace('daemons.tmp', 'daemons')
+while not os.path.exists('go'):
+    time.sleep(0.01)
+sys.exit(int(open('go').read() or 0))
+"""
+"""Starts a process in a new session and a double-forked one (re-parented away from the
+replica at once), records both pids, then exits with the code written to ``go``."""
+
+
+def daemons(tmp_path: Path) -> list[procinfo.ProcessId]:
+    """The replica's daemonised processes, identified while they run."""
+    pids = json.loads(eventually(lambda: _read(tmp_path / "daemons"), what="daemons started"))
+    found = [procinfo.identify(pid) for pid in pids]
+    assert all(p is not None and procinfo.is_alive(p) for p in found), found
+    return [p for p in found if p is not None]
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def assert_gone(processes: list[procinfo.ProcessId]) -> None:
+    left = [p.pid for p in processes if procinfo.is_alive(p)]
+    assert not left, f"daemonised processes outlived their job: {left}"
+
+
+def daemon_job(name: str, *, clear_env: bool = False) -> object:
+    code = DAEMONISE if not clear_env else "import os; os.environ['CLEAR_ENV'] = '1'\n" + DAEMONISE
+    return pytorch_job(name, master=code)
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detached"])
+@pytest.mark.parametrize(("code", "phase"), [(0, "Succeeded"), (3, "Failed")])
+def test_daemonised_processes_end_with_their_job(
+    backend: LocalBackend, tmp_path: Path, detach: bool, code: int, phase: str
+) -> None:
+    view = backend.submit(
+        daemon_job("daemons"), SubmitOptions(detach=detach, base_dir=str(tmp_path))
+    )  # type: ignore[arg-type]
+    started = daemons(tmp_path)
+    (tmp_path / "go").write_text(str(code))
+    done = backend.wait(view.name, timeout=60)
+    assert done.phase == phase
+    assert_gone(started)
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detached"])
+def test_daemonised_processes_end_on_delete(
+    backend: LocalBackend, tmp_path: Path, detach: bool
+) -> None:
+    view = backend.submit(
+        daemon_job("deleted"), SubmitOptions(detach=detach, base_dir=str(tmp_path))
+    )  # type: ignore[arg-type]
+    started = daemons(tmp_path)
+    backend.delete(view.name)
+    assert_gone(started)
+
+
+def test_a_detached_supervisor_ends_daemons_that_cleared_their_environment(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # Without the mark, only being below the supervisor (a subreaper) identifies them.
+    job = daemon_job("cleared", clear_env=True)
+    view = backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))  # type: ignore[arg-type]
+    started = daemons(tmp_path)
+    (tmp_path / "go").write_text("0")
+    assert backend.wait(view.name, timeout=60).phase == "Succeeded"
+    assert_gone(started)
+
+
+def test_a_restart_in_place_ends_what_the_previous_run_left(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # The first run daemonises then fails; the second checks its daemons are gone already.
+    second = (
+        "import json, os\n"
+        "def alive(pid):\n"
+        "    try:\n"
+        "        return open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z'\n"
+        "    except OSError:\n"
+        "        return False\n"
+        "if os.path.exists('daemons'):\n"
+        "    raise SystemExit(7 if any(map(alive, json.load(open('daemons')))) else 0)\n"
+    )
+    job = pytorch_job(
+        "again",
+        master=second + DAEMONISE,
+        restart_policy="OnFailure",
+        run_policy={"backoffLimit": 1},
+    )
+    view = backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))  # type: ignore[arg-type]
+    started = daemons(tmp_path)
+    (tmp_path / "go").write_text("1")
+    done = backend.wait(view.name, timeout=60)
+    master = next(r for r in done.replicas if r.name.endswith("master-0"))
+    assert (done.phase, master.exit_code, master.restarts) == ("Succeeded", 0, 1)
+    assert_gone(started)

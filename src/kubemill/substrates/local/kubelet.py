@@ -14,10 +14,12 @@ supervisor has let the core judge that exit and the core has not deleted the pod
 runs, never a fourth that is started only to be stopped, and a pod deleted while it
 waits keeps its last real exit code.
 
-When the main process exits, anything it left in its process group is killed, as
-everything in a container dies with the container's main process. That is done before
-the exit is reaped, while the zombie still pins the group id, so the signal can only
-reach our own processes.
+When the main process exits, anything it left behind is killed with SIGKILL, as
+everything in a container dies with the container's main process: its process group
+(before the exit is reaped, while the zombie still pins the group id, so the signal can
+only reach our own processes) and the processes that left the group (``setsid``, a
+double fork), which the supervisor finds for it (``strays``). Signals to the pod (SIGTERM
+on delete, SIGKILL after the grace period) reach those too.
 """
 
 from __future__ import annotations
@@ -82,12 +84,15 @@ class ReplicaPod:
         *,
         restart_policy: str,
         before_restart: Callable[[ReplicaPod], None] | None = None,
+        strays: Callable[[ReplicaPod], set[int]] | None = None,
     ) -> None:
         if restart_policy not in ("Always", "OnFailure", "Never"):
             raise ValueError(f"unknown pod restartPolicy {restart_policy!r}")
         self.spec = spec
         self.restart_policy = restart_policy
         self.before_restart = before_restart
+        self.strays = strays
+        """The pod's processes outside its process group (its main process's pid aside)."""
         self.state = PodState()
         self.popen: subprocess.Popen[bytes] | None = None
         self.pidfd: int | None = None
@@ -159,9 +164,9 @@ class ReplicaPod:
         """Notice an exit, due restarts and due kills. Returns True if anything changed."""
         changed = False
         if self.popen is not None and self._has_exited():
-            # Kill what the process left in its group while its zombie still pins the id.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
+            # Kill what the process left in its group while its zombie still pins the id,
+            # and what left the group.
+            self._signal(signal.SIGKILL)
             returncode = self.popen.wait()
             self._close_pidfd()
             self.popen = None
@@ -252,6 +257,10 @@ class ReplicaPod:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
+        if self.strays is not None:
+            for pid in self.strays(self) - {self.popen.pid}:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
 
     def _close_pidfd(self) -> None:
         if self.pidfd is not None:

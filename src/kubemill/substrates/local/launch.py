@@ -37,6 +37,7 @@ from pathlib import Path
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
 from kubemill.frameworks import Plan, ReplicaPlan
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
 from kubemill.substrates.local.images import Environment
 from kubemill.substrates.local.network import LOCAL_HOST
@@ -188,6 +189,8 @@ def build_launch(
     for var in rep.env:
         declared[var.name] = expand(var.value or "", declared)
     env.update(declared)
+    # Inherited by whatever the replica starts: how its orphans are known (procinfo).
+    env[procinfo.REPLICA_MARK] = f"{ctx.job_uid}/{rep.name}"
 
     cwd = _working_dir(container, ctx.base_dir)
     if not Path(cwd).is_dir():

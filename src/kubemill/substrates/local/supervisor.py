@@ -15,6 +15,26 @@ rows to SQLite only when they changed. Actions map as follows:
 Once the job has finished, anything still running is stopped (locally no process
 outlives its job) and the supervisor lets go of the job.
 
+No process outlives its job, even a daemonised one. The supervisor makes the process it
+runs in a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a replica's orphans (a
+``setsid`` child, a double fork) re-parent to it instead of to init. Every replica also
+carries ``KUBEMILL_REPLICA_ID=<job uid>/<replica>`` in its environment. A process is the
+job's if it descends from a replica, or descends from the supervisor's process and
+carries the job's mark; a detached supervisor (``exclusive``: its process runs nothing
+else) takes every process below it as the job's. Those processes get the pod's signals
+(SIGTERM on delete, SIGKILL after the grace period), are SIGKILLed when their replica's
+main process exits (as a container's processes die with it), and whatever is left when
+the job ends (success, failure, interrupt, delete, or a failure of the supervisor) gets
+SIGTERM, then SIGKILL after :data:`SWEEP_GRACE`. No cgroup is created or moved.
+
+The subreaper setting is per process and lasts as long as the process. For a detached
+supervisor and for ``kubemill run`` in the foreground, that process is kubemill's own.
+An SDK program that runs a job in-process (``detach=False``) becomes a subreaper too:
+orphans of its *own* other children then re-parent to it (and stay zombies until it
+waits for them); kubemill only reaps the processes it identified as its jobs', and an
+orphan whose environment was cleared of the mark is not recognised there, so such a
+program should prefer ``detach=True`` for jobs that daemonise.
+
 It runs either inside the submitting process, in a thread (``detach=False``: no
 interpreter start-up on the way to the first replica), or as its own process in a new
 session: ``python -m kubemill.substrates.local.supervisor --state-dir D --job-uid U``.
@@ -96,6 +116,9 @@ log = logging.getLogger("kubemill.local.supervisor")
 
 NOT_RUNNABLE = "NotRunnableLocally"
 SUPERVISOR_ERROR = "SupervisorError"
+SWEEP_GRACE = 1.0
+"""SIGTERM-to-SIGKILL grace of the processes still found once every replica is gone
+(they already had SIGTERM with their replica when it was deleted)."""
 HANDOVER_WAIT = 5.0
 """How long a new detached supervisor waits for the process that started it to hand it
 the job (``Store.hand_over`` runs just after the start, on resume)."""
@@ -196,9 +219,15 @@ class Supervisor:
         *,
         prepared: Prepared | None = None,
         options: SupervisorOptions | None = None,
+        exclusive: bool = False,
     ) -> None:
         self.store = store
         self.uid = uid
+        self.exclusive = exclusive
+        """This process runs nothing but this job: every process below it is the job's."""
+        self._strays: dict[int, int] = {}
+        """Processes found to be the job's outside any replica's tree: pid -> start ticks
+        (to reap them once they die, when their environment can no longer be read)."""
         self.options = options or SupervisorOptions()
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
@@ -258,6 +287,7 @@ class Supervisor:
     def run(self) -> None:
         """Supervise until the job is over; always leaves no replica process behind."""
         try:
+            procinfo.become_subreaper()
             rec = self.store.job_by_uid(self.uid)
             if rec is None:
                 return
@@ -430,6 +460,7 @@ class Supervisor:
             self.prepared.specs[name],
             restart_policy=pod_restart_policy(rep.restart_policy),
             before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
+            strays=self._strays_of,
         )
         pod.start(now)
         self.pods[name] = pod
@@ -576,6 +607,48 @@ class Supervisor:
             if self.pods:
                 self._sleep(now)
         self._save_replicas()
+        self._sweep()
+
+    # --- processes outside the replicas' groups -----------------------------------------------
+
+    def _strays_of(self, pod: ReplicaPod) -> set[int]:
+        """The pod's processes beyond its main one: its tree and its marked orphans."""
+        return self._find_strays(f"{self.uid}/{pod.spec.replica}", pod)
+
+    def _job_strays(self) -> set[int]:
+        """Every process of the job that is not a replica's main process."""
+        return self._find_strays(f"{self.uid}/", None)
+
+    def _find_strays(self, mark: str, only: ReplicaPod | None) -> set[int]:
+        table = procinfo.process_table()
+        mains = {p.popen.pid for p in self.pods.values() if p.popen is not None}
+        found: set[int] = set()
+        for pod in [only] if only is not None else list(self.pods.values()):
+            if pod.popen is not None:
+                found |= procinfo.descendants(pod.popen.pid, table, zombies=True)
+        for pid in procinfo.descendants(os.getpid(), table, zombies=True) - mains - found:
+            if self._is_stray(pid, table[pid], mark, whole_job=only is None):
+                found.add(pid)
+        for pid in found:
+            self._strays[pid] = table[pid].start_ticks
+        return found
+
+    def _is_stray(self, pid: int, info: procinfo.ProcStat, mark: str, *, whole_job: bool) -> bool:
+        if self._strays.get(pid) == info.start_ticks:
+            return True  # seen before (a zombie's environment can no longer be read)
+        if whole_job and self.exclusive:
+            return True
+        seen = procinfo.mark_of(pid)
+        if seen is None:
+            return False
+        return seen.startswith(mark) if whole_job else seen == mark
+
+    def _sweep(self) -> None:
+        """End whatever of the job is still there once its replicas are gone."""
+        left = procinfo.stop_processes(self._job_strays, grace=SWEEP_GRACE)
+        if left:
+            log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
+        self._strays = {p: t for p, t in self._strays.items() if procinfo.stat(p) is not None}
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
@@ -645,6 +718,8 @@ class Supervisor:
             log.exception("could not record the supervisor's failure")
 
     def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._sweep()
         for pod in self.pods.values():
             pod.close()
         with contextlib.suppress(Exception):
@@ -723,7 +798,8 @@ def main(argv: list[str] | None = None) -> int:
     if me is None or not _claim(store, args.job_uid, me):
         log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
         return 1
-    supervisor = Supervisor(store, args.job_uid)
+    # This process runs the one job: whatever ends up below it is the job's.
+    supervisor = Supervisor(store, args.job_uid, exclusive=True)
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
