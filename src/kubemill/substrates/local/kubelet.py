@@ -29,6 +29,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,9 +47,47 @@ BACKOFF_RESET_AFTER = 10.0
 STOPPED_WAITING = "stopped while waiting to restart"
 """Message prefix of a pod deleted between a run and its planned restart."""
 
+EXIT_OOM_KILLED = 137
+"""128 + SIGKILL: what a container ended by the OOM killer exits with."""
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 """Exit codes a shell would report for a program it cannot run (permanent failures)."""
+
+
+class CoreAllocator:
+    """Which cores a replica limited to N CPUs is pinned to: the N least used by the
+    replicas this process runs, so concurrent replicas spread over the machine.
+
+    Ties go to the core after the last one handed out, so detached supervisors (each its
+    own process, with its own allocator) do not all start on core 0: each begins at an
+    offset taken from its job, see ``start``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._use: dict[int, int] = {}
+        self._next = 0
+
+    def take(self, count: int, *, start: int = 0) -> frozenset[int]:
+        """Reserve ``count`` cores (at most the ones this process may use)."""
+        allowed = sorted(os.sched_getaffinity(0))
+        with self._lock:
+            first = (self._next + start) % len(allowed)
+            ring = allowed[first:] + allowed[:first]
+            chosen = sorted(ring, key=lambda c: (self._use.get(c, 0), ring.index(c)))[:count]
+            for core in chosen:
+                self._use[core] = self._use.get(core, 0) + 1
+            self._next += len(chosen)
+            return frozenset(chosen)
+
+    def give_back(self, cores: frozenset[int]) -> None:
+        with self._lock:
+            for core in cores:
+                self._use[core] = max(0, self._use.get(core, 0) - 1)
+
+
+CORES = CoreAllocator()
+"""One per process: in-process jobs of one program share it."""
 
 
 def exit_code_of(returncode: int) -> int:
@@ -85,6 +124,7 @@ class ReplicaPod:
         restart_policy: str,
         before_restart: Callable[[ReplicaPod], None] | None = None,
         strays: Callable[[ReplicaPod], set[int]] | None = None,
+        core_offset: int = 0,
     ) -> None:
         if restart_policy not in ("Always", "OnFailure", "Never"):
             raise ValueError(f"unknown pod restartPolicy {restart_policy!r}")
@@ -92,6 +132,11 @@ class ReplicaPod:
         self.restart_policy = restart_policy
         self.before_restart = before_restart
         self.strays = strays
+        self.core_offset = core_offset
+        self.cores: frozenset[int] | None = None
+        """The cores the running process is pinned to (``spec.cpus`` of them)."""
+        self.oom_killed = ""
+        """Why the supervisor killed the running process for its memory, if it did."""
         """The pod's processes outside its process group (its main process's pid aside)."""
         self.state = PodState()
         self.popen: subprocess.Popen[bytes] | None = None
@@ -129,9 +174,12 @@ class ReplicaPod:
     def _launch(self, now: float) -> None:
         self.restart_at = None
         self.restart_allowed = False
+        if self.spec.cpus is not None:
+            self.cores = CORES.take(self.spec.cpus, start=self.core_offset)
         try:
-            popen = spawn(self.spec)
+            popen = spawn(self.spec, cores=self.cores)
         except OSError as exc:
+            self._release_cores()
             self._start_failed(now, exc)
             return
         self.popen = popen
@@ -169,6 +217,7 @@ class ReplicaPod:
             self._signal(signal.SIGKILL)
             returncode = self.popen.wait()
             self._close_pidfd()
+            self._release_cores()
             self.popen = None
             code = exit_code_of(returncode)
             self.state.exit_code = code
@@ -179,6 +228,11 @@ class ReplicaPod:
                 self._backoff = BACKOFF_INITIAL
             self.state.reason = "Completed" if code == 0 else "Error"
             self.state.message = ""
+            if self.oom_killed:
+                # As the kubelet reports a container the kernel's OOM killer ended.
+                self.state.exit_code = code = EXIT_OOM_KILLED
+                self.state.reason, self.state.message = "OOMKilled", self.oom_killed
+                self.oom_killed = ""
             self.exit_reason = self.state.reason
             self._after_exit(now, code)
             changed = True
@@ -236,6 +290,17 @@ class ReplicaPod:
         self._signal(signal.SIGTERM)
         wait = self.spec.grace_seconds if grace is None else grace
         self.kill_at = now + wait
+
+    def oom_kill(self, message: str) -> None:
+        """Its processes use more memory than its limit: SIGKILL them (OOMKilled, 137)."""
+        if self.popen is not None and not self.oom_killed:
+            self.oom_killed = message
+            self._signal(signal.SIGKILL)
+
+    def _release_cores(self) -> None:
+        if self.cores is not None:
+            CORES.give_back(self.cores)
+            self.cores = None
 
     def _give_up_restart(self, why: str) -> None:
         """A planned restart will not happen: the pod ends as its last run ended."""

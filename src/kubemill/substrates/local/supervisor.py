@@ -135,6 +135,8 @@ class SupervisorOptions:
     suspend, resume) or someone wants it deleted."""
     resync_interval: float = 1.0
     """Reconcile at least this often even when nothing was observed to change."""
+    memory_interval: float = 0.2
+    """How often the resident memory of replicas with a memory limit is measured."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
 
 
@@ -240,6 +242,7 @@ class Supervisor:
         self._last_observed: Observed | None = None
         self._next_reconcile = 0.0
         self._next_request_check = 0.0
+        self._next_memory_check = 0.0
         self._ever_started = False
         self._requested: str | None = None
         self._stop_asked: str | None = None
@@ -341,6 +344,7 @@ class Supervisor:
             for pod in list(self.pods.values()):
                 pod.poll(now)
             self._drop_gone()
+            self._watch_memory(now)
             if self._requests(now) == "delete":
                 self._stop_all("the job is being deleted")
                 return
@@ -461,6 +465,7 @@ class Supervisor:
             restart_policy=pod_restart_policy(rep.restart_policy),
             before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
             strays=self._strays_of,
+            core_offset=int(self.uid.replace("-", "")[:8], 16) if self.uid else 0,
         )
         pod.start(now)
         self.pods[name] = pod
@@ -649,6 +654,38 @@ class Supervisor:
         if left:
             log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
         self._strays = {p: t for p, t in self._strays.items() if procinfo.stat(p) is not None}
+
+    def _watch_memory(self, now: float) -> None:
+        """OOMKill a replica whose process tree's resident memory is past its limit.
+
+        The kubelet's limit is the kernel's, in a cgroup; locally it is a watch every
+        ``memory_interval``, so a replica may briefly go past its limit before it is
+        killed. The kill is reported as the kubelet would report it (reason ``OOMKilled``,
+        exit code 137) and the core judges it like any other exit.
+        """
+        watched = [
+            p
+            for p in self.pods.values()
+            if p.spec.memory_limit is not None and p.alive and not p.oom_killed
+        ]
+        if not watched or now < self._next_memory_check:
+            return
+        self._next_memory_check = now + self.options.memory_interval
+        table = procinfo.process_table()
+        for pod in watched:
+            assert pod.popen is not None and pod.spec.memory_limit is not None
+            tree = {pod.popen.pid} | procinfo.descendants(pod.popen.pid, table)
+            used = procinfo.rss_bytes(tree)
+            if used > pod.spec.memory_limit:
+                message = (
+                    f"{pod.spec.replica} used {used // 2**20}Mi of resident memory (its"
+                    f" processes together), over its limit of {pod.spec.memory_limit // 2**20}Mi"
+                    " (resources.limits.memory)"
+                )
+                pod.oom_kill(message)
+                self.store.add_event(
+                    self.uid, type="Warning", reason="OOMKilling", message=message, when=now
+                )
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
