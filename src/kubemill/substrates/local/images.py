@@ -12,6 +12,9 @@ engines with conflicting pins (one venv for TensorFlow, one for PyTorch) coexist
       "pytorch/*": /opt/venvs/torch                       # glob (fnmatch), first match wins
 
 Exact names are tried before globs; unmapped images use the default environment.
+
+The same file holds the local kubelet's other settings, read where they are used:
+``replicaStarts`` (:class:`~.kubelet.StartLimits`: how fast replicas are started).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import yaml
 from kubemill.substrates.base import SubstrateError
 
 CONFIG_ENV = "KUBEMILL_CONFIG"
+CONFIG_KEYS = frozenset({"images", "replicaStarts"})
+"""The config file's keys; ``replicaStarts`` is read by :class:`~.kubelet.StartLimits`."""
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -105,9 +110,11 @@ class ImageConfig:
             raise SubstrateError(f"{file}: not valid YAML: {exc}") from exc
         if not isinstance(data, Mapping):
             raise SubstrateError(f"{file}: expected a mapping with an `images:` key")
-        unknown = sorted(set(data) - {"images"})
+        unknown = sorted(set(data) - CONFIG_KEYS)
         if unknown:
-            raise SubstrateError(f"{file}: unknown keys {unknown}; the only key is `images`")
+            raise SubstrateError(
+                f"{file}: unknown keys {unknown}; the known keys are {sorted(CONFIG_KEYS)}"
+            )
         images = data.get("images") or {}
         if not isinstance(images, Mapping):
             raise SubstrateError(

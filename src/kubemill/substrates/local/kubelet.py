@@ -31,12 +31,17 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
+
+import yaml
 
 from kubemill.core.model import ObservedPod, PodPhase
+from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.images import config_path
 from kubemill.substrates.local.launch import LaunchSpec, spawn
 
 BACKOFF_INITIAL = 0.1
@@ -52,6 +57,96 @@ EXIT_OOM_KILLED = 137
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 """Exit codes a shell would report for a program it cannot run (permanent failures)."""
+
+
+DEFAULT_STARTS_PER_SECOND = 20.0
+DEFAULT_START_BURST = 20
+
+
+@dataclass(frozen=True)
+class StartLimits:
+    """How fast one supervisor starts replica processes (a token bucket).
+
+    Up to ``burst`` start at once, then ``per_second``; the rest wait as Pending pods, as
+    pods wait for a kubelet that is busy. Without it a 500-replica job had 197 processes
+    starting before the first finished, each importing its libraries at once. In-place
+    restarts are not limited (they have their back-off). From the config file::
+
+        replicaStarts:
+          perSecond: 20   # replica processes started per second, at most
+          burst: 20       # started at once before the rate applies
+    """
+
+    per_second: float = DEFAULT_STARTS_PER_SECOND
+    burst: int = DEFAULT_START_BURST
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any], where: str) -> StartLimits:
+        """The limits of a config mapping; a bad value is an error naming its key."""
+        section = data.get("replicaStarts") or {}
+        if not isinstance(section, Mapping):
+            raise SubstrateError(
+                f"{where}: replicaStarts: expected a mapping with perSecond and burst"
+            )
+        unknown = sorted(set(section) - {"perSecond", "burst"})
+        if unknown:
+            raise SubstrateError(
+                f"{where}: replicaStarts: unknown keys {unknown}; the keys are perSecond, burst"
+            )
+        rate = section.get("perSecond", DEFAULT_STARTS_PER_SECOND)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            raise SubstrateError(
+                f"{where}: replicaStarts.perSecond: expected a number > 0, got {rate!r}"
+            )
+        burst = section.get("burst", DEFAULT_START_BURST)
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise SubstrateError(
+                f"{where}: replicaStarts.burst: expected a whole number >= 1, got {burst!r}"
+            )
+        return cls(per_second=float(rate), burst=burst)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> StartLimits:
+        """The limits of the local config file (defaults when there is no file)."""
+        file = config_path(path)
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            return cls()
+        except (OSError, yaml.YAMLError) as exc:
+            raise SubstrateError(f"cannot read the config file {file}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            return cls()  # the image config reports the shape error
+        return cls.from_config(data, str(file))
+
+
+class StartBucket:
+    """Tokens for starting processes under :class:`StartLimits`."""
+
+    def __init__(self, limits: StartLimits) -> None:
+        self.limits = limits
+        self._tokens = float(limits.burst)
+        self._at: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._at is not None and now > self._at:
+            gained = (now - self._at) * self.limits.per_second
+            self._tokens = min(float(self.limits.burst), self._tokens + gained)
+        self._at = now if self._at is None else max(self._at, now)
+
+    def take(self, now: float) -> bool:
+        """Use a token if one is there."""
+        self._refill(now)
+        # A token due at exactly ``next_token`` may fall a rounding error short of 1.
+        if self._tokens >= 1.0 - 1e-9:
+            self._tokens = max(0.0, self._tokens - 1.0)
+            return True
+        return False
+
+    def next_token(self, now: float) -> float:
+        """When the next token will be there."""
+        self._refill(now)
+        return now + max(0.0, 1.0 - self._tokens) / self.limits.per_second
 
 
 class CoreAllocator:
@@ -158,8 +253,28 @@ class ReplicaPod:
 
     def start(self, now: float) -> None:
         """Create the pod: start its process now."""
-        self.state.created = now
+        self.create(now)
         self._launch(now)
+
+    def create(self, now: float) -> None:
+        """Create the pod without starting its process yet: it is Pending until
+        :meth:`launch` (the supervisor starts processes at a bounded rate)."""
+        self.state.created = now
+
+    @property
+    def pending(self) -> bool:
+        """Created, its process never started, not deleted."""
+        return (
+            self.state.phase == "Pending"
+            and self.popen is None
+            and self.state.started is None
+            and not self.deleting
+        )
+
+    def launch(self, now: float) -> None:
+        """Start the process of a :attr:`pending` pod."""
+        if self.pending:
+            self._launch(now)
 
     @property
     def waiting_to_restart(self) -> bool:
@@ -279,10 +394,10 @@ class ReplicaPod:
         """Delete the pod: SIGTERM its group now, SIGKILL after the grace period."""
         if self.deleting:
             return
+        # Only a process that the stop actually ends (or one it keeps from ever starting)
+        # is shown as Stopped; a pod waiting to restart keeps its last real run's end.
+        self.stopped_running = self.popen is not None or self.pending
         self.deleting = True
-        # Only a process that the stop actually ends is shown as Stopped; a pod waiting
-        # to restart keeps the phase and exit code of its last real run.
-        self.stopped_running = self.popen is not None
         self.stop_reason = reason
         self._give_up_restart(reason)
         if self.popen is None:

@@ -5,7 +5,9 @@ every ``poll_interval``), turns them into :class:`~kubemill.core.Observed`, asks
 :func:`kubemill.core.reconcile` what to do, does it, and writes the status and replica
 rows to SQLite only when they changed. Actions map as follows:
 
-- ``CreatePod`` starts the replica's process (:class:`~.kubelet.ReplicaPod`);
+- ``CreatePod`` creates the replica's pod (:class:`~.kubelet.ReplicaPod`), whose process
+  starts at once or, past the start rate (:class:`~.kubelet.StartLimits`, from the
+  config file's ``replicaStarts``), stays Pending until its turn;
 - ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
 - there are no services locally (replicas reach each other on 127.0.0.1 ports), so the
   local Plan asks for none; a PodGroup is admitted at once (no scheduler to wait for);
@@ -99,7 +101,13 @@ from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment
-from kubemill.substrates.local.kubelet import STOPPED_WAITING, ReplicaPod, wait_any
+from kubemill.substrates.local.kubelet import (
+    STOPPED_WAITING,
+    ReplicaPod,
+    StartBucket,
+    StartLimits,
+    wait_any,
+)
 from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
 from kubemill.substrates.local.network import (
     LocalNetwork,
@@ -137,6 +145,8 @@ class SupervisorOptions:
     """Reconcile at least this often even when nothing was observed to change."""
     memory_interval: float = 0.2
     """How often the resident memory of replicas with a memory limit is measured."""
+    start_limits: StartLimits | None = None
+    """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
 
 
@@ -243,6 +253,7 @@ class Supervisor:
         self._next_reconcile = 0.0
         self._next_request_check = 0.0
         self._next_memory_check = 0.0
+        self._starts = StartBucket(StartLimits())
         self._ever_started = False
         self._requested: str | None = None
         self._stop_asked: str | None = None
@@ -308,15 +319,17 @@ class Supervisor:
     def _setup(self, rec: JobRecord) -> Prepared | None:
         self.records = {r.name: r for r in self.store.replicas(self.uid)}
         self._ever_started = any(r.created is not None for r in self.records.values())
-        if self._prepared is None:
-            try:
+        submitted_here = self._prepared is not None
+        try:
+            self._starts = StartBucket(self.options.start_limits or StartLimits.load())
+            if self._prepared is None:
                 self._prepared = prepare_recorded(rec, self.store.ports(self.uid))
-            except (SubstrateError, ValueError) as exc:
-                self.job_status = JobStatus.model_validate(rec.status)
-                self._saved_status = _comparable(self.job_status)
-                self._halt(Halt(NOT_RUNNABLE, f"the job cannot start here: {exc}"))
-                return None
-        else:
+        except (SubstrateError, ValueError) as exc:
+            self.job_status = JobStatus.model_validate(rec.status)
+            self._saved_status = _comparable(self.job_status)
+            self._halt(Halt(NOT_RUNNABLE, f"the job cannot start here: {exc}"))
+            return None
+        if submitted_here:
             # Submitted by this process: the manifest may have changed since it was planned.
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
@@ -344,6 +357,7 @@ class Supervisor:
             for pod in list(self.pods.values()):
                 pod.poll(now)
             self._drop_gone()
+            self._start_pending(now)
             self._watch_memory(now)
             if self._requests(now) == "delete":
                 self._stop_all("the job is being deleted")
@@ -467,12 +481,26 @@ class Supervisor:
             strays=self._strays_of,
             core_offset=int(self.uid.replace("-", "")[:8], 16) if self.uid else 0,
         )
-        pod.start(now)
+        pod.create(now)
         self.pods[name] = pod
-        if pod.state.reason == "StartError":
-            self.store.add_event(
-                self.uid, type="Warning", reason="FailedStart", message=pod.state.message, when=now
-            )
+        self._start_pending(now)
+
+    def _start_pending(self, now: float) -> None:
+        """Start the processes of Pending pods, in creation order, at the start rate."""
+        for pod in self.pods.values():
+            if not pod.pending:
+                continue
+            if not self._starts.take(now):
+                return
+            pod.launch(now)
+            if pod.state.reason == "StartError":
+                self.store.add_event(
+                    self.uid,
+                    type="Warning",
+                    reason="FailedStart",
+                    message=pod.state.message,
+                    when=now,
+                )
 
     def _check_ports_before_first_start(self) -> None:
         """Move ports taken since submit; safe as no replica has been told an address yet."""
@@ -585,6 +613,8 @@ class Supervisor:
     def _sleep(self, now: float) -> None:
         deadlines = [self._next_reconcile, self._next_request_check]
         deadlines += [d for p in self.pods.values() if (d := p.next_deadline) is not None]
+        if any(p.pending for p in self.pods.values()):
+            deadlines.append(self._starts.next_token(now))
         timeout = min(self.options.poll_interval, max(0.0, min(deadlines) - now))
         wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._wake_r)
         with contextlib.suppress(BlockingIOError, OSError):
