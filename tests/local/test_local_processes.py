@@ -165,3 +165,20 @@ def test_a_restart_in_place_ends_what_the_previous_run_left(
     master = next(r for r in done.replicas if r.name.endswith("master-0"))
     assert (done.phase, master.exit_code, master.restarts) == ("Succeeded", 0, 1)
     assert_gone(started)
+
+
+def test_daemons_of_a_killed_supervisor_end_when_the_job_is_next_read(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # The subreaper is gone: the daemons re-parent away, and are found by their mark.
+    view = backend.submit(
+        daemon_job("orphaned"), SubmitOptions(detach=True, base_dir=str(tmp_path))
+    )  # type: ignore[arg-type]
+    started = daemons(tmp_path)
+    rec = backend.store.job("default", view.name)
+    assert rec.supervisor is not None
+    procinfo.kill_process(rec.supervisor)
+    assert procinfo.wait_gone(rec.supervisor, timeout=10)
+    healed = backend.get(view.name)
+    assert healed.status.condition(ConditionType.FAILED) is not None
+    assert_gone(started)

@@ -246,6 +246,23 @@ def mark_of(pid: int) -> str | None:
     return None
 
 
+def marked(prefix: str) -> set[int]:
+    """Live processes anywhere (of this user: others' environments cannot be read) whose
+    :data:`REPLICA_MARK` starts with ``prefix``; for when no supervisor is left to ask."""
+    found: set[int] = set()
+    me = os.getpid()
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        seen = mark_of(pid)
+        if seen is not None and seen.startswith(prefix):
+            info = stat(pid)
+            if info is not None and info.state != "Z":
+                found.add(pid)
+    return found
+
+
 def rss_bytes(pids: set[int]) -> int:
     """Resident memory of ``pids`` together (``/proc/<pid>/statm``; gone ones count 0)."""
     page = os.sysconf("SC_PAGE_SIZE")
