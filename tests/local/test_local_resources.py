@@ -177,3 +177,16 @@ def test_asks_larger_than_the_machine_are_refused_at_submit(
     errors = [str(e) for e in caught.value.errors]
     assert any(f"{MASTER}.{field}" in e and words in e for e in errors), errors
     assert not backend.list()
+
+
+def test_memory_counts_the_whole_process_tree(backend: LocalBackend, tmp_path: Path) -> None:
+    # The replica itself stays small; its child in a session of its own holds the memory.
+    parent = (
+        "import subprocess, sys\n"
+        "child = \"import time; hog = b'x' * (256 * 2**20); time.sleep(60)\"\n"
+        "subprocess.run([sys.executable, '-c', child], start_new_session=True)\n"
+    )
+    job = pytorch_job("tree", master=with_resources(parent, {"limits": {"memory": "100Mi"}}))
+    backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
+    master = finish(backend, "tree").replicas[0]
+    assert (master.exit_code, master.reason) == (137, "OOMKilled")

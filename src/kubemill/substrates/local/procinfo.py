@@ -14,7 +14,7 @@ died out completely and the number now belongs to someone else.
 
 Process trees: a replica may leave its group (``setsid``, a double fork). A supervisor is
 a child subreaper (:func:`become_subreaper`), so such orphans re-parent to it and stay
-findable by parent (:func:`descendants`); every replica also carries
+findable by parent (:class:`ProcessTree`); every replica also carries
 :data:`REPLICA_MARK` in its environment, which its descendants inherit (:func:`mark_of`).
 """
 
@@ -213,23 +213,28 @@ def process_table() -> dict[int, ProcStat]:
     return table
 
 
-def descendants(
-    root: int, table: dict[int, ProcStat] | None = None, *, zombies: bool = False
-) -> set[int]:
-    """Processes whose parent chain leads to ``root`` (not ``root`` itself); zombies
-    (exited, not yet reaped) only if ``zombies``."""
-    table = process_table() if table is None else table
-    children: dict[int, list[int]] = {}
-    for pid, info in table.items():
-        children.setdefault(info.ppid, []).append(pid)
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found if zombies else {pid for pid in found if table[pid].state != "Z"}
+class ProcessTree:
+    """One scan of ``/proc``: each process's stat and children."""
+
+    def __init__(self, table: dict[int, ProcStat] | None = None) -> None:
+        self.table = process_table() if table is None else table
+        self.children: dict[int, list[int]] = {}
+        for pid, info in self.table.items():
+            self.children.setdefault(info.ppid, []).append(pid)
+
+    def below(self, root: int, *, zombies: bool = False) -> set[int]:
+        """Processes whose parent chain leads to ``root`` (not ``root`` itself); zombies
+        (exited, not yet reaped) only if ``zombies``."""
+        found: set[int] = set()
+        todo = [root]
+        while todo:
+            for child in self.children.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        if zombies:
+            return found
+        return {pid for pid in found if self.table[pid].state != "Z"}
 
 
 def mark_of(pid: int) -> str | None:

@@ -127,6 +127,8 @@ SUPERVISOR_ERROR = "SupervisorError"
 SWEEP_GRACE = 1.0
 """SIGTERM-to-SIGKILL grace of the processes still found once every replica is gone
 (they already had SIGTERM with their replica when it was deleted)."""
+TREE_REUSE = 0.02
+"""Seconds a scan of ``/proc`` is reused for finding a replica's processes."""
 HANDOVER_WAIT = 5.0
 """How long a new detached supervisor waits for the process that started it to hand it
 the job (``Store.hand_over`` runs just after the start, on resume)."""
@@ -253,6 +255,8 @@ class Supervisor:
         self._next_reconcile = 0.0
         self._next_request_check = 0.0
         self._next_memory_check = 0.0
+        self._tree: procinfo.ProcessTree | None = None
+        self._tree_at = 0.0
         self._starts = StartBucket(StartLimits())
         self._ever_started = False
         self._requested: str | None = None
@@ -655,18 +659,32 @@ class Supervisor:
         return self._find_strays(f"{self.uid}/", None)
 
     def _find_strays(self, mark: str, only: ReplicaPod | None) -> set[int]:
-        table = procinfo.process_table()
+        tree = self._process_tree()
         mains = {p.popen.pid for p in self.pods.values() if p.popen is not None}
         found: set[int] = set()
         for pod in [only] if only is not None else list(self.pods.values()):
             if pod.popen is not None:
-                found |= procinfo.descendants(pod.popen.pid, table, zombies=True)
-        for pid in procinfo.descendants(os.getpid(), table, zombies=True) - mains - found:
-            if self._is_stray(pid, table[pid], mark, whole_job=only is None):
-                found.add(pid)
-        for pid in found:
-            self._strays[pid] = table[pid].start_ticks
+                found |= tree.below(pod.popen.pid, zombies=True)
+        # Orphans re-parent to the nearest subreaper, this process: only its direct
+        # children need a look at their mark, and what is below a stray is the job's too.
+        for pid in tree.children.get(os.getpid(), []):
+            if pid in mains or pid in found:
+                continue
+            if self._is_stray(pid, tree.table[pid], mark, whole_job=only is None):
+                orphans = {pid} | tree.below(pid, zombies=True)
+                found |= orphans
+                # Remembered: once dead, their environment can no longer be read.
+                for orphan in orphans:
+                    self._strays[orphan] = tree.table[orphan].start_ticks
         return found
+
+    def _process_tree(self) -> procinfo.ProcessTree:
+        """A scan of ``/proc``, shared by the calls of one moment (stopping 500 replicas
+        would otherwise scan it 500 times); the final sweep scans again anyway."""
+        now = time.monotonic()
+        if self._tree is None or now - self._tree_at > TREE_REUSE:
+            self._tree, self._tree_at = procinfo.ProcessTree(), now
+        return self._tree
 
     def _is_stray(self, pid: int, info: procinfo.ProcStat, mark: str, *, whole_job: bool) -> bool:
         if self._strays.get(pid) == info.start_ticks:
@@ -680,13 +698,17 @@ class Supervisor:
 
     def _sweep(self) -> None:
         """End whatever of the job is still there once its replicas are gone."""
+        self._tree = None
         left = procinfo.stop_processes(self._job_strays, grace=SWEEP_GRACE)
         if left:
             log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
         self._strays = {p: t for p, t in self._strays.items() if procinfo.stat(p) is not None}
 
     def _watch_memory(self, now: float) -> None:
-        """OOMKill a replica whose process tree's resident memory is past its limit.
+        """OOMKill a replica whose processes' resident memory is past its limit.
+
+        Its processes: the main one, everything below it, and its orphans (below the
+        supervisor, with the replica's mark), read from ``/proc``.
 
         The kubelet's limit is the kernel's, in a cgroup; locally it is a watch every
         ``memory_interval``, so a replica may briefly go past its limit before it is
@@ -701,10 +723,10 @@ class Supervisor:
         if not watched or now < self._next_memory_check:
             return
         self._next_memory_check = now + self.options.memory_interval
-        table = procinfo.process_table()
+        self._tree = None
         for pod in watched:
             assert pod.popen is not None and pod.spec.memory_limit is not None
-            tree = {pod.popen.pid} | procinfo.descendants(pod.popen.pid, table)
+            tree = {pod.popen.pid} | self._strays_of(pod)
             used = procinfo.rss_bytes(tree)
             if used > pod.spec.memory_limit:
                 message = (
