@@ -6,11 +6,10 @@ Real processes throughout; replicas coordinate through files in the test's ``tmp
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from local_support import SLEEPER, eventually, pytorch_job
+from local_support import DAEMONISE, SLEEPER, assert_gone, daemons, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobView, SubmitOptions
@@ -50,48 +49,6 @@ def test_on_failure_never_starts_a_run_past_the_backoff_limit(
     # The last real exit, not the SIGTERM of a run started only to be stopped.
     assert (worker.phase, worker.exit_code) == ("Failed", 3)
     assert worker.restarts == 3
-
-
-DAEMONISE = """
-import json, os, subprocess, sys, time
-env = {} if os.environ.get('CLEAR_ENV') else None
-session = subprocess.Popen(['sleep', '300'], start_new_session=True, env=env)
-r, w = os.pipe()
-if os.fork() == 0:
-    os.setsid()
-    grandchild = os.fork()
-    if grandchild == 0:
-        os.execvp('sleep', ['sleep', '301'])
-    os.write(w, str(grandchild).encode())
-    os._exit(0)
-os.wait()
-double = int(os.read(r, 32))
-with open('daemons.tmp', 'w') as f:
-    json.dump([session.pid, double], f)
-os.replace('daemons.tmp', 'daemons')
-while not os.path.exists('go'):
-    time.sleep(0.01)
-sys.exit(int(open('go').read() or 0))
-"""
-"""Starts a process in a new session and a double-forked one (re-parented away from the
-replica at once), records both pids, then exits with the code written to ``go``."""
-
-
-def daemons(tmp_path: Path) -> list[procinfo.ProcessId]:
-    """The replica's daemonised processes, identified while they run."""
-    pids = json.loads(eventually(lambda: _read(tmp_path / "daemons"), what="daemons started"))
-    found = [procinfo.identify(pid) for pid in pids]
-    assert all(p is not None and procinfo.is_alive(p) for p in found), found
-    return [p for p in found if p is not None]
-
-
-def _read(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
-
-
-def assert_gone(processes: list[procinfo.ProcessId]) -> None:
-    left = [p.pid for p in processes if procinfo.is_alive(p)]
-    assert not left, f"daemonised processes outlived their job: {left}"
 
 
 def daemon_job(name: str, *, clear_env: bool = False) -> object:
