@@ -227,12 +227,12 @@ class ReplicaPod:
         self.restart_policy = restart_policy
         self.before_restart = before_restart
         self.strays = strays
+        """The pod's processes outside its process group (its main process's pid aside)."""
         self.core_offset = core_offset
         self.cores: frozenset[int] | None = None
         """The cores the running process is pinned to (``spec.cpus`` of them)."""
         self.oom_killed = ""
         """Why the supervisor killed the running process for its memory, if it did."""
-        """The pod's processes outside its process group (its main process's pid aside)."""
         self.state = PodState()
         self.popen: subprocess.Popen[bytes] | None = None
         self.pidfd: int | None = None

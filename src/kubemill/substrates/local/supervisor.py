@@ -239,9 +239,10 @@ class Supervisor:
         self.uid = uid
         self.exclusive = exclusive
         """This process runs nothing but this job: every process below it is the job's."""
-        self._strays: dict[int, int] = {}
+        self._strays: dict[int, tuple[int, str]] = {}
         """Processes found to be the job's outside any replica's tree: pid -> start ticks
-        (to reap them once they die, when their environment can no longer be read)."""
+        and the mark seen ("" if none), to know them once they die (a zombie's environment
+        can no longer be read) and to reap them."""
         self.options = options or SupervisorOptions()
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
@@ -670,12 +671,12 @@ class Supervisor:
         for pid in tree.children.get(os.getpid(), []):
             if pid in mains or pid in found:
                 continue
-            if self._is_stray(pid, tree.table[pid], mark, whole_job=only is None):
+            seen = self._stray_mark(pid, tree.table[pid], whole_job=only is None)
+            if seen is not None and (seen.startswith(mark) if only is None else seen == mark):
                 orphans = {pid} | tree.below(pid, zombies=True)
                 found |= orphans
-                # Remembered: once dead, their environment can no longer be read.
                 for orphan in orphans:
-                    self._strays[orphan] = tree.table[orphan].start_ticks
+                    self._strays[orphan] = (tree.table[orphan].start_ticks, seen)
         return found
 
     def _process_tree(self) -> procinfo.ProcessTree:
@@ -686,15 +687,17 @@ class Supervisor:
             self._tree, self._tree_at = procinfo.ProcessTree(), now
         return self._tree
 
-    def _is_stray(self, pid: int, info: procinfo.ProcStat, mark: str, *, whole_job: bool) -> bool:
-        if self._strays.get(pid) == info.start_ticks:
-            return True  # seen before (a zombie's environment can no longer be read)
-        if whole_job and self.exclusive:
-            return True
+    def _stray_mark(self, pid: int, info: procinfo.ProcStat, *, whole_job: bool) -> str | None:
+        """The mark a child of this process carries, as far as the job is concerned:
+        remembered if seen before, ``f"{uid}/"`` for anything below an exclusive
+        supervisor when the whole job is asked for, ``None`` if it is not the job's."""
+        known = self._strays.get(pid)
+        if known is not None and known[0] == info.start_ticks:
+            return known[1] or f"{self.uid}/"
         seen = procinfo.mark_of(pid)
-        if seen is None:
-            return False
-        return seen.startswith(mark) if whole_job else seen == mark
+        if seen is None and whole_job and self.exclusive:
+            return f"{self.uid}/"
+        return seen
 
     def _sweep(self) -> None:
         """End whatever of the job is still there once its replicas are gone."""
@@ -702,7 +705,7 @@ class Supervisor:
         left = procinfo.stop_processes(self._job_strays, grace=SWEEP_GRACE)
         if left:
             log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
-        self._strays = {p: t for p, t in self._strays.items() if procinfo.stat(p) is not None}
+        self._strays = {p: k for p, k in self._strays.items() if procinfo.stat(p) is not None}
 
     def _watch_memory(self, now: float) -> None:
         """OOMKill a replica whose processes' resident memory is past its limit.
