@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from local_support import DAEMONISE, SLEEPER, assert_gone, daemons, pytorch_job
+from local_support import DAEMONISE, SLEEPER, assert_gone, daemons, eventually, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobView, SubmitOptions
@@ -139,3 +139,28 @@ def test_daemons_of_a_killed_supervisor_end_when_the_job_is_next_read(
     healed = backend.get(view.name)
     assert healed.status.condition(ConditionType.FAILED) is not None
     assert_gone(started)
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detached"])
+def test_a_replica_that_ends_takes_only_its_own_daemons(
+    backend: LocalBackend, tmp_path: Path, detach: bool
+) -> None:
+    # Each replica daemonises in a directory of its own, then exits when told to.
+    own_dir = "import os; os.makedirs(os.environ['HOSTNAME'], exist_ok=True)\n"
+    own_dir += "os.chdir(os.environ['HOSTNAME'])\n"
+    job = pytorch_job("two", master=own_dir + DAEMONISE, worker=own_dir + DAEMONISE)
+    backend.submit(job, SubmitOptions(detach=detach, base_dir=str(tmp_path)))  # type: ignore[arg-type]
+    worker_dir, master_dir = tmp_path / "two-worker-0", tmp_path / "two-master-0"
+    worker_daemons, master_daemons = daemons(worker_dir), daemons(master_dir)
+    (worker_dir / "go").write_text("0")
+
+    def worker_done() -> bool:
+        replicas = backend.get("two").replicas
+        return any(r.name == "two-worker-0" and r.phase == "Succeeded" for r in replicas)
+
+    eventually(worker_done, what="the worker succeeded")
+    assert_gone(worker_daemons)
+    assert all(procinfo.is_alive(p) for p in master_daemons), "the master's daemons were ended"
+    (master_dir / "go").write_text("0")
+    assert backend.wait("two", timeout=60).phase == "Succeeded"
+    assert_gone(master_daemons)
