@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kubemill.api import Job
 from kubemill.kinds import load_one
-from kubemill.substrates.local import LocalBackend
+from kubemill.substrates.local import LocalBackend, procinfo
 
 
 def container(code: str | None, **extra: Any) -> dict[str, Any]:
@@ -73,3 +75,45 @@ def eventually(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "
 def log_text(backend: LocalBackend, name: str, replica: str | None = None) -> str:
     """Everything a job (or one replica) has logged so far."""
     return "\n".join(line.text for line in backend.logs(name, replica=replica))
+
+
+DAEMONISE = """
+import json, os, subprocess, sys, time
+env = {} if os.environ.get('CLEAR_ENV') else None
+session = subprocess.Popen(['sleep', '300'], start_new_session=True, env=env)
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    grandchild = os.fork()
+    if grandchild == 0:
+        os.execvp('sleep', ['sleep', '301'])
+    os.write(w, str(grandchild).encode())
+    os._exit(0)
+os.wait()
+double = int(os.read(r, 32))
+with open('daemons.tmp', 'w') as f:
+    json.dump([session.pid, double], f)
+os.replace('daemons.tmp', 'daemons')
+while not os.path.exists('go'):
+    time.sleep(0.01)
+sys.exit(int(open('go').read() or 0))
+"""
+"""Starts a process in a new session and a double-forked one (re-parented away from the
+replica at once), records both pids, then exits with the code written to ``go``."""
+
+
+def daemons(tmp_path: Path) -> list[procinfo.ProcessId]:
+    """The replica's daemonised processes, identified while they run."""
+    pids = json.loads(eventually(lambda: _read(tmp_path / "daemons"), what="daemons started"))
+    found = [procinfo.identify(pid) for pid in pids]
+    assert all(p is not None and procinfo.is_alive(p) for p in found), found
+    return [p for p in found if p is not None]
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def assert_gone(processes: list[procinfo.ProcessId]) -> None:
+    left = [p.pid for p in processes if procinfo.is_alive(p)]
+    assert not left, f"daemonised processes outlived their job: {left}"

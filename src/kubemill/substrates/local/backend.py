@@ -641,6 +641,12 @@ class LocalBackend:
                 continue
             if not procinfo.stop_group(r.process, grace=LEFTOVER_GRACE) and verify:
                 survivors.extend(procinfo.group_members(r.process.pid))
+        # Processes that left the replicas' groups, re-parented away if the supervisor died.
+        stray = procinfo.stop_processes(
+            lambda: procinfo.marked(f"{rec.uid}/"), grace=LEFTOVER_GRACE
+        )
+        if verify:
+            survivors.extend(stray)
         if survivors:
             raise SubstrateError(
                 f"could not stop every process of job {rec.name}: pids {sorted(survivors)}"

@@ -17,6 +17,9 @@ The same file caps how many replicas one job may start on this machine (every re
 a process)::
 
     maxReplicasPerJob: 1024      # default 512
+
+and holds the local kubelet's other settings, read where they are used: ``replicaStarts``
+(:class:`~.kubelet.StartLimits`: how fast replicas are started).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from kubemill.substrates.base import SubstrateError
 CONFIG_ENV = "KUBEMILL_CONFIG"
 DEFAULT_MAX_REPLICAS_PER_JOB = 512
 MAX_REPLICAS_KEY = "maxReplicasPerJob"
+CONFIG_KEYS = frozenset({"images", MAX_REPLICAS_KEY, "replicaStarts"})
+"""The config file's keys; ``replicaStarts`` is read by :class:`~.kubelet.StartLimits`."""
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -114,10 +119,10 @@ class ImageConfig:
             raise SubstrateError(f"{file}: not valid YAML: {exc}") from exc
         if not isinstance(data, Mapping):
             raise SubstrateError(f"{file}: expected a mapping with an `images:` key")
-        unknown = sorted(set(data) - {"images", MAX_REPLICAS_KEY})
+        unknown = sorted(set(data) - CONFIG_KEYS)
         if unknown:
             raise SubstrateError(
-                f"{file}: unknown keys {unknown}; the keys are `images` and `{MAX_REPLICAS_KEY}`"
+                f"{file}: unknown keys {unknown}; the known keys are {sorted(CONFIG_KEYS)}"
             )
         cap = data.get(MAX_REPLICAS_KEY, DEFAULT_MAX_REPLICAS_PER_JOB)
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:

@@ -3,14 +3,23 @@
 This is the local stand-in for the kubelet. It starts the process of a
 :class:`~.launch.LaunchSpec`, notices when it exits, and applies the *pod* restart
 policy the way the kubelet does: ``Always`` restarts after any exit, ``OnFailure``
-after a non-zero one, ``Never`` leaves the pod Succeeded or Failed. Restarts count up
-and wait a short, doubling back-off (0.1 s to 1 s; the kubelet's is 10 s to 5 min,
-which a job on a laptop has no need for).
+after a non-zero one, ``Never`` leaves the pod Succeeded or Failed. Restarts wait a
+short, doubling back-off (0.1 s to 1 s; the kubelet's is 10 s to 5 min, which a job on
+a laptop has no need for).
 
-When the main process exits, anything it left in its process group is killed, as
-everything in a container dies with the container's main process. That is done before
-the exit is reaped, while the zombie still pins the group id, so the signal can only
-reach our own processes.
+A restart is counted the moment the exit that calls for it is seen (the pod shows
+``CrashLoopBackOff`` with its restart count already up), and it only happens once the
+supervisor has let the core judge that exit and the core has not deleted the pod
+(:meth:`ReplicaPod.allow_restart`). So ``backoffLimit: 2`` with ``OnFailure`` means three
+runs, never a fourth that is started only to be stopped, and a pod deleted while it
+waits keeps its last real exit code.
+
+When the main process exits, anything it left behind is killed with SIGKILL, as
+everything in a container dies with the container's main process: its process group
+(before the exit is reaped, while the zombie still pins the group id, so the signal can
+only reach our own processes) and the processes that left the group (``setsid``, a
+double fork), which the supervisor finds for it (``strays``). Signals to the pod (SIGTERM
+on delete, SIGKILL after the grace period) reach those too.
 """
 
 from __future__ import annotations
@@ -20,13 +29,19 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
+
+import yaml
 
 from kubemill.core.model import ObservedPod, PodPhase
+from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.images import config_path
 from kubemill.substrates.local.launch import LaunchSpec, spawn
 
 BACKOFF_INITIAL = 0.1
@@ -34,9 +49,140 @@ BACKOFF_MAX = 1.0
 BACKOFF_RESET_AFTER = 10.0
 """A process that ran this long before exiting restarts without back-off again."""
 
+STOPPED_WAITING = "stopped while waiting to restart"
+"""Message prefix of a pod deleted between a run and its planned restart."""
+
+EXIT_OOM_KILLED = 137
+"""128 + SIGKILL: what a container ended by the OOM killer exits with."""
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 """Exit codes a shell would report for a program it cannot run (permanent failures)."""
+
+
+DEFAULT_STARTS_PER_SECOND = 20.0
+DEFAULT_START_BURST = 20
+
+
+@dataclass(frozen=True)
+class StartLimits:
+    """How fast one supervisor starts replica processes (a token bucket).
+
+    Up to ``burst`` start at once, then ``per_second``; the rest wait as Pending pods, as
+    pods wait for a kubelet that is busy. Without it a 500-replica job had 197 processes
+    starting before the first finished, each importing its libraries at once. In-place
+    restarts are not limited (they have their back-off). From the config file::
+
+        replicaStarts:
+          perSecond: 20   # replica processes started per second, at most
+          burst: 20       # started at once before the rate applies
+    """
+
+    per_second: float = DEFAULT_STARTS_PER_SECOND
+    burst: int = DEFAULT_START_BURST
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any], where: str) -> StartLimits:
+        """The limits of a config mapping; a bad value is an error naming its key."""
+        section = data.get("replicaStarts") or {}
+        if not isinstance(section, Mapping):
+            raise SubstrateError(
+                f"{where}: replicaStarts: expected a mapping with perSecond and burst"
+            )
+        unknown = sorted(set(section) - {"perSecond", "burst"})
+        if unknown:
+            raise SubstrateError(
+                f"{where}: replicaStarts: unknown keys {unknown}; the keys are perSecond, burst"
+            )
+        rate = section.get("perSecond", DEFAULT_STARTS_PER_SECOND)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            raise SubstrateError(
+                f"{where}: replicaStarts.perSecond: expected a number > 0, got {rate!r}"
+            )
+        burst = section.get("burst", DEFAULT_START_BURST)
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise SubstrateError(
+                f"{where}: replicaStarts.burst: expected a whole number >= 1, got {burst!r}"
+            )
+        return cls(per_second=float(rate), burst=burst)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> StartLimits:
+        """The limits of the local config file (defaults when there is no file)."""
+        file = config_path(path)
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            return cls()
+        except (OSError, yaml.YAMLError) as exc:
+            raise SubstrateError(f"cannot read the config file {file}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            return cls()  # the image config reports the shape error
+        return cls.from_config(data, str(file))
+
+
+class StartBucket:
+    """Tokens for starting processes under :class:`StartLimits`."""
+
+    def __init__(self, limits: StartLimits) -> None:
+        self.limits = limits
+        self._tokens = float(limits.burst)
+        self._at: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._at is not None and now > self._at:
+            gained = (now - self._at) * self.limits.per_second
+            self._tokens = min(float(self.limits.burst), self._tokens + gained)
+        self._at = now if self._at is None else max(self._at, now)
+
+    def take(self, now: float) -> bool:
+        """Use a token if one is there."""
+        self._refill(now)
+        # A token due at exactly ``next_token`` may fall a rounding error short of 1.
+        if self._tokens >= 1.0 - 1e-9:
+            self._tokens = max(0.0, self._tokens - 1.0)
+            return True
+        return False
+
+    def next_token(self, now: float) -> float:
+        """When the next token will be there."""
+        self._refill(now)
+        return now + max(0.0, 1.0 - self._tokens) / self.limits.per_second
+
+
+class CoreAllocator:
+    """Which cores a replica limited to N CPUs is pinned to: the N least used by the
+    replicas this process runs, so concurrent replicas spread over the machine.
+
+    Ties go to the core after the last one handed out, so detached supervisors (each its
+    own process, with its own allocator) do not all start on core 0: each begins at an
+    offset taken from its job, see ``start``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._use: dict[int, int] = {}
+        self._next = 0
+
+    def take(self, count: int, *, start: int = 0) -> frozenset[int]:
+        """Reserve ``count`` cores (at most the ones this process may use)."""
+        allowed = sorted(os.sched_getaffinity(0))
+        with self._lock:
+            first = (self._next + start) % len(allowed)
+            ring = allowed[first:] + allowed[:first]
+            chosen = sorted(ring, key=lambda c: (self._use.get(c, 0), ring.index(c)))[:count]
+            for core in chosen:
+                self._use[core] = self._use.get(core, 0) + 1
+            self._next += len(chosen)
+            return frozenset(chosen)
+
+    def give_back(self, cores: frozenset[int]) -> None:
+        with self._lock:
+            for core in cores:
+                self._use[core] = max(0, self._use.get(core, 0) - 1)
+
+
+CORES = CoreAllocator()
+"""One per process: in-process jobs of one program share it."""
 
 
 def exit_code_of(returncode: int) -> int:
@@ -72,12 +218,21 @@ class ReplicaPod:
         *,
         restart_policy: str,
         before_restart: Callable[[ReplicaPod], None] | None = None,
+        strays: Callable[[ReplicaPod], set[int]] | None = None,
+        core_offset: int = 0,
     ) -> None:
         if restart_policy not in ("Always", "OnFailure", "Never"):
             raise ValueError(f"unknown pod restartPolicy {restart_policy!r}")
         self.spec = spec
         self.restart_policy = restart_policy
         self.before_restart = before_restart
+        self.strays = strays
+        """The pod's processes outside its process group (its main process's pid aside)."""
+        self.core_offset = core_offset
+        self.cores: frozenset[int] | None = None
+        """The cores the running process is pinned to (``spec.cpus`` of them)."""
+        self.oom_killed = ""
+        """Why the supervisor killed the running process for its memory, if it did."""
         self.state = PodState()
         self.popen: subprocess.Popen[bytes] | None = None
         self.pidfd: int | None = None
@@ -87,20 +242,59 @@ class ReplicaPod:
         self.stop_reason = ""
         self.kill_at: float | None = None
         self.restart_at: float | None = None
+        self.interrupted_restart = False
+        """Deleted while waiting to restart (its restart count already holds that restart)."""
+        self.exit_reason = ""
+        self.restart_allowed = False
+        """Set by the supervisor once the core has seen the exit and kept the pod."""
         self._backoff = BACKOFF_INITIAL
 
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self, now: float) -> None:
         """Create the pod: start its process now."""
-        self.state.created = now
+        self.create(now)
         self._launch(now)
+
+    def create(self, now: float) -> None:
+        """Create the pod without starting its process yet: it is Pending until
+        :meth:`launch` (the supervisor starts processes at a bounded rate)."""
+        self.state.created = now
+
+    @property
+    def pending(self) -> bool:
+        """Created, its process never started, not deleted."""
+        return (
+            self.state.phase == "Pending"
+            and self.popen is None
+            and self.state.started is None
+            and not self.deleting
+        )
+
+    def launch(self, now: float) -> None:
+        """Start the process of a :attr:`pending` pod."""
+        if self.pending:
+            self._launch(now)
+
+    @property
+    def waiting_to_restart(self) -> bool:
+        """Exited, with a restart planned that has not happened yet."""
+        return self.restart_at is not None and self.popen is None
+
+    def allow_restart(self) -> None:
+        """The core has judged the exit and kept the pod: the planned restart may go ahead."""
+        if self.waiting_to_restart and not self.deleting:
+            self.restart_allowed = True
 
     def _launch(self, now: float) -> None:
         self.restart_at = None
+        self.restart_allowed = False
+        if self.spec.cpus is not None:
+            self.cores = CORES.take(self.spec.cpus, start=self.core_offset)
         try:
-            popen = spawn(self.spec)
+            popen = spawn(self.spec, cores=self.cores)
         except OSError as exc:
+            self._release_cores()
             self._start_failed(now, exc)
             return
         self.popen = popen
@@ -122,6 +316,7 @@ class ReplicaPod:
         self.state.exit_code = code
         self.state.finished = now
         self.state.reason = "StartError"
+        self.exit_reason = "StartError"
         self.state.message = (
             f"replica {self.spec.replica} could not start {self.spec.argv[0]!r}:"
             f" {exc.strerror} ({missing})"
@@ -132,11 +327,12 @@ class ReplicaPod:
         """Notice an exit, due restarts and due kills. Returns True if anything changed."""
         changed = False
         if self.popen is not None and self._has_exited():
-            # Kill what the process left in its group while its zombie still pins the id.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
+            # Kill what the process left in its group while its zombie still pins the id,
+            # and what left the group.
+            self._signal(signal.SIGKILL)
             returncode = self.popen.wait()
             self._close_pidfd()
+            self._release_cores()
             self.popen = None
             code = exit_code_of(returncode)
             self.state.exit_code = code
@@ -147,12 +343,22 @@ class ReplicaPod:
                 self._backoff = BACKOFF_INITIAL
             self.state.reason = "Completed" if code == 0 else "Error"
             self.state.message = ""
+            if self.oom_killed:
+                # As the kubelet reports a container the kernel's OOM killer ended.
+                self.state.exit_code = code = EXIT_OOM_KILLED
+                self.state.reason, self.state.message = "OOMKilled", self.oom_killed
+                self.oom_killed = ""
+            self.exit_reason = self.state.reason
             self._after_exit(now, code)
             changed = True
-        if self.restart_at is not None and now >= self.restart_at and not self.deleting:
+        if (
+            self.restart_at is not None
+            and self.restart_allowed
+            and now >= self.restart_at
+            and not self.deleting
+        ):
             if self.before_restart is not None:
                 self.before_restart(self)
-            self.state.restart_count += 1
             self._launch(now)
             changed = True
         if self.kill_at is not None and now >= self.kill_at and self.popen is not None:
@@ -168,6 +374,9 @@ class ReplicaPod:
             # The pod stays Running while its container waits to be restarted.
             self.state.phase = "Running"
             self.state.reason = "CrashLoopBackOff" if code != 0 else "Completed"
+            # Counted now, so the core judges backoffLimit before the restart happens.
+            self.state.restart_count += 1
+            self.restart_allowed = False
             self.restart_at = now + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX)
         else:
@@ -185,19 +394,42 @@ class ReplicaPod:
         """Delete the pod: SIGTERM its group now, SIGKILL after the grace period."""
         if self.deleting:
             return
+        # Only a process that the stop actually ends (or one it keeps from ever starting)
+        # is shown as Stopped; a pod waiting to restart keeps its last real run's end.
+        self.stopped_running = self.popen is not None or self.pending
         self.deleting = True
-        self.stopped_running = self.state.phase == "Running"
         self.stop_reason = reason
-        self.restart_at = None
+        self._give_up_restart(reason)
         if self.popen is None:
             return
         self._signal(signal.SIGTERM)
         wait = self.spec.grace_seconds if grace is None else grace
         self.kill_at = now + wait
 
+    def oom_kill(self, message: str) -> None:
+        """Its processes use more memory than its limit: SIGKILL them (OOMKilled, 137)."""
+        if self.popen is not None and not self.oom_killed:
+            self.oom_killed = message
+            self._signal(signal.SIGKILL)
+
+    def _release_cores(self) -> None:
+        if self.cores is not None:
+            CORES.give_back(self.cores)
+            self.cores = None
+
+    def _give_up_restart(self, why: str) -> None:
+        """A planned restart will not happen: the pod ends as its last run ended."""
+        if self.waiting_to_restart:
+            code = self.state.exit_code
+            self.state.phase = "Succeeded" if code == 0 else "Failed"
+            self.state.reason = self.exit_reason
+            self.state.message = f"{STOPPED_WAITING}: {why}"
+            self.interrupted_restart = True
+        self.restart_at = None
+
     def kill(self) -> None:
         """SIGKILL the group at once (a second Ctrl-C, or the grace period is over)."""
-        self.restart_at = None
+        self._give_up_restart(self.stop_reason or "killed")
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: signal.Signals) -> None:
@@ -205,6 +437,10 @@ class ReplicaPod:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
+        if self.strays is not None:
+            for pid in self.strays(self) - {self.popen.pid}:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
 
     def _close_pidfd(self) -> None:
         if self.pidfd is not None:
@@ -230,7 +466,8 @@ class ReplicaPod:
     @property
     def next_deadline(self) -> float | None:
         """The next moment :meth:`poll` has something to do without an exit."""
-        times = [t for t in (self.restart_at, self.kill_at) if t is not None]
+        restart = self.restart_at if self.restart_allowed else None
+        times = [t for t in (restart, self.kill_at) if t is not None]
         return min(times) if times else None
 
     def observed(self, replica_type: str, index: int) -> ObservedPod:

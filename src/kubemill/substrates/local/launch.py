@@ -15,6 +15,12 @@ This is the local stand-in for the container runtime:
 - each process leads its own session and process group, and asks the kernel to
   SIGKILL it when the thread that started it dies (``PR_SET_PDEATHSIG``), so a
   supervisor that dies leaves no replica behind.
+- the main container's ``resources`` (:func:`local_resources`): ``limits.cpu`` pins the
+  process to that many cores (rounded up, at least 1; the kubelet chooses which when it
+  starts the process) and sets ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` to that number unless
+  the container's ``env`` sets them; ``limits.memory`` is watched by the supervisor
+  (OOMKilled past it). A request or limit larger than this machine (cores this process
+  may use, ``MemTotal``) cannot run here.
 
 :func:`prepare` checks all of this for every replica before anything starts and raises
 one :class:`NotRunnableLocally` listing every problem with its field path.
@@ -23,6 +29,7 @@ one :class:`NotRunnableLocally` listing every problem with its field path.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import re
 import shutil
@@ -32,11 +39,14 @@ import subprocess
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from pathlib import Path
 
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
+from kubemill.core.quantity import parse_quantity
 from kubemill.frameworks import Plan, ReplicaPlan
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
 from kubemill.substrates.local.images import Environment
 from kubemill.substrates.local.network import LOCAL_HOST
@@ -67,6 +77,10 @@ class LaunchSpec:
     cwd: str
     log_path: str
     grace_seconds: float = DEFAULT_GRACE_SECONDS
+    cpus: int | None = None
+    """Cores to pin the process to (from ``limits.cpu``), or ``None`` for all."""
+    memory_limit: int | None = None
+    """Resident bytes of its process tree past which it is OOMKilled (``limits.memory``)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,89 @@ def base_environment(environment: Environment, pod_name: str) -> dict[str, str]:
         env["VIRTUAL_ENV"] = str(environment.prefix)
     env["HOSTNAME"] = pod_name
     return env
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Set from ``limits.cpu`` unless the container sets them: torch, NumPy and friends start
+one thread per core they see otherwise, and oversubscribe the cores the replica has."""
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its affinity, not every core of the machine)."""
+    return len(os.sched_getaffinity(0))
+
+
+def machine_memory() -> int | None:
+    """``MemTotal`` in bytes, or ``None`` if ``/proc/meminfo`` cannot tell."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class LocalResources:
+    """What the local substrate honours of a container's ``resources``."""
+
+    cpus: int | None = None
+    memory_limit: int | None = None
+
+
+def local_resources(container: Container, path: str) -> tuple[LocalResources, list[FieldError]]:
+    """The cores and memory limit of ``container`` (at manifest ``path``), or why it cannot
+    run on this machine: malformed quantities and asks beyond the machine, by field path."""
+    errors: list[FieldError] = []
+    resources = container.resources or {}
+    cores, memory = machine_cores(), machine_memory()
+    wanted: dict[tuple[str, str], Decimal] = {}
+    for section in ("requests", "limits"):
+        values = resources.get(section)
+        if values is None:
+            continue
+        if not isinstance(values, Mapping):
+            errors.append(FieldError(f"{path}.resources.{section}", "expected a mapping"))
+            continue
+        for name in ("cpu", "memory"):
+            if name not in values:
+                continue
+            raw = values[name]
+            amount = parse_quantity(raw) if isinstance(raw, (str, int, float)) else None
+            where = f"{path}.resources.{section}.{name}"
+            if amount is None or amount < 0:
+                errors.append(
+                    FieldError(where, f"{raw!r} is not a quantity", 'e.g. "2", "500m", "4Gi"')
+                )
+                continue
+            wanted[(section, name)] = amount
+            if name == "cpu" and amount > cores:
+                errors.append(
+                    FieldError(
+                        where,
+                        f"asks for {raw} CPUs; this machine has {cores} for kubemill to use",
+                        f"ask for at most {cores}, or run on kubernetes",
+                    )
+                )
+            if name == "memory" and memory is not None and amount > memory:
+                errors.append(
+                    FieldError(
+                        where,
+                        f"asks for {raw} of memory; this machine has {memory // 2**20}Mi"
+                        " (MemTotal)",
+                        "ask for less, or run on kubernetes",
+                    )
+                )
+    cpu = wanted.get(("limits", "cpu"))
+    mem = wanted.get(("limits", "memory"))
+    return (
+        LocalResources(
+            cpus=None if cpu is None else min(cores, max(1, math.ceil(cpu))),
+            memory_limit=None if mem is None or mem == 0 else int(mem),
+        ),
+        errors,
+    )
 
 
 def field_ref_value(field_path: str, *, rep: ReplicaPlan, ctx: PodContext) -> str | None:
@@ -187,7 +284,15 @@ def build_launch(
     # as the later entry does in a Kubernetes env list.
     for var in rep.env:
         declared[var.name] = expand(var.value or "", declared)
+    limits, problems = local_resources(container, path)
+    errors.extend(problems)
+    if limits.cpus is not None:
+        for name in THREAD_VARIABLES:
+            if name not in declared:
+                env[name] = str(limits.cpus)
     env.update(declared)
+    # Inherited by whatever the replica starts: how its orphans are known (procinfo).
+    env[procinfo.REPLICA_MARK] = f"{ctx.job_uid}/{rep.name}"
 
     cwd = _working_dir(container, ctx.base_dir)
     if not Path(cwd).is_dir():
@@ -223,6 +328,8 @@ def build_launch(
             cwd=cwd,
             log_path=str(Path(ctx.log_dir) / f"{rep.name}.log"),
             grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else float(grace),
+            cpus=limits.cpus,
+            memory_limit=limits.memory_limit,
         ),
         [],
     )
@@ -326,8 +433,9 @@ def _load_prctl() -> Callable[..., int]:
     return _prctl
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child die with the thread that forks it."""
+def _die_with_parent(parent_pid: int, cores: frozenset[int] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child die with the thread that forks it, and pins
+    it to ``cores`` (before exec, so no thread of the program ever runs elsewhere)."""
     prctl = _load_prctl()  # resolved in the parent: the child only makes one call
 
     def preexec() -> None:
@@ -335,12 +443,14 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
         if os.getppid() != parent_pid:
             # The parent died between fork and prctl: nobody would ever reap us.
             os.kill(os.getpid(), signal.SIGKILL)
+        if cores:
+            os.sched_setaffinity(0, cores)
 
     return preexec
 
 
-def spawn(spec: LaunchSpec) -> subprocess.Popen[bytes]:
-    """Start the replica's process, its output appended to its log file.
+def spawn(spec: LaunchSpec, *, cores: frozenset[int] | None = None) -> subprocess.Popen[bytes]:
+    """Start the replica's process, its output appended to its log file, on ``cores``.
 
     Raises ``OSError`` (FileNotFoundError, PermissionError) when exec fails.
     """
@@ -356,7 +466,7 @@ def spawn(spec: LaunchSpec) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT,
             close_fds=True,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=_die_with_parent(os.getpid(), cores),
         )
     finally:
         os.close(log_fd)

@@ -11,6 +11,11 @@ its pid. Linux keeps a pid out of reuse while any process still belongs to the g
 that number, so if the leader's pid is gone, whatever is still in group ``pgid`` is ours
 (left-over children); if the pid is alive with a *different* start time, our group has
 died out completely and the number now belongs to someone else.
+
+Process trees: a replica may leave its group (``setsid``, a double fork). A supervisor is
+a child subreaper (:func:`become_subreaper`), so such orphans re-parent to it and stay
+findable by parent (:class:`ProcessTree`); every replica also carries
+:data:`REPLICA_MARK` in its environment, which its descendants inherit (:func:`mark_of`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,3 +178,145 @@ def wait_gone(process: ProcessId, *, timeout: float, poll: float = 0.02) -> bool
             return False
         time.sleep(poll)
     return True
+
+
+# --- process trees: what a replica leaves behind -------------------------------------------
+
+PR_SET_CHILD_SUBREAPER = 36
+REPLICA_MARK = "KUBEMILL_REPLICA_ID"
+"""Set in every replica's environment to ``<job uid>/<replica>``; inherited by whatever it
+starts, so a process that left the tree (a daemon re-parented away) is still known."""
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper: orphans below it re-parent to it, not to init.
+
+    Per process, not per thread, and it lasts for the life of the process. True if set.
+    """
+    import ctypes  # only here: the rest of this module needs no libc
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def process_table() -> dict[int, ProcStat]:
+    """Every process visible in ``/proc`` with its stat (one scan)."""
+    table: dict[int, ProcStat] = {}
+    for entry in _PROC.iterdir():
+        if entry.name.isdigit():
+            info = stat(int(entry.name))
+            if info is not None:
+                table[int(entry.name)] = info
+    return table
+
+
+class ProcessTree:
+    """One scan of ``/proc``: each process's stat and children."""
+
+    def __init__(self, table: dict[int, ProcStat] | None = None) -> None:
+        self.table = process_table() if table is None else table
+        self.children: dict[int, list[int]] = {}
+        for pid, info in self.table.items():
+            self.children.setdefault(info.ppid, []).append(pid)
+
+    def below(self, root: int, *, zombies: bool = False) -> set[int]:
+        """Processes whose parent chain leads to ``root`` (not ``root`` itself); zombies
+        (exited, not yet reaped) only if ``zombies``."""
+        found: set[int] = set()
+        todo = [root]
+        while todo:
+            for child in self.children.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        if zombies:
+            return found
+        return {pid for pid in found if self.table[pid].state != "Z"}
+
+
+def mark_of(pid: int) -> str | None:
+    """The value of :data:`REPLICA_MARK` in ``pid``'s environment (``None`` if absent or
+    unreadable: another user's process, or gone)."""
+    try:
+        raw = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = REPLICA_MARK.encode() + b"="
+    for item in raw.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode("utf-8", "replace")
+    return None
+
+
+def marked(prefix: str) -> set[int]:
+    """Live processes anywhere (of this user: others' environments cannot be read) whose
+    :data:`REPLICA_MARK` starts with ``prefix``; for when no supervisor is left to ask."""
+    found: set[int] = set()
+    me = os.getpid()
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        seen = mark_of(pid)
+        if seen is not None and seen.startswith(prefix):
+            info = stat(pid)
+            if info is not None and info.state != "Z":
+                found.add(pid)
+    return found
+
+
+def rss_bytes(pids: set[int]) -> int:
+    """Resident memory of ``pids`` together (``/proc/<pid>/statm``; gone ones count 0)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        try:
+            fields = (_PROC / str(pid) / "statm").read_text().split()
+        except OSError:
+            continue
+        total += int(fields[1]) * page
+    return total
+
+
+def reap(pids: set[int]) -> None:
+    """Collect the exit of those ``pids`` that are our children and have exited.
+
+    Orphans re-parented to a subreaper become its children; once they die they stay
+    zombies until their new parent waits for them. Only named pids are waited for, so
+    children that others in this process manage (``subprocess.Popen``) are untouched.
+    """
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def stop_processes(
+    find: Callable[[], set[int]], *, grace: float, poll: float = 0.02, timeout: float = 5.0
+) -> set[int]:
+    """SIGTERM what ``find`` returns, SIGKILL what is left after ``grace``; wait for the end.
+
+    ``find`` is asked again on every round, so processes started meanwhile are caught
+    too. Zombies among them that are our children are reaped. Returns the pids still
+    alive after SIGKILL and ``timeout`` (normally none).
+    """
+    termed: set[int] = set()
+    kill_at = time.monotonic() + grace
+    give_up = kill_at + timeout
+    while True:
+        found = find()
+        reap(found)
+        live = {pid for pid in found if (info := stat(pid)) is not None and info.state != "Z"}
+        if not live:
+            return set()
+        now = time.monotonic()
+        sig = signal.SIGKILL if now >= kill_at else signal.SIGTERM
+        for pid in live if sig == signal.SIGKILL else live - termed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        termed |= live
+        if now >= give_up:
+            return live
+        time.sleep(poll)

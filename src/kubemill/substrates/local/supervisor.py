@@ -5,7 +5,9 @@ every ``poll_interval``), turns them into :class:`~kubemill.core.Observed`, asks
 :func:`kubemill.core.reconcile` what to do, does it, and writes the status and replica
 rows to SQLite only when they changed. Actions map as follows:
 
-- ``CreatePod`` starts the replica's process (:class:`~.kubelet.ReplicaPod`);
+- ``CreatePod`` creates the replica's pod (:class:`~.kubelet.ReplicaPod`), whose process
+  starts at once or, past the start rate (:class:`~.kubelet.StartLimits`, from the
+  config file's ``replicaStarts``), stays Pending until its turn;
 - ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
 - there are no services locally (replicas reach each other on 127.0.0.1 ports), so the
   local Plan asks for none; a PodGroup is admitted at once (no scheduler to wait for);
@@ -14,6 +16,26 @@ rows to SQLite only when they changed. Actions map as follows:
 
 Once the job has finished, anything still running is stopped (locally no process
 outlives its job) and the supervisor lets go of the job.
+
+No process outlives its job, even a daemonised one. The supervisor makes the process it
+runs in a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a replica's orphans (a
+``setsid`` child, a double fork) re-parent to it instead of to init. Every replica also
+carries ``KUBEMILL_REPLICA_ID=<job uid>/<replica>`` in its environment. A process is the
+job's if it descends from a replica, or descends from the supervisor's process and
+carries the job's mark; a detached supervisor (``exclusive``: its process runs nothing
+else) takes every process below it as the job's. Those processes get the pod's signals
+(SIGTERM on delete, SIGKILL after the grace period), are SIGKILLed when their replica's
+main process exits (as a container's processes die with it), and whatever is left when
+the job ends (success, failure, interrupt, delete, or a failure of the supervisor) gets
+SIGTERM, then SIGKILL after :data:`SWEEP_GRACE`. No cgroup is created or moved.
+
+The subreaper setting is per process and lasts as long as the process. For a detached
+supervisor and for ``kubemill run`` in the foreground, that process is kubemill's own.
+An SDK program that runs a job in-process (``detach=False``) becomes a subreaper too:
+orphans of its *own* other children then re-parent to it (and stay zombies until it
+waits for them); kubemill only reaps the processes it identified as its jobs', and an
+orphan whose environment was cleared of the mark is not recognised there, so such a
+program should prefer ``detach=True`` for jobs that daemonise.
 
 It runs either inside the submitting process, in a thread (``detach=False``: no
 interpreter start-up on the way to the first replica), or as its own process in a new
@@ -79,7 +101,13 @@ from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment
-from kubemill.substrates.local.kubelet import ReplicaPod, wait_any
+from kubemill.substrates.local.kubelet import (
+    STOPPED_WAITING,
+    ReplicaPod,
+    StartBucket,
+    StartLimits,
+    wait_any,
+)
 from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
 from kubemill.substrates.local.network import (
     LocalNetwork,
@@ -96,6 +124,11 @@ log = logging.getLogger("kubemill.local.supervisor")
 
 NOT_RUNNABLE = "NotRunnableLocally"
 SUPERVISOR_ERROR = "SupervisorError"
+SWEEP_GRACE = 1.0
+"""SIGTERM-to-SIGKILL grace of the processes still found once every replica is gone
+(they already had SIGTERM with their replica when it was deleted)."""
+TREE_REUSE = 0.02
+"""Seconds a scan of ``/proc`` is reused for finding a replica's processes."""
 HANDOVER_WAIT = 5.0
 """How long a new detached supervisor waits for the process that started it to hand it
 the job (``Store.hand_over`` runs just after the start, on resume)."""
@@ -112,6 +145,10 @@ class SupervisorOptions:
     suspend, resume) or someone wants it deleted."""
     resync_interval: float = 1.0
     """Reconcile at least this often even when nothing was observed to change."""
+    memory_interval: float = 0.2
+    """How often the resident memory of replicas with a memory limit is measured."""
+    start_limits: StartLimits | None = None
+    """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
 
 
@@ -196,9 +233,16 @@ class Supervisor:
         *,
         prepared: Prepared | None = None,
         options: SupervisorOptions | None = None,
+        exclusive: bool = False,
     ) -> None:
         self.store = store
         self.uid = uid
+        self.exclusive = exclusive
+        """This process runs nothing but this job: every process below it is the job's."""
+        self._strays: dict[int, tuple[int, str]] = {}
+        """Processes found to be the job's outside any replica's tree: pid -> start ticks
+        and the mark seen ("" if none), to know them once they die (a zombie's environment
+        can no longer be read) and to reap them."""
         self.options = options or SupervisorOptions()
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
@@ -211,6 +255,10 @@ class Supervisor:
         self._last_observed: Observed | None = None
         self._next_reconcile = 0.0
         self._next_request_check = 0.0
+        self._next_memory_check = 0.0
+        self._tree: procinfo.ProcessTree | None = None
+        self._tree_at = 0.0
+        self._starts = StartBucket(StartLimits())
         self._ever_started = False
         self._requested: str | None = None
         self._stop_asked: str | None = None
@@ -258,6 +306,7 @@ class Supervisor:
     def run(self) -> None:
         """Supervise until the job is over; always leaves no replica process behind."""
         try:
+            procinfo.become_subreaper()
             rec = self.store.job_by_uid(self.uid)
             if rec is None:
                 return
@@ -275,15 +324,17 @@ class Supervisor:
     def _setup(self, rec: JobRecord) -> Prepared | None:
         self.records = {r.name: r for r in self.store.replicas(self.uid)}
         self._ever_started = any(r.created is not None for r in self.records.values())
-        if self._prepared is None:
-            try:
+        submitted_here = self._prepared is not None
+        try:
+            self._starts = StartBucket(self.options.start_limits or StartLimits.load())
+            if self._prepared is None:
                 self._prepared = prepare_recorded(rec, self.store.ports(self.uid))
-            except (SubstrateError, ValueError) as exc:
-                self.job_status = JobStatus.model_validate(rec.status)
-                self._saved_status = _comparable(self.job_status)
-                self._halt(Halt(NOT_RUNNABLE, f"the job cannot start here: {exc}"))
-                return None
-        else:
+        except (SubstrateError, ValueError) as exc:
+            self.job_status = JobStatus.model_validate(rec.status)
+            self._saved_status = _comparable(self.job_status)
+            self._halt(Halt(NOT_RUNNABLE, f"the job cannot start here: {exc}"))
+            return None
+        if submitted_here:
             # Submitted by this process: the manifest may have changed since it was planned.
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
@@ -311,6 +362,8 @@ class Supervisor:
             for pod in list(self.pods.values()):
                 pod.poll(now)
             self._drop_gone()
+            self._start_pending(now)
+            self._watch_memory(now)
             if self._requests(now) == "delete":
                 self._stop_all("the job is being deleted")
                 return
@@ -340,6 +393,11 @@ class Supervisor:
             else:
                 self._apply(action, now)
         self._set_status(result.status)
+        if not result.status.finished:
+            # The core has judged every exit seen so far (backoffLimit included) and kept
+            # these pods: their planned in-place restarts may go ahead.
+            for pod in self.pods.values():
+                pod.allow_restart()
         resync = self.options.resync_interval
         if result.requeue_after is not None:
             resync = min(resync, max(0.0, result.requeue_after.total_seconds()))
@@ -412,20 +470,42 @@ class Supervisor:
             # -- unless kubemill stopped it while it ran (suspended, then resumed): as in the
             # core, only a failed pod created again is a restart.
             earlier = existing.state.restart_count if existing is not None else record.restart_count
-            recreation = 0 if record.phase == "Stopped" else 1
+            # A pod deleted while it waited to restart has that restart counted already.
+            waited = (
+                existing.interrupted_restart
+                if existing is not None
+                else record.message.startswith(STOPPED_WAITING)
+            )
+            recreation = 0 if record.phase == "Stopped" or waited else 1
             retired = record.retired_restarts + earlier + recreation
             self.records[name] = replace(record, retired_restarts=retired, restart_count=0)
         pod = ReplicaPod(
             self.prepared.specs[name],
             restart_policy=pod_restart_policy(rep.restart_policy),
             before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
+            strays=self._strays_of,
+            core_offset=int(self.uid.replace("-", "")[:8], 16) if self.uid else 0,
         )
-        pod.start(now)
+        pod.create(now)
         self.pods[name] = pod
-        if pod.state.reason == "StartError":
-            self.store.add_event(
-                self.uid, type="Warning", reason="FailedStart", message=pod.state.message, when=now
-            )
+        self._start_pending(now)
+
+    def _start_pending(self, now: float) -> None:
+        """Start the processes of Pending pods, in creation order, at the start rate."""
+        for pod in self.pods.values():
+            if not pod.pending:
+                continue
+            if not self._starts.take(now):
+                return
+            pod.launch(now)
+            if pod.state.reason == "StartError":
+                self.store.add_event(
+                    self.uid,
+                    type="Warning",
+                    reason="FailedStart",
+                    message=pod.state.message,
+                    when=now,
+                )
 
     def _check_ports_before_first_start(self) -> None:
         """Move ports taken since submit; safe as no replica has been told an address yet."""
@@ -538,6 +618,8 @@ class Supervisor:
     def _sleep(self, now: float) -> None:
         deadlines = [self._next_reconcile, self._next_request_check]
         deadlines += [d for p in self.pods.values() if (d := p.next_deadline) is not None]
+        if any(p.pending for p in self.pods.values()):
+            deadlines.append(self._starts.next_token(now))
         timeout = min(self.options.poll_interval, max(0.0, min(deadlines) - now))
         wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._wake_r)
         with contextlib.suppress(BlockingIOError, OSError):
@@ -565,6 +647,100 @@ class Supervisor:
             if self.pods:
                 self._sleep(now)
         self._save_replicas()
+        self._sweep()
+
+    # --- processes outside the replicas' groups -----------------------------------------------
+
+    def _strays_of(self, pod: ReplicaPod) -> set[int]:
+        """The pod's processes beyond its main one: its tree and its marked orphans."""
+        return self._find_strays(f"{self.uid}/{pod.spec.replica}", pod)
+
+    def _job_strays(self) -> set[int]:
+        """Every process of the job that is not a replica's main process."""
+        return self._find_strays(f"{self.uid}/", None)
+
+    def _find_strays(self, mark: str, only: ReplicaPod | None) -> set[int]:
+        tree = self._process_tree()
+        mains = {p.popen.pid for p in self.pods.values() if p.popen is not None}
+        found: set[int] = set()
+        for pod in [only] if only is not None else list(self.pods.values()):
+            if pod.popen is not None:
+                found |= tree.below(pod.popen.pid, zombies=True)
+        # Orphans re-parent to the nearest subreaper, this process: only its direct
+        # children need a look at their mark, and what is below a stray is the job's too.
+        for pid in tree.children.get(os.getpid(), []):
+            if pid in mains or pid in found:
+                continue
+            seen = self._stray_mark(pid, tree.table[pid], whole_job=only is None)
+            if seen is not None and (seen.startswith(mark) if only is None else seen == mark):
+                orphans = {pid} | tree.below(pid, zombies=True)
+                found |= orphans
+                for orphan in orphans:
+                    self._strays[orphan] = (tree.table[orphan].start_ticks, seen)
+        return found
+
+    def _process_tree(self) -> procinfo.ProcessTree:
+        """A scan of ``/proc``, shared by the calls of one moment (stopping 500 replicas
+        would otherwise scan it 500 times); the final sweep scans again anyway."""
+        now = time.monotonic()
+        if self._tree is None or now - self._tree_at > TREE_REUSE:
+            self._tree, self._tree_at = procinfo.ProcessTree(), now
+        return self._tree
+
+    def _stray_mark(self, pid: int, info: procinfo.ProcStat, *, whole_job: bool) -> str | None:
+        """The mark a child of this process carries, as far as the job is concerned:
+        remembered if seen before, ``f"{uid}/"`` for anything below an exclusive
+        supervisor when the whole job is asked for, ``None`` if it is not the job's."""
+        known = self._strays.get(pid)
+        if known is not None and known[0] == info.start_ticks:
+            return known[1] or f"{self.uid}/"
+        seen = procinfo.mark_of(pid)
+        if seen is None and whole_job and self.exclusive:
+            return f"{self.uid}/"
+        return seen
+
+    def _sweep(self) -> None:
+        """End whatever of the job is still there once its replicas are gone."""
+        self._tree = None
+        left = procinfo.stop_processes(self._job_strays, grace=SWEEP_GRACE)
+        if left:
+            log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
+        self._strays = {p: k for p, k in self._strays.items() if procinfo.stat(p) is not None}
+
+    def _watch_memory(self, now: float) -> None:
+        """OOMKill a replica whose processes' resident memory is past its limit.
+
+        Its processes: the main one, everything below it, and its orphans (below the
+        supervisor, with the replica's mark), read from ``/proc``.
+
+        The kubelet's limit is the kernel's, in a cgroup; locally it is a watch every
+        ``memory_interval``, so a replica may briefly go past its limit before it is
+        killed. The kill is reported as the kubelet would report it (reason ``OOMKilled``,
+        exit code 137) and the core judges it like any other exit.
+        """
+        watched = [
+            p
+            for p in self.pods.values()
+            if p.spec.memory_limit is not None and p.alive and not p.oom_killed
+        ]
+        if not watched or now < self._next_memory_check:
+            return
+        self._next_memory_check = now + self.options.memory_interval
+        self._tree = None
+        for pod in watched:
+            assert pod.popen is not None and pod.spec.memory_limit is not None
+            tree = {pod.popen.pid} | self._strays_of(pod)
+            used = procinfo.rss_bytes(tree)
+            if used > pod.spec.memory_limit:
+                message = (
+                    f"{pod.spec.replica} used {used // 2**20}Mi of resident memory (its"
+                    f" processes together), over its limit of {pod.spec.memory_limit // 2**20}Mi"
+                    " (resources.limits.memory)"
+                )
+                pod.oom_kill(message)
+                self.store.add_event(
+                    self.uid, type="Warning", reason="OOMKilling", message=message, when=now
+                )
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
@@ -634,6 +810,8 @@ class Supervisor:
             log.exception("could not record the supervisor's failure")
 
     def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._sweep()
         for pod in self.pods.values():
             pod.close()
         with contextlib.suppress(Exception):
@@ -712,7 +890,8 @@ def main(argv: list[str] | None = None) -> int:
     if me is None or not _claim(store, args.job_uid, me):
         log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
         return 1
-    supervisor = Supervisor(store, args.job_uid)
+    # This process runs the one job: whatever ends up below it is the job's.
+    supervisor = Supervisor(store, args.job_uid, exclusive=True)
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
