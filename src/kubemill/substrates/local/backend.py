@@ -48,6 +48,7 @@ from kubemill.substrates.base import (
     EventRecord,
     JobView,
     LogLine,
+    LogQuery,
     ReplicaView,
     SubmitOptions,
     SubstrateError,
@@ -55,7 +56,7 @@ from kubemill.substrates.base import (
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment, ImageConfig
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
-from kubemill.substrates.local.logs import LogTail, follow, read_all
+from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
 from kubemill.substrates.local.store import (
     JobRecord,
@@ -142,6 +143,7 @@ class LocalBackend:
             job_uid=uid, namespace=job.namespace, base_dir=base_dir, log_dir=str(job_dir / "logs")
         )
         environments = self._environments(job)
+        log_policy = LogPolicy.load(self.config_path)
         me = procinfo.identify(os.getpid())
         mode = "detached" if options.detach else "foreground"
         for _ in range(5):
@@ -174,7 +176,7 @@ class LocalBackend:
                 continue
         else:
             raise SubstrateError("could not reserve ports for the job; try again")
-        (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        log_policy.save(job_dir / "logs")
         self._warn_ignored_containers(uid, job)
         if options.detach:
             self._start_detached(uid, job_dir)
@@ -328,16 +330,21 @@ class LocalBackend:
         *,
         replica: str | None = None,
         follow: bool = False,
+        query: LogQuery | None = None,
     ) -> Iterator[LogLine]:
-        """Lines of every replica (or one); with ``follow``, as written, until the end."""
+        """Lines of every replica (or one); with ``follow``, as written, until the end.
+
+        ``query`` (tail, since, limit_bytes, timestamps) applies to each replica's log.
+        """
         rec = self.store.job(namespace or DEFAULT_NAMESPACE, name)
         replicas = self.store.replicas(rec.uid)
         if replica is not None:
             replicas = [_pick_replica(rec, replicas, replica)]
-        tails = [LogTail(r.name, Path(r.log_path)) for r in replicas]
+        query = query or LogQuery()
+        logs = [ReplicaLog(r.name, r.log_path, query) for r in replicas]
         if not follow:
-            return read_all(tails)
-        return _follow_logs(self, rec.uid, tails)
+            return read_all(logs)
+        return _follow_logs(self, rec.uid, logs)
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""
@@ -621,7 +628,7 @@ def _supervise_quietly(supervisor: Supervisor) -> None:
         supervisor.run()
 
 
-def _follow_logs(backend: LocalBackend, uid: str, tails: list[LogTail]) -> Iterator[LogLine]:
+def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Iterator[LogLine]:
     def finished() -> bool:
         rec = backend.store.job_by_uid(uid)
         if rec is None:
@@ -629,7 +636,7 @@ def _follow_logs(backend: LocalBackend, uid: str, tails: list[LogTail]) -> Itera
         fresh = backend._fresh(rec)
         return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
 
-    yield from follow(tails, finished=finished)
+    yield from follow(logs, finished=finished)
 
 
 def _pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:

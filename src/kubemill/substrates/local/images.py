@@ -29,6 +29,8 @@ import yaml
 from kubemill.substrates.base import SubstrateError
 
 CONFIG_ENV = "KUBEMILL_CONFIG"
+CONFIG_KEYS = frozenset({"images", "containerLogMaxSize", "containerLogMaxFiles"})
+"""The config file's keys; the log ones are read by :class:`~.logs.LogPolicy`."""
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -105,9 +107,11 @@ class ImageConfig:
             raise SubstrateError(f"{file}: not valid YAML: {exc}") from exc
         if not isinstance(data, Mapping):
             raise SubstrateError(f"{file}: expected a mapping with an `images:` key")
-        unknown = sorted(set(data) - {"images"})
+        unknown = sorted(set(data) - CONFIG_KEYS)
         if unknown:
-            raise SubstrateError(f"{file}: unknown keys {unknown}; the only key is `images`")
+            raise SubstrateError(
+                f"{file}: unknown keys {unknown}; the known keys are {sorted(CONFIG_KEYS)}"
+            )
         images = data.get("images") or {}
         if not isinstance(images, Mapping):
             raise SubstrateError(
