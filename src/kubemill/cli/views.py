@@ -6,11 +6,8 @@ being followed live or looked up afterwards, on either substrate.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -441,19 +438,9 @@ def show_logs(
                 printer.print(line)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, as `cat` does.
-        _quiet_stdout()
-        return 0
+    # A closed pipe (`| head -1`) ends the command through rich (exit 1, no traceback);
+    # the lines not yet read are never read, so memory stays flat.
     return 0
-
-
-def _quiet_stdout() -> None:
-    # Python flushes stdout again at exit, which would fail on the closed pipe.
-    with contextlib.suppress(OSError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
 
 
 def delete_job(settings: Settings, name: str) -> None:

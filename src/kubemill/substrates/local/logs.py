@@ -41,11 +41,13 @@ printing bytes cannot break ``kubemill logs``.
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import contextlib
 import ctypes
 import errno
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -271,14 +273,15 @@ class Stream:
                 if not again or again[-1].end <= offset:
                     return offset, data
                 chunks = again
-            if chunks and offset < chunks[0].start:
-                offset = chunks[0].start  # rotated away already: lost, as on a kubelet
             for chunk in chunks:
-                if chunk.start <= offset < chunk.end:
-                    data = _pread(chunk.path, offset - chunk.start, min(size, chunk.end - offset))
-                    if data is not None:
-                        return offset, data
-                    break  # deleted while we looked: look again
+                if chunk.end <= offset:
+                    continue
+                # Before this chunk: rotated away or dropped already, as on a kubelet.
+                offset = max(offset, chunk.start)
+                data = _pread(chunk.path, offset - chunk.start, min(size, chunk.end - offset))
+                if data is not None:
+                    return offset, data
+                break  # deleted while we looked: look again
         return offset, b""
 
     def marks(self) -> list[tuple[int, float]]:
@@ -566,6 +569,8 @@ class LogKeeper:
         self._lock = threading.Lock()
         self._watched: dict[str, _Watched] = {}
         self._thread: threading.Thread | None = None
+        self._keeping = threading.Lock()
+        """One look at a time: the keeper's thread, and :meth:`flush` at exit."""
         self._no_punch_warned = False
 
     def watch(self, log_path: str, process: _Process) -> None:
@@ -582,18 +587,33 @@ class LogKeeper:
                 self._watched[log_path] = entry
             entry.process = process
             if self._thread is None or not self._thread.is_alive():
+                if self._thread is None:
+                    # A supervisor that ends right after its replicas leaves no log
+                    # over its size: one last look before the interpreter goes.
+                    atexit.register(self.flush)
                 self._thread = threading.Thread(target=self._run, name="kubemill-logs", daemon=True)
                 self._thread.start()
 
+    def flush(self) -> None:
+        """Look at every watched file once now."""
+        with self._lock:
+            entries = list(self._watched.values())
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                self.keep(entry)
+
     def _run(self) -> None:
+        busy = False
         while True:
-            time.sleep(self.tick)
+            # A file that grew past its size within one tick is looked at again sooner.
+            time.sleep(self.tick / 10 if busy else self.tick)
+            busy = False
             with self._lock:
                 entries = list(self._watched.values())
             for entry in entries:
                 done = entry.process is None or entry.process.returncode is not None
                 try:
-                    self.keep(entry)
+                    busy = self.keep(entry) or busy
                 except OSError as exc:  # a full disk must not stop the supervisor
                     _log.warning("cannot keep the logs of %s: %s", entry.log_path, exc)
                 if done:
@@ -603,8 +623,14 @@ class LogKeeper:
                         ):
                             del self._watched[entry.log_path]
 
-    def keep(self, entry: _Watched) -> None:
-        """One look: mark the files that grew, rotate those too big, prune old chunks."""
+    def keep(self, entry: _Watched) -> bool:
+        """One look: mark the files that grew, rotate those too big, prune old chunks.
+
+        Returns whether a file was rotated (it may grow fast)."""
+        with self._keeping:
+            return self._keep(entry)
+
+    def _keep(self, entry: _Watched) -> bool:
         rotated = False
         for state in entry.streams:
             try:
@@ -615,9 +641,10 @@ class LogKeeper:
                 state.last_size = size
                 self._mark(state, size)
             if size - state.live_from > entry.policy.max_size:
-                rotated = self._rotate(state, size) or rotated
+                rotated = self._rotate(state, size, entry.policy) or rotated
         if rotated:
             self._prune(entry)
+        return rotated
 
     def _mark(self, state: _StreamState, size: int) -> None:
         path = _marks_path(state.path)
@@ -645,52 +672,68 @@ class LogKeeper:
         staged.replace(path)
         state.marks = len(kept)
 
-    def _rotate(self, state: _StreamState, size: int) -> bool:
-        """Copy ``[live_from, size)`` into a chunk, then punch it out of the live file."""
-        start = state.live_from
-        target = _chunk_path(state.path, start)
-        staged = target.with_name(target.name + ".tmp")
+    def _rotate(self, state: _StreamState, size: int, policy: LogPolicy) -> bool:
+        """Copy ``[live_from, size)`` into chunks, then punch it out of the live file.
+
+        Chunks hold ``max_size`` bytes each. Of a live part longer than the chunks kept,
+        only the newest ``max_files - 1`` chunks' worth is copied: older bytes would be
+        pruned at once (what a replica writes faster than a tick beyond what is kept is
+        dropped, as the kubelet drops it).
+        """
+        keep = (policy.max_files - 1) * policy.max_size
+        copy_from = max(state.live_from, size - keep)
+        # Cut from the end, so the newest chunks are whole and a short one is the oldest.
+        bounds = sorted({copy_from, *range(size, copy_from, -policy.max_size)})
         src = os.open(state.path, os.O_RDWR | os.O_CLOEXEC)
         try:
-            dst = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+            for start, end in itertools.pairwise(bounds):
+                self._copy_chunk(src, state.path, start, end)
             try:
-                pos = start
-                while pos < size:
-                    data = os.pread(src, min(CHUNK, size - pos), pos)
-                    if not data:
-                        break
-                    os.write(dst, data)
-                    pos += len(data)
-            finally:
-                os.close(dst)
-            # The chunk exists before the hole does: a reader finds the bytes in one place
-            # or the other at every moment.
-            staged.replace(target)
-            try:
-                punch_hole(src, start, size - start)
+                punch_hole(src, state.live_from, size - state.live_from)
             except OSError as exc:
-                target.unlink(missing_ok=True)
-                if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS) and not self._no_punch_warned:
+                for start in bounds[:-1]:
+                    _chunk_path(state.path, start).unlink(missing_ok=True)
+                if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                if not self._no_punch_warned:
                     self._no_punch_warned = True
                     _log.warning(
                         "the file system of %s cannot punch holes (fallocate), so replica"
                         " logs are not rotated there",
                         state.path.parent,
                     )
-                    state.live_from = size  # do not try again for these bytes
-                    return False
-                raise
+                state.live_from = size  # do not try again for these bytes
+                return False
         finally:
             os.close(src)
         state.live_from = size
         return True
+
+    @staticmethod
+    def _copy_chunk(src: int, path: Path, start: int, end: int) -> None:
+        target = _chunk_path(path, start)
+        staged = target.with_name(target.name + ".tmp")
+        dst = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        try:
+            pos = start
+            while pos < end:
+                data = os.pread(src, min(CHUNK, end - pos), pos)
+                if not data:
+                    break
+                os.write(dst, data)
+                pos += len(data)
+        finally:
+            os.close(dst)
+        # The chunk exists before the hole does: a reader finds the bytes in one place or
+        # the other at every moment.
+        staged.replace(target)
 
     def _prune(self, entry: _Watched) -> None:
         # A stream's newest chunk stays: its end is where the live file's data starts
         # (before it, the live file is a hole), so a reader needs it to find that place.
         newest = {chunks[-1].path for s in entry.streams if (chunks := _chunks(s.path))}
         older = [c for s in entry.streams for c in _chunks(s.path) if c.path not in newest]
-        older.sort(key=lambda c: _mtime(c.path), reverse=True)
+        older.sort(key=lambda c: (_mtime(c.path), c.start), reverse=True)
         budget = max(0, entry.policy.max_files - 1 - len(newest))
         for old in older[budget:]:
             old.path.unlink(missing_ok=True)
