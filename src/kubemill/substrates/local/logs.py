@@ -247,6 +247,8 @@ class Stream:
         """0 for stdout, 1 for stderr: stdout goes first when times tie."""
         self._marks: list[tuple[int, float]] = []
         self._marks_size = -1
+        self._live_from: int | None = None
+        """Where the live file's data starts (the newest chunk's end), as last listed."""
 
     def first(self) -> int:
         """The oldest offset still kept."""
@@ -259,20 +261,34 @@ class Stream:
         except FileNotFoundError:
             return 0
 
+    def _listing(self) -> list[_Chunk]:
+        chunks = _chunks(self.path)
+        self._live_from = chunks[-1].end if chunks else 0
+        return chunks
+
     def read(self, offset: int, size: int = CHUNK) -> tuple[int, bytes]:
-        """Bytes from ``offset`` (or from the oldest kept offset, if that is later)."""
+        """Bytes from ``offset`` (or from the oldest kept offset, if that is later).
+
+        The live file is read without listing the chunks (a follower polls it often):
+        bytes punched out while we read come back as NULs, so only a read holding a NUL
+        looks at the chunks again, and takes the bytes from there if they moved.
+        """
         for _ in range(3):
-            chunks = _chunks(self.path)
-            live_from = chunks[-1].end if chunks else 0
-            if offset >= live_from:
+            chunks: list[_Chunk] | None = None
+            if self._live_from is None:
+                chunks = self._listing()
+            assert self._live_from is not None
+            if offset >= self._live_from:
                 data = _pread(self.path, offset, size)
                 if data is None:
                     return offset, b""
-                again = _chunks(self.path)
-                # Rotated while we read: the bytes may have become a hole; read the chunk.
-                if not again or again[-1].end <= offset:
+                if b"\0" not in data:
                     return offset, data
-                chunks = again
+                chunks = self._listing()
+                if offset >= self._live_from:
+                    return offset, data  # NULs the replica wrote itself
+            if chunks is None:
+                chunks = self._listing()
             for chunk in chunks:
                 if chunk.end <= offset:
                     continue
@@ -282,6 +298,9 @@ class Stream:
                 if data is not None:
                     return offset, data
                 break  # deleted while we looked: look again
+            else:
+                if offset < self._live_from:
+                    offset = self._live_from  # dropped bytes just before the live part
         return offset, b""
 
     def marks(self) -> list[tuple[int, float]]:
@@ -748,12 +767,3 @@ def _mtime(path: Path) -> float:
 
 KEEPER = LogKeeper()
 """The keeper of every replica this process starts (one thread, started on first use)."""
-
-
-def remove_stream_files(log_path: str | os.PathLike[str]) -> None:
-    """Remove a replica's logs: both streams, their chunks and marks."""
-    for path in stream_paths(log_path):
-        for chunk in _chunks(path):
-            chunk.path.unlink(missing_ok=True)
-        _marks_path(path).unlink(missing_ok=True)
-        path.unlink(missing_ok=True)
