@@ -22,6 +22,7 @@ from kubemill.substrates.local.logs import (
     LogKeeper,
     LogPolicy,
     ReplicaLog,
+    follow,
     read_all,
     stream_paths,
 )
@@ -96,7 +97,9 @@ def test_a_replica_printing_50_mb_keeps_a_bounded_log_without_gaps(
     assert 1 <= len(chunks) <= 2
     lines = texts(backend, "loud")
     assert lines[-1] == "done"
-    numbers = [int(text.split()[0]) for text in lines[:-1] if len(text) == 99]
+    # Chunks are cut where lines end: the oldest kept line is whole too.
+    assert all(len(text) == 99 for text in lines[:-1])
+    numbers = [int(text.split()[0]) for text in lines[:-1]]
     assert numbers[-1] == 499_999
     # What is kept is the newest output, whole: no line lost inside it.
     assert numbers == list(range(numbers[0], 500_000))
@@ -108,7 +111,9 @@ class _Proc:
     returncode: int | None = None
 
 
-def test_rotation_loses_nothing_a_writer_appends_while_it_rotates(tmp_path: Path) -> None:
+def test_rotation_loses_nothing_a_writer_appends_or_a_follower_reads_meanwhile(
+    tmp_path: Path,
+) -> None:
     logs_dir = tmp_path / "logs"
     LogPolicy(max_size=64 * 1024, max_files=400).save(logs_dir)
     log_path = str(logs_dir / "r-0.log")
@@ -118,14 +123,25 @@ def test_rotation_loses_nothing_a_writer_appends_while_it_rotates(tmp_path: Path
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     keeper.watch(log_path, proc)
     total = 200_000
+    written = threading.Event()
 
     def write() -> None:
         for i in range(0, total, 100):
             os.write(fd, b"".join(b"%07d\n" % n for n in range(i, i + 100)))
+        written.set()
+
+    followed: list[str] = []
+
+    def read_along() -> None:
+        log = ReplicaLog("r-0", log_path, LogQuery())
+        followed.extend(line.text for line in follow([log], finished=written.is_set))
 
     writer = threading.Thread(target=write)
+    reader = threading.Thread(target=read_along)
+    reader.start()
     writer.start()
     writer.join()
+    reader.join(timeout=120)
     os.close(fd)
     proc.returncode = 0
     keeper.flush()
@@ -134,6 +150,30 @@ def test_rotation_loses_nothing_a_writer_appends_while_it_rotates(tmp_path: Path
     assert len(chunks) > 10  # it did rotate, many times, while the writer wrote
     numbers = [int(line.text) for line in read_all([ReplicaLog("r-0", log_path, LogQuery())])]
     assert numbers == list(range(total))
+    # The follower read through the rotations: every line once, in order, no NULs.
+    assert followed == [f"{n:07d}" for n in range(total)]
+
+
+def test_a_detached_supervisor_rotates_with_the_policy_of_submit_time(
+    backend: LocalBackend, isolated: Path
+) -> None:
+    (isolated / "no-config.yaml").write_text("containerLogMaxSize: 64Ki\ncontainerLogMaxFiles: 2\n")
+    backend.submit(
+        pytorch_job(
+            "detached",
+            master="import time\nfor i in range(40_000): print('%08d' % i)\ntime.sleep(0.5)",
+        ),
+        SubmitOptions(detach=True),
+    )
+    (isolated / "no-config.yaml").unlink()  # the job keeps the policy it was given
+    assert backend.wait("detached", timeout=120).finished
+
+    logs_dir = backend.store.job("default", "detached").logs_dir
+    assert disk_usage(logs_dir) < 2**20  # 360 KB printed, 64 KiB chunks, one kept
+    numbers = [int(text) for text in texts(backend, "detached")]
+    assert numbers[-1] == 39_999
+    assert numbers == list(range(numbers[0], 40_000))
+    assert numbers[0] > 0
 
 
 def test_tail_and_limit_bytes_apply_to_each_replica(backend: LocalBackend) -> None:

@@ -699,12 +699,28 @@ class LogKeeper:
         pruned at once (what a replica writes faster than a tick beyond what is kept is
         dropped, as the kubelet drops it).
         """
-        keep = (policy.max_files - 1) * policy.max_size
-        copy_from = max(state.live_from, size - keep)
-        # Cut from the end, so the newest chunks are whole and a short one is the oldest.
-        bounds = sorted({copy_from, *range(size, copy_from, -policy.max_size)})
         src = os.open(state.path, os.O_RDWR | os.O_CLOEXEC)
         try:
+            # Cut where lines end (a line longer than CHUNK is cut anyway), so no chunk a
+            # reader starts from begins with a piece of a line; the line being written
+            # stays in the live file.
+            size = _line_end_before(src, state.live_from, size)
+            if size <= state.live_from:
+                return False
+            keep = (policy.max_files - 1) * policy.max_size
+            copy_from = max(state.live_from, size - keep)
+            # Cut from the end, so the newest chunks are whole and a short one is the oldest.
+            # Bytes before ``copy_from`` (and the rest of the line it falls in) are dropped.
+            first = (
+                copy_from
+                if copy_from == state.live_from
+                else _line_start_after(src, copy_from, size)
+            )
+            inner = {
+                _line_start_after(src, cut, size)
+                for cut in range(size - policy.max_size, copy_from, -policy.max_size)
+            }
+            bounds = sorted({first, size} | {b for b in inner if first < b < size})
             for start, end in itertools.pairwise(bounds):
                 self._copy_chunk(src, state.path, start, end)
             try:
@@ -756,6 +772,21 @@ class LogKeeper:
         budget = max(0, entry.policy.max_files - 1 - len(newest))
         for old in older[budget:]:
             old.path.unlink(missing_ok=True)
+
+
+def _line_end_before(fd: int, low: int, high: int) -> int:
+    """Just after the last newline in ``[low, high)`` (looking back one CHUNK), else ``high``."""
+    start = max(low, high - CHUNK)
+    data = os.pread(fd, high - start, start)
+    cut = data.rfind(b"\n")
+    return start + cut + 1 if cut >= 0 else high
+
+
+def _line_start_after(fd: int, offset: int, high: int) -> int:
+    """Just after the first newline at or after ``offset`` (within one CHUNK), else ``offset``."""
+    data = os.pread(fd, min(CHUNK, high - offset), offset)
+    cut = data.find(b"\n")
+    return offset + cut + 1 if cut >= 0 else offset
 
 
 def _mtime(path: Path) -> float:
