@@ -8,21 +8,26 @@ nothing. Two files, not one: a stdout line without its final newline and the nex
 line would otherwise merge into one line.
 
 **Rotation** (the kubelet's ``containerLogMaxSize`` / ``containerLogMaxFiles``, read from
-the local config file, defaults 10Mi and 5). The child's file descriptor cannot be
-swapped for a new file (rename + reopen needs the writer's cooperation), and copy +
-truncate loses whatever the replica writes between the copy and the truncate. So the
-supervisor's :class:`LogKeeper` rotates without any race: every :data:`TICK` it copies
-the live part of a file that grew past ``max_size`` into a chunk file named after its
-first byte's offset (``<file>.<offset>``), and only then *punches a hole* over exactly the
-bytes it copied (``fallocate(PUNCH_HOLE)``), which frees their disk blocks while the
-replica keeps appending past them. Offsets in the live file therefore never move: a byte's
-offset is its position in everything the stream ever wrote, which is what chunk names,
-readers and timestamps use. Older chunks are deleted so a replica keeps at most
-``max_files - 1`` of them (both streams together) besides its two live files; the bound
-on disk is about ``(max_files + 1) * max_size`` per replica, plus what it writes within
-one tick. The trade-off: ``ls -l`` shows the live file's logical size (``du`` shows the
-real one), and a file system without hole punching (not ext4, xfs, btrfs or tmpfs) gets
-no rotation; the keeper then says so once in the supervisor's log.
+the local config file, defaults 10Mi and 5, fixed per job at submit). The child's file
+descriptor cannot be swapped for a new file (rename + reopen needs the writer's
+cooperation), and copy + truncate loses whatever the replica writes between the copy and
+the truncate. So the supervisor's :class:`LogKeeper` rotates without any race: every
+:data:`TICK` (ten times as often while a file grows past its size within a tick) it copies
+the live part of a file that grew past ``max_size`` into chunk files of ``max_size`` each,
+named after their first byte's offset (``<file>.<offset>``) and cut where lines end, and
+only then *punches a hole* over exactly the bytes it copied (``fallocate(PUNCH_HOLE)``),
+which frees their disk blocks while the replica keeps appending past them. Offsets in the
+live file therefore never move: a byte's offset is its position in everything the stream
+ever wrote, which is what chunk names, readers and marks use. Older chunks are deleted so
+a replica keeps ``max_files - 1`` of them (both streams together; a stream's newest chunk
+always stays, as it says where its live data starts) besides its two live files: about
+``(max_files + 1) * max_size`` per replica on disk, plus what it writes within one tick.
+Output a replica writes faster than that, beyond what is kept, is dropped, as the
+kubelet drops it. The trade-offs: ``ls -l`` shows the live file's logical size (``du``
+shows the real one); a reader that falls behind by more than what is kept skips ahead,
+as a reader of rotated kubelet logs does; and a file system without hole punching (ext4,
+xfs, btrfs and tmpfs have it) gets no rotation, which the keeper says once in the
+supervisor's log.
 
 **Timestamps** (``--timestamps``, ``--since``). The kernel records no time per line, so
 the keeper appends a *mark* (offset, wall-clock time) to ``<file>.marks`` whenever the
