@@ -16,7 +16,7 @@ from local_support import container, eventually, pytorch_job
 
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import LogQuery, SubmitOptions, SubstrateError
-from kubemill.substrates.local import LocalBackend
+from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.logs import (
     KEEPER,
     LogKeeper,
@@ -292,3 +292,42 @@ def test_a_replica_restarted_in_place_appends_to_the_same_logs(backend: LocalBac
     )
     assert backend.wait("again", timeout=120).finished
     assert texts(backend, "again") == ["run", "run"]
+
+
+def test_every_line_kept_before_a_supervisor_sigkill_is_still_there(
+    backend: LocalBackend, isolated: Path
+) -> None:
+    (isolated / "no-config.yaml").write_text("containerLogMaxSize: 64Ki\ncontainerLogMaxFiles: 4\n")
+    forever = (
+        "import itertools, sys\n"
+        "for i in itertools.count():\n"
+        "    print('%08d' % i, flush=True)\n"
+        "    if i % 1000 == 0: print('e%07d' % i, file=sys.stderr, flush=True)\n"
+    )
+    backend.submit(pytorch_job("killed", master=forever), SubmitOptions(detach=True))
+    rec = eventually(
+        lambda: (r := backend.store.job("default", "killed")).supervisor_state == "running" and r,
+        what="the detached supervisor",
+    )
+    supervisor = rec.supervisor
+    assert supervisor is not None
+    logs_dir = rec.logs_dir
+    eventually(
+        lambda: len([p for p in logs_dir.iterdir() if ".log.0" in p.name]) >= 2,
+        what="a few rotations",
+    )
+    seen = texts(backend, "killed")
+
+    procinfo.kill_process(supervisor)
+    assert procinfo.wait_gone(supervisor, timeout=30)
+    assert backend.wait("killed", timeout=60).finished
+
+    after = texts(backend, "killed")
+    out = [int(t) for t in after if not t.startswith("e")]
+    err = [int(t[1:]) for t in after if t.startswith("e")]
+    assert out == list(range(out[0], out[-1] + 1))  # no line lost inside what is kept
+    assert err == list(range(err[0], err[-1] + 1, 1000))
+    last_seen = max(int(t) for t in seen if not t.startswith("e"))
+    # The replica died with its supervisor; what it wrote last is there (lines read
+    # before the kill may have been rotated away since, as the policy says).
+    assert out[-1] >= last_seen
