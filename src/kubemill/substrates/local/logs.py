@@ -30,13 +30,16 @@ xfs, btrfs and tmpfs have it) gets no rotation, which the keeper says once in th
 supervisor's log.
 
 **Timestamps** (``--timestamps``, ``--since``). The kernel records no time per line, so
-the keeper appends a *mark* (offset, wall-clock time) to ``<file>.marks`` whenever the
-file grew since the last tick. A line's time is that of the first mark at or after its
-end (the first moment it was seen complete), or the file's modification time for lines
-after the last mark (written after the keeper's last look, e.g. once the supervisor was
-gone): a time at most one tick late, never early. stdout and stderr are merged by these
-times, stdout first on a tie. Marks are thinned (every other one dropped) when a file
-holds more than :data:`MAX_MARKS`, so they stay bounded too.
+each tick the keeper looks at a replica's stderr, then its stdout, and appends a *mark*
+(offset, the time after both looks) to ``<file>.marks`` for each file that grew. A
+line's time is that of the first mark at or after its end (the first moment it was seen
+complete): at most a tick late, never early. A line after the last mark (written after
+the keeper's last look, e.g. once the supervisor was gone) gets its file's modification
+time, but no earlier than the replica's last mark. stdout and stderr are merged by these
+times, stdout first on a tie; so a stdout line followed by a stderr line always keeps
+that order (the stderr line seen means the stdout one is seen in the same look), while a
+stderr line followed within one tick by a stdout line may be shown after it. Marks are
+thinned (every other one dropped) when a file holds more than :data:`MAX_MARKS`.
 
 **Reading** never holds more than a chunk (:data:`CHUNK`) plus the lines asked to be
 kept (``tail``): ``tail`` walks back from the end, ``since`` starts from the marks, and
@@ -254,6 +257,8 @@ class Stream:
         self._marks_size = -1
         self._live_from: int | None = None
         """Where the live file's data starts (the newest chunk's end), as last listed."""
+        self.siblings: list[Stream] = []
+        """The replica's other streams (their marks bound this one's unmarked lines)."""
 
     def first(self) -> int:
         """The oldest offset still kept."""
@@ -334,9 +339,13 @@ class Stream:
         if i < len(marks):
             return marks[i][1]
         try:
-            return self.path.stat().st_mtime
+            written = self.path.stat().st_mtime
         except FileNotFoundError:
-            return time.time()
+            written = time.time()
+        # Not marked yet: no earlier than the replica's last mark (on either stream), so
+        # a line written after what was seen then is not put before it.
+        floors = [s.marks()[-1][1] for s in (self, *self.siblings) if s.marks()]
+        return max([written, *floors])
 
     def offset_since(self, moment: float) -> int:
         """An offset at or before the first line written at ``moment`` or later."""
@@ -456,7 +465,10 @@ class ReplicaLog:
         self.replica = replica
         out, err = stream_paths(log_path)
         self.query = query
-        self.tails = [StreamTail(Stream(out, 0)), StreamTail(Stream(err, 1))]
+        streams = [Stream(out, 0), Stream(err, 1)]
+        for stream in streams:
+            stream.siblings = [other for other in streams if other is not stream]
+        self.tails = [StreamTail(stream) for stream in streams]
         self.since = query.since_timestamp()
         self.left = query.limit_bytes
         for tail in self.tails:
@@ -655,26 +667,33 @@ class LogKeeper:
             return self._keep(entry)
 
     def _keep(self, entry: _Watched) -> bool:
+        # stderr is looked at before stdout and both are marked with one time taken after:
+        # a stdout line followed by a stderr line is then never given a later time than
+        # it (a line seen on stderr was written after what stdout had by then).
+        sizes: dict[int, int] = {}
+        for i in reversed(range(len(entry.streams))):
+            with contextlib.suppress(FileNotFoundError):
+                sizes[i] = entry.streams[i].path.stat().st_size
+        now = time.time()
         rotated = False
-        for state in entry.streams:
-            try:
-                size = state.path.stat().st_size
-            except FileNotFoundError:
+        for i, state in enumerate(entry.streams):
+            if i not in sizes:
                 continue
+            size = sizes[i]
             if size != state.last_size:
                 state.last_size = size
-                self._mark(state, size)
+                self._mark(state, size, now)
             if size - state.live_from > entry.policy.max_size:
                 rotated = self._rotate(state, size, entry.policy) or rotated
         if rotated:
             self._prune(entry)
         return rotated
 
-    def _mark(self, state: _StreamState, size: int) -> None:
+    def _mark(self, state: _StreamState, size: int, now: float) -> None:
         path = _marks_path(state.path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
         try:
-            os.write(fd, f"{size} {time.time():.6f}\n".encode())
+            os.write(fd, f"{size} {now:.6f}\n".encode())
         finally:
             os.close(fd)
         state.marks += 1
