@@ -205,12 +205,39 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
     ] = False,
+    tail: Annotated[
+        int,
+        typer.Option("--tail", help="Only the last N lines of each replica (-1: all).", min=-1),
+    ] = -1,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only lines written within a duration (5s, 2m, 1h30m) or since a time"
+            " (RFC 3339, e.g. 2026-01-02T03:04:05Z).",
+        ),
+    ] = None,
+    limit_bytes: Annotated[
+        int | None,
+        typer.Option("--limit-bytes", help="At most N bytes of each replica's log.", min=1),
+    ] = None,
+    timestamps: Annotated[
+        bool, typer.Option("--timestamps", help="Prefix each line with its time (RFC 3339).")
+    ] = False,
     namespace: NamespaceOption = None,
 ) -> None:
     """Print the output of a job's replicas, each line prefixed by its replica."""
-    from kubemill.cli.views import show_logs
+    from kubemill.cli.views import LogOptions, show_logs
 
-    raise typer.Exit(show_logs(_settings(ctx, namespace), name, replica=replica, follow=follow))
+    options = LogOptions(
+        tail=None if tail < 0 else tail,
+        since=since,
+        limit_bytes=limit_bytes,
+        timestamps=timestamps,
+    )
+    raise typer.Exit(
+        show_logs(_settings(ctx, namespace), name, replica=replica, follow=follow, options=options)
+    )
 
 
 @app.command()

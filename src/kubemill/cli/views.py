@@ -7,8 +7,10 @@ being followed live or looked up afterwards, on either substrate.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich import box
@@ -367,15 +369,65 @@ def _when(moment: datetime | None) -> str:
     return f"{_timestamp(moment)} ({age(moment)} ago)"
 
 
-def show_logs(settings: Settings, name: str, *, replica: str | None, follow: bool) -> int:
-    """``kubemill logs NAME [--replica R] [--follow]``; the exit code."""
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_since(text: str) -> timedelta | datetime:
+    """``--since``: a duration as ``kubectl`` takes it (``5s``, ``1h30m``) or an RFC 3339 time."""
+    value = text.strip()
+    if value and _DURATION_PART.sub("", value) == "":
+        seconds = sum(float(n) * _DURATION_UNITS[unit] for n, unit in _DURATION_PART.findall(value))
+        return timedelta(seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"--since: {text!r} is neither a duration (5s, 2m, 1h30m) nor a time"
+            " (RFC 3339, e.g. 2026-01-02T03:04:05Z)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """``kubemill logs`` options as typed (``since`` still text)."""
+
+    tail: int | None = None
+    since: str | None = None
+    limit_bytes: int | None = None
+    timestamps: bool = False
+
+
+def show_logs(
+    settings: Settings,
+    name: str,
+    *,
+    replica: str | None,
+    follow: bool,
+    options: LogOptions | None = None,
+) -> int:
+    """``kubemill logs NAME [--replica R] [--follow] [--tail N] ...``; the exit code."""
+    options = options or LogOptions()
+    try:
+        since = None if options.since is None else parse_since(options.since)
+    except ValueError as exc:
+        fail(str(exc))
+        raise AssertionError("unreachable") from exc
     client = settings.client()
     view = client.get(name, namespace=settings.namespace)
     chosen = resolve_replica(view, replica).name if replica else None
     console = stdout_console()
     printer = LogPrinter(console, view.name, (r.name for r in view.replicas))
     lines: Iterator[LogLine] = client.logs(
-        name, namespace=settings.namespace, replica=chosen, follow=follow
+        name,
+        namespace=settings.namespace,
+        replica=chosen,
+        follow=follow,
+        tail=options.tail,
+        since=since,
+        limit_bytes=options.limit_bytes,
+        timestamps=options.timestamps,
     )
     try:
         for line in lines:
@@ -386,6 +438,8 @@ def show_logs(settings: Settings, name: str, *, replica: str | None, follow: boo
                 printer.print(line)
     except KeyboardInterrupt:
         return 130
+    # A closed pipe (`| head -1`) ends the command through rich (exit 1, no traceback);
+    # the lines not yet read are never read, so memory stays flat.
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import os
 from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from kubemill.substrates.base import (
     EventRecord,
     JobView,
     LogLine,
+    LogQuery,
     SubmitOptions,
 )
 
@@ -188,11 +190,26 @@ class JobClient:
         *,
         replica: str | None = None,
         follow: bool = False,
+        tail: int | None = None,
+        since: datetime | timedelta | None = None,
+        limit_bytes: int | None = None,
+        timestamps: bool = False,
     ) -> Iterator[LogLine]:
         """The replicas' output lines; ``replica`` picks one (``worker-1`` or the full
         name). ``follow`` yields lines as they are written, interleaved across replicas,
-        until the job has finished and everything was read."""
-        return self.backend.logs(name, self._ns(namespace), replica=replica, follow=follow)
+        until the job has finished and everything was read.
+
+        As ``kubectl logs`` does, per replica: ``tail`` gives only the last N lines,
+        ``since`` only lines written at or after a time (a ``datetime``) or within a
+        duration before now (a ``timedelta``), ``limit_bytes`` at most that many bytes,
+        and ``timestamps`` starts each line's text with its time (``line.time`` is set
+        either way when known). Bad values raise ``ValueError`` naming the argument.
+        """
+        query = LogQuery(tail=tail, since=since, limit_bytes=limit_bytes, timestamps=timestamps)
+        lines = self.backend.logs(
+            name, self._ns(namespace), replica=replica, follow=follow, query=query
+        )
+        return (line.stamped() for line in lines) if timestamps else lines
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """Events recorded on the job, oldest first."""

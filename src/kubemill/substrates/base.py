@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
 from kubemill.api import Job, JobStatus
@@ -87,6 +87,57 @@ class LogLine:
     replica: str
     text: str
     time: datetime | None = None
+    """When it was written (locally: first seen complete, at most a fraction of a second
+    late); ``None`` when unknown."""
+
+    def stamped(self) -> LogLine:
+        """The line with its time in front of its text, as ``kubectl logs --timestamps``."""
+        if self.time is None:
+            return self
+        stamp = self.time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return LogLine(replica=self.replica, text=f"{stamp} {self.text}", time=self.time)
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """Which lines of each replica's log to read, as ``kubectl logs`` asks for them."""
+
+    tail: int | None = None
+    """Only the last N lines (``None``: all)."""
+    since: datetime | timedelta | None = None
+    """Only lines written at or after this time, or within this long before now."""
+    limit_bytes: int | None = None
+    """At most this many bytes (newlines counted) per replica; the last line may be cut."""
+    timestamps: bool = False
+    """Start each line's text with its time (RFC 3339), as ``kubectl logs --timestamps``.
+    :attr:`LogLine.time` is set either way when the substrate knows it."""
+
+    def __post_init__(self) -> None:
+        if self.tail is not None and (isinstance(self.tail, bool) or self.tail < 0):
+            raise ValueError(f"tail: must be a number of lines >= 0, got {self.tail!r}")
+        if self.limit_bytes is not None and (
+            isinstance(self.limit_bytes, bool) or self.limit_bytes < 1
+        ):
+            raise ValueError(f"limit_bytes: must be >= 1, got {self.limit_bytes!r}")
+        if self.since is not None and not isinstance(self.since, datetime | timedelta):
+            raise ValueError(
+                f"since: expected a datetime or a timedelta, got {type(self.since).__name__}"
+            )
+        if isinstance(self.since, timedelta) and self.since < timedelta(0):
+            raise ValueError(f"since: a duration must not be negative, got {self.since}")
+
+    def since_time(self, now: datetime) -> datetime | None:
+        """``since`` as a moment (a duration counts back from ``now``)."""
+        if self.since is None:
+            return None
+        if isinstance(self.since, timedelta):
+            return now - self.since
+        return self.since if self.since.tzinfo else self.since.replace(tzinfo=UTC)
+
+    def since_timestamp(self) -> float | None:
+        """``since`` as POSIX seconds, a duration counted back from the current time."""
+        moment = self.since_time(datetime.now(UTC))
+        return None if moment is None else moment.timestamp()
 
 
 @dataclass(frozen=True)
@@ -129,8 +180,12 @@ class Backend(Protocol):
         *,
         replica: str | None = None,
         follow: bool = False,
+        query: LogQuery | None = None,
     ) -> Iterator[LogLine]:
-        """Lines of every replica (or one); with ``follow``, until the job has finished."""
+        """Lines of every replica (or one); with ``follow``, until the job has finished.
+
+        ``query`` narrows each replica's lines (tail, since, limit_bytes, timestamps).
+        """
         ...
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:

@@ -49,6 +49,7 @@ from kubemill.substrates.base import (
     JobNotFound,
     JobView,
     LogLine,
+    LogQuery,
     ReplicaView,
     SubmitOptions,
     SubstrateError,
@@ -61,7 +62,7 @@ from kubemill.substrates.local.images import (
     config_path,
 )
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
-from kubemill.substrates.local.logs import LogTail, follow, read_all
+from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
@@ -164,6 +165,7 @@ class LocalBackend:
             job_uid=uid, namespace=job.namespace, base_dir=base_dir, log_dir=str(job_dir / "logs")
         )
         environments = self._environments(job)
+        log_policy = LogPolicy.load(self.config_path)
         me = procinfo.identify(os.getpid())
         mode = "detached" if options.detach else "foreground"
         for _ in range(5):
@@ -197,7 +199,7 @@ class LocalBackend:
         else:
             raise SubstrateError("could not reserve ports for the job; try again")
         try:
-            (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+            log_policy.save(job_dir / "logs")
         except OSError as exc:
             # Nothing can run without its log files: forget the job rather than leave a
             # record no supervisor will ever take.
@@ -390,16 +392,21 @@ class LocalBackend:
         *,
         replica: str | None = None,
         follow: bool = False,
+        query: LogQuery | None = None,
     ) -> Iterator[LogLine]:
-        """Lines of every replica (or one); with ``follow``, as written, until the end."""
+        """Lines of every replica (or one); with ``follow``, as written, until the end.
+
+        ``query`` (tail, since, limit_bytes, timestamps) applies to each replica's log.
+        """
         rec = self.store.job(_namespace(namespace), name)
         replicas = self.store.replicas(rec.uid)
         if replica is not None:
             replicas = [_pick_replica(rec, replicas, replica)]
-        tails = [LogTail(r.name, Path(r.log_path)) for r in replicas]
+        query = query or LogQuery()
+        logs = [ReplicaLog(r.name, r.log_path, query) for r in replicas]
         if not follow:
-            return read_all(tails)
-        return _follow_logs(self, rec.uid, tails)
+            return read_all(logs)
+        return _follow_logs(self, rec.uid, logs)
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""
@@ -702,7 +709,7 @@ def _supervise_quietly(supervisor: Supervisor) -> None:
         supervisor.run()
 
 
-def _follow_logs(backend: LocalBackend, uid: str, tails: list[LogTail]) -> Iterator[LogLine]:
+def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Iterator[LogLine]:
     def finished() -> bool:
         rec = backend.store.job_by_uid(uid)
         if rec is None:
@@ -710,7 +717,7 @@ def _follow_logs(backend: LocalBackend, uid: str, tails: list[LogTail]) -> Itera
         fresh = backend._fresh(rec)
         return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
 
-    yield from follow(tails, finished=finished)
+    yield from follow(logs, finished=finished)
 
 
 def _pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:

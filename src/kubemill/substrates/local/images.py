@@ -39,8 +39,11 @@ from kubemill.substrates.base import SubstrateError
 CONFIG_ENV = "KUBEMILL_CONFIG"
 DEFAULT_MAX_REPLICAS_PER_JOB = 512
 MAX_REPLICAS_KEY = "maxReplicasPerJob"
-CONFIG_KEYS = frozenset({"images", MAX_REPLICAS_KEY, "replicaStarts"})
-"""The config file's keys; ``replicaStarts`` is read by :class:`~.kubelet.StartLimits`."""
+CONFIG_KEYS = frozenset(
+    {"images", MAX_REPLICAS_KEY, "replicaStarts", "containerLogMaxSize", "containerLogMaxFiles"}
+)
+"""The config file's keys; ``replicaStarts`` is read by :class:`~.kubelet.StartLimits`, the log
+ones by :class:`~.logs.LogPolicy`."""
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:

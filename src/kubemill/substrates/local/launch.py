@@ -49,6 +49,7 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
 from kubemill.substrates.local.images import Environment
+from kubemill.substrates.local.logs import KEEPER, open_for_replica
 from kubemill.substrates.local.network import LOCAL_HOST
 
 DEFAULT_GRACE_SECONDS = 5.0
@@ -450,23 +451,27 @@ def _die_with_parent(parent_pid: int, cores: frozenset[int] | None = None) -> Ca
 
 
 def spawn(spec: LaunchSpec, *, cores: frozenset[int] | None = None) -> subprocess.Popen[bytes]:
-    """Start the replica's process, its output appended to its log file, on ``cores``.
+    """Start the replica's process on ``cores``, its stdout and stderr appended to its log files.
 
-    Raises ``OSError`` (FileNotFoundError, PermissionError) when exec fails.
+    The files are written by the process itself (:mod:`.logs`); this process's log
+    keeper marks and rotates them while it runs. Raises ``OSError`` (FileNotFoundError,
+    PermissionError) when exec fails.
     """
-    Path(spec.log_path).parent.mkdir(parents=True, exist_ok=True)
-    log_fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out_fd, err_fd = open_for_replica(spec.log_path)
     try:
-        return subprocess.Popen(
+        popen = subprocess.Popen(
             list(spec.argv),
             env=dict(spec.env),
             cwd=spec.cwd,
             stdin=subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=subprocess.STDOUT,
+            stdout=out_fd,
+            stderr=err_fd,
             close_fds=True,
             start_new_session=True,
             preexec_fn=_die_with_parent(os.getpid(), cores),
         )
     finally:
-        os.close(log_fd)
+        os.close(out_fd)
+        os.close(err_fd)
+    KEEPER.watch(spec.log_path, popen)
+    return popen

@@ -1,20 +1,412 @@
-"""Reading replica log files: all at once, or following them line by line as they grow.
+"""Replica log files: how they are written, kept bounded, and read back in bounded memory.
 
-The files are written by the replicas' processes themselves (their stdout and stderr),
-so reading never depends on a supervisor being alive. Lines are decoded as UTF-8 with
-replacement, so a process printing bytes cannot break ``kubemill logs``.
+**Writing.** A replica's stdout and stderr go straight from the kernel into two files of
+its own (``<replica>.log`` and ``<replica>.stderr.log``, ``O_APPEND``, mode 0600 in a 0700
+directory). No kubemill process sits in the data path, so nothing a replica wrote is lost
+when its supervisor is SIGKILLed, and a replica printing fast costs the supervisor
+nothing. Two files, not one: a stdout line without its final newline and the next stderr
+line would otherwise merge into one line.
+
+**Rotation** (the kubelet's ``containerLogMaxSize`` / ``containerLogMaxFiles``, read from
+the local config file, defaults 10Mi and 5, fixed per job at submit). The child's file
+descriptor cannot be swapped for a new file (rename + reopen needs the writer's
+cooperation), and copy + truncate loses whatever the replica writes between the copy and
+the truncate. So the supervisor's :class:`LogKeeper` rotates without any race: every
+:data:`TICK` (ten times as often while a file grows past its size within a tick) it copies
+the live part of a file that grew past ``max_size`` into chunk files of ``max_size`` each,
+named after their first byte's offset (``<file>.<offset>``) and cut where lines end, and
+only then *punches a hole* over exactly the bytes it copied (``fallocate(PUNCH_HOLE)``),
+which frees their disk blocks while the replica keeps appending past them. Offsets in the
+live file therefore never move: a byte's offset is its position in everything the stream
+ever wrote, which is what chunk names, readers and marks use. Older chunks are deleted so
+a replica keeps ``max_files - 1`` of them (both streams together; a stream's newest chunk
+always stays, as it says where its live data starts) besides its two live files: about
+``(max_files + 1) * max_size`` per replica on disk, plus what it writes within one tick.
+Output a replica writes faster than that, beyond what is kept, is dropped, as the
+kubelet drops it. The trade-offs: ``ls -l`` shows the live file's logical size (``du``
+shows the real one); a reader that falls behind by more than what is kept skips ahead,
+as a reader of rotated kubelet logs does; and a file system without hole punching (ext4,
+xfs, btrfs and tmpfs have it) gets no rotation, which the keeper says once in the
+supervisor's log.
+
+**Timestamps** (``--timestamps``, ``--since``). The kernel records no time per line, so
+each tick the keeper looks at a replica's stderr, then its stdout, and appends a *mark*
+(offset, the time after both looks) to ``<file>.marks`` for each file that grew. A
+line's time is that of the first mark at or after its end (the first moment it was seen
+complete): at most a tick late, never early. A line after the last mark (written after
+the keeper's last look, e.g. once the supervisor was gone) gets its file's modification
+time, but no earlier than the replica's last mark. stdout and stderr are merged by these
+times, stdout first on a tie; so a stdout line followed by a stderr line always keeps
+that order (the stderr line seen means the stdout one is seen in the same look), while a
+stderr line followed within one tick by a stdout line may be shown after it. Marks are
+thinned (every other one dropped) when a file holds more than :data:`MAX_MARKS`.
+
+**Reading** never holds more than a chunk (:data:`CHUNK`) plus the lines asked to be
+kept (``tail``): ``tail`` walks back from the end, ``since`` starts from the marks, and
+``limit_bytes`` stops early. Lines are decoded as UTF-8 with replacement, so a process
+printing bytes cannot break ``kubemill logs``.
 """
 
 from __future__ import annotations
 
+import atexit
+import bisect
+import contextlib
+import ctypes
+import errno
+import heapq
+import itertools
+import json
+import logging
+import os
+import re
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
-from kubemill.substrates.base import LogLine
+import yaml
+
+from kubemill.core.quantity import parse_quantity
+from kubemill.substrates.base import LogLine, LogQuery, SubstrateError
+from kubemill.substrates.local.images import config_path
+
+_log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+"""Bytes read at a time; a reader's memory does not grow with the file."""
+MAX_LINE = CHUNK
+"""A line longer than this is given out in pieces (memory stays bounded)."""
+TICK = 0.2
+"""Seconds between the keeper's looks at each log file (marks and rotation)."""
+MAX_MARKS = 4096
+"""Marks kept per file before every other one is dropped."""
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+POLICY_FILE = ".policy.json"
+"""The job's rotation policy, fixed at submit, next to its logs (read by any supervisor)."""
+
+DEFAULT_MAX_SIZE = 10 * 2**20
+DEFAULT_MAX_FILES = 5
+MIN_MAX_SIZE = 4096
+
+_CHUNK_SUFFIX = re.compile(r"^\.(\d{16})$")
+
+
+# --- paths and policy ------------------------------------------------------------------------
+
+
+def stream_paths(log_path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """A replica's stdout and stderr files, from the log path recorded for it."""
+    out = Path(log_path)
+    stem = out.name[: -len(".log")] if out.name.endswith(".log") else out.name
+    return out, out.with_name(f"{stem}.stderr.log")
+
+
+def _chunk_path(path: Path, start: int) -> Path:
+    return path.with_name(f"{path.name}.{start:016d}")
+
+
+def _marks_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.marks")
+
+
+@dataclass(frozen=True)
+class LogPolicy:
+    """How much log one replica keeps (the kubelet's names and defaults)."""
+
+    max_size: int = DEFAULT_MAX_SIZE
+    """``containerLogMaxSize``: a live file is rotated once it holds more than this."""
+    max_files: int = DEFAULT_MAX_FILES
+    """``containerLogMaxFiles``: files kept per replica, the live one counted."""
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any], where: str) -> LogPolicy:
+        """The policy from a config mapping; a bad value is an error naming its key."""
+        size_text = data.get("containerLogMaxSize", DEFAULT_MAX_SIZE)
+        size = None if isinstance(size_text, bool) else parse_quantity(size_text)
+        if size is None or size != int(size) or size < MIN_MAX_SIZE:
+            raise SubstrateError(
+                f"{where}: containerLogMaxSize: expected a size of at least {MIN_MAX_SIZE}"
+                f" bytes such as 10Mi, got {size_text!r}"
+            )
+        files = data.get("containerLogMaxFiles", DEFAULT_MAX_FILES)
+        if isinstance(files, bool) or not isinstance(files, int) or files < 2:
+            raise SubstrateError(
+                f"{where}: containerLogMaxFiles: expected a whole number >= 2, got {files!r}"
+            )
+        return cls(max_size=int(size), max_files=files)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> LogPolicy:
+        """The policy of the local config file (defaults when there is no file)."""
+        file = config_path(path)
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            return cls()
+        except (OSError, yaml.YAMLError) as exc:
+            raise SubstrateError(f"cannot read the config file {file}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            return cls()  # the image config reports the shape error
+        return cls.from_config(data, str(file))
+
+    def save(self, log_dir: str | os.PathLike[str]) -> None:
+        """Record the policy with the job's logs, where its supervisor will read it."""
+        directory = make_log_dir(log_dir)
+        target = directory / POLICY_FILE
+        staged = directory / f"{POLICY_FILE}.tmp"
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"maxSize": self.max_size, "maxFiles": self.max_files}, fh)
+        staged.replace(target)
+
+    @classmethod
+    def of_dir(cls, log_dir: str | os.PathLike[str]) -> LogPolicy:
+        """The policy recorded for a job's logs (defaults if none was)."""
+        try:
+            data = json.loads((Path(log_dir) / POLICY_FILE).read_text(encoding="utf-8"))
+            return cls(max_size=int(data["maxSize"]), max_files=int(data["maxFiles"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls()
+
+
+def make_log_dir(log_dir: str | os.PathLike[str]) -> Path:
+    """Create a job's log directory, private to its owner."""
+    directory = Path(log_dir)
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        directory.chmod(DIR_MODE)
+    return directory
+
+
+def open_for_replica(log_path: str | os.PathLike[str]) -> tuple[int, int]:
+    """File descriptors for a replica's stdout and stderr (append-only, 0600)."""
+    out, err = stream_paths(log_path)
+    make_log_dir(out.parent)
+    fds = []
+    try:
+        for path in (out, err):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+            fds.append(fd)
+            # A file made before logs were private keeps its old mode otherwise.
+            os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds[0], fds[1]
+
+
+# --- one stream on disk ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    start: int
+    path: Path
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+def _chunks(path: Path) -> list[_Chunk]:
+    """The rotated chunks of a live file, oldest first."""
+    found = []
+    prefix = path.name
+    try:
+        entries = list(os.scandir(path.parent))
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        match = _CHUNK_SUFFIX.match(entry.name[len(prefix) :])
+        if match is None:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            found.append(_Chunk(int(match[1]), Path(entry.path), entry.stat().st_size))
+    return sorted(found, key=lambda c: c.start)
+
+
+def _pread(path: Path, offset: int, size: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+
+
+class Stream:
+    """One stream (stdout or stderr) of a replica: its chunks and live file, by offset."""
+
+    def __init__(self, path: Path, rank: int) -> None:
+        self.path = path
+        self.rank = rank
+        """0 for stdout, 1 for stderr: stdout goes first when times tie."""
+        self._marks: list[tuple[int, float]] = []
+        self._marks_size = -1
+        self._live_from: int | None = None
+        """Where the live file's data starts (the newest chunk's end), as last listed."""
+        self.siblings: list[Stream] = []
+        """The replica's other streams (their marks bound this one's unmarked lines)."""
+
+    def first(self) -> int:
+        """The oldest offset still kept."""
+        chunks = _chunks(self.path)
+        return chunks[0].start if chunks else 0
+
+    def end(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _listing(self) -> list[_Chunk]:
+        chunks = _chunks(self.path)
+        self._live_from = chunks[-1].end if chunks else 0
+        return chunks
+
+    def read(self, offset: int, size: int = CHUNK) -> tuple[int, bytes]:
+        """Bytes from ``offset`` (or from the oldest kept offset, if that is later).
+
+        The live file is read without listing the chunks (a follower polls it often):
+        bytes punched out while we read come back as NULs, so only a read holding a NUL
+        looks at the chunks again, and takes the bytes from there if they moved.
+        """
+        for _ in range(3):
+            chunks: list[_Chunk] | None = None
+            if self._live_from is None:
+                chunks = self._listing()
+            assert self._live_from is not None
+            if offset >= self._live_from:
+                data = _pread(self.path, offset, size)
+                if data is None:
+                    return offset, b""
+                if b"\0" not in data:
+                    return offset, data
+                chunks = self._listing()
+                if offset >= self._live_from:
+                    return offset, data  # NULs the replica wrote itself
+            if chunks is None:
+                chunks = self._listing()
+            for chunk in chunks:
+                if chunk.end <= offset:
+                    continue
+                # Before this chunk: rotated away or dropped already, as on a kubelet.
+                offset = max(offset, chunk.start)
+                data = _pread(chunk.path, offset - chunk.start, min(size, chunk.end - offset))
+                if data is not None:
+                    return offset, data
+                break  # deleted while we looked: look again
+            else:
+                if offset < self._live_from:
+                    offset = self._live_from  # dropped bytes just before the live part
+        return offset, b""
+
+    def marks(self) -> list[tuple[int, float]]:
+        """(offset, time) marks, reloaded when the marks file changed."""
+        path = _marks_path(self.path)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return self._marks
+        if size != self._marks_size:
+            self._marks_size = size
+            marks = []
+            with contextlib.suppress(OSError), path.open("rb") as fh:
+                for raw in fh:
+                    parts = raw.split()
+                    if len(parts) == 2:
+                        with contextlib.suppress(ValueError):
+                            marks.append((int(parts[0]), float(parts[1])))
+            self._marks = marks
+        return self._marks
+
+    def time_of(self, end: int) -> float:
+        """When the line ending at ``end`` was first seen complete."""
+        marks = self.marks()
+        i = bisect.bisect_left(marks, (end, -1.0))
+        if i < len(marks):
+            return marks[i][1]
+        try:
+            written = self.path.stat().st_mtime
+        except FileNotFoundError:
+            written = time.time()
+        # Not marked yet: no earlier than the replica's last mark (on either stream), so
+        # a line written after what was seen then is not put before it.
+        floors = [s.marks()[-1][1] for s in (self, *self.siblings) if s.marks()]
+        return max([written, *floors])
+
+    def offset_since(self, moment: float) -> int:
+        """An offset at or before the first line written at ``moment`` or later."""
+        marks = self.marks()
+        times = [t for _, t in marks]
+        i = bisect.bisect_left(times, moment)
+        if i == 0:
+            return self.first()
+        return self.line_start(marks[i - 1][0])
+
+    def line_start(self, offset: int) -> int:
+        """The start of the line holding ``offset`` (read backwards a chunk at a time)."""
+        first = self.first()
+        pos = offset
+        while pos > first:
+            start = max(first, pos - CHUNK)
+            got_from, data = self.read(start, pos - start)
+            if got_from != start:
+                return got_from
+            cut = data.rfind(b"\n")
+            if cut >= 0:
+                return start + cut + 1
+            pos = start
+        return first
+
+    def offset_of_tail(self, lines: int, end: int) -> int:
+        """The offset of the ``lines``-th complete-or-partial line before ``end``."""
+        first = self.first()
+        if lines <= 0:
+            return end
+        pos = end
+        seen = 0
+        # A last line without its newline counts as a line, as `tail` counts it.
+        last = self.read(end - 1, 1)[1] if end > first else b""
+        if last == b"\n":
+            seen = -1
+        while pos > first:
+            start = max(first, pos - CHUNK)
+            got_from, data = self.read(start, pos - start)
+            if got_from != start:
+                return got_from
+            cut = len(data)
+            while True:
+                cut = data.rfind(b"\n", 0, cut)
+                if cut < 0:
+                    break
+                seen += 1
+                if seen == lines:
+                    return start + cut + 1
+            pos = start
+        return first
+
+
+# --- lines -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Line:
+    time: float
+    rank: int
+    text: bytes
 
 
 def _decode(raw: bytes) -> str:
@@ -22,47 +414,117 @@ def _decode(raw: bytes) -> str:
 
 
 @dataclass
-class LogTail:
-    """The unread part of one replica's log file."""
+class StreamTail:
+    """The unread part of one stream, read forward a chunk at a time."""
 
-    replica: str
-    path: Path
+    stream: Stream
     offset: int = 0
     partial: bytes = field(default=b"")
 
-    def read_lines(self) -> list[str]:
-        """The complete lines written since the last call (a partial last line waits)."""
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                chunks = []
-                while chunk := fh.read(CHUNK):
-                    chunks.append(chunk)
-                data = b"".join(chunks)
-        except FileNotFoundError:
-            return []
-        if not data:
-            return []
-        self.offset += len(data)
-        data = self.partial + data
-        *lines, self.partial = data.split(b"\n")
-        return [_decode(line) for line in lines]
+    def lines(self, until: int | None = None) -> Iterator[_Line]:
+        """Complete lines written since the last call (a partial last line waits).
 
-    def rest(self) -> list[str]:
+        ``until`` stops at that offset (the end seen when reading began), so a replica
+        writing fast cannot keep one read going for ever.
+        """
+        end = self.stream.end() if until is None else until
+        while self.offset < end:
+            got_from, data = self.stream.read(self.offset, min(CHUNK, end - self.offset))
+            if not data:
+                break
+            if got_from != self.offset:
+                self.partial = b""  # the rest of that line was rotated away
+            self.offset = got_from + len(data)
+            data = self.partial + data
+            start = 0
+            base = self.offset - len(data)
+            while True:
+                cut = data.find(b"\n", start)
+                if cut < 0:
+                    break
+                yield _Line(self.stream.time_of(base + cut + 1), self.stream.rank, data[start:cut])
+                start = cut + 1
+            self.partial = data[start:]
+            if len(self.partial) >= MAX_LINE:
+                # A line that never ends is given out in pieces, as CRI logs split lines.
+                end_of = base + len(data)
+                yield _Line(self.stream.time_of(end_of), self.stream.rank, self.partial)
+                self.partial = b""
+
+    def rest(self) -> Iterator[_Line]:
         """A last line without a newline, once nothing more will be written."""
         tail, self.partial = self.partial, b""
-        return [_decode(tail)] if tail else []
+        if tail:
+            yield _Line(self.stream.time_of(self.offset), self.stream.rank, tail)
 
 
-def read_all(tails: Sequence[LogTail]) -> Iterator[LogLine]:
-    """Every line of every replica, replica after replica."""
-    for tail in tails:
-        for text in [*tail.read_lines(), *tail.rest()]:
-            yield LogLine(replica=tail.replica, text=text)
+class ReplicaLog:
+    """A replica's two streams, merged into one sequence of lines by time."""
+
+    def __init__(self, replica: str, log_path: str | os.PathLike[str], query: LogQuery) -> None:
+        self.replica = replica
+        out, err = stream_paths(log_path)
+        self.query = query
+        streams = [Stream(out, 0), Stream(err, 1)]
+        for stream in streams:
+            stream.siblings = [other for other in streams if other is not stream]
+        self.tails = [StreamTail(stream) for stream in streams]
+        self.since = query.since_timestamp()
+        self.left = query.limit_bytes
+        for tail in self.tails:
+            start = tail.stream.first()
+            if self.since is not None:
+                start = max(start, tail.stream.offset_since(self.since))
+            if query.tail is not None:
+                start = max(start, tail.stream.offset_of_tail(query.tail, tail.stream.end()))
+            tail.offset = start
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left is not None and self.left <= 0
+
+    def _merged(self, *, final: bool) -> Iterator[_Line]:
+        def one(tail: StreamTail) -> Iterator[_Line]:
+            yield from tail.lines(tail.stream.end())
+            if final:
+                yield from tail.rest()
+
+        return heapq.merge(*(one(t) for t in self.tails), key=lambda line: (line.time, line.rank))
+
+    def _emit(self, lines: Iterable[_Line]) -> Iterator[LogLine]:
+        for line in lines:
+            if self.exhausted:
+                return
+            if self.since is not None and line.time < self.since:
+                continue
+            text = line.text
+            if self.left is not None:
+                # Like limitBytes: the byte budget counts each line's newline too.
+                text = text[: self.left]
+                self.left -= len(line.text) + 1
+            moment = datetime.fromtimestamp(line.time, UTC)
+            yield LogLine(replica=self.replica, text=_decode(text), time=moment)
+
+    def backlog(self, *, final: bool) -> Iterator[LogLine]:
+        """Everything written so far (``tail``: only the last lines of it)."""
+        lines: Iterable[_Line] = self._merged(final=final)
+        if self.query.tail is not None:
+            lines = deque(lines, maxlen=self.query.tail)
+        yield from self._emit(lines)
+
+    def new_lines(self, *, final: bool = False) -> Iterator[LogLine]:
+        """Lines written since the last read."""
+        yield from self._emit(self._merged(final=final))
+
+
+def read_all(logs: Sequence[ReplicaLog]) -> Iterator[LogLine]:
+    """Every asked-for line of every replica, replica after replica."""
+    for log in logs:
+        yield from log.backlog(final=True)
 
 
 def follow(
-    tails: Sequence[LogTail],
+    logs: Sequence[ReplicaLog],
     *,
     finished: Callable[[], bool],
     interval: float = 0.05,
@@ -73,19 +535,290 @@ def follow(
     ``finished`` must only turn True once no replica process can write any more (the
     supervisor has let go of the job); then the files are drained one last time.
     """
+    for log in logs:
+        yield from log.backlog(final=False)
     next_check = 0.0
     while True:
         got = False
-        for tail in tails:
-            for text in tail.read_lines():
+        for log in logs:
+            for line in log.new_lines():
                 got = True
-                yield LogLine(replica=tail.replica, text=text)
+                yield line
         if got:
             continue
         now = time.monotonic()
         if now >= next_check:
             next_check = now + check_every
             if finished():
-                yield from read_all(tails)
+                for log in logs:
+                    yield from log.new_lines(final=True)
                 return
         time.sleep(interval)
+
+
+# --- the keeper: marks and rotation ----------------------------------------------------------
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+_fallocate: Callable[..., int] | None = None
+
+
+def punch_hole(fd: int, offset: int, length: int) -> None:
+    """Free the disk blocks of ``[offset, offset + length)``; reads there give zeros."""
+    global _fallocate
+    if _fallocate is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        func = libc.fallocate64
+        func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        _fallocate = func
+    if _fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+class _Process(Protocol):
+    @property
+    def returncode(self) -> int | None: ...
+
+
+@dataclass
+class _StreamState:
+    path: Path
+    live_from: int = 0
+    last_size: int = -1
+    marks: int = 0
+
+
+@dataclass
+class _Watched:
+    log_path: str
+    policy: LogPolicy
+    streams: list[_StreamState]
+    process: _Process | None = None
+
+
+class LogKeeper:
+    """Marks and rotates the log files of the replicas this process started."""
+
+    def __init__(self, tick: float = TICK) -> None:
+        self.tick = tick
+        self._lock = threading.Lock()
+        self._watched: dict[str, _Watched] = {}
+        self._thread: threading.Thread | None = None
+        self._keeping = threading.Lock()
+        """One look at a time: the keeper's thread, and :meth:`flush` at exit."""
+        self._no_punch_warned = False
+
+    def watch(self, log_path: str, process: _Process) -> None:
+        """Keep ``log_path``'s files while ``process`` runs (its ``returncode`` is None)."""
+        with self._lock:
+            entry = self._watched.get(log_path)
+            if entry is None:
+                streams = []
+                for path in stream_paths(log_path):
+                    chunks = _chunks(path)
+                    streams.append(_StreamState(path, chunks[-1].end if chunks else 0))
+                policy = LogPolicy.of_dir(Path(log_path).parent)
+                entry = _Watched(log_path, policy, streams)
+                self._watched[log_path] = entry
+            entry.process = process
+            if self._thread is None or not self._thread.is_alive():
+                if self._thread is None:
+                    # A supervisor that ends right after its replicas leaves no log
+                    # over its size: one last look before the interpreter goes.
+                    atexit.register(self.flush)
+                self._thread = threading.Thread(target=self._run, name="kubemill-logs", daemon=True)
+                self._thread.start()
+
+    def flush(self) -> None:
+        """Look at every watched file once now."""
+        with self._lock:
+            entries = list(self._watched.values())
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                self.keep(entry)
+
+    def _run(self) -> None:
+        busy = False
+        while True:
+            # A file that grew past its size within one tick is looked at again sooner.
+            time.sleep(self.tick / 10 if busy else self.tick)
+            busy = False
+            with self._lock:
+                entries = list(self._watched.values())
+            for entry in entries:
+                done = entry.process is None or entry.process.returncode is not None
+                try:
+                    busy = self.keep(entry) or busy
+                except OSError as exc:  # a full disk must not stop the supervisor
+                    _log.warning("cannot keep the logs of %s: %s", entry.log_path, exc)
+                if done:
+                    with self._lock:
+                        if self._watched.get(entry.log_path) is entry and (
+                            entry.process is None or entry.process.returncode is not None
+                        ):
+                            del self._watched[entry.log_path]
+
+    def keep(self, entry: _Watched) -> bool:
+        """One look: mark the files that grew, rotate those too big, prune old chunks.
+
+        Returns whether a file was rotated (it may grow fast)."""
+        with self._keeping:
+            return self._keep(entry)
+
+    def _keep(self, entry: _Watched) -> bool:
+        # stderr is looked at before stdout and both are marked with one time taken after:
+        # a stdout line followed by a stderr line is then never given a later time than
+        # it (a line seen on stderr was written after what stdout had by then).
+        sizes: dict[int, int] = {}
+        for i in reversed(range(len(entry.streams))):
+            with contextlib.suppress(FileNotFoundError):
+                sizes[i] = entry.streams[i].path.stat().st_size
+        now = time.time()
+        rotated = False
+        for i, state in enumerate(entry.streams):
+            if i not in sizes:
+                continue
+            size = sizes[i]
+            if size != state.last_size:
+                state.last_size = size
+                self._mark(state, size, now)
+            if size - state.live_from > entry.policy.max_size:
+                rotated = self._rotate(state, size, entry.policy) or rotated
+        if rotated:
+            self._prune(entry)
+        return rotated
+
+    def _mark(self, state: _StreamState, size: int, now: float) -> None:
+        path = _marks_path(state.path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.write(fd, f"{size} {now:.6f}\n".encode())
+        finally:
+            os.close(fd)
+        state.marks += 1
+        if state.marks > MAX_MARKS:
+            self._thin(state)
+
+    def _thin(self, state: _StreamState) -> None:
+        path = _marks_path(state.path)
+        lines = path.read_bytes().splitlines(keepends=True)
+        first = _chunks(state.path)
+        keep_from = first[0].start if first else 0
+        kept = [ln for ln in lines if int(ln.split()[0]) >= keep_from] or lines[-1:]
+        # Every other mark, always keeping the newest: times get coarser, never wrong.
+        kept = kept[::-1][::2][::-1] if len(kept) > MAX_MARKS // 2 else kept
+        staged = path.with_name(path.name + ".tmp")
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.writelines(kept)
+        staged.replace(path)
+        state.marks = len(kept)
+
+    def _rotate(self, state: _StreamState, size: int, policy: LogPolicy) -> bool:
+        """Copy ``[live_from, size)`` into chunks, then punch it out of the live file.
+
+        Chunks hold ``max_size`` bytes each. Of a live part longer than the chunks kept,
+        only the newest ``max_files - 1`` chunks' worth is copied: older bytes would be
+        pruned at once (what a replica writes faster than a tick beyond what is kept is
+        dropped, as the kubelet drops it).
+        """
+        src = os.open(state.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            # Cut where lines end (a line longer than CHUNK is cut anyway), so no chunk a
+            # reader starts from begins with a piece of a line; the line being written
+            # stays in the live file.
+            size = _line_end_before(src, state.live_from, size)
+            if size <= state.live_from:
+                return False
+            keep = (policy.max_files - 1) * policy.max_size
+            copy_from = max(state.live_from, size - keep)
+            # Cut from the end, so the newest chunks are whole and a short one is the oldest.
+            # Bytes before ``copy_from`` (and the rest of the line it falls in) are dropped.
+            first = (
+                copy_from
+                if copy_from == state.live_from
+                else _line_start_after(src, copy_from, size)
+            )
+            inner = {
+                _line_start_after(src, cut, size)
+                for cut in range(size - policy.max_size, copy_from, -policy.max_size)
+            }
+            bounds = sorted({first, size} | {b for b in inner if first < b < size})
+            for start, end in itertools.pairwise(bounds):
+                self._copy_chunk(src, state.path, start, end)
+            try:
+                punch_hole(src, state.live_from, size - state.live_from)
+            except OSError as exc:
+                for start in bounds[:-1]:
+                    _chunk_path(state.path, start).unlink(missing_ok=True)
+                if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                if not self._no_punch_warned:
+                    self._no_punch_warned = True
+                    _log.warning(
+                        "the file system of %s cannot punch holes (fallocate), so replica"
+                        " logs are not rotated there",
+                        state.path.parent,
+                    )
+                state.live_from = size  # do not try again for these bytes
+                return False
+        finally:
+            os.close(src)
+        state.live_from = size
+        return True
+
+    @staticmethod
+    def _copy_chunk(src: int, path: Path, start: int, end: int) -> None:
+        target = _chunk_path(path, start)
+        staged = target.with_name(target.name + ".tmp")
+        dst = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        try:
+            pos = start
+            while pos < end:
+                data = os.pread(src, min(CHUNK, end - pos), pos)
+                if not data:
+                    break
+                os.write(dst, data)
+                pos += len(data)
+        finally:
+            os.close(dst)
+        # The chunk exists before the hole does: a reader finds the bytes in one place or
+        # the other at every moment.
+        staged.replace(target)
+
+    def _prune(self, entry: _Watched) -> None:
+        # A stream's newest chunk stays: its end is where the live file's data starts
+        # (before it, the live file is a hole), so a reader needs it to find that place.
+        newest = {chunks[-1].path for s in entry.streams if (chunks := _chunks(s.path))}
+        older = [c for s in entry.streams for c in _chunks(s.path) if c.path not in newest]
+        older.sort(key=lambda c: (_mtime(c.path), c.start), reverse=True)
+        budget = max(0, entry.policy.max_files - 1 - len(newest))
+        for old in older[budget:]:
+            old.path.unlink(missing_ok=True)
+
+
+def _line_end_before(fd: int, low: int, high: int) -> int:
+    """Just after the last newline in ``[low, high)`` (looking back one CHUNK), else ``high``."""
+    start = max(low, high - CHUNK)
+    data = os.pread(fd, high - start, start)
+    cut = data.rfind(b"\n")
+    return start + cut + 1 if cut >= 0 else high
+
+
+def _line_start_after(fd: int, offset: int, high: int) -> int:
+    """Just after the first newline at or after ``offset`` (within one CHUNK), else ``offset``."""
+    data = os.pread(fd, min(CHUNK, high - offset), offset)
+    cut = data.find(b"\n")
+    return offset + cut + 1 if cut >= 0 else offset
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+KEEPER = LogKeeper()
+"""The keeper of every replica this process starts (one thread, started on first use)."""

@@ -291,7 +291,8 @@ class Store:
         self.path = self.state_dir / DB_NAME
         self._local = threading.local()
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            # Private: job manifests, delivered secrets and logs live under it.
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise BrokenState(
                 f"cannot create the state directory {self.state_dir}: {exc.strerror}; "

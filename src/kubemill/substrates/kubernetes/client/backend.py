@@ -43,6 +43,7 @@ from kubemill.substrates.base import (
     JobNotFound,
     JobView,
     LogLine,
+    LogQuery,
     SubmitOptions,
     SubstrateError,
 )
@@ -244,8 +245,12 @@ class KubernetesBackend:
         *,
         replica: str | None = None,
         follow: bool = False,
+        query: LogQuery | None = None,
     ) -> Iterator[LogLine]:
         """Each replica's pod log (its framework container), replica after replica.
+
+        ``query`` is passed on to the API per pod (``tailLines``, ``sinceSeconds`` or
+        ``sinceTime``, ``limitBytes``); ``timestamps`` keeps each line's time.
 
         ``replica`` picks one (``worker-1`` or the pod's name). ``follow`` streams every
         replica at once as lines are written, following pods the operator recreates and
@@ -264,12 +269,14 @@ class KubernetesBackend:
             )
             wanted = pick_replica(job.name, names + extra, replica)
         if follow:
-            return LogFollower(self, found, wanted).lines()
-        return self._read_logs(found, wanted)
+            return LogFollower(self, found, wanted, query).lines()
+        return self._read_logs(found, wanted, query)
 
-    def _read_logs(self, found: Found, wanted: str | None) -> Iterator[LogLine]:
+    def _read_logs(
+        self, found: Found, wanted: str | None, query: LogQuery | None
+    ) -> Iterator[LogLine]:
         # A generator, so the pods are listed when the first line is asked for.
-        yield from read_logs(self.http, found, self._pods(found), wanted)
+        yield from read_logs(self.http, found, self._pods(found), wanted, query)
 
     # --- delete --------------------------------------------------------------------------
 

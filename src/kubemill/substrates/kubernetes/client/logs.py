@@ -9,17 +9,18 @@ the last line read.
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from kubemill.api import Job
 from kubemill.frameworks import Plan
-from kubemill.substrates.base import JobNotFound, LogLine
+from kubemill.substrates.base import JobNotFound, LogLine, LogQuery
 from kubemill.substrates.kubernetes.client.connection import REQUEST_TIMEOUT, Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
 from kubemill.substrates.kubernetes.client.kinds import Found
@@ -64,8 +65,16 @@ def open_log(
     *,
     follow: bool,
     since: datetime | None = None,
+    asked: LogQuery | None = None,
+    limit_bytes: int | None = None,
 ) -> Any:
-    """The log response of one pod's container, or ``None`` if there is none (yet)."""
+    """The log response of one pod's container, or ``None`` if there is none (yet).
+
+    ``since`` resumes a cut stream (it wins over ``asked.since``); ``asked`` is the
+    user's query, passed on as the API's ``tailLines``, ``sinceSeconds``/``sinceTime``
+    and ``limitBytes``. Lines always carry timestamps: a cut stream resumes after the
+    last one read.
+    """
     query = [("timestamps", "true")]
     if container:
         query.append(("container", container))
@@ -73,6 +82,10 @@ def open_log(
         query.append(("follow", "true"))
     if since is not None:
         query.append(("sinceTime", since.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    elif asked is not None:
+        query += api_query(asked)
+    if limit_bytes is not None:
+        query.append(("limitBytes", str(limit_bytes)))
     request = Request("get", "pods", "", namespace, pod, subresource="log")
     path = api_path(group="", version="v1", plural="pods", namespace=namespace, name=pod)
     try:
@@ -92,8 +105,27 @@ def open_log(
         raise
 
 
+def api_query(asked: LogQuery) -> list[tuple[str, str]]:
+    """``tailLines`` and ``sinceSeconds``/``sinceTime`` of the pod log API for a query."""
+    query: list[tuple[str, str]] = []
+    if asked.tail is not None:
+        query.append(("tailLines", str(asked.tail)))
+    if isinstance(asked.since, timedelta):
+        # The API counts seconds back from its own clock; at least 1 (0 is refused).
+        query.append(("sinceSeconds", str(max(1, math.ceil(asked.since.total_seconds())))))
+    elif asked.since is not None:
+        moment = asked.since_time(datetime.now(UTC))
+        assert moment is not None
+        query.append(("sinceTime", moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")))
+    return query
+
+
 def read_logs(
-    http: Http, found: Found, pods: Iterable[Mapping[str, Any]], wanted: str | None
+    http: Http,
+    found: Found,
+    pods: Iterable[Mapping[str, Any]],
+    wanted: str | None,
+    asked: LogQuery | None = None,
 ) -> Iterator[LogLine]:
     """Each replica's log as it is now, replica after replica (start order, then strays)."""
     job = found.job()
@@ -108,7 +140,15 @@ def read_logs(
         container, main = _main(job, plan, pod)
         if main is None or not main.has_run:
             continue
-        raw = open_log(http, found.namespace, pod_name, container, follow=False)
+        raw = open_log(
+            http,
+            found.namespace,
+            pod_name,
+            container,
+            follow=False,
+            asked=asked,
+            limit_bytes=asked.limit_bytes if asked else None,
+        )
         if raw is None:
             continue
         text = http.read(raw).decode("utf-8", errors="replace")
@@ -161,7 +201,16 @@ class LogFollower:
     to end (pods the operator leaves running would otherwise be followed for ever).
     """
 
-    def __init__(self, backend: KubernetesBackend, found: Found, wanted: str | None) -> None:
+    def __init__(
+        self,
+        backend: KubernetesBackend,
+        found: Found,
+        wanted: str | None,
+        asked: LogQuery | None = None,
+    ) -> None:
+        self.asked = asked or LogQuery()
+        self.sent: dict[str, int] = {}
+        """Bytes given out per pod, against ``limit_bytes``."""
         self.backend = backend
         self.found = found
         self.wanted = wanted
@@ -246,6 +295,11 @@ class LogFollower:
     def _read(self, stream: _Stream, container: str | None) -> None:
         error: BaseException | None = None
         try:
+            limit = self.asked.limit_bytes
+            if limit is not None:
+                limit -= self.sent.get(stream.pod, 0)
+                if limit <= 0:
+                    return
             response = open_log(
                 self.backend.http,
                 self.found.namespace,
@@ -253,6 +307,8 @@ class LogFollower:
                 container,
                 follow=True,
                 since=stream.since,
+                asked=self.asked,
+                limit_bytes=limit,
             )
             if response is None:
                 return
@@ -268,6 +324,7 @@ class LogFollower:
                     continue  # read before the stream was cut
                 if moment is not None:
                     stream.last = moment
+                self.sent[stream.pod] = self.sent.get(stream.pod, 0) + len(text.encode()) + 1
                 self.queue.put(LogLine(replica=stream.pod, text=text, time=moment))
         except Exception as exc:
             if not stream.closed and not is_connection_error(exc):
