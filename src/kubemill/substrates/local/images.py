@@ -58,6 +58,20 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     return base / "kubemill" / "config.yaml"
 
 
+def read_config(path: str | os.PathLike[str] | None = None) -> tuple[Mapping[str, Any], str]:
+    """The config file's top-level mapping and the file's name, for a setting read where it
+    is used; ``{}`` when there is no file or it is not a mapping (:meth:`ImageConfig.load`
+    reports a broken shape), a :class:`SubstrateError` when it cannot be read or parsed."""
+    file = config_path(path)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        return {}, str(file)
+    except (OSError, yaml.YAMLError) as exc:
+        raise SubstrateError(f"cannot read the config file {file}: {exc}") from exc
+    return (data if isinstance(data, Mapping) else {}), str(file)
+
+
 @dataclass(frozen=True)
 class Environment:
     """A local Python environment: where its executables are."""

@@ -36,12 +36,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 from kubemill.core.model import ObservedPod, PodPhase
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
-from kubemill.substrates.local.images import config_path
+from kubemill.substrates.local.images import read_config
 from kubemill.substrates.local.launch import LaunchSpec, spawn
 
 BACKOFF_INITIAL = 0.1
@@ -108,16 +106,7 @@ class StartLimits:
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> StartLimits:
         """The limits of the local config file (defaults when there is no file)."""
-        file = config_path(path)
-        try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            return cls()
-        except (OSError, yaml.YAMLError) as exc:
-            raise SubstrateError(f"cannot read the config file {file}: {exc}") from exc
-        if not isinstance(data, Mapping):
-            return cls()  # the image config reports the shape error
-        return cls.from_config(data, str(file))
+        return cls.from_config(*read_config(path))
 
 
 class StartBucket:

@@ -69,11 +69,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from kubemill.core.quantity import parse_quantity
 from kubemill.substrates.base import LogLine, LogQuery, SubstrateError
-from kubemill.substrates.local.images import config_path
+from kubemill.substrates.local.images import read_config
 
 _log = logging.getLogger(__name__)
 
@@ -144,16 +142,7 @@ class LogPolicy:
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> LogPolicy:
         """The policy of the local config file (defaults when there is no file)."""
-        file = config_path(path)
-        try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            return cls()
-        except (OSError, yaml.YAMLError) as exc:
-            raise SubstrateError(f"cannot read the config file {file}: {exc}") from exc
-        if not isinstance(data, Mapping):
-            return cls()  # the image config reports the shape error
-        return cls.from_config(data, str(file))
+        return cls.from_config(*read_config(path))
 
     def save(self, log_dir: str | os.PathLike[str]) -> None:
         """Record the policy with the job's logs, where its supervisor will read it."""
