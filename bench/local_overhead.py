@@ -10,19 +10,22 @@ launcher always runs first on a warm or cold cache):
 - ``bare``: two processes started directly with MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
   RANK set by hand (the floor: nothing can launch two processes for less).
 
-Two figures per run, both measured from the moment the launcher's process is started
-(``t0``, taken just before ``subprocess.Popen``):
+Three figures per run; the first two measured from the moment the launcher's process is
+started (``t0``, taken just before ``subprocess.Popen``):
 
 - wall time: until the launcher has exited (for ``bare``, until both processes have);
 - start latency ("submit to all replicas running"): until the *last* rank's first line of
   user code runs. The script records ``time.time()`` as its very first statement, before
   importing torch, and prints it as ``user code started at unix=...``; the same marker is
   read for every launcher, so the figure covers the launcher's own start-up and process
-  creation but none of the training script's imports.
+  creation but none of the training script's imports;
+- end latency ("last replica's exit to the job reported finished"): from the last rank's
+  last line of user code (``user code ended at unix=...``, printed just before it exits)
+  until the launcher has exited: noticing the exits, the verdict, and reporting it.
 
 Prints the median (and min-max) of each over ``--runs`` rounds side by side, the ratios to
-``torchrun`` and to ``bare``, and the issue's goals (kubemill adds < 0.3 s to start-up,
-wall-time ratio <= 1.05). Run on demand, never from the test suite::
+``torchrun`` and to ``bare``, and the goals (kubemill adds < 0.3 s to start-up, wall-time
+ratio <= 1.05, end latency <= 0.1 s). Run on demand, never from the test suite::
 
     python bench/local_overhead.py --runs 5
 """
@@ -50,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "pytorch_ddp_digits.py"
 MARKER = re.compile(r"\[rank (\d+)/(\d+)\] user code started at unix=([0-9.]+)")
 DONE = re.compile(r"\[rank (\d+)/\d+\] done: final test_accuracy=([0-9.]+)")
+ENDED = re.compile(r"\[rank (\d+)/\d+\] user code ended at unix=([0-9.]+)")
 WORLD_SIZE = 2
 
 
@@ -59,6 +63,8 @@ class Sample:
 
     wall: float
     start_latency: float
+    end_latency: float
+    """From the last rank's last line of user code until the launcher had exited."""
 
 
 @dataclass
@@ -186,7 +192,14 @@ def run_once(launcher: Launcher, script_args: list[str], *, timeout: float) -> S
             f"start markers for ranks {sorted(starts)}, finished ranks {sorted(done)}):\n"
             + output[-4000:]
         )
-    return Sample(wall=wall, start_latency=max(starts.values()) - t0)
+    ends = [float(m[2]) for m in ENDED.finditer(output)]
+    if len(ends) != WORLD_SIZE:
+        sys.exit(f"error: {launcher.name}: the ranks did not report their end:\n{output[-4000:]}")
+    return Sample(
+        wall=wall,
+        start_latency=max(starts.values()) - t0,
+        end_latency=t0 + wall - max(ends),
+    )
 
 
 def summary(values: list[float]) -> str:
@@ -233,6 +246,13 @@ def report(launchers: list[Launcher], runs: int) -> None:
         f"against the floor (bare processes): start-up {k_start - b_start:+.3f} s, "
         f"wall time {k_wall - b_wall:+.3f} s (ratio {k_wall / b_wall:.3f})"
     )
+    print()
+    print("end latency (last rank's last line of user code -> launcher exited), median (min-max)")
+    for name, launcher in by_name.items():
+        print(f"  {name:<10} {summary([s.end_latency for s in launcher.samples])}")
+    k_end = statistics.median(s.end_latency for s in by_name["kubemill"].samples)
+    verdict = "met" if k_end <= 0.1 else "missed"
+    print(f"goal, kubemill end latency <= 0.1 s: {k_end:.3f} s ({verdict})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         log(rank, world_size, f"error: accuracy {accuracy:.4f} below {args.min_accuracy}")
         return 1
     log(rank, world_size, f"done: final test_accuracy={accuracy:.4f}")
+    # The last moment of user code, for bench/local_overhead.py's end latency.
+    log(rank, world_size, f"user code ended at unix={time.time():.6f}")
     return 0
 
 
