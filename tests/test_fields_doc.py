@@ -216,6 +216,9 @@ class _Loopback:
     def files_path(self, file_set: str, mount_path: str) -> str:
         return mount_path
 
+    def host_name(self, replica_type: str, index: int, *, subdomain: str = "") -> str:
+        return f"{replica_type.lower()}-{index}"
+
 
 def local_errors(job: Job, base_dir: Path) -> list[FieldError]:
     plan = plan_for(job, _Loopback())

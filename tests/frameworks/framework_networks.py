@@ -33,6 +33,14 @@ class ClusterNetwork:
     def files_path(self, file_set: str, mount_path: str) -> str:
         return mount_path
 
+    def host_name(self, replica_type: str, index: int, *, subdomain: str = "") -> str:
+        name = f"{self.job}-{replica_type.lower()}-{index}"
+        return (
+            f"{name}.{subdomain}.{self.namespace}.svc"
+            if subdomain
+            else self.replica_host(replica_type, index)
+        )
+
 
 @dataclass
 class LoopbackNetwork:
@@ -58,3 +66,6 @@ class LoopbackNetwork:
 
     def files_path(self, file_set: str, mount_path: str) -> str:
         return f"/tmp/job/files/{file_set}"
+
+    def host_name(self, replica_type: str, index: int, *, subdomain: str = "") -> str:
+        return f"{replica_type.lower()}-{index}"

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from kubemill.api import JobStatus
+from kubemill.frameworks import FileSource
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
@@ -148,6 +149,15 @@ class RenderedFile:
     name: str
     content: str
     mode: int = 0o644
+    source: FileSource | None = None
+    """Content the substrate supplies (a packaged program, a generated key): see
+    :class:`kubemill.frameworks.FilePlan`."""
+    paths: tuple[str, ...] = ()
+    """The file's names where the set is mounted (empty: ``name``)."""
+
+    @property
+    def mounted_as(self) -> tuple[str, ...]:
+        return self.paths or (self.name,)
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,7 @@ class WriteFiles:
     digest: str
     secret: bool = False
     update: bool = False
+    secret_type: str = "Opaque"  # noqa: S105 - a Secret type name, not a password
 
 
 @dataclass(frozen=True)

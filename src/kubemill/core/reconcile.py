@@ -205,6 +205,17 @@ def _count(counts: ReplicaStatus, pod: ObservedPod) -> None:
         counts.failed += 1
 
 
+def _digested(file: RenderedFile) -> list[object]:
+    """What a file's digest covers: its name, content and mode, plus where its content
+    comes from and its mounted names when those are set (so older digests stay valid)."""
+    out: list[object] = [file.name, file.content, file.mode]
+    if file.source is not None:
+        out.append(repr(file.source))
+    if file.paths:
+        out.append(list(file.paths))
+    return out
+
+
 def _digest(content: object) -> str:
     """A short, stable digest of file content (what the substrate records on the object)."""
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
@@ -721,17 +732,28 @@ class _Reconcile:
             kind: ChildKind = "Secret" if file_set.secret else "ConfigMap"
             wanted.add((kind, file_set.name))
             files = self._render_files(file_set)
-            digest = _digest([(f.name, f.content, f.mode) for f in files])
+            digest = _digest([_digested(f) for f in files])
             if (kind, file_set.name) not in seen:
                 self.actions.append(
-                    WriteFiles(file_set.name, files, digest=digest, secret=file_set.secret)
+                    WriteFiles(
+                        file_set.name,
+                        files,
+                        digest=digest,
+                        secret=file_set.secret,
+                        secret_type=file_set.secret_type,
+                    )
                 )
                 self._event("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {file_set.name}")
             elif seen[(kind, file_set.name)] != digest:
                 # No event: a listing changes whenever a replica comes or goes.
                 self.actions.append(
                     WriteFiles(
-                        file_set.name, files, digest=digest, secret=file_set.secret, update=True
+                        file_set.name,
+                        files,
+                        digest=digest,
+                        secret=file_set.secret,
+                        update=True,
+                        secret_type=file_set.secret_type,
                     )
                 )
         access = self.plan.access
@@ -762,7 +784,7 @@ class _Reconcile:
                             listing.line.format(host=rep.host or rep.name, index=rep.index)
                         )
                 content = "".join(f"{line}\n" for line in lines)
-            out.append(RenderedFile(file.name, content, file.mode))
+            out.append(RenderedFile(file.name, content, file.mode, file.source, file.paths))
         return tuple(out)
 
     def _judge_readiness(self) -> None:

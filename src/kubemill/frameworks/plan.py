@@ -65,6 +65,17 @@ class Network(Protocol):
         a directory of the job's own on the local substrate (env values use this)."""
         ...
 
+    def host_name(self, replica_type: str, index: int, *, subdomain: str = "") -> str:
+        """The name a replica goes by as a host, for tools that list hosts by name and reach
+        them through a remote-shell agent (MPI's hostfile and ``discover_hosts.sh``).
+
+        On Kubernetes its DNS name: ``<job>-worker-0.<subdomain>.<ns>.svc`` when the Plan
+        gives its pods a ``subdomain`` (:attr:`Plan.subdomain`), else the per-replica
+        service's name. Locally the replica's name (``<job>-worker-0``), which the local
+        exec service resolves to that replica.
+        """
+        ...
+
 
 @dataclass(frozen=True)
 class ReplicaPlan:
@@ -150,17 +161,55 @@ class HostListing:
 
 
 @dataclass(frozen=True)
+class PackagedProgram:
+    """Content that is the source of a program shipped with kubemill, read by the substrate.
+
+    ``module`` names a module of :mod:`kubemill.agents` (standalone programs that run inside
+    a job's containers, e.g. MPI's exec agent); frameworks are pure and cannot read files,
+    so the substrate puts the module's source text in the file when it writes the set.
+    """
+
+    module: str
+
+
+@dataclass(frozen=True)
+class SshKeyPart:
+    """Content the substrate generates once per job: one part of an SSH key pair.
+
+    The parts of one FileSet come from the same pair (``private``: the private key in
+    OpenSSH PEM form; ``public``: its ``authorized_keys`` line). The core never sees the key,
+    so it never rewrites the set: its digest covers only this description.
+    """
+
+    part: Literal["private", "public"]
+
+
+FileSource = PackagedProgram | SshKeyPart
+"""Content a substrate supplies for a :class:`FilePlan`, where a pure framework cannot."""
+
+
+@dataclass(frozen=True)
 class FilePlan:
     """One file of a :class:`FileSet`: its key (file name), content and mode.
 
     ``listing`` makes the content dynamic: the core renders it from the running replicas,
-    and the substrate updates the file in place whenever it changes.
+    and the substrate updates the file in place whenever it changes. ``source`` has the
+    substrate supply the content (a packaged program, a generated key). ``paths`` are the
+    names the file has where the set is mounted (empty: its key), e.g. an SSH public key
+    that is both ``id_rsa.pub`` and ``authorized_keys``.
     """
 
     name: str
     content: str = ""
     mode: int = 0o644
     listing: HostListing | None = None
+    source: FileSource | None = None
+    paths: tuple[str, ...] = ()
+
+    @property
+    def mounted_as(self) -> tuple[str, ...]:
+        """The file's names in the mounted set."""
+        return self.paths or (self.name,)
 
 
 @dataclass(frozen=True)
@@ -179,15 +228,19 @@ class FileSet:
     mount_path: str
     secret: bool = False
     replica_types: tuple[str, ...] = ()
+    secret_type: str = "Opaque"  # noqa: S105 - a Secret type name, not a password
+    """A Secret's ``type`` (``kubernetes.io/ssh-auth`` for SSH keys)."""
 
 
 @dataclass(frozen=True)
 class AccessRule:
-    """One rule of the per-job Role (RBAC ``PolicyRule``)."""
+    """One rule of the per-job Role (RBAC ``PolicyRule``); ``resource_names`` narrows it to
+    those objects (an MPI launcher may exec into its own workers only)."""
 
     api_groups: tuple[str, ...]
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
+    resource_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,16 +269,18 @@ class ServicePort:
 
 @dataclass(frozen=True)
 class ExposedService:
-    """A service beyond the per-replica headless ones: a NodePort, a UI, a load balancer.
+    """A service beyond the per-replica headless ones: a NodePort, a UI, a load balancer,
+    or one headless service for the whole job (``Headless``, see :attr:`Plan.subdomain`).
 
-    It selects the pods of ``replica_type`` (and only replica ``index`` when set). Locally
-    the replicas' own 127.0.0.1 ports serve the same purpose.
+    It selects the pods of ``replica_type`` (every replica of the job when empty; only
+    replica ``index`` when set). Locally the replicas' own 127.0.0.1 ports serve the same
+    purpose.
     """
 
     name: str
     replica_type: str
-    ports: tuple[ServicePort, ...]
-    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    ports: tuple[ServicePort, ...] = ()
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer", "Headless"] = "ClusterIP"
     index: int | None = None
 
 
@@ -292,6 +347,10 @@ class Plan:
     exposed: tuple[ExposedService, ...] = ()
     access: AccessPlan | None = None
     foreign: tuple[ForeignPods, ...] = ()
+    subdomain: str = ""
+    """When set, each pod's hostname is its replica name and its subdomain this: the name of
+    a ``Headless`` service in :attr:`exposed` (MPI's ``<job>``), so a replica is
+    ``<name>.<subdomain>.<ns>.svc`` (:meth:`Network.host_name`)."""
     start_gate: Literal["running", "ready"] = "running"
     """Replicas of stage N are created once every replica of the earlier stages is Running
     (``"running"``) or Running and ready (``"ready"``: MPI's WaitForWorkersReady)."""

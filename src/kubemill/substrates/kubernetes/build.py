@@ -53,6 +53,7 @@ from kubemill.frameworks import (
     Plan,
     ReplicaPlan,
 )
+from kubemill.substrates.files import resolved_contents
 from kubemill.substrates.kubernetes.observe import CONTENT_DIGEST_ANNOTATION
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -234,6 +235,10 @@ def build_pod(
     container = _container(spec, replica)
     container["env"] = [*container.get("env", []), *(v.to_wire() for v in replica.env)]
     if plan is not None:
+        if plan.subdomain:
+            # <name>.<subdomain>.<ns>.svc resolves through the job's headless service.
+            spec.setdefault("hostname", replica.name)
+            spec.setdefault("subdomain", plan.subdomain)
         _mount_files(spec, container, plan, replica)
         access = plan.access
         if access is not None and _applies(access.replica_types, replica):
@@ -264,7 +269,11 @@ def _mount_files(
         if not _applies(file_set.replica_types, replica):
             continue
         volume = f"{FILES_VOLUME_PREFIX}{position}"
-        items = [{"key": f.name, "path": f.name, "mode": f.mode} for f in file_set.files]
+        items = [
+            {"key": f.name, "path": path, "mode": f.mode}
+            for f in file_set.files
+            for path in f.mounted_as
+        ]
         source: dict[str, Any]
         if file_set.secret:
             source = {"secret": {"secretName": file_set.name, "items": items}}
@@ -311,19 +320,20 @@ def build_files(job: Job, action: WriteFiles, *, owner: Owner | None = None) -> 
     """
     annotations = {CONTENT_DIGEST_ANNOTATION: action.digest}
     metadata = _child_metadata(job, action.name, _job_labels(job), owner, annotations)
+    contents = resolved_contents(action.files, owner=f"{job.namespace}/{job.name}")
     if action.secret:
         data = {
-            f.name: base64.b64encode(f.content.encode("utf-8")).decode("ascii")
-            for f in action.files
+            name: base64.b64encode(content.encode("utf-8")).decode("ascii")
+            for name, content in contents.items()
         }
         return {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": metadata,
-            "type": "Opaque",
+            "type": action.secret_type,
             "data": data,
         }
-    data = {f.name: f.content for f in action.files}
+    data = contents
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
@@ -335,14 +345,16 @@ def build_access(
     if kind == "ServiceAccount":
         return {"apiVersion": "v1", "kind": kind, "metadata": metadata}
     if kind == "Role":
-        rules = [
-            {
+        rules: list[dict[str, Any]] = []
+        for rule in access.rules:
+            wire: dict[str, Any] = {
                 "apiGroups": list(rule.api_groups),
                 "resources": list(rule.resources),
                 "verbs": list(rule.verbs),
             }
-            for rule in access.rules
-        ]
+            if rule.resource_names:
+                wire["resourceNames"] = list(rule.resource_names)
+            rules.append(wire)
         return {"apiVersion": RBAC_API_VERSION, "kind": kind, "metadata": metadata, "rules": rules}
     if kind == "RoleBinding":
         return {
@@ -364,17 +376,18 @@ def build_access(
 def build_exposed_service(
     job: Job, plan: Plan, service: ExposedService, *, owner: Owner | None = None
 ) -> dict[str, Any]:
-    """A NodePort/ClusterIP/LoadBalancer service in front of the replicas of one type."""
-    replicas = plan.of_type(service.replica_type)
+    """A NodePort/ClusterIP/LoadBalancer service in front of the replicas of one type, or
+    the job's headless service (every replica, not-ready ones too: a host must resolve
+    before it is ready, as MPI's workers are looked up while they start)."""
+    replicas = plan.of_type(service.replica_type) if service.replica_type else plan.replicas
     if not replicas:
         raise UnsupportedPlanError(
             f"service {service.name} selects {service.replica_type} replicas; the job has none"
         )
     labels = replica_labels(replicas[0])
-    selector = {
-        LABEL_JOB_NAME: labels[LABEL_JOB_NAME],
-        LABEL_REPLICA_TYPE: labels[LABEL_REPLICA_TYPE],
-    }
+    selector = {LABEL_JOB_NAME: labels[LABEL_JOB_NAME]}
+    if service.replica_type:
+        selector[LABEL_REPLICA_TYPE] = labels[LABEL_REPLICA_TYPE]
     if service.index is not None:
         selector[LABEL_REPLICA_INDEX] = str(service.index)
     ports: list[dict[str, Any]] = []
@@ -388,7 +401,13 @@ def build_exposed_service(
             entry["nodePort"] = port.node_port
         ports.append(entry)
     metadata = _child_metadata(job, service.name, _job_labels(job), owner)
-    spec = {"type": service.type, "selector": selector, "ports": ports}
+    spec: dict[str, Any]
+    if service.type == "Headless":
+        spec = {"clusterIP": "None", "selector": selector, "publishNotReadyAddresses": True}
+        if ports:
+            spec["ports"] = ports
+    else:
+        spec = {"type": service.type, "selector": selector, "ports": ports}
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
 
 

@@ -37,5 +37,12 @@ class KubernetesNetwork:
         """``<job>-<type>-<i>.<ns>.svc``: the replica's headless-service DNS name."""
         return f"{replica_name(self.job_name, replica_type, index)}.{self.namespace}.svc"
 
+    def host_name(self, replica_type: str, index: int, *, subdomain: str = "") -> str:
+        """``<job>-<type>-<i>.<subdomain>.<ns>.svc``, or the per-replica service's name."""
+        if not subdomain:
+            return self.replica_host(replica_type, index)
+        name = replica_name(self.job_name, replica_type, index)
+        return f"{name}.{subdomain}.{self.namespace}.svc"
+
 
 __all__ = ["KubernetesNetwork"]

@@ -165,6 +165,10 @@ class LocalNetwork:
         """Every replica listens on this machine's loopback address."""
         return self.host
 
+    def host_name(self, replica_type: str, index: int, *, subdomain: str = "") -> str:
+        """The replica's name: the local exec service resolves it to that replica."""
+        return replica_name(self.job_name, replica_type, index)
+
     def reserve_plan(self, plan: Plan) -> None:
         """Reserve every declared container port of every replica, used or not."""
         for rep in plan.replicas:

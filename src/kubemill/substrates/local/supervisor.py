@@ -99,6 +99,7 @@ from kubemill.core import (
 from kubemill.frameworks import Plan
 from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.files import resolved_contents
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import Environment
 from kubemill.substrates.local.kubelet import (
@@ -438,11 +439,13 @@ class Supervisor:
         The directory is the one the Plan's env points at (``Network.files_path``)."""
         target = self._files_root / action.name
         target.mkdir(parents=True, exist_ok=True)
+        contents = resolved_contents(action.files, owner=f"{self.job.namespace}/{self.job.name}")
         for file in action.files:
-            staged = target / f".{file.name}.new"
-            staged.write_text(file.content, encoding="utf-8")
-            staged.chmod(file.mode & 0o700 if action.secret else file.mode)
-            staged.replace(target / file.name)
+            for path in file.mounted_as:
+                staged = target / f".{path}.new"
+                staged.write_text(contents[file.name], encoding="utf-8")
+                staged.chmod(file.mode & 0o700 if action.secret else file.mode)
+                staged.replace(target / path)
         kind: ChildKind = "Secret" if action.secret else "ConfigMap"
         # The digest beside the files, so that a later supervisor (after a resume) sees
         # what is there, as the operator reads it from the object's annotation.
