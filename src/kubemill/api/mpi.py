@@ -92,7 +92,8 @@ class LauncherCreationPolicy(StrEnum):
 
 
 class RemoteShell(StrEnum):
-    """How ``mpirun`` reaches the Workers (see the module docstring)."""
+    """How mpirun reaches the Workers: exec (an agent execs orted into the Worker pods) or
+    ssh (sshd in the Workers, with per-job keys)."""
 
     EXEC = "exec"
     SSH = "ssh"
@@ -148,8 +149,8 @@ class MPIJobSpec(KubeModel):
 NOT_IN_V2BETA1 = {
     "remote_shell": (
         "remoteShell",
-        f"set the annotation {REMOTE_SHELL_ANNOTATION} instead (it survives the upstream "
-        f"CRD), or use apiVersion {API_VERSION}",
+        f"set the annotation {REMOTE_SHELL_ANNOTATION} instead, which survives the upstream "
+        f"CRD, or use apiVersion {API_VERSION}",
     ),
     "main_container": (
         "mainContainer",
@@ -278,7 +279,7 @@ class MPIJob(Job):
                 FieldError(
                     child_path(field, "Launcher"),
                     "required: an MPIJob has one Launcher",
-                    "add Launcher (replicas: 1) with the container that runs mpirun",
+                    "add a Launcher (replicas: 1) whose container runs mpirun",
                 )
             )
         if "Launcher" in specs and self.replica_count("Launcher") != 1:
@@ -294,7 +295,7 @@ class MPIJob(Job):
                 FieldError(
                     f"{child_path(field, 'Worker')}.replicas",
                     f"must be at least 1, got {specs['Worker'].replicas}",
-                    "set the number of Workers (an MPIJob's Workers default to 0), "
+                    "give the number of Workers, which default to 0 in an MPIJob; "
                     "or remove Worker to run the Launcher alone",
                 )
             )
@@ -305,8 +306,8 @@ class MPIJob(Job):
                     FieldError(
                         f"{child_path(field, rtype)}.restartPolicy",
                         f"{policy.value if policy else policy!r} is not allowed for an MPIJob",
-                        "use Never or OnFailure (the Launcher defaults to OnFailure, "
-                        "Workers to Never)",
+                        "use Never or OnFailure; the Launcher defaults to OnFailure, "
+                        "Workers to Never",
                     )
                 )
         return errors
@@ -341,8 +342,8 @@ class MPIJob(Job):
                     FieldError(
                         f"{child_path(field, rtype)}.template.spec.containers",
                         f"no container is named {main!r} (spec.mainContainer)",
-                        f"rename the MPI container {main!r} or change spec.mainContainer"
-                        f" (found {', '.join(map(repr, names))})",
+                        f"rename the MPI container {main!r} or change spec.mainContainer;"
+                        f" found {', '.join(map(repr, names))}",
                     )
                 )
         return errors
@@ -355,8 +356,8 @@ class MPIJob(Job):
             FieldError(
                 child_path("metadata.annotations", REMOTE_SHELL_ANNOTATION),
                 f"got {value!r}",
-                "use exec (an agent execs orted into the Worker pods) or ssh (sshd in the "
-                "Workers, keys in a per-job Secret)",
+                "use exec, where an agent execs orted into the Worker pods, or ssh, where "
+                "sshd runs in the Workers with keys from a per-job Secret",
             )
         ]
 
@@ -471,7 +472,7 @@ def convert_mpijob(old: V1MPIJob | V1Alpha2MPIJob) -> tuple[MPIJob | None, list[
                 FieldError(
                     f"spec.{wire}",
                     f"{_text(top)} disagrees with spec.runPolicy.{wire} {_text(inner)}",
-                    "give it once: keep spec.runPolicy's (the one upstream would use) and "
+                    "give it once: keep spec.runPolicy's, which upstream uses, and "
                     f"remove spec.{wire}",
                 )
             )
@@ -523,6 +524,10 @@ MPIJOB = KindApi(
         "kubeflow.org/v1": ApiVersion(V1MPIJob, convert_mpijob, legacy_path),
         "kubeflow.org/v1alpha2": ApiVersion(V1Alpha2MPIJob, convert_mpijob, legacy_path),
     },
-    schema_overrides={"spec.mpiReplicaSpecs": {"minProperties": 1}},
+    schema_overrides={
+        "spec.mpiReplicaSpecs": {"minProperties": 1},
+        # The loader's check, as the API server can say it.
+        "spec.sshAuthMountPath": {"pattern": "^/"},
+    },
 )
 """The MPIJob kind's API: versions, conversions and CRD."""
