@@ -34,13 +34,26 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
+from kubemill.api.mpi import (
+    MPI_REPLICA_TYPES,
+    MPIJOB,
+    REMOTE_SHELL_ANNOTATION,
+    LauncherCreationPolicy,
+    MPIImplementation,
+    MPIJob,
+    MPIJobSpec,
+    RemoteShell,
+)
 from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
 from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "MPIJOB",
+    "MPI_REPLICA_TYPES",
     "PYTORCHJOB",
+    "REMOTE_SHELL_ANNOTATION",
     "STOP_ANNOTATION",
     "TFJOB",
     "VERSION",
@@ -58,6 +71,10 @@ __all__ = [
     "JobStatus",
     "KindApi",
     "KindTable",
+    "LauncherCreationPolicy",
+    "MPIImplementation",
+    "MPIJob",
+    "MPIJobSpec",
     "ManifestError",
     "ObjectFieldSelector",
     "ObjectMeta",
@@ -65,6 +82,7 @@ __all__ = [
     "PodTemplateSpec",
     "PyTorchJob",
     "PyTorchJobSpec",
+    "RemoteShell",
     "ReplicaSpec",
     "ReplicaStatus",
     "RestartPolicy",

@@ -72,8 +72,9 @@ class SchedulingPolicy(KubeModel):
     schedule_timeout_seconds: int | None = Field(default=None, ge=0)
 
 
-MANAGED_BY_KUBEMILL = frozenset({"kubeflow.org/training-operator"})
-"""``runPolicy.managedBy`` values that mean "the built-in controller": kubemill is that."""
+MANAGED_BY_KUBEMILL = frozenset({"kubeflow.org/training-operator", "kubeflow.org/mpi-operator"})
+"""``runPolicy.managedBy`` values that mean "the built-in controller": kubemill is that
+(mpi-operator's own value for MPIJobs)."""
 
 
 class RunPolicy(KubeModel):
@@ -187,7 +188,9 @@ class Job(KubeModel):
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = ()
     """Canonical replica type names, in the order replicas are listed and started."""
     DEFAULT_CONTAINER: ClassVar[str] = ""
-    """The container that gets the framework's environment (``tensorflow``, ``pytorch``)."""
+    """The container that gets the framework's environment (``tensorflow``, ``pytorch``).
+    Empty for kinds that take the first container of each template (MPIJob): see
+    :meth:`main_container_name`. Such kinds have no framework port either."""
     DEFAULT_PORT_NAME: ClassVar[str] = ""
     DEFAULT_PORT: ClassVar[int] = 0
     DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.NEVER
@@ -227,7 +230,21 @@ class Job(KubeModel):
     def restart_policy(self, replica_type: str) -> RestartPolicy:
         """The (defaulted) restart policy of a replica type."""
         spec = self.replica_specs[replica_type]
-        return spec.restart_policy or self.DEFAULT_RESTART_POLICY
+        return spec.restart_policy or self.default_restart_policy(replica_type)
+
+    def default_restart_policy(self, replica_type: str) -> RestartPolicy:
+        """The restart policy a replica type gets when it names none (a kind whose types
+        differ, e.g. MPIJob's Launcher, overrides this)."""
+        return self.DEFAULT_RESTART_POLICY
+
+    def main_container_name(self, replica_type: str) -> str:
+        """The container of a replica type that gets the framework's environment: the
+        one named :attr:`DEFAULT_CONTAINER`, or for kinds without one the template's
+        first container ("" if the template has none, which validation reports)."""
+        if self.DEFAULT_CONTAINER:
+            return self.DEFAULT_CONTAINER
+        containers = self.replica_specs[replica_type].template.spec.containers
+        return containers[0].name if containers else ""
 
     def kind_errors(self) -> list[FieldError]:
         """Checks across fields that only this kind has (one chief, elastic bounds, ...).
@@ -258,13 +275,15 @@ class Job(KubeModel):
             if written == runs_as.value:
                 continue
             replica = child_path(field, rtype)
+            default = self.default_restart_policy(rtype)
+            who = self.KIND if default is self.DEFAULT_RESTART_POLICY else f"{self.KIND} {rtype}"
             errors.append(
                 FieldError(
                     f"{replica}.template.spec.restartPolicy",
                     f"{written!r} would be replaced by the replica's restartPolicy "
                     f"{policy.value!r}",
-                    f"set {replica}.restartPolicy instead and remove this one; {self.KIND} "
-                    f"replicas default to {self.DEFAULT_RESTART_POLICY.value}",
+                    f"set {replica}.restartPolicy instead and remove this one; {who} "
+                    f"replicas default to {default.value}",
                 )
             )
         return errors

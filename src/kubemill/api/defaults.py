@@ -2,7 +2,8 @@
 
 Applied by the kinds' ``model_validator``s, so every loaded job is already defaulted:
 replica-type keys case-normalised, ``replicas`` 1, the kind's restart policy, the
-``cleanPodPolicy`` None, and the framework port on the default container.
+``cleanPodPolicy`` None, and the framework port on the default container (for kinds that
+have one).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def default_replica_specs(
             spec.replicas = 1
         if spec.restart_policy is None:
             spec.restart_policy = restart_policy
+        if not port_name:
+            continue  # a kind without a framework port (MPIJob)
         for c in spec.template.spec.containers:
             if c.name != container:
                 continue

@@ -426,7 +426,9 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
             FieldError(
                 cpath,
                 "at least one container is required",
-                f"add a container named {job.DEFAULT_CONTAINER!r}",
+                f"add a container named {job.DEFAULT_CONTAINER!r}"
+                if job.DEFAULT_CONTAINER
+                else "add the container to run",
             )
         ]
     for i, container in enumerate(containers):
@@ -440,7 +442,8 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
                 )
             )
     names = [c.name for c in containers]
-    if job.DEFAULT_CONTAINER not in names:
+    # Kinds without a DEFAULT_CONTAINER take the first one (MPIJob): any name will do.
+    if job.DEFAULT_CONTAINER and job.DEFAULT_CONTAINER not in names:
         errors.append(
             FieldError(
                 cpath,
