@@ -45,6 +45,18 @@ spec:
           containers: [{{name: pytorch, image: local}}]
 """
 
+MPI_LAUNCHER = """
+apiVersion: {api}
+kind: MPIJob
+metadata: {{name: {name}}}
+spec:
+  mpiReplicaSpecs:
+    Launcher:
+      template:
+        spec:
+          containers: [{{name: launcher, image: local, command: [mpirun, hostname]}}]
+"""
+
 
 @pytest.mark.parametrize(
     ("text", "kind"),
@@ -69,7 +81,7 @@ def test_dispatch_on_api_version_and_kind(text: str, kind: type) -> None:
 
 
 def test_every_registered_kind_loads() -> None:
-    templates = {"TFJob": TF_WORKER, "PyTorchJob": PT_MASTER}
+    templates = {"TFJob": TF_WORKER, "PyTorchJob": PT_MASTER, "MPIJob": MPI_LAUNCHER}
     table = kind_table()
     for kind in table.kind_names():
         for api_version in table.versions_of(kind):

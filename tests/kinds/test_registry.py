@@ -15,6 +15,7 @@ from pydantic import Field
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
 from kubemill.frameworks import Network, Plan, PlanError, PyTorch, TensorFlow
+from kubemill.frameworks.mpi import MPI
 from kubemill.kinds import (
     BUILTIN,
     Engine,
@@ -68,7 +69,7 @@ PROBE = Engine(
     ProbeFramework(),
     "a kind registered by a test",
     grants=(
-        OperatorGrant(("",), ("configmaps",), ("create", "update"), "probe files"),
+        OperatorGrant(("",), ("persistentvolumeclaims",), ("create", "update"), "probe volumes"),
         OperatorGrant(("",), ("pods",), ("get",), "probes read pods"),
     ),
 )
@@ -92,16 +93,17 @@ def probe() -> Iterator[Engine]:
 
 
 def test_the_builtins_are_one_entry_each() -> None:
-    assert [e.kind for e in BUILTIN] == ["TFJob", "PyTorchJob"]
+    assert [e.kind for e in BUILTIN] == ["TFJob", "PyTorchJob", "MPIJob"]
     assert engines()[: len(BUILTIN)] == BUILTIN
     assert isinstance(engine_for("TFJob").framework, TensorFlow)
     assert isinstance(engine_for("PyTorchJob").framework, PyTorch)
-    assert [c["spec"]["names"]["kind"] for c in crds()] == ["TFJob", "PyTorchJob"]
+    assert isinstance(engine_for("MPIJob").framework, MPI)
+    assert [c["spec"]["names"]["kind"] for c in crds()] == ["TFJob", "PyTorchJob", "MPIJob"]
 
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
-    with pytest.raises(UnknownKind, match=r"no engine runs 'MPIJob'.*PyTorchJob, TFJob"):
-        engine_for("MPIJob")
+    with pytest.raises(UnknownKind, match=r"no engine runs 'SparkApplication'.*MPIJob, PyTorchJob"):
+        engine_for("SparkApplication")
     job = ProbeJob(metadata={"name": "x"})
     with pytest.raises(UnknownKind, match="ProbeJob"):
         plan_for(job, network=None)  # type: ignore[arg-type]
@@ -133,13 +135,14 @@ def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
     assert crd["spec"]["names"]["shortNames"] == ["prb"]
     rules = {(r.api_groups, r.resources): r for r in all_rules()}
     assert (
-        "probejobs" in rules[(("kubemill.dev",), ("tfjobs", "pytorchjobs", "probejobs"))].resources
+        "probejobs"
+        in rules[(("kubemill.dev",), ("tfjobs", "pytorchjobs", "mpijobs", "probejobs"))].resources
     )
     upstream = rules[(("probes.io",), ("probejobs",))]
     assert upstream.when == "upstream"
     # A grant for a new resource is a rule of its own; one for a resource every kind has
     # widens that rule (one rule per resource), with the reason kept.
-    assert rules[(("",), ("configmaps",))].verbs == ("create", "update")
+    assert rules[(("",), ("persistentvolumeclaims",))].verbs == ("create", "update")
     pods = rules[(("",), ("pods",))]
     assert "get" in pods.verbs and "probes read pods" in pods.why
     assert not any(r.resources == ("probejobs",) for r in operator_rules())  # upstream off

@@ -37,7 +37,7 @@ def schema_at(schema: dict[str, Any], json_path: str) -> dict[str, Any]:
 
 
 def test_both_kinds_registered_with_expected_names() -> None:
-    assert sorted(CRDS) == ["PyTorchJob", "TFJob"]
+    assert sorted(CRDS) == ["MPIJob", "PyTorchJob", "TFJob"]
     assert CRDS["TFJob"]["metadata"]["name"] == "tfjobs.kubemill.dev"
     assert CRDS["PyTorchJob"]["metadata"]["name"] == "pytorchjobs.kubemill.dev"
     for crd in CRDS.values():
@@ -343,14 +343,14 @@ class _NewSpec(BaseModel):
 
 
 class _NewKind(Job):
-    KIND: ClassVar[str] = "MPIJob"
+    KIND: ClassVar[str] = "NewKind"
     spec: _NewSpec = _NewSpec()
 
 
 def test_a_new_kind_is_one_registry_entry() -> None:
-    entry = KindApi(model=_NewKind, plural="mpijobs", short_names=("mpij",))
+    entry = KindApi(model=_NewKind, plural="newkinds", short_names=("nk",))
     crd = build_crd(entry)
-    assert crd["metadata"]["name"] == "mpijobs.kubemill.dev"
+    assert crd["metadata"]["name"] == "newkinds.kubemill.dev"
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"] == {
         "workers": {"type": "integer"},
@@ -358,7 +358,7 @@ def test_a_new_kind_is_one_registry_entry() -> None:
         "size": {"x-kubernetes-int-or-string": True},
     }
     assert k8s_errors(crd) == []
-    assert "MPIJob" not in kind_table().kind_names()
+    assert _NewKind.KIND not in kind_table().kind_names()
 
 
 def test_unknown_override_path_is_an_error() -> None:

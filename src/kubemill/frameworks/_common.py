@@ -83,8 +83,21 @@ def build_replicas(
     *,
     env_for: Callable[[ReplicaSlot], list[EnvVar]],
     is_master: Callable[[ReplicaSlot], bool],
+    container_for: Callable[[str], Container] | None = None,
+    host_for: Callable[[ReplicaSlot], str] | None = None,
 ) -> tuple[ReplicaPlan, ...]:
-    """One :class:`ReplicaPlan` per replica, with the framework's env and labels."""
+    """One :class:`ReplicaPlan` per replica, with the framework's env and labels.
+
+    ``container_for`` picks the container that gets the env (default: the kind's
+    ``DEFAULT_CONTAINER``); ``host_for`` names a replica as a host (default: its address
+    host, :meth:`Network.replica_host`).
+    """
+
+    def container_of(replica_type: str) -> Container:
+        if container_for is not None:
+            return container_for(replica_type)
+        return default_container(job, replica_type)
+
     plans: list[ReplicaPlan] = []
     for slot in replica_slots(job):
         spec = job.replica_specs[slot.replica_type]
@@ -101,12 +114,16 @@ def build_replicas(
                 index=slot.index,
                 name=replica_name(job.name, slot.replica_type, slot.index),
                 template=spec.template,
-                container=job.DEFAULT_CONTAINER,
+                container=container_of(slot.replica_type).name,
                 env=tuple(env_for(slot)),
-                ports=container_ports(default_container(job, slot.replica_type)),
+                ports=container_ports(container_of(slot.replica_type)),
                 restart_policy=job.restart_policy(slot.replica_type),
                 labels=labels,
-                host=network.replica_host(slot.replica_type, slot.index),
+                host=(
+                    host_for(slot)
+                    if host_for is not None
+                    else network.replica_host(slot.replica_type, slot.index)
+                ),
             )
         )
     return tuple(plans)

@@ -103,6 +103,10 @@ class ReplicaPlan:
     host: str = ""
     """The replica's address host (``<job>-worker-0.<job>.<ns>.svc``, ``127.0.0.1``), for
     files the core writes from running replicas (:class:`HostListing`)."""
+    host_only: bool = False
+    """The replica runs no program of its own: it is a host that others exec into (an MPI
+    worker in exec mode whose container has no command). On Kubernetes its container
+    waits; locally the supervisor runs an idle host in its place."""
 
 
 @dataclass(frozen=True)

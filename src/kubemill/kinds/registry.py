@@ -19,9 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from kubemill.api import PYTORCHJOB, TFJOB, FieldError, Job, KindApi, KindTable, loader
+from kubemill.api import MPIJOB, PYTORCHJOB, TFJOB, FieldError, Job, KindApi, KindTable, loader
 from kubemill.api import crd as crd_generation
 from kubemill.frameworks import Framework, Network, Plan, PlanError
+from kubemill.frameworks.mpi import MPI
 from kubemill.frameworks.pytorch import PyTorch
 from kubemill.frameworks.tensorflow import TensorFlow
 
@@ -76,6 +77,45 @@ class Engine:
 BUILTIN: tuple[Engine, ...] = (
     Engine(TFJOB, TensorFlow(), "TensorFlow: Chief/Master, PS, Worker, Evaluator (TF_CONFIG)"),
     Engine(PYTORCHJOB, PyTorch(), "PyTorch: Master and Workers, elastic torchrun (PET_*)"),
+    Engine(
+        MPIJOB,
+        MPI(),
+        "MPI: Worker hosts, then a Launcher whose mpirun reaches them (OpenMPI, Intel, MPICH)",
+        grants=(
+            OperatorGrant(
+                ("",),
+                ("configmaps",),
+                ("list", "watch", "create", "update", "delete"),
+                "MPI jobs get their hostfile, discover_hosts.sh and exec agent in a ConfigMap",
+            ),
+            OperatorGrant(
+                ("",),
+                ("secrets",),
+                ("list", "watch", "create", "delete"),
+                "MPI jobs in ssh mode get a key pair of their own in a Secret",
+            ),
+            OperatorGrant(
+                ("",),
+                ("serviceaccounts",),
+                ("list", "watch", "create", "delete"),
+                "an MPI launcher in exec mode runs as an account of its own",
+            ),
+            OperatorGrant(
+                ("rbac.authorization.k8s.io",),
+                ("roles", "rolebindings"),
+                ("list", "watch", "create", "delete"),
+                "an MPI launcher's Role lets it exec into its own workers",
+            ),
+            # RBAC lets the operator grant only what it holds itself.
+            OperatorGrant(("",), ("pods",), ("get",), "an MPI launcher's Role lets it read pods"),
+            OperatorGrant(
+                ("",),
+                ("pods/exec",),
+                ("create",),
+                "an MPI launcher's Role lets it exec into its own workers",
+            ),
+        ),
+    ),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 

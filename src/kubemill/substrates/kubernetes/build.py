@@ -199,6 +199,12 @@ def _child_metadata(
     return metadata
 
 
+HOST_ONLY_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done")
+"""What a host-only replica's container runs (:attr:`ReplicaPlan.host_only`): it waits, and
+ends at once with 0 on SIGTERM. (A plain ``sleep`` as the container's PID 1 ignores SIGTERM,
+so every stop would wait out the grace period; upstream's ``sleep 365d`` does.)"""
+
+
 def replica_labels(replica: ReplicaPlan) -> dict[str, str]:
     """The operator's labels on a replica's pod and service (the Plan's, plus operator-name)."""
     return {LABEL_OPERATOR: OPERATOR_NAME, **replica.labels}
@@ -233,6 +239,9 @@ def build_pod(
 
     spec["restartPolicy"] = pod_restart_policy(RestartPolicy(replica.restart_policy))
     container = _container(spec, replica)
+    if replica.host_only:
+        container["command"] = list(HOST_ONLY_COMMAND)
+        container.pop("args", None)
     container["env"] = [*container.get("env", []), *(v.to_wire() for v in replica.env)]
     if plan is not None:
         if plan.subdomain:
@@ -489,6 +498,7 @@ __all__ = [
     "CHILD_RESOURCES",
     "CONTENT_DIGEST_ANNOTATION",
     "FILES_VOLUME_PREFIX",
+    "HOST_ONLY_COMMAND",
     "NOT_COPIED_ANNOTATIONS",
     "SCHEDULER_PLUGINS_DEFAULT_NAME",
     "SCHEDULER_PLUGINS_GROUP_LABEL",
