@@ -30,7 +30,12 @@ and adds, for tests only:
   schemas) when created -- a v1 CRD without a schema is refused --, background garbage
   collection of dependents by ``ownerReferences`` (each deleted as a DELETE would);
 - a log of every request (:class:`Call`), injected faults (:class:`Fault`), gates that hold
-  matching requests until released (:class:`Gate`), and dropping all watch connections.
+  matching requests until released (:class:`Gate`), and dropping all watch connections;
+- the pod ``exec`` subresource, as a websocket speaking ``v4.channel.k8s.io`` (see
+  :meth:`KubeCluster._serve_exec`): the API server's checks are real, only the kubelet is
+  emulated -- the command runs as a local process in the pod's environment (its container's
+  env, a working dir and a TMPDIR of its own, and what the test adds in
+  :attr:`KubeCluster.exec_environment`).
 
 :class:`ClusterThread` serves a cluster on 127.0.0.1 from a background thread and gives the
 (synchronous) tests a small client; requests it sends carry the ``kubemill-tests`` user
@@ -45,8 +50,12 @@ import copy
 import datetime
 import itertools
 import json
+import os
 import random
 import re
+import shutil
+import signal
+import tempfile
 import threading
 import urllib.error
 import urllib.parse
@@ -68,6 +77,8 @@ from kmock._internal import aiobus, rendering  # the emulator's own types, for o
 from kmock._internal import dicts as kmock_dicts
 
 TEST_USER_AGENT = "kubemill-tests"
+CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
+"""Pod subresources a client connects to (a stream), authorized as ``create``."""
 
 # --- selectors -------------------------------------------------------------------------------
 
@@ -170,6 +181,11 @@ class Call:
     @property
     def verb(self) -> str:
         """The RBAC verb of this request (``get``, ``list``, ``watch``, ``create``, ...)."""
+        if self.subresource in CONNECT_SUBRESOURCES:
+            # A websocket upgrade is a GET, but kube-apiserver authorizes it as ``create``
+            # (AuthorizePodWebsocketUpgradeCreatePermission, on by default since 1.31), as it
+            # does the POST that SPDY clients send.
+            return "create"
         if self.watch:
             return "watch"
         if self.method == "GET":
@@ -259,6 +275,129 @@ class Gate:
 
     def open(self) -> None:
         self._opened.set()
+
+
+# --- pods/exec ---------------------------------------------------------------------------------
+
+_EXEC_PATH = re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)/exec/?")
+_EXEC_PROTOCOL = "v4.channel.k8s.io"
+_EXEC_FLAGS = ("stdin", "stdout", "stderr", "tty")
+_EXEC_DRAIN_SECONDS = 5.0
+"""How long an exited command's pipes may stay open (held by what it started)."""
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+"""Go's strconv.ParseBool, which the API server's query decoding uses."""
+_NO_COMMAND = "you must specify at least one command for the container"
+_NO_STREAMS = "you must specify at least 1 of stdin, stdout, stderr"
+
+
+class _ExecRefused(Exception):
+    """An exec request answered with an error before the upgrade."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+
+
+def _exec_flag(query: Mapping[str, str], name: str) -> bool:
+    value = query.get(name)
+    if value is None or value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    raise _ExecRefused(400, "BadRequest", f'{name}: Invalid value: "{value}": not a boolean')
+
+
+def _pod_containers(spec: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Every container of a pod spec by name (init and ephemeral ones too)."""
+    return {
+        str(c.get("name")): c
+        for key in ("containers", "initContainers", "ephemeralContainers")
+        for c in spec.get(key) or []
+    }
+
+
+def _exec_container(pod: Mapping[str, Any], wanted: str | None) -> str:
+    """The container an exec goes to: the one named, or the pod's only one."""
+    spec = pod.get("spec") or {}
+    name = (pod.get("metadata") or {}).get("name")
+    if wanted:
+        if wanted not in _pod_containers(spec):
+            raise _ExecRefused(400, "BadRequest", f"container {wanted} is not valid for pod {name}")
+        return wanted
+    names = [str(c.get("name")) for c in spec.get("containers") or []]
+    if len(names) != 1:
+        raise _ExecRefused(
+            400,
+            "BadRequest",
+            f"a container name must be specified for pod {name}, choose one of: "
+            f"[{' '.join(names)}]",
+        )
+    return names[0]
+
+
+def _check_running(pod: Mapping[str, Any], container: str) -> None:
+    """A command runs only in a running container of a pod on a node (400 otherwise)."""
+    name = (pod.get("metadata") or {}).get("name")
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if not (pod.get("spec") or {}).get("nodeName"):
+        raise _ExecRefused(400, "BadRequest", f"pod {name} does not have a host assigned")
+    if phase in ("Succeeded", "Failed"):
+        raise _ExecRefused(
+            400,
+            "BadRequest",
+            f"cannot exec into a container in a completed pod; current phase is {phase}",
+        )
+    statuses = {
+        s.get("name"): s
+        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+        for s in status.get(key) or []
+    }
+    running = "running" in ((statuses.get(container) or {}).get("state") or {})
+    if phase != "Running" or not running:
+        raise _ExecRefused(
+            400,
+            "BadRequest",
+            f'unable to upgrade connection: container not found ("{container}")',
+        )
+
+
+def _exit_status(command: list[str], code: int) -> dict[str, Any]:
+    """The ``Status`` the kubelet sends on channel 3 when the command ends."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": f"command terminated with non-zero exit code: error executing command "
+        f"{command}, exit code {code}",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }
+
+
+async def _end_process_group(proc: asyncio.subprocess.Process, grace: float = 5.0) -> None:
+    """SIGTERM the process's group, SIGKILL it after ``grace`` seconds; wait for it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
 
 
 # --- the cluster -----------------------------------------------------------------------------
@@ -374,6 +513,13 @@ class KubeCluster(kmock.KubernetesEmulator):
     _in_flight: set[int] = attrs.field(factory=set, init=False)
     expired_watches: int = attrs.field(default=0, init=False)
     """Watches answered with 410 Gone (resumed from a compacted resourceVersion)."""
+    exec_environment: dict[tuple[str, str], dict[str, str]] = attrs.field(factory=dict, init=False)
+    """Environment added to every command exec'd in a pod, by ``(namespace, pod)``: what the
+    test's stand-in for the pod's image or node provides."""
+    exec_root: Path | None = attrs.field(default=None, init=False)
+    """Where pods get their working dirs and TMPDIRs (made on the first exec, removed when
+    the cluster stops)."""
+    _execs: set[asyncio.subprocess.Process] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -387,6 +533,9 @@ class KubeCluster(kmock.KubernetesEmulator):
         # namespace segment of namespaced URLs) and answers 500: serve it before parsing.
         if re.fullmatch(r"/api/v1/namespaces(/[^/]+)?/?", raw_request.path):
             return await self._serve_namespaces(raw_request)
+        # The exec subresource is a websocket, which kmock does not serve.
+        if match := _EXEC_PATH.fullmatch(raw_request.path):
+            return await self._serve_exec(raw_request, match["namespace"], match["pod"])
         # kmock matches each request against its reactions by scanning its log of every
         # request so far (quadratic over a run); ours is ``calls``, so keep in kmock's log
         # only the requests still being answered.
@@ -1109,6 +1258,199 @@ class KubeCluster(kmock.KubernetesEmulator):
             }
         )
 
+    # -- pods/exec: the API server's part real, the kubelet's emulated --------------------------
+
+    async def _serve_exec(
+        self, raw: aiohttp.web.BaseRequest, namespace: str, pod_name: str
+    ) -> aiohttp.web.StreamResponse:
+        """``GET|POST .../pods/{name}/exec``: run a command in the pod over a websocket.
+
+        The checks are kube-apiserver's and the kubelet's, in their order: the options
+        (``command`` repeated, ``container``, and the ``stdin``/``stdout``/``stderr``/``tty``
+        flags, absent meaning false), the pod (404), the container (named, or the only one;
+        400), a pod that runs (bound, ``Running``, the container not terminated; 400), then
+        the websocket upgrade with the ``v4.channel.k8s.io`` subprotocol (channels 0 stdin,
+        1 stdout, 2 stderr, 3 the final ``Status``, 4 resize). The command then runs as a
+        local process in a session of its own, in the pod's environment
+        (:meth:`_exec_environment`); with ``tty`` (no terminal here) stderr goes to stdout,
+        as on a terminal. A command that cannot be started gets the runtime's answer:
+        the reason on stderr and exit code 126 (127 when not found). The process group is
+        killed when the client closes the stream, when the command exits (what it left
+        behind), and when the cluster stops.
+        """
+        query = raw.query
+        command = list(query.getall("command", []))
+        call = Call(
+            method=raw.method,
+            path=raw.path,
+            group="",
+            version="v1",
+            plural="pods",
+            namespace=namespace,
+            name=pod_name,
+            subresource="exec",
+            watch=False,
+            status=0,
+            user_agent=raw.headers.get("User-Agent", ""),
+            params={k: v for k, v in query.items() if k != "command"},
+            body=command,
+        )
+        self.calls.append(call)
+        try:
+            if raw.method not in ("GET", "POST"):
+                raise _ExecRefused(405, "MethodNotAllowed", f"{raw.method} is not allowed")
+            flags = {name: _exec_flag(query, name) for name in _EXEC_FLAGS}
+            stored = self._stored(_PODS, namespace, pod_name)
+            if stored is None:
+                raise _ExecRefused(404, "NotFound", f'pods "{pod_name}" not found')
+            pod: dict[str, Any] = copy.deepcopy(stored.raw)
+            container = _exec_container(pod, query.get("container"))
+            _check_running(pod, container)
+            if not command:
+                raise _ExecRefused(400, "BadRequest", _NO_COMMAND)
+            if not (flags["stdin"] or flags["stdout"] or flags["stderr"]):
+                raise _ExecRefused(400, "BadRequest", _NO_STREAMS)
+            if raw.headers.get("Upgrade", "").lower() != "websocket":
+                raise _ExecRefused(400, "BadRequest", "Upgrade request required")
+            offered = {p.strip() for p in raw.headers.get("Sec-WebSocket-Protocol", "").split(",")}
+            if _EXEC_PROTOCOL not in offered:
+                raise _ExecRefused(
+                    400, "BadRequest", f"the test API server speaks only {_EXEC_PROTOCOL}"
+                )
+        except _ExecRefused as refused:
+            call.status = refused.code
+            return aiohttp.web.json_response(refused.status(), status=refused.code)
+        ws = aiohttp.web.WebSocketResponse(protocols=(_EXEC_PROTOCOL,))
+        await ws.prepare(raw)
+        call.status = 101
+        env, cwd = self._exec_environment(namespace, pod, container)
+        await self._run_exec(ws, command, env, cwd, flags)
+        return ws
+
+    def _exec_environment(
+        self, namespace: str, pod: Mapping[str, Any], container: str
+    ) -> tuple[dict[str, str], Path]:
+        """The environment a command exec'd in the pod's container gets, and its working dir.
+
+        This process's own environment stands in for the image's (PATH, the Python that
+        runs the tests); then ``HOSTNAME`` (the pod's name, as in a container), the
+        container's ``env`` entries with a plain ``value`` (``valueFrom`` needs the
+        cluster: skipped), a working dir and a ``TMPDIR`` of the pod's own (also
+        ``OMPI_MCA_btl_vader_backing_directory``: two OpenMPI "hosts" on one machine must
+        not share shared-memory segments), and last what the test registered in
+        :attr:`exec_environment` for ``(namespace, pod)``. The container's ``workingDir``
+        names a path in its image, which does not exist here: the pod's own dir replaces it.
+        """
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name"))
+        if self.exec_root is None:
+            self.exec_root = Path(tempfile.mkdtemp(prefix="kmock-exec-"))
+        home = self.exec_root / namespace / f"{name}-{str(meta.get('uid', ''))[:8]}"
+        workdir, tmp = home / "work", home / "tmp"
+        workdir.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env["HOSTNAME"] = name
+        spec = pod.get("spec") or {}
+        for entry in _pod_containers(spec).get(container, {}).get("env") or []:
+            if "value" in entry or "valueFrom" not in entry:
+                env[str(entry["name"])] = str(entry.get("value", ""))
+        env["TMPDIR"] = str(tmp)
+        env["OMPI_MCA_btl_vader_backing_directory"] = str(tmp)
+        env.update(self.exec_environment.get((namespace, name), {}))
+        return env, workdir
+
+    async def _run_exec(
+        self,
+        ws: aiohttp.web.WebSocketResponse,
+        command: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        flags: Mapping[str, bool],
+    ) -> None:
+        pipe, devnull = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
+        stderr_to = asyncio.subprocess.STDOUT if flags["tty"] else pipe
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=pipe if flags["stdin"] else devnull,
+                stdout=pipe if flags["stdout"] or flags["tty"] else devnull,
+                stderr=stderr_to if flags["stderr"] else devnull,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,  # its own process group: stopped as one
+            )
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            reason = f"exec failed: unable to start container process: {command[0]}: {exc}\n"
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_bytes(bytes([2]) + reason.encode())
+                await ws.send_bytes(bytes([3]) + json.dumps(_exit_status(command, code)).encode())
+                await ws.close()
+            return
+        self._execs.add(proc)
+
+        async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
+            if stream is None:
+                return
+            while chunk := await stream.read(65536):
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await ws.send_bytes(bytes([channel]) + chunk)
+
+        async def from_client() -> None:
+            async for message in ws:
+                if message.type not in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
+                    continue
+                data = message.data if isinstance(message.data, bytes) else message.data.encode()
+                if data[:1] == b"\x00" and proc.stdin is not None:
+                    with contextlib.suppress(ConnectionError):
+                        proc.stdin.write(data[1:])
+                        await proc.stdin.drain()
+                # channel 4 (resize) means nothing without a terminal
+
+        pumps = [
+            asyncio.create_task(pump(proc.stdout, 1)),
+            asyncio.create_task(pump(proc.stderr, 2)),
+        ]
+        exited = asyncio.create_task(proc.wait())
+        client = asyncio.create_task(from_client())
+        try:
+            await asyncio.wait({exited, client}, return_when=asyncio.FIRST_COMPLETED)
+            if not exited.done():  # the client went away: stop the command
+                await _end_process_group(proc)
+                return
+            # What it started may hold the pipes open a little longer; not forever.
+            _, pending = await asyncio.wait(pumps, timeout=_EXEC_DRAIN_SECONDS)
+            if pending:
+                await _end_process_group(proc)
+                await asyncio.wait(pumps)
+            returncode = proc.returncode if proc.returncode is not None else 1
+            code = returncode if returncode >= 0 else 128 - returncode
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_bytes(bytes([3]) + json.dumps(_exit_status(command, code)).encode())
+                await ws.close()
+        finally:
+            for task in (*pumps, exited, client):
+                task.cancel()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever it left behind
+            if proc.returncode is None:
+                await _end_process_group(proc)
+            self._execs.discard(proc)
+
+    async def stop_execs(self) -> None:
+        """Stop every command still running through exec (the cluster is stopping)."""
+        for proc in list(self._execs):
+            await _end_process_group(proc)
+            self._execs.discard(proc)
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.stop_execs()
+        if self.exec_root is not None:
+            shutil.rmtree(self.exec_root, ignore_errors=True)
+            self.exec_root = None
+        await super().__aexit__(*exc_info)
+
     # -- test controls ---------------------------------------------------------------------------
 
     async def drop_watches(self) -> None:
@@ -1166,6 +1508,7 @@ class ClusterThread:
             self._ready.set()
             await self._stop.wait()
             await self.cluster.drop_watches()
+            await self.cluster.stop_execs()  # before the server waits for its handlers
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run a coroutine function of the cluster on its loop and wait for the result."""

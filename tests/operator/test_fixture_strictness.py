@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import copy
 import json
+import urllib.parse
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import websocket
 from kmock_cluster import ApiError, ClusterThread
 from operator_jobs import tfjob
-from operator_support import eventually, kubeflow_crd
+from operator_support import container_status, eventually, kubeflow_crd
 
 from kubemill.kinds import crds
 
@@ -562,3 +565,221 @@ def test_int_or_string_nullable_embedded_resources_any_of_and_all_of(
     assert fields(refused(served.create, widgets, widget("nosize"))) == {
         "spec.size": "Required value"
     }
+
+
+# --- pods/exec -------------------------------------------------------------------------------
+
+V4 = "v4.channel.k8s.io"
+
+
+def running_pod(
+    served: ClusterThread, ns: str, name: str, *, env: list[dict[str, Any]] | None = None
+) -> None:
+    """A pod bound to a node whose kubelet reports its container running."""
+    body = pod(name)
+    body["spec"]["containers"][0]["env"] = env or []
+    served.create(pods(ns), body)
+    served.bind(ns, name)
+    status = {"phase": "Running", "containerStatuses": [container_status("main", phase="Running")]}
+    served.patch(pods(ns, name) + "/status", {"status": status})
+
+
+def exec_path(ns: str, name: str, *command: str, **flags: str) -> str:
+    query = [("command", word) for word in command] + list(flags.items())
+    return f"{pods(ns, name)}/exec?{urllib.parse.urlencode(query)}"
+
+
+def open_exec(
+    served: ClusterThread, path: str, protocols: tuple[str, ...] = (V4,)
+) -> websocket.WebSocket:
+    return websocket.create_connection(
+        "ws" + served.url.removeprefix("http") + path, subprotocols=list(protocols), timeout=60
+    )
+
+
+def channels(ws: websocket.WebSocket) -> list[tuple[int, bytes]]:
+    """Every frame until the server closes, as (channel, bytes), adjacent ones joined."""
+    frames: list[tuple[int, bytes]] = []
+    while True:
+        opcode, data = ws.recv_data()
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return frames
+        channel, payload = data[0], bytes(data[1:])
+        if frames and frames[-1][0] == channel:
+            frames[-1] = (channel, frames[-1][1] + payload)
+        else:
+            frames.append((channel, payload))
+
+
+def streams(frames: list[tuple[int, bytes]]) -> dict[int, bytes]:
+    joined: dict[int, bytes] = {}
+    for channel, payload in frames:
+        joined[channel] = joined.get(channel, b"") + payload
+    return joined
+
+
+def exec_calls(served: ClusterThread, ns: str) -> list[tuple[str, str, str | None, int]]:
+    return [
+        (c.verb, c.resource, c.name, c.status)
+        for c in served.calls()
+        if c.namespace == ns and c.subresource == "exec"
+    ]
+
+
+def test_exec_is_refused_as_the_api_server_and_kubelet_refuse_it(
+    served: ClusterThread, ns: str
+) -> None:
+    def message(path: str, status: int) -> str:
+        body = refused(served.request, "GET", path, status=status)
+        return str(body["message"])
+
+    assert message(exec_path(ns, "ghost", "true", stdout="true"), 404) == 'pods "ghost" not found'
+    served.create(pods(ns), pod("unbound"))
+    assert "does not have a host assigned" in message(
+        exec_path(ns, "unbound", "true", stdout="true"), 400
+    )
+    served.bind(ns, "unbound")  # bound, still Pending: its container does not run
+    assert 'container not found ("main")' in message(
+        exec_path(ns, "unbound", "true", stdout="true"), 400
+    )
+    served.create(pods(ns), pod("done"))
+    served.bind(ns, "done")
+    served.patch(pods(ns, "done") + "/status", {"status": {"phase": "Succeeded"}})
+    assert "completed pod; current phase is Succeeded" in message(
+        exec_path(ns, "done", "true", stdout="true"), 400
+    )
+    running_pod(served, ns, "up")
+    assert message(exec_path(ns, "up", "true", stdout="true", container="side"), 400) == (
+        "container side is not valid for pod up"
+    )
+    assert message(exec_path(ns, "up", stdout="true"), 400) == (
+        "you must specify at least one command for the container"
+    )
+    assert message(exec_path(ns, "up", "true"), 400) == (
+        "you must specify at least 1 of stdin, stdout, stderr"
+    )
+    assert message(exec_path(ns, "up", "true", stdout="yes"), 400).startswith(
+        'stdout: Invalid value: "yes"'
+    )
+    assert message(exec_path(ns, "up", "true", stdout="true"), 400) == "Upgrade request required"
+    two = pod("two")
+    two["spec"]["containers"].append({"name": "side", "image": "busybox"})
+    served.create(pods(ns), two)
+    assert message(exec_path(ns, "two", "true", stdout="1"), 400) == (
+        "a container name must be specified for pod two, choose one of: [main side]"
+    )
+    with pytest.raises(websocket.WebSocketBadStatusException) as caught:
+        open_exec(served, exec_path(ns, "up", "true", stdout="1"), protocols=("base64.k8s.io",))
+    assert caught.value.status_code == 400
+    # Logged as RBAC sees them: ``create`` on ``pods/exec``, with the pod's name.
+    assert [(verb, resource) for verb, resource, _, _ in exec_calls(served, ns)] == [
+        ("create", "pods/exec")
+    ] * 11
+    assert [(name, code) for _, _, name, code in exec_calls(served, ns)][:2] == [
+        ("ghost", 404),
+        ("unbound", 400),
+    ]
+
+
+def test_exec_streams_stdout_stderr_and_a_final_status_over_v4(
+    served: ClusterThread, ns: str
+) -> None:
+    running_pod(served, ns, "talk")
+    script = "echo out; echo err >&2; echo more; exit 3"
+    # kubernetes clients offer v5 first; the test server answers v4, as older servers do
+    ws = open_exec(
+        served,
+        exec_path(ns, "talk", "/bin/sh", "-c", script, stdout="true", stderr="true"),
+        protocols=("v5.channel.k8s.io", V4),
+    )
+    assert ws.getsubprotocol() == V4
+    frames = channels(ws)
+    assert frames[-1][0] == 3 and all(channel != 3 for channel, _ in frames[:-1])
+    assert streams(frames)[1] == b"out\nmore\n" and streams(frames)[2] == b"err\n"
+    assert json.loads(frames[-1][1]) == {
+        "metadata": {},
+        "status": "Failure",
+        "message": "command terminated with non-zero exit code: error executing command "
+        f"{['/bin/sh', '-c', script]}, exit code 3",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": "3"}]},
+    }
+    ws = open_exec(served, exec_path(ns, "talk", "echo", "fine", stdout="true", stderr="true"))
+    frames = channels(ws)
+    assert frames == [(1, b"fine\n"), (3, b'{"metadata": {}, "status": "Success"}')]
+    # stdin on channel 0; a signal's death is 128 + the signal, as the runtime reports it
+    ws = open_exec(served, exec_path(ns, "talk", "head", "-c", "5", stdin="1", stdout="1"))
+    ws.send_binary(b"\x00hello, more than five")
+    assert streams(channels(ws))[1] == b"hello"
+    ws = open_exec(served, exec_path(ns, "talk", "/bin/sh", "-c", "kill -9 $$", stdout="1"))
+    cause = json.loads(streams(channels(ws))[3])["details"]["causes"][0]
+    assert cause == {"reason": "ExitCode", "message": "137"}
+    # with a tty (none here) stderr is the terminal too: one stream
+    ws = open_exec(
+        served,
+        exec_path(ns, "talk", "/bin/sh", "-c", "echo a >&2", stdout="1", stderr="1", tty="1"),
+    )
+    assert streams(channels(ws))[1] == b"a\n"
+    ws = open_exec(served, exec_path(ns, "talk", "no-such-program", stdout="1", stderr="1"))
+    found = streams(channels(ws))
+    assert b"no-such-program" in found[2]
+    assert json.loads(found[3])["details"]["causes"][0]["message"] == "127"
+    assert all(code == 101 for _, _, _, code in exec_calls(served, ns))
+
+
+def test_exec_runs_in_the_pods_own_environment(served: ClusterThread, ns: str) -> None:
+    env = [
+        {"name": "ROLE", "value": "worker"},
+        {"name": "FROM_FIELD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    running_pod(served, ns, "env-a", env=env)
+    running_pod(served, ns, "env-b")
+    served.cluster.exec_environment[(ns, "env-b")] = {"ADDED_BY_TEST": "yes"}
+    show = (
+        'echo "$HOSTNAME|$ROLE|${FROM_FIELD-unset}|${ADDED_BY_TEST-unset}|$PWD|$TMPDIR|'
+        '$OMPI_MCA_btl_vader_backing_directory"'
+    )
+
+    def seen(name: str) -> list[str]:
+        ws = open_exec(served, exec_path(ns, name, "/bin/sh", "-c", show, stdout="1"))
+        return streams(channels(ws))[1].decode().strip().split("|")
+
+    a, b = seen("env-a"), seen("env-b")
+    assert a[:4] == ["env-a", "worker", "unset", "unset"]
+    assert b[:4] == ["env-b", "", "unset", "yes"]
+    assert a[5] == a[6] and b[5] == b[6]  # the TMPDIR is the vader backing directory
+    assert len({a[4], a[5], b[4], b[5]}) == 4  # a working dir and a TMPDIR per pod
+    assert seen("env-a") == a  # the same pod keeps them
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_exec_processes_stop_when_the_client_closes_and_when_the_cluster_stops(
+    served: ClusterThread, ns: str
+) -> None:
+    running_pod(served, ns, "sleepy")
+    start = exec_path(ns, "sleepy", "/bin/sh", "-c", "sleep 300 & echo $!; wait", stdout="1")
+    ws = open_exec(served, start)
+    _, first = ws.recv_data()
+    pid = int(first[1:])
+    assert alive(pid)
+    ws.close()
+    eventually(lambda: not alive(pid), what="the exec'd process to stop")
+
+    with ClusterThread() as other:
+        running_pod(other, "default", "sleepy")
+        ws = open_exec(other, start.replace(ns, "default"))
+        _, first = ws.recv_data()
+        pid = int(first[1:])
+        assert alive(pid)
+        root = other.cluster.exec_root
+        assert root is not None and root.is_dir()
+    assert not alive(pid)
+    assert not root.exists()
+    ws.close()
