@@ -71,6 +71,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("Namespace", None, "kubemill-system"),
         ("CustomResourceDefinition", None, "tfjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "pytorchjobs.kubemill.dev"),
+        ("CustomResourceDefinition", None, "mpijobs.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
         ("ClusterRoleBinding", None, NAME),
@@ -94,18 +95,19 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
     assert rules == [
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs", "pytorchjobs"],
+            "resources": ["tfjobs", "pytorchjobs", "mpijobs"],
             "verbs": ["list", "watch", "delete"],
         },
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs/status", "pytorchjobs/status"],
+            "resources": ["tfjobs/status", "pytorchjobs/status", "mpijobs/status"],
             "verbs": ["patch"],
         },
         {
             "apiGroups": [""],
+            # get: an MPI launcher's Role reads pods, and RBAC grants only what one holds.
             "resources": ["pods"],
-            "verbs": ["list", "watch", "create", "delete"],
+            "verbs": ["list", "watch", "create", "delete", "get"],
         },
         {
             "apiGroups": [""],
@@ -113,6 +115,27 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "verbs": ["list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["list", "watch", "create", "update", "delete"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["list", "watch", "create", "delete"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["serviceaccounts"],
+            "verbs": ["list", "watch", "create", "delete"],
+        },
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["roles", "rolebindings"],
+            "verbs": ["list", "watch", "create", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
     ]
     lease = next(
         o
@@ -196,16 +219,19 @@ def test_upstream_groups_add_kubeflow_jobs() -> None:
     ("group", "resource", "verb", "allowed"),
     [
         pytest.param("", "pods", "create", True, id="create-pod"),
-        pytest.param("", "pods", "get", False, id="no-pod-get-the-cache-has-them"),
+        pytest.param("", "pods", "get", True, id="pod-get-for-mpi-launcher-roles"),
         pytest.param(
             "apiextensions.k8s.io", "customresourcedefinitions", "list", False, id="no-crd-scan"
         ),
         pytest.param("", "pods", "delete", True, id="delete-pod"),
         pytest.param("", "pods", "patch", False, id="no-pod-patch"),
         pytest.param("", "pods/log", "get", False, id="no-logs"),
-        pytest.param("", "pods/exec", "create", False, id="no-exec"),
+        pytest.param("", "pods/exec", "create", True, id="exec-for-mpi-launcher-roles"),
+        pytest.param("", "pods/exec", "get", False, id="no-exec-get"),
         pytest.param("", "secrets", "get", False, id="no-secrets"),
-        pytest.param("", "configmaps", "create", False, id="no-configmaps"),
+        pytest.param("", "configmaps", "create", True, id="configmaps-for-mpi-hostfiles"),
+        pytest.param("", "configmaps", "get", False, id="no-configmap-get-the-cache-has-them"),
+        pytest.param("", "secrets", "update", False, id="no-secret-update"),
         pytest.param("", "namespaces", "list", False, id="no-namespaces"),
         pytest.param("kubemill.dev", "tfjobs", "create", False, id="no-job-create"),
         pytest.param("kubemill.dev", "tfjobs", "update", False, id="no-job-update"),
