@@ -367,20 +367,21 @@ class Kubelet:
         exit_code: int | None = None,
         restart_count: int = 0,
         reason: str | None = None,
+        ready: bool | None = None,
     ) -> None:
+        """Report ``phase``; a Running pod is Ready unless ``ready=False`` (a readiness
+        probe not passing yet), in the same status write."""
+        is_ready = phase == "Running" if ready is None else ready
+        entry = container_status(
+            container, phase=phase, exit_code=exit_code, restart_count=restart_count, reason=reason
+        )
+        entry["ready"] = is_ready
         status: dict[str, Any] = {
             "phase": phase,
             "startTime": now_stamp(),
-            "conditions": [
-                {"type": "Ready", "status": "True" if phase == "Running" else "False"}
-            ],
-            "containerStatuses": [
-                container_status(
-                    container, phase=phase, exit_code=exit_code,
-                    restart_count=restart_count, reason=reason,
-                )
-            ],
-        }  # fmt: skip
+            "conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}],
+            "containerStatuses": [entry],
+        }
         path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}"
         if phase != "Pending" and not self.cluster.get(path)["spec"].get("nodeName"):
             # The scheduler binds a pod before its kubelet reports on it.
