@@ -1311,7 +1311,10 @@ class KubeCluster(kmock.KubernetesEmulator):
             if not (flags["stdin"] or flags["stdout"] or flags["stderr"]):
                 raise _ExecRefused(400, "BadRequest", _NO_STREAMS)
             if raw.headers.get("Upgrade", "").lower() != "websocket":
+                # SPDY (a POST upgrade) is not spoken here; websocket clients send GET
                 raise _ExecRefused(400, "BadRequest", "Upgrade request required")
+            if raw.method != "GET":
+                raise _ExecRefused(400, "BadRequest", "a websocket upgrade must be a GET")
             offered = {p.strip() for p in raw.headers.get("Sec-WebSocket-Protocol", "").split(",")}
             if _EXEC_PROTOCOL not in offered:
                 raise _ExecRefused(

@@ -662,6 +662,8 @@ def test_exec_is_refused_as_the_api_server_and_kubelet_refuse_it(
         'stdout: Invalid value: "yes"'
     )
     assert message(exec_path(ns, "up", "true", stdout="true"), 400) == "Upgrade request required"
+    post = refused(served.request, "POST", exec_path(ns, "up", "true", stdout="1"), status=400)
+    assert post["message"] == "Upgrade request required"
     two = pod("two")
     two["spec"]["containers"].append({"name": "side", "image": "busybox"})
     served.create(pods(ns), two)
@@ -674,7 +676,7 @@ def test_exec_is_refused_as_the_api_server_and_kubelet_refuse_it(
     # Logged as RBAC sees them: ``create`` on ``pods/exec``, with the pod's name.
     assert [(verb, resource) for verb, resource, _, _ in exec_calls(served, ns)] == [
         ("create", "pods/exec")
-    ] * 11
+    ] * 12
     assert [(name, code) for _, _, name, code in exec_calls(served, ns)][:2] == [
         ("ghost", 404),
         ("unbound", 400),
