@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """kubexec: the remote-shell agent through which ``mpirun`` starts ``orted`` in a worker pod.
 
 OpenMPI's launcher (``plm_rsh``) runs its agent once per host, as it would run ssh::
@@ -9,9 +10,10 @@ where the words are a shell command line (`` orted -mca ess "env" ... -mca orte_
 its stdout and stderr, and exit with its exit code. The seed's launcher used ``kubectl exec
 <pod> -- /bin/sh -c ...`` for this; kubexec does the same through the Kubernetes exec API
 with the official Python client, so no kubectl binary has to be delivered into the launcher.
-It arrives in the job's ConfigMap and runs as ``python3 <mountPath>/kubexec <host> <words>``
-(``OMPI_MCA_plm_rsh_agent``), with only the standard library and the ``kubernetes`` client:
-it must not import kubemill, which is not installed in the job's image.
+It arrives in the job's ConfigMap (mode 0755) and runs as ``<mountPath>/kubexec <host> <words>``
+(``OMPI_MCA_plm_rsh_agent``) through its ``#!/usr/bin/env python3`` line. The image's
+``python3`` needs only the standard library and the ``kubernetes`` client: the agent must not
+import kubemill, which is not installed in the job's image.
 
 - **Where.** The pod is the first DNS label of ``<host>`` (``job-worker-0.job.ns.svc`` ->
   ``job-worker-0``), as the hostfile names workers. Its namespace is the third label of a
