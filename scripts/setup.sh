@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 extras="${1:-torch}"
 
 apt_packages=(python3 python3-venv python3-dev)
+if [[ ",$extras," == *",mpi,"* ]]; then
+    # MPIJob runs the real OpenMPI (mpirun, orted); mpi4py builds against its headers.
+    apt_packages+=(openmpi-bin libopenmpi-dev)
+fi
 missing=()
 for pkg in "${apt_packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
