@@ -24,7 +24,7 @@ import kubemill, which is not installed in the job's image.
   quoted for a POSIX shell on the far side, exactly as ssh (and kubectl exec in the seed)
   would hand them over; running them any other way would break ``orted``'s quoted options.
 - **How.** In-cluster configuration, else ``$KUBECONFIG``/``~/.kube/config``; the exec
-  websocket with stdout and stderr only (``orted`` reads no stdin, so stdin is closed);
+  websocket with stdout and stderr only (``orted`` reads no stdin: none is sent);
   bytes are relayed as they arrive; the exit code is the one in the final ``Status`` on
   the error channel (``Success`` -> 0, ``NonZeroExitCode`` -> its ``ExitCode`` cause).
 - **Failures** as ssh reports its own: one line ``kubexec: <pod>: <reason>`` on stderr and
@@ -236,9 +236,11 @@ def run_kubernetes(pod: str, namespace: str, command: list[str], container: str 
     }
     if container:
         options["container"] = container
-    # orted reads nothing: close stdin so nothing waits on it.
+    # orted reads nothing: let go of mpirun's stdin (fd 0 stays valid, on /dev/null).
     with contextlib.suppress(OSError):
-        os.close(0)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
     try:
         ws = stream(client.CoreV1Api().connect_get_namespaced_pod_exec, pod, namespace, **options)
     except ApiException as exc:
