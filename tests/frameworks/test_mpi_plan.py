@@ -201,6 +201,7 @@ def test_ssh_mode_generates_keys_into_an_ssh_auth_secret() -> None:
                 "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
                 "OMPI_MCA_orte_set_default_slots": "1",
                 "OMPI_MCA_plm_rsh_agent": "/etc/mpi/kubexec",
+                "OMPI_MCA_plm_rsh_no_tree_spawn": "true",
                 "KUBEMILL_EXEC_CONTAINER": "mpi-worker",
             },
             id="openmpi-exec",

@@ -188,11 +188,15 @@ def launcher_env(job: MPIJob, network: Network) -> list[EnvVar]:
             env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
             env("OMPI_MCA_orte_set_default_slots", str(job.spec.slots_per_worker)),
         ]
-        out.append(
-            env("OMPI_MCA_plm_rsh_agent", agent)
-            if exec_mode
-            else env("OMPI_MCA_plm_rsh_args", SSH_RETRIES)
-        )
+        if exec_mode:
+            # No tree spawn: an orted would run the agent itself, from a worker, whose pod
+            # has neither the agent nor the right to exec (the Role is the launcher's).
+            out += [
+                env("OMPI_MCA_plm_rsh_agent", agent),
+                env("OMPI_MCA_plm_rsh_no_tree_spawn", "true"),
+            ]
+        else:
+            out.append(env("OMPI_MCA_plm_rsh_args", SSH_RETRIES))
     elif implementation is MPIImplementation.INTEL:
         out.append(env("I_MPI_HYDRA_HOST_FILE", hostfile_path))
         if exec_mode:
