@@ -161,8 +161,8 @@ class LocalBackend:
         job_dir = self._inside_state_dir(
             self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
         )
-        ctx = PodContext(
-            job_uid=uid, namespace=job.namespace, base_dir=base_dir, log_dir=str(job_dir / "logs")
+        ctx = PodContext.for_job(
+            job_uid=uid, namespace=job.namespace, base_dir=base_dir, job_dir=str(job_dir)
         )
         environments = self._environments(job)
         log_policy = LogPolicy.load(self.config_path)
