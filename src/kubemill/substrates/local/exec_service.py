@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.kubelet import (
     EXIT_NOT_EXECUTABLE,
     EXIT_NOT_FOUND,
@@ -325,16 +326,17 @@ class ExecService:
                 exitCode=code,
             )
             return
-        for fd in fds:
-            os.close(fd)
-        fds.clear()
-        self._event(request, popen.pid)
-        if self._target(request.pod) is not pod:
-            # The replica stopped while this process started, perhaps after its
-            # processes were signalled: it must not outlive the replica.
-            code = self._stop(popen, None)
-        else:
-            code = self._wait(conn, popen)
+        with procinfo.waited_for(popen.pid):
+            for fd in fds:
+                os.close(fd)
+            fds.clear()
+            self._event(request, popen.pid)
+            if self._target(request.pod) is not pod:
+                # The replica stopped while this process started, perhaps after its
+                # processes were signalled: it must not outlive the replica.
+                code = self._stop(popen, None)
+            else:
+                code = self._wait(conn, popen)
         reply(conn, exitCode=code)
 
     def _wait(self, conn: socket.socket, popen: subprocess.Popen[bytes]) -> int:
