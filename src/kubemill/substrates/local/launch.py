@@ -17,10 +17,14 @@ This is the local stand-in for the container runtime:
   for the pod's own fields) and last the Plan's environment contract.
 - each replica has a private temporary directory, ``<job dir>/tmp/<replica>`` (created
   0700 when the process starts, kept with the job's logs until ``delete``): ``TMPDIR``
-  points at it, and so does ``OMPI_MCA_btl_vader_backing_directory``, unless the
-  container's ``env`` sets them. Two replicas on one machine are two "hosts" to MPI, and
-  OpenMPI's shared-memory transport (vader) crashes when two hosts share its backing
-  files; on Kubernetes each pod has a /tmp of its own anyway.
+  points at it unless the container's ``env`` sets it; on Kubernetes each pod has a /tmp
+  of its own. For host replicas ``OMPI_MCA_btl_vader_backing_directory`` points there
+  too (unless set): two hosts on one machine are two "hosts" to MPI, and OpenMPI's
+  shared-memory transport (vader) crashes when their ranks share backing files (by
+  default in /dev/shm, named by machine, job and local rank). Only hosts get it, because
+  ``mpirun`` passes every ``OMPI_MCA_*`` variable of its own environment on to the
+  ``orted`` it starts: set on the launcher, it would put every host's ranks in the
+  launcher's directory again.
 - ``KUBEMILL_EXEC_SOCKET`` names the job's exec service (:mod:`.exec_service`), the
   local stand-in for ``kubectl exec``.
 - the working directory is ``workingDir`` (relative ones resolve against the job's base
@@ -134,8 +138,11 @@ class PodContext:
 
 EXEC_SOCKET_ENV = "KUBEMILL_EXEC_SOCKET"
 """The variable naming the job's exec service socket in every replica's environment."""
-TMPDIR_VARIABLES = ("TMPDIR", "OMPI_MCA_btl_vader_backing_directory")
+TMPDIR_VARIABLES = ("TMPDIR",)
 """Set to the replica's private temporary directory unless the container sets them."""
+HOST_TMPDIR_VARIABLES = ("OMPI_MCA_btl_vader_backing_directory",)
+"""Set to a host replica's private temporary directory too, unless the container sets
+them (see the module's docstring: not on the launcher, whose mpirun passes them on)."""
 SUN_PATH_MAX = 107
 """Longest unix socket path in bytes (``sun_path`` is 108 bytes with its NUL)."""
 
@@ -399,7 +406,8 @@ def build_launch(
     tmp_dir = None
     if ctx.tmp_root:
         tmp_dir = str(Path(ctx.tmp_root) / rep.name)
-        for name in TMPDIR_VARIABLES:
+        host_type = rep.replica_type in hosts
+        for name in TMPDIR_VARIABLES + (HOST_TMPDIR_VARIABLES if host_type else ()):
             if name not in declared:
                 env[name] = tmp_dir
     # Inherited by whatever the replica starts: how its orphans are known (procinfo).
