@@ -25,53 +25,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from exec_support import CLIENT_FUNCTION, exec_in, register_toy_hosts, submit
 from local_support import eventually, log_text, pytorch_job
+from toy_host_engine import host_token, manifest
 
 from kubemill.api import ManifestError
-from kubemill.kinds import load_one, unregister
 from kubemill.substrates.base import JobView, SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.launch import EXEC_SOCKET_ENV, exec_socket_path
-from kubemill.substrates.plugins import load_plugins
-
-KINDS = Path(__file__).resolve().parent.parent / "kinds"
-sys.path.insert(0, str(KINDS))
-from toy_host_engine import host_token, manifest  # noqa: E402
 
 
 @pytest.fixture
 def toy_hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The ToyHosts plugin, registered as a user registers one (detached supervisors too)."""
-    monkeypatch.setenv("KUBEMILL_ENGINES", "toy_host_engine:ENGINE")
-    path = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", f"{KINDS}{os.pathsep}{path}" if path else str(KINDS))
-    added = load_plugins()
-    yield
-    for engine in added:
-        unregister(engine.kind)
+    yield from register_toy_hosts(monkeypatch)
 
-
-CLIENT_FUNCTION = """
-import json, os, socket
-
-def exec_in(pod, command, fds=(0, 1, 2), path=None):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(path or os.environ["KUBEMILL_EXEC_SOCKET"])
-    line = json.dumps({"pod": pod, "command": command}).encode() + b"\\n"
-    socket.send_fds(sock, [line], list(fds))
-    answer = sock.makefile("rb").readline()
-    sock.close()
-    return json.loads(answer) if answer else None
-"""
-"""The whole client side of the protocol (what the MPI agent does in local mode)."""
-
-namespace: dict[str, Any] = {}
-exec(CLIENT_FUNCTION, namespace)
-exec_in = namespace["exec_in"]
 
 SHOW = (
-    'printf "seen token=%s tmpdir=%s cwd=%s mark=%s host=%s\\n" "$TOY_HOST_TOKEN" "$TMPDIR"'
-    ' "$(pwd)" "$KUBEMILL_REPLICA_ID" "$HOSTNAME"; echo "on stderr" >&2; exit 7'
+    'printf "seen token=%s tmpdir=%s vader=%s cwd=%s mark=%s host=%s\\n" "$TOY_HOST_TOKEN"'
+    ' "$TMPDIR" "$OMPI_MCA_btl_vader_backing_directory" "$(pwd)" "$KUBEMILL_REPLICA_ID"'
+    ' "$HOSTNAME"; echo "on stderr" >&2; exit 7'
 )
 """What a client runs in each host: the host's own values, both streams, an exit code."""
 
@@ -86,10 +58,6 @@ for index in range(2):
 print("unknown", json.dumps(exec_in(f"{job}-host-9", ["true"])), flush=True)
 """
 )
-
-
-def submit(backend: LocalBackend, doc: dict[str, Any], base: Path, *, detach: bool) -> JobView:
-    return backend.submit(load_one(doc), SubmitOptions(detach=detach, base_dir=str(base)))
 
 
 def socket_of(backend: LocalBackend, name: str) -> str:
@@ -123,7 +91,7 @@ def test_a_replica_execs_into_host_replicas_that_have_no_command(
         # private TMPDIR, its mark and its name; the output reached the client's stdout.
         assert (
             f"seen token={host_token('hosts', index)} tmpdir={tmp_root / name}"
-            f" cwd={tmp_path / 'hostdir'} mark={uid}/{name} host={name}"
+            f" vader={tmp_root / name} cwd={tmp_path / 'hostdir'} mark={uid}/{name} host={name}"
         ) in text
         assert f'answer {index} {{"exitCode": 7}}' in text
         assert (tmp_root / name).stat().st_mode & 0o777 == 0o700
@@ -365,10 +333,9 @@ def test_only_host_types_may_have_no_command(
 TMP_REPORT = textwrap.dedent(
     """
     import os, tempfile
-    print("tmp", os.environ["HOSTNAME"], os.environ["TMPDIR"],
-          os.environ["OMPI_MCA_btl_vader_backing_directory"], tempfile.gettempdir(),
-          oct(os.stat(os.environ["OMPI_MCA_btl_vader_backing_directory"]).st_mode & 0o777),
-          flush=True)
+    print("tmp", os.environ["HOSTNAME"], os.environ["TMPDIR"], tempfile.gettempdir(),
+          os.environ.get("OMPI_MCA_btl_vader_backing_directory", "unset"),
+          oct(os.stat(os.environ["TMPDIR"]).st_mode & 0o777), flush=True)
     """
 )
 
@@ -394,10 +361,10 @@ def test_every_replica_has_a_private_tmpdir_unless_the_manifest_sets_one(
         if (words := line.split())[0] == "tmp"
     }
     master = str(tmp_root / "tmps-master-0")
-    assert lines["tmps-master-0"] == [master, master, master, "0o700"]
-    # The manifest's TMPDIR wins; the shared-memory transport still gets a private one.
-    private = str(tmp_root / "tmps-worker-0")
-    assert lines["tmps-worker-0"] == [str(own), private, str(own), "0o700"]
+    # Not a host: no MPI backing directory (a launcher's mpirun would pass it on).
+    assert lines["tmps-master-0"] == [master, master, "unset", "0o700"]
+    # The manifest's TMPDIR wins.
+    assert lines["tmps-worker-0"][:3] == [str(own), str(own), "unset"]
 
 
 @pytest.mark.parametrize("runtime_dir", [True, False], ids=["XDG_RUNTIME_DIR", "tmp"])
