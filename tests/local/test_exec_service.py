@@ -394,6 +394,18 @@ def test_a_deep_state_directory_puts_the_socket_in_a_short_private_place(
         assert exec_in("deep-host-0", ["true"], path=str(path)) == {"exitCode": 0}
         local.delete("deep")
         assert not path.parent.exists()
+        # A supervisor killed outright cannot remove its socket: delete does.
+        submit(local, manifest("killed", client=IDLE_CLIENT), tmp_path, detach=True)
+        wait_running(local, "killed")
+        path = Path(socket_of(local, "killed"))
+        assert path.is_socket()
+        supervisor = local.store.job("default", "killed").supervisor
+        assert supervisor is not None
+        procinfo.kill_process(supervisor)
+        procinfo.wait_gone(supervisor, timeout=30)
+        assert path.is_socket()
+        local.delete("killed")
+        assert not path.parent.exists()
     finally:
         for rec in local.store.jobs():
             local.delete(rec.name, rec.namespace)

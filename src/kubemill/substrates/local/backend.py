@@ -55,13 +55,19 @@ from kubemill.substrates.base import (
     SubstrateError,
 )
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.images import (
     MAX_REPLICAS_KEY,
     Environment,
     ImageConfig,
     config_path,
 )
-from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
+from kubemill.substrates.local.launch import (
+    DEFAULT_GRACE_SECONDS,
+    PodContext,
+    exec_socket_path,
+    main_container,
+)
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
 from kubemill.substrates.local.store import (
@@ -498,6 +504,7 @@ class LocalBackend:
         self._stop(rec, "delete", force=False)
         self._kill_leftovers(rec, verify=True)
         self.store.remove_job(rec.uid)
+        remove_socket(exec_socket_path(rec.job_dir, rec.uid))
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         with self._runs_lock:
             self._runs.pop(rec.uid, None)
