@@ -46,8 +46,12 @@ import os
 from mpi4py import MPI
 comm = MPI.COMM_WORLD
 total = comm.allreduce(comm.rank + 1)
-print("rank", comm.rank, comm.size, total, os.environ.get("TOY_HOST_TOKEN"),
-      os.environ["TMPDIR"], flush=True)
+token, tmpdir = os.environ.get("TOY_HOST_TOKEN"), os.environ["TMPDIR"]
+line = f"rank {comm.rank} {comm.size} {total} {token} {tmpdir}"
+# Rank 0 prints every line: mpirun relays the ranks' output in chunks that may interleave.
+lines = comm.gather(line)
+if comm.rank == 0:
+    print("\\n".join(lines), flush=True)
 """
 
 
@@ -96,7 +100,7 @@ def test_mpirun_runs_ranks_in_both_hosts_through_the_exec_service(
     text = log_text(backend, "mpi", "mpi-client-0")
     assert done.phase == "Succeeded", f"{done.status}\n{text}"
     ranks = [line.split() for line in text.splitlines() if line.startswith("rank ")]
-    assert sorted(int(r[1]) for r in ranks) == [0, 1, 2, 3]
+    assert sorted(int(r[1]) for r in ranks) == [0, 1, 2, 3], text
     assert {(r[2], r[3]) for r in ranks} == {("4", "10")}
     tmp_root = Path(backend.store.job("default", "mpi").job_dir) / "tmp"
     # Two ranks ran in each host's environment, with that host's TMPDIR.

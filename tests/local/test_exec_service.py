@@ -32,6 +32,7 @@ from toy_host_engine import host_token, manifest
 from kubemill.api import ManifestError
 from kubemill.substrates.base import JobView, SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
+from kubemill.substrates.local.exec_service import BadRequest, ExecRequest, parse_request, receive
 from kubemill.substrates.local.launch import EXEC_SOCKET_ENV, exec_socket_path
 
 
@@ -427,3 +428,30 @@ def test_another_user_cannot_reach_the_socket(
     )
     result = subprocess.run([sys.executable, "-c", probe, path], check=False)
     assert result.returncode == 13
+
+
+def test_a_request_must_arrive_whole_in_time_and_before_the_service_closes() -> None:
+    client, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    stop_r, stop_w = os.pipe()
+    try:
+        socket.send_fds(client, [b'{"pod": "a", '], [0, 1, 2])
+        with pytest.raises(BadRequest, match=r"no whole message within 0\.2s"):
+            receive(server, stop_fd=stop_r, timeout=0.2)
+        os.write(stop_w, b"x")
+        with pytest.raises(BadRequest, match="closing"):
+            receive(server, stop_fd=stop_r)
+        # Split over several sends, the descriptors with the first part.
+        other, end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with other, end:
+            socket.send_fds(other, [b'{"pod": "a", '], [0, 1, 2])
+            other.sendall(b'"command": ["true"]}\n')
+            line, fds = receive(end)
+            for fd in fds:
+                os.close(fd)
+        assert parse_request(line) == ExecRequest("a", ("true",))
+        assert len(fds) == 3
+    finally:
+        for closable in (client, server):
+            closable.close()
+        os.close(stop_r)
+        os.close(stop_w)

@@ -267,7 +267,7 @@ class ExecService:
                 reply(conn, error=f"uid {peer_uid} may not exec here", exitCode=REFUSED)
                 return
             try:
-                line, fds = receive(conn)
+                line, fds = receive(conn, stop_fd=self._stop_r)
                 request = parse_request(line)
                 if len(fds) != 3:
                     raise BadRequest(
@@ -320,9 +320,12 @@ class ExecService:
             )
         except OSError as exc:
             code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+            what = exc.strerror or str(exc)
+            if exc.filename is not None:
+                what += f" ({exc.filename})"
             reply(
                 conn,
-                error=f"cannot run {request.command[0]!r} in {request.pod}: {exc.strerror}",
+                error=f"cannot run {request.command[0]!r} in {request.pod}: {what}",
                 exitCode=code,
             )
             return
@@ -411,14 +414,32 @@ def remove_socket(path: str) -> None:
         socket_path.parent.rmdir()  # only if empty
 
 
-def receive(conn: socket.socket) -> tuple[bytes, list[int]]:
-    """One request line and the descriptors sent with it (:class:`BadRequest` if the
-    message is too long, unfinished or carries more than three descriptors)."""
-    conn.settimeout(READ_TIMEOUT)
+def receive(
+    conn: socket.socket, *, stop_fd: int | None = None, timeout: float = READ_TIMEOUT
+) -> tuple[bytes, list[int]]:
+    """One request line and the descriptors sent with it.
+
+    :class:`BadRequest` if the message is too long, unfinished after ``timeout`` seconds
+    or carries more than three descriptors, or if ``stop_fd`` becomes readable (the
+    service is closing) first.
+    """
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if stop_fd is not None:
+        poller.register(stop_fd, select.POLLIN)
     data = b""
     fds: list[int] = []
     try:
         while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BadRequest(f"no whole message within {timeout:g}s")
+            ready = dict(poller.poll(int(left * 1000) + 1))
+            if stop_fd is not None and stop_fd in ready:
+                raise BadRequest("the job's exec service is closing")
+            if conn.fileno() not in ready:
+                continue
             chunk, got, flags, _ = socket.recv_fds(conn, 65536, 4)
             fds.extend(got)
             if flags & socket.MSG_CTRUNC or len(fds) > 3:
@@ -428,18 +449,11 @@ def receive(conn: socket.socket) -> tuple[bytes, list[int]]:
             data += chunk
             if len(data) > MAX_MESSAGE:
                 raise BadRequest(f"the message is longer than {MAX_MESSAGE} bytes")
-    except BadRequest:
+    except BaseException:
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         raise
-    except TimeoutError:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        raise BadRequest(f"no whole message within {READ_TIMEOUT:g}s") from None
-    finally:
-        conn.settimeout(None)
     line, _, _ = data.partition(b"\n")
     return line, fds
 
