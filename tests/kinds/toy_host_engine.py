@@ -5,7 +5,9 @@
 serves exec, as an MPI worker does), and one ``Client`` that starts once every Host is
 ready and decides the job's outcome, as MPI's launcher does. Each Host gets a variable
 only it has (``TOY_HOST_TOKEN``), so a command exec'd into it can prove whose environment
-it ran in. Tests register it with ``KUBEMILL_ENGINES=toy_host_engine:ENGINE``.
+it ran in. As in MPI, whose upstream names no container, the first container of each
+template is the one that runs (and gets the env). Tests register it with
+``KUBEMILL_ENGINES=toy_host_engine:ENGINE``.
 """
 
 from __future__ import annotations
@@ -86,7 +88,14 @@ class ToyHostsFramework:
             job, network, env_for=env_for, is_master=lambda slot: slot.replica_type == CLIENT
         )
         # Hosts first; the client once every host is ready (MPI's WaitForWorkersReady).
-        staged = tuple(replace(r, stage=1 if r.replica_type == CLIENT else 0) for r in replicas)
+        staged = tuple(
+            replace(
+                r,
+                stage=1 if r.replica_type == CLIENT else 0,
+                container=r.template.spec.containers[0].name,
+            )
+            for r in replicas
+        )
         return Plan(
             kind=job.KIND,
             name=job.name,

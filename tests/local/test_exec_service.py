@@ -112,6 +112,25 @@ def test_a_replica_execs_into_host_replicas_that_have_no_command(
     assert not tmp_root.exists()
 
 
+def test_the_container_the_plan_picks_runs_whatever_its_name(
+    toy_hosts: None, backend: LocalBackend, tmp_path: Path
+) -> None:
+    # As for MPI, whose upstream names no container: the first one of each template runs.
+    doc = manifest("first", client=["python", "-c", "print('the client ran', flush=True)"])
+    for rtype in ("Client", "Host"):
+        pod = doc["spec"]["toyHostReplicaSpecs"][rtype]["template"]["spec"]
+        first = {**pod["containers"][0], "name": f"{rtype.lower()}-main", "image": "another"}
+        pod["containers"] = [first, {"name": "toy", "image": "python", "command": ["false"]}]
+    submit(backend, doc, tmp_path, detach=False)
+    assert backend.wait("first", timeout=120).phase == "Succeeded"
+    assert "the client ran" in log_text(backend, "first", "first-client-0")
+    warnings = sorted(e.message for e in backend.events("first") if e.reason == "ContainersIgnored")
+    assert warnings == [
+        f"{rtype}: only container '{rtype.lower()}-main' runs on the local substrate; not run: toy"
+        for rtype in ("Client", "Host")
+    ]
+
+
 def wait_running(backend: LocalBackend, name: str) -> JobView:
     """The job once its client (started after every host is ready) runs."""
     return eventually(

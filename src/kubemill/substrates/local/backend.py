@@ -43,6 +43,7 @@ from pathlib import Path
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
+from kubemill.frameworks import Plan
 from kubemill.kinds import engine_for
 from kubemill.substrates.base import (
     EventRecord,
@@ -215,7 +216,7 @@ class LocalBackend:
                 f" {exc.strerror or exc}; make {self.state_dir} writable, or set"
                 f" {STATE_DIR_ENV} to a writable directory"
             ) from exc
-        self._warn_ignored_containers(uid, job)
+        self._warn_ignored_containers(uid, job, prepared.plan)
         if options.detach:
             self._start_detached(uid, job_dir)
         else:
@@ -255,26 +256,30 @@ class LocalBackend:
         config = ImageConfig.load(self.config_path)
         _check_replica_cap(job, config)
         images: dict[str, Environment] = {}
+        # Every container's image: which container runs is the kind's choice, made by the
+        # Plan after this (by name, or the first one for kinds without a fixed name: MPI).
         for spec in job.replica_specs.values():
             for container in spec.template.spec.containers:
-                if container.name == job.DEFAULT_CONTAINER:
-                    image = container.image or ""
-                    if image not in images:
-                        images[image] = config.resolve(image)
+                image = container.image or ""
+                if image not in images:
+                    images[image] = config.resolve(image)
         return images
 
-    def _warn_ignored_containers(self, uid: str, job: Job) -> None:
+    def _warn_ignored_containers(self, uid: str, job: Job, plan: Plan) -> None:
         """Say so when a pod template has containers that do not run locally."""
         for rtype, spec in job.replica_specs.items():
+            runs = next((r.container for r in plan.replicas if r.replica_type == rtype), None)
+            if runs is None:
+                continue  # no replica of the type
             pod = spec.template.spec
-            others = [c.name for c in pod.containers if c.name != job.DEFAULT_CONTAINER]
+            others = [c.name for c in pod.containers if c.name != runs]
             others += [f"{c.name} (init)" for c in pod.init_containers or []]
             if others:
                 self.store.add_event(
                     uid,
                     type="Warning",
                     reason="ContainersIgnored",
-                    message=f"{rtype}: only container {job.DEFAULT_CONTAINER!r} runs on the"
+                    message=f"{rtype}: only container {runs!r} runs on the"
                     f" local substrate; not run: {', '.join(others)}",
                 )
 
