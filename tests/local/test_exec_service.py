@@ -101,9 +101,9 @@ def test_a_replica_execs_into_host_replicas_that_have_no_command(
     assert unknown["exitCode"] == 126
     assert "has no replica 'hosts-host-9'" in unknown["error"]
     assert "hosts-client-0, hosts-host-0, hosts-host-1" in unknown["error"]
-    # Hosts are ended by the job's end (SIGTERM, exit 0), and each exec is an event.
+    # Hosts are stopped at the job's end, and each exec is an event.
     hosts = [r for r in done.replicas if r.replica_type == "Host"]
-    assert [(r.phase, r.exit_code) for r in hosts] == [("Succeeded", 0)] * 2
+    assert [r.phase for r in hosts] == ["Stopped"] * 2
     execs = [e.message for e in backend.events("hosts") if e.reason == "Exec"]
     assert len(execs) == 2 and all("exec /bin/sh -c" in m for m in execs)
     # The socket is gone with the supervisor; the private directories stay until delete.
@@ -212,18 +212,37 @@ def test_bad_requests_are_refused_with_a_reason(
         assert json.loads(sock.makefile("rb").readline()) == {"exitCode": 4}
 
 
-SLEEP_AND_TELL = "echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
+SLEEP_AND_TELL = (
+    "setsid sleep 301 & echo $$ $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && wait"
+)
+"""An exec'd shell that starts a child in a session of its own (as orted starts ranks),
+then tells both pids."""
 
 
-def started(pidfile: Path) -> procinfo.ProcessId:
-    pid = int(eventually(lambda: pidfile.exists() and pidfile.read_text().strip(), what=pidfile))
-    found = procinfo.identify(pid)
-    assert found is not None and procinfo.is_alive(found)
-    return found
+def started(pidfile: Path) -> list[procinfo.ProcessId]:
+    text = eventually(lambda: pidfile.exists() and pidfile.read_text().strip(), what=pidfile)
+    found = [procinfo.identify(int(pid)) for pid in text.split()]
+    assert len(found) == 2 and all(p is not None and procinfo.is_alive(p) for p in found)
+    return [p for p in found if p is not None]
 
 
-def gone(process: procinfo.ProcessId) -> bool:
-    return not procinfo.is_alive(process)
+def gone(processes: list[procinfo.ProcessId]) -> bool:
+    return not any(procinfo.is_alive(p) for p in processes)
+
+
+CALLER = CLIENT_FUNCTION + "import sys; print(json.dumps(exec_in(sys.argv[1], sys.argv[2:])))"
+"""A client program: ``CALLER <pod> <command...>``; prints the answer."""
+
+
+def call(path: str, pod: str, pidfile: Path) -> subprocess.Popen[bytes]:
+    """A client process running SLEEP_AND_TELL in ``pod``."""
+    command = ["/bin/sh", "-c", SLEEP_AND_TELL.format(pidfile=pidfile)]
+    return subprocess.Popen(
+        [sys.executable, "-c", CALLER, pod, *command],
+        env={**os.environ, EXEC_SOCKET_ENV: path},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
 
 
 def test_a_killed_client_takes_its_process_with_it(
@@ -231,75 +250,72 @@ def test_a_killed_client_takes_its_process_with_it(
 ) -> None:
     submit(backend, manifest("agent", client=IDLE_CLIENT), tmp_path, detach=False)
     wait_running(backend, "agent")
-    pidfile = tmp_path / "exec.pid"
-    command = ["/bin/sh", "-c", SLEEP_AND_TELL.format(pidfile=pidfile)]
-    program = CLIENT_FUNCTION + "import sys; exec_in(sys.argv[1], sys.argv[2:])"
-    caller = subprocess.Popen(
-        [sys.executable, "-c", program, "agent-host-0", *command],
-        env={**os.environ, EXEC_SOCKET_ENV: socket_of(backend, "agent")},
-        stdin=subprocess.DEVNULL,
-    )
+    caller = call(socket_of(backend, "agent"), "agent-host-0", tmp_path / "exec.pid")
     try:
-        process = started(pidfile)
+        processes = started(tmp_path / "exec.pid")
         caller.kill()  # as mpirun kills its agents
         caller.wait()
-        eventually(lambda: gone(process), what="the exec'd process to end with its client")
+        # The shell, and the child it started in a session of its own.
+        eventually(lambda: gone(processes), what="the exec'd processes to end with their client")
         # The host itself runs on.
         view = backend.get("agent")
         assert {r.name: r.phase for r in view.replicas}["agent-host-0"] == "Running"
     finally:
         if caller.poll() is None:
             caller.kill()
-            caller.wait()
+        caller.wait()
 
 
 @pytest.mark.parametrize("detach", [False, True], ids=["in-process", "detached-supervisor"])
-def test_exec_d_processes_end_with_their_replica_and_with_the_job(
+def test_a_host_killed_mid_run_ends_what_was_exec_d_into_it_and_fails_the_job(
     toy_hosts: None, backend: LocalBackend, tmp_path: Path, detach: bool
 ) -> None:
     submit(backend, manifest("ends", client=IDLE_CLIENT), tmp_path, detach=detach)
     view = wait_running(backend, "ends")
     path = socket_of(backend, "ends")
-    callers: list[subprocess.Popen[bytes]] = []
-    processes: dict[str, procinfo.ProcessId] = {}
+    callers = [call(path, f"ends-host-{i}", tmp_path / f"exec-{i}.pid") for i in range(2)]
     try:
-        for index in range(2):
-            pidfile = tmp_path / f"exec-{index}.pid"
-            command = ["/bin/sh", "-c", SLEEP_AND_TELL.format(pidfile=pidfile)]
-            callers.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        CLIENT_FUNCTION
-                        + "import sys; print(json.dumps(exec_in(sys.argv[1], sys.argv[2:])))",
-                        f"ends-host-{index}",
-                        *command,
-                    ],
-                    env={**os.environ, EXEC_SOCKET_ENV: path},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                )
-            )
-            processes[f"ends-host-{index}"] = started(pidfile)
-        # A host whose main process ends takes what was exec'd into it along, as a
-        # container's processes end with it.
+        processes = [started(tmp_path / f"exec-{i}.pid") for i in range(2)]
         host0 = next(r for r in view.replicas if r.name == "ends-host-0")
         assert host0.pid is not None
-        os.kill(host0.pid, signal.SIGTERM)
-        eventually(lambda: gone(processes["ends-host-0"]), what="host-0's exec'd process")
-        assert not gone(processes["ends-host-1"])
+        os.kill(host0.pid, signal.SIGTERM)  # not by kubemill: the host has failed
+        # As a container's processes end with it; the caller hears of the kill.
+        eventually(lambda: gone(processes[0]), what="host-0's exec'd processes")
         out, _ = callers[0].communicate(timeout=60)
         assert json.loads(out) == {"exitCode": 128 + signal.SIGKILL}
-        # Deleting the job ends everything exec'd into it, and the socket.
-        backend.delete("ends")
-        assert gone(processes["ends-host-1"])
-        assert not Path(path).exists()
+        done = backend.wait("ends", timeout=60)
+        assert done.phase == "Failed"
+        failed = done.status.conditions[-1]
+        assert "Host replica(s) failed: host-0 exited with code 143" in failed.message, failed
+        # The job's end ends what was exec'd into the other host too.
+        assert gone(processes[1])
+        phases = {r.name: r.phase for r in done.replicas}
+        assert (phases["ends-host-0"], phases["ends-host-1"]) == ("Failed", "Stopped")
     finally:
         for caller in callers:
             if caller.poll() is None:
                 caller.kill()
             caller.wait()
+
+
+def test_deleting_the_job_ends_everything_exec_d_into_it(
+    toy_hosts: None, backend: LocalBackend, tmp_path: Path
+) -> None:
+    submit(backend, manifest("gone", client=IDLE_CLIENT), tmp_path, detach=False)
+    wait_running(backend, "gone")
+    path = socket_of(backend, "gone")
+    caller = call(path, "gone-host-1", tmp_path / "exec.pid")
+    try:
+        processes = started(tmp_path / "exec.pid")
+        backend.delete("gone")
+        assert gone(processes)
+        assert not Path(path).exists()
+        out, _ = caller.communicate(timeout=60)
+        assert json.loads(out)["exitCode"] in (128 + signal.SIGTERM, 128 + signal.SIGKILL)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+        caller.wait()
 
 
 def test_exec_d_processes_count_in_their_replicas_memory_and_cores(

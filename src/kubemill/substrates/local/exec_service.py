@@ -17,7 +17,7 @@ The protocol (the client is ``kubemill.agents.mpi_exec`` in local mode):
   A program that cannot be found answers ``exitCode`` 127 and one that cannot be run
   126, as a shell would;
 - if the client's connection closes before the process ends (the agent was killed), the
-  process group gets SIGTERM, then SIGKILL after :data:`EXEC_GRACE`.
+  process and everything it started get SIGTERM, then SIGKILL after :data:`EXEC_GRACE`.
 
 The command runs as if exec'd into the replica's container: the replica's environment as
 the supervisor built it (the framework's variables, its private ``TMPDIR``, the job's
@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import select
-import signal
 import socket
 import stat
 import struct
@@ -337,7 +336,7 @@ class ExecService:
             if self._target(request.pod) is not pod:
                 # The replica stopped while this process started, perhaps after its
                 # processes were signalled: it must not outlive the replica.
-                code = self._stop(popen, None)
+                code = self._stop(popen)
             else:
                 code = self._wait(conn, popen)
         reply(conn, exitCode=code)
@@ -357,12 +356,12 @@ class ExecService:
             while popen.poll() is None:
                 events = dict(poller.poll(100 if pidfd is None else -1))
                 if self._stop_r in events:
-                    return self._stop(popen, pidfd)
+                    return self._stop(popen)
                 event = events.get(conn.fileno(), 0)
                 if event & (select.POLLHUP | select.POLLERR):
                     # Closed (the client exited or was killed); a client that only shut
                     # down its sending side still waits for the answer.
-                    return self._stop(popen, pidfd)
+                    return self._stop(popen)
                 if event & select.POLLIN and not _drain(conn):
                     poller.modify(conn.fileno(), 0)  # at EOF: only a hang-up matters now
             return exit_code_of(popen.returncode)
@@ -370,20 +369,30 @@ class ExecService:
             if pidfd is not None:
                 os.close(pidfd)
 
-    def _stop(self, popen: subprocess.Popen[bytes], pidfd: int | None) -> int:
-        """SIGTERM the process group, SIGKILL after the grace period; its exit code."""
-        _signal_group(popen.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self._grace
-        while popen.poll() is None and time.monotonic() < deadline:
-            if pidfd is not None:
-                select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()))
-            else:
-                time.sleep(0.02)
-        if popen.poll() is None:
-            _signal_group(popen.pid, signal.SIGKILL)
+    def _stop(self, popen: subprocess.Popen[bytes]) -> int:
+        """SIGTERM the exec'd process and everything it started, SIGKILL what is left after
+        the grace period; its exit code.
+
+        Everything it started: not only its process group, as ``orted`` starts each rank
+        in a session of its own. Descendants are remembered as they are seen, since once
+        their parent dies they re-parent to the supervisor (a subreaper).
+        """
+        known: dict[int, int] = {}
+
+        def descendants() -> set[int]:
+            tree = procinfo.ProcessTree()
+            for pid in {popen.pid} | tree.below(popen.pid, zombies=True):
+                info = tree.table.get(pid)
+                if info is not None:
+                    known.setdefault(pid, info.start_ticks)
+            return {
+                pid
+                for pid, ticks in known.items()
+                if (info := tree.table.get(pid)) is not None and info.start_ticks == ticks
+            }
+
+        procinfo.stop_processes(descendants, grace=self._grace)
         popen.wait()
-        # What the group leader left behind in its group gets the same end.
-        _signal_group(popen.pid, signal.SIGKILL)
         return exit_code_of(popen.returncode)
 
     def _event(self, request: ExecRequest, pid: int) -> None:
@@ -466,8 +475,3 @@ def _drain(conn: socket.socket) -> bool:
         return True
     except OSError:
         return False
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)

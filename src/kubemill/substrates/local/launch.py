@@ -7,9 +7,9 @@ This is the local stand-in for the container runtime:
   the seed's ``command: [""]``) cannot run here: there is no image to take an entrypoint
   from. The one exception is a replica type its engine declares a *host*
   (``LocalSupport.hosts``, e.g. MPI's workers, whose images run sshd): it runs
-  :data:`HOST_PROGRAM`, an idle process that lives until the job ends (SIGTERM ends it
-  with exit 0), and other replicas run commands in it through the supervisor's exec
-  service (:mod:`.exec_service`), as ``kubectl exec`` does in a pod.
+  :data:`HOST_PROGRAM`, an idle process that lives until the job ends, and other
+  replicas run commands in it through the supervisor's exec service
+  (:mod:`.exec_service`), as ``kubectl exec`` does in a pod.
 - the environment is this process's environment (minus variables that would tie the
   replica to the wrong Python), the chosen environment's ``bin/`` first on PATH,
   ``HOSTNAME`` set to the pod name as Kubernetes does, then the container's ``env``
@@ -174,13 +174,15 @@ def exec_socket_path(job_dir: str, job_uid: str) -> str:
     )
 
 
-HOST_PROGRAM = (
-    "import signal, sys\n"
-    "signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))\n"
-    "while True:\n"
-    "    signal.pause()\n"
-)
-"""What a host replica runs: nothing, until SIGTERM (exit 0) or the job's end."""
+HOST_PROGRAM = "import signal\nwhile True:\n    signal.pause()\n"
+"""What a host replica runs: nothing, until a signal ends it.
+
+SIGTERM ends it as it ends most programs (exit code 143), not with exit 0: stopped by
+kubemill (the job's end, a delete, a suspend) the replica is shown ``Stopped`` as any
+other, and killed by anything else mid-run it has failed, so an MPI job whose worker is
+killed fails naming that worker (exit 0 would count as a success, and the launcher
+would only fail later, retrying a worker that is gone; a suspended job's resume would
+count a restart)."""
 
 
 def host_argv() -> tuple[str, ...]:
