@@ -490,3 +490,23 @@ def test_a_request_must_arrive_whole_in_time_and_before_the_service_closes() -> 
             closable.close()
         os.close(stop_r)
         os.close(stop_w)
+
+
+def test_hosts_stopped_by_a_suspend_come_back_on_resume_without_a_restart(
+    toy_hosts: None, backend: LocalBackend, tmp_path: Path
+) -> None:
+    submit(backend, manifest("nap", client=IDLE_CLIENT), tmp_path, detach=False)
+    wait_running(backend, "nap")
+    backend.suspend("nap")
+    eventually(
+        lambda: all(r.phase == "Stopped" for r in backend.get("nap").replicas),
+        what="every replica stopped by the suspend",
+    )
+    backend.resume("nap")
+    view = wait_running(backend, "nap")
+    assert {r.name: r.restarts for r in view.replicas} == {
+        "nap-client-0": 0,
+        "nap-host-0": 0,
+        "nap-host-1": 0,
+    }
+    assert exec_in("nap-host-1", ["true"], path=socket_of(backend, "nap")) == {"exitCode": 0}
