@@ -502,6 +502,9 @@ def test_hosts_stopped_by_a_suspend_come_back_on_resume_without_a_restart(
         lambda: all(r.phase == "Stopped" for r in backend.get("nap").replicas),
         what="every replica stopped by the suspend",
     )
+    refused = exec_in("nap-host-0", ["true"], path=socket_of(backend, "nap"))
+    assert refused["exitCode"] == 126
+    assert refused["error"].startswith("replica nap-host-0 is not running")
     backend.resume("nap")
     view = wait_running(backend, "nap")
     assert {r.name: r.restarts for r in view.replicas} == {

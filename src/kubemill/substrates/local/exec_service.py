@@ -296,7 +296,8 @@ class ExecService:
                     f" {', '.join(replicas)}"
                 )
             if pod is None:
-                return f"replica {name} is not running (not created yet)"
+                # Not created yet, or deleted (a suspended job, a finished one).
+                return f"replica {name} is not running (it has no process now)"
             why = "being stopped" if pod.deleting else pod.state.reason or pod.state.phase
             return f"replica {name} is not running ({why})"
         return pod
