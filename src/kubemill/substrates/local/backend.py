@@ -682,6 +682,7 @@ class LocalBackend:
         if not any(isinstance(a, DeleteJob) for a in result.actions):
             return rec
         self.store.remove_job(rec.uid)
+        remove_socket(prepared.ctx.exec_socket)  # left by a supervisor that died
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         return None
 
