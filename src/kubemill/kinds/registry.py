@@ -49,6 +49,12 @@ class LocalSupport:
 
     runs: bool = True
     why_not: str = ""
+    hosts: tuple[str, ...] = ()
+    """Replica types that are *hosts*: their container may have no command (upstream
+    images run sshd, or wait for ``kubectl exec``). Locally such a replica runs an idle
+    process until the job ends, and others reach it through the supervisor's exec
+    service, as MPI's ``plm_rsh_agent`` reaches a worker. Any other type, of any kind,
+    must name its command locally."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
+from kubemill.frameworks import Plan
 from kubemill.kinds import engine_for
 from kubemill.substrates.base import (
     EventRecord,
@@ -55,13 +56,19 @@ from kubemill.substrates.base import (
     SubstrateError,
 )
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.images import (
     MAX_REPLICAS_KEY,
     Environment,
     ImageConfig,
     config_path,
 )
-from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
+from kubemill.substrates.local.launch import (
+    DEFAULT_GRACE_SECONDS,
+    PodContext,
+    exec_socket_path,
+    main_container,
+)
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
 from kubemill.substrates.local.store import (
@@ -161,8 +168,8 @@ class LocalBackend:
         job_dir = self._inside_state_dir(
             self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
         )
-        ctx = PodContext(
-            job_uid=uid, namespace=job.namespace, base_dir=base_dir, log_dir=str(job_dir / "logs")
+        ctx = PodContext.for_job(
+            job_uid=uid, namespace=job.namespace, base_dir=base_dir, job_dir=str(job_dir)
         )
         environments = self._environments(job)
         log_policy = LogPolicy.load(self.config_path)
@@ -209,7 +216,7 @@ class LocalBackend:
                 f" {exc.strerror or exc}; make {self.state_dir} writable, or set"
                 f" {STATE_DIR_ENV} to a writable directory"
             ) from exc
-        self._warn_ignored_containers(uid, job)
+        self._warn_ignored_containers(uid, job, prepared.plan)
         if options.detach:
             self._start_detached(uid, job_dir)
         else:
@@ -249,26 +256,30 @@ class LocalBackend:
         config = ImageConfig.load(self.config_path)
         _check_replica_cap(job, config)
         images: dict[str, Environment] = {}
+        # Every container's image: which container runs is the kind's choice, made by the
+        # Plan after this (by name, or the first one for kinds without a fixed name: MPI).
         for spec in job.replica_specs.values():
             for container in spec.template.spec.containers:
-                if container.name == job.DEFAULT_CONTAINER:
-                    image = container.image or ""
-                    if image not in images:
-                        images[image] = config.resolve(image)
+                image = container.image or ""
+                if image not in images:
+                    images[image] = config.resolve(image)
         return images
 
-    def _warn_ignored_containers(self, uid: str, job: Job) -> None:
+    def _warn_ignored_containers(self, uid: str, job: Job, plan: Plan) -> None:
         """Say so when a pod template has containers that do not run locally."""
         for rtype, spec in job.replica_specs.items():
+            runs = next((r.container for r in plan.replicas if r.replica_type == rtype), None)
+            if runs is None:
+                continue  # no replica of the type
             pod = spec.template.spec
-            others = [c.name for c in pod.containers if c.name != job.DEFAULT_CONTAINER]
+            others = [c.name for c in pod.containers if c.name != runs]
             others += [f"{c.name} (init)" for c in pod.init_containers or []]
             if others:
                 self.store.add_event(
                     uid,
                     type="Warning",
                     reason="ContainersIgnored",
-                    message=f"{rtype}: only container {job.DEFAULT_CONTAINER!r} runs on the"
+                    message=f"{rtype}: only container {runs!r} runs on the"
                     f" local substrate; not run: {', '.join(others)}",
                 )
 
@@ -498,6 +509,7 @@ class LocalBackend:
         self._stop(rec, "delete", force=False)
         self._kill_leftovers(rec, verify=True)
         self.store.remove_job(rec.uid)
+        remove_socket(exec_socket_path(rec.job_dir, rec.uid))
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         with self._runs_lock:
             self._runs.pop(rec.uid, None)
@@ -670,6 +682,7 @@ class LocalBackend:
         if not any(isinstance(a, DeleteJob) for a in result.actions):
             return rec
         self.store.remove_job(rec.uid)
+        remove_socket(prepared.ctx.exec_socket)  # left by a supervisor that died
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         return None
 

@@ -3,13 +3,30 @@
 This is the local stand-in for the container runtime:
 
 - argv is the container's ``command`` + ``args`` after ``$(VAR)`` expansion
-  (:mod:`.expansion`), never a shell string. A container without ``command`` cannot
-  run here: there is no image to take an entrypoint from.
+  (:mod:`.expansion`), never a shell string. A container without ``command`` (none, or
+  the seed's ``command: [""]``) cannot run here: there is no image to take an entrypoint
+  from. The one exception is a replica type its engine declares a *host*
+  (``LocalSupport.hosts``, e.g. MPI's workers, whose images run sshd): it runs
+  :data:`HOST_PROGRAM`, an idle process that lives until the job ends, and other
+  replicas run commands in it through the supervisor's exec service
+  (:mod:`.exec_service`), as ``kubectl exec`` does in a pod.
 - the environment is this process's environment (minus variables that would tie the
   replica to the wrong Python), the chosen environment's ``bin/`` first on PATH,
   ``HOSTNAME`` set to the pod name as Kubernetes does, then the container's ``env``
   (``value`` with expansion over the variables listed before it; ``valueFrom.fieldRef``
   for the pod's own fields) and last the Plan's environment contract.
+- each replica has a private temporary directory, ``<job dir>/tmp/<replica>`` (created
+  0700 when the process starts, kept with the job's logs until ``delete``): ``TMPDIR``
+  points at it unless the container's ``env`` sets it; on Kubernetes each pod has a /tmp
+  of its own. For host replicas ``OMPI_MCA_btl_vader_backing_directory`` points there
+  too (unless set): two hosts on one machine are two "hosts" to MPI, and OpenMPI's
+  shared-memory transport (vader) crashes when their ranks share backing files (by
+  default in /dev/shm, named by machine, job and local rank). Only hosts get it, because
+  ``mpirun`` passes every ``OMPI_MCA_*`` variable of its own environment on to the
+  ``orted`` it starts: set on the launcher, it would put every host's ranks in the
+  launcher's directory again.
+- ``KUBEMILL_EXEC_SOCKET`` names the job's exec service (:mod:`.exec_service`), the
+  local stand-in for ``kubectl exec``.
 - the working directory is ``workingDir`` (relative ones resolve against the job's base
   directory), or the base directory itself.
 - each process leads its own session and process group, and asks the kernel to
@@ -36,6 +53,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -45,6 +64,7 @@ from pathlib import Path
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
 from kubemill.core.quantity import parse_quantity
 from kubemill.frameworks import Plan, ReplicaPlan
+from kubemill.kinds import engine_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
@@ -82,16 +102,97 @@ class LaunchSpec:
     """Cores to pin the process to (from ``limits.cpu``), or ``None`` for all."""
     memory_limit: int | None = None
     """Resident bytes of its process tree past which it is OOMKilled (``limits.memory``)."""
+    tmp_dir: str | None = None
+    """The replica's private temporary directory, created (0700) when it starts."""
+    host: bool = False
+    """A host replica: it runs :data:`HOST_PROGRAM` and waits for exec'd commands."""
 
 
 @dataclass(frozen=True)
 class PodContext:
-    """What a replica's pod would know about itself (for ``valueFrom.fieldRef``)."""
+    """What a replica's pod would know about itself (for ``valueFrom.fieldRef``), and
+    where the job keeps its replicas' private directories and its exec socket ("" for
+    none)."""
 
     job_uid: str
     namespace: str
     base_dir: str
     log_dir: str
+    tmp_root: str = ""
+    """Parent of the replicas' private temporary directories ("" leaves TMPDIR as it is)."""
+    exec_socket: str = ""
+    """The job's exec service socket, given to every replica ("" for none)."""
+
+    @classmethod
+    def for_job(cls, *, job_uid: str, namespace: str, base_dir: str, job_dir: str) -> PodContext:
+        """The context of a job whose files live under ``job_dir``."""
+        return cls(
+            job_uid=job_uid,
+            namespace=namespace,
+            base_dir=base_dir,
+            log_dir=str(Path(job_dir) / "logs"),
+            tmp_root=str(Path(job_dir) / "tmp"),
+            exec_socket=exec_socket_path(job_dir, job_uid),
+        )
+
+
+EXEC_SOCKET_ENV = "KUBEMILL_EXEC_SOCKET"
+"""The variable naming the job's exec service socket in every replica's environment."""
+TMPDIR_VARIABLES = ("TMPDIR",)
+"""Set to the replica's private temporary directory unless the container sets them."""
+HOST_TMPDIR_VARIABLES = ("OMPI_MCA_btl_vader_backing_directory",)
+"""Set to a host replica's private temporary directory too, unless the container sets
+them (see the module's docstring: not on the launcher, whose mpirun passes them on)."""
+SUN_PATH_MAX = 107
+"""Longest unix socket path in bytes (``sun_path`` is 108 bytes with its NUL)."""
+
+
+def exec_socket_path(job_dir: str, job_uid: str) -> str:
+    """Where the exec service of the job in ``job_dir`` listens.
+
+    ``<job dir>/exec/exec.sock`` when that fits in a socket address; otherwise (a deep
+    state directory) a private directory of this user with a short path:
+    ``$XDG_RUNTIME_DIR/kubemill/<job uid>/`` or ``/tmp/kubemill-<uid>/<job uid>/``. The
+    supervisor creates it (0700) and removes it when it lets go of the job.
+    """
+    preferred = Path(job_dir) / "exec" / "exec.sock"
+    if len(os.fsencode(preferred)) <= SUN_PATH_MAX:
+        return str(preferred)
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    private = f"kubemill-{os.getuid()}"
+    bases = [Path(runtime) / "kubemill"] if runtime else []
+    # /tmp last: short whatever TMPDIR is; the service refuses a directory there that is
+    # not this user's own (exec_service.prepare_socket_dir).
+    bases += [Path(tempfile.gettempdir()) / private, Path("/tmp") / private]  # noqa: S108
+    for base in bases:
+        candidate = base / job_uid / "exec.sock"
+        if len(os.fsencode(candidate)) <= SUN_PATH_MAX:
+            return str(candidate)
+    raise SubstrateError(
+        f"no short enough path for the exec socket of job {job_uid} ({preferred} is longer"
+        f" than a unix socket address allows, {SUN_PATH_MAX} bytes)"
+    )
+
+
+HOST_PROGRAM = "import signal\nwhile True:\n    signal.pause()\n"
+"""What a host replica runs: nothing, until a signal ends it.
+
+SIGTERM ends it as it ends most programs (exit code 143), not with exit 0: stopped by
+kubemill (the job's end, a delete, a suspend) the replica is shown ``Stopped`` as any
+other, and killed by anything else mid-run it has failed, so an MPI job whose worker is
+killed fails naming that worker (exit 0 would count as a success, and the launcher
+would only fail later, retrying a worker that is gone; a suspended job's resume would
+count a restart)."""
+
+
+def host_argv() -> tuple[str, ...]:
+    """The argv of a host replica: this interpreter, isolated from the user's site."""
+    return (sys.executable, "-I", "-S", "-c", HOST_PROGRAM)
+
+
+def has_command(container: Container) -> bool:
+    """Whether the container names a program (the seed's ``command: [""]`` does not)."""
+    return bool(container.command) and any(word for word in container.command or [])
 
 
 def container_path(job: Job, rep: ReplicaPlan, index: int) -> str:
@@ -248,13 +349,25 @@ def build_launch(
     *,
     ctx: PodContext,
     environment: Environment,
+    hosts: tuple[str, ...] = (),
 ) -> tuple[LaunchSpec | None, list[FieldError]]:
-    """The launch spec of one replica, or the problems that prevent it."""
+    """The launch spec of one replica, or the problems that prevent it.
+
+    ``hosts``: the replica types that run :data:`HOST_PROGRAM` when their container has
+    no command (``LocalSupport.hosts`` of the job's engine).
+    """
     errors: list[FieldError] = []
     index, container = main_container(rep)
     path = container_path(job, rep, index)
-    if not container.command:
-        what = "has `args` but no `command`" if container.args else "has no `command`"
+    host = rep.replica_type in hosts and not has_command(container)
+    if not host and not has_command(container):
+        what = (
+            "has `args` but no `command`"
+            if container.args
+            else "has an empty `command`"
+            if container.command
+            else "has no `command`"
+        )
         errors.append(
             FieldError(
                 f"{path}.command",
@@ -292,8 +405,17 @@ def build_launch(
             if name not in declared:
                 env[name] = str(limits.cpus)
     env.update(declared)
+    tmp_dir = None
+    if ctx.tmp_root:
+        tmp_dir = str(Path(ctx.tmp_root) / rep.name)
+        host_type = rep.replica_type in hosts
+        for name in TMPDIR_VARIABLES + (HOST_TMPDIR_VARIABLES if host_type else ()):
+            if name not in declared:
+                env[name] = tmp_dir
     # Inherited by whatever the replica starts: how its orphans are known (procinfo).
     env[procinfo.REPLICA_MARK] = f"{ctx.job_uid}/{rep.name}"
+    if ctx.exec_socket:
+        env[EXEC_SOCKET_ENV] = ctx.exec_socket
 
     cwd = _working_dir(container, ctx.base_dir)
     if not Path(cwd).is_dir():
@@ -305,7 +427,11 @@ def build_launch(
                 "create it, or fix workingDir (relative paths start at the manifest's directory)",
             )
         )
-    argv = tuple(expand(a, declared) for a in [*(container.command or []), *(container.args or [])])
+    if host:
+        argv = host_argv()
+    else:
+        words = [*(container.command or []), *(container.args or [])]
+        argv = tuple(expand(a, declared) for a in words)
     if argv and not errors:
         problem = _executable_problem(argv[0], env["PATH"], cwd)
         if problem:
@@ -331,6 +457,8 @@ def build_launch(
             grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else float(grace),
             cpus=limits.cpus,
             memory_limit=limits.memory_limit,
+            tmp_dir=tmp_dir,
+            host=host,
         ),
         [],
     )
@@ -350,10 +478,11 @@ def prepare(
     specs: dict[str, LaunchSpec] = {}
     errors: list[FieldError] = []
     seen: set[str] = set()
+    hosts = engine_for(job.KIND).local.hosts
     for rep in plan.replicas:
         _, container = main_container(rep)
         environment = environments[container.image or ""]
-        spec, found = build_launch(job, rep, ctx=ctx, environment=environment)
+        spec, found = build_launch(job, rep, ctx=ctx, environment=environment, hosts=hosts)
         for err in found:
             if err.path not in seen:
                 seen.add(err.path)
@@ -422,6 +551,13 @@ def _executable_problem(program: str, path: str, cwd: str) -> str:
 
 # --- spawning ------------------------------------------------------------------------------
 
+
+def make_private_dir(path: str) -> None:
+    """Create ``path`` (and its parents) readable by this user alone; an existing one is
+    kept as it is (a restarted replica finds its files again)."""
+    Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 PR_SET_PDEATHSIG = 1
 _prctl: Callable[..., int] | None = None
 
@@ -434,7 +570,7 @@ def _load_prctl() -> Callable[..., int]:
     return _prctl
 
 
-def _die_with_parent(parent_pid: int, cores: frozenset[int] | None = None) -> Callable[[], None]:
+def die_with_parent(parent_pid: int, cores: frozenset[int] | None = None) -> Callable[[], None]:
     """A ``preexec_fn`` that makes the child die with the thread that forks it, and pins
     it to ``cores`` (before exec, so no thread of the program ever runs elsewhere)."""
     prctl = _load_prctl()  # resolved in the parent: the child only makes one call
@@ -457,6 +593,8 @@ def spawn(spec: LaunchSpec, *, cores: frozenset[int] | None = None) -> subproces
     keeper marks and rotates them while it runs. Raises ``OSError`` (FileNotFoundError,
     PermissionError) when exec fails.
     """
+    if spec.tmp_dir is not None:
+        make_private_dir(spec.tmp_dir)
     out_fd, err_fd = open_for_replica(spec.log_path)
     try:
         popen = subprocess.Popen(
@@ -468,7 +606,7 @@ def spawn(spec: LaunchSpec, *, cores: frozenset[int] | None = None) -> subproces
             stderr=err_fd,
             close_fds=True,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid(), cores),
+            preexec_fn=die_with_parent(os.getpid(), cores),
         )
     finally:
         os.close(out_fd)

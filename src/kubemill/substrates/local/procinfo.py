@@ -24,7 +24,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -281,14 +281,35 @@ def rss_bytes(pids: set[int]) -> int:
     return total
 
 
+_waited_for: set[int] = set()
+"""Children that a thread of this process waits for itself (see :func:`waited_for`)."""
+
+
+@contextlib.contextmanager
+def waited_for(pid: int) -> Iterator[None]:
+    """Keep :func:`reap` off child ``pid`` while its owner waits for it.
+
+    A process exec'd into a replica (:mod:`.exec_service`) is a child of the supervisor's
+    process and carries the replica's mark, so the supervisor's sweep finds it among the
+    job's processes; reaping it there would take its exit code from the thread that
+    reports it (``Popen.wait`` then sees 0).
+    """
+    _waited_for.add(pid)
+    try:
+        yield
+    finally:
+        _waited_for.discard(pid)
+
+
 def reap(pids: set[int]) -> None:
     """Collect the exit of those ``pids`` that are our children and have exited.
 
     Orphans re-parented to a subreaper become its children; once they die they stay
     zombies until their new parent waits for them. Only named pids are waited for, so
-    children that others in this process manage (``subprocess.Popen``) are untouched.
+    children that others in this process manage (``subprocess.Popen``) are untouched,
+    and so are those held by :func:`waited_for`.
     """
-    for pid in pids:
+    for pid in pids - _waited_for:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
 

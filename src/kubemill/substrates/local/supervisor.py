@@ -101,6 +101,7 @@ from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.files import resolved_contents
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.images import Environment
 from kubemill.substrates.local.kubelet import (
     STOPPED_WAITING,
@@ -185,8 +186,8 @@ def written_file_sets(files_dir: Path) -> dict[tuple[ChildKind, str], str]:
 
 def pod_context(rec: JobRecord) -> PodContext:
     """What the replicas of a recorded job know about their pods."""
-    return PodContext(
-        job_uid=rec.uid, namespace=rec.namespace, base_dir=rec.base_dir, log_dir=str(rec.logs_dir)
+    return PodContext.for_job(
+        job_uid=rec.uid, namespace=rec.namespace, base_dir=rec.base_dir, job_dir=rec.job_dir
     )
 
 
@@ -275,6 +276,8 @@ class Supervisor:
         os.set_blocking(self._wake_w, False)
         self.finished = threading.Event()
         """Set once the supervisor has let go of the job (every replica stopped)."""
+        self._exec: ExecService | None = None
+        """``kubectl exec`` into the replicas (:mod:`.exec_service`), while the job runs."""
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -330,6 +333,7 @@ class Supervisor:
             self._starts = StartBucket(self.options.start_limits or StartLimits.load())
             if self._prepared is None:
                 self._prepared = prepare_recorded(rec, self.store.ports(self.uid))
+            self._serve_exec(rec.name, self._prepared.ctx.exec_socket)
         except (SubstrateError, ValueError) as exc:
             self.job_status = JobStatus.model_validate(rec.status)
             self._saved_status = _comparable(self.job_status)
@@ -343,6 +347,18 @@ class Supervisor:
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
+
+    def _serve_exec(self, job: str, path: str) -> None:
+        if path:
+            self._exec = ExecService(
+                path,
+                job=job,
+                pods=lambda: self.pods,
+                replicas=lambda: self.prepared.specs,
+                store=self.store,
+                uid=self.uid,
+            )
+            self._exec.start()
 
     @property
     def _files_root(self) -> Path:
@@ -813,6 +829,9 @@ class Supervisor:
             log.exception("could not record the supervisor's failure")
 
     def _release(self) -> None:
+        if self._exec is not None:
+            with contextlib.suppress(Exception):
+                self._exec.close()
         with contextlib.suppress(Exception):
             self._sweep()
         for pod in self.pods.values():
