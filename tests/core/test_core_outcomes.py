@@ -149,6 +149,28 @@ def test_a_waiting_success_asks_to_be_looked_at_again_when_the_window_ends() -> 
     assert non_events(result.actions) == []
 
 
+def test_a_success_does_not_wait_for_hosts_that_run_nothing_of_their_own() -> None:
+    """MPI: the launcher exits 0 while its worker hosts idle; the verdict is immediate."""
+    job = pytorchjob(workers=1, restart="Never")
+    plan = plan_for(job)
+    hosts = tuple(
+        replace(rep, host_only=True) if rep.replica_type == "Worker" else rep
+        for rep in plan.replicas
+    )
+    plan = replace(plan, replicas=hosts)
+    job = running(job, plan, at(0))
+    pods = (
+        replace(pod(plan, "master-0"), phase="Succeeded", exit_code=0, finished=at(2)),
+        pod(plan, "worker-0"),
+    )
+    result = reconcile(job, plan, Observed(pods=pods), at(2.25))
+    assert verdict(result.status) == "Succeeded"
+    # ...while a host that was seen failing in the tie window still wins the tie.
+    failed = replace(pod(plan, "worker-0"), phase="Failed", exit_code=137, finished=at(2.5))
+    result = reconcile(job, plan, Observed(pods=(pods[0], failed)), at(2.75))
+    assert verdict(result.status) == "Failed"
+
+
 # --- a substrate that cannot go on, and stop requests -----------------------------------------
 
 

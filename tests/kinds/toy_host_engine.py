@@ -1,8 +1,8 @@
 """A second toy plugin engine, shaped like MPI: hosts first, then a client that execs into them.
 
-``ToyHosts`` has ``Host`` replicas, a replica type its engine declares a host
-(``LocalSupport.hosts``: a Host container may have no command; locally it then idles and
-serves exec, as an MPI worker does), and one ``Client`` that starts once every Host is
+``ToyHosts`` has ``Host`` replicas whose container may have no command: its framework
+then plans them ``host_only`` (locally a Host idles and serves exec, as an MPI worker in
+exec mode does), and one ``Client`` that starts once every Host is
 ready and decides the job's outcome, as MPI's launcher does. Each Host gets a variable
 only it has (``TOY_HOST_TOKEN``), so a command exec'd into it can prove whose environment
 it ran in. As in MPI, whose upstream names no container, the first container of each
@@ -93,6 +93,8 @@ class ToyHostsFramework:
                 r,
                 stage=1 if r.replica_type == CLIENT else 0,
                 container=r.template.spec.containers[0].name,
+                host_only=r.replica_type == HOST
+                and not any(r.template.spec.containers[0].command or ()),
             )
             for r in replicas
         )
@@ -110,7 +112,7 @@ ENGINE = Engine(
     KindApi(model=ToyHosts, plural="toyhosts", short_names=("toyh",)),
     ToyHostsFramework(),
     "a toy kind with host replicas that a client execs into (tests)",
-    local=LocalSupport(hosts=(HOST,)),
+    local=LocalSupport(),
 )
 
 

@@ -452,14 +452,20 @@ class _Reconcile:
         Until ``OUTCOME_TIE`` after the success, a replica that is still active may yet
         fail in a tie with it, and its exit may take ``REPORT_GRACE`` to be reported; once
         every other replica has finished, or that time has passed, nothing observed later
-        can change the verdict.
+        can change the verdict. Host-only replicas (MPI's workers) are not waited for: they
+        run nothing of their own, so only their clients' exits (the launcher's) have a
+        result to report, and a host still up when its client succeeded is the usual end.
         """
         if success_at is None:
             return None
         settled = success_at + OUTCOME_TIE + REPORT_GRACE
         if self.now >= settled:
             return None
-        if any(pod.phase in ("Running", "Pending") for pod in self.live.values()):
+        hosts = {rep.name for rep in self.plan.replicas if rep.host_only}
+        if any(
+            pod.phase in ("Running", "Pending") and name not in hosts
+            for name, pod in self.live.items()
+        ):
             return settled
         return None
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kubemill.api import (
+    REMOTE_SHELL_ANNOTATION,
     Container,
     EnvVar,
     Job,
@@ -72,6 +73,29 @@ SSH_RETRIES = "-o ConnectionAttempts=10"
 """Workers' sshd may start after the launcher's first attempt (upstream's retry)."""
 EXEC_CONTAINER_VAR = "KUBEMILL_EXEC_CONTAINER"
 """Tells the exec agent which container of a worker pod to exec into."""
+
+
+LOCAL_ENV = {
+    # kubemill runs the job as whoever runs kubemill, root included; mpirun refuses root
+    # unless told twice.
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    # Every "host" is this machine: MPI traffic and OpenMPI's own control traffic go over
+    # loopback, never out of a real interface.
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+}
+"""What OpenMPI needs on the local substrate, on every replica (``LocalSupport.env``)."""
+
+
+def run_locally(job: Job) -> Job:
+    """The MPIJob as the local substrate runs it: always in exec mode (no sshd here; the
+    supervisor serves exec). Other jobs unchanged."""
+    if not isinstance(job, MPIJob) or job.remote_shell is RemoteShell.EXEC:
+        return job
+    local = job.model_copy(deep=True)
+    local.metadata.annotations[REMOTE_SHELL_ANNOTATION] = RemoteShell.EXEC.value
+    return local
 
 
 def config_name(job: MPIJob) -> str:
@@ -277,6 +301,7 @@ __all__ = [
     "EXEC_CONTAINER_VAR",
     "HOSTFILE",
     "LAUNCHER",
+    "LOCAL_ENV",
     "MPI",
     "WORKER",
     "config_name",
@@ -284,5 +309,6 @@ __all__ = [
     "launcher_access",
     "launcher_account_name",
     "launcher_env",
+    "run_locally",
     "ssh_secret_name",
 ]

@@ -14,15 +14,15 @@ one line in :data:`BUILTIN`. A plugin (or a test) adds one at run time with
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubemill.api import MPIJOB, PYTORCHJOB, TFJOB, FieldError, Job, KindApi, KindTable, loader
 from kubemill.api import crd as crd_generation
 from kubemill.frameworks import Framework, Network, Plan, PlanError
-from kubemill.frameworks.mpi import MPI
+from kubemill.frameworks.mpi import LOCAL_ENV, MPI, run_locally
 from kubemill.frameworks.pytorch import PyTorch
 from kubemill.frameworks.tensorflow import TensorFlow
 
@@ -45,16 +45,23 @@ class OperatorGrant:
 
 @dataclass(frozen=True)
 class LocalSupport:
-    """Whether the kind runs on the local substrate, and if not, what to do instead."""
+    """Whether the kind runs on the local substrate, and what it needs there.
+
+    ``env``: variables every local replica of the kind gets unless its container sets them
+    (what the engine needs on one machine, never the user's business: OpenMPI as root, on
+    loopback). ``adapt``: the job as this machine can run it, before it is planned (an MPI
+    job in ssh mode runs in exec mode: there is no sshd here); pure, and the job as
+    submitted is what is recorded.
+    """
 
     runs: bool = True
     why_not: str = ""
-    hosts: tuple[str, ...] = ()
-    """Replica types that are *hosts*: their container may have no command (upstream
-    images run sshd, or wait for ``kubectl exec``). Locally such a replica runs an idle
-    process until the job ends, and others reach it through the supervisor's exec
-    service, as MPI's ``plm_rsh_agent`` reaches a worker. Any other type, of any kind,
-    must name its command locally."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    adapt: Callable[[Job], Job] | None = None
+
+    def adapted(self, job: Job) -> Job:
+        """``job`` as the local substrate plans it."""
+        return self.adapt(job) if self.adapt is not None else job
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,7 @@ BUILTIN: tuple[Engine, ...] = (
                 "an MPI launcher's Role lets it exec into its own workers",
             ),
         ),
+        local=LocalSupport(env=LOCAL_ENV, adapt=run_locally),
     ),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""

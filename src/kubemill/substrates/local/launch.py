@@ -5,8 +5,8 @@ This is the local stand-in for the container runtime:
 - argv is the container's ``command`` + ``args`` after ``$(VAR)`` expansion
   (:mod:`.expansion`), never a shell string. A container without ``command`` (none, or
   the seed's ``command: [""]``) cannot run here: there is no image to take an entrypoint
-  from. The one exception is a replica type its engine declares a *host*
-  (``LocalSupport.hosts``, e.g. MPI's workers, whose images run sshd): it runs
+  from. The one exception is a replica its framework plans *host only*
+  (``ReplicaPlan.host_only``, e.g. an MPI worker in exec mode): it runs
   :data:`HOST_PROGRAM`, an idle process that lives until the job ends, and other
   replicas run commands in it through the supervisor's exec service
   (:mod:`.exec_service`), as ``kubectl exec`` does in a pod.
@@ -349,17 +349,18 @@ def build_launch(
     *,
     ctx: PodContext,
     environment: Environment,
-    hosts: tuple[str, ...] = (),
+    engine_env: Mapping[str, str] | None = None,
 ) -> tuple[LaunchSpec | None, list[FieldError]]:
     """The launch spec of one replica, or the problems that prevent it.
 
-    ``hosts``: the replica types that run :data:`HOST_PROGRAM` when their container has
-    no command (``LocalSupport.hosts`` of the job's engine).
+    A host-only replica (``rep.host_only``) runs :data:`HOST_PROGRAM`. ``engine_env`` is
+    what the job's engine needs on this machine (``LocalSupport.env``), set unless the
+    container's ``env`` sets it.
     """
     errors: list[FieldError] = []
     index, container = main_container(rep)
     path = container_path(job, rep, index)
-    host = rep.replica_type in hosts and not has_command(container)
+    host = rep.host_only
     if not host and not has_command(container):
         what = (
             "has `args` but no `command`"
@@ -404,12 +405,14 @@ def build_launch(
         for name in THREAD_VARIABLES:
             if name not in declared:
                 env[name] = str(limits.cpus)
+    for name, value in (engine_env or {}).items():
+        if name not in declared:
+            env[name] = value
     env.update(declared)
     tmp_dir = None
     if ctx.tmp_root:
         tmp_dir = str(Path(ctx.tmp_root) / rep.name)
-        host_type = rep.replica_type in hosts
-        for name in TMPDIR_VARIABLES + (HOST_TMPDIR_VARIABLES if host_type else ()):
+        for name in TMPDIR_VARIABLES + (HOST_TMPDIR_VARIABLES if rep.host_only else ()):
             if name not in declared:
                 env[name] = tmp_dir
     # Inherited by whatever the replica starts: how its orphans are known (procinfo).
@@ -478,11 +481,13 @@ def prepare(
     specs: dict[str, LaunchSpec] = {}
     errors: list[FieldError] = []
     seen: set[str] = set()
-    hosts = engine_for(job.KIND).local.hosts
+    engine_env = dict(engine_for(job.KIND).local.env)
     for rep in plan.replicas:
         _, container = main_container(rep)
         environment = environments[container.image or ""]
-        spec, found = build_launch(job, rep, ctx=ctx, environment=environment, hosts=hosts)
+        spec, found = build_launch(
+            job, rep, ctx=ctx, environment=environment, engine_env=engine_env
+        )
         for err in found:
             if err.path not in seen:
                 seen.add(err.path)

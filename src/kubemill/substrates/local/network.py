@@ -33,7 +33,7 @@ from pathlib import Path
 
 from kubemill.api import Job
 from kubemill.frameworks import Endpoint, Plan, replica_name
-from kubemill.kinds import plan_for
+from kubemill.kinds import engine_for, plan_for
 from kubemill.substrates.base import SubstrateError
 
 LOCAL_HOST = "127.0.0.1"
@@ -183,7 +183,8 @@ def local_plan(job: Job, network: LocalNetwork) -> Plan:
     exposed), and there is no API server to grant per-job access on: none of them is
     asked for, so no event claims they were created.
     """
-    return replace(plan_for(job, network), services=False, exposed=(), access=None)
+    local_job = engine_for(job.KIND).local.adapted(job)
+    return replace(plan_for(local_job, network), services=False, exposed=(), access=None)
 
 
 def busy_ports(ports: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
