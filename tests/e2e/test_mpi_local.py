@@ -1,0 +1,155 @@
+"""MPIJobs on the local substrate through the real CLI, with the real OpenMPI.
+
+``examples/mpi-allreduce.yaml``: the launcher's ``mpirun -np 4`` reads kubemill's hostfile
+of two workers, and its remote shell (kubexec, from the job's file set) asks the
+supervisor to exec ``orted`` into each worker; the ranks run in the workers' environments.
+A worker killed mid-run fails the job naming it, and nothing is left running. The seed's
+v1alpha2 manifest says why it cannot run here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from e2e_support import EXAMPLES, Cli, processes_with_token
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI is not installed"),
+]
+
+RANK = re.compile(
+    r"rank (\d)/4 on (mpi-allreduce-worker-\d): sum (\d+); started by (\S+) \(pid (\d+)\), "
+    r"which (\S+) \(pid (\d+)\) started"
+)
+
+
+def explain(done: object) -> str:
+    return f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"  # type: ignore[attr-defined]
+
+
+def test_the_allreduce_example_runs_ranks_in_both_workers_through_the_agent(cli: Cli) -> None:
+    pytest.importorskip("mpi4py")
+    done = cli.run(EXAMPLES / "mpi-allreduce.yaml")
+    assert done.returncode == 0, explain(done)
+    ranks = [m.groups() for m in RANK.finditer(done.stdout)]
+    assert sorted(int(r[0]) for r in ranks) == [0, 1, 2, 3], done.stdout
+    assert {int(r[2]) for r in ranks} == {10}
+    # Two ranks in each worker's own environment (POD_NAME is the worker's own name)...
+    assert Counter(r[1] for r in ranks) == {
+        "mpi-allreduce-worker-0": 2,
+        "mpi-allreduce-worker-1": 2,
+    }
+    # ...each under an orted, one per worker, which the supervisor started (the exec
+    # service), not mpirun: mpirun is the launcher's own process.
+    assert {r[3] for r in ranks} == {"orted"}
+    assert len({r[4] for r in ranks}) == 2
+    assert {r[5] for r in ranks} != {"mpirun"} and "mpirun" not in {r[5] for r in ranks}
+    described = cli("get", "mpi-allreduce", "-o", "json")
+    assert described.returncode == 0, explain(described)
+    events = cli("describe", "mpi-allreduce")
+    assert events.stdout.count("Exec") >= 2, events.stdout
+    assert not processes_with_token(cli.token)
+
+
+SLOW_RANKS = """\
+import time
+from mpi4py import MPI
+world = MPI.COMM_WORLD
+print(f"rank {world.rank} up", flush=True)
+time.sleep(120)
+world.Barrier()
+"""
+
+
+def test_killing_a_worker_mid_run_fails_the_job_naming_it(cli: Cli, tmp_path: Path) -> None:
+    pytest.importorskip("mpi4py")
+    program = cli.cwd / "slow_ranks.py"
+    program.write_text(SLOW_RANKS)
+    manifest = cli.cwd / "slow.yaml"
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubemill.dev/v1",
+                "kind": "MPIJob",
+                "metadata": {"name": "slow"},
+                "spec": {
+                    "slotsPerWorker": 1,
+                    "runPolicy": {"backoffLimit": 0},
+                    "mpiReplicaSpecs": {
+                        "Launcher": {
+                            "replicas": 1,
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "launcher",
+                                            "image": "local",
+                                            "command": [
+                                                "mpirun",
+                                                "-np",
+                                                "2",
+                                                "python",
+                                                program.name,
+                                            ],
+                                        }
+                                    ]
+                                }
+                            },
+                        },
+                        "Worker": {
+                            "replicas": 2,
+                            "template": {"spec": {"containers": [{"name": "w", "image": "local"}]}},
+                        },
+                    },
+                },
+            }
+        )
+    )
+    submitted = cli("run", "--detach", str(manifest))
+    assert submitted.returncode == 0, explain(submitted)
+
+    def ranks_up() -> bool:
+        logs = cli("logs", "slow", "--replica", "launcher-0")
+        return logs.stdout.count(" up") == 2
+
+    deadline = time.monotonic() + 120
+    while not ranks_up():
+        assert time.monotonic() < deadline, cli("logs", "slow").stdout
+        time.sleep(0.2)
+    # The worker's own process: the idle host carries the replica's mark.
+    mark = "/slow-worker-1"
+    hosts = [
+        pid
+        for pid in processes_with_token(cli.token)
+        if mark in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        and "orted" not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        and "python" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    ]
+    host = min(hosts)  # the host started before anything exec'd into it
+    os.kill(host, signal.SIGKILL)
+
+    def failed_condition() -> dict[str, str] | None:
+        shown = cli("get", "slow", "-o", "json")
+        conditions = json.loads(shown.stdout)["status"].get("conditions", [])
+        return next((c for c in conditions if c["type"] == "Failed"), None)
+
+    deadline = time.monotonic() + 120
+    while (failed := failed_condition()) is None:
+        assert time.monotonic() < deadline, cli("describe", "slow").stdout
+        time.sleep(0.2)
+    assert failed["status"] == "True"
+    assert "worker-1" in failed["message"], failed
+
+    deadline = time.monotonic() + 30
+    while processes_with_token(cli.token):
+        assert time.monotonic() < deadline, processes_with_token(cli.token)
+        time.sleep(0.2)
