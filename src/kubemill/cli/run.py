@@ -51,7 +51,10 @@ def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
     if len(jobs) != 1:
         fail(f"{file} holds {len(jobs)} jobs; `kubemill run` takes a manifest with one job")
     job = jobs[0]
-    client = settings.client()
+    # In the foreground this process runs nothing but the job, as a detached supervisor
+    # does: whatever ends up below it (a daemon that cleared its environment too) is the
+    # job's and ends with it.
+    client = settings.client(exclusive=not detach)
     console = stdout_console()
     # Relative workingDir and the default working directory are the manifest's folder,
     # so `kubemill run examples/x.yaml` works from anywhere.

@@ -56,11 +56,13 @@ from kubemill.substrates.base import (
 )
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import (
+    CONFIG_ENV,
     MAX_REPLICAS_KEY,
     Environment,
     ImageConfig,
     config_path,
 )
+from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, PodContext, main_container
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
@@ -130,11 +132,16 @@ class LocalBackend:
         *,
         config_path: str | os.PathLike[str] | None = None,
         supervisor_options: SupervisorOptions | None = None,
+        exclusive: bool = False,
     ) -> None:
         self.store = Store(state_dir)
         self.state_dir = self.store.state_dir
         self.config_path = config_path
         self.supervisor_options = supervisor_options or SupervisorOptions()
+        self.exclusive = exclusive
+        """This process runs nothing but the one foreground job it submits (``kubemill
+        run``): every process that ends up below it is that job's, even one that cleared
+        its environment of the job's mark, as below a detached supervisor."""
         self._runs: dict[str, _LocalRun] = {}
         self._detached: list[subprocess.Popen[bytes]] = []
         """Detached supervisors started here, kept to be reaped (they are our children)."""
@@ -166,6 +173,8 @@ class LocalBackend:
         )
         environments = self._environments(job)
         log_policy = LogPolicy.load(self.config_path)
+        # Read at submit, so a broken replicaStarts is an error here, not a job that fails.
+        start_limits = self.supervisor_options.start_limits or StartLimits.load(self.config_path)
         me = procinfo.identify(os.getpid())
         mode = "detached" if options.detach else "foreground"
         for _ in range(5):
@@ -213,7 +222,7 @@ class LocalBackend:
         if options.detach:
             self._start_detached(uid, job_dir)
         else:
-            self._start_here(uid, prepared)
+            self._start_here(uid, prepared, start_limits)
         return self.get(job.name, job.namespace)
 
     def _inside_state_dir(self, path: Path) -> Path:
@@ -272,8 +281,11 @@ class LocalBackend:
                     f" local substrate; not run: {', '.join(others)}",
                 )
 
-    def _start_here(self, uid: str, prepared: Prepared) -> None:
-        supervisor = Supervisor(self.store, uid, prepared=prepared, options=self.supervisor_options)
+    def _start_here(self, uid: str, prepared: Prepared, start_limits: StartLimits) -> None:
+        options = replace(self.supervisor_options, start_limits=start_limits)
+        supervisor = Supervisor(
+            self.store, uid, prepared=prepared, options=options, exclusive=self.exclusive
+        )
         # Not a daemon: a script that submits with detach=False and ends still sees its
         # job through. The thread must live as long as the job: replicas get SIGKILL
         # when the thread that started them ends (PR_SET_PDEATHSIG is per thread).
@@ -294,9 +306,15 @@ class LocalBackend:
             "--job-uid",
             uid,
         ]
+        env = None
+        if self.config_path is not None:
+            # The detached supervisor reads the start limits (replicaStarts) itself, from
+            # the config this backend was given, not the user's default one.
+            env = {**os.environ, CONFIG_ENV: str(Path(self.config_path).absolute())}
         with (job_dir / "supervisor.log").open("ab") as out:
             proc = subprocess.Popen(
                 argv,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
