@@ -9,4 +9,4 @@ def main() -> None:
     from kubemill.cli.errors import exit_on_plugin_error
 
     exit_on_plugin_error()
-    run_app()
+    run_app(exit_at_once=True)

@@ -96,6 +96,14 @@ STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
 LEFTOVER_GRACE = 0.5
 """SIGTERM-to-SIGKILL wait for processes left behind by a dead supervisor."""
+FOLLOW_INTERVAL = 0.05
+"""Seconds between two looks for new log lines when following a job."""
+QUICK_FOLLOW_INTERVAL = 0.02
+"""The same while following a job supervised here with few replicas: each look reads every
+replica's log, cheap for a few, and the job's end is seen this much sooner."""
+QUICK_FOLLOW_LOGS = 32
+FOLLOW_CHECK_EVERY = 0.1
+"""How often a follower of a job supervised elsewhere asks the database whether it ended."""
 
 
 def _namespace(namespace: str | None) -> str:
@@ -728,6 +736,17 @@ def _supervise_quietly(supervisor: Supervisor) -> None:
 
 
 def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Iterator[LogLine]:
+    run = backend._run(uid)
+    if run is not None:
+        # Supervised by a thread of this process (`kubemill run`): its own flag says when it
+        # let go of the job (no replica can write any more), without a database read, so
+        # it is asked on every pass and the last lines are printed as soon as the job ends.
+        interval = QUICK_FOLLOW_INTERVAL if len(logs) <= QUICK_FOLLOW_LOGS else FOLLOW_INTERVAL
+        yield from follow(
+            logs, finished=run.supervisor.finished.is_set, interval=interval, check_every=0.0
+        )
+        return
+
     def finished() -> bool:
         rec = backend.store.job_by_uid(uid)
         if rec is None:
@@ -735,7 +754,7 @@ def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Ite
         fresh = backend._fresh(rec)
         return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
 
-    yield from follow(logs, finished=finished)
+    yield from follow(logs, finished=finished, check_every=FOLLOW_CHECK_EVERY)
 
 
 def _pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:
