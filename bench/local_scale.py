@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from kubemill.sdk import JobClient
-from kubemill.substrates.local.store import NewJob, Store
+from kubemill.substrates.local.store import NewJob, Store, listing_fields
 
 GOAL_GET = 0.1
 GOAL_SUBMIT = 0.1
@@ -70,6 +70,7 @@ def fill_history(state: Path, size: int) -> None:
     store = Store(state)
     rec = store.job("default", "history-0")
     replicas = store.replicas(rec.uid)
+    wanted, ttl = listing_fields(rec.load_job())
     for index in range(1, size):
         name = f"history-{index}"
         uid = str(uuid.uuid4())
@@ -92,6 +93,8 @@ def fill_history(state: Path, size: int) -> None:
                 ],
                 ports={},
                 supervisor_mode="detached",
+                wanted=wanted,
+                ttl=ttl,
             )
         )
         store.set_status(uid, rec.status, finished=True)

@@ -73,7 +73,9 @@ from kubemill.substrates.local.store import (
     PortConflict,
     ReplicaRecord,
     Store,
+    listing_fields,
 )
+from kubemill.substrates.local.summary import SUPERVISOR_START_GRACE
 from kubemill.substrates.local.supervisor import (
     Prepared,
     Supervisor,
@@ -90,8 +92,6 @@ from kubemill.substrates.local.verdict import (
 
 DEFAULT_NAMESPACE = "default"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-SUPERVISOR_START_GRACE = 30.0
-"""A job recorded this long ago without any supervisor pid has lost its submitter."""
 STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
 LEFTOVER_GRACE = 0.5
@@ -185,6 +185,7 @@ class LocalBackend:
         start_limits = self.supervisor_options.start_limits or StartLimits.load(self.config_path)
         me = procinfo.identify(os.getpid())
         mode = "detached" if options.detach else "foreground"
+        wanted, ttl = listing_fields(job)
         for _ in range(5):
             allocator = PortAllocator(avoid=self.store.reserved_ports())
             prepared = plan_local(
@@ -207,6 +208,8 @@ class LocalBackend:
                 ports=prepared.network.ports,
                 supervisor=None if options.detach else me,
                 supervisor_mode=mode,
+                wanted=wanted,
+                ttl=ttl,
             )
             try:
                 self.store.insert_job(new)
