@@ -450,7 +450,8 @@ def _exit_at_once(done: SystemExit) -> None:
     printed its verdict, which a script waiting for the job's end pays each time; the
     kernel frees the memory at once. Only when nothing is left to do: the exit handlers
     run, the output is flushed, and no other (non-daemon) thread is still working, such
-    as a supervisor that has not let go of its job. Otherwise the usual exit happens.
+    as a supervisor that has not let go of its job, and no profiler or debugger is
+    attached. Otherwise the usual exit happens.
     """
     import atexit
     import os
@@ -459,6 +460,8 @@ def _exit_at_once(done: SystemExit) -> None:
     code = done.code
     if code is not None and not isinstance(code, int):
         return  # a message to print: the usual exit does that
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return  # a profiler or debugger writes its results once the program returns
     main = threading.main_thread()
     if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
         return
