@@ -97,8 +97,13 @@ def quick_get(argv: Sequence[str]) -> int | None:
         text = jobs_text(summaries, one_namespace=namespace is not None, colour=colour)
         if _too_wide(text, terminal=colour):
             return None  # rich shrinks a table wider than its console
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader has had enough (`kubemill get | head`): not an error. Later flushes
+        # (at exit) go nowhere instead of failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
