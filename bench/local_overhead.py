@@ -304,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         for launcher in launchers:
             print(
                 f"{launcher.name:<10} wall {summary([s.wall for s in launcher.samples])} "
-                f"start latency {summary([s.start_latency for s in launcher.samples])}"
+                f"start latency {summary([s.start_latency for s in launcher.samples])} "
+                f"end latency {summary([s.end_latency for s in launcher.samples])}"
             )
     return 0
 
