@@ -48,7 +48,6 @@ from kubemill.substrates.local.summary import (
     SCHEMA_VERSION,
     STATE_DIR_ENV,
     default_state_dir,
-    phase_of,
 )
 
 _SCHEMA = """
@@ -70,7 +69,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     supervisor_mode TEXT NOT NULL DEFAULT 'foreground',
     supervisor_state TEXT NOT NULL DEFAULT 'starting',
     request TEXT,
-    phase TEXT NOT NULL DEFAULT 'Pending',
     wanted INTEGER NOT NULL DEFAULT 0,
     ttl REAL,
     UNIQUE (namespace, name)
@@ -120,7 +118,6 @@ CREATE INDEX IF NOT EXISTS events_by_job ON events (job_uid, id);
 """
 
 _TO_2 = """
-ALTER TABLE jobs ADD COLUMN phase TEXT NOT NULL DEFAULT 'Pending';
 ALTER TABLE jobs ADD COLUMN wanted INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN ttl REAL;
 """
@@ -392,8 +389,8 @@ class Store:
             tx.execute(
                 "INSERT INTO jobs (uid, namespace, name, kind, manifest, status, base_dir,"
                 " job_dir, environments, created, supervisor_pid, supervisor_start,"
-                " supervisor_boot, supervisor_mode, phase, wanted, ttl)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " supervisor_boot, supervisor_mode, wanted, ttl)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     new.uid,
                     new.namespace,
@@ -409,7 +406,6 @@ class Store:
                     sup.start_ticks if sup else None,
                     sup.boot_id if sup else None,
                     new.supervisor_mode,
-                    phase_of(new.status),
                     new.wanted,
                     new.ttl,
                 ),
@@ -456,8 +452,8 @@ class Store:
         """Record the job's status (the supervisor calls this only when it changed)."""
         with self._write() as tx:
             tx.execute(
-                "UPDATE jobs SET status = ?, finished = ?, phase = ? WHERE uid = ?",
-                (json.dumps(status), int(finished), phase_of(status), uid),
+                "UPDATE jobs SET status = ?, finished = ? WHERE uid = ?",
+                (json.dumps(status), int(finished), uid),
             )
 
     @_translated
@@ -473,9 +469,9 @@ class Store:
         """
         with self._write() as tx:
             cur = tx.execute(
-                "UPDATE jobs SET status = ?, finished = ?, phase = ?, supervisor_state = 'done'"
+                "UPDATE jobs SET status = ?, finished = ?, supervisor_state = 'done'"
                 " WHERE uid = ? AND finished = 0 AND (supervisor_state = 'done') = ?",
-                (json.dumps(status), int(finished), phase_of(status), uid, int(supervisor_done)),
+                (json.dumps(status), int(finished), uid, int(supervisor_done)),
             )
             return cur.rowcount == 1
 
@@ -783,22 +779,14 @@ def _script(conn: sqlite3.Connection, script: str) -> None:
 
 def _fill_summaries(conn: sqlite3.Connection) -> None:
     """Give the jobs of a schema-1 database what ``kubemill get`` lists (schema 2)."""
-    rows = conn.execute("SELECT uid, namespace, name, manifest, status FROM jobs").fetchall()
+    rows = conn.execute("SELECT uid, namespace, name, manifest FROM jobs").fetchall()
     for row in rows:
-        try:
-            status = json.loads(row["status"])
-            phase = phase_of(status) if isinstance(status, dict) else "Pending"
-        except ValueError:
-            phase = "Pending"
         wanted, ttl = 0, None
         # A record no model loads (a damaged manifest) is still listed, with what it has.
         with contextlib.suppress(Exception):
             job = load_one(json.loads(row["manifest"]), name=f"{row['namespace']}/{row['name']}")
             wanted, ttl = _wanted(job), _ttl(job)
-        conn.execute(
-            "UPDATE jobs SET phase = ?, wanted = ?, ttl = ? WHERE uid = ?",
-            (phase, wanted, ttl, row["uid"]),
-        )
+        conn.execute("UPDATE jobs SET wanted = ?, ttl = ? WHERE uid = ?", (wanted, ttl, row["uid"]))
 
 
 def _wanted(job: Job) -> int:

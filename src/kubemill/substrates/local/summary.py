@@ -5,10 +5,12 @@ Kept free of pydantic, the job models and the core (only the standard library an
 import of every model and the validation of every stored manifest: ``kubemill get`` of a
 thousand jobs read each manifest back into its model twice and took 0.65 s.
 
-The ``jobs`` table keeps what the listing shows beside the manifest and the status,
-written with them (:mod:`.store`): ``phase`` (:func:`phase_of` the status), ``wanted``
-(the replicas the spec asks for) and ``ttl`` (``ttlSecondsAfterFinished``). Ready
-replicas and restarts are counted from the ``replicas`` rows in the same query.
+The ``jobs`` table keeps what the listing needs of the manifest beside it, written with
+the job (:mod:`.store`): ``wanted`` (the replicas the spec asks for) and ``ttl``
+(``ttlSecondsAfterFinished``). The phase is read from the stored status (a JSON
+decode, 4 ms for a thousand jobs: a copy in a column of its own could go stale under a
+writer that does not know it), ready replicas and restarts are counted from the
+``replicas`` rows in the same query.
 
 A listing must tell the same truth as a full read, which heals jobs whose supervisor died
 and deletes finished jobs whose ``ttlSecondsAfterFinished`` has passed (the core decides
@@ -35,7 +37,7 @@ from kubemill.substrates.local import procinfo
 STATE_DIR_ENV = "KUBEMILL_STATE_DIR"
 DB_NAME = "kubemill.db"
 SCHEMA_VERSION = 2
-"""1: the first schema; 2: ``jobs.phase``, ``jobs.wanted`` and ``jobs.ttl`` for listing."""
+"""1: the first schema; 2: ``jobs.wanted`` and ``jobs.ttl`` for listing."""
 BUSY_TIMEOUT_MS = 10_000
 SUPERVISOR_START_GRACE = 30.0
 """A job recorded this long ago without any supervisor pid has lost its submitter."""
@@ -86,7 +88,7 @@ class JobSummary:
 
 
 _QUERY = """
-SELECT jobs.namespace, jobs.name, jobs.kind, jobs.phase, jobs.wanted, jobs.ttl,
+SELECT jobs.namespace, jobs.name, jobs.kind, jobs.wanted, jobs.ttl,
        jobs.finished, jobs.status, jobs.created, jobs.supervisor_state, jobs.supervisor_pid,
        jobs.supervisor_start, jobs.supervisor_boot,
        COUNT(replicas.name) AS present,
@@ -122,12 +124,15 @@ def read_summaries(
         rows = conn.execute(_QUERY.format(ready=marks, where=where), (*READY_PHASES, *args))
         summaries = []
         for row in rows.fetchall():
-            (ns, name, kind, phase, wanted, ttl, finished, status, created, state) = row[:10]
-            if state != "done" and not _supervisor_alive(row[10:13], created, moment):
+            (ns, name, kind, wanted, ttl, finished, status, created, state) = row[:9]
+            if state != "done" and not _supervisor_alive(row[9:12], created, moment):
                 return None  # the full read heals it
             if finished and state == "done" and ttl is not None and _expired(status, ttl, moment):
                 return None  # the full read has the core delete it
-            present, ready, restarts = row[13:16]
+            phase = _phase(status)
+            if phase is None:
+                return None  # the full read reports the damaged record
+            present, ready, restarts = row[12:15]
             summaries.append(
                 JobSummary(ns, name, kind, phase, ready, max(wanted, present), restarts, created)
             )
@@ -144,6 +149,14 @@ def _supervisor_alive(recorded: tuple[Any, ...], created: float, now: float) -> 
         # Submitted, supervisor not recorded yet: the submitter has some time.
         return now - created < SUPERVISOR_START_GRACE
     return procinfo.is_alive(procinfo.ProcessId(pid=pid, start_ticks=start, boot_id=boot or ""))
+
+
+def _phase(status: str) -> str | None:
+    try:
+        wire = json.loads(status)
+    except ValueError:
+        return None
+    return phase_of(wire) if isinstance(wire, Mapping) else None
 
 
 def _expired(status: str, ttl: float, now: float) -> bool:
