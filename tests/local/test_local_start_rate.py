@@ -7,14 +7,14 @@ within a window), never on how long the test took.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 from local_support import pytorch_job
 
-from kubemill.api import ConditionType
-from kubemill.substrates.base import SubmitOptions
+from kubemill.substrates.base import SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend
 from kubemill.substrates.local.kubelet import StartBucket, StartLimits
 
@@ -61,14 +61,14 @@ def test_the_default_rate_lets_a_small_job_start_at_once() -> None:
         ("replicaStarts:\n  rate: 3\n", "replicaStarts: unknown keys ['rate']"),
     ],
 )
-def test_a_bad_start_rate_fails_the_job_with_the_key_named(
+def test_a_bad_start_rate_is_refused_at_submit_with_the_key_named(
     backend: LocalBackend, isolated: Path, tmp_path: Path, text: str, words: str
 ) -> None:
     (isolated / "no-config.yaml").write_text(text)
-    backend.submit(
-        pytorch_job("bad-rate", master="pass"), SubmitOptions(detach=False, base_dir=str(tmp_path))
-    )
-    done = backend.wait("bad-rate", timeout=60)
-    failed = done.status.condition(ConditionType.FAILED)
-    assert failed is not None and failed.reason == "NotRunnableLocally"
-    assert words in failed.message
+    with pytest.raises(SubstrateError, match=re.escape(words)):
+        backend.submit(
+            pytorch_job("bad-rate", master="pass"),
+            SubmitOptions(detach=False, base_dir=str(tmp_path)),
+        )
+    # Refused before anything was recorded or started.
+    assert backend.list() == []

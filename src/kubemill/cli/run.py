@@ -9,6 +9,7 @@ SIGTERM and SIGHUP (a closed terminal) stop the job the same way.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -51,7 +52,10 @@ def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
     if len(jobs) != 1:
         fail(f"{file} holds {len(jobs)} jobs; `kubemill run` takes a manifest with one job")
     job = jobs[0]
-    client = settings.client()
+    # In the foreground this process runs nothing but the job, as a detached supervisor
+    # does: whatever ends up below it (a daemon that cleared its environment too) is the
+    # job's and ends with it.
+    client = settings.client(exclusive=not detach)
     console = stdout_console()
     # Relative workingDir and the default working directory are the manifest's folder,
     # so `kubemill run examples/x.yaml` works from anywhere.
@@ -77,6 +81,8 @@ class Follower:
         self.console = console
         self.settings = settings
         self.interrupted = threading.Event()
+        self.wake = threading.Event()
+        """Set when the table should be looked at again: a stop signal, or the job ended."""
         self.log_error: Exception | None = None
         self.signal_number: int = signal.SIGINT
 
@@ -85,6 +91,7 @@ class Follower:
         # Ctrl-C raise KeyboardInterrupt (a forced stop) and a second SIGTERM end us at once.
         self.signal_number = signum
         self.interrupted.set()
+        self.wake.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for other in STOP_SIGNALS[1:]:
             signal.signal(other, signal.SIG_DFL)
@@ -100,6 +107,10 @@ class Follower:
             logs = threading.Thread(
                 target=self._follow_logs, args=(name, printer), name="kubemill-logs", daemon=True
             )
+            # Wakes the loop below the moment the job ends, rather than at its next look.
+            ender = threading.Thread(
+                target=self._wait_for_end, args=(name,), name="kubemill-wait", daemon=True
+            )
             with Live(
                 status_panel(view),
                 console=self.console,
@@ -107,8 +118,9 @@ class Follower:
                 transient=True,
             ) as live:
                 logs.start()
+                ender.start()
                 while not view.finished and not self.interrupted.is_set():
-                    self.interrupted.wait(STATUS_POLL_SECONDS)
+                    self.wake.wait(STATUS_POLL_SECONDS)
                     view = self.client.get(name, namespace=namespace)
                     live.update(status_panel(view))
                 if self.interrupted.is_set() and not view.finished:
@@ -136,6 +148,13 @@ class Follower:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self._finish(view, interrupted=self.interrupted.is_set())
+
+    def _wait_for_end(self, name: str) -> None:
+        # Locally this joins the supervisor's thread: no polling on the way to the end. An
+        # error (e.g. the job was deleted) is the loop's own read's to report.
+        with contextlib.suppress(Exception):
+            self.client.wait(name, namespace=self.settings.namespace)
+        self.wake.set()
 
     def _follow_logs(self, name: str, printer: LogPrinter) -> None:
         try:

@@ -35,12 +35,13 @@ class Settings:
     address the same substrate and state directory (environment variables carry over
     by themselves and are not repeated)."""
 
-    def client(self) -> JobClient:
-        """The SDK client for the chosen substrate."""
+    def client(self, **local: Any) -> JobClient:
+        """The SDK client for the chosen substrate; ``local``: options for the local one."""
         from kubemill.sdk import JobClient
 
         options: dict[str, Any] = {}
         if self.substrate is Substrate.LOCAL:
+            options.update(local)
             if self.state_dir is not None:
                 options["state_dir"] = self.state_dir
         else:

@@ -21,23 +21,13 @@ from rich.text import Text
 
 from kubemill.api import ConditionType
 from kubemill.cli.errors import fail
+from kubemill.cli.quick import PHASE_STYLES, PIPE_WIDTH, age_text
 from kubemill.cli.settings import Settings
 from kubemill.substrates.base import EventRecord, JobView, LogLine, ReplicaView
 
 READY_PHASES = ("Running", "Succeeded")
 """A replica counts as ready in ``get`` while it runs and once it has succeeded."""
 
-PHASE_STYLES = {
-    "Succeeded": "green",
-    "Running": "cyan",
-    "Restarting": "yellow",
-    "Pending": "yellow",
-    "Created": "yellow",
-    "Suspended": "yellow",
-    "Failed": "bold red",
-    "Unknown": "magenta",
-    "Stopped": "dim",
-}
 
 REPLICA_COLOURS = (
     "cyan",
@@ -51,10 +41,6 @@ REPLICA_COLOURS = (
     "bright_yellow",
     "bright_blue",
 )
-
-
-PIPE_WIDTH = 200
-"""Table width when stdout is a file or pipe: wide enough that nothing is cut short."""
 
 
 def stdout_console() -> Console:
@@ -73,14 +59,7 @@ def age(since: datetime | None, *, now: datetime | None = None) -> str:
     if since is None:
         return "-"
     moment = now or datetime.now(UTC if since.tzinfo is not None else None)
-    seconds = max(0, int((moment - since).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60}m"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+    return age_text((moment - since).total_seconds())
 
 
 def phase_text(phase: str) -> Text:

@@ -16,7 +16,7 @@ from kubemill.substrates.plugins import load_plugins
 BackendFactory = Callable[..., Backend]
 """Builds a backend from the client's keyword options (``state_dir=...``, ...)."""
 
-_LOCAL_OPTIONS = ("state_dir", "config_path", "supervisor_options")
+_LOCAL_OPTIONS = ("state_dir", "config_path", "supervisor_options", "exclusive")
 
 
 def _local(**options: Any) -> Backend:

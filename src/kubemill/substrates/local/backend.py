@@ -58,11 +58,13 @@ from kubemill.substrates.base import (
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.images import (
+    CONFIG_ENV,
     MAX_REPLICAS_KEY,
     Environment,
     ImageConfig,
     config_path,
 )
+from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import (
     DEFAULT_GRACE_SECONDS,
     PodContext,
@@ -78,7 +80,9 @@ from kubemill.substrates.local.store import (
     PortConflict,
     ReplicaRecord,
     Store,
+    listing_fields,
 )
+from kubemill.substrates.local.summary import SUPERVISOR_START_GRACE
 from kubemill.substrates.local.supervisor import (
     Prepared,
     Supervisor,
@@ -95,12 +99,18 @@ from kubemill.substrates.local.verdict import (
 
 DEFAULT_NAMESPACE = "default"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-SUPERVISOR_START_GRACE = 30.0
-"""A job recorded this long ago without any supervisor pid has lost its submitter."""
 STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
 LEFTOVER_GRACE = 0.5
 """SIGTERM-to-SIGKILL wait for processes left behind by a dead supervisor."""
+FOLLOW_INTERVAL = 0.05
+"""Seconds between two looks for new log lines when following a job."""
+QUICK_FOLLOW_INTERVAL = 0.02
+"""The same while following a job supervised here with few replicas: each look reads every
+replica's log, cheap for a few, and the job's end is seen this much sooner."""
+QUICK_FOLLOW_LOGS = 32
+FOLLOW_CHECK_EVERY = 0.1
+"""How often a follower of a job supervised elsewhere asks the database whether it ended."""
 
 
 def _namespace(namespace: str | None) -> str:
@@ -137,11 +147,16 @@ class LocalBackend:
         *,
         config_path: str | os.PathLike[str] | None = None,
         supervisor_options: SupervisorOptions | None = None,
+        exclusive: bool = False,
     ) -> None:
         self.store = Store(state_dir)
         self.state_dir = self.store.state_dir
         self.config_path = config_path
         self.supervisor_options = supervisor_options or SupervisorOptions()
+        self.exclusive = exclusive
+        """This process runs nothing but the one foreground job it submits (``kubemill
+        run``): every process that ends up below it is that job's, even one that cleared
+        its environment of the job's mark, as below a detached supervisor."""
         self._runs: dict[str, _LocalRun] = {}
         self._detached: list[subprocess.Popen[bytes]] = []
         """Detached supervisors started here, kept to be reaped (they are our children)."""
@@ -173,8 +188,11 @@ class LocalBackend:
         )
         environments = self._environments(job)
         log_policy = LogPolicy.load(self.config_path)
+        # Read at submit, so a broken replicaStarts is an error here, not a job that fails.
+        start_limits = self.supervisor_options.start_limits or StartLimits.load(self.config_path)
         me = procinfo.identify(os.getpid())
         mode = "detached" if options.detach else "foreground"
+        wanted, ttl = listing_fields(job)
         for _ in range(5):
             allocator = PortAllocator(avoid=self.store.reserved_ports())
             prepared = plan_local(
@@ -197,6 +215,8 @@ class LocalBackend:
                 ports=prepared.network.ports,
                 supervisor=None if options.detach else me,
                 supervisor_mode=mode,
+                wanted=wanted,
+                ttl=ttl,
             )
             try:
                 self.store.insert_job(new)
@@ -220,7 +240,7 @@ class LocalBackend:
         if options.detach:
             self._start_detached(uid, job_dir)
         else:
-            self._start_here(uid, prepared)
+            self._start_here(uid, prepared, start_limits)
         return self.get(job.name, job.namespace)
 
     def _inside_state_dir(self, path: Path) -> Path:
@@ -283,8 +303,11 @@ class LocalBackend:
                     f" local substrate; not run: {', '.join(others)}",
                 )
 
-    def _start_here(self, uid: str, prepared: Prepared) -> None:
-        supervisor = Supervisor(self.store, uid, prepared=prepared, options=self.supervisor_options)
+    def _start_here(self, uid: str, prepared: Prepared, start_limits: StartLimits) -> None:
+        options = replace(self.supervisor_options, start_limits=start_limits)
+        supervisor = Supervisor(
+            self.store, uid, prepared=prepared, options=options, exclusive=self.exclusive
+        )
         # Not a daemon: a script that submits with detach=False and ends still sees its
         # job through. The thread must live as long as the job: replicas get SIGKILL
         # when the thread that started them ends (PR_SET_PDEATHSIG is per thread).
@@ -305,9 +328,15 @@ class LocalBackend:
             "--job-uid",
             uid,
         ]
+        env = None
+        if self.config_path is not None:
+            # The detached supervisor reads the start limits (replicaStarts) itself, from
+            # the config this backend was given, not the user's default one.
+            env = {**os.environ, CONFIG_ENV: str(Path(self.config_path).absolute())}
         with (job_dir / "supervisor.log").open("ab") as out:
             proc = subprocess.Popen(
                 argv,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -723,6 +752,17 @@ def _supervise_quietly(supervisor: Supervisor) -> None:
 
 
 def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Iterator[LogLine]:
+    run = backend._run(uid)
+    if run is not None:
+        # Supervised by a thread of this process (`kubemill run`): its own flag says when it
+        # let go of the job (no replica can write any more), without a database read, so
+        # it is asked on every pass and the last lines are printed as soon as the job ends.
+        interval = QUICK_FOLLOW_INTERVAL if len(logs) <= QUICK_FOLLOW_LOGS else FOLLOW_INTERVAL
+        yield from follow(
+            logs, finished=run.supervisor.finished.is_set, interval=interval, check_every=0.0
+        )
+        return
+
     def finished() -> bool:
         rec = backend.store.job_by_uid(uid)
         if rec is None:
@@ -730,7 +770,7 @@ def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Ite
         fresh = backend._fresh(rec)
         return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
 
-    yield from follow(logs, finished=finished)
+    yield from follow(logs, finished=finished, check_every=FOLLOW_CHECK_EVERY)
 
 
 def _pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:

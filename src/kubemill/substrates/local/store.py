@@ -25,6 +25,7 @@ when a supervisor dies; SQLite only records where they are.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -41,11 +42,13 @@ from kubemill.api import Job
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
-
-STATE_DIR_ENV = "KUBEMILL_STATE_DIR"
-DB_NAME = "kubemill.db"
-SCHEMA_VERSION = 1
-BUSY_TIMEOUT_MS = 10_000
+from kubemill.substrates.local.summary import (
+    BUSY_TIMEOUT_MS,
+    DB_NAME,
+    SCHEMA_VERSION,
+    STATE_DIR_ENV,
+    default_state_dir,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -66,6 +69,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     supervisor_mode TEXT NOT NULL DEFAULT 'foreground',
     supervisor_state TEXT NOT NULL DEFAULT 'starting',
     request TEXT,
+    wanted INTEGER NOT NULL DEFAULT 0,
+    ttl REAL,
     UNIQUE (namespace, name)
 );
 CREATE TABLE IF NOT EXISTS replicas (
@@ -112,17 +117,11 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job_uid, id);
 """
 
-
-def default_state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Where state lives: ``explicit``, else ``$KUBEMILL_STATE_DIR``, else XDG's state dir."""
-    if explicit is not None:
-        return Path(explicit).expanduser()
-    from_env = os.environ.get(STATE_DIR_ENV)
-    if from_env:
-        return Path(from_env).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "kubemill"
+_TO_2 = """
+ALTER TABLE jobs ADD COLUMN wanted INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN ttl REAL;
+"""
+"""Schema 1 to 2: what ``kubemill get`` lists, beside the manifest (see :mod:`.summary`)."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +223,10 @@ class NewJob:
     supervisor: ProcessId | None = None
     supervisor_mode: str = "foreground"
     created: float = field(default_factory=time.time)
+    wanted: int = 0
+    """The replicas the spec asks for (what ``kubemill get`` shows as the total)."""
+    ttl: float | None = None
+    """``runPolicy.ttlSecondsAfterFinished``."""
 
 
 class PortConflict(SubstrateError):
@@ -354,9 +357,13 @@ class Store:
             )
         if version < SCHEMA_VERSION:
             with self._write() as tx:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        tx.execute(statement)
+                # Read again inside the write lock: another process may have just done it.
+                version = tx.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0:
+                    _script(tx, _SCHEMA)
+                elif version == 1:
+                    _script(tx, _TO_2)
+                    _fill_summaries(tx)
                 tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # --- jobs --------------------------------------------------------------------------
@@ -382,7 +389,8 @@ class Store:
             tx.execute(
                 "INSERT INTO jobs (uid, namespace, name, kind, manifest, status, base_dir,"
                 " job_dir, environments, created, supervisor_pid, supervisor_start,"
-                " supervisor_boot, supervisor_mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " supervisor_boot, supervisor_mode, wanted, ttl)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     new.uid,
                     new.namespace,
@@ -398,6 +406,8 @@ class Store:
                     sup.start_ticks if sup else None,
                     sup.boot_id if sup else None,
                     new.supervisor_mode,
+                    new.wanted,
+                    new.ttl,
                 ),
             )
             for rep in new.replicas:
@@ -756,6 +766,43 @@ def repair_state(state_dir: str | os.PathLike[str] | None = None) -> Path:
     return aside
 
 
+# --- schema ----------------------------------------------------------------------------------
+
+
+def _script(conn: sqlite3.Connection, script: str) -> None:
+    """Run ``;``-separated statements inside the caller's transaction (``executescript``
+    would commit it first)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _fill_summaries(conn: sqlite3.Connection) -> None:
+    """Give the jobs of a schema-1 database what ``kubemill get`` lists (schema 2)."""
+    rows = conn.execute("SELECT uid, namespace, name, manifest FROM jobs").fetchall()
+    for row in rows:
+        wanted, ttl = 0, None
+        # A record no model loads (a damaged manifest) is still listed, with what it has.
+        with contextlib.suppress(Exception):
+            job = load_one(json.loads(row["manifest"]), name=f"{row['namespace']}/{row['name']}")
+            wanted, ttl = _wanted(job), _ttl(job)
+        conn.execute("UPDATE jobs SET wanted = ?, ttl = ? WHERE uid = ?", (wanted, ttl, row["uid"]))
+
+
+def _wanted(job: Job) -> int:
+    return sum(job.replica_count(rtype) for rtype in job.replica_specs)
+
+
+def _ttl(job: Job) -> float | None:
+    ttl = job.run_policy.ttl_seconds_after_finished
+    return None if ttl is None else float(ttl)
+
+
+def listing_fields(job: Job) -> tuple[int, float | None]:
+    """``NewJob.wanted`` and ``NewJob.ttl`` of a job."""
+    return _wanted(job), _ttl(job)
+
+
 # --- row mapping ---------------------------------------------------------------------------
 
 
@@ -884,6 +931,7 @@ __all__ = [
     "Store",
     "check_state",
     "default_state_dir",
+    "listing_fields",
     "repair_state",
     "state_error",
 ]
