@@ -153,3 +153,16 @@ def test_killing_a_worker_mid_run_fails_the_job_naming_it(cli: Cli, tmp_path: Pa
     while processes_with_token(cli.token):
         assert time.monotonic() < deadline, processes_with_token(cli.token)
         time.sleep(0.2)
+
+
+def test_the_seed_manifest_says_why_it_cannot_run_here(cli: Cli) -> None:
+    done = cli.run(EXAMPLES / "seed" / "mpijob-v1alpha2.yaml")
+    assert done.returncode == 1, explain(done)
+    message = done.stdout + done.stderr
+    assert "Traceback" not in message
+    # At the path the user wrote (v1alpha2), before anything started.
+    assert "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].args[18]" in message
+    assert "/examples/tensorflow_mnist.py does not exist on this machine" in message
+    assert "Horovod does not build against the torch this project pins" in message
+    assert cli.job_names() == []
+    assert not processes_with_token(cli.token)

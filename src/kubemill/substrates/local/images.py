@@ -46,6 +46,25 @@ CONFIG_KEYS = frozenset(
 ones by :class:`~.logs.LogPolicy`."""
 
 
+IMAGE_NOTES: tuple[tuple[str, str], ...] = (
+    (
+        "*horovod*",
+        "Horovod images cannot stand in locally: Horovod does not build against the torch this"
+        " project pins (2.13), so no environment here has it; examples/mpi-allreduce.yaml is an"
+        " MPIJob that runs here (mpi4py)",
+    ),
+)
+"""What to know about well-known images that cannot run locally (glob, note)."""
+
+
+def image_note(image: str) -> str:
+    """The note of the first :data:`IMAGE_NOTES` glob that ``image`` matches, or ``""``."""
+    for pattern, note in IMAGE_NOTES:
+        if fnmatch.fnmatchcase(image, pattern):
+            return note
+    return ""
+
+
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``explicit``, else ``$KUBEMILL_CONFIG``, else ``$XDG_CONFIG_HOME/kubemill/config.yaml``."""
     if explicit is not None:

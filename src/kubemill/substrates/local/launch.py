@@ -68,7 +68,7 @@ from kubemill.kinds import engine_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
-from kubemill.substrates.local.images import Environment
+from kubemill.substrates.local.images import Environment, image_note
 from kubemill.substrates.local.logs import KEEPER, open_for_replica
 from kubemill.substrates.local.network import LOCAL_HOST
 
@@ -447,6 +447,8 @@ def build_launch(
                     " environment that has it",
                 )
             )
+    if not host and not errors:
+        errors.extend(_missing_image_files(container, path, rep.name))
     if errors:
         return None, errors
     grace = rep.template.spec.termination_grace_period_seconds
@@ -465,6 +467,35 @@ def build_launch(
         ),
         [],
     )
+
+
+SCRIPT_SUFFIXES = (".py", ".sh")
+"""Absolute paths with these endings in a command are scripts the image would hold."""
+
+
+def _missing_image_files(container: Container, path: str, replica: str) -> list[FieldError]:
+    """Scripts named by absolute path in the command that this machine does not have.
+
+    In a pod such a path is inside the image; locally the image only picks a Python
+    environment, so the path must exist here. Without this check the replica would start,
+    fail with "can't open file" and be restarted until its backoff limit.
+    """
+    errors = []
+    for field in ("command", "args"):
+        for index, word in enumerate(getattr(container, field) or []):
+            if word.startswith("/") and word.endswith(SCRIPT_SUFFIXES) and not Path(word).exists():
+                note = image_note(container.image or "")
+                errors.append(
+                    FieldError(
+                        f"{path}.{field}[{index}]",
+                        f"replica {replica}: {word} does not exist on this machine; in a pod it"
+                        f" would come from the image {container.image!r}, but locally an image"
+                        " only picks a Python environment" + (f". {note}" if note else ""),
+                        "put the file there, or use a path on this machine (relative paths"
+                        " start at the manifest's directory); or run the job on kubernetes",
+                    )
+                )
+    return errors
 
 
 def prepare(
