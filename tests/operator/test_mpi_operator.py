@@ -8,6 +8,7 @@ launcher decides the outcome, while a worker that fails for good fails the job b
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,7 +192,7 @@ def test_a_worker_failing_for_good_fails_the_job_by_name(cluster: Cluster, tmp_p
 
 def test_ssh_mode_mounts_a_generated_key_pair(cluster: Cluster, tmp_path: Path) -> None:
     namespace = cluster.namespace()
-    with running_operator(cluster, tmp_path, "--all-namespaces"):
+    with running_operator(cluster, tmp_path, "--all-namespaces") as operator:
         job = mpijob(remoteShell="ssh", sshAuthMountPath="/home/mpi/.ssh")
         cluster.create(job_path("MPIJob", namespace), job)
         secret = eventually(
@@ -200,6 +201,8 @@ def test_ssh_mode_mounts_a_generated_key_pair(cluster: Cluster, tmp_path: Path) 
         )
         assert secret["type"] == "kubernetes.io/ssh-auth"
         assert set(secret["data"]) == {"ssh-privatekey", "ssh-publickey"}
+        private = base64.b64decode(secret["data"]["ssh-privatekey"]).decode()
+        assert private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
         eventually(
             lambda: pod_names(cluster, namespace) == {"m-worker-0", "m-worker-1"}, what="workers"
         )
@@ -209,3 +212,7 @@ def test_ssh_mode_mounts_a_generated_key_pair(cluster: Cluster, tmp_path: Path) 
         assert worker["spec"]["subdomain"] == "m"
         rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
         assert cluster.get_or_none(f"{rbac}/roles/m-launcher") is None
+        # The operator logs at DEBUG here, and still never the key.
+        log = operator.log()
+        key_body = private.splitlines()[1]
+        assert key_body not in log and secret["data"]["ssh-privatekey"] not in log
