@@ -48,19 +48,19 @@ def _no_secret(exc: pytest.ExceptionInfo[BaseException]) -> None:
 INSTALL = "run `kubemill install --print | kubectl apply -f -`"
 
 
-BOTH = ["tfjobs.kubemill.dev", "pytorchjobs.kubemill.dev"]
+EVERY_KIND = ["tfjobs.kubemill.dev", "pytorchjobs.kubemill.dev", "mpijobs.kubemill.dev"]
 
 
 @pytest.mark.parametrize(
     ("action", "missing"),
     [
         pytest.param(lambda b: _submit(b), ["pytorchjobs.kubemill.dev"], id="submit"),
-        pytest.param(lambda b: b.get("ddp"), BOTH, id="get"),
-        pytest.param(lambda b: b.list(), BOTH, id="list"),
-        pytest.param(lambda b: b.list("default"), BOTH, id="list-namespace"),
-        pytest.param(lambda b: b.delete("ddp"), BOTH, id="delete"),
-        pytest.param(lambda b: b.wait("ddp", timeout=1), BOTH, id="wait"),
-        pytest.param(lambda b: list(b.logs("ddp", follow=True)), BOTH, id="logs"),
+        pytest.param(lambda b: b.get("ddp"), EVERY_KIND, id="get"),
+        pytest.param(lambda b: b.list(), EVERY_KIND, id="list"),
+        pytest.param(lambda b: b.list("default"), EVERY_KIND, id="list-namespace"),
+        pytest.param(lambda b: b.delete("ddp"), EVERY_KIND, id="delete"),
+        pytest.param(lambda b: b.wait("ddp", timeout=1), EVERY_KIND, id="wait"),
+        pytest.param(lambda b: list(b.logs("ddp", follow=True)), EVERY_KIND, id="logs"),
     ],
 )
 def test_without_crds_every_call_says_to_install_them(
