@@ -92,7 +92,9 @@ def test_a_partial_install_names_the_missing_crd(
     backend = KubernetesBackend(kubeconfig=config)
     assert backend.list() == []
     with pytest.raises(
-        JobNotFound, match=r"no TFJob or PyTorchJob .*\(pytorchjobs.kubemill.dev is not installed\)"
+        JobNotFound,
+        match=r"no TFJob, PyTorchJob or MPIJob .*"
+        r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev are not installed\)",
     ):
         backend.get("ddp")
     with pytest.raises(CRDsNotInstalled, match=r"pytorchjobs\.kubemill\.dev not served"):

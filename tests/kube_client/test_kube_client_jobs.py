@@ -258,7 +258,9 @@ def test_get_ignores_pods_of_a_namesake_and_shows_stray_replicas(
 
 
 def test_get_of_a_missing_job_is_job_not_found(backend: KubernetesBackend) -> None:
-    with pytest.raises(JobNotFound, match=r"no job 'nope' in namespace 'default'.*kubemill list"):
+    with pytest.raises(
+        JobNotFound, match=r"no job 'nope' in namespace 'default'.*kubemill get -n default"
+    ):
         backend.get("nope")
 
 
@@ -296,6 +298,7 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
     assert [c.path for c in calls] == [
         "/apis/kubemill.dev/v1/tfjobs",
         "/apis/kubemill.dev/v1/pytorchjobs",
+        "/apis/kubemill.dev/v1/mpijobs",
         "/api/v1/pods",
     ]
     ddp = next(v for v in every if v.name == "ddp")

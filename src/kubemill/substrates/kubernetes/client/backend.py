@@ -336,11 +336,13 @@ class KubernetesBackend:
                 raise CRDsNotInstalled([k.resource for k in unserved], self.connection.server)
             note = ""
             if unserved:
-                note = f" ({', '.join(k.resource for k in unserved)} is not installed)"
-            kinds_text = " or ".join(k.kind for k in kinds)
+                verb = "is" if len(unserved) == 1 else "are"
+                note = f" ({', '.join(k.resource for k in unserved)} {verb} not installed)"
+            names = [k.kind for k in kinds]
+            kinds_text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
             raise JobNotFound(
                 f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name)"
-                f"{note}; `kubemill list -n {namespace}` shows the jobs there"
+                f"{note}; `kubemill get -n {namespace}` shows the jobs there"
             )
         return found[0]
 
