@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from kmock_cluster import write_kubeconfig
+from mpi_support import ALLREDUCE, mpijob, role_allows
 from operator_support import (
     Cluster,
     Kubelet,
@@ -35,7 +36,6 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
-from test_mpi_exec import ALLREDUCE, role_allows
 
 HANG_GUARD = 300.0
 """Seconds after which the launcher is abandoned: a guard against hangs, not a bound."""
@@ -51,37 +51,6 @@ AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 def cluster() -> Iterator[Cluster]:
     with running_cluster() as served:
         yield served
-
-
-def mpijob(program: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubemill.dev/v1",
-        "kind": "MPIJob",
-        "metadata": {"name": "m"},
-        "spec": {
-            "slotsPerWorker": 2,
-            "mpiReplicaSpecs": {
-                "Launcher": {
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "launcher",
-                                    "image": "mpi:1",
-                                    "command": ["mpirun", "-np", "4", sys.executable, str(program)],
-                                }
-                            ]
-                        }
-                    },
-                },
-                "Worker": {
-                    "replicas": 2,
-                    "template": {"spec": {"containers": [{"name": "worker", "image": "mpi:1"}]}},
-                },
-            },
-        },
-    }
 
 
 def mount_volumes(
@@ -140,7 +109,10 @@ def test_mpirun_through_the_operators_hostfile_agent_and_role(
     pods = f"/api/v1/namespaces/{namespace}/pods"
     with running_operator(cluster, tmp_path, "--all-namespaces"):
         path = job_path("MPIJob", namespace, "m")
-        cluster.create(job_path("MPIJob", namespace), mpijob(program))
+        cluster.create(
+            job_path("MPIJob", namespace),
+            mpijob(launcher=["mpirun", "-np", "4", sys.executable, str(program)]),
+        )
         kubelet = Kubelet(cluster, namespace)
         for worker in ("m-worker-0", "m-worker-1"):
             eventually(lambda w=worker: cluster.get_or_none(f"{pods}/{w}"), what=worker)  # type: ignore[misc]

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from kmock_cluster import Call, write_kubeconfig
+from mpi_support import ALLREDUCE, role_allows
 from operator_support import Cluster, Kubelet, eventually, free_port
 
 from kubemill.agents import mpi_exec
@@ -172,19 +173,6 @@ def test_a_terminated_agent_exits_143_and_the_remote_command_stops(served: Serve
 
 # --- (b) and (c): a real mpirun through kubexec ------------------------------------------------
 
-ALLREDUCE = """\
-import json, os
-from mpi4py import MPI
-
-world = MPI.COMM_WORLD
-total = world.allreduce(world.rank + 1)
-report = {
-    "rank": world.rank, "size": world.size, "sum": total, "pod": os.environ.get("HOSTNAME"),
-    "tag": os.environ.get("WORKER_TAG"), "tmpdir": os.environ.get("TMPDIR"),
-}
-os.write(1, (json.dumps(report) + "\\n").encode())  # one write: lines of ranks never mix
-"""
-
 
 @dataclass
 class MpiRun:
@@ -245,17 +233,6 @@ def test_mpirun_runs_ranks_in_both_worker_pods_through_the_agent(
         assert call.namespace == served.namespace and call.status == 101, call
         assert call.body[:2] == ["/bin/sh", "-c"]
         assert "orted" in {Path(word).name for word in shlex.split(call.body[2])}, call.body
-
-
-def role_allows(rules: list[dict[str, Any]], call: Call) -> bool:
-    """RBAC's rule match: API group, resource (``pods/exec``), verb and resource names."""
-    return any(
-        (call.group or "") in rule["apiGroups"]
-        and call.resource in rule["resources"]
-        and call.verb in rule["verbs"]
-        and (not rule.get("resourceNames") or call.name in rule["resourceNames"])
-        for rule in rules
-    )
 
 
 def test_the_agent_only_execs_into_the_named_workers(mpirun: MpiRun) -> None:

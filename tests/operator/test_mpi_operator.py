@@ -9,12 +9,11 @@ launcher decides the outcome, while a worker that fails for good fails the job b
 from __future__ import annotations
 
 import base64
-import copy
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from mpi_support import mpijob
 from operator_support import (
     Cluster,
     Kubelet,
@@ -25,37 +24,6 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
-
-MPIJOB: dict[str, Any] = {
-    "apiVersion": "kubemill.dev/v1",
-    "kind": "MPIJob",
-    "metadata": {"name": "m"},
-    "spec": {
-        "slotsPerWorker": 2,
-        "mpiReplicaSpecs": {
-            "Launcher": {
-                "replicas": 1,
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {"name": "launcher", "image": "mpi:1", "command": ["mpirun", "a.out"]}
-                        ]
-                    }
-                },
-            },
-            "Worker": {
-                "replicas": 2,
-                "template": {"spec": {"containers": [{"name": "worker", "image": "mpi:1"}]}},
-            },
-        },
-    },
-}
-
-
-def mpijob(**spec: Any) -> dict[str, Any]:
-    job = copy.deepcopy(MPIJOB)
-    job["spec"].update(spec)
-    return job
 
 
 @pytest.fixture
