@@ -118,7 +118,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
-            "verbs": ["list", "watch", "create", "update", "delete"],
+            "verbs": ["list", "watch", "create", "update"],
         },
         {
             "apiGroups": [""],

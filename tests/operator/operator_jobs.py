@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 
@@ -65,3 +66,39 @@ def pytorchjob(
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+MPIJOB: dict[str, Any] = {
+    "apiVersion": "kubemill.dev/v1",
+    "kind": "MPIJob",
+    "metadata": {"name": "m"},
+    "spec": {
+        "slotsPerWorker": 2,
+        "mpiReplicaSpecs": {
+            "Launcher": {
+                "replicas": 1,
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "launcher", "image": "mpi:1", "command": ["mpirun", "a.out"]}
+                        ]
+                    }
+                },
+            },
+            "Worker": {
+                "replicas": 2,
+                "template": {"spec": {"containers": [{"name": "worker", "image": "mpi:1"}]}},
+            },
+        },
+    },
+}
+
+
+def mpijob(*, launcher: list[str] | None = None, **spec: Any) -> dict[str, Any]:
+    """MPIJob ``m``: a launcher (``launcher`` as its command) and 2 workers of 2 slots."""
+    job = copy.deepcopy(MPIJOB)
+    job["spec"].update(spec)
+    if launcher is not None:
+        replica = job["spec"]["mpiReplicaSpecs"]["Launcher"]
+        replica["template"]["spec"]["containers"][0]["command"] = launcher
+    return job

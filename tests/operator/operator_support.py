@@ -33,7 +33,6 @@ from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
 T = TypeVar("T")
 
 GROUP_PATH = "/apis/kubemill.dev/v1"
-UPSTREAM_PATH = "/apis/kubeflow.org/v1"
 WAIT = 30.0
 """Upper bound on waiting for the operator to act: a hang guard, not a performance claim."""
 
@@ -308,8 +307,13 @@ def running_operator(
 
 
 def job_path(kind: str, namespace: str, name: str = "", *, upstream: bool = False) -> str:
-    plural = engine_for(kind).api.plural
-    base = f"{UPSTREAM_PATH if upstream else GROUP_PATH}/namespaces/{namespace}/{plural}"
+    """The REST path of a kind's jobs (in its first upstream group with ``upstream``)."""
+    api = engine_for(kind).api
+    prefix = GROUP_PATH
+    if upstream:
+        group, version = api.upstream_groups[0]
+        prefix = f"/apis/{group}/{version}"
+    base = f"{prefix}/namespaces/{namespace}/{api.plural}"
     return f"{base}/{name}" if name else base
 
 

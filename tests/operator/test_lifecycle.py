@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from kmock_cluster import Gate
-from operator_jobs import pytorchjob, tfjob
+from operator_jobs import mpijob, pytorchjob, tfjob
 from operator_support import (
     KUBELET_FINISHES_AFTER,
     Cluster,
@@ -396,6 +396,8 @@ def test_suspend_deletes_the_pods_and_resume_creates_them_again_with_a_new_start
         pytest.param("PyTorchJob", False, id="pytorchjob"),
         pytest.param("TFJob", True, id="kubeflow-tfjob"),
         pytest.param("PyTorchJob", True, id="kubeflow-pytorchjob"),
+        pytest.param("MPIJob", False, id="mpijob"),
+        pytest.param("MPIJob", True, id="kubeflow-mpijob"),
     ],
 )
 def test_ttl_after_finished_deletes_the_job_and_its_children_go_with_it(
@@ -411,6 +413,13 @@ def test_ttl_after_finished_deletes_the_job_and_its_children_go_with_it(
     if kind == "TFJob":
         manifest = tfjob("ttl", workers=0, run_policy=run_policy, api_version=api_version)
         first, container = "ttl-chief-0", "tensorflow"
+    elif kind == "MPIJob":
+        api_version = "kubeflow.org/v2beta1" if upstream else "kubemill.dev/v1"
+        manifest = mpijob(runPolicy=run_policy)
+        manifest["apiVersion"] = api_version
+        manifest["metadata"]["name"] = "ttl"
+        del manifest["spec"]["mpiReplicaSpecs"]["Worker"]
+        first, container = "ttl-launcher-0", "launcher"
     else:
         manifest = pytorchjob("ttl", workers=0, run_policy=run_policy, api_version=api_version)
         first, container = "ttl-master-0", "pytorch"

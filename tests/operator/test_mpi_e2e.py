@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 from kmock_cluster import write_kubeconfig
-from mpi_support import ALLREDUCE, mpijob, role_allows
+from mpi_support import ALLREDUCE, role_allows
+from operator_jobs import mpijob
 from operator_support import (
     Cluster,
     Kubelet,

@@ -9,11 +9,12 @@ launcher decides the outcome, while a worker that fails for good fails the job b
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mpi_support import mpijob
+from operator_jobs import mpijob
 from operator_support import (
     Cluster,
     Kubelet,
@@ -24,6 +25,8 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
+
+from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
 
 
 @pytest.fixture
@@ -184,3 +187,56 @@ def test_ssh_mode_mounts_a_generated_key_pair(cluster: Cluster, tmp_path: Path) 
         log = operator.log()
         key_body = private.splitlines()[1]
         assert key_body not in log and secret["data"]["ssh-privatekey"] not in log
+
+
+def test_switching_the_remote_shell_swaps_the_launchers_role_for_keys(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    namespace = cluster.namespace()
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    secret = f"/api/v1/namespaces/{namespace}/secrets/m-ssh"
+    access = [
+        f"{rbac}/roles/m-launcher",
+        f"{rbac}/rolebindings/m-launcher",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/m-launcher",
+    ]
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("MPIJob", namespace, "m")
+        cluster.create(job_path("MPIJob", namespace), mpijob())
+        eventually(lambda: all(cluster.get_or_none(p) for p in access), what="exec access")
+
+        shell = "kubemill.dev/remote-shell"
+        cluster.patch(path, {"metadata": {"annotations": {shell: "ssh"}}})
+        eventually(lambda: cluster.get_or_none(secret), what="the key Secret")
+        eventually(lambda: not any(cluster.get_or_none(p) for p in access), what="access gone")
+
+        cluster.patch(path, {"metadata": {"annotations": {shell: "exec"}}})
+        eventually(lambda: all(cluster.get_or_none(p) for p in access), what="access again")
+        eventually(lambda: cluster.get_or_none(secret) is None, what="the keys gone")
+
+
+def test_an_upstream_mpijob_keeps_restart_counts_in_an_annotation(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # mpi-operator's v2beta1 CRD has no place for kubemill's restart counts in the status.
+    namespace = cluster.namespace()
+    with running_operator(cluster, tmp_path, "--all-namespaces", "--serve-upstream-groups"):
+        job = mpijob()
+        job["apiVersion"] = "kubeflow.org/v2beta1"
+        job["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
+        cluster.create(job_path("MPIJob", namespace, upstream=True), job)
+        path = job_path("MPIJob", namespace, "m", upstream=True)
+        eventually(
+            lambda: pod_names(cluster, namespace) == {"m-worker-0", "m-worker-1"}, what="workers"
+        )
+        kubelet = Kubelet(cluster, namespace)
+        for pod in ("m-worker-0", "m-worker-1"):
+            kubelet.set(pod, "Running", container="worker")
+        eventually(lambda: "m-launcher-0" in pod_names(cluster, namespace), what="the launcher")
+        kubelet.set("m-launcher-0", "Running", container="launcher")
+        kubelet.set("m-worker-1", "Failed", container="worker", exit_code=137, reason="Evicted")
+        restarted = eventually(
+            lambda: (j := cluster.get(path)) and is_true(j, "Restarting") and j, what="Restarting"
+        )
+        recorded = json.loads(restarted["metadata"]["annotations"][RESTARTS_ANNOTATION])
+        assert recorded["Worker"]["restarts"] == 1

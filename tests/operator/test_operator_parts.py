@@ -340,8 +340,10 @@ def test_settings_name_the_served_resources() -> None:
     assert served == [
         "tfjobs.v1.kubemill.dev",
         "pytorchjobs.v1.kubemill.dev",
+        "mpijobs.v1.kubemill.dev",
         "tfjobs.v1.kubeflow.org",
         "pytorchjobs.v1.kubeflow.org",
+        "mpijobs.v2beta1.kubeflow.org",
     ]
 
 

@@ -41,6 +41,8 @@ class OperatorGrant:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     why: str
+    delegated: bool = False
+    """Held only so that a per-job Role can grant it: the operator never uses it itself."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,11 @@ BUILTIN: tuple[Engine, ...] = (
         MPI(),
         "MPI: Worker hosts, then a Launcher whose mpirun reaches them (OpenMPI, Intel, MPICH)",
         grants=(
+            # No delete: an MPI job keeps its ConfigMap for life; it goes with the job.
             OperatorGrant(
                 ("",),
                 ("configmaps",),
-                ("list", "watch", "create", "update", "delete"),
+                ("list", "watch", "create", "update"),
                 "MPI jobs get their hostfile, discover_hosts.sh and exec agent in a ConfigMap",
             ),
             OperatorGrant(
@@ -120,12 +123,19 @@ BUILTIN: tuple[Engine, ...] = (
                 "an MPI launcher's Role lets it exec into its own workers",
             ),
             # RBAC lets the operator grant only what it holds itself.
-            OperatorGrant(("",), ("pods",), ("get",), "an MPI launcher's Role lets it read pods"),
+            OperatorGrant(
+                ("",),
+                ("pods",),
+                ("get",),
+                "an MPI launcher's Role lets it read pods",
+                delegated=True,
+            ),
             OperatorGrant(
                 ("",),
                 ("pods/exec",),
                 ("create",),
                 "an MPI launcher's Role lets it exec into its own workers",
+                delegated=True,
             ),
         ),
         local=LocalSupport(env=LOCAL_ENV, adapt=run_locally),
