@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
@@ -1354,6 +1354,12 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+MAX_CRON_YEARS = 8
+"""The furthest :meth:`CronSchedule.next_after` looks: every date that exists comes back
+within 8 years (29 February skips at most one leap year, 1900-style)."""
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 class CronError(ValueError):
     """A schedule that is not a cron expression, with what to do about it."""
 
@@ -1387,11 +1393,39 @@ class CronSchedule(KubeModel):
             return False
         if when.month not in self.months:
             return False
+        return self._day_matches(when)
+
+    def _day_matches(self, when: datetime) -> bool:
         dom = when.day in self.days_of_month
         dow = (when.isoweekday() % 7) in self.days_of_week
         if self.day_of_month_any or self.day_of_week_any:
             return dom and dow
         return dom or dow
+
+    def next_after(self, when: datetime) -> datetime:
+        """The first time after ``when`` that the schedule fires.
+
+        Cron fields are wall-clock times in ``when``'s own zone (pass an aware datetime in
+        the schedule's time zone); ``@every`` adds its interval. Skips whole months, days
+        and hours that cannot match, so a yearly schedule costs a few dozen steps.
+        """
+        if self.every_seconds is not None:
+            return when + timedelta(seconds=self.every_seconds)
+        at = when.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        last_year = at.year + MAX_CRON_YEARS
+        while at.year <= last_year:
+            if at.month not in self.months:
+                year, month = (at.year + 1, 1) if at.month == 12 else (at.year, at.month + 1)
+                at = at.replace(year=year, month=month, day=1, hour=0, minute=0)
+            elif not self._day_matches(at):
+                at = at.replace(hour=0, minute=0) + timedelta(days=1)
+            elif at.hour not in self.hours:
+                at = at.replace(minute=0) + timedelta(hours=1)
+            elif at.minute not in self.minutes:
+                at += timedelta(minutes=1)
+            else:
+                return at
+        raise ValueError(f"the schedule does not fire within {MAX_CRON_YEARS} years")
 
 
 def parse_cron(text: str) -> CronSchedule:
@@ -1425,6 +1459,11 @@ def parse_cron(text: str) -> CronSchedule:
             "or a shortcut such as @hourly",
         )
     sets = [_cron_field(value, *spec) for value, spec in zip(fields, _CRON_FIELDS, strict=True)]
+    if fields[4] in ("*", "?") and min(sets[2]) > max(_MONTH_DAYS[m - 1] for m in sets[3]):
+        raise CronError(
+            f"day {min(sets[2])} never comes in the months {fields[3]!r}",
+            "the schedule would never run; choose a day every month chosen has",
+        )
     return CronSchedule(
         minutes=sets[0],
         hours=sets[1],
