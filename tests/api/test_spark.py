@@ -288,8 +288,14 @@ def test_every_field_in_the_derived_pods() -> None:
         "OLD_STYLE",
         "DB_PASSWORD",
         "GOOGLE_APPLICATION_CREDENTIALS",
+        "SPARK_CONF_DIR",
+        "HADOOP_CONF_DIR",
     ]
-    assert (main.env or [])[-1].value == "/etc/gcp/key.json"
+    assert [e.value for e in main.env or []][-3:] == [
+        "/etc/gcp/key.json",
+        "/etc/spark/conf",
+        "/etc/hadoop/conf",
+    ]
     assert main.env_from == [{"configMapRef": {"name": "driver-env"}}]
     assert main.resources == {
         "requests": {"cpu": "1500m", "memory": "2560Mi"},
@@ -297,8 +303,10 @@ def test_every_field_in_the_derived_pods() -> None:
     }
     assert main.volume_mounts == [
         {"name": "data", "mountPath": "/data"},
-        {"name": "driver-files-vol", "mountPath": "/etc/driver-files"},
-        {"name": "gcp-key-vol", "mountPath": "/etc/gcp"},
+        {"name": "spark-configmap-volume", "mountPath": "/etc/spark/conf", "readOnly": True},
+        {"name": "hadoop-configmap-volume", "mountPath": "/etc/hadoop/conf", "readOnly": True},
+        {"name": "driver-files-vol", "mountPath": "/etc/driver-files", "readOnly": True},
+        {"name": "gcp-key-vol", "mountPath": "/etc/gcp", "readOnly": True},
     ]
     assert [(p.name, p.container_port) for p in main.ports or []] == [("jmx", 9999)]
     assert main.security_context == {"allowPrivilegeEscalation": False}
@@ -306,7 +314,13 @@ def test_every_field_in_the_derived_pods() -> None:
     assert sidecar.name == "logger"
     assert [c.name for c in driver.spec.init_containers or []] == ["prepare"]
     pod = driver.spec
-    assert [v["name"] for v in pod.volumes or []] == ["data", "driver-files-vol", "gcp-key-vol"]
+    assert pod.volumes == [
+        {"name": "data", "emptyDir": {}},
+        {"name": "spark-configmap-volume", "configMap": {"name": "spark-extra-conf"}},
+        {"name": "hadoop-configmap-volume", "configMap": {"name": "hadoop-site"}},
+        {"name": "driver-files-vol", "configMap": {"name": "driver-files"}},
+        {"name": "gcp-key-vol", "secret": {"secretName": "gcp-key"}},
+    ]
     assert pod.node_selector == {"disk": "ssd"}
     assert pod.image_pull_secrets == [{"name": "registry-key"}]
     assert (pod.scheduler_name, pod.priority_class_name, pod.runtime_class_name) == (
@@ -320,10 +334,21 @@ def test_every_field_in_the_derived_pods() -> None:
     assert driver.metadata.annotations == {"note": "driver"}
     executor = app.replica_specs["Executor"]
     assert executor.replicas == 2
-    assert executor.template.spec.volumes == [
-        {"name": "cache", "hostPath": {"path": "/var/cache/spark", "type": "DirectoryOrCreate"}}
+    assert [v["name"] for v in executor.template.spec.volumes or []] == [
+        "cache",
+        "spark-configmap-volume",
+        "hadoop-configmap-volume",
     ]
     assert executor.template.spec.service_account_name == "spark-executor"
+
+
+def test_host_network_resolves_cluster_names() -> None:
+    doc = seed()
+    doc["spec"]["executor"]["hostNetwork"] = True
+    specs = load_app(doc).replica_specs
+    assert specs["Executor"].template.spec.host_network is True
+    assert specs["Executor"].template.spec.dns_policy == "ClusterFirstWithHostNet"
+    assert specs["Driver"].template.spec.dns_policy is None
 
 
 def test_batch_scheduler_is_a_scheduling_policy() -> None:

@@ -6,7 +6,7 @@ the runs it creates, and when the schedule fires next.
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -226,10 +226,13 @@ def test_next_run(text: str, after: datetime, expected: datetime) -> None:
 
 
 def test_next_run_keeps_the_time_zone() -> None:
-    paris = datetime(2026, 12, 1, 1, 30, tzinfo=UTC).astimezone()
-    fired = parse_cron("0 2 * * *").next_after(paris)
-    assert fired.tzinfo is paris.tzinfo
-    assert (fired.hour, fired.minute) == (2, 0)
+    # Cron fields are wall-clock times where the schedule is read: 02:00 at UTC+5 is
+    # 21:00 UTC the day before.
+    plus_five = timezone(timedelta(hours=5))
+    after = datetime(2026, 12, 1, 1, 30, tzinfo=plus_five)
+    fired = parse_cron("0 2 * * *").next_after(after)
+    assert fired.tzinfo is plus_five
+    assert fired == datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
 
 
 # --- the time zone ---------------------------------------------------------------------------

@@ -918,12 +918,19 @@ def pod_template(spec: SparkApplicationSpec, role: SparkPodSpec, container: str)
     main = _main_container(pod, container)
     main.image = role.image or spec.image or main.image
     main.image_pull_policy = spec.image_pull_policy or main.image_pull_policy
-    main.env = (main.env or []) + _role_env(role) or None
+    env = _role_env(role) + [
+        EnvVar(name=variable, value=path)
+        for _volume, path, variable in _config_volumes(spec, role)
+        if variable
+    ]
+    main.env = (main.env or []) + env or None
     main.env_from = (main.env_from or []) + (role.env_from or []) or None
     main.resources = _resources(spec, role, main.resources)
     mounts = list(main.volume_mounts or []) + list(role.volume_mounts or [])
-    mounts += [{"name": f"{c.name}-vol", "mountPath": c.path} for c in role.config_maps or []]
-    mounts += [{"name": f"{s.name}-vol", "mountPath": s.path} for s in role.secrets or []]
+    mounts += [
+        {"name": volume["name"], "mountPath": path, "readOnly": True}
+        for volume, path, _env in _config_volumes(spec, role)
+    ]
     main.volume_mounts = mounts or None
     main.security_context = role.security_context or main.security_context
     main.lifecycle = role.lifecycle or main.lifecycle
@@ -935,6 +942,9 @@ def pod_template(spec: SparkApplicationSpec, role: SparkPodSpec, container: str)
             c.model_copy(deep=True) for c in role.init_containers
         ]
     pod.volumes = _volumes(spec, role, pod.volumes) or None
+    if role.host_network:
+        # As upstream: a pod on the host's network still resolves cluster names.
+        pod.dns_policy = "ClusterFirstWithHostNet"
     pod.restart_policy = "Never"
     pod.service_account_name = role.service_account or pod.service_account_name
     pod.scheduler_name = role.scheduler_name or pod.scheduler_name
@@ -1043,11 +1053,40 @@ def _volumes(
         if name in mounted and name not in have:
             out.append(volume)
             have.add(name)
-    out += [
-        {"name": f"{c.name}-vol", "configMap": {"name": c.name}} for c in role.config_maps or []
-    ]
-    out += [{"name": f"{s.name}-vol", "secret": {"secretName": s.name}} for s in role.secrets or []]
+    return out + [volume for volume, _path, _env in _config_volumes(spec, role)]
+
+
+SPARK_CONF_DIR = "/etc/spark/conf"
+HADOOP_CONF_DIR = "/etc/hadoop/conf"
+"""Where upstream mounts ``sparkConfigMap`` and ``hadoopConfigMap`` (and points
+``SPARK_CONF_DIR``/``HADOOP_CONF_DIR`` at)."""
+
+
+def _config_volumes(
+    spec: SparkApplicationSpec, role: SparkPodSpec
+) -> list[tuple[dict[str, Any], str, str]]:
+    """(volume, mount path, variable naming the path or "") for the ConfigMaps and Secrets
+    a role gets: ``sparkConfigMap`` and ``hadoopConfigMap`` (both roles), the role's
+    ``configMaps`` and ``secrets`` (each a volume ``<name>-vol``, as upstream names them)."""
+    out: list[tuple[dict[str, Any], str, str]] = []
+    if spec.spark_config_map:
+        volume = {"name": "spark-configmap-volume", "configMap": {"name": spec.spark_config_map}}
+        out.append((volume, SPARK_CONF_DIR, "SPARK_CONF_DIR"))
+    if spec.hadoop_config_map:
+        volume = {"name": "hadoop-configmap-volume", "configMap": {"name": spec.hadoop_config_map}}
+        out.append((volume, HADOOP_CONF_DIR, "HADOOP_CONF_DIR"))
+    for config_map in role.config_maps or []:
+        volume = {"name": _volume_name(config_map.name), "configMap": {"name": config_map.name}}
+        out.append((volume, config_map.path, ""))
+    for secret in role.secrets or []:
+        volume = {"name": _volume_name(secret.name), "secret": {"secretName": secret.name}}
+        out.append((volume, secret.path, ""))
     return out
+
+
+def _volume_name(name: str) -> str:
+    """``<name>-vol``, cut to the 63 characters a volume name may have (as upstream cuts it)."""
+    return f"{name}-vol"[:MAX_NAME]
 
 
 # --- validation shared by SparkApplication and a ScheduledSparkApplication's template -----------
