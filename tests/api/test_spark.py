@@ -148,6 +148,12 @@ def test_the_view_is_derived_afresh_from_the_spec() -> None:
     resources = app.replica_specs["Driver"].template.spec.containers[0].resources
     assert resources is not None
     assert resources["requests"]["memory"] == "1408Mi"
+    # A view: changing it changes nothing in the spec.
+    view = app.replica_specs["Driver"].template.spec
+    (view.volumes or [])[0]["name"] = "changed"
+    (view.containers[0].volume_mounts or [])[0]["mountPath"] = "/elsewhere"
+    assert (app.spec.volumes or [])[0]["name"] == "test-volume"
+    assert (app.spec.driver.volume_mounts or [])[0]["mountPath"] == "/tmp"
 
 
 def test_run_policy_stands_for_the_spec() -> None:

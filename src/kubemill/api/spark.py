@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from kubemill.api.base import KubeModel, refused
@@ -969,7 +970,8 @@ def pod_template(spec: SparkApplicationSpec, role: SparkPodSpec, container: str)
         labels={**base.metadata.labels, **(role.labels or {})},
         annotations={**base.metadata.annotations, **(role.annotations or {})},
     )
-    return PodTemplateSpec(metadata=meta, spec=pod)
+    # A deep copy: the view must share no list or mapping with the spec it came from.
+    return PodTemplateSpec(metadata=meta, spec=pod).model_copy(deep=True)
 
 
 def _main_container(pod: PodSpec, name: str) -> Container:
@@ -1407,7 +1409,8 @@ class CronError(ValueError):
         self.hint = hint
 
 
-class CronSchedule(KubeModel):
+@dataclass(frozen=True)
+class CronSchedule:
     """A parsed schedule: the values each of the five fields allows, or an interval.
 
     ``every_seconds`` is set for ``@every <duration>`` (upstream's cron library accepts it)
@@ -1678,8 +1681,6 @@ class ScheduledSparkApplication(Job):
     spec: ScheduledSparkApplicationSpec
     status: ScheduledSparkApplicationStatus = Field(default_factory=ScheduledSparkApplicationStatus)
 
-    _cron: CronSchedule | None = PrivateAttr(default=None)
-
     @model_validator(mode="after")
     def _defaults(self) -> ScheduledSparkApplication:
         default_spark_spec(self.spec.template)
@@ -1698,9 +1699,7 @@ class ScheduledSparkApplication(Job):
     @property
     def cron(self) -> CronSchedule:
         """The parsed schedule (validated on load)."""
-        if self._cron is None:
-            self._cron = parse_cron(self.spec.schedule)
-        return self._cron
+        return parse_cron(self.spec.schedule)
 
     def run_name(self, unix_nanos: int) -> str:
         """The name of the run due at ``unix_nanos`` (upstream's: ``<name>-<nanos>``)."""
