@@ -196,6 +196,10 @@ class Job(KubeModel):
     DEFAULT_RESTART_POLICY: ClassVar[RestartPolicy] = RestartPolicy.NEVER
     REPLICA_SPECS_FIELD: ClassVar[str] = ""
     """The wire name of the replica map (``tfReplicaSpecs``) for error paths."""
+    DERIVED_REPLICA_SPECS: ClassVar[bool] = False
+    """True for a kind whose :attr:`replica_specs` are derived from fields of its own
+    (Spark's ``driver``/``executor``): the loader's replica-map checks would name fields
+    the manifest does not have, so such a kind checks its fields in :meth:`kind_errors`."""
 
     api_version: str = API_VERSION
     kind: str = ""

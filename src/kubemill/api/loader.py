@@ -375,6 +375,8 @@ def validate_job(job: Job) -> list[FieldError]:
                 "use lowercase letters, digits and '-', starting and ending with a letter or digit",
             )
         )
+    if job.DERIVED_REPLICA_SPECS:
+        return errors + job.kind_errors() + job.refused_fields()
     field = f"spec.{job.REPLICA_SPECS_FIELD}"
     if not job.replica_specs:
         errors.append(FieldError(field, "at least one replica type is required"))
