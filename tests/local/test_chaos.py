@@ -1,0 +1,643 @@
+"""The chaos test of the local substrate (issue 7): 60 seconds of submits, deletes and
+SIGKILLs over 20 small jobs, through the real ``kubemill`` CLI, then a check of the truth.
+
+**What runs.** 20 job slots (``chaos-00`` .. ``chaos-19``), each a PyTorchJob (a Master
+and a Worker) whose replicas run ``chaos_replica.py``: numbered lines on stdout and
+stderr, each noted in a side file (fsynced) once it is in the log. A submission picks one
+behaviour: ``succeed``, ``fail`` (the Master exits 3), ``flaky`` (``OnFailure``: the
+Master fails twice, then succeeds), ``crashloop`` (``OnFailure``, ``backoffLimit: 2``,
+always exit 3) or ``long`` (runs until stopped; the Master also starts a process in a
+new session, which must not outlive the job). Two driver threads then pick, at random,
+for :data:`SECONDS` (60 s): ``kubemill run --detach`` into an empty slot, ``kubemill
+delete``, a SIGKILL to a job's detached supervisor (found by the token every process of
+the test carries, and its ``--job-uid``), a SIGKILL to one replica, or a read (``kubemill
+get``, or ``kubemill logs``, which must hold every line noted before the call).
+
+**What is checked** at the end, after a bounded wait for the jobs to settle:
+
+- every job's state is truthful, read through the SDK: a replica shown Succeeded noted
+  ``exit 0`` at the end of its last run; one shown Failed exited with the code it noted,
+  or 137 after the test SIGKILLed it, or is ``SupervisorLost`` after the test killed its
+  supervisor; restarts match the runs noted; an ``OnFailure`` job never ran more restarts
+  than its ``backoffLimit`` allows; a job is ``SupervisorLost`` only if its supervisor was
+  killed (README: a dead supervisor's job is Failed ``SupervisorLost`` on the next read),
+  Succeeded only if its Master succeeded, failed for a replica only if one failed, and
+  a job nothing touched ends exactly as its behaviour says;
+- every line a replica noted is in ``kubemill logs`` (once, in its own replica), and no
+  line is there that was not written;
+- deleted jobs are gone, with their directories and logs; ``kubemill get`` lists exactly
+  the jobs not deleted;
+- no process of a finished or deleted job is left (a scan of ``/proc`` for the token), and
+  none at all once every job is deleted;
+- the database passes ``PRAGMA integrity_check`` and ``kubemill doctor`` says it is sound.
+
+**Replay.** The seed is printed at the start (``chaos seed: N``) and in every failure;
+``KUBEMILL_CHAOS_SEED=N`` replays the same choices (threads and timing still interleave
+as they will, so a replay is the same sequence of intents, not of instants);
+``KUBEMILL_CHAOS_SECONDS`` changes the duration. Deselect with ``-m "not chaos"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubemill.sdk import JobClient
+from kubemill.substrates.base import JobNotFound, JobView
+from kubemill.substrates.local import procinfo
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "e2e"))
+from e2e_support import Cli, processes_with_token
+
+pytestmark = pytest.mark.chaos
+
+SEED_ENV = "KUBEMILL_CHAOS_SEED"
+SECONDS_ENV = "KUBEMILL_CHAOS_SECONDS"
+SECONDS = float(os.environ.get(SECONDS_ENV, "60"))
+SLOTS = 20
+THREADS = 2
+SETTLE = 45.0
+"""Seconds the jobs get to finish once the chaos stops (a safety net, not a bound)."""
+GRACE = 2
+"""terminationGracePeriodSeconds of every replica (they die on SIGTERM anyway)."""
+REPLICA_SCRIPT = Path(__file__).with_name("chaos_replica.py")
+SUPERVISOR_MODULE = "kubemill.substrates.local.supervisor"
+SUPERVISOR_LOST = "SupervisorLost"
+EXIT_KILLED = 137
+REPLICAS = ("master-0", "worker-0")
+
+
+@dataclass(frozen=True)
+class Script:
+    """What one replica runs: ``LINES`` pairs, the exit code per run, a daemon or not."""
+
+    lines: int
+    plan: str
+    daemon: bool = False
+    interval: float = 0.2
+    """Seconds between line pairs: jobs last a few seconds, long enough to be hit mid-run."""
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    restart_policy: str
+    master: Script
+    worker: Script
+    backoff_limit: int | None = None
+
+
+FOREVER = Script(lines=0, plan="forever")
+BEHAVIOURS: dict[str, Behaviour] = {
+    "succeed": Behaviour("Never", Script(10, "0"), Script(4, "0")),
+    "fail": Behaviour("Never", Script(6, "3"), FOREVER),
+    "flaky": Behaviour("OnFailure", Script(4, "3,3,0"), Script(3, "0"), backoff_limit=6),
+    "crashloop": Behaviour("OnFailure", Script(3, "3"), FOREVER, backoff_limit=2),
+    "long": Behaviour("Never", Script(0, "forever", daemon=True), FOREVER),
+}
+
+
+@dataclass
+class Submission:
+    """One submission of a slot's job, and what the test did to it."""
+
+    sid: int
+    name: str
+    behaviour: str
+    side_dir: Path
+    uid: str = ""
+    supervisor_killed: bool = False
+    replica_kills: Counter[str] = field(default_factory=Counter)
+    deleted: bool = False
+
+    @property
+    def spec(self) -> Behaviour:
+        return BEHAVIOURS[self.behaviour]
+
+    @property
+    def touched(self) -> bool:
+        return self.supervisor_killed or bool(self.replica_kills)
+
+    def side(self, replica: str) -> Path:
+        return self.side_dir / f"{replica}.side"
+
+    def manifest(self) -> dict[str, Any]:
+        b = self.spec
+
+        def replica(name: str, script: Script) -> dict[str, Any]:
+            argv = [
+                "python",
+                str(REPLICA_SCRIPT),
+                str(self.side(name)),
+                str(self.sid),
+                name,
+                str(script.lines),
+                str(script.interval),
+                script.plan,
+                "1" if script.daemon else "0",
+            ]
+            container = {"name": "pytorch", "image": "python", "command": argv}
+            return {
+                "replicas": 1,
+                "restartPolicy": b.restart_policy,
+                "template": {
+                    "spec": {"containers": [container], "terminationGracePeriodSeconds": GRACE}
+                },
+            }
+
+        spec: dict[str, Any] = {
+            "pytorchReplicaSpecs": {
+                "Master": replica("master-0", b.master),
+                "Worker": replica("worker-0", b.worker),
+            }
+        }
+        if b.backoff_limit is not None:
+            spec["runPolicy"] = {"backoffLimit": b.backoff_limit}
+        return {
+            "apiVersion": "kubemill.dev/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": self.name},
+            "spec": spec,
+        }
+
+
+@dataclass
+class Run:
+    """One run of a replica, as its side file tells it."""
+
+    lines: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+def side_runs(path: Path) -> list[Run]:
+    """The runs a replica noted (none if it never started)."""
+    runs: list[Run] = []
+    if not path.exists():
+        return runs
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        word, _, rest = raw.partition(" ")
+        if word == "start":
+            runs.append(Run())
+        elif word == "exit" and runs:
+            runs[-1].exit_code = int(rest)
+        elif runs and raw.startswith("sub="):
+            runs[-1].lines.append(raw)
+    return runs
+
+
+def noted_lines(sub: Submission) -> dict[str, set[str]]:
+    """Every line each replica of ``sub`` has noted so far."""
+    return {r: {line for run in side_runs(sub.side(r)) for line in run.lines} for r in REPLICAS}
+
+
+LINE = re.compile(r"^sub=(\d+) run=(\d+) (out|err) (\d+)$")
+
+
+class Chaos:
+    """The driver: slots, submissions, the random actions, and what went wrong."""
+
+    def __init__(self, tmp_path: Path, seed: int) -> None:
+        self.seed = seed
+        self.root = tmp_path
+        work = tmp_path / "work"
+        work.mkdir()
+        self.cli = Cli(state_dir=tmp_path / "state", cwd=work)
+        self.slots: list[Submission | None] = [None] * SLOTS
+        self.locks = [threading.Lock() for _ in range(SLOTS)]
+        self.history: list[Submission] = []
+        self.problems: list[str] = []
+        self.timeline: list[str] = []
+        self._lock = threading.Lock()
+        self._next_sid = 0
+        self._t0 = time.monotonic()
+
+    # --- bookkeeping -------------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            self.timeline.append(f"{time.monotonic() - self._t0:7.2f} {text}")
+
+    def problem(self, text: str) -> None:
+        with self._lock:
+            self.problems.append(text)
+            self.timeline.append(f"{time.monotonic() - self._t0:7.2f} PROBLEM {text}")
+
+    def kubemill(self, *args: str, timeout: float = 60.0) -> tuple[int, str, str]:
+        try:
+            done = self.cli(*args, timeout=timeout)
+        except Exception as exc:  # a hung CLI is a finding, not a crash of the driver
+            self.problem(f"`kubemill {' '.join(args)}` did not finish: {exc}")
+            return -1, "", ""
+        if "Traceback" in done.stderr:
+            self.problem(f"`kubemill {' '.join(args)}` printed a traceback:\n{done.stderr}")
+        return done.returncode, done.stdout, done.stderr
+
+    def job_dir(self, sub: Submission) -> Path:
+        return self.cli.state_dir / "jobs" / "default" / f"{sub.name}-{sub.uid[:8]}"
+
+    # --- the actions -------------------------------------------------------------------------
+
+    def drive(self, rng: random.Random, until: float, who: int) -> None:
+        while time.monotonic() < until:
+            choice = rng.random()
+            if choice < 0.2:
+                self.kill(rng, "supervisor", who)
+            elif choice < 0.35:
+                self.kill(rng, "replica", who)
+            else:
+                slot = rng.randrange(SLOTS)
+                if self.locks[slot].acquire(blocking=False):
+                    try:
+                        self.slot_action(rng, slot, who)
+                    finally:
+                        self.locks[slot].release()
+            time.sleep(rng.uniform(0.0, 0.3))
+
+    def slot_action(self, rng: random.Random, slot: int, who: int) -> None:
+        sub = self.slots[slot]
+        choice = rng.random()
+        if sub is None:
+            self.submit(slot, rng.choice(sorted(BEHAVIOURS)), who)
+        elif choice < 0.4:
+            self.delete(slot, sub, who)
+        elif choice < 0.75:
+            self.read_logs(sub, who)
+        else:
+            self.read_all(who)
+
+    def submit(self, slot: int, behaviour: str, who: int) -> None:
+        with self._lock:
+            sid, self._next_sid = self._next_sid, self._next_sid + 1
+        sub = Submission(sid, f"chaos-{slot:02d}", behaviour, self.root / "side" / str(sid))
+        sub.side_dir.mkdir(parents=True)
+        path = self.root / "manifests" / f"{sid}.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(yaml.safe_dump(sub.manifest(), sort_keys=False))
+        rc, _, err = self.kubemill("run", "--detach", str(path))
+        if rc != 0:
+            self.problem(f"[{who}] submit of {sub.name} (#{sid}, {behaviour}) failed: {err}")
+            return
+        rc, out, err = self.kubemill("get", sub.name, "-o", "json")
+        if rc != 0:
+            self.problem(f"[{who}] get of just-submitted {sub.name} (#{sid}) failed: {err}")
+        else:
+            sub.uid = json.loads(out)["metadata"]["uid"]
+        with self._lock:
+            self.slots[slot] = sub
+            self.history.append(sub)
+        self.note(f"[{who}] submit {sub.name} #{sid} {behaviour} uid {sub.uid[:8]}")
+
+    def delete(self, slot: int, sub: Submission, who: int) -> None:
+        rc, _, err = self.kubemill("delete", sub.name)
+        self.note(f"[{who}] delete {sub.name} #{sub.sid} -> {rc}")
+        if rc != 0:
+            self.problem(f"[{who}] delete of {sub.name} (#{sub.sid}) failed: {err}")
+            return
+        with self._lock:
+            sub.deleted = True
+            self.slots[slot] = None
+        if sub.uid and self.job_dir(sub).exists():
+            self.problem(f"{sub.name} (#{sub.sid}) deleted, but {self.job_dir(sub)} is still there")
+
+    def owner(self, pid: int, cmdline: str) -> tuple[Submission, str] | None:
+        """The submission a token-carrying process belongs to, and what it is of it."""
+        argv = cmdline.split(" ")
+        with self._lock:
+            history = list(self.history)
+        for sub in history:
+            if SUPERVISOR_MODULE in argv and sub.uid and argv[-1] == sub.uid:
+                return sub, "supervisor"
+            for replica in REPLICAS:
+                if str(REPLICA_SCRIPT) in argv and str(sub.side(replica)) in argv:
+                    return sub, replica
+        return None
+
+    def kill(self, rng: random.Random, what: str, who: int) -> None:
+        """SIGKILL one live supervisor (``what``) or replica of a submitted job, at random.
+
+        No slot lock is taken: a kill may land in the middle of a delete or a read.
+        """
+        with self._lock:
+            # Deleted before the scan began: none of their processes may be in it.
+            gone = {s.sid for s in self.history if s.deleted}
+        targets = []
+        for pid, cmdline in sorted(processes_with_token(self.cli.token).items()):
+            found = self.owner(pid, cmdline)
+            if found is None:
+                continue
+            sub, role = found
+            if sub.sid in gone:
+                self.problem(f"{sub.name} (#{sub.sid}) was deleted; its {role} {pid} runs")
+            elif (role == "supervisor") == (what == "supervisor"):
+                targets.append((pid, sub, role))
+        if not targets:
+            return
+        pid, sub, role = rng.choice(targets)
+        ident = procinfo.identify(pid)
+        if ident is None or not procinfo.is_alive(ident):
+            return
+        # Recorded first: from the moment of the signal, kubemill may show its effect.
+        with self._lock:
+            if role == "supervisor":
+                sub.supervisor_killed = True
+            else:
+                sub.replica_kills[role] += 1
+        procinfo.kill_process(ident, signal.SIGKILL)
+        self.note(f"[{who}] SIGKILL {role} of {sub.name} #{sub.sid} (pid {pid})")
+
+    def read_logs(self, sub: Submission, who: int) -> None:
+        # Every line noted before the call must be in what it prints.
+        noted = noted_lines(sub)
+        rc, out, err = self.kubemill("logs", sub.name)
+        self.note(f"[{who}] logs {sub.name} #{sub.sid} -> {rc}")
+        if rc != 0:
+            self.problem(f"[{who}] logs of {sub.name} (#{sub.sid}) failed: {err}")
+            return
+        printed = parse_logs(out)
+        for replica, lines in noted.items():
+            missing = lines - set(printed.get(replica, []))
+            if missing:
+                self.problem(
+                    f"`kubemill logs {sub.name}` (#{sub.sid}) lacks {len(missing)} lines"
+                    f" {replica} had written, e.g. {sorted(missing)[:3]}"
+                )
+
+    def read_all(self, who: int) -> None:
+        rc, _, err = self.kubemill("get")
+        self.note(f"[{who}] get -> {rc}")
+        if rc != 0:
+            self.problem(f"[{who}] `kubemill get` failed: {err}")
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def current(self) -> list[Submission]:
+        return [s for s in self.slots if s is not None]
+
+    def settle(self, client: JobClient) -> dict[int, JobView]:
+        """Wait (bounded) until every job that can finish has; the views then."""
+        deadline = time.monotonic() + SETTLE
+        while True:
+            views: dict[int, JobView] = {}
+            for sub in self.current():
+                try:
+                    views[sub.sid] = client.get(sub.name)
+                except JobNotFound:
+                    self.problem(f"{sub.name} (#{sub.sid}) was never deleted, yet it is gone")
+            waiting = [
+                s.name
+                for s in self.current()
+                if s.sid in views and not views[s.sid].finished and s.behaviour != "long"
+            ]
+            if not waiting or time.monotonic() >= deadline:
+                for name in waiting:
+                    self.problem(f"{name} has not finished {SETTLE:.0f} s after the chaos")
+                return views
+            time.sleep(0.2)
+
+    def judge(self, sub: Submission, view: JobView) -> None:
+        """Is what kubemill says of this job what its replicas and the test did?"""
+        who = f"{sub.name} (#{sub.sid}, {sub.behaviour})"
+        b = sub.spec
+        runs = {r: side_runs(sub.side(r)) for r in REPLICAS}
+        replicas = {r.name[len(sub.name) + 1 :]: r for r in view.replicas}
+        failed = [c for c in view.status.conditions if c.type == "Failed" and c.status == "True"]
+        reason = failed[0].reason if failed else ""
+
+        for name, r in replicas.items():
+            noted = runs[name]
+            last = noted[-1].exit_code if noted else None
+            kills = sub.replica_kills[name]
+            what = f"{who} {name}: {r.phase} {r.reason} exit {r.exit_code}, side file {last}"
+            if r.phase == "Succeeded":
+                if r.exit_code != 0 or last != 0:
+                    self.problem(f"{what}: Succeeded, but it did not exit 0 at the end")
+            elif r.phase == "Failed" and r.reason == SUPERVISOR_LOST:
+                if not sub.supervisor_killed:
+                    self.problem(f"{what}: SupervisorLost, but its supervisor was not killed")
+            elif r.phase == "Failed":
+                explained = r.exit_code == last or (r.exit_code == EXIT_KILLED and kills)
+                if not r.exit_code or not explained:
+                    self.problem(f"{what}: this failure is not what the replica did")
+            elif r.phase == "Stopped":
+                if not view.finished:
+                    self.problem(f"{what}: Stopped, but the job has not finished")
+            elif r.phase == "Running":
+                if view.finished or r.pid is None:
+                    self.problem(f"{what}: Running with pid {r.pid} in a finished job")
+            else:
+                self.problem(f"{what}: unexpected phase")
+            # A restart is counted when the exit that calls for it is seen; the run it
+            # starts notes itself (unless the test killed it first).
+            if r.restarts > len(noted) + kills:
+                self.problem(f"{what}: {r.restarts} restarts for {len(noted)} runs")
+            if not sub.supervisor_killed and r.restarts < len(noted) - 1:
+                self.problem(f"{what}: {r.restarts} restarts for {len(noted)} runs")
+        if b.backoff_limit is not None:
+            restarted = sum(max(0, len(n) - 1) for n in runs.values())
+            if restarted > b.backoff_limit:
+                self.problem(
+                    f"{who}: {restarted} restarts ran, over backoffLimit {b.backoff_limit}"
+                )
+
+        master = replicas["master-0"]
+        if not view.finished:
+            if sub.behaviour != "long":
+                return  # reported by settle
+            if sub.supervisor_killed:
+                self.problem(f"{who}: its supervisor was killed, yet it is {view.phase}")
+        elif view.phase == "Succeeded":
+            if master.phase != "Succeeded":
+                self.problem(f"{who}: Succeeded, but its Master is {master.phase}")
+        elif reason == SUPERVISOR_LOST:
+            if not sub.supervisor_killed:
+                self.problem(f"{who}: SupervisorLost, but its supervisor was not killed")
+        elif reason == "PyTorchJobFailed":
+            if not any(
+                r.phase == "Failed" and r.reason != SUPERVISOR_LOST for r in replicas.values()
+            ):
+                self.problem(f"{who}: {reason}, but no replica failed")
+        elif reason == "BackoffLimitExceeded":
+            total = sum(r.restarts for r in replicas.values())
+            if b.backoff_limit is None or total <= b.backoff_limit:
+                self.problem(f"{who}: {reason} with {total} restarts, limit {b.backoff_limit}")
+        else:
+            self.problem(f"{who}: unexpected verdict {view.phase} {reason!r}")
+
+        if not sub.touched:
+            self.expect_untouched(sub, view, reason, replicas, runs)
+
+    def expect_untouched(
+        self,
+        sub: Submission,
+        view: JobView,
+        reason: str,
+        replicas: dict[str, Any],
+        runs: dict[str, list[Run]],
+    ) -> None:
+        """A job the test did not kill anything of ends as its behaviour says."""
+        who = f"{sub.name} (#{sub.sid}, {sub.behaviour}, untouched)"
+        master = replicas["master-0"]
+        got = (view.phase, reason, master.phase, master.exit_code, len(runs["master-0"]))
+        expected: dict[str, tuple[Any, ...]] = {
+            "succeed": ("Succeeded", "", "Succeeded", 0, 1),
+            "fail": ("Failed", "PyTorchJobFailed", "Failed", 3, 1),
+            "flaky": ("Succeeded", "", "Succeeded", 0, 3),
+            "crashloop": ("Failed", "BackoffLimitExceeded", "Failed", 3, 3),
+            "long": ("Running", "", "Running", None, 1),
+        }
+        if got != expected[sub.behaviour]:
+            self.problem(
+                f"{who}: (job, reason, master, exit, master runs) is {got},"
+                f" expected {expected[sub.behaviour]}"
+            )
+
+    def check_logs(self, sub: Submission) -> None:
+        """Every noted line is in ``kubemill logs``, once, and nothing never written is."""
+        # A running job goes on writing: noted before the call, checked against after it.
+        before = noted_lines(sub)
+        rc, out, err = self.kubemill("logs", sub.name)
+        if rc != 0:
+            self.problem(f"logs of {sub.name} (#{sub.sid}) failed: {err}")
+            return
+        printed = parse_logs(out)
+        for replica in REPLICAS:
+            runs = side_runs(sub.side(replica))
+            noted = before[replica]
+            lines = printed.pop(replica, [])
+            where = f"`kubemill logs {sub.name}` (#{sub.sid}) {replica}"
+            if noted - set(lines):
+                missing = sorted(noted - set(lines))
+                self.problem(f"{where} lacks {len(missing)} noted lines, e.g. {missing[:3]}")
+            dupes = [line for line, n in Counter(lines).items() if n > 1]
+            if dupes:
+                self.problem(f"{where} repeats lines, e.g. {dupes[:3]}")
+            # A line may be in the log without its note (killed in between): at most the
+            # next one after the last noted of its run and stream.
+            highest: dict[tuple[int, str], int] = {}
+            for run_no, run in enumerate(runs):
+                for line in run.lines:
+                    m = LINE.match(line)
+                    assert m is not None
+                    key = (run_no, m.group(3))
+                    highest[key] = max(highest.get(key, -1), int(m.group(4)))
+            for line in lines:
+                m = LINE.match(line)
+                if m is None or int(m.group(1)) != sub.sid:
+                    self.problem(f"{where} holds a line it never wrote: {line!r}")
+                    continue
+                key = (int(m.group(2)), m.group(3))
+                if int(m.group(4)) > highest.get(key, -1) + 1:
+                    self.problem(f"{where} holds a line beyond what it wrote: {line!r}")
+        if printed:
+            self.problem(f"`kubemill logs {sub.name}` shows unknown replicas {sorted(printed)}")
+
+    def leftovers(self, live_uids: set[str]) -> dict[int, str]:
+        """Token-carrying processes that belong to no unfinished job."""
+        found = {}
+        for pid, cmdline in processes_with_token(self.cli.token).items():
+            mark = procinfo.mark_of(pid) or ""
+            uid = mark.partition("/")[0] or cmdline.rpartition("--job-uid ")[2]
+            if uid not in live_uids:
+                found[pid] = f"{cmdline} [{mark}]"
+        return found
+
+
+def parse_logs(out: str) -> dict[str, list[str]]:
+    """``kubemill logs`` output (``replica | text``) as each replica's lines."""
+    printed: dict[str, list[str]] = {}
+    for raw in out.splitlines():
+        replica, sep, text = raw.partition(" | ")
+        if sep:
+            printed.setdefault(replica.strip(), []).append(text)
+    return printed
+
+
+@pytest.mark.timeout(SECONDS + 300)
+def test_sixty_seconds_of_chaos(tmp_path: Path) -> None:
+    seed = int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(2**32))
+    print(f"chaos seed: {seed} (replay: {SEED_ENV}={seed})")
+    chaos = Chaos(tmp_path, seed)
+    client = JobClient(state_dir=chaos.cli.state_dir)
+    try:
+        until = time.monotonic() + SECONDS
+        threads = [
+            threading.Thread(target=chaos.drive, args=(random.Random(f"{seed}/{i}"), until, i))
+            for i in range(THREADS)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        views = chaos.settle(client)
+        verdicts: Counter[str] = Counter()
+        for sub in chaos.current():
+            if sub.sid in views:
+                chaos.judge(sub, views[sub.sid])
+                chaos.check_logs(sub)
+                view = views[sub.sid]
+                failed = [c.reason for c in view.status.conditions if c.type == "Failed"]
+                touched = "killed" if sub.supervisor_killed else "replica" if sub.touched else ""
+                verdicts[f"{sub.behaviour} {view.phase} {''.join(failed)} {touched}"] += 1
+        print("verdicts:", dict(sorted(verdicts.items())))
+        listed = {v.name for v in client.list()}
+        if listed != {s.name for s in chaos.current()}:
+            chaos.problem(f"jobs listed {sorted(listed)}, expected {chaos.current()}")
+        live = {s.uid for s in chaos.current() if s.sid in views and not views[s.sid].finished}
+        left = chaos.leftovers(live)
+        if left:
+            chaos.problem(f"processes of finished or deleted jobs are left: {left}")
+    finally:
+        # Delete everything still there, through the CLI, and prove nothing is left.
+        with ThreadPoolExecutor(4) as pool:
+            done = list(pool.map(lambda s: chaos.kubemill("delete", s.name), chaos.current()))
+        for sub, (rc, _, err) in zip(chaos.current(), done, strict=True):
+            if rc != 0:
+                chaos.problem(f"final delete of {sub.name} (#{sub.sid}) failed: {err}")
+            else:
+                sub.deleted = True
+        left = processes_with_token(chaos.cli.token)
+        for pid in left:
+            procinfo.kill_process(procinfo.identify(pid) or procinfo.ProcessId(pid, 0, ""))
+    if left:
+        chaos.problem(f"processes left once every job was deleted: {left}")
+    for sub in chaos.history:
+        if sub.uid and chaos.job_dir(sub).exists():
+            chaos.problem(f"{sub.name} (#{sub.sid}) was deleted; {chaos.job_dir(sub)} is not")
+    if any((chaos.cli.state_dir / "jobs").glob("*/*")):
+        found = sorted(p.name for p in (chaos.cli.state_dir / "jobs").glob("*/*"))
+        chaos.problem(f"job directories left once every job was deleted: {found}")
+
+    db = chaos.cli.state_dir / "kubemill.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    finally:
+        conn.close()
+    if integrity != ["ok"]:
+        chaos.problem(f"PRAGMA integrity_check: {integrity}")
+    rc, out, err = chaos.kubemill("doctor")
+    if rc != 0 or "OK" not in out:
+        chaos.problem(f"kubemill doctor: exit {rc}: {out}{err}")
+
+    counts = Counter(line.split()[2] for line in chaos.timeline if line.split()[1].startswith("["))
+    print(f"{len(chaos.history)} submissions; actions: {dict(counts)}")
+    print("\n".join(chaos.timeline))
+    assert not chaos.problems, (
+        f"chaos seed {seed} ({SEED_ENV}={seed} replays it): {len(chaos.problems)} problems:\n"
+        + "\n".join(chaos.problems)
+    )
