@@ -19,7 +19,8 @@ Every read tells the truth about processes, whoever is asking and whenever:
   annotation, ``spec.runPolicy.suspend``) as a client patches a job on a cluster; the
   supervisor reconciles the change (see :mod:`.supervisor`);
 - ``delete`` asks the supervisor to stop the job, waits for it, kills what is left and
-  checks that no process of the job's groups remains before removing its records.
+  checks that no process of the job's groups remains before removing its records; if
+  the deleting process dies once it has asked, the next read finishes the deletion.
 
 Logs stay readable through all of this: they are plain files the processes wrote.
 """
@@ -497,6 +498,10 @@ class LocalBackend:
         rec = self.store.job(_namespace(namespace), name)
         self._stop(rec, "delete", force=False)
         self._kill_leftovers(rec, verify=True)
+        self._forget(rec)
+
+    def _forget(self, rec: JobRecord) -> None:
+        """Remove a job whose processes are all gone: its records and its directory."""
         self.store.remove_job(rec.uid)
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         with self._runs_lock:
@@ -568,11 +573,32 @@ class LocalBackend:
 
     def _fresh(self, rec: JobRecord) -> JobRecord | None:
         """The record after healing a lost supervisor and applying the TTL (None: gone)."""
+        if rec.request == "delete" and (
+            rec.supervisor_state == "done" or not self._supervisor_alive(rec)
+        ):
+            return self._finish_delete(rec)
         if rec.supervisor_state != "done" and not self._supervisor_alive(rec):
             rec = self._heal(rec)
         if rec.finished and rec.supervisor_state == "done":
             return self._expire(rec)
         return rec
+
+    def _finish_delete(self, rec: JobRecord) -> JobRecord | None:
+        """Complete a delete whose caller did not (None: done).
+
+        A delete asks the supervisor to stop the job and let go, then removes it; if the
+        deleting process died in between (killed, its terminal closed), the job would stay
+        recorded as running with nothing running. As an API server finishes a deletion
+        whoever asked for it, the next reader finishes it; the deleter, if still at it,
+        finds nothing left to remove. A process that survives SIGKILL keeps the record,
+        for ``delete`` to report.
+        """
+        try:
+            self._kill_leftovers(rec, verify=True)
+        except SubstrateError:
+            return rec
+        self._forget(rec)
+        return None
 
     def _heal(self, rec: JobRecord) -> JobRecord:
         """The supervisor died: kill what is left, and have the core judge the job."""
