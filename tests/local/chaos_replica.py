@@ -1,7 +1,7 @@
 """A replica of the chaos test (``test_chaos.py``): numbered lines, and a side file that
 says what was written.
 
-``python chaos_replica.py SIDE SUB REPLICA LINES INTERVAL PLAN DAEMON``
+``python chaos_replica.py SIDE SUB REPLICA LINES INTERVAL PLAN DAEMON DEAF``
 
 Each run appends ``start <run> <pid>`` to the side file ``SIDE``, then writes line pairs
 ``sub=SUB run=R out N`` to stdout and ``sub=SUB run=R err N`` to stderr, one pair every
@@ -11,17 +11,21 @@ in the side file, which is fsynced: whatever the side file lists was in the log 
 any kill. A run ends by noting ``exit <code>`` and exiting with that code. ``PLAN`` is
 the exit code per run, comma-separated (``3,3,0``: fail twice, then succeed; the last
 one repeats); the run number is the count of earlier ``start`` notes. ``DAEMON`` ``1``
-starts a process in a new session first (it must not outlive the job).
+starts a process in a new session first (it must not outlive the job); ``DEAF`` ``1``
+ignores SIGTERM (it is stopped by SIGKILL, once its grace period is over).
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
 
 
 def main() -> int:
-    side, sub, _replica, lines, interval, plan, daemon = sys.argv[1:8]
+    side, sub, _replica, lines, interval, plan, daemon, deaf = sys.argv[1:9]
+    if deaf == "1":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def note(text: str) -> None:

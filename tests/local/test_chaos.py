@@ -7,11 +7,14 @@ stderr, each noted in a side file (fsynced) once it is in the log. A submission 
 behaviour: ``succeed``, ``fail`` (the Master exits 3), ``flaky`` (``OnFailure``: the
 Master fails twice, then succeeds), ``crashloop`` (``OnFailure``, ``backoffLimit: 2``,
 always exit 3) or ``long`` (runs until stopped; the Master also starts a process in a
-new session, which must not outlive the job). Two driver threads then pick, at random,
-for :data:`SECONDS` (60 s): ``kubemill run --detach`` into an empty slot, ``kubemill
-delete``, a SIGKILL to a job's detached supervisor (found by the token every process of
-the test carries, and its ``--job-uid``), a SIGKILL to one replica, or a read (``kubemill
-get``, or ``kubemill logs``, which must hold every line noted before the call).
+new session, which must not outlive the job, and the Worker ignores SIGTERM). Two driver
+threads then pick, at random, for :data:`SECONDS` (60 s): ``kubemill run --detach`` into
+an empty slot, ``kubemill delete``, a ``kubemill delete`` SIGKILLed after a random moment
+(the job must then be gone by the next read, or untouched), a SIGKILL to a job's
+detached supervisor (found by the token every process of the test carries, and its
+``--job-uid``), a SIGKILL to one replica, or a read (``kubemill get``, or ``kubemill
+logs``, which must hold every line noted before the call). Kills take no lock: they may
+land in the middle of a delete.
 
 **What is checked** at the end, after a bounded wait for the jobs to settle:
 
@@ -21,8 +24,9 @@ get``, or ``kubemill logs``, which must hold every line noted before the call).
   supervisor; restarts match the runs noted; an ``OnFailure`` job never ran more restarts
   than its ``backoffLimit`` allows; a job is ``SupervisorLost`` only if its supervisor was
   killed (README: a dead supervisor's job is Failed ``SupervisorLost`` on the next read),
-  Succeeded only if its Master succeeded, failed for a replica only if one failed, and
-  a job nothing touched ends exactly as its behaviour says;
+  Succeeded only if its Master succeeded, failed for a replica only if one failed; a
+  job shown running has every replica's process alive; and a job nothing touched ends
+  exactly as its behaviour says;
 - every line a replica noted is in ``kubemill logs`` (once, in its own replica), and no
   line is there that was not written;
 - deleted jobs are gone, with their directories and logs; ``kubemill get`` lists exactly
@@ -45,6 +49,7 @@ import random
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -62,7 +67,7 @@ from kubemill.substrates.base import JobNotFound, JobView
 from kubemill.substrates.local import procinfo
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "e2e"))
-from e2e_support import Cli, processes_with_token
+from e2e_support import KUBEMILL, Cli, processes_with_token
 
 pytestmark = pytest.mark.chaos
 
@@ -73,7 +78,7 @@ SLOTS = 20
 THREADS = 2
 SETTLE = 45.0
 """Seconds the jobs get to finish once the chaos stops (a safety net, not a bound)."""
-GRACE = 2
+GRACE = 1
 """terminationGracePeriodSeconds of every replica (they die on SIGTERM anyway)."""
 REPLICA_SCRIPT = Path(__file__).with_name("chaos_replica.py")
 SUPERVISOR_MODULE = "kubemill.substrates.local.supervisor"
@@ -89,6 +94,8 @@ class Script:
     lines: int
     plan: str
     daemon: bool = False
+    deaf: bool = False
+    """Ignores SIGTERM: stopping it takes the grace period, then SIGKILL."""
     interval: float = 0.2
     """Seconds between line pairs: jobs last a few seconds, long enough to be hit mid-run."""
 
@@ -107,7 +114,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "fail": Behaviour("Never", Script(6, "3"), FOREVER),
     "flaky": Behaviour("OnFailure", Script(4, "3,3,0"), Script(3, "0"), backoff_limit=6),
     "crashloop": Behaviour("OnFailure", Script(3, "3"), FOREVER, backoff_limit=2),
-    "long": Behaviour("Never", Script(0, "forever", daemon=True), FOREVER),
+    "long": Behaviour("Never", Script(0, "forever", daemon=True), Script(0, "forever", deaf=True)),
 }
 
 
@@ -123,6 +130,8 @@ class Submission:
     supervisor_killed: bool = False
     replica_kills: Counter[str] = field(default_factory=Counter)
     deleted: bool = False
+    delete_killed: bool = False
+    """A ``kubemill delete`` of it was SIGKILLed: it may be gone, or go at the next read."""
 
     @property
     def spec(self) -> Behaviour:
@@ -149,6 +158,7 @@ class Submission:
                 str(script.interval),
                 script.plan,
                 "1" if script.daemon else "0",
+                "1" if script.deaf else "0",
             ]
             container = {"name": "pytorch", "image": "python", "command": argv}
             return {
@@ -270,10 +280,14 @@ class Chaos:
     def slot_action(self, rng: random.Random, slot: int, who: int) -> None:
         sub = self.slots[slot]
         choice = rng.random()
+        if sub is not None and sub.delete_killed and self.gone(slot, sub, who):
+            return
         if sub is None:
             self.submit(slot, rng.choice(sorted(BEHAVIOURS)), who)
-        elif choice < 0.4:
+        elif choice < 0.3:
             self.delete(slot, sub, who)
+        elif choice < 0.4:
+            self.kill_delete(sub, rng, who)
         elif choice < 0.75:
             self.read_logs(sub, who)
         else:
@@ -312,6 +326,59 @@ class Chaos:
             self.slots[slot] = None
         if sub.uid and self.job_dir(sub).exists():
             self.problem(f"{sub.name} (#{sub.sid}) deleted, but {self.job_dir(sub)} is still there")
+
+    def kill_delete(self, sub: Submission, rng: random.Random, who: int) -> None:
+        """``kubemill delete``, SIGKILLed at a random moment: half the time within its
+        first second (often before it asked), else soon after it asked the supervisor
+        (seen in the database), while it waits for it or once done. The job must end
+        up gone, or untouched."""
+        deleter = subprocess.Popen(
+            [str(KUBEMILL), "delete", sub.name],
+            env=self.cli.env,
+            cwd=self.cli.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        early = rng.random() < 0.5
+        delay = rng.uniform(0.0, 1.0 if early else 0.5)
+        if not early:
+            give_up = time.monotonic() + 30
+            while deleter.poll() is None and time.monotonic() < give_up:
+                if self.delete_asked(sub):
+                    break
+                time.sleep(0.01)
+        time.sleep(delay)
+        deleter.kill()
+        rc = deleter.wait()
+        sub.delete_killed = True
+        when = "at once" if early else "once it asked"
+        self.note(f"[{who}] delete {sub.name} #{sub.sid}, SIGKILLed {when} + {delay:.2f} s: {rc}")
+
+    def delete_asked(self, sub: Submission) -> bool:
+        """Whether a delete of the job has been asked for (or it is gone), read-only."""
+        db = self.cli.state_dir / "kubemill.db"
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            row = conn.execute("SELECT request FROM jobs WHERE uid = ?", (sub.uid,)).fetchone()
+        finally:
+            conn.close()
+        return row is None or row[0] == "delete"
+
+    def gone(self, slot: int, sub: Submission, who: int) -> bool:
+        """Whether a job whose deleter was killed is gone now (the slot is then free)."""
+        rc, _, err = self.kubemill("get", sub.name, "-o", "json")
+        if rc == 0:
+            return False
+        if "no job" not in err:
+            self.problem(f"[{who}] get of {sub.name} (#{sub.sid}) failed: {err}")
+            return False
+        self.note(f"[{who}] {sub.name} #{sub.sid} is gone after its deleter was killed")
+        with self._lock:
+            sub.deleted = True
+            self.slots[slot] = None
+        if sub.uid and self.job_dir(sub).exists():
+            self.problem(f"{sub.name} (#{sub.sid}) is gone, but {self.job_dir(sub)} is not")
+        return True
 
     def owner(self, pid: int, cmdline: str) -> tuple[Submission, str] | None:
         """The submission a token-carrying process belongs to, and what it is of it."""
@@ -392,11 +459,16 @@ class Chaos:
         deadline = time.monotonic() + SETTLE
         while True:
             views: dict[int, JobView] = {}
-            for sub in self.current():
+            for slot, sub in enumerate(self.slots):
+                if sub is None:
+                    continue
                 try:
                     views[sub.sid] = client.get(sub.name)
                 except JobNotFound:
-                    self.problem(f"{sub.name} (#{sub.sid}) was never deleted, yet it is gone")
+                    if not sub.delete_killed:
+                        self.problem(f"{sub.name} (#{sub.sid}) was never deleted, yet it is gone")
+                    sub.deleted = True
+                    self.slots[slot] = None
             waiting = [
                 s.name
                 for s in self.current()
@@ -459,6 +531,10 @@ class Chaos:
                 return  # reported by settle
             if sub.supervisor_killed:
                 self.problem(f"{who}: its supervisor was killed, yet it is {view.phase}")
+            # A job shown running runs: every replica of a long job, each process alive.
+            for name, r in replicas.items():
+                if r.phase != "Running" or r.pid is None or not alive(r.pid):
+                    self.problem(f"{who}: {view.phase}, but {name} is {r.phase} (pid {r.pid})")
         elif view.phase == "Succeeded":
             if master.phase != "Succeeded":
                 self.problem(f"{who}: Succeeded, but its Master is {master.phase}")
@@ -556,6 +632,11 @@ class Chaos:
         return found
 
 
+def alive(pid: int) -> bool:
+    info = procinfo.stat(pid)
+    return info is not None and info.state != "Z"
+
+
 def parse_logs(out: str) -> dict[str, list[str]]:
     """``kubemill logs`` output (``replica | text``) as each replica's lines."""
     printed: dict[str, list[str]] = {}
@@ -582,17 +663,19 @@ def test_sixty_seconds_of_chaos(tmp_path: Path) -> None:
             thread.start()
         for thread in threads:
             thread.join()
-
+        chaos.note("-- the chaos is over")
         views = chaos.settle(client)
+        chaos.note("-- settled")
         verdicts: Counter[str] = Counter()
-        for sub in chaos.current():
-            if sub.sid in views:
-                chaos.judge(sub, views[sub.sid])
-                chaos.check_logs(sub)
-                view = views[sub.sid]
-                failed = [c.reason for c in view.status.conditions if c.type == "Failed"]
-                touched = "killed" if sub.supervisor_killed else "replica" if sub.touched else ""
-                verdicts[f"{sub.behaviour} {view.phase} {''.join(failed)} {touched}"] += 1
+        judged = [s for s in chaos.current() if s.sid in views]
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(chaos.check_logs, judged))
+        for sub in judged:
+            chaos.judge(sub, views[sub.sid])
+            view = views[sub.sid]
+            failed = [c.reason for c in view.status.conditions if c.type == "Failed"]
+            touched = "killed" if sub.supervisor_killed else "replica" if sub.touched else ""
+            verdicts[f"{sub.behaviour} {view.phase} {''.join(failed)} {touched}"] += 1
         print("verdicts:", dict(sorted(verdicts.items())))
         listed = {v.name for v in client.list()}
         if listed != {s.name for s in chaos.current()}:
@@ -602,8 +685,9 @@ def test_sixty_seconds_of_chaos(tmp_path: Path) -> None:
         if left:
             chaos.problem(f"processes of finished or deleted jobs are left: {left}")
     finally:
+        chaos.note("-- checked; deleting what is left")
         # Delete everything still there, through the CLI, and prove nothing is left.
-        with ThreadPoolExecutor(4) as pool:
+        with ThreadPoolExecutor(8) as pool:
             done = list(pool.map(lambda s: chaos.kubemill("delete", s.name), chaos.current()))
         for sub, (rc, _, err) in zip(chaos.current(), done, strict=True):
             if rc != 0:
@@ -613,6 +697,7 @@ def test_sixty_seconds_of_chaos(tmp_path: Path) -> None:
         left = processes_with_token(chaos.cli.token)
         for pid in left:
             procinfo.kill_process(procinfo.identify(pid) or procinfo.ProcessId(pid, 0, ""))
+    chaos.note("-- deleted")
     if left:
         chaos.problem(f"processes left once every job was deleted: {left}")
     for sub in chaos.history:
