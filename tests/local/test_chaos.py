@@ -128,10 +128,16 @@ class Submission:
     side_dir: Path
     uid: str = ""
     supervisor_killed: bool = False
+    killed_since_resume: bool = False
+    """A supervisor was killed, and no resume has started a new one since."""
     replica_kills: Counter[str] = field(default_factory=Counter)
     deleted: bool = False
     delete_killed: bool = False
     """A ``kubemill delete`` of it was SIGKILLed: it may be gone, or go at the next read."""
+    interrupted: bool = False
+    suspended: bool = False
+    """The last of ``kubemill suspend`` / ``resume`` that worked was suspend."""
+    ever_suspended: bool = False
 
     @property
     def spec(self) -> Behaviour:
@@ -139,7 +145,12 @@ class Submission:
 
     @property
     def touched(self) -> bool:
-        return self.supervisor_killed or bool(self.replica_kills)
+        return (
+            self.supervisor_killed
+            or bool(self.replica_kills)
+            or self.interrupted
+            or self.ever_suspended
+        )
 
     def side(self, replica: str) -> Path:
         return self.side_dir / f"{replica}.side"
@@ -270,24 +281,45 @@ class Chaos:
                 self.kill(rng, "replica", who)
             else:
                 slot = rng.randrange(SLOTS)
+                pause = choice < 0.45
+                if pause:
+                    # Suspend or resume a job that runs (or is suspended): most jobs
+                    # finish within seconds, so a random slot rarely holds one.
+                    slot = self.pick_running(rng, slot)
                 if self.locks[slot].acquire(blocking=False):
                     try:
-                        self.slot_action(rng, slot, who)
+                        self.slot_action(rng, slot, who, pause=pause)
                     finally:
                         self.locks[slot].release()
             time.sleep(rng.uniform(0.0, 0.3))
 
-    def slot_action(self, rng: random.Random, slot: int, who: int) -> None:
+    def pick_running(self, rng: random.Random, otherwise: int) -> int:
+        """The slot of a job with a live supervisor or suspended, at random."""
+        live = set()
+        for pid, cmdline in processes_with_token(self.cli.token).items():
+            found = self.owner(pid, cmdline)
+            if found is not None and found[1] == "supervisor":
+                live.add(found[0].sid)
+        slots = [
+            i for i, s in enumerate(self.slots) if s is not None and (s.sid in live or s.suspended)
+        ]
+        return rng.choice(slots) if slots else otherwise
+
+    def slot_action(self, rng: random.Random, slot: int, who: int, *, pause: bool) -> None:
         sub = self.slots[slot]
         choice = rng.random()
         if sub is not None and sub.delete_killed and self.gone(slot, sub, who):
             return
         if sub is None:
             self.submit(slot, rng.choice(sorted(BEHAVIOURS)), who)
-        elif choice < 0.3:
+        elif pause:
+            self.suspend_or_resume(sub, who)
+        elif choice < 0.25:
             self.delete(slot, sub, who)
-        elif choice < 0.4:
+        elif choice < 0.33:
             self.kill_delete(sub, rng, who)
+        elif choice < 0.38:
+            self.interrupt(sub, who)
         elif choice < 0.75:
             self.read_logs(sub, who)
         else:
@@ -354,6 +386,28 @@ class Chaos:
         when = "at once" if early else "once it asked"
         self.note(f"[{who}] delete {sub.name} #{sub.sid}, SIGKILLed {when} + {delay:.2f} s: {rc}")
 
+    def interrupt(self, sub: Submission, who: int) -> None:
+        sub.interrupted = True  # from the moment it is asked, it may show
+        rc, _, err = self.kubemill("interrupt", sub.name)
+        self.note(f"[{who}] interrupt {sub.name} #{sub.sid} -> {rc}")
+        if rc != 0:
+            self.problem(f"[{who}] interrupt of {sub.name} (#{sub.sid}) failed: {err}")
+
+    def suspend_or_resume(self, sub: Submission, who: int) -> None:
+        verb = "resume" if sub.suspended else "suspend"
+        if verb == "suspend":
+            sub.suspended = sub.ever_suspended = True
+        rc, _, err = self.kubemill(verb, sub.name)
+        self.note(f"[{who}] {verb} {sub.name} #{sub.sid} -> {rc}")
+        if rc == 0:
+            sub.suspended = verb == "suspend"
+            if verb == "resume":
+                sub.killed_since_resume = False
+        elif "already finished" in err:
+            sub.suspended = False  # nothing changed: it had finished
+        else:
+            self.problem(f"[{who}] {verb} of {sub.name} (#{sub.sid}) failed: {err}")
+
     def delete_asked(self, sub: Submission) -> bool:
         """Whether a delete of the job has been asked for (or it is gone), read-only."""
         db = self.cli.state_dir / "kubemill.db"
@@ -372,7 +426,7 @@ class Chaos:
         if "no job" not in err:
             self.problem(f"[{who}] get of {sub.name} (#{sub.sid}) failed: {err}")
             return False
-        self.note(f"[{who}] {sub.name} #{sub.sid} is gone after its deleter was killed")
+        self.note(f"[{who}] gone {sub.name} #{sub.sid}, after its deleter was killed")
         with self._lock:
             sub.deleted = True
             self.slots[slot] = None
@@ -420,7 +474,7 @@ class Chaos:
         # Recorded first: from the moment of the signal, kubemill may show its effect.
         with self._lock:
             if role == "supervisor":
-                sub.supervisor_killed = True
+                sub.supervisor_killed = sub.killed_since_resume = True
             else:
                 sub.replica_kills[role] += 1
         procinfo.kill_process(ident, signal.SIGKILL)
@@ -472,7 +526,10 @@ class Chaos:
             waiting = [
                 s.name
                 for s in self.current()
-                if s.sid in views and not views[s.sid].finished and s.behaviour != "long"
+                if s.sid in views
+                and not views[s.sid].finished
+                and s.behaviour != "long"
+                and not s.suspended
             ]
             if not waiting or time.monotonic() >= deadline:
                 for name in waiting:
@@ -505,7 +562,7 @@ class Chaos:
                 if not r.exit_code or not explained:
                     self.problem(f"{what}: this failure is not what the replica did")
             elif r.phase == "Stopped":
-                if not view.finished:
+                if not view.finished and view.phase != "Suspended":
                     self.problem(f"{what}: Stopped, but the job has not finished")
             elif r.phase == "Running":
                 if view.finished or r.pid is None:
@@ -516,9 +573,11 @@ class Chaos:
             # starts notes itself (unless the test killed it first).
             if r.restarts > len(noted) + kills:
                 self.problem(f"{what}: {r.restarts} restarts for {len(noted)} runs")
-            if not sub.supervisor_killed and r.restarts < len(noted) - 1:
+            # (A suspended replica started again is a run, not a restart.)
+            quiet = not sub.supervisor_killed and not sub.ever_suspended
+            if quiet and r.restarts < len(noted) - 1:
                 self.problem(f"{what}: {r.restarts} restarts for {len(noted)} runs")
-        if b.backoff_limit is not None:
+        if b.backoff_limit is not None and not sub.ever_suspended:
             restarted = sum(max(0, len(n) - 1) for n in runs.values())
             if restarted > b.backoff_limit:
                 self.problem(
@@ -526,10 +585,16 @@ class Chaos:
                 )
 
         master = replicas["master-0"]
-        if not view.finished:
+        if not view.finished and sub.suspended:
+            if view.phase != "Suspended":
+                self.problem(f"{who}: suspended, yet it is {view.phase}")
+            for name, r in replicas.items():
+                if r.phase == "Running" or (r.pid is not None and alive(r.pid)):
+                    self.problem(f"{who}: Suspended, but {name} is {r.phase} (pid {r.pid})")
+        elif not view.finished:
             if sub.behaviour != "long":
                 return  # reported by settle
-            if sub.supervisor_killed:
+            if sub.killed_since_resume:
                 self.problem(f"{who}: its supervisor was killed, yet it is {view.phase}")
             # A job shown running runs: every replica of a long job, each process alive.
             for name, r in replicas.items():
@@ -541,6 +606,9 @@ class Chaos:
         elif reason == SUPERVISOR_LOST:
             if not sub.supervisor_killed:
                 self.problem(f"{who}: SupervisorLost, but its supervisor was not killed")
+        elif reason == "Interrupted":
+            if not sub.interrupted:
+                self.problem(f"{who}: Interrupted, but it was not interrupted")
         elif reason == "PyTorchJobFailed":
             if not any(
                 r.phase == "Failed" and r.reason != SUPERVISOR_LOST for r in replicas.values()
