@@ -1,7 +1,7 @@
 """A replica of the chaos test (``test_chaos.py``): numbered lines, and a side file that
 says what was written.
 
-``python chaos_replica.py SIDE SUB REPLICA LINES INTERVAL PLAN DAEMON DEAF``
+``python chaos_replica.py SIDE SUB REPLICA LINES INTERVAL PLAN DAEMON DEAF PAD``
 
 Each run appends ``start <run> <pid>`` to the side file ``SIDE``, then writes line pairs
 ``sub=SUB run=R out N`` to stdout and ``sub=SUB run=R err N`` to stderr, one pair every
@@ -12,7 +12,8 @@ any kill. A run ends by noting ``exit <code>`` and exiting with that code. ``PLA
 the exit code per run, comma-separated (``3,3,0``: fail twice, then succeed; the last
 one repeats); the run number is the count of earlier ``start`` notes. ``DAEMON`` ``1``
 starts a process in a new session first (it must not outlive the job); ``DEAF`` ``1``
-ignores SIGTERM (it is stopped by SIGKILL, once its grace period is over).
+ignores SIGTERM (it is stopped by SIGKILL, once its grace period is over). ``PAD`` > 0
+ends each line with a space and that many ``x`` (logs grow fast enough to rotate).
 """
 
 import os
@@ -23,7 +24,8 @@ import time
 
 
 def main() -> int:
-    side, sub, _replica, lines, interval, plan, daemon, deaf = sys.argv[1:9]
+    side, sub, _replica, lines, interval, plan, daemon, deaf, pad = sys.argv[1:10]
+    padding = f" {'x' * int(pad)}" if int(pad) else ""
     if deaf == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -50,7 +52,7 @@ def main() -> int:
     n = 0
     while code == "forever" or n < int(lines):
         for stream, label in ((sys.stdout, "out"), (sys.stderr, "err")):
-            text = f"sub={sub} run={run} {label} {n}"
+            text = f"sub={sub} run={run} {label} {n}{padding}"
             stream.write(f"{text}\n")
             stream.flush()
             note(text)

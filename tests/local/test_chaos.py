@@ -85,6 +85,9 @@ SUPERVISOR_MODULE = "kubemill.substrates.local.supervisor"
 SUPERVISOR_LOST = "SupervisorLost"
 EXIT_KILLED = 137
 REPLICAS = ("master-0", "worker-0")
+LOG_CONFIG = {"containerLogMaxSize": "4Ki", "containerLogMaxFiles": 1000}
+"""Logs rotate every 4 KiB (a long job's every few seconds), and nothing is dropped: every
+line must still be there, across rotations cut short by a SIGKILL."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class Script:
     daemon: bool = False
     deaf: bool = False
     """Ignores SIGTERM: stopping it takes the grace period, then SIGKILL."""
+    pad: int = 0
+    """Padding at the end of each line, so that its logs rotate (see :data:`LOG_CONFIG`)."""
     interval: float = 0.2
     """Seconds between line pairs: jobs last a few seconds, long enough to be hit mid-run."""
 
@@ -114,7 +119,11 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "fail": Behaviour("Never", Script(6, "3"), FOREVER),
     "flaky": Behaviour("OnFailure", Script(4, "3,3,0"), Script(3, "0"), backoff_limit=6),
     "crashloop": Behaviour("OnFailure", Script(3, "3"), FOREVER, backoff_limit=2),
-    "long": Behaviour("Never", Script(0, "forever", daemon=True), Script(0, "forever", deaf=True)),
+    "long": Behaviour(
+        "Never",
+        Script(0, "forever", daemon=True, pad=150, interval=0.1),
+        Script(0, "forever", deaf=True, pad=150, interval=0.1),
+    ),
 }
 
 
@@ -135,6 +144,10 @@ class Submission:
     delete_killed: bool = False
     """A ``kubemill delete`` of it was SIGKILLed: it may be gone, or go at the next read."""
     interrupted: bool = False
+    interrupt_done: float | None = None
+    """When a ``kubemill interrupt`` of it returned 0 (it waits for the stop)."""
+    first_kill: float | None = None
+    """When its supervisor was first SIGKILLed."""
     suspended: bool = False
     """The last of ``kubemill suspend`` / ``resume`` that worked was suspend."""
     ever_suspended: bool = False
@@ -170,6 +183,7 @@ class Submission:
                 script.plan,
                 "1" if script.daemon else "0",
                 "1" if script.deaf else "0",
+                str(script.pad),
             ]
             container = {"name": "pytorch", "image": "python", "command": argv}
             return {
@@ -225,7 +239,7 @@ def noted_lines(sub: Submission) -> dict[str, set[str]]:
     return {r: {line for run in side_runs(sub.side(r)) for line in run.lines} for r in REPLICAS}
 
 
-LINE = re.compile(r"^sub=(\d+) run=(\d+) (out|err) (\d+)$")
+LINE = re.compile(r"^sub=(\d+) run=(\d+) (out|err) (\d+)( x+)?$")
 
 
 class Chaos:
@@ -237,6 +251,9 @@ class Chaos:
         work = tmp_path / "work"
         work.mkdir()
         self.cli = Cli(state_dir=tmp_path / "state", cwd=work)
+        config = tmp_path / "config" / "kubemill" / "config.yaml"  # Cli's XDG_CONFIG_HOME
+        config.parent.mkdir(parents=True)
+        config.write_text(yaml.safe_dump(LOG_CONFIG))
         self.slots: list[Submission | None] = [None] * SLOTS
         self.locks = [threading.Lock() for _ in range(SLOTS)]
         self.history: list[Submission] = []
@@ -390,6 +407,8 @@ class Chaos:
         sub.interrupted = True  # from the moment it is asked, it may show
         rc, _, err = self.kubemill("interrupt", sub.name)
         self.note(f"[{who}] interrupt {sub.name} #{sub.sid} -> {rc}")
+        if rc == 0 and sub.interrupt_done is None:
+            sub.interrupt_done = time.monotonic()
         if rc != 0:
             self.problem(f"[{who}] interrupt of {sub.name} (#{sub.sid}) failed: {err}")
 
@@ -475,6 +494,8 @@ class Chaos:
         with self._lock:
             if role == "supervisor":
                 sub.supervisor_killed = sub.killed_since_resume = True
+                if sub.first_kill is None:
+                    sub.first_kill = time.monotonic()
             else:
                 sub.replica_kills[role] += 1
         procinfo.kill_process(ident, signal.SIGKILL)
@@ -606,6 +627,10 @@ class Chaos:
         elif reason == SUPERVISOR_LOST:
             if not sub.supervisor_killed:
                 self.problem(f"{who}: SupervisorLost, but its supervisor was not killed")
+            # README: a job asked to stop before its supervisor died is Interrupted.
+            stopped = sub.interrupt_done
+            if stopped is not None and (sub.first_kill is None or stopped < sub.first_kill):
+                self.problem(f"{who}: SupervisorLost, but it was interrupted before that")
         elif reason == "Interrupted":
             if not sub.interrupted:
                 self.problem(f"{who}: Interrupted, but it was not interrupted")
@@ -742,9 +767,19 @@ def test_sixty_seconds_of_chaos(tmp_path: Path) -> None:
             chaos.judge(sub, views[sub.sid])
             view = views[sub.sid]
             failed = [c.reason for c in view.status.conditions if c.type == "Failed"]
-            touched = "killed" if sub.supervisor_killed else "replica" if sub.touched else ""
-            verdicts[f"{sub.behaviour} {view.phase} {''.join(failed)} {touched}"] += 1
+            touches = {
+                "supervisor-killed": sub.supervisor_killed,
+                "replica-killed": bool(sub.replica_kills),
+                "interrupted": sub.interrupted,
+                "suspended": sub.ever_suspended,
+            }
+            touched = ",".join(k for k, v in touches.items() if v)
+            verdict = f"{sub.behaviour} {view.phase} {''.join(failed)} {touched}".strip()
+            verdicts[verdict] += 1
+            chaos.note(f"verdict {sub.name} #{sub.sid}: {verdict}")
         print("verdicts:", dict(sorted(verdicts.items())))
+        chunks = list((chaos.cli.state_dir / "jobs").glob("*/*/logs/*.log.[0-9]*"))
+        print(f"rotated log chunks of the jobs left: {len(chunks)}")
         listed = {v.name for v in client.list()}
         if listed != {s.name for s in chaos.current()}:
             chaos.problem(f"jobs listed {sorted(listed)}, expected {chaos.current()}")
