@@ -28,7 +28,9 @@ land in the middle of a delete.
   job shown running has every replica's process alive; and a job nothing touched ends
   exactly as its behaviour says;
 - every line a replica noted is in ``kubemill logs`` (once, in its own replica), and no
-  line is there that was not written;
+  line is there that was not written; each stream's lines come in the order written,
+  with ``--timestamps`` that never go back; ``--tail N`` of a finished job is the end of
+  its whole log (logs rotate every 4 KiB meanwhile: :data:`LOG_CONFIG`);
 - deleted jobs are gone, with their directories and logs; ``kubemill get`` lists exactly
   the jobs not deleted;
 - no process of a finished or deleted job is left (a scan of ``/proc`` for the token), and
@@ -56,6 +58,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +264,7 @@ class Chaos:
         self.timeline: list[str] = []
         self._lock = threading.Lock()
         self._next_sid = 0
+        self._times: dict[tuple[int, str, str], datetime] = {}
         self._t0 = time.monotonic()
 
     # --- bookkeeping -------------------------------------------------------------------------
@@ -674,19 +678,26 @@ class Chaos:
                 f" expected {expected[sub.behaviour]}"
             )
 
-    def check_logs(self, sub: Submission) -> None:
-        """Every noted line is in ``kubemill logs``, once, and nothing never written is."""
+    def check_logs(self, sub: Submission, finished: bool) -> None:
+        """Every noted line is in ``kubemill logs``, once, and nothing never written is;
+        each stream's lines come in the order written, with times that never go back;
+        ``--tail N`` of a finished job is the end of the whole log."""
         # A running job goes on writing: noted before the call, checked against after it.
         before = noted_lines(sub)
-        rc, out, err = self.kubemill("logs", sub.name)
+        rc, out, err = self.kubemill("logs", sub.name, "--timestamps")
         if rc != 0:
             self.problem(f"logs of {sub.name} (#{sub.sid}) failed: {err}")
             return
-        printed = parse_logs(out)
+        printed: dict[str, list[str]] = {}
+        for replica, stamped in parse_logs(out).items():
+            for text in stamped:
+                stamp, _, line = text.partition(" ")
+                printed.setdefault(replica, []).append(line)
+                self.check_time(sub, replica, stamp, line)
         for replica in REPLICAS:
             runs = side_runs(sub.side(replica))
             noted = before[replica]
-            lines = printed.pop(replica, [])
+            lines = printed.get(replica, [])
             where = f"`kubemill logs {sub.name}` (#{sub.sid}) {replica}"
             if noted - set(lines):
                 missing = sorted(noted - set(lines))
@@ -703,16 +714,54 @@ class Chaos:
                     assert m is not None
                     key = (run_no, m.group(3))
                     highest[key] = max(highest.get(key, -1), int(m.group(4)))
+            last: dict[str, tuple[int, int]] = {}
             for line in lines:
                 m = LINE.match(line)
                 if m is None or int(m.group(1)) != sub.sid:
                     self.problem(f"{where} holds a line it never wrote: {line!r}")
                     continue
-                key = (int(m.group(2)), m.group(3))
-                if int(m.group(4)) > highest.get(key, -1) + 1:
+                run_no, stream, n = int(m.group(2)), m.group(3), int(m.group(4))
+                if n > highest.get((run_no, stream), -1) + 1:
                     self.problem(f"{where} holds a line beyond what it wrote: {line!r}")
-        if printed:
-            self.problem(f"`kubemill logs {sub.name}` shows unknown replicas {sorted(printed)}")
+                if (run_no, n) <= last.get(stream, (-1, -1)):
+                    self.problem(f"{where}: {line!r} comes after {last[stream]} of its stream")
+                last[stream] = (run_no, n)
+        unknown = sorted(set(printed) - set(REPLICAS))
+        if unknown:
+            self.problem(f"`kubemill logs {sub.name}` shows unknown replicas {unknown}")
+        if finished:
+            self.check_tail(sub, printed)
+
+    def check_time(self, sub: Submission, replica: str, stamp: str, line: str) -> None:
+        """A stream's line times never go back (marks, rotation, a new supervisor)."""
+        m = LINE.match(line)
+        if m is None:
+            return
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        key = (sub.sid, replica, m.group(3))
+        with self._lock:
+            earlier = self._times.get(key)
+            self._times[key] = when
+        if earlier is not None and when < earlier:
+            self.problem(
+                f"`kubemill logs {sub.name} --timestamps` (#{sub.sid}) {replica}: {line!r}"
+                f" at {stamp}, before the stream's previous line ({earlier.isoformat()})"
+            )
+
+    def check_tail(self, sub: Submission, printed: dict[str, list[str]]) -> None:
+        count = 1 + sub.sid % 17
+        rc, out, err = self.kubemill("logs", sub.name, "--tail", str(count))
+        if rc != 0:
+            self.problem(f"logs --tail of {sub.name} (#{sub.sid}) failed: {err}")
+            return
+        tailed = parse_logs(out)
+        for replica in REPLICAS:
+            whole = printed.get(replica, [])
+            if tailed.get(replica, []) != whole[-count:]:
+                self.problem(
+                    f"`kubemill logs {sub.name} --tail {count}` (#{sub.sid}) {replica}:"
+                    f" {tailed.get(replica, [])}, but the log ends {whole[-count:]}"
+                )
 
     def leftovers(self, live_uids: set[str]) -> dict[int, str]:
         """Token-carrying processes that belong to no unfinished job."""
@@ -762,7 +811,7 @@ def test_sixty_seconds_of_chaos(tmp_path: Path) -> None:
         verdicts: Counter[str] = Counter()
         judged = [s for s in chaos.current() if s.sid in views]
         with ThreadPoolExecutor(4) as pool:
-            list(pool.map(chaos.check_logs, judged))
+            list(pool.map(chaos.check_logs, judged, [views[s.sid].finished for s in judged]))
         for sub in judged:
             chaos.judge(sub, views[sub.sid])
             view = views[sub.sid]
