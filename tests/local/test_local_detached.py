@@ -124,8 +124,8 @@ def test_delete_of_a_running_detached_job_stops_it_through_its_supervisor(
 def test_a_delete_whose_caller_died_is_finished_by_the_next_read(
     backend: LocalBackend, tmp_path: Path, supervisor_dies: bool
 ) -> None:
-    # Found by the chaos test: `kubemill delete` SIGKILLed once it had asked left the job
-    # recorded Running forever, with nothing running and no supervisor.
+    # Found while building the chaos test: `kubemill delete` SIGKILLed once it had asked
+    # left the job recorded Running forever, with nothing running and no supervisor.
     job = pytorch_job("halfdel", master=SLEEPER, worker=SPAWNS_GRANDCHILD)
     backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
     supervisor = _supervisor(backend, "halfdel")
@@ -146,3 +146,18 @@ def test_a_delete_whose_caller_died_is_finished_by_the_next_read(
     assert all(not procinfo.group_members(pgid) for pgid in groups)
     info = procinfo.stat(grandchild)
     assert info is None or info.state == "Z"
+
+
+def test_no_process_of_a_deleted_job_is_left_when_delete_returns(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # Found while building the chaos test (no process of a deleted job may run): the
+    # detached supervisor, which had let go of the job, was often still ending
+    # (interpreter shutdown) when `delete` returned.
+    for round_ in range(3):
+        name = f"gonenow-{round_}"
+        backend.submit(pytorch_job(name, master=SLEEPER), SubmitOptions(detach=True))
+        supervisor = _supervisor(backend, name)
+        eventually(lambda name=name: "up" in log_text(backend, name), what="replica up")
+        backend.delete(name)
+        assert not procinfo.is_alive(supervisor), f"round {round_}: supervisor still runs"

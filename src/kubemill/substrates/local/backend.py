@@ -501,7 +501,16 @@ class LocalBackend:
         self._forget(rec)
 
     def _forget(self, rec: JobRecord) -> None:
-        """Remove a job whose processes are all gone: its records and its directory."""
+        """Remove a job whose processes are all gone: its records and its directory.
+
+        A detached supervisor that has let go is still ending (interpreter shutdown):
+        once this returns, no process of the job is left, that one included.
+        """
+        current = self.store.job_by_uid(rec.uid) or rec
+        sup = current.supervisor if current.supervisor_mode == "detached" else None
+        if sup is not None and not procinfo.wait_gone(sup, timeout=STOP_MARGIN):
+            procinfo.kill_process(sup)
+            procinfo.wait_gone(sup, timeout=STOP_MARGIN)
         self.store.remove_job(rec.uid)
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         with self._runs_lock:
