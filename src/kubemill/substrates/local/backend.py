@@ -11,8 +11,9 @@ Every read tells the truth about processes, whoever is asking and whenever:
   (``PR_SET_PDEATHSIG``); the group kill catches the children they may have left.
   The halt is reported only when nothing else decided: a job asked to stop (the stop
   annotation) was stopped, as asked, and is recorded ``Interrupted``; a job asked to
-  suspend runs no process anyway, so it is recorded Suspended and can be resumed (a new
-  detached supervisor takes it over);
+  suspend runs no process anyway, so it is recorded Suspended, its replicas Stopped (no
+  failures: resuming counts no restart for them), and can be resumed (a new detached
+  supervisor takes it over);
 - a finished job whose ``ttlSecondsAfterFinished`` has passed is deleted by the read
   that notices (the core decides; no daemon is needed);
 - ``interrupt``, ``suspend`` and ``resume`` change the recorded manifest (the stop
@@ -627,6 +628,20 @@ class LocalBackend:
                 )
         # Judged from the records as they were: the lost replicas are observed lost.
         self._judge_unsupervised(rec, now=now, lost=True)
+        judged = self.store.job_by_uid(rec.uid)
+        if judged is not None and not judged.finished:
+            # Kept, Suspended as asked: the suspend stopped them (the kernel carried it out
+            # as the supervisor died). Not failures: resuming starts them again as after
+            # any suspend, no restart counted.
+            lost = [
+                replace(
+                    r,
+                    phase="Stopped",
+                    reason="Stopped",
+                    message="stopped for the suspend; its supervisor died first",
+                )
+                for r in lost
+            ]
         self.store.save_replicas(lost)
         self.store.set_supervisor_state(rec.uid, "done")
         healed = self.store.job_by_uid(rec.uid)
