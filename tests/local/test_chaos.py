@@ -548,17 +548,10 @@ class Chaos:
                         self.problem(f"{sub.name} (#{sub.sid}) was never deleted, yet it is gone")
                     sub.deleted = True
                     self.slots[slot] = None
-            waiting = [
-                s.name
-                for s in self.current()
-                if s.sid in views
-                and not views[s.sid].finished
-                and s.behaviour != "long"
-                and not s.suspended
-            ]
+            waiting = [s.name for s in self.current() if s.sid in views and unsettled(s, views)]
             if not waiting or time.monotonic() >= deadline:
                 for name in waiting:
-                    self.problem(f"{name} has not finished {SETTLE:.0f} s after the chaos")
+                    self.problem(f"{name} has not settled {SETTLE:.0f} s after the chaos")
                 return views
             time.sleep(0.2)
 
@@ -644,8 +637,12 @@ class Chaos:
             ):
                 self.problem(f"{who}: {reason}, but no replica failed")
         elif reason == "BackoffLimitExceeded":
+            # Over the limit counting the restarts it would take next (the core's rule):
+            # an in-place one is counted at its exit, but the recreation of a pod that
+            # ended Failed never happens, so it is not in the restarts shown (one per
+            # replica at most).
             total = sum(r.restarts for r in replicas.values())
-            if b.backoff_limit is None or total <= b.backoff_limit:
+            if b.backoff_limit is None or total + len(replicas) <= b.backoff_limit:
                 self.problem(f"{who}: {reason} with {total} restarts, limit {b.backoff_limit}")
         else:
             self.problem(f"{who}: unexpected verdict {view.phase} {reason!r}")
@@ -772,6 +769,15 @@ class Chaos:
             if uid not in live_uids:
                 found[pid] = f"{cmdline} [{mark}]"
         return found
+
+
+def unsettled(sub: Submission, views: dict[int, JobView]) -> bool:
+    """A job that will finish by itself and has not, or has finished and is still
+    stopping what ran (its verdict is out before its last replica is gone)."""
+    view = views[sub.sid]
+    if view.finished:
+        return any(r.phase == "Running" for r in view.replicas)
+    return sub.behaviour != "long" and not sub.suspended
 
 
 def alive(pid: int) -> bool:
