@@ -21,12 +21,14 @@ land in the middle of a delete.
 - every job's state is truthful, read through the SDK: a replica shown Succeeded noted
   ``exit 0`` at the end of its last run; one shown Failed exited with the code it noted,
   or 137 after the test SIGKILLed it, or is ``SupervisorLost`` after the test killed its
-  supervisor; restarts match the runs noted; an ``OnFailure`` job never ran more restarts
-  than its ``backoffLimit`` allows; a job is ``SupervisorLost`` only if its supervisor was
-  killed (README: a dead supervisor's job is Failed ``SupervisorLost`` on the next read),
-  Succeeded only if its Master succeeded, failed for a replica only if one failed; a
-  job shown running has every replica's process alive; and a job nothing touched ends
-  exactly as its behaviour says;
+  supervisor; it shows no more restarts than it had failures (noted, or SIGKILLs); an
+  ``OnFailure`` job never ran more restarts than its ``backoffLimit`` allows; a job is
+  ``SupervisorLost`` only if its supervisor was killed (README: a dead supervisor's job
+  is Failed ``SupervisorLost`` on the next read) and not after an interrupt that had
+  returned, ``Interrupted`` only if interrupted, Succeeded only if its Master succeeded,
+  failed for a replica only if one failed; a suspended job runs nothing; a job shown
+  running has every replica's process alive; and a job nothing touched ends exactly as
+  its behaviour says;
 - every line a replica noted is in ``kubemill logs`` (once, in its own replica), and no
   line is there that was not written; each stream's lines come in the order written,
   with ``--timestamps`` that never go back; ``--tail N`` of a finished job is the end of
@@ -587,11 +589,13 @@ class Chaos:
                     self.problem(f"{what}: Running with pid {r.pid} in a finished job")
             else:
                 self.problem(f"{what}: unexpected phase")
-            # A restart is counted when the exit that calls for it is seen; the run it
-            # starts notes itself (unless the test killed it first).
-            if r.restarts > len(noted) + kills:
-                self.problem(f"{what}: {r.restarts} restarts for {len(noted)} runs")
-            # (A suspended replica started again is a run, not a restart.)
+            # A restart is counted when a failure (an exit it noted, or a SIGKILL from the
+            # test) calls for it; a run stopped by a suspend or a delete is none.
+            failures = sum(1 for run in noted if run.exit_code not in (None, 0)) + kills
+            if r.restarts > failures:
+                self.problem(f"{what}: {r.restarts} restarts for {failures} failures")
+            # Each run after the first was a restart, unless a suspend came in between
+            # (or a killed supervisor's records lag behind).
             quiet = not sub.supervisor_killed and not sub.ever_suspended
             if quiet and r.restarts < len(noted) - 1:
                 self.problem(f"{what}: {r.restarts} restarts for {len(noted)} runs")
