@@ -268,3 +268,32 @@ def test_replicas_a_suspend_stopped_through_a_dying_supervisor_are_no_restarts(
     view = _phase(backend, "pausedlost", "Running")
     assert [r.restarts for r in view.replicas] == [0, 0]
     assert view.status.condition(ConditionType.FAILED) is None
+
+
+def test_a_replica_that_had_succeeded_is_no_restart_when_resume_starts_it_again(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # Found by the chaos test: a suspend deletes every pod, succeeded ones too, and resume
+    # creates them again; the worker that had exited 0 was shown with a restart.
+    job = pytorch_job(
+        "donebefore", master=SLEEPER, worker="print('up', flush=True)", restart_policy="Never"
+    )
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    eventually(
+        lambda: {r.phase for r in backend.get("donebefore").replicas} == {"Running", "Succeeded"},
+        what="the worker done, the master running",
+    )
+    backend.suspend("donebefore")
+    _phase(backend, "donebefore", "Suspended")
+    backend.resume("donebefore")
+    view = eventually(
+        lambda: (
+            (v := backend.get("donebefore")).phase == "Running"
+            and {r.phase for r in v.replicas} == {"Running", "Succeeded"}
+            and all(r.started is not None for r in v.replicas)
+            and v
+        ),
+        what="resumed",
+    )
+    assert log_text(backend, "donebefore", "worker-0").count("up") == 2
+    assert [r.restarts for r in view.replicas] == [0, 0]
