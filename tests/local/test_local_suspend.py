@@ -233,3 +233,67 @@ def test_observed_pods_of_a_lost_supervisor_are_unknown() -> None:
     assert (lost["failed"].phase, lost["failed"].reason) == ("Failed", "Error")
     kept = {p.name: p for p in observed_records(records, lost=False)}
     assert isinstance(kept["running"], ObservedPod) and kept["running"].phase == "Running"
+
+
+def test_replicas_a_suspend_stopped_through_a_dying_supervisor_are_no_restarts(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # Found with the chaos test: suspended, then its supervisor died before it stopped
+    # the replicas (they died with it); they were recorded Failed (SupervisorLost), and
+    # once resumed each showed a restart, though none had failed.
+    job = pytorch_job(
+        "pausedlost",
+        master=SLEEPER,
+        worker=SLEEPER,
+        restart_policy="OnFailure",
+        run_policy={"backoffLimit": 1},
+    )
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    _up(backend, "pausedlost", 2)
+    supervisor = _supervisor(backend, "pausedlost")
+    # Frozen, it cannot act on the suspend before it dies.
+    os.kill(supervisor.pid, signal.SIGSTOP)
+    backend.store.patch_manifest(backend.store.job("default", "pausedlost").uid, suspend=True)
+    os.kill(supervisor.pid, signal.SIGKILL)
+    assert procinfo.wait_gone(supervisor, timeout=30)
+
+    view = backend.get("pausedlost")
+    assert view.phase == "Suspended" and not view.finished
+    # Stopped by the suspend asked for (the kernel did it, as the supervisor died).
+    assert {r.phase for r in view.replicas} == {"Stopped"}
+    assert [r.restarts for r in view.replicas] == [0, 0]
+
+    backend.resume("pausedlost")
+    _up(backend, "pausedlost", 4)
+    view = _phase(backend, "pausedlost", "Running")
+    assert [r.restarts for r in view.replicas] == [0, 0]
+    assert view.status.condition(ConditionType.FAILED) is None
+
+
+def test_a_replica_that_had_succeeded_is_no_restart_when_resume_starts_it_again(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # Found by the chaos test: a suspend deletes every pod, succeeded ones too, and resume
+    # creates them again; the worker that had exited 0 was shown with a restart.
+    job = pytorch_job(
+        "donebefore", master=SLEEPER, worker="print('up', flush=True)", restart_policy="Never"
+    )
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    eventually(
+        lambda: {r.phase for r in backend.get("donebefore").replicas} == {"Running", "Succeeded"},
+        what="the worker done, the master running",
+    )
+    backend.suspend("donebefore")
+    _phase(backend, "donebefore", "Suspended")
+    backend.resume("donebefore")
+    view = eventually(
+        lambda: (
+            (v := backend.get("donebefore")).phase == "Running"
+            and {r.phase for r in v.replicas} == {"Running", "Succeeded"}
+            and all(r.started is not None for r in v.replicas)
+            and v
+        ),
+        what="resumed",
+    )
+    assert log_text(backend, "donebefore", "worker-0").count("up") == 2
+    assert [r.restarts for r in view.replicas] == [0, 0]

@@ -11,15 +11,17 @@ Every read tells the truth about processes, whoever is asking and whenever:
   (``PR_SET_PDEATHSIG``); the group kill catches the children they may have left.
   The halt is reported only when nothing else decided: a job asked to stop (the stop
   annotation) was stopped, as asked, and is recorded ``Interrupted``; a job asked to
-  suspend runs no process anyway, so it is recorded Suspended and can be resumed (a new
-  detached supervisor takes it over);
+  suspend runs no process anyway, so it is recorded Suspended, its replicas Stopped (no
+  failures: resuming counts no restart for them), and can be resumed (a new detached
+  supervisor takes it over);
 - a finished job whose ``ttlSecondsAfterFinished`` has passed is deleted by the read
   that notices (the core decides; no daemon is needed);
 - ``interrupt``, ``suspend`` and ``resume`` change the recorded manifest (the stop
   annotation, ``spec.runPolicy.suspend``) as a client patches a job on a cluster; the
   supervisor reconciles the change (see :mod:`.supervisor`);
 - ``delete`` asks the supervisor to stop the job, waits for it, kills what is left and
-  checks that no process of the job's groups remains before removing its records.
+  checks that no process of the job's groups remains before removing its records; if
+  the deleting process dies once it has asked, the next read finishes the deletion.
 
 Logs stay readable through all of this: they are plain files the processes wrote.
 """
@@ -537,6 +539,19 @@ class LocalBackend:
         rec = self.store.job(_namespace(namespace), name)
         self._stop(rec, "delete", force=False)
         self._kill_leftovers(rec, verify=True)
+        self._forget(rec)
+
+    def _forget(self, rec: JobRecord) -> None:
+        """Remove a job whose processes are all gone: its records and its directory.
+
+        A detached supervisor that has let go is still ending (interpreter shutdown):
+        once this returns, no process of the job is left, that one included.
+        """
+        current = self.store.job_by_uid(rec.uid) or rec
+        sup = current.supervisor if current.supervisor_mode == "detached" else None
+        if sup is not None and not procinfo.wait_gone(sup, timeout=STOP_MARGIN):
+            procinfo.kill_process(sup)
+            procinfo.wait_gone(sup, timeout=STOP_MARGIN)
         self.store.remove_job(rec.uid)
         remove_socket(exec_socket_path(rec.job_dir, rec.uid))
         shutil.rmtree(rec.job_dir, ignore_errors=True)
@@ -609,11 +624,32 @@ class LocalBackend:
 
     def _fresh(self, rec: JobRecord) -> JobRecord | None:
         """The record after healing a lost supervisor and applying the TTL (None: gone)."""
+        if rec.request == "delete" and (
+            rec.supervisor_state == "done" or not self._supervisor_alive(rec)
+        ):
+            return self._finish_delete(rec)
         if rec.supervisor_state != "done" and not self._supervisor_alive(rec):
             rec = self._heal(rec)
         if rec.finished and rec.supervisor_state == "done":
             return self._expire(rec)
         return rec
+
+    def _finish_delete(self, rec: JobRecord) -> JobRecord | None:
+        """Complete a delete whose caller did not (None: done).
+
+        A delete asks the supervisor to stop the job and let go, then removes it; if the
+        deleting process died in between (killed, its terminal closed), the job would stay
+        recorded as running with nothing running. As an API server finishes a deletion
+        whoever asked for it, the next reader finishes it; the deleter, if still at it,
+        finds nothing left to remove. A process that survives SIGKILL keeps the record,
+        for ``delete`` to report.
+        """
+        try:
+            self._kill_leftovers(rec, verify=True)
+        except SubstrateError:
+            return rec
+        self._forget(rec)
+        return None
 
     def _heal(self, rec: JobRecord) -> JobRecord:
         """The supervisor died: kill what is left, and have the core judge the job."""
@@ -633,6 +669,20 @@ class LocalBackend:
                 )
         # Judged from the records as they were: the lost replicas are observed lost.
         self._judge_unsupervised(rec, now=now, lost=True)
+        judged = self.store.job_by_uid(rec.uid)
+        if judged is not None and not judged.finished:
+            # Kept, Suspended as asked: the suspend stopped them (the kernel carried it out
+            # as the supervisor died). Not failures: resuming starts them again as after
+            # any suspend, no restart counted.
+            lost = [
+                replace(
+                    r,
+                    phase="Stopped",
+                    reason="Stopped",
+                    message="stopped for the suspend; its supervisor died first",
+                )
+                for r in lost
+            ]
         self.store.save_replicas(lost)
         self.store.set_supervisor_state(rec.uid, "done")
         healed = self.store.job_by_uid(rec.uid)

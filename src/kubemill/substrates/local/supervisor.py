@@ -486,8 +486,8 @@ class Supervisor:
         if recreated:
             self._warn_busy_ports(name)
             # The earlier incarnation's in-place restarts stay counted, plus this recreation
-            # -- unless kubemill stopped it while it ran (suspended, then resumed): as in the
-            # core, only a failed pod created again is a restart.
+            # -- unless kubemill stopped it while it ran, or it had succeeded (suspended, then
+            # resumed): as in the core, only a failed pod created again is a restart.
             earlier = existing.state.restart_count if existing is not None else record.restart_count
             # A pod deleted while it waited to restart has that restart counted already.
             waited = (
@@ -495,7 +495,7 @@ class Supervisor:
                 if existing is not None
                 else record.message.startswith(STOPPED_WAITING)
             )
-            recreation = 0 if record.phase == "Stopped" or waited else 1
+            recreation = 1 if record.phase == "Failed" and not waited else 0
             retired = record.retired_restarts + earlier + recreation
             self.records[name] = replace(record, retired_restarts=retired, restart_count=0)
         pod = ReplicaPod(
