@@ -8,13 +8,17 @@ On a real cluster those controllers do it.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import KUBEMILL
 from typer.testing import CliRunner
 
 from kubemill import __version__
@@ -24,7 +28,7 @@ from kubemill.substrates.kubernetes.install import NAME
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
 
-from kube_client_support import ClientClusterThread, kmock_cluster
+from kube_client_support import TOKEN, ClientClusterThread, kmock_cluster
 
 NS = "kubemill-system"
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NS}/deployments/{NAME}"
@@ -311,3 +315,32 @@ def test_version_without_any_cluster_shows_the_client(
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [result.stdout.splitlines()[0]]
     assert result.stdout.startswith(f"kubemill {__version__} (Python ")
+
+
+def test_the_operator_logs_its_version_and_settings_at_start(
+    tmp_path: Path, cluster: ClientClusterThread
+) -> None:
+    cluster.install_crds()
+    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    argv = [
+        str(KUBEMILL), "operator", "--namespace", "default", "--workers", "3",
+        "--metrics-port", "0", "--health-port", "0",
+    ]  # fmt: skip
+    log = tmp_path / "operator.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "settings:" not in log.read_text() and process.poll() is None:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    text = log.read_text()
+    line = next(line for line in text.splitlines() if "settings:" in line)
+    assert f"kubemill operator {__version__} (Python " in line
+    assert "namespaces=['default']" in line and "workers=3" in line
+    assert TOKEN not in text  # the kubeconfig's credentials are never logged
