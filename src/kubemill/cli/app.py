@@ -345,7 +345,7 @@ def install(
         typer.Option("--namespace", "-n", help="Namespace of the operator (kubemill-system)."),
     ] = None,
     image: Annotated[
-        str | None, typer.Option(help="Operator image (default: kubemill:<version>).")
+        str | None, typer.Option(help="Operator image (default: kubemill-operator:<version>).")
     ] = None,
     watch_namespace: Annotated[
         list[str] | None,

@@ -48,8 +48,9 @@ NAME = "kubemill-operator"
 LEADER_ELECTION_ROLE = f"{NAME}-leader-election"
 LEASE_NAME = NAME
 DEFAULT_NAMESPACE = "kubemill-system"
-DEFAULT_IMAGE = f"kubemill:{__version__}"
-"""The operator image: ``pip install 'kubemill[kubernetes]'`` on a Python 3.11+ base."""
+DEFAULT_IMAGE = f"kubemill-operator:{__version__}"
+"""The operator image ``scripts/build-image.sh`` builds (``Containerfile``): kubemill with its
+``[kubernetes]`` extra on a slim Python 3.11 base, running as uid 65532."""
 DEFAULT_REPLICAS = 2
 METRICS_PORT = 8080
 HEALTH_PORT = 8081
@@ -487,7 +488,7 @@ def chart_files() -> dict[str, str]:
             ]
         ),
         "values.yaml": _HEADER
-        + "# Operator image (build it with `pip install 'kubemill[kubernetes]'`).\n"
+        + "# Operator image (scripts/build-image.sh builds it from the Containerfile).\n"
         + f"image: {DEFAULT_IMAGE}\n"
         + "# Operator replicas; one leads (a Lease), the others wait to take over.\n"
         + f"replicas: {DEFAULT_REPLICAS}\n"
