@@ -112,6 +112,9 @@ class ImageOperator:
     process: subprocess.Popen[bytes]
     health_port: int
     log_path: Path
+    container: str
+    written: list[str] | None = None
+    """What the run left in the container's own layer (set when it stops)."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -154,8 +157,9 @@ def operator_in_image(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        running = ImageOperator(process, health, log, name)
         try:
-            yield ImageOperator(process, health, log)
+            yield running
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
@@ -164,6 +168,18 @@ def operator_in_image(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+            running.written = written_layer(name)
+
+
+def written_layer(name: str) -> list[str]:
+    """The paths in the container's writable (overlay "diff") layer."""
+    merged = Path(buildah("mount", name).strip())
+    try:
+        layer = merged.parent / "diff"
+        assert layer.is_dir(), f"no overlay layer at {layer}: containers-storage must use overlay"
+        return sorted(str(p.relative_to(layer)) for p in layer.rglob("*"))
+    finally:
+        subprocess.run(["buildah", "umount", name], capture_output=True, check=False)
 
 
 def test_the_operator_in_the_image_runs_a_tfjob(operator_image: str, tmp_path: Path) -> None:
@@ -199,3 +215,7 @@ def test_the_operator_in_the_image_runs_a_tfjob(operator_image: str, tmp_path: P
                 kubelet.set(pod, "Succeeded", container="tensorflow")
             wait(lambda: is_true(cluster.get(job), "Succeeded"), "the TFJob Succeeded")
         assert "Traceback" not in op.log(), op.log()
+        # Nothing written outside /tmp: it runs with a read-only root filesystem. (buildah
+        # itself makes the mount point /config and /run.)
+        assert op.written is not None
+        assert [p for p in op.written if p.split("/")[0] not in ("config", "run", "tmp")] == []
