@@ -121,7 +121,9 @@ offline)
             --dpkgopt='path-exclude=/usr/share/locale/*' \
             bookworm "$work/rootfs.tar" >"$work/mmdebstrap.out" 2>&1 \
             || { cat "$work/mmdebstrap.out" >&2; die "mmdebstrap failed (is deb.debian.org reachable?)"; }
+        old_base=$(podman image inspect --format '{{.Id}}' "$base_image" 2>/dev/null || true)
         podman import --quiet "$work/rootfs.tar" "$base_image" >/dev/null
+        if [ -n "$old_base" ]; then podman rmi "$old_base" >/dev/null 2>&1 || true; fi
         rm -f "$work/rootfs.tar"
     else
         say "base image $base_image: reused (--rebuild-base makes it again)"
@@ -152,8 +154,13 @@ offline)
         --label org.opencontainers.image.title=kubemill-operator \
         --label "org.opencontainers.image.version=$version" \
         "$container"
+    previous=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
     # One layer: what the steps above removed from the base is then not in the image.
     buildah commit --quiet --squash --rm "$container" "$image" >/dev/null
+    # The image this one replaces, now untagged, would pile up build after build.
+    if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
+        podman rmi "$previous" >/dev/null 2>&1 || true
+    fi
     container=""
     rm -f "$archive"
     buildah push --quiet "$image" "oci-archive:$archive:kubemill-operator:$version"
