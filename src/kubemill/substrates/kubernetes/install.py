@@ -930,13 +930,19 @@ def count_jobs(http: Http) -> dict[str, int]:
     for engine in engines():
         path = api_path(group=GROUP, version=VERSION, plural=engine.api.plural, namespace=None)
         request = Request("list", engine.api.plural, GROUP)
-        try:
-            answer = http.json(request, "GET", path, query=[("limit", "500")])
-        except KubeApiError as exc:
-            if exc.status == 404:
-                continue  # its CRD is not installed
-            raise
-        items = len(answer.get("items") or [])
+        items, token = 0, ""
+        while True:  # page by page: a cluster may hold many jobs
+            query = [("limit", "500")] + ([("continue", token)] if token else [])
+            try:
+                answer = http.json(request, "GET", path, query=query)
+            except KubeApiError as exc:
+                if exc.status == 404:
+                    break  # its CRD is not installed
+                raise
+            items += len(answer.get("items") or [])
+            token = str((answer.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
         if items:
             counts[engine.kind] = items
     return counts
