@@ -29,6 +29,14 @@ and adds, for tests only:
 - ``/api/v1/namespaces`` (list, watch, get), CRDs that register their resources (and
   schemas) when created -- a v1 CRD without a schema is refused --, background garbage
   collection of dependents by ``ownerReferences`` (each deleted as a DELETE would);
+- server-side apply (``PATCH`` with ``application/apply-patch+yaml``): ``fieldManager``
+  required, ``force``, an object created when missing (``201``), ``metadata.managedFields``
+  per manager (``Apply`` and, once an object has them, ``Update`` for other writes), fields a
+  manager stops applying removed, a changed value another manager owns refused with ``409
+  Conflict`` unless forced, a no-op apply leaving the object (and its resourceVersion)
+  untouched, and ``dryRun=All``. Simplified: every list is atomic (the real server merges
+  lists keyed by name, such as containers); namespaces take apply and delete too (a
+  namespace still holding objects stays ``Terminating``: there is no namespace controller);
 - a log of every request (:class:`Call`), injected faults (:class:`Fault`), gates that hold
   matching requests until released (:class:`Gate`), and dropping all watch connections;
 - the pod ``exec`` subresource, as a websocket speaking ``v4.channel.k8s.io`` (see
@@ -459,6 +467,261 @@ def _crd_errors(crd: Mapping[str, Any]) -> list[kube_schema.FieldError]:
     return errors
 
 
+APPLY_PATCH = "application/apply-patch+yaml"
+_UNTRACKED_META = frozenset(
+    {
+        "name",
+        "namespace",
+        "generateName",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+    }
+)
+"""Metadata that no field manager owns (the server's, and the object's identity)."""
+
+FieldPath = tuple[str, ...]
+
+
+def _is_apply(request: rendering.Request) -> bool:
+    return request.headers.get("Content-Type", "").split(";")[0].strip() == APPLY_PATCH
+
+
+def _invalid_options(
+    path: str, reason: str, detail: str, value: Any = None
+) -> kmock.KubernetesError:
+    """``422`` on the options of a request, as the API server words it for PatchOptions."""
+    error = kube_schema.FieldError(path, reason, value, detail=detail)
+    status = kube_schema.invalid_status("PatchOptions", "meta.k8s.io", "", [error])
+    return kmock.KubernetesError(
+        status=422, reason="Invalid", message=status["message"], details=status["details"]
+    )
+
+
+def _leaf_paths(obj: Mapping[str, Any], *, skip_status: bool) -> dict[FieldPath, Any]:
+    """The fields an object sets, as paths to their values (lists are atomic: one leaf)."""
+    out: dict[FieldPath, Any] = {}
+
+    def walk(value: Mapping[str, Any], prefix: FieldPath) -> None:
+        for key, item in value.items():
+            if not prefix and (key in ("apiVersion", "kind") or (key == "status" and skip_status)):
+                continue
+            if prefix == ("metadata",) and key in _UNTRACKED_META:
+                continue
+            if isinstance(item, dict) and item:
+                walk(item, (*prefix, key))
+            else:
+                out[(*prefix, key)] = item
+
+    walk(obj, ())
+    return out
+
+
+def _to_fields_v1(paths: set[FieldPath]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for path in sorted(paths):
+        node = tree
+        for key in path:
+            node = node.setdefault(f"f:{key}", {})
+    return tree
+
+
+def _from_fields_v1(tree: Mapping[str, Any], prefix: FieldPath = ()) -> set[FieldPath]:
+    paths: set[FieldPath] = set()
+    for key, child in tree.items():
+        path = (*prefix, key.removeprefix("f:"))
+        paths |= _from_fields_v1(child, path) if child else {path}
+    return paths
+
+
+def _overlaps(a: FieldPath, b: FieldPath) -> bool:
+    shorter = min(len(a), len(b))
+    return a[:shorter] == b[:shorter]
+
+
+_MISSING = object()
+
+
+def _value_at(obj: Any, path: FieldPath) -> Any:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return _MISSING
+        obj = obj[key]
+    return obj
+
+
+def _set_at(obj: dict[str, Any], path: FieldPath, value: Any) -> None:
+    for key in path[:-1]:
+        if not isinstance(obj.get(key), dict):
+            obj[key] = {}
+        obj = obj[key]
+    obj[path[-1]] = copy.deepcopy(value)
+
+
+def _remove_at(obj: dict[str, Any], path: FieldPath) -> None:
+    """Remove a field, and the maps it leaves empty."""
+    parents = [obj]
+    for key in path[:-1]:
+        child = parents[-1].get(key)
+        if not isinstance(child, dict):
+            return
+        parents.append(child)
+    parents[-1].pop(path[-1], None)
+    for depth in range(len(path) - 1, 0, -1):
+        if parents[depth]:
+            break
+        parents[depth - 1].pop(path[depth - 1], None)
+
+
+def _manager_of(request: rendering.Request) -> str:
+    """The ``fieldManager`` of a write, else (as the API server) its user agent's program."""
+    given = request.params.get("fieldManager")
+    if given:
+        return str(given)
+    agent = request.headers.get("User-Agent", "") or "unknown"
+    return agent.split("/")[0].split(" ")[0]
+
+
+def apply_fields(
+    current: Mapping[str, Any] | None,
+    applied: Mapping[str, Any],
+    *,
+    manager: str,
+    force: bool,
+    api_version: str,
+    skip_status: bool,
+) -> dict[str, Any]:
+    """The object after ``manager`` applies ``applied`` to ``current`` (None: a create).
+
+    Fields the manager applied before and no longer does are removed unless another manager
+    owns them; a value that differs from one another manager owns is a ``409 Conflict``
+    naming both, unless ``force`` moves the field to this manager. ``managedFields`` are
+    rewritten, their time only where a manager's fields changed.
+    """
+    if current is None:  # a create: the object is named by what is applied
+        identity = {
+            k: v for k, v in (applied.get("metadata") or {}).items() if k in _UNTRACKED_META
+        }
+        new: dict[str, Any] = {"metadata": copy.deepcopy(identity)}
+    else:
+        new = copy.deepcopy(dict(current))
+    entries: list[dict[str, Any]] = copy.deepcopy(
+        list(((current or {}).get("metadata") or {}).get("managedFields") or [])
+    )
+    fields = _leaf_paths(applied, skip_status=skip_status)
+    mine = next(
+        (e for e in entries if e.get("manager") == manager and e.get("operation") == "Apply"),
+        None,
+    )
+    previous = _from_fields_v1((mine or {}).get("fieldsV1") or {})
+    others = [e for e in entries if e is not mine]
+    conflicts: list[tuple[str, str, FieldPath]] = []
+    for entry in others:
+        owned = _from_fields_v1(entry.get("fieldsV1") or {})
+        taken = {
+            theirs
+            for theirs in owned
+            for path, value in fields.items()
+            if _overlaps(theirs, path) and _value_at(new, path) != value
+        }
+        if taken and not force:
+            conflicts += [
+                (str(entry.get("manager")), str(entry.get("apiVersion", api_version)), p)
+                for p in sorted(taken)
+            ]
+        elif taken:
+            entry["fieldsV1"] = _to_fields_v1(owned - taken)
+    if conflicts:
+        causes = [
+            {
+                "reason": "FieldManagerConflict",
+                "message": f'conflict with "{who}" using {version}',
+                "field": "." + ".".join(path),
+            }
+            for who, version, path in conflicts
+        ]
+        listed = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
+        count = len(causes)
+        raise kmock.KubernetesError(
+            status=409,
+            reason="Conflict",
+            message=f"Apply failed with {count} conflict{'s' if count > 1 else ''}:\n{listed}",
+            details={"causes": causes},
+        )
+    still_owned = {p for e in others for p in _from_fields_v1(e.get("fieldsV1") or {})}
+    for path in sorted(previous - set(fields), key=len, reverse=True):
+        if not any(_overlaps(path, other) for other in still_owned):
+            _remove_at(new, path)
+    for path, value in fields.items():
+        _set_at(new, path, value)
+    updated = mine
+    if set(fields) != previous or mine is None:
+        updated = {
+            "manager": manager,
+            "operation": "Apply",
+            "apiVersion": api_version,
+            "time": _now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": _to_fields_v1(set(fields)),
+        }
+    # Entries keep their places (a no-op apply changes nothing); a new one goes last.
+    ordered = [updated if e is mine else e for e in entries]
+    if mine is None:
+        ordered.append(updated)
+    meta = new.setdefault("metadata", {})
+    meta["managedFields"] = [e for e in ordered if e is not None and e.get("fieldsV1")]
+    for key in ("apiVersion", "kind"):
+        if key in applied:
+            new[key] = applied[key]
+    return new
+
+
+def record_update(
+    current: Mapping[str, Any], new: dict[str, Any], *, manager: str, api_version: str
+) -> None:
+    """An ordinary write to an object with managed fields: the fields it changed move to
+    ``manager`` (operation ``Update``), as the API server tracks every writer."""
+    entries = copy.deepcopy(list((current.get("metadata") or {}).get("managedFields") or []))
+    if not entries:
+        return
+    before = _leaf_paths(current, skip_status=False)
+    after = _leaf_paths(new, skip_status=False)
+    changed = {
+        p for p in set(before) | set(after) if before.get(p, _MISSING) != after.get(p, _MISSING)
+    }
+    if not changed:
+        new.setdefault("metadata", {})["managedFields"] = entries
+        return
+    for entry in entries:
+        owned = _from_fields_v1(entry.get("fieldsV1") or {})
+        entry["fieldsV1"] = _to_fields_v1(
+            {p for p in owned if not any(_overlaps(p, c) for c in changed)}
+        )
+    entries = [e for e in entries if e.get("fieldsV1")]
+    mine = next(
+        (e for e in entries if e.get("manager") == manager and e.get("operation") == "Update"),
+        None,
+    )
+    owned_now = _from_fields_v1((mine or {}).get("fieldsV1") or {}) | {
+        p for p in changed if p in after
+    }
+    entry = {
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": api_version,
+        "time": _now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": _to_fields_v1(owned_now),
+    }
+    entries = [e for e in entries if e is not mine] + ([entry] if owned_now else [])
+    new.setdefault("metadata", {})["managedFields"] = entries
+
+
 class _StampingBus(aiobus.Bus[Any]):
     """The emulator publishes every change on a bus per resource; stamp and log it here."""
 
@@ -516,6 +779,9 @@ class KubeCluster(kmock.KubernetesEmulator):
     exec_environment: dict[tuple[str, str], dict[str, str]] = attrs.field(factory=dict, init=False)
     """Environment added to every command exec'd in a pod, by ``(namespace, pod)``: what the
     test's stand-in for the pod's image or node provides."""
+    namespace_meta: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    """The metadata of namespaces written by apply (labels, annotations, managedFields) and
+    of those being deleted (``deletionTimestamp``)."""
     exec_root: Path | None = attrs.field(default=None, init=False)
     """Where pods get their working dirs and TMPDIRs (made on the first exec, removed when
     the cluster stops)."""
@@ -647,6 +913,13 @@ class KubeCluster(kmock.KubernetesEmulator):
         method = request.method.value
         if method == "POST" and request.name and request.subresource == "binding":
             return aiohttp.web.json_response(await self._bind_request(request), status=201)
+        if method == "PATCH" and request.name and _is_apply(request):
+            return await self._apply(request)
+        if "force" in request.params:
+            raise _invalid_options("force", "Forbidden", "may not be specified for non-apply patch")
+        if "dryRun" in request.params:
+            # Never write what a client meant as a dry run: only apply takes it here.
+            raise _bad_request("dryRun: this test API server supports it on apply patches only")
         if method == "POST" and not request.name:
             return aiohttp.web.json_response(await self._create(request), status=201)
         if method in ("PATCH", "PUT") and request.name:
@@ -689,12 +962,15 @@ class KubeCluster(kmock.KubernetesEmulator):
             )
         return obj
 
-    async def _create(self, request: rendering.Request) -> dict[str, Any]:
+    async def _create(
+        self, request: rendering.Request, body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         resource = request.resource
         assert resource is not None
-        if not isinstance(request.data, dict):
+        data = request.data if body is None else body
+        if not isinstance(data, dict):
             raise _bad_request("the body of a create must be an object")
-        obj = copy.deepcopy(request.data)
+        obj = copy.deepcopy(data)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise _bad_request("metadata must be an object")
@@ -711,6 +987,14 @@ class KubeCluster(kmock.KubernetesEmulator):
             meta["namespace"] = request.namespace
             if request.namespace not in self.namespaces:
                 raise self._not_found(kmock.resource("", "v1", "namespaces"), request.namespace)
+            if (self.namespace_meta.get(request.namespace) or {}).get("deletionTimestamp"):
+                raise kmock.KubernetesError(
+                    status=403,
+                    reason="Forbidden",
+                    message=f"{resource.plural} is forbidden: unable to create new content in "
+                    f"namespace {request.namespace} because it is being terminated",
+                    details={},
+                )
         else:
             meta.pop("namespace", None)
         if not meta.get("name") and meta.get("generateName"):
@@ -743,6 +1027,8 @@ class KubeCluster(kmock.KubernetesEmulator):
                     message=f'{resource.plural} "{meta["name"]}" already exists',
                     details={"name": meta["name"], "kind": resource.plural},
                 )
+            if request.params.get("dryRun") == "All":
+                return obj
             if resource.plural == "customresourcedefinitions":
                 self._register_crd(obj)
             if key in self.objects:
@@ -752,6 +1038,72 @@ class KubeCluster(kmock.KubernetesEmulator):
             raw: dict[str, Any] = self.objects[key].raw
             await self._buses[resource].put({"type": "ADDED", "object": raw})
             return copy.deepcopy(self.objects[key].raw)
+
+    def _applied_body(self, request: rendering.Request) -> dict[str, Any]:
+        """The object of an apply patch, checked as the API server checks it (400/422)."""
+        resource = request.resource
+        assert resource is not None
+        params = request.params
+        if not params.get("fieldManager"):
+            raise _invalid_options("fieldManager", "Required", "is required for apply patch")
+        if params.get("force") not in (None, *_TRUE, *_FALSE):
+            raise _bad_request(f"force: invalid boolean {params['force']!r}")
+        if params.get("dryRun") not in (None, "All"):
+            raise _invalid_options(
+                "dryRun", "Unsupported", 'supported values: "All"', params["dryRun"]
+            )
+        body = request.data
+        if body is None:
+            try:
+                body = yaml.safe_load(request.text)
+            except yaml.YAMLError as exc:
+                raise _bad_request(f"error decoding YAML: {exc}") from None
+        if not isinstance(body, dict):
+            raise _bad_request("an apply patch must be an object")
+        info = self._info(resource)
+        api_version = f"{resource.group}/{resource.version}" if resource.group else "v1"
+        kind = info.kind if info is not None and info.kind else None
+        if not body.get("kind"):
+            raise _bad_request(f"Object 'Kind' is missing in '{request.text[:200]}'")
+        if body.get("apiVersion") != api_version or (kind and body.get("kind") != kind):
+            raise _bad_request(
+                f"the API version in the data ({body.get('apiVersion')}) and kind "
+                f"({body.get('kind')}) do not match the expected {api_version} {kind}"
+            )
+        meta = body.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise _bad_request("metadata.name: Required value: name is required")
+        if meta["name"] != request.name:
+            raise _bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({request.name})"
+            )
+        if meta.get("namespace") not in (None, "", request.namespace):
+            raise _bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        if meta.get("managedFields") is not None:
+            raise _bad_request("metadata.managedFields must be nil")
+        return body
+
+    async def _apply(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """Server-side apply: update the object, or create it when it does not exist."""
+        resource = request.resource
+        assert resource is not None
+        body = self._applied_body(request)
+        if self._stored(resource, request.namespace, request.name) is not None:
+            return aiohttp.web.json_response(await self._update(request, applied=body))
+        api_version = f"{resource.group}/{resource.version}" if resource.group else "v1"
+        created = apply_fields(
+            None,
+            body,
+            manager=str(request.params["fieldManager"]),
+            force=True,
+            api_version=api_version,
+            skip_status=self._has_status_subresource(resource),
+        )
+        return aiohttp.web.json_response(await self._create(request, created), status=201)
 
     def _patched(self, request: rendering.Request, current: dict[str, Any]) -> dict[str, Any]:
         """The object a PATCH asks for (PUT: the body itself)."""
@@ -778,15 +1130,28 @@ class KubeCluster(kmock.KubernetesEmulator):
             ) from None  # fmt: skip
         return dict(patched)
 
-    async def _update(self, request: rendering.Request) -> dict[str, Any]:
+    async def _update(
+        self, request: rendering.Request, applied: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         resource = request.resource
         assert resource is not None
+        api_version = f"{resource.group}/{resource.version}" if resource.group else "v1"
         async with self._lock:
             stored = self._stored(resource, request.namespace, request.name)
             if stored is None:
                 raise self._not_found(resource, request.name)
             current: dict[str, Any] = copy.deepcopy(stored.raw)
-            new = self._patched(request, current)
+            if applied is not None:
+                new = apply_fields(
+                    current,
+                    applied,
+                    manager=str(request.params["fieldManager"]),
+                    force=request.params.get("force") in _TRUE,
+                    api_version=api_version,
+                    skip_status=self._has_status_subresource(resource),
+                )
+            else:
+                new = self._patched(request, current)
             meta = new.get("metadata")
             if not isinstance(meta, dict):
                 meta = new["metadata"] = {}
@@ -867,11 +1232,15 @@ class KubeCluster(kmock.KubernetesEmulator):
                     message=status["message"],
                     details=status["details"],
                 )
+            if applied is None:
+                record_update(current, new, manager=_manager_of(request), api_version=api_version)
             new = self._admit(resource, new, current)
             if new == current:
                 return current  # no change: no new version, no event
             if request.subresource is None and _spec_of(new) != _spec_of(current):
                 new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+            if request.params.get("dryRun") == "All":
+                return new
             if _removable(new):
                 # The last finalizer went (and a pod's kubelet is done): the object goes now.
                 stored.history.append(new)
@@ -1207,23 +1576,63 @@ class KubeCluster(kmock.KubernetesEmulator):
     async def _serve_namespaces(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         parts = raw.path.rstrip("/").split("/")
         name = parts[4] if len(parts) > 4 else None
+        text = (await raw.read()).decode() if raw.method == "PATCH" else ""
         request = rendering.Request(
             method=raw.method,
             url=raw.url,
             params=dict(raw.query),
             headers=dict(raw.headers),
+            text=text,
             resource=kmock.resource("", "v1", "namespaces"),
             name=name,
         )
         self._log(request, 200)
 
         def body(ns: str) -> dict[str, Any]:
+            meta = {"name": ns, "resourceVersion": "1", "uid": f"ns-{ns}"}
+            meta |= copy.deepcopy(self.namespace_meta.get(ns) or {})
+            phase = "Terminating" if meta.get("deletionTimestamp") else "Active"
             return {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": ns, "resourceVersion": "1", "uid": f"ns-{ns}"},
-                "status": {"phase": "Active"},
+                "metadata": meta,
+                "status": {"phase": phase},
             }
+
+        if raw.method == "PATCH" and name and _is_apply(request):
+            applied = self._applied_body(request)
+            existed = name in self.namespaces
+            current = body(name) if existed else None
+            new = apply_fields(
+                current, applied, manager=str(request.params["fieldManager"]),
+                force=request.params.get("force") in _TRUE, api_version="v1", skip_status=True,
+            )  # fmt: skip
+            kept = {k: v for k, v in new["metadata"].items() if k not in _UNTRACKED_META}
+            kept["managedFields"] = new["metadata"].get("managedFields", [])
+            if request.params.get("dryRun") == "All":
+                return aiohttp.web.json_response(new, status=200 if existed else 201)
+            old = self.namespace_meta.get(name) or {}
+            kept |= {k: v for k, v in old.items() if k == "deletionTimestamp"}
+            if kept != {k: v for k, v in old.items() if k != "resourceVersion"} or not existed:
+                self.namespaces.add(name)
+                self.namespace_meta[name] = kept
+                await self._buses[kmock.resource("", "v1", "namespaces")].put(
+                    {"type": "MODIFIED" if existed else "ADDED", "object": body(name)}
+                )
+                self.namespace_meta[name]["resourceVersion"] = str(self._last_rv)
+            return aiohttp.web.json_response(body(name), status=200 if existed else 201)
+        if raw.method == "DELETE" and name:
+            if name not in self.namespaces:
+                return aiohttp.web.json_response({"kind": "Status", "code": 404}, status=404)
+            held = any(ns == name and not obj.deleted for (_, ns, _), obj in self.objects.items())
+            if held:
+                # The namespace controller would delete the contents; there is none here.
+                self.namespace_meta.setdefault(name, {})["deletionTimestamp"] = _now()
+                return aiohttp.web.json_response(body(name))
+            gone = body(name)
+            self.namespaces.discard(name)
+            self.namespace_meta.pop(name, None)
+            return aiohttp.web.json_response(gone)
 
         if raw.method == "POST" and not name:
             created = json.loads(await raw.read() or b"{}").get("metadata", {}).get("name", "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 import websocket
-from kmock_cluster import ApiError, ClusterThread
+from kmock_cluster import APPLY_PATCH, ApiError, ClusterThread
 from operator_jobs import tfjob
 from operator_support import container_status, eventually, kubeflow_crd
 
@@ -785,3 +786,180 @@ def test_exec_processes_stop_when_the_client_closes_and_when_the_cluster_stops(
     assert not alive(pid)
     assert not root.exists()
     ws.close()
+
+
+# --- server-side apply -----------------------------------------------------------------------
+
+
+def apply(
+    served: ClusterThread, path: str, body: Any, *, manager: str | None = "kubemill", **params: str
+) -> Any:
+    """``PATCH`` with ``application/apply-patch+yaml``, as kubectl apply --server-side."""
+    if manager is not None:
+        params["fieldManager"] = manager
+    return served.request("PATCH", path, body, params=params, content_type=APPLY_PATCH)
+
+
+def config_map(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def owners(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """manager -> its fieldsV1."""
+    return {e["manager"]: e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+
+
+def test_apply_needs_a_field_manager(served: ClusterThread, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/c"
+    status = refused(apply, served, path, config_map("c", a="1"), manager=None)
+    assert status["details"]["kind"] == "PatchOptions"
+    assert fields(status) == {"fieldManager": "Required value: is required for apply patch"}
+    assert served.get_or_none(path) is None
+
+
+def test_apply_creates_a_missing_object_and_a_repeated_apply_changes_nothing(
+    served: ClusterThread, ns: str
+) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/c"
+    created = served.request(
+        "PATCH", path, config_map("c", a="1"), params={"fieldManager": "kubemill"},
+        content_type=APPLY_PATCH,
+    )  # fmt: skip
+    assert created["data"] == {"a": "1"}
+    assert owners(created) == {"kubemill": {"f:data": {"f:a": {}}}}
+    assert created["metadata"]["managedFields"][0]["operation"] == "Apply"
+    last = served.cluster._last_rv
+
+    again = apply(served, path, config_map("c", a="1"))
+
+    assert again == served.get(path)
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert served.cluster._last_rv == last
+
+
+def test_apply_answers_201_when_it_creates(served: ClusterThread, ns: str) -> None:
+    url = f"{served.url}/api/v1/namespaces/{ns}/configmaps/c?fieldManager=m"
+    request = urllib.request.Request(
+        url, data=json.dumps(config_map("c", a="1")).encode(), method="PATCH"
+    )
+    request.add_header("Content-Type", APPLY_PATCH)
+    with urllib.request.urlopen(request, timeout=10) as created:
+        assert created.status == 201
+    with urllib.request.urlopen(request, timeout=10) as updated:
+        assert updated.status == 200
+
+
+def test_apply_removes_what_its_manager_stopped_applying_unless_another_owns_it(
+    served: ClusterThread, ns: str
+) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/c"
+    apply(served, path, config_map("c", a="1", b="2", c="3"))
+    apply(served, path, config_map("c", c="3"), manager="other")
+
+    after = apply(served, path, config_map("c", a="1"))
+
+    assert after["data"] == {"a": "1", "c": "3"}  # b went; c stays, "other" applies it
+    assert owners(after) == {"other": {"f:data": {"f:c": {}}}, "kubemill": {"f:data": {"f:a": {}}}}
+
+
+def test_a_value_another_manager_owns_is_a_conflict_unless_forced(
+    served: ClusterThread, ns: str
+) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/c"
+    apply(served, path, config_map("c", a="1", b="2"))
+    served.request(
+        "PATCH", path, {"data": {"a": "edited"}}, params={"fieldManager": "kubectl-edit"},
+        content_type="application/merge-patch+json",
+    )  # fmt: skip
+    edited = served.get(path)
+    assert owners(edited)["kubectl-edit"] == {"f:data": {"f:a": {}}}
+    assert edited["metadata"]["managedFields"][-1]["operation"] == "Update"
+
+    status = refused(apply, served, path, config_map("c", a="1", b="2"), status=409)
+
+    assert status["reason"] == "Conflict"
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldManagerConflict",
+            "message": 'conflict with "kubectl-edit" using v1',
+            "field": ".data.a",
+        }
+    ]
+    assert served.get(path)["data"]["a"] == "edited"
+    # The same value as the other manager's is no conflict: the field is shared.
+    apply(served, path, config_map("c", a="edited", b="2"))
+
+    forced = apply(served, path, config_map("c", a="1", b="2"), force="true")
+
+    assert forced["data"] == {"a": "1", "b": "2"}
+    assert "kubectl-edit" not in owners(forced)
+
+
+def test_apply_options_and_body_are_checked(served: ClusterThread, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/c"
+    status = refused(
+        served.request, "PATCH", path, {"data": {}}, params={"force": "true"},
+        content_type="application/merge-patch+json", status=422,
+    )  # fmt: skip
+    assert fields(status) == {"force": "Forbidden: may not be specified for non-apply patch"}
+    refused(apply, served, path, {**config_map("c"), "kind": "Secret"}, status=400)
+    refused(apply, served, path, config_map("other"), status=400)
+    refused(apply, served, path, {"metadata": {"name": "c"}}, status=400)
+    managed = config_map("c")
+    managed["metadata"]["managedFields"] = []
+    refused(apply, served, path, managed, status=400)
+    unsupported = refused(apply, served, path, config_map("c"), dryRun="Some")
+    assert "dryRun" in fields(unsupported)
+    assert served.get_or_none(path) is None
+
+
+def test_an_applied_custom_resource_is_validated(served: ClusterThread, ns: str) -> None:
+    job = tfjob("t")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+
+    status = refused(apply, served, tfjobs(ns, "t"), job)
+
+    assert "spec.tfReplicaSpecs.Worker.replicas" in fields(status)
+    assert served.get_or_none(tfjobs(ns, "t")) is None
+
+
+def test_a_dry_run_apply_answers_with_the_result_and_stores_nothing(
+    served: ClusterThread, ns: str
+) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/c"
+    would = apply(served, path, config_map("c", a="1"), dryRun="All")
+    assert would["data"] == {"a": "1"}
+    assert served.get_or_none(path) is None
+
+    stored = apply(served, path, config_map("c", a="1"))
+    changed = apply(served, path, config_map("c", a="2"), dryRun="All")
+
+    assert changed["data"] == {"a": "2"}
+    assert served.get(path) == stored
+    refused(served.delete, path + "?dryRun=All", status=400)  # only apply takes dryRun here
+    assert served.get(path) == stored
+
+
+def test_namespaces_take_apply_and_delete(served: ClusterThread) -> None:
+    name = f"s-{uuid.uuid4().hex[:8]}"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"a": "b"}},
+    }
+    created = apply(served, f"/api/v1/namespaces/{name}", body)
+    assert created["metadata"]["labels"] == {"a": "b"}
+    assert served.get(f"/api/v1/namespaces/{name}")["metadata"]["labels"] == {"a": "b"}
+    served.create(f"/api/v1/namespaces/{name}/configmaps", config_map("c"))
+
+    terminating = served.delete(f"/api/v1/namespaces/{name}")
+
+    # No namespace controller: a namespace holding objects stays, Terminating, closed.
+    assert terminating["status"]["phase"] == "Terminating"
+    status = refused(
+        served.create, f"/api/v1/namespaces/{name}/configmaps", config_map("d"), status=403
+    )
+    assert "being terminated" in status["message"]
+    served.delete(f"/api/v1/namespaces/{name}/configmaps/c")
+    served.delete(f"/api/v1/namespaces/{name}")
+    assert served.get_or_none(f"/api/v1/namespaces/{name}") is None

@@ -7,11 +7,13 @@ usable as a container entry point.
 from __future__ import annotations
 
 import logging
+import platform
 from typing import Annotated
 
 import kopf
 import typer
 
+from kubemill import __version__
 from kubemill.kinds import engines
 from kubemill.substrates.kubernetes.operator.main import run_operator
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
@@ -89,7 +91,15 @@ def main(
     if not verbose:
         # kopf logs every handler call at INFO; with a handler per pod event that is noise.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    logging.getLogger("kubemill.operator").setLevel(log_level.upper())
+    logger = logging.getLogger("kubemill.operator")
+    logger.setLevel(log_level.upper())
+    # First thing in the log: which build runs, and how it was told to run.
+    logger.info(
+        "kubemill operator %s (Python %s) starting; settings: %s",
+        __version__,
+        platform.python_version(),
+        settings.describe(),
+    )
     run_operator(settings)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from kubemill.api import GROUP, VERSION
@@ -117,6 +117,14 @@ class OperatorSettings:
             raise SettingsError("lease_duration_seconds must be at least 3")
         if self.workers < 1 or self.api_concurrency < 1:
             raise SettingsError("workers and api_concurrency must be at least 1")
+
+    def describe(self) -> str:
+        """Every setting as ``name=value``, for the log line at start.
+
+        Safe to log: no setting holds a secret (credentials come from the kubeconfig or the
+        service account, which the settings only name by context).
+        """
+        return ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
 
     @property
     def clusterwide(self) -> bool:
