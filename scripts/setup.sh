@@ -4,6 +4,9 @@
 #   scripts/setup.sh [EXTRAS]     EXTRAS defaults to "torch" (enough for the main example);
 #                                 scripts/test.sh asks for everything the tests need.
 #
+# Besides the pip extras of pyproject.toml, "image" installs what scripts/build-image.sh
+# needs to build the operator image offline (buildah, podman, mmdebstrap); it is no pip extra.
+#
 # System packages come from apt, Python packages from PyPI. PyTorch is pinned to
 # torch==2.13.0 (CPU build); where a local wheel directory exists (/opt/wheels on the
 # project's machines) pip takes it from there instead of downloading a CUDA build.
@@ -17,6 +20,10 @@ if [[ ",$extras," == *",mpi,"* ]]; then
     # MPIJob runs the real OpenMPI (mpirun, orted); mpi4py builds against its headers.
     apt_packages+=(openmpi-bin libopenmpi-dev)
 fi
+if [[ ",$extras," == *",image,"* ]]; then
+    apt_packages+=(buildah podman mmdebstrap)
+fi
+pip_extras=$(tr ',' '\n' <<<"$extras" | grep -vx image | paste -sd, -)
 missing=()
 for pkg in "${apt_packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -45,6 +52,6 @@ pip_args=(--disable-pip-version-check --quiet)
 if [[ -d /opt/wheels ]]; then
     pip_args+=(--find-links /opt/wheels)
 fi
-echo "setup: pip install -e .[$extras]"
-.venv/bin/python -m pip install "${pip_args[@]}" -e ".[$extras]"
+echo "setup: pip install -e .[$pip_extras]"
+.venv/bin/python -m pip install "${pip_args[@]}" -e ".[$pip_extras]"
 echo "setup: done; the CLI is .venv/bin/kubemill"

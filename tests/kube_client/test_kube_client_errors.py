@@ -45,7 +45,7 @@ def _no_secret(exc: pytest.ExceptionInfo[BaseException]) -> None:
 
 # --- CRDs missing --------------------------------------------------------------------------
 
-INSTALL = "run `kubemill install --print | kubectl apply -f -`"
+INSTALL = "run `kubemill install` (or `kubemill install --print | kubectl apply -f -`)"
 
 
 EVERY_KIND = ["tfjobs.kubemill.dev", "pytorchjobs.kubemill.dev", "mpijobs.kubemill.dev"]

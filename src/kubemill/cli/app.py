@@ -387,22 +387,9 @@ def install(
     Server-side apply with field manager `kubemill`: running it again changes only what
     differs, so it also upgrades. The cluster is the one of --kubeconfig/--context.
     """
-    given = {"namespace": namespace, "image": image, "replicas": replicas}
-    if print_only:
-        from kubemill.cli.manifests import install_operator
-
-        raise typer.Exit(
-            install_operator(
-                print_only=True,
-                watch_namespaces=watch_namespace or [],
-                gang_scheduler=gang_scheduler.value if gang_scheduler else None,
-                serve_upstream_groups=serve_upstream_groups,
-                **given,  # type: ignore[arg-type]
-            )
-        )
     from kubemill.substrates.kubernetes import install as installer
-    from kubemill.substrates.kubernetes.client.connection import Http, connect
 
+    given = {"namespace": namespace, "image": image, "replicas": replicas}
     # Options left out keep the generator's defaults (one source of truth).
     objects = installer.install_manifests(
         watch_namespaces=watch_namespace or None,
@@ -410,6 +397,13 @@ def install(
         serve_upstream_groups=serve_upstream_groups,
         **{key: value for key, value in given.items() if value is not None},  # type: ignore[arg-type]
     )
+    if print_only:
+        from kubemill.cli.manifests import print_yaml
+
+        print_yaml(objects)
+        return
+    from kubemill.substrates.kubernetes.client.connection import Http, connect
+
     settings = _settings(ctx)
     connection = connect(kubeconfig=settings.kubeconfig, context=settings.context)
     http = Http(connection)

@@ -82,40 +82,10 @@ def render_file(
             )
         except UnsupportedPlanError as exc:
             fail(f"{file}: {job.KIND} {job.name} cannot be rendered for Kubernetes: {exc}")
-    _print_yaml(objects)
+    print_yaml(objects)
 
 
-def install_operator(
-    *,
-    print_only: bool,
-    namespace: str | None,
-    image: str | None,
-    watch_namespaces: Sequence[str],
-    gang_scheduler: str | None,
-    serve_upstream_groups: bool,
-    replicas: int | None,
-) -> int:
-    """Print (``--print``) the CRDs, RBAC and Deployment that install the operator."""
-    if not print_only:
-        fail(
-            "installing into a cluster directly is not supported yet; "
-            "run `kubemill install --print | kubectl apply -f -`"
-        )
-    from kubemill.substrates.kubernetes.install import install_manifests
-
-    # Options left out keep the generator's defaults (one source of truth).
-    given: dict[str, Any] = {"namespace": namespace, "image": image, "replicas": replicas}
-    objects = install_manifests(
-        watch_namespaces=list(watch_namespaces) or None,
-        gang_scheduler=gang_scheduler,
-        serve_upstream_groups=serve_upstream_groups,
-        **{key: value for key, value in given.items() if value is not None},
-    )
-    _print_yaml(objects)
-    return 0
-
-
-def _print_yaml(objects: Sequence[dict[str, Any]]) -> None:
+def print_yaml(objects: Sequence[dict[str, Any]]) -> None:
     import typer
 
     from kubemill.substrates.kubernetes.render import dump_yaml

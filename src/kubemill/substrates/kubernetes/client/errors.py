@@ -21,7 +21,7 @@ from typing import Any
 
 from kubemill.substrates.base import SubstrateError
 
-INSTALL_HINT = "run `kubemill install --print | kubectl apply -f -`"
+INSTALL_HINT = "run `kubemill install` (or `kubemill install --print | kubectl apply -f -`)"
 
 
 @dataclass(frozen=True)
