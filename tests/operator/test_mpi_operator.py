@@ -43,6 +43,19 @@ def set_running(cluster: Cluster, namespace: str, pod: str, *, ready: bool) -> N
     Kubelet(cluster, namespace).set(pod, "Running", container="worker", ready=ready)
 
 
+def all_running(cluster: Cluster, namespace: str) -> Kubelet:
+    """Workers of job ``m`` up, then its launcher: every pod Running (and Ready)."""
+    eventually(
+        lambda: pod_names(cluster, namespace) == {"m-worker-0", "m-worker-1"}, what="workers"
+    )
+    kubelet = Kubelet(cluster, namespace)
+    for pod in ("m-worker-0", "m-worker-1"):
+        kubelet.set(pod, "Running", container="worker")
+    eventually(lambda: "m-launcher-0" in pod_names(cluster, namespace), what="the launcher")
+    kubelet.set("m-launcher-0", "Running", container="launcher")
+    return kubelet
+
+
 def discover_hosts(cluster: Cluster, namespace: str) -> str:
     config = cluster.get(f"/api/v1/namespaces/{namespace}/configmaps/m-config")
     script: str = config["data"]["discover_hosts.sh"]
@@ -144,14 +157,7 @@ def test_a_worker_failing_for_good_fails_the_job_by_name(cluster: Cluster, tmp_p
     with running_operator(cluster, tmp_path, "--all-namespaces"):
         path = job_path("MPIJob", namespace, "m")
         cluster.create(job_path("MPIJob", namespace), mpijob())
-        eventually(
-            lambda: pod_names(cluster, namespace) == {"m-worker-0", "m-worker-1"}, what="workers"
-        )
-        kubelet = Kubelet(cluster, namespace)
-        for pod in ("m-worker-0", "m-worker-1"):
-            kubelet.set(pod, "Running", container="worker")
-        eventually(lambda: "m-launcher-0" in pod_names(cluster, namespace), what="the launcher")
-        kubelet.set("m-launcher-0", "Running", container="launcher")
+        kubelet = all_running(cluster, namespace)
         # Evicted: the kubelet fails the pod with reason Evicted; Workers restart Never.
         kubelet.set("m-worker-1", "Failed", container="worker", exit_code=137, reason="Evicted")
         failed = eventually(
@@ -226,14 +232,7 @@ def test_an_upstream_mpijob_keeps_restart_counts_in_an_annotation(
         job["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
         cluster.create(job_path("MPIJob", namespace, upstream=True), job)
         path = job_path("MPIJob", namespace, "m", upstream=True)
-        eventually(
-            lambda: pod_names(cluster, namespace) == {"m-worker-0", "m-worker-1"}, what="workers"
-        )
-        kubelet = Kubelet(cluster, namespace)
-        for pod in ("m-worker-0", "m-worker-1"):
-            kubelet.set(pod, "Running", container="worker")
-        eventually(lambda: "m-launcher-0" in pod_names(cluster, namespace), what="the launcher")
-        kubelet.set("m-launcher-0", "Running", container="launcher")
+        kubelet = all_running(cluster, namespace)
         kubelet.set("m-worker-1", "Failed", container="worker", exit_code=137, reason="Evicted")
         restarted = eventually(
             lambda: (j := cluster.get(path)) and is_true(j, "Restarting") and j, what="Restarting"
