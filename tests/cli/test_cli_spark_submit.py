@@ -72,7 +72,7 @@ def test_dry_run_of_the_spec_line_prints_a_spark_application(runner: CliRunner) 
 
 def test_application_arguments_pass_through_untouched(runner: CliRunner) -> None:
     argv = ["spark-submit", "--dry-run", "-v", "-c", "spark.x=1", "app.py"]
-    app_args = ["--name", "other", "-v", "--dry-run", "--help", "10"]
+    app_args = ["--name", "other", "-v", "--", "--dry-run", "--help", "10", "--"]
     result = runner.invoke(app, [*argv, *app_args])
     assert result.exit_code == 0, result.output
     job = printed_app(result.stdout)

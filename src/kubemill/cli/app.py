@@ -489,13 +489,19 @@ def operator(ctx: typer.Context) -> None:
 
 @app.command(
     name="spark-submit",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        # click stops at the first plain word, so a "--" among the application's
+        # arguments reaches it too.
+        "allow_interspersed_args": False,
+    },
     add_help_option=False,
 )
 @user_errors
 def spark_submit(ctx: typer.Context) -> None:
     """Submit a Spark application with spark-submit's own arguments (--dry-run: print it)."""
-    # Every argument goes through untouched: spark-submit's options are read as Spark
+    # The arguments go through untouched: spark-submit's options are read as Spark
     # reads them (kubemill spark-submit --help lists them), not by typer.
     from kubemill.cli.spark_submit import spark_submit as submit
 
