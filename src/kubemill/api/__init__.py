@@ -72,6 +72,17 @@ from kubemill.api.spark import (
     SparkRestartPolicyType,
     parse_cron,
 )
+from kubemill.api.spark_submit import (
+    SparkMaster,
+    SparkSubmit,
+    SparkSubmitError,
+    SubmitArguments,
+    parse_spark_master,
+    parse_spark_properties,
+    parse_spark_submit,
+    parse_submit_arguments,
+    submission_of,
+)
 from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
@@ -136,10 +147,19 @@ __all__ = [
     "SparkApplicationSpec",
     "SparkApplicationStatus",
     "SparkApplicationType",
+    "SparkMaster",
     "SparkPodSpec",
     "SparkRestartPolicy",
     "SparkRestartPolicyType",
+    "SparkSubmit",
+    "SparkSubmitError",
+    "SubmitArguments",
     "TFJob",
     "TFJobSpec",
     "parse_cron",
+    "parse_spark_master",
+    "parse_spark_properties",
+    "parse_spark_submit",
+    "parse_submit_arguments",
+    "submission_of",
 ]

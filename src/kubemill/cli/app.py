@@ -487,6 +487,27 @@ def operator(ctx: typer.Context) -> None:
     operator_app(args=list(ctx.args), prog_name="kubemill operator")
 
 
+@app.command(
+    name="spark-submit",
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        # click stops at the first plain word, so a "--" among the application's
+        # arguments reaches it too.
+        "allow_interspersed_args": False,
+    },
+    add_help_option=False,
+)
+@user_errors
+def spark_submit(ctx: typer.Context) -> None:
+    """Submit a Spark application with spark-submit's own arguments (--dry-run: print it)."""
+    # The arguments go through untouched: spark-submit's options are read as Spark
+    # reads them (kubemill spark-submit --help lists them), not by typer.
+    from kubemill.cli.spark_submit import spark_submit as submit
+
+    raise typer.Exit(submit(_settings(ctx), list(ctx.args)))
+
+
 @app.command()
 @user_errors
 def doctor(

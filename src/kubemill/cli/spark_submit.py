@@ -1,0 +1,140 @@
+"""``kubemill spark-submit``: spark-submit's own command line, as a SparkApplication.
+
+The arguments reach this module untouched (the command takes no options of its own
+through typer) and are read by :mod:`kubemill.api.spark_submit`, as Spark reads them.
+kubemill's own flags stand among the options, before the application file:
+``--dry-run`` prints the SparkApplication as YAML and submits nothing.
+
+Otherwise the application goes where ``--master`` says: ``k8s://`` to the Kubernetes
+substrate (the kubeconfig's cluster must be that server), ``local[...]`` to the local
+one, once the SparkApplication kind is registered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kubemill.api.spark_submit import (
+    SparkSubmit,
+    SparkSubmitError,
+    parse_spark_properties,
+    parse_submit_arguments,
+    submission_of,
+)
+from kubemill.cli.errors import fail, stderr_console
+from kubemill.cli.settings import Settings, Substrate
+
+DRY_RUN = "--dry-run"
+HELP = ("-h", "--help")
+NOT_REGISTERED = (
+    "the SparkApplication kind is not registered in this kubemill yet; --dry-run shows the manifest"
+)
+
+USAGE = """\
+Usage: kubemill spark-submit [kubemill flags] [spark-submit options] APP [APP ARGS]...
+
+  Submit a Spark application with spark-submit's own arguments.
+
+kubemill flags:
+  --dry-run                 Print the SparkApplication (YAML); submit nothing.
+  -h, --help                Show this message.
+
+spark-submit options:
+  --master MASTER           k8s://https://HOST:PORT, local, local[N] or local[*] (default).
+  --deploy-mode MODE        cluster (with k8s://; the default here), or client with local.
+  --name NAME               The application's name (also its Kubernetes name, cleaned).
+  --class CLASS             The main class of a jar application.
+  --conf, -c KEY=VALUE      A Spark property (repeatable).
+  --properties-file FILE    Spark properties to load (--conf wins over them).
+  --jars, --files, --py-files, --archives LIST      Comma-separated dependencies.
+  --packages, --exclude-packages, --repositories LIST   Maven dependencies.
+  --driver-memory MEM, --driver-cores N
+  --executor-memory MEM, --executor-cores N, --num-executors N
+  --proxy-user NAME, --principal NAME, --keytab FILE
+  --driver-java-options, --driver-library-path, --driver-class-path
+  --verbose, -v             Print what was parsed.
+
+APP is the application's jar (with --class), .py or .R file; local:// is a path in the
+image. Everything after it goes to the application.
+"""
+
+
+def spark_submit(settings: Settings, argv: list[str]) -> int:
+    """Parse ``argv`` (spark-submit's arguments), then print or submit. Returns the exit code."""
+    try:
+        args = parse_submit_arguments(argv, own_flags=(DRY_RUN, *HELP))
+        if not argv or args.own_flags & set(HELP):
+            typer.echo(USAGE, nl=False)
+            return 0
+        properties = None
+        if args.properties_file is not None:
+            properties = parse_spark_properties(_read(args.properties_file))
+        submission = submission_of(args, properties=properties)
+    except SparkSubmitError as exc:
+        fail(str(exc))
+        return 1  # not reached: fail() exits
+    for warning in submission.warnings:
+        stderr_console().print(f"warning: {warning}", style="yellow")
+    if submission.verbose:
+        _verbose(submission)
+    if DRY_RUN in args.own_flags:
+        from kubemill.cli.manifests import print_yaml
+
+        print_yaml([submission.manifest])
+        return 0
+    return _submit(settings, submission)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SparkSubmitError(
+            "--properties-file", f"cannot read {path}: {exc.strerror}", "check the path"
+        ) from None
+
+
+def _verbose(submission: SparkSubmit) -> None:
+    master = submission.master
+    where = master.server if master.substrate == "kubernetes" else master.text
+    stderr_console().print(f"master: {master.substrate} ({where})")
+
+
+def _submit(settings: Settings, submission: SparkSubmit) -> int:
+    from kubemill.kinds import UnknownKind, engine_for, load_one
+
+    try:
+        engine_for("SparkApplication")
+    except UnknownKind:
+        fail(NOT_REGISTERED)
+    job = load_one(submission.manifest)
+    master = submission.master
+    chosen = Settings(
+        substrate=Substrate.KUBERNETES if master.substrate == "kubernetes" else Substrate.LOCAL,
+        kubeconfig=settings.kubeconfig,
+        context=settings.context,
+        namespace=settings.namespace,
+        state_dir=settings.state_dir,
+        replay_flags=list(settings.replay_flags),
+    )
+    if master.server is not None:
+        _check_server(chosen, master.server)
+    view = chosen.client().submit(job, detach=True, namespace=chosen.namespace)
+    typer.echo(f"{view.kind} {view.name} submitted ({master.substrate})")
+    typer.echo(f"  follow it: {chosen.next_command('get', view.name)}")
+    return 0
+
+
+def _check_server(settings: Settings, server: str) -> None:
+    """The kubeconfig's cluster must be the master's server: kubemill talks to the API
+    server with the kubeconfig's credentials, which belong to that cluster only."""
+    from kubemill.substrates.kubernetes.client.connection import connect
+
+    connection = connect(kubeconfig=settings.kubeconfig, context=settings.context)
+    if connection.server.rstrip("/") != server:
+        fail(
+            f"--master k8s://{server}: the kubeconfig's cluster is {connection.server}; "
+            "choose the context of that server with `kubemill --context NAME spark-submit ...`"
+        )

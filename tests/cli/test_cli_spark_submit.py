@@ -1,0 +1,194 @@
+"""``kubemill spark-submit`` in-process: the SPEC S1 command line with --dry-run prints a
+SparkApplication that loads, arguments reach the parser untouched, errors are one line,
+and without a registered SparkApplication kind it says so; with one, the application
+goes to the substrate the master names.
+
+The kind's registration is another change's: these tests set it (and its absence)
+themselves, so they hold before and after it lands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import kubemill.kinds
+from kubemill.api import (
+    SCHEDULEDSPARKAPPLICATION,
+    SPARKAPPLICATION,
+    KindTable,
+    SparkApplication,
+)
+from kubemill.api.loader import load_one
+from kubemill.cli.app import app
+from kubemill.cli.settings import Settings
+from kubemill.kinds import UnknownKind
+
+KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
+SPEC_S1 = [
+    "--master",
+    "k8s://https://HOST:6443",
+    "--deploy-mode",
+    "cluster",
+    "--name",
+    "spark-pi",
+    "--class",
+    "org.apache.spark.examples.SparkPi",
+    "--conf",
+    "spark.executor.instances=5",
+    "--conf",
+    "spark.kubernetes.container.image=IMG",
+    "local:///path/to/examples.jar",
+]
+
+
+def printed_app(stdout: str) -> SparkApplication:
+    docs = [doc for doc in yaml.safe_load_all(stdout) if doc is not None]
+    assert len(docs) == 1
+    job = load_one(docs[0], kinds=KINDS)
+    assert isinstance(job, SparkApplication)
+    return job
+
+
+def not_registered(kind: str) -> Any:
+    raise UnknownKind(f"no engine runs {kind!r}")
+
+
+def test_dry_run_of_the_spec_line_prints_a_spark_application(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["spark-submit", "--dry-run", *SPEC_S1])
+    assert result.exit_code == 0, result.output
+    job = printed_app(result.stdout)
+    assert job.name == "spark-pi"
+    assert job.spec.main_class == "org.apache.spark.examples.SparkPi"
+    assert job.spec.image == "IMG"
+    assert job.spec.executor.instances == 5
+    assert job.spec.main_application_file == "local:///path/to/examples.jar"
+
+
+def test_application_arguments_pass_through_untouched(runner: CliRunner) -> None:
+    argv = ["spark-submit", "--dry-run", "-v", "-c", "spark.x=1", "app.py"]
+    app_args = ["--name", "other", "-v", "--", "--dry-run", "--help", "10", "--"]
+    result = runner.invoke(app, [*argv, *app_args])
+    assert result.exit_code == 0, result.output
+    job = printed_app(result.stdout)
+    assert job.spec.arguments == app_args
+    assert job.spec.spark_conf == {"spark.x": "1"}
+    assert "master: local (local[*])" in result.stderr  # -v among the options
+
+
+def test_properties_file_is_read(runner: CliRunner, tmp_path: Path) -> None:
+    props = tmp_path / "spark.conf"
+    props.write_text("spark.executor.instances 3\nspark.eventLog.enabled=true\n")
+    result = runner.invoke(
+        app,
+        ["spark-submit", "--dry-run", "--properties-file", str(props), "--name", "p", "p.py"],
+    )
+    assert result.exit_code == 0, result.output
+    job = printed_app(result.stdout)
+    assert job.spec.executor.instances == 3
+    assert job.spec.spark_conf == {"spark.eventLog.enabled": "true"}
+
+
+def test_a_missing_properties_file_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.conf"
+    result = runner.invoke(app, ["spark-submit", "--properties-file", str(missing), "p.py"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith(f"error: --properties-file: cannot read {missing}")
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--master", "yarn", "a.py"], "error: --master: 'yarn' is not supported"),
+        (["--supervise", "a.py"], "error: --supervise: not supported"),
+        (["--kill", "sub-1"], "error: --kill: "),
+        (["local:///app.jar"], "error: --class: required for the jar"),
+    ],
+)
+def test_argument_errors_are_one_line(runner: CliRunner, argv: list[str], line: str) -> None:
+    result = runner.invoke(app, ["spark-submit", "--dry-run", *argv])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(line)
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["-h"], ["--master", "local", "--help"]])
+def test_help(runner: CliRunner, argv: list[str]) -> None:
+    result = runner.invoke(app, ["spark-submit", *argv])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Usage: kubemill spark-submit")
+    assert "--dry-run" in result.stdout
+
+
+def test_without_the_kind_registered_it_says_so(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubemill.kinds, "engine_for", not_registered)
+    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: the SparkApplication kind is not registered in this kubemill yet; "
+        "--dry-run shows the manifest"
+    )
+
+
+class FakeClient:
+    """Records what would be submitted, and where."""
+
+    def __init__(self, log: list[tuple[str, SparkApplication]], substrate: str) -> None:
+        self.log = log
+        self.substrate = substrate
+
+    def submit(self, job: SparkApplication, **_options: Any) -> Any:
+        self.log.append((self.substrate, job))
+        return SimpleNamespace(kind=job.KIND, name=job.name)
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, SparkApplication]]:
+    """The kind as if registered; the client records submissions instead of running them."""
+    log: list[tuple[str, SparkApplication]] = []
+    monkeypatch.setattr(kubemill.kinds, "engine_for", lambda kind: object())
+    monkeypatch.setattr(kubemill.kinds, "load_one", lambda doc: load_one(doc, kinds=KINDS))
+
+    def client(self: Settings, **_local: Any) -> FakeClient:
+        return FakeClient(log, self.substrate.value)
+
+    monkeypatch.setattr(Settings, "client", client)
+    return log
+
+
+def test_a_local_master_submits_locally(
+    runner: CliRunner, registered: list[tuple[str, SparkApplication]]
+) -> None:
+    result = runner.invoke(app, ["spark-submit", "--master", "local[2]", "--name", "pi", "p.py"])
+    assert result.exit_code == 0, result.output
+    assert [(where, job.name) for where, job in registered] == [("local", "pi")]
+    assert "SparkApplication pi submitted (local)" in result.stdout
+
+
+def test_a_k8s_master_submits_to_that_kubernetes_server(
+    runner: CliRunner,
+    registered: list[tuple[str, SparkApplication]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kubemill.substrates.kubernetes.client.connection as connection
+
+    server = {"url": "https://HOST:6443"}
+    monkeypatch.setattr(connection, "connect", lambda **_kw: SimpleNamespace(server=server["url"]))
+    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    assert result.exit_code == 0, result.output
+    assert [(where, job.name) for where, job in registered] == [("kubernetes", "spark-pi")]
+
+    server["url"] = "https://elsewhere:6443"
+    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    assert result.exit_code == 1
+    assert "the kubeconfig's cluster is https://elsewhere:6443" in result.stderr
+    assert len(registered) == 1
