@@ -57,6 +57,17 @@ spec:
           containers: [{{name: launcher, image: local, command: [mpirun, hostname]}}]
 """
 
+SPARK_APP = """
+apiVersion: {api}
+kind: SparkApplication
+metadata: {{name: {name}}}
+spec:
+  type: Python
+  sparkVersion: "4.0.0"
+  image: spark:4.0.0
+  mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
+"""
+
 
 @pytest.mark.parametrize(
     ("text", "kind"),
@@ -81,7 +92,12 @@ def test_dispatch_on_api_version_and_kind(text: str, kind: type) -> None:
 
 
 def test_every_registered_kind_loads() -> None:
-    templates = {"TFJob": TF_WORKER, "PyTorchJob": PT_MASTER, "MPIJob": MPI_LAUNCHER}
+    templates = {
+        "TFJob": TF_WORKER,
+        "PyTorchJob": PT_MASTER,
+        "MPIJob": MPI_LAUNCHER,
+        "SparkApplication": SPARK_APP,
+    }
     table = kind_table()
     for kind in table.kind_names():
         for api_version in table.versions_of(kind):

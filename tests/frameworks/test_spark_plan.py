@@ -309,3 +309,15 @@ def test_driver_info_and_executor_state() -> None:
         "pi-exec-2": ExecutorState.PENDING,
     }
     assert fields["spark_application_id"] == application_id(app)
+
+
+def test_spark_ui_options_shape_the_ui_service() -> None:
+    app = python_app(
+        sparkUIOptions={"servicePort": 8080, "servicePortName": "http", "serviceType": "NodePort"}
+    )
+    plan = cluster_plan(app)
+    ui = next(s for s in plan.exposed if s.name == "pi-ui-svc")
+    assert ui.type == "NodePort"
+    assert [(p.name, p.port, p.target_port) for p in ui.ports] == [("http", 8080, 4040)]
+    info = spark_status(view(app))["driver_info"]
+    assert info.web_ui_port == 8080  # type: ignore[attr-defined]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from kubemill.api import (
     ApplicationState,
@@ -400,6 +401,22 @@ def driver_access(app: SparkApplication) -> AccessPlan:
     )
 
 
+def ui_service(app: SparkApplication) -> ExposedService:
+    """``<app>-ui-svc`` in front of the driver's UI: ClusterIP on 4040 unless
+    ``sparkUIOptions`` says another type, port or port name."""
+    options = app.spec.spark_ui_options
+    port = UI_PORT
+    name = UI_PORT_NAME
+    kind: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    if options is not None:
+        port = options.service_port or port
+        name = options.service_port_name or name
+        kind = options.service_type or kind
+    return ExposedService(
+        ui_service_name(app), DRIVER, ports=(ServicePort(name, port, UI_PORT),), type=kind
+    )
+
+
 def spark_status(view: StatusView) -> Mapping[str, object]:
     """applicationState, driverInfo, executorState and the application id, from the pass.
 
@@ -439,7 +456,7 @@ def spark_status(view: StatusView) -> Mapping[str, object]:
         "driver_info": DriverInfo(
             pod_name=driver_pod,
             web_ui_service_name=ui_service_name(job),
-            web_ui_port=UI_PORT,
+            web_ui_port=ui_service(job).ports[0].port,
         ),
         "executor_state": executors,
     }
@@ -498,11 +515,7 @@ class Spark:
                 ExposedService(
                     driver_service_name(job), DRIVER, ports=service_ports, type="Headless"
                 ),
-                ExposedService(
-                    ui_service_name(job),
-                    DRIVER,
-                    ports=(ServicePort(UI_PORT_NAME, UI_PORT, UI_PORT),),
-                ),
+                ui_service(job),
             ),
             subdomain=driver_service_name(job),
             access=driver_access(job),
@@ -515,6 +528,8 @@ __all__ = [
     "CONF_MOUNT_PATH",
     "DRIVER",
     "DRIVER_CONTAINER",
+    "DRIVER_RESOURCES",
+    "DRIVER_VERBS",
     "EXECUTOR",
     "EXECUTOR_CONTAINER",
     "EXECUTOR_TEMPLATE",
@@ -534,5 +549,6 @@ __all__ = [
     "properties_text",
     "spark_labels",
     "spark_status",
+    "ui_service",
     "ui_service_name",
 ]
