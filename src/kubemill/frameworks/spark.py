@@ -263,6 +263,9 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
             out[f"spark.{name}.memoryOverhead"] = role.memory_overhead
         if role.java_options:
             out[f"spark.{name}.extraJavaOptions"] = role.java_options
+    if spec.python_version is not None:
+        # Spark 2.4's switch between Python 2 and 3 (later Sparks run Python 3 only).
+        out["spark.kubernetes.pyspark.pythonVersion"] = spec.python_version
     executor = spec.executor
     if not app.dynamic_allocation_enabled:
         out["spark.executor.instances"] = str(app.executor_instances)
