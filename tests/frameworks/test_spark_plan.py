@@ -176,6 +176,9 @@ def test_spark_properties_tell_the_driver_how_to_create_its_executors() -> None:
         "spark.executor.cores": "2",
         "spark.executor.memory": "2g",
         "spark.kubernetes.executor.label.team": "a",
+        # What the operator watches executors by, and counts them as.
+        "spark.kubernetes.executor.label.kubemill.dev/job-name": "pi",
+        "spark.kubernetes.executor.label.kubemill.dev/replica-type": "executor",
         "spark.kubernetes.executor.podNamePrefix": "pi",
         "spark.kubernetes.memoryOverheadFactor": "0.4",
     }

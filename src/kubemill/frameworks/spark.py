@@ -18,9 +18,10 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
   cores, memory, labels, env, pod-name prefix ...). ``spark.driver.host`` is the driver's
   name under its headless service ``<app>-driver-svc``, from the :class:`Network`.
 - **Executors** are foreign pods (:class:`ForeignPods`): the driver creates them, owned by
-  its pod; the core counts them and never deletes them. The driver runs as ServiceAccount
-  ``<app>-driver`` (unless the spec names one), whose Role lets it manage pods, services
-  and ConfigMaps as Spark's documentation asks.
+  its pod, labelled with the job's name and their type (``spark.kubernetes.executor.label.*``:
+  the operator watches labelled pods only); the core counts them and never deletes them.
+  The driver runs as ServiceAccount ``<app>-driver`` (unless the spec names one), whose
+  Role lets it manage pods, services and ConfigMaps as Spark's documentation asks.
 - **Outcome**: the driver decides (:func:`decided_by`).
 - **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
 - **Status** (:func:`spark_status`): ``applicationState`` from the core's verdict (SUBMITTED
@@ -281,6 +282,10 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
         ).lower()
     for key, value in sorted((executor.labels or {}).items()):
         out[f"spark.kubernetes.executor.label.{key}"] = value
+    # The operator watches pods labelled with their job's name only (a server-side
+    # selector): the executors carry it, and their type, to be seen and counted.
+    out[f"spark.kubernetes.executor.label.{LABEL_JOB_NAME}"] = app.name
+    out[f"spark.kubernetes.executor.label.{LABEL_REPLICA_TYPE}"] = EXECUTOR.lower()
     for key, value in sorted((executor.annotations or {}).items()):
         out[f"spark.kubernetes.executor.annotation.{key}"] = value
     for key, value in sorted((executor.node_selector or spec.node_selector or {}).items()):
