@@ -194,3 +194,36 @@ def test_a_failed_driver_fails_the_application_with_its_error(
             c["message"] for c in failed["status"]["conditions"] if c["type"] == "Failed"
         )
         assert "Driver" in message and "exited with code 1" in message
+
+
+@pytest.mark.parametrize("upstream", [False, True], ids=["kubemill", "sparkoperator"])
+def test_time_to_live_deletes_the_application_in_either_group(
+    cluster: Cluster, tmp_path: Path, upstream: bool
+) -> None:
+    namespace = cluster.namespace()
+    manifest = spark_app()
+    manifest["spec"]["timeToLiveSeconds"] = 1
+    if not upstream:
+        manifest["apiVersion"] = "kubemill.dev/v1"
+    with running_operator(cluster, tmp_path, "--all-namespaces", "--serve-upstream-groups"):
+        path = job_path("SparkApplication", namespace, "s", upstream=upstream)
+        created = cluster.create(
+            job_path("SparkApplication", namespace, upstream=upstream), manifest
+        )
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        kubelet = Kubelet(cluster, namespace)
+        # An evicted driver fails the run: its pods are never restarted (the spark-operator
+        # re-runs the whole application instead), so there are no restart counts to keep.
+        kubelet.set("s-driver-0", "Failed", container=DRIVER, reason="Evicted")
+        failed = eventually(
+            lambda: (job := cluster.get(path)) and state_of(job) == "FAILED" and job,
+            what="FAILED",
+        )
+        assert "kubemill.dev/restarts" not in failed["metadata"].get("annotations", {})
+        eventually(lambda: cluster.get_or_none(path) is None, what="deleted by its TTL")
+        deletes = [
+            c for c in cluster.calls() if c.method == "DELETE" and c.name == "s" and c.status < 300
+        ]
+        assert [c.body.get("preconditions") for c in deletes] == [
+            {"uid": created["metadata"]["uid"]}
+        ]

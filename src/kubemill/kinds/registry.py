@@ -89,6 +89,11 @@ class Engine:
     """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
     grants: tuple[OperatorGrant, ...] = ()
     local: LocalSupport = LocalSupport()
+    restarts: bool = True
+    """Whether the kind's pods are ever restarted or recreated (counts against
+    ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
+    ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
+    restart-count annotation of its upstream group and is not allowed to patch it there."""
 
     @property
     def kind(self) -> str:
@@ -190,6 +195,7 @@ BUILTIN: tuple[Engine, ...] = (
                 for resource in SPARK_DRIVER_RESOURCES
             ),
         ),
+        restarts=False,
         local=LocalSupport(
             runs=False,
             why_not=(
