@@ -32,10 +32,11 @@ from kubemill.api import (
     PyTorchJobSpec,
     ReplicaSpec,
     RunPolicy,
+    SparkApplicationSpec,
     TFJobSpec,
 )
 from kubemill.frameworks import Endpoint
-from kubemill.kinds import load_one, plan_for
+from kubemill.kinds import engine_for, load_one, plan_for
 from kubemill.substrates.local.images import default_environment
 from kubemill.substrates.local.launch import NotRunnableLocally, PodContext, prepare
 
@@ -46,13 +47,16 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "TFJob": TFJobSpec,
     "PyTorchJob": PyTorchJobSpec,
     "MPIJob": MPIJobSpec,
+    "SparkApplication": SparkApplicationSpec,
     "Run policy": RunPolicy,
     "Replica spec": ReplicaSpec,
     "Pod template": PodTemplateSpec,
     "Container": Container,
 }
-KUBERNETES_WORDS = ("honoured", "passed through", "refused")
-LOCAL_WORDS = ("honoured", "ignored", "refused")
+KUBERNETES_WORDS = ("honoured", "passed through", "refused", "not yet")
+"""``not yet``: accepted and not acted on yet (SparkApplication, whose engine is being built)."""
+LOCAL_WORDS = ("honoured", "ignored", "refused", "not run")
+"""``not run``: the local substrate does not run the section's kind at all."""
 
 
 @typing.no_type_check
@@ -124,6 +128,16 @@ def test_every_row_uses_the_legend(section: str) -> None:
             assert local == "refused", path
 
 
+@pytest.mark.parametrize("section", SECTIONS)
+def test_not_run_locally_means_the_kind_does_not_run_there(section: str) -> None:
+    kind, _root = SECTION_ROOT.get(section, (section, "spec"))
+    runs = engine_for(kind).local.runs
+    for path, (kubernetes, local) in doc_rows()[section].items():
+        if kubernetes == "refused":
+            continue
+        assert (local == "not run") is not runs, f"{section}: {path}: {local!r}"
+
+
 def test_the_walk_reaches_nested_fields() -> None:
     # The checks above are only as good as the walk: it must descend into nested models.
     fields = set(model_fields(PyTorchJobSpec)) | set(model_fields(Container))
@@ -135,6 +149,17 @@ def test_the_walk_reaches_nested_fields() -> None:
 
 
 def base_manifest(kind: str) -> dict[str, Any]:
+    if kind == "SparkApplication":
+        return {
+            "apiVersion": "sparkoperator.k8s.io/v1beta2",
+            "kind": kind,
+            "metadata": {"name": "fields"},
+            "spec": {
+                "type": "Python",
+                "sparkVersion": "4.0.0",
+                "mainApplicationFile": "local:///opt/spark/app.py",
+            },
+        }
     container = "tensorflow" if kind == "TFJob" else "pytorch"
     field = "tfReplicaSpecs" if kind == "TFJob" else "pytorchReplicaSpecs"
     pod = {"containers": [{"name": container, "image": "local", "command": ["true"]}]}
@@ -151,6 +176,7 @@ SECTION_ROOT: dict[str, tuple[str, str]] = {
     "Job metadata": ("TFJob", "metadata"),
     "TFJob": ("TFJob", "spec"),
     "PyTorchJob": ("PyTorchJob", "spec"),
+    "SparkApplication": ("SparkApplication", "spec"),
     "Run policy": ("TFJob", "spec.runPolicy"),
     "Replica spec": ("TFJob", "spec.tfReplicaSpecs.Worker"),
     "Pod template": ("TFJob", "spec.tfReplicaSpecs.Worker.template"),
@@ -167,6 +193,13 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("Container", "env[].valueFrom.configMapKeyRef"): {"name": "settings", "key": "k"},
     ("Container", "env[].valueFrom.secretKeyRef"): {"name": "secret", "key": "k"},
     ("Container", "env[].valueFrom.resourceFieldRef"): {"resource": "limits.cpu"},
+    ("SparkApplication", "driver.podName"): "my-driver",
+    ("SparkApplication", "failureRetries"): 3,
+    ("SparkApplication", "retryInterval"): 10,
+    ("SparkApplication", "monitoring"): {"exposeDriverMetrics": True},
+    ("SparkApplication", "sparkUIOptions.ingressAnnotations"): {"a": "b"},
+    ("SparkApplication", "sparkUIOptions.ingressTLS"): [{"hosts": ["ui.example"]}],
+    ("SparkApplication", "driverIngressOptions"): [{"servicePort": 80}],
 }
 """A value that sets each refused field (a row marked refused without one fails)."""
 

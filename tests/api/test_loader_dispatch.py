@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from kubemill.api import (
     API_VERSION,
@@ -57,6 +59,24 @@ spec:
           containers: [{{name: launcher, image: local, command: [mpirun, hostname]}}]
 """
 
+SPARK_APP = """
+apiVersion: {api}
+kind: SparkApplication
+metadata: {{name: {name}}}
+spec:
+  type: Python
+  sparkVersion: "4.0.0"
+  image: spark:4.0.0
+  mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
+"""
+
+TEMPLATES = {
+    "TFJob": TF_WORKER,
+    "PyTorchJob": PT_MASTER,
+    "MPIJob": MPI_LAUNCHER,
+    "SparkApplication": SPARK_APP,
+}
+
 
 @pytest.mark.parametrize(
     ("text", "kind"),
@@ -81,7 +101,7 @@ def test_dispatch_on_api_version_and_kind(text: str, kind: type) -> None:
 
 
 def test_every_registered_kind_loads() -> None:
-    templates = {"TFJob": TF_WORKER, "PyTorchJob": PT_MASTER, "MPIJob": MPI_LAUNCHER}
+    templates = TEMPLATES
     table = kind_table()
     for kind in table.kind_names():
         for api_version in table.versions_of(kind):
@@ -89,6 +109,23 @@ def test_every_registered_kind_loads() -> None:
                 continue  # a different shape; covered by the seed
             loaded = load_one(templates[kind].format(api=api_version, name="k"))
             assert kind == type(loaded).KIND
+
+
+def _merged(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(target)
+    for key, value in patch.items():
+        out[key] = _merged(out.get(key) or {}, value) if isinstance(value, dict) else value
+    return out
+
+
+@pytest.mark.parametrize("suspend", [True, False])
+def test_every_kinds_suspend_patch_sets_what_its_run_policy_reads(suspend: bool) -> None:
+    # `kubemill suspend` merge-patches this; SparkApplication's field is spec.suspend.
+    for kind, template in TEMPLATES.items():
+        manifest = yaml.safe_load(template.format(api=API_VERSION, name="k"))
+        job = load_one(manifest)
+        patched = load_one(_merged(manifest, type(job).suspend_patch(suspend)))
+        assert patched.run_policy.suspend is suspend, kind
 
 
 def test_multi_document_yaml_keeps_order_and_skips_empty_documents() -> None:

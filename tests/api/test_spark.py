@@ -2,8 +2,8 @@
 round-trips, upstream's defaults, the derived Driver/Executor view, the status model, and
 every validation error and refusal with its field path.
 
-The Spark kinds are not registered in :mod:`kubemill.kinds` yet (their framework comes with
-them), so these tests load through a kind table of their own.
+These tests load through a kind table of their own, independent of the registry
+(:mod:`kubemill.kinds`, where SparkApplication is registered with its framework).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
-from kubemill.frameworks import Network, Plan, PlanError, PyTorch, TensorFlow
+from kubemill.frameworks import Network, Plan, PlanError, PyTorch, Spark, TensorFlow
 from kubemill.frameworks.mpi import MPI
 from kubemill.kinds import (
     BUILTIN,
@@ -93,17 +93,21 @@ def probe() -> Iterator[Engine]:
 
 
 def test_the_builtins_are_one_entry_each() -> None:
-    assert [e.kind for e in BUILTIN] == ["TFJob", "PyTorchJob", "MPIJob"]
+    kinds = ["TFJob", "PyTorchJob", "MPIJob", "SparkApplication"]
+    assert [e.kind for e in BUILTIN] == kinds
     assert engines()[: len(BUILTIN)] == BUILTIN
     assert isinstance(engine_for("TFJob").framework, TensorFlow)
     assert isinstance(engine_for("PyTorchJob").framework, PyTorch)
     assert isinstance(engine_for("MPIJob").framework, MPI)
-    assert [c["spec"]["names"]["kind"] for c in crds()] == ["TFJob", "PyTorchJob", "MPIJob"]
+    assert isinstance(engine_for("SparkApplication").framework, Spark)
+    assert [c["spec"]["names"]["kind"] for c in crds()] == kinds
 
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
-    with pytest.raises(UnknownKind, match=r"no engine runs 'SparkApplication'.*MPIJob, PyTorchJob"):
-        engine_for("SparkApplication")
+    with pytest.raises(
+        UnknownKind, match=r"no engine runs 'ScheduledSparkApplication'.*MPIJob, PyTorchJob"
+    ):
+        engine_for("ScheduledSparkApplication")
     job = ProbeJob(metadata={"name": "x"})
     with pytest.raises(UnknownKind, match="ProbeJob"):
         plan_for(job, network=None)  # type: ignore[arg-type]
@@ -136,7 +140,12 @@ def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
     rules = {(r.api_groups, r.resources): r for r in all_rules()}
     assert (
         "probejobs"
-        in rules[(("kubemill.dev",), ("tfjobs", "pytorchjobs", "mpijobs", "probejobs"))].resources
+        in rules[
+            (
+                ("kubemill.dev",),
+                ("tfjobs", "pytorchjobs", "mpijobs", "sparkapplications", "probejobs"),
+            )
+        ].resources
     )
     upstream = rules[(("probes.io",), ("probejobs",))]
     assert upstream.when == "upstream"

@@ -48,7 +48,12 @@ def _no_secret(exc: pytest.ExceptionInfo[BaseException]) -> None:
 INSTALL = "run `kubemill install` (or `kubemill install --print | kubectl apply -f -`)"
 
 
-EVERY_KIND = ["tfjobs.kubemill.dev", "pytorchjobs.kubemill.dev", "mpijobs.kubemill.dev"]
+EVERY_KIND = [
+    "tfjobs.kubemill.dev",
+    "pytorchjobs.kubemill.dev",
+    "mpijobs.kubemill.dev",
+    "sparkapplications.kubemill.dev",
+]
 
 
 @pytest.mark.parametrize(
@@ -93,8 +98,9 @@ def test_a_partial_install_names_the_missing_crd(
     assert backend.list() == []
     with pytest.raises(
         JobNotFound,
-        match=r"no TFJob, PyTorchJob or MPIJob .*"
-        r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev are not installed\)",
+        match=r"no TFJob, PyTorchJob, MPIJob or SparkApplication .*"
+        r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev "
+        r"are not installed\)",
     ):
         backend.get("ddp")
     with pytest.raises(CRDsNotInstalled, match=r"pytorchjobs\.kubemill\.dev not served"):

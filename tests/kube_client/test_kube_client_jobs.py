@@ -299,6 +299,7 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
         "/apis/kubemill.dev/v1/tfjobs",
         "/apis/kubemill.dev/v1/pytorchjobs",
         "/apis/kubemill.dev/v1/mpijobs",
+        "/apis/kubemill.dev/v1/sparkapplications",
         "/api/v1/pods",
     ]
     ddp = next(v for v in every if v.name == "ddp")
@@ -447,6 +448,40 @@ def test_suspend_and_resume_merge_patch_run_policy_suspend(
     stored = cluster.get("/apis/kubemill.dev/v1/namespaces/default/tfjobs/mnist")
     submitted = load_one(TFJOB).to_wire()["spec"]["runPolicy"]
     assert stored["spec"]["runPolicy"] == {**submitted, "suspend": value}
+    assert view.job.run_policy.suspend is value
+
+
+SPARK_APP = """
+apiVersion: sparkoperator.k8s.io/v1beta2
+kind: SparkApplication
+metadata: {name: pi}
+spec:
+  type: Python
+  sparkVersion: "4.0.0"
+  image: spark:4.0.0
+  mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
+"""
+
+
+@pytest.mark.parametrize(("verb", "value"), [("suspend", True), ("resume", False)])
+def test_a_spark_application_is_suspended_by_its_own_spec_suspend(
+    cluster: ClientClusterThread, backend: KubernetesBackend, verb: str, value: bool
+) -> None:
+    # A SparkApplication has no runPolicy: the spark-operator's field is spec.suspend.
+    submit(backend, SPARK_APP)
+
+    view = getattr(backend, verb)("pi")
+
+    patches = [c for c in cluster.client_calls() if c.method == "PATCH"]
+    assert [(c.path, c.body) for c in patches] == [
+        (
+            "/apis/kubemill.dev/v1/namespaces/default/sparkapplications/pi",
+            {"spec": {"suspend": value}},
+        )
+    ]
+    stored = cluster.get("/apis/kubemill.dev/v1/namespaces/default/sparkapplications/pi")
+    assert stored["spec"]["suspend"] is value
+    assert "runPolicy" not in stored["spec"]
     assert view.job.run_policy.suspend is value
 
 

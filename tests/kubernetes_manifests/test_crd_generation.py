@@ -37,7 +37,7 @@ def schema_at(schema: dict[str, Any], json_path: str) -> dict[str, Any]:
 
 
 def test_both_kinds_registered_with_expected_names() -> None:
-    assert sorted(CRDS) == ["MPIJob", "PyTorchJob", "TFJob"]
+    assert sorted(CRDS) == ["MPIJob", "PyTorchJob", "SparkApplication", "TFJob"]
     assert CRDS["TFJob"]["metadata"]["name"] == "tfjobs.kubemill.dev"
     assert CRDS["PyTorchJob"]["metadata"]["name"] == "pytorchjobs.kubemill.dev"
     for crd in CRDS.values():
@@ -66,13 +66,19 @@ def test_status_subresource_and_printer_columns(kind: str) -> None:
     version = CRDS[kind]["spec"]["versions"][0]
     assert version["subresources"]["status"] == {}
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
-    assert columns["State"]["jsonPath"] == ".status.conditions[-1:].type"
     assert columns["Age"] == {
         "name": "Age",
         "type": "date",
         "jsonPath": ".metadata.creationTimestamp",
     }
-    # The State column reads a field the status schema declares.
+    # The state column reads a field the status schema declares: the last condition, or
+    # the spark-operator's applicationState.
+    if kind == "SparkApplication":
+        assert columns["Status"]["jsonPath"] == ".status.applicationState.state"
+        state = schema_at(schema_of(kind), ".status.applicationState.state")
+        assert "COMPLETED" in state["enum"]
+    else:
+        assert columns["State"]["jsonPath"] == ".status.conditions[-1:].type"
     assert schema_at(schema_of(kind), ".status.conditions")["items"]["properties"]["type"]["enum"]
 
 

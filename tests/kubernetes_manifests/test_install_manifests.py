@@ -72,6 +72,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "tfjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "pytorchjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "mpijobs.kubemill.dev"),
+        ("CustomResourceDefinition", None, "sparkapplications.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
         ("ClusterRoleBinding", None, NAME),
@@ -95,30 +96,36 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
     assert rules == [
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs", "pytorchjobs", "mpijobs"],
+            "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications"],
             "verbs": ["list", "watch", "delete"],
         },
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs/status", "pytorchjobs/status", "mpijobs/status"],
+            "resources": [
+                "tfjobs/status",
+                "pytorchjobs/status",
+                "mpijobs/status",
+                "sparkapplications/status",
+            ],
             "verbs": ["patch"],
         },
         {
             "apiGroups": [""],
-            # get: an MPI launcher's Role reads pods, and RBAC grants only what one holds.
+            # get: an MPI launcher's Role reads pods, and RBAC grants only what one holds;
+            # get and deletecollection: a Spark driver's Role manages its executors.
             "resources": ["pods"],
-            "verbs": ["list", "watch", "create", "delete", "get"],
+            "verbs": ["list", "watch", "create", "delete", "get", "deletecollection"],
         },
         {
             "apiGroups": [""],
             "resources": ["services"],
-            "verbs": ["list", "watch", "create", "delete"],
+            "verbs": ["list", "watch", "create", "delete", "get", "deletecollection"],
         },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
-            "verbs": ["list", "watch", "create", "update"],
+            "verbs": ["list", "watch", "create", "update", "get", "delete", "deletecollection"],
         },
         {
             "apiGroups": [""],
@@ -230,7 +237,8 @@ def test_upstream_groups_add_kubeflow_jobs() -> None:
         pytest.param("", "pods/exec", "get", False, id="no-exec-get"),
         pytest.param("", "secrets", "get", False, id="no-secrets"),
         pytest.param("", "configmaps", "create", True, id="configmaps-for-mpi-hostfiles"),
-        pytest.param("", "configmaps", "get", False, id="no-configmap-get-the-cache-has-them"),
+        # The operator reads ConfigMaps from its cache; it holds get only to grant it.
+        pytest.param("", "configmaps", "get", True, id="configmap-get-for-spark-driver-roles"),
         pytest.param("", "secrets", "update", False, id="no-secret-update"),
         pytest.param("", "namespaces", "list", False, id="no-namespaces"),
         pytest.param("kubemill.dev", "tfjobs", "create", False, id="no-job-create"),

@@ -14,7 +14,13 @@ from operator_support import ALL_OPERATOR_CALLS, resource_calls
 from kubemill.kinds import engines
 from kubemill.substrates.kubernetes.install import operator_rules
 
-SUITE = ("test_lifecycle", "test_resilience", "test_modes", "test_mpi_operator")
+SUITE = (
+    "test_lifecycle",
+    "test_resilience",
+    "test_modes",
+    "test_mpi_operator",
+    "test_spark_operator",
+)
 
 
 def test_every_permission_the_install_grants_is_used_by_the_operator(

@@ -200,6 +200,9 @@ class Job(KubeModel):
     """True for a kind whose :attr:`replica_specs` are derived from fields of its own
     (Spark's ``driver``/``executor``): the loader's replica-map checks would name fields
     the manifest does not have, so such a kind checks its fields in :meth:`kind_errors`."""
+    SUSPEND_FIELD: ClassVar[tuple[str, ...]] = ("runPolicy", "suspend")
+    """Where, under ``spec``, a manifest of the kind says the job is suspended (what
+    ``kubemill suspend``/``resume`` patch): ``runPolicy.suspend``, or Spark's ``suspend``."""
 
     api_version: str = API_VERSION
     kind: str = ""
@@ -225,6 +228,14 @@ class Job(KubeModel):
     def run_policy(self) -> RunPolicy:
         """The job's run policy (defaulted)."""
         raise NotImplementedError
+
+    @classmethod
+    def suspend_patch(cls, suspend: bool) -> dict[str, Any]:
+        """The merge patch that suspends (``True``) or resumes a job of this kind."""
+        patch: dict[str, Any] = {cls.SUSPEND_FIELD[-1]: suspend}
+        for key in reversed(("spec", *cls.SUSPEND_FIELD[:-1])):
+            patch = {key: patch}
+        return patch
 
     def replica_count(self, replica_type: str) -> int:
         """How many replicas of a type the job asks for (0 if the type is absent)."""

@@ -14,6 +14,7 @@ API server, so the generator can be tested without a cluster.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -95,7 +96,9 @@ def _convert(raw: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> dict
     for keyword in ("oneOf", "allOf", "not"):
         if keyword in node:
             raise SchemaError(f"{path}: {keyword} has no structural form; use a plain type")
-    out: dict[str, Any] = {k: node[k] for k in _COPIED if k in node}
+    # Copies: a definition used twice must not share its lists (an enum) between the two
+    # places, or YAML dumpers write anchors that some tools reject.
+    out: dict[str, Any] = {k: copy.deepcopy(node[k]) for k in _COPIED if k in node}
     if "const" in node:
         out["enum"] = [node["const"]]
     kind = node.get("type")

@@ -725,6 +725,8 @@ class SparkApplication(Job):
     """Of the pods: a run is retried as a whole, by ``spec.restartPolicy``."""
     REPLICA_SPECS_FIELD: ClassVar[str] = ""
     DERIVED_REPLICA_SPECS: ClassVar[bool] = True
+    SUSPEND_FIELD: ClassVar[tuple[str, ...]] = ("suspend",)
+    """The spark-operator's ``spec.suspend`` (the run policy is derived from it)."""
 
     kind: str = "SparkApplication"
     spec: SparkApplicationSpec = Field(default_factory=SparkApplicationSpec)

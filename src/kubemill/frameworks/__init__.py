@@ -39,6 +39,7 @@ from kubemill.frameworks.plan import (
     replica_name,
 )
 from kubemill.frameworks.pytorch import PyTorch
+from kubemill.frameworks.spark import Spark
 from kubemill.frameworks.tensorflow import TensorFlow
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "ReplicaSlot",
     "ServicePolicy",
     "ServicePort",
+    "Spark",
     "SshKeyPart",
     "StatusExtension",
     "StatusView",

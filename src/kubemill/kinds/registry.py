@@ -19,11 +19,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubemill.api import MPIJOB, PYTORCHJOB, TFJOB, FieldError, Job, KindApi, KindTable, loader
+from kubemill.api import (
+    MPIJOB,
+    PYTORCHJOB,
+    SPARKAPPLICATION,
+    TFJOB,
+    FieldError,
+    Job,
+    KindApi,
+    KindTable,
+    loader,
+)
 from kubemill.api import crd as crd_generation
 from kubemill.frameworks import Framework, Network, Plan, PlanError
 from kubemill.frameworks.mpi import LOCAL_ENV, MPI, run_locally
 from kubemill.frameworks.pytorch import PyTorch
+from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
+from kubemill.frameworks.spark import DRIVER_VERBS as SPARK_DRIVER_VERBS
+from kubemill.frameworks.spark import Spark
 from kubemill.frameworks.tensorflow import TensorFlow
 
 
@@ -76,6 +89,11 @@ class Engine:
     """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
     grants: tuple[OperatorGrant, ...] = ()
     local: LocalSupport = LocalSupport()
+    restarts: bool = True
+    """Whether the kind's pods are ever restarted or recreated (counts against
+    ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
+    ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
+    restart-count annotation of its upstream group and is not allowed to patch it there."""
 
     @property
     def kind(self) -> str:
@@ -139,6 +157,52 @@ BUILTIN: tuple[Engine, ...] = (
             ),
         ),
         local=LocalSupport(env=LOCAL_ENV, adapt=run_locally),
+    ),
+    Engine(
+        SPARKAPPLICATION,
+        Spark(),
+        "Spark: a Driver that creates its own Executors (cluster mode, the spark-operator's "
+        "SparkApplication)",
+        grants=(
+            OperatorGrant(
+                ("",),
+                ("configmaps",),
+                ("list", "watch", "create", "update"),
+                "a Spark application gets its spark.properties in a ConfigMap",
+            ),
+            OperatorGrant(
+                ("",),
+                ("serviceaccounts",),
+                ("list", "watch", "create", "delete"),
+                "a Spark driver runs as an account of its own",
+            ),
+            OperatorGrant(
+                ("rbac.authorization.k8s.io",),
+                ("roles", "rolebindings"),
+                ("list", "watch", "create", "delete"),
+                "a Spark driver's Role lets it create and watch its executors",
+            ),
+            # RBAC lets the operator grant only what it holds itself: the driver manages its
+            # executors' pods, and the ConfigMaps (and services) Spark makes for them.
+            *(
+                OperatorGrant(
+                    ("",),
+                    (resource,),
+                    SPARK_DRIVER_VERBS,
+                    f"a Spark driver's Role lets it manage its executors' {resource}",
+                    delegated=True,
+                )
+                for resource in SPARK_DRIVER_RESOURCES
+            ),
+        ),
+        restarts=False,
+        local=LocalSupport(
+            runs=False,
+            why_not=(
+                "the local Spark runner is not built yet; run it on kubernetes or with "
+                "`spark-submit --master local[*]`"
+            ),
+        ),
     ),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""

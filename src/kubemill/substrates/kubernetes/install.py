@@ -132,21 +132,36 @@ def all_rules() -> tuple[Rule, ...]:
         Rule((GROUP,), status, ("patch",), "write job status through the status subresource"),
     ]
     upstream: dict[str, list[str]] = {}
+    restarting: set[str] = {engine.api.plural for engine in kinds if engine.restarts}
     for engine in kinds:
         for group, _ in engine.api.upstream_groups:
             upstream.setdefault(group, []).append(engine.api.plural)
     for group, plurals in upstream.items():
-        rules.append(
-            Rule(
-                (group,),
-                tuple(plurals),
-                ("list", "watch", "patch", "delete"),
-                f"--serve-upstream-groups: the same for {group} jobs, and patch their "
-                "kubemill.dev/restarts annotation (upstream status schemas have no restart "
-                "counts)",
-                when="upstream",
+        annotated = tuple(p for p in plurals if p in restarting)
+        if annotated:
+            rules.append(
+                Rule(
+                    (group,),
+                    annotated,
+                    ("list", "watch", "patch", "delete"),
+                    f"--serve-upstream-groups: the same for {group} jobs, and patch their "
+                    "kubemill.dev/restarts annotation (upstream status schemas have no "
+                    "restart counts)",
+                    when="upstream",
+                )
             )
-        )
+        # A kind whose pods never restart has no restart counts to annotate.
+        others = tuple(p for p in plurals if p not in restarting)
+        if others:
+            rules.append(
+                Rule(
+                    (group,),
+                    others,
+                    ("list", "watch", "delete"),
+                    f"--serve-upstream-groups: the same for {group} jobs",
+                    when="upstream",
+                )
+            )
         rules.append(
             Rule(
                 (group,),

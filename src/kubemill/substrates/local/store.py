@@ -540,8 +540,8 @@ class Store:
                         current[key] = value
                 meta["annotations"] = current
             if suspend is not None:
-                spec = manifest.setdefault("spec", {})
-                spec.setdefault("runPolicy", {})["suspend"] = suspend
+                # Each kind says where its suspend field is (Spark's is spec.suspend).
+                _merge_into(manifest, type(load_one(manifest)).suspend_patch(suspend))
             tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
             return manifest
 
@@ -916,6 +916,18 @@ def _upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
             rec.log_path,
         ),
     )
+
+
+def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a JSON merge patch of nested mappings to ``target`` in place (no deletions)."""
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value)
+        elif isinstance(value, Mapping):
+            target[key] = {}
+            _merge_into(target[key], value)
+        else:
+            target[key] = value
 
 
 __all__ = [

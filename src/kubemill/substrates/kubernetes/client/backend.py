@@ -546,7 +546,8 @@ class KubernetesBackend:
                 f"{found.kind.kind} {found.namespace}/{found.name} has already finished"
                 f" ({found.job().status.phase}); only a running or suspended job can be {verb}"
             )
-        found = self._merge_patch(found, {"spec": {"runPolicy": {"suspend": suspend}}})
+        # Each kind says where its suspend field is (Spark's is spec.suspend).
+        found = self._merge_patch(found, type(found.job()).suspend_patch(suspend))
         return self._view(found, self._pods(found))
 
     def _merge_patch(self, found: Found, body: dict[str, Any]) -> Found:

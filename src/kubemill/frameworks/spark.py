@@ -1,0 +1,562 @@
+"""Spark: a SparkApplication becomes a driver pod that creates its own executors.
+
+What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (measured in
+``shared/notes/spark-submit-on-kubernetes.md``), built here from the spec, with no JVM:
+
+- **The driver**: one replica, ``Driver``, in container ``spark-kubernetes-driver``, running
+  Spark's entrypoint as cluster mode does: ``driver --properties-file <conf>/spark.properties
+  --class <main class> <main application file> <arguments...>`` (a Python or R application's
+  class is Spark's runner for it). Spark's labels (``spark-app-selector``, ``spark-role``,
+  ``spark-app-name``, ``spark-version``), its ports (``driver-rpc-port`` 7078,
+  ``blockmanager`` 7079, ``spark-ui`` 4040), its env (``SPARK_APPLICATION_ID``,
+  ``SPARK_DRIVER_BIND_ADDRESS`` from the pod's IP, ``SPARK_LOCAL_DIRS`` on an emptyDir,
+  ``SPARK_CONF_DIR``). The memory request (heap plus overhead) comes from the API's derived
+  pod template.
+- **The configuration**: FileSet ``<app>-spark-conf`` with ``spark.properties``: the user's
+  ``sparkConf`` and ``hadoopConf``, and everything the driver needs to create the executors
+  (namespace, its own pod name, ``spark.driver.host``, the executors' image, instances,
+  cores, memory, labels, env, pod-name prefix ...). ``spark.driver.host`` is the driver's
+  name under its headless service ``<app>-driver-svc``, from the :class:`Network`.
+- **Executors** are foreign pods (:class:`ForeignPods`): the driver creates them, owned by
+  its pod, labelled with the job's name and their type (``spark.kubernetes.executor.label.*``:
+  the operator watches labelled pods only); the core counts them and never deletes them.
+  The driver runs as ServiceAccount ``<app>-driver`` (unless the spec names one), whose
+  Role lets it manage pods, services and ConfigMaps as Spark's documentation asks.
+- **Outcome**: the driver decides (:func:`decided_by`).
+- **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
+- **Status** (:func:`spark_status`): ``applicationState`` from the core's verdict (SUBMITTED
+  until the driver runs, RUNNING, COMPLETED, FAILED with the core's message, SUSPENDED),
+  ``driverInfo``, ``executorState`` per executor pod, ``sparkApplicationId``.
+
+The full state machine of the spark-operator (retries, INVALIDATING, ...) is not here yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from kubemill.api import (
+    ApplicationState,
+    ApplicationStateType,
+    ConditionType,
+    ContainerPort,
+    DriverInfo,
+    EnvVar,
+    EnvVarSource,
+    ExecutorState,
+    Job,
+    PodTemplateSpec,
+    RestartPolicy,
+    SparkApplication,
+    SparkApplicationType,
+)
+from kubemill.api.kube import ObjectFieldSelector
+from kubemill.api.spark import (
+    DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
+    MAX_NAME,
+    UI_SERVICE_SUFFIX,
+    memory_overhead_factor,
+)
+from kubemill.frameworks._common import PlanError, container_ports, env
+from kubemill.frameworks.plan import (
+    LABEL_JOB_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    AccessPlan,
+    AccessRule,
+    ExposedService,
+    FilePlan,
+    FileSet,
+    ForeignPods,
+    Network,
+    Plan,
+    ReplicaPlan,
+    ServicePort,
+    StatusView,
+    decided_by,
+    replica_name,
+)
+
+DRIVER = "Driver"
+EXECUTOR = "Executor"
+CONF_MOUNT_PATH = "/opt/spark/conf"
+PROPERTIES = "spark.properties"
+EXECUTOR_TEMPLATE = "executor-pod-template.yaml"
+"""The executors' pod template (JSON, which YAML reads): what the executor spec asks of
+their pods beyond Spark's confs (volumes, tolerations, affinity ...), Spark 3.0 and later."""
+LOCAL_DIR = "/var/data/spark-local"
+LOCAL_DIR_VOLUME = "spark-local-dir-1"
+PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+R_RUNNER = "org.apache.spark.deploy.RRunner"
+DEFAULT_MASTER = "k8s://https://kubernetes.default.svc"
+"""The API server as a pod reaches it (the spark-operator's default too)."""
+
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040
+DRIVER_PORTS = {"driver-rpc-port": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT}
+UI_PORT_NAME = "spark-ui"
+
+LABEL_APP_SELECTOR = "spark-app-selector"
+LABEL_ROLE = "spark-role"
+LABEL_APP_NAME = "spark-app-name"
+LABEL_VERSION = "spark-version"
+LABEL_OPERATOR_APP_NAME = "sparkoperator.k8s.io/app-name"
+"""The spark-operator's own label on the pods of an application."""
+
+DRIVER_VERBS = ("create", "get", "list", "watch", "delete", "deletecollection")
+"""What Spark's documentation asks for the driver's account: it creates, watches and
+deletes its executors, and a ConfigMap (and, with some confs, services) for them."""
+DRIVER_RESOURCES = ("pods", "services", "configmaps")
+
+_EXECUTOR_STATES = {
+    "Pending": ExecutorState.PENDING,
+    "Running": ExecutorState.RUNNING,
+    "Succeeded": ExecutorState.COMPLETED,
+    "Failed": ExecutorState.FAILED,
+}
+
+
+def conf_name(app: SparkApplication) -> str:
+    """The ConfigMap with ``spark.properties``."""
+    return f"{app.name}-spark-conf"
+
+
+def ui_service_name(app: SparkApplication) -> str:
+    """``<app>-ui-svc`` (the spark-operator's name; the API keeps the name short enough)."""
+    return f"{app.name}{UI_SERVICE_SUFFIX}"
+
+
+def driver_account_name(app: SparkApplication) -> str:
+    """The driver's ServiceAccount, Role and RoleBinding."""
+    return f"{app.name}-driver"
+
+
+def application_id(app: SparkApplication) -> str:
+    """``spark-<32 hex>``, as Spark's ids look: from the object's uid when it has one (one
+    id per object), else from its namespace and name (``render`` of a file)."""
+    uid = (app.metadata.uid or "").replace("-", "").lower()
+    if len(uid) == 32 and all(c in "0123456789abcdef" for c in uid):
+        return f"spark-{uid}"
+    digest = hashlib.sha256(f"{app.namespace}/{app.name}".encode()).hexdigest()
+    return f"spark-{digest[:32]}"
+
+
+def driver_service_name(app: SparkApplication) -> str:
+    """``<app>-driver-svc``; a name too long for a Service falls back to the application
+    id's, as Spark falls back to a generated one."""
+    name = f"{app.name}-driver-svc"
+    if len(name) <= MAX_NAME:
+        return name
+    return f"spark-{application_id(app)[6:22]}-driver-svc"
+
+
+def main_class(app: SparkApplication) -> str:
+    """The class Spark runs: the spec's, or Spark's runner for Python and R."""
+    if app.app_type is SparkApplicationType.PYTHON:
+        return PYTHON_RUNNER
+    if app.app_type is SparkApplicationType.R:
+        return R_RUNNER
+    if not app.spec.main_class:
+        raise PlanError(
+            f"SparkApplication {app.name}: a {app.app_type.value} application needs "
+            "spec.mainClass; run `kubemill validate`"
+        )
+    return app.spec.main_class
+
+
+def driver_args(app: SparkApplication, network: Network) -> list[str]:
+    """Spark's driver entrypoint, as cluster mode calls it."""
+    conf_dir = network.files_path(conf_name(app), CONF_MOUNT_PATH)
+    if not app.spec.main_application_file:
+        raise PlanError(
+            f"SparkApplication {app.name}: spec.mainApplicationFile is required; "
+            "run `kubemill validate`"
+        )
+    return [
+        "driver",
+        "--properties-file",
+        f"{conf_dir}/{PROPERTIES}",
+        "--class",
+        main_class(app),
+        app.spec.main_application_file,
+        *(app.spec.arguments or []),
+    ]
+
+
+def spark_labels(app: SparkApplication, role: str) -> dict[str, str]:
+    """The labels Spark gives its pods (the driver's select it in the driver service)."""
+    return {
+        LABEL_APP_SELECTOR: application_id(app),
+        LABEL_ROLE: role,
+        LABEL_APP_NAME: app.name,
+        LABEL_VERSION: app.spec.spark_version or "",
+        LABEL_OPERATOR_APP_NAME: app.name,
+    }
+
+
+def driver_host(app: SparkApplication, network: Network) -> str:
+    """The driver's DNS name under its headless service: the executors connect there."""
+    return network.host_name(DRIVER, 0, subdomain=driver_service_name(app))
+
+
+def _join(items: Iterable[str]) -> str:
+    return ",".join(items)
+
+
+def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict[str, str]:
+    """Every Spark conf of the application, as ``spark.properties`` holds it.
+
+    kubemill's own keys come last and win over ``sparkConf`` (the API refuses the keys a
+    field owns, e.g. ``spark.kubernetes.container.image``).
+    """
+    spec = app.spec
+    out = dict(spec.spark_conf or {})
+    out.update({f"spark.hadoop.{k}": v for k, v in (spec.hadoop_conf or {}).items()})
+    out.update(
+        {
+            "spark.app.name": app.name,
+            "spark.app.id": application_id(app),
+            "spark.master": (
+                f"k8s://{spec.driver.kubernetes_master}"
+                if spec.driver.kubernetes_master
+                and not spec.driver.kubernetes_master.startswith("k8s://")
+                else spec.driver.kubernetes_master or DEFAULT_MASTER
+            ),
+            "spark.submit.deployMode": "cluster",
+            "spark.kubernetes.submitInDriver": "true",
+            "spark.kubernetes.namespace": app.namespace,
+            "spark.kubernetes.driver.pod.name": driver_pod,
+            "spark.driver.host": driver_host(app, network),
+            "spark.driver.port": str(DRIVER_PORT),
+            "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+            "spark.ui.port": str(UI_PORT),
+            "spark.kubernetes.resource.type": (
+                "java" if app.app_type.jvm else app.app_type.value.lower()
+            ),
+            "spark.kubernetes.memoryOverheadFactor": str(memory_overhead_factor(spec)),
+            "spark.kubernetes.executor.podNamePrefix": app.name,
+            "spark.kubernetes.executor.podTemplateFile": (
+                f"{network.files_path(conf_name(app), CONF_MOUNT_PATH)}/{EXECUTOR_TEMPLATE}"
+            ),
+            "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        }
+    )
+    image = spec.executor.image or spec.image
+    if image:
+        out["spark.kubernetes.executor.container.image"] = image
+        out["spark.kubernetes.container.image"] = spec.image or image
+    if spec.image_pull_policy:
+        out["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
+    if spec.image_pull_secrets:
+        out["spark.kubernetes.container.image.pullSecrets"] = _join(spec.image_pull_secrets)
+    for role, name in ((spec.driver, "driver"), (spec.executor, "executor")):
+        if role.cores is not None:
+            out[f"spark.{name}.cores"] = str(role.cores)
+        if role.memory is not None:
+            out[f"spark.{name}.memory"] = role.memory
+        if role.memory_overhead is not None:
+            out[f"spark.{name}.memoryOverhead"] = role.memory_overhead
+        if role.java_options:
+            out[f"spark.{name}.extraJavaOptions"] = role.java_options
+    if spec.python_version is not None:
+        # Spark 2.4's switch between Python 2 and 3 (later Sparks run Python 3 only).
+        out["spark.kubernetes.pyspark.pythonVersion"] = spec.python_version
+    executor = spec.executor
+    if not app.dynamic_allocation_enabled:
+        out["spark.executor.instances"] = str(app.executor_instances)
+    if executor.core_request is not None:
+        out["spark.kubernetes.executor.request.cores"] = executor.core_request
+    if executor.core_limit is not None:
+        out["spark.kubernetes.executor.limit.cores"] = executor.core_limit
+    if executor.service_account:
+        out["spark.kubernetes.authenticate.executor.serviceAccountName"] = executor.service_account
+    if executor.delete_on_termination is not None:
+        out["spark.kubernetes.executor.deleteOnTermination"] = str(
+            executor.delete_on_termination
+        ).lower()
+    for key, value in sorted((executor.labels or {}).items()):
+        out[f"spark.kubernetes.executor.label.{key}"] = value
+    # The operator watches pods labelled with their job's name only (a server-side
+    # selector): the executors carry it, and their type, to be seen and counted.
+    out[f"spark.kubernetes.executor.label.{LABEL_JOB_NAME}"] = app.name
+    out[f"spark.kubernetes.executor.label.{LABEL_REPLICA_TYPE}"] = EXECUTOR.lower()
+    for key, value in sorted((executor.annotations or {}).items()):
+        out[f"spark.kubernetes.executor.annotation.{key}"] = value
+    for key, value in sorted((executor.node_selector or spec.node_selector or {}).items()):
+        out[f"spark.kubernetes.executor.node.selector.{key}"] = value
+    for variable in executor.env or []:
+        if variable.value is not None and variable.value_from is None:
+            out[f"spark.executorEnv.{variable.name}"] = variable.value
+    for key, value in sorted((executor.env_vars or {}).items()):
+        out[f"spark.executorEnv.{key}"] = value
+    alloc = spec.dynamic_allocation
+    if alloc is not None and alloc.enabled:
+        out["spark.dynamicAllocation.enabled"] = "true"
+        bounds: tuple[tuple[str, int | bool | None], ...] = (
+            ("initialExecutors", alloc.initial_executors),
+            ("minExecutors", alloc.min_executors),
+            ("maxExecutors", alloc.max_executors),
+            ("shuffleTracking.enabled", alloc.shuffle_tracking_enabled),
+            ("shuffleTracking.timeout", alloc.shuffle_tracking_timeout),
+        )
+        for field, bound in bounds:
+            if bound is not None:
+                text = str(bound).lower() if isinstance(bound, bool) else str(bound)
+                out[f"spark.dynamicAllocation.{field}"] = text
+    deps = spec.deps
+    jars = list(deps.jars or []) if deps is not None else []
+    if app.app_type.jvm and spec.main_application_file:
+        jars.append(spec.main_application_file)
+    if jars:
+        out["spark.jars"] = _join(jars)
+    if deps is not None:
+        for key, values in (
+            ("spark.files", deps.files),
+            ("spark.submit.pyFiles", deps.py_files),
+            ("spark.jars.packages", deps.packages),
+            ("spark.jars.excludes", deps.exclude_packages),
+            ("spark.jars.repositories", deps.repositories),
+            ("spark.archives", deps.archives),
+        ):
+            if values:
+                out[key] = _join(values)
+    return out
+
+
+def executor_template_text(app: SparkApplication) -> str:
+    """The executors' derived pod template, as the file Spark reads (sorted JSON)."""
+    template = app.replica_specs[EXECUTOR].template.to_wire()
+    return json.dumps(template, sort_keys=True, indent=1) + "\n"
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """Java properties escaping: backslash, line breaks, and in keys the separators."""
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("\t", "\\t").replace("\f", "\\f")
+    if key:
+        for char in (" ", "=", ":", "#", "!"):
+            out = out.replace(char, "\\" + char)
+    elif out.startswith(" "):
+        out = "\\" + out
+    return out
+
+
+def properties_text(props: Mapping[str, str]) -> str:
+    """``spark.properties``: one ``key=value`` line per conf, sorted, Java-escaped."""
+    return "".join(
+        f"{_escape(k, key=True)}={_escape(v, key=False)}\n" for k, v in sorted(props.items())
+    )
+
+
+def _driver_template(app: SparkApplication, network: Network) -> PodTemplateSpec:
+    """The derived driver template with what Spark's cluster mode adds: args, labels,
+    ports, a local directory."""
+    template = app.replica_specs[DRIVER].template.model_copy(deep=True)
+    container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
+    container.args = driver_args(app, network)
+    have = {p.name for p in container.ports or []}
+    ports = {**DRIVER_PORTS, UI_PORT_NAME: UI_PORT}
+    container.ports = list(container.ports or []) + [
+        ContainerPort(name=name, container_port=port)
+        for name, port in ports.items()
+        if name not in have
+    ]
+    container.volume_mounts = [
+        *(container.volume_mounts or []),
+        {"name": LOCAL_DIR_VOLUME, "mountPath": LOCAL_DIR},
+    ]
+    template.spec.volumes = [
+        *(template.spec.volumes or []),
+        {"name": LOCAL_DIR_VOLUME, "emptyDir": {}},
+    ]
+    template.metadata.labels = {
+        **template.metadata.labels,
+        **spark_labels(app, "driver"),
+    }
+    return template
+
+
+def driver_env(app: SparkApplication, network: Network, template: PodTemplateSpec) -> list[EnvVar]:
+    """What Spark's cluster mode sets in the driver container (what the user set stays)."""
+    container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
+    have = {e.name for e in container.env or []}
+    out = [
+        env("SPARK_APPLICATION_ID", application_id(app)),
+        EnvVar(
+            name="SPARK_DRIVER_BIND_ADDRESS",
+            value_from=EnvVarSource(
+                field_ref=ObjectFieldSelector(field_path="status.podIP", api_version="v1")
+            ),
+        ),
+        env("SPARK_LOCAL_DIRS", LOCAL_DIR),
+        env("SPARK_CONF_DIR", network.files_path(conf_name(app), CONF_MOUNT_PATH)),
+    ]
+    return [e for e in out if e.name not in have]
+
+
+def driver_access(app: SparkApplication) -> AccessPlan:
+    """The driver creates, watches and deletes its executors (and their ConfigMap)."""
+    return AccessPlan(
+        driver_account_name(app),
+        (AccessRule(("",), DRIVER_RESOURCES, DRIVER_VERBS),),
+        replica_types=(DRIVER,),
+    )
+
+
+def ui_service(app: SparkApplication) -> ExposedService:
+    """``<app>-ui-svc`` in front of the driver's UI: ClusterIP on 4040 unless
+    ``sparkUIOptions`` says another type, port or port name."""
+    options = app.spec.spark_ui_options
+    port = UI_PORT
+    name = UI_PORT_NAME
+    kind: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    if options is not None:
+        port = options.service_port or port
+        name = options.service_port_name or name
+        kind = options.service_type or kind
+    return ExposedService(
+        ui_service_name(app), DRIVER, ports=(ServicePort(name, port, UI_PORT),), type=kind
+    )
+
+
+def spark_status(view: StatusView) -> Mapping[str, object]:
+    """applicationState, driverInfo, executorState and the application id, from the pass.
+
+    The core's verdict wins (COMPLETED, FAILED with its message, SUSPENDED); before that the
+    driver pod's phase says RUNNING, else SUBMITTED. Executors keep their last state once
+    their pods are gone, as the spark-operator keeps it.
+    """
+    job = view.job
+    if not isinstance(job, SparkApplication):
+        return {}
+    status = view.status
+    drivers = {rep.name for rep in view.plan.of_type(DRIVER)}
+    driver_pod = next(iter(sorted(drivers)), "")
+    executors: dict[str, ExecutorState] = dict(job.status.executor_state)
+    driver_phase = ""
+    for pod in view.pods:
+        if pod.owner and pod.owner in drivers:
+            executors[pod.name] = _EXECUTOR_STATES.get(pod.phase, ExecutorState.UNKNOWN)
+        elif pod.name in drivers:
+            driver_phase = pod.phase
+    failed = status.condition(ConditionType.FAILED)
+    if status.is_true(ConditionType.SUCCEEDED):
+        state = ApplicationState(state=ApplicationStateType.COMPLETED)
+    elif failed is not None and failed.status == "True":
+        state = ApplicationState(
+            state=ApplicationStateType.FAILED, error_message=failed.message or None
+        )
+    elif status.is_true(ConditionType.SUSPENDED):
+        state = ApplicationState(state=ApplicationStateType.SUSPENDED)
+    elif driver_phase == "Running":
+        state = ApplicationState(state=ApplicationStateType.RUNNING)
+    else:
+        state = ApplicationState(state=ApplicationStateType.SUBMITTED)
+    return {
+        "application_state": state,
+        "spark_application_id": application_id(job),
+        "driver_info": DriverInfo(
+            pod_name=driver_pod,
+            web_ui_service_name=ui_service_name(job),
+            web_ui_port=ui_service(job).ports[0].port,
+        ),
+        "executor_state": executors,
+    }
+
+
+class Spark:
+    """The SparkApplication framework."""
+
+    kind = SparkApplication.KIND
+
+    def plan(self, job: Job, network: Network) -> Plan:
+        """The Plan of a SparkApplication: its driver and what it needs; see the module doc."""
+        if not isinstance(job, SparkApplication):
+            raise PlanError(f"the Spark framework plans SparkApplications, not {job.KIND}")
+        template = _driver_template(job, network)
+        container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
+        driver = ReplicaPlan(
+            replica_type=DRIVER,
+            index=0,
+            name=replica_name(job.name, DRIVER, 0),
+            template=template,
+            container=DRIVER_CONTAINER,
+            env=tuple(driver_env(job, network, template)),
+            ports=container_ports(container),
+            restart_policy=RestartPolicy.NEVER,
+            labels={
+                LABEL_JOB_NAME: job.name,
+                LABEL_REPLICA_TYPE: DRIVER.lower(),
+                LABEL_REPLICA_INDEX: "0",
+                LABEL_JOB_ROLE: "master",
+            },
+            host=driver_host(job, network),
+        )
+        conf = FileSet(
+            conf_name(job),
+            (
+                FilePlan(PROPERTIES, properties_text(properties(job, network, driver.name))),
+                FilePlan(EXECUTOR_TEMPLATE, executor_template_text(job)),
+            ),
+            mount_path=CONF_MOUNT_PATH,
+            replica_types=(DRIVER,),
+        )
+        service_ports = tuple(
+            ServicePort(name, port, port)
+            for name, port in {**DRIVER_PORTS, UI_PORT_NAME: UI_PORT}.items()
+        )
+        return Plan(
+            kind=job.KIND,
+            name=job.name,
+            namespace=job.namespace,
+            replicas=(driver,),
+            outcome=decided_by(DRIVER),
+            files=(conf,),
+            services=False,
+            exposed=(
+                ExposedService(
+                    driver_service_name(job), DRIVER, ports=service_ports, type="Headless"
+                ),
+                ui_service(job),
+            ),
+            subdomain=driver_service_name(job),
+            access=driver_access(job),
+            foreign=(ForeignPods(EXECUTOR, owner_type=DRIVER),),
+            status_extension=spark_status,
+        )
+
+
+__all__ = [
+    "CONF_MOUNT_PATH",
+    "DRIVER",
+    "DRIVER_CONTAINER",
+    "DRIVER_RESOURCES",
+    "DRIVER_VERBS",
+    "EXECUTOR",
+    "EXECUTOR_CONTAINER",
+    "EXECUTOR_TEMPLATE",
+    "PROPERTIES",
+    "PYTHON_RUNNER",
+    "UI_PORT",
+    "Spark",
+    "application_id",
+    "conf_name",
+    "driver_access",
+    "driver_account_name",
+    "driver_args",
+    "driver_host",
+    "driver_service_name",
+    "executor_template_text",
+    "properties",
+    "properties_text",
+    "spark_labels",
+    "spark_status",
+    "ui_service",
+    "ui_service_name",
+]
