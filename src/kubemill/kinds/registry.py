@@ -199,8 +199,9 @@ BUILTIN: tuple[Engine, ...] = (
         local=LocalSupport(
             runs=False,
             why_not=(
-                "the local Spark runner is not built yet; run it on kubernetes or with "
-                "`spark-submit --master local[*]`"
+                "the local Spark runner is not built yet; run it on kubernetes "
+                "(`--substrate kubernetes`), or with Spark's own `spark-submit --master "
+                "local[*]` from pyspark"
             ),
         ),
     ),
