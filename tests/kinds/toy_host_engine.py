@@ -93,8 +93,7 @@ class ToyHostsFramework:
                 r,
                 stage=1 if r.replica_type == CLIENT else 0,
                 container=r.template.spec.containers[0].name,
-                host_only=r.replica_type == HOST
-                and not any(r.template.spec.containers[0].command or ()),
+                host_only=r.replica_type == HOST and not r.template.spec.containers[0].has_command,
             )
             for r in replicas
         )

@@ -107,6 +107,11 @@ class Container(KubeModel):
     stdin_once: bool | None = None
     tty: bool | None = None
 
+    @property
+    def has_command(self) -> bool:
+        """Whether it names a program of its own: not none, empty, or the seed's ``[""]``."""
+        return any(self.command or ())
+
 
 class PodSpec(KubeModel):
     """A pod's spec. Containers are typed; other pod fields are carried through unchanged."""

@@ -201,7 +201,7 @@ class MPIJob(Job):
             if replica.restart_policy is None and rtype in MPI_REPLICA_TYPES:
                 replica.restart_policy = self.default_restart_policy(rtype)
             for container in replica.template.spec.containers:
-                if container.command is not None and not any(container.command):
+                if container.command is not None and not container.has_command:
                     # The seed's workers say `command: [""]`: no command of their own,
                     # the image's entrypoint (upstream replaced it anyway).
                     container.command = None

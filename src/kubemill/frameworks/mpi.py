@@ -124,11 +124,6 @@ def main_container(job: MPIJob, replica_type: str) -> Container:
     return container
 
 
-def has_no_command(container: Container) -> bool:
-    """No command of its own: none, empty, or the seed's ``command: [""]``."""
-    return not any(container.command or ())
-
-
 def hostfile_line(job: MPIJob, host: str) -> str:
     """One host with its slots, as the job's MPI implementation reads a hostfile."""
     slots = job.spec.slots_per_worker
@@ -289,7 +284,7 @@ class MPI:
     def _staged(job: MPIJob, rep: ReplicaPlan, *, exec_mode: bool) -> ReplicaPlan:
         if rep.replica_type == LAUNCHER:
             return replace(rep, stage=1)
-        host_only = exec_mode and has_no_command(main_container(job, rep.replica_type))
+        host_only = exec_mode and not main_container(job, rep.replica_type).has_command
         return replace(rep, host_only=host_only)
 
 

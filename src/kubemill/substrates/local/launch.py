@@ -190,11 +190,6 @@ def host_argv() -> tuple[str, ...]:
     return (sys.executable, "-I", "-S", "-c", HOST_PROGRAM)
 
 
-def has_command(container: Container) -> bool:
-    """Whether the container names a program (the seed's ``command: [""]`` does not)."""
-    return bool(container.command) and any(word for word in container.command or [])
-
-
 def container_path(job: Job, rep: ReplicaPlan, index: int) -> str:
     """The manifest path of a container of ``rep``'s pod template."""
     return f"spec.{job.REPLICA_SPECS_FIELD}.{rep.replica_type}.template.spec.containers[{index}]"
@@ -361,7 +356,7 @@ def build_launch(
     index, container = main_container(rep)
     path = container_path(job, rep, index)
     host = rep.host_only
-    if not host and not has_command(container):
+    if not host and not container.has_command:
         what = (
             "has `args` but no `command`"
             if container.args
