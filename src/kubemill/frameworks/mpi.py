@@ -132,15 +132,17 @@ def hostfile_line(job: MPIJob, host: str) -> str:
     return f"{host}:{slots}"
 
 
+def mpi_hosts(job: MPIJob) -> list[ReplicaSlot]:
+    """The replicas mpirun places ranks on: the launcher first when it runs ranks too,
+    then the workers (the hostfile's order, and what the launcher may exec into)."""
+    hosts = [ReplicaSlot(LAUNCHER, 0)] if job.spec.run_launcher_as_worker else []
+    return hosts + [ReplicaSlot(WORKER, index) for index in range(job.worker_count)]
+
+
 def hostfile(job: MPIJob, network: Network) -> str:
-    """Every host mpirun may use: the launcher first when it runs ranks too, then the workers."""
-    hosts = []
-    if job.spec.run_launcher_as_worker:
-        hosts.append(network.host_name(LAUNCHER, 0, subdomain=job.name))
-    hosts += [
-        network.host_name(WORKER, index, subdomain=job.name) for index in range(job.worker_count)
-    ]
-    return "".join(f"{hostfile_line(job, host)}\n" for host in hosts)
+    """Every host mpirun may use, one line each, by DNS name."""
+    names = [network.host_name(h.replica_type, h.index, subdomain=job.name) for h in mpi_hosts(job)]
+    return "".join(f"{hostfile_line(job, name)}\n" for name in names)
 
 
 def config_files(job: MPIJob) -> FileSet:
@@ -184,9 +186,7 @@ def ssh_keys(job: MPIJob) -> FileSet:
 
 def launcher_access(job: MPIJob) -> AccessPlan:
     """The launcher may read pods, and exec into its own workers (and itself, as a worker)."""
-    targets = [replica_name(job.name, WORKER, index) for index in range(job.worker_count)]
-    if job.spec.run_launcher_as_worker:
-        targets.insert(0, replica_name(job.name, LAUNCHER, 0))
+    targets = [replica_name(job.name, h.replica_type, h.index) for h in mpi_hosts(job)]
     rules = [AccessRule(("",), ("pods",), ("get", "list", "watch"))]
     if targets:
         rules.append(AccessRule(("",), ("pods/exec",), ("create",), resource_names=tuple(targets)))
