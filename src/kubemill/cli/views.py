@@ -21,6 +21,7 @@ from rich.text import Text
 
 from kubemill.api import ConditionType
 from kubemill.cli.errors import fail
+from kubemill.cli.quick import HEADERS as JOB_HEADERS
 from kubemill.cli.quick import PHASE_STYLES, PIPE_WIDTH, age_text
 from kubemill.cli.settings import Settings
 from kubemill.substrates.base import EventRecord, JobView, LogLine, ReplicaView
@@ -182,8 +183,7 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
     # Like `kubectl get -A`: name the namespace once jobs live in more than the default one.
     namespaced = not one_namespace and any(view.namespace != "default" for view in views)
-    headers = ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE")
-    for header in ("NAMESPACE", *headers) if namespaced else headers:
+    for header in ("NAMESPACE", *JOB_HEADERS) if namespaced else JOB_HEADERS:
         table.add_column(header, no_wrap=True)
     for view in views:
         table.add_row(
