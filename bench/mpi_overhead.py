@@ -7,8 +7,8 @@ round by round (the order alternates so neither always runs on a warm cache):
   fresh state directory per run: two worker hosts, then the launcher's ``mpirun -np 4``
   whose remote shell (kubexec) has the supervisor exec ``orted`` into each worker;
 - ``mpirun``: the same ``mpirun -np 4 python mpi_allreduce.py`` invoked by hand on this
-  machine (``--oversubscribe``: 4 ranks on 2 cores; as root with ``--allow-run-as-root``;
-  loopback only, as kubemill sets it).
+  machine (``--oversubscribe``: 4 ranks on 2 cores), with the environment kubemill gives
+  MPI replicas here (``LOCAL_ENV``: loopback only, allowed to run as root).
 
 The figure is wall time from just before the process is started until it has exited
 (both must succeed). Prints the median (and min-max) over ``--runs`` rounds side by side
@@ -30,12 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from kubemill.frameworks.mpi import LOCAL_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 MANIFEST = EXAMPLES / "mpi-allreduce.yaml"
 KUBEMILL = Path(sys.executable).with_name("kubemill")
 GOAL = 1.10
-LOOPBACK = {"OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
 
 
 def timed(argv: list[str], *, env: dict[str, str], cwd: Path) -> float:
@@ -56,13 +57,10 @@ def run_kubemill(work: Path) -> float:
 
 
 def run_by_hand(work: Path) -> float:
-    env = {**os.environ, **LOOPBACK, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**os.environ, **LOCAL_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     # 4 ranks on a machine with fewer cores: kubemill's hostfile gives 2 slots per worker,
     # by hand mpirun must be told it may place more ranks than cores.
-    argv = ["mpirun", "-np", "4", "--oversubscribe"]
-    if os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
-    argv += ["python", "mpi_allreduce.py"]
+    argv = ["mpirun", "-np", "4", "--oversubscribe", "python", "mpi_allreduce.py"]
     return timed(argv, env=env, cwd=EXAMPLES)
 
 

@@ -38,14 +38,10 @@ from operator_support import (
     running_operator,
 )
 
+from kubemill.frameworks.mpi import LOCAL_ENV
+
 HANG_GUARD = 300.0
 """Seconds after which the launcher is abandoned: a guard against hangs, not a bound."""
-LOOPBACK_ONLY = {
-    # This machine has no pod network: MPI and OpenMPI's control traffic stay on loopback.
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-}
-AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 @pytest.fixture
@@ -91,9 +87,9 @@ def launcher_env(
             if value == mount_path or value.startswith(mount_path + "/"):
                 value = str(directory) + value[len(mount_path) :]
         env[entry["name"]] = value
-    env |= LOOPBACK_ONLY
-    if os.geteuid() == 0:
-        env |= AS_ROOT
+    # This machine has no pod network and runs as root: what the local substrate gives
+    # MPI replicas (loopback only, mpirun allowed as root) stands in for the pod's.
+    env |= LOCAL_ENV
     return env
 
 
