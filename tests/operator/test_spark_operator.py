@@ -188,12 +188,12 @@ def test_a_failed_driver_fails_the_application_with_its_error(
             what="FAILED",
         )
         assert is_true(failed, "Failed")
-        # The core's verdict, which names the driver and its exit.
+        # The core's verdict, in the spark-operator's words: the driver's exit and reason.
         message = failed["status"]["applicationState"]["errorMessage"]
         assert message == next(
             c["message"] for c in failed["status"]["conditions"] if c["type"] == "Failed"
         )
-        assert "Driver" in message and "exited with code 1" in message
+        assert message == "driver container failed with ExitCode: 1, Reason: Error"
 
 
 @pytest.mark.parametrize("upstream", [False, True], ids=["kubemill", "sparkoperator"])

@@ -687,7 +687,12 @@ class SparkApplicationStatus(JobStatus):
     executor_state: dict[str, ExecutorState] = Field(default_factory=dict)
     """Executor pod name -> state."""
     execution_attempts: int = Field(default=0, ge=0)
+    """Runs the API accepted (reset by a spec change)."""
     submission_attempts: int = Field(default=0, ge=0)
+    """Submissions of the current run: the first, and retries after the API refused one."""
+    submitted_spec_digest: str | None = None
+    """kubemill's own: the digest of the spec the current run was submitted with; a spec
+    that differs re-runs the application (INVALIDATING)."""
 
     @property
     def state(self) -> ApplicationStateType:
@@ -696,8 +701,13 @@ class SparkApplicationStatus(JobStatus):
 
     @property
     def finished(self) -> bool:
-        """COMPLETED or FAILED, or a terminal condition."""
-        return self.state in TERMINAL_STATES or super().finished
+        """A terminal condition (Succeeded or Failed); without conditions (a schema that
+        has none), COMPLETED or FAILED. The conditions decide when there are any: an
+        application whose spec changed after it ended runs again, and the core withdraws
+        the verdict in the conditions first."""
+        if self.conditions:
+            return super().finished
+        return self.state in TERMINAL_STATES
 
     @property
     def phase(self) -> str:

@@ -24,6 +24,7 @@ from kubemill.core.model import (
     PodPhase,
     ReconcileResult,
     RecordEvent,
+    Refusal,
     RenderedFile,
     WriteFiles,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "ReconcileOptions",
     "ReconcileResult",
     "RecordEvent",
+    "Refusal",
     "RenderedFile",
     "WriteFiles",
     "describe_failure",

@@ -80,6 +80,19 @@ class Halt:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """The API refused to create one of the job's children (a 4xx other than "it already
+    exists"): the substrate reports it, and for an application that runs as a whole the
+    core judges it a failed submission (SUBMISSION_FAILED)."""
+
+    kind: str
+    """``Pod``, ``Service``, ``ConfigMap``, ... as the action named it."""
+    name: str
+    message: str
+    """The API's own words (its status message)."""
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything the substrate saw of one job's children."""
 
@@ -89,6 +102,8 @@ class Observed:
     halt: Halt | None = None
     """Set when the substrate cannot go on running the job (see :class:`Halt`)."""
     children: tuple[ObservedChild, ...] = ()
+    refused: tuple[Refusal, ...] = ()
+    """Creations the API refused since they were last asked for (see :class:`Refusal`)."""
 
 
 # --- actions -------------------------------------------------------------------------------

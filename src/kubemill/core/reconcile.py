@@ -86,12 +86,14 @@ from typing import Literal
 
 from kubemill.api import (
     STOP_ANNOTATION,
+    ApplicationStateType,
     CleanPodPolicy,
     ConditionType,
     Job,
     ReplicaStatus,
     RestartPolicy,
 )
+from kubemill.core import application
 from kubemill.core.conditions import ConditionStatus, set_condition, terminal_time
 from kubemill.core.model import (
     Action,
@@ -119,6 +121,7 @@ from kubemill.frameworks.plan import (
     ObservedPodView,
     Plan,
     ReplicaPlan,
+    RunRecord,
     ServicePolicy,
     StatusView,
 )
@@ -268,13 +271,17 @@ class _Reconcile:
         """Pods this pass deletes: their restarts have moved into ``self.retired``."""
         self.retired = self._settle_retired()
         """Restarts of each type's pods that are gone (``ReplicaStatus.retired_restarts``)."""
+        self.run_record: RunRecord | None = None
+        """What this pass decided for an application that runs as a whole."""
 
     # --- the pass ------------------------------------------------------------------------
 
     def run(self) -> ReconcileResult:
         self._ensure_created()
         stop_request = self.job.metadata.annotations.get(STOP_ANNOTATION)
-        if self.status.finished:
+        if self.plan.reruns is not None:
+            self._application(stop_request)
+        elif self.status.finished:
             self._finish(kill=frozenset())
         elif self.observed.halt is not None:
             self._record_counts(exclude=frozenset())
@@ -308,6 +315,163 @@ class _Reconcile:
             status=self.status,
             requeue_after=min(self.requeue) if self.requeue else None,
         )
+
+    def _stop_message(self, stop_request: str | None) -> tuple[str, str] | None:
+        """(reason, message) when the job must stop for good: a halted substrate or an
+        interrupt (the same words as for every kind)."""
+        if self.observed.halt is not None:
+            return self.observed.halt.reason, self.observed.halt.message
+        if stop_request is None:
+            return None
+        why = f": {stop_request}" if stop_request else ""
+        return INTERRUPTED, (
+            f"{self.kind} {self.ref} was stopped on request ({STOP_ANNOTATION}{why});"
+            " its active replicas were stopped."
+        )
+
+    def _application(self, stop_request: str | None) -> None:
+        """A job that runs again as a whole (``Plan.reruns``): the state machine of
+        :mod:`kubemill.core.application` decides, this carries it out."""
+        policy = self.plan.reruns
+        assert policy is not None
+        outcome = self.plan.outcome
+        driver_rep = next(
+            (r for r in self.plan.of_type(outcome.replica_type) if r.index == 0),
+            self.plan.replicas[0],
+        )
+        record = policy.recorded(self.job.status)
+        facts = application.Facts(
+            driver_name=driver_rep.name,
+            driver=self.live.get(driver_rep.name),
+            driver_going=driver_rep.name in self.vanishing,
+            refused="; ".join(f"{r.kind} {r.name}: {r.message}" for r in self.observed.refused),
+            suspend=bool(self.run_policy.suspend),
+            stop=self._stop_message(stop_request),
+            uid=self.job.metadata.uid or f"{self.job.namespace}/{self.job.name}",
+        )
+        decided = application.step(record, policy, facts, self.now)
+        new = decided.record
+        if decided.submit and not self._sync_pod_group():
+            # A gang scheduler has not admitted the group yet: no submission this pass.
+            decided = application.Step(record)
+            new = record
+        self.run_record = new
+        state, before = new.state, record.state
+        if facts.driver is not None and decided.stop_driver:
+            self._delete_pod(facts.driver, decided.stop_driver)
+        if before in application.TERMINAL and state not in application.TERMINAL:
+            self._reopen()
+        if state in (ApplicationStateType.SUSPENDING, ApplicationStateType.SUSPENDED):
+            for service in sorted(self.observed.services):
+                self._delete_service(service)
+            self._delete_pod_group()
+        elif state not in application.TERMINAL:
+            self._remove_strays()
+            self._sync_children()
+            self._create_services()
+        if decided.submit:
+            if self.status.start_time is None:
+                self.status.start_time = self.now
+            self.actions.append(CreatePod(driver_rep.name))
+            self._event("Normal", "SuccessfulCreatePod", f"Created pod: {driver_rep.name}")
+        self._record_counts(exclude=frozenset())
+        self._application_conditions(record, decided)
+        if decided.delete_job:
+            self.actions.append(DeleteJob())
+            ttl = policy.time_to_live.total_seconds() if policy.time_to_live else 0
+            self._event(
+                "Normal",
+                "TTLExpired",
+                f"{self.kind} {self.ref} terminated {ttl:g}s ago (its time to live): deleting it.",
+            )
+        if decided.requeue is not None:
+            self.requeue.append(decided.requeue)
+
+    def _application_conditions(self, record: RunRecord, decided: application.Step) -> None:
+        """The common conditions and an event for the application's new state."""
+        new = decided.record
+        state, before = new.state, record.state
+        S = ApplicationStateType
+        what = f"{self.kind} {self.ref}"
+        if state != before:
+            warn = state in (S.FAILING, S.FAILED, S.SUBMISSION_FAILED, S.UNKNOWN)
+            words = state.value.lower().replace("_", " ")
+            detail = f": {new.error}" if new.error and warn else ""
+            self._event(
+                "Warning" if warn else "Normal",
+                f"{self.kind}{state.value.title().replace('_', '')}",
+                f"{what} is {words}{detail}.",
+            )
+        suspended = (S.SUSPENDING, S.SUSPENDED)
+        if before in suspended and state not in suspended:
+            self._condition(
+                ConditionType.SUSPENDED, "False", "Resumed", f"{what} is resumed.", event=False
+            )
+            self.status.start_time = self.now
+        if state == S.RUNNING:
+            self._condition(
+                ConditionType.RUNNING, "True", "Running", f"{what} is running.", event=False
+            )
+        elif state in (S.PENDING_RERUN, S.INVALIDATING):
+            why = "its spec changed" if state == S.INVALIDATING else "it runs again"
+            set_condition(
+                self.status,
+                ConditionType.RESTARTING,
+                "True",
+                reason=f"{self.kind}Restarting",
+                message=f"{what} is restarting: {why}.",
+                now=self.now,
+            )
+        elif state in suspended:
+            message = f"{what} is suspended."
+            if self.status.is_true(ConditionType.RUNNING):
+                self._condition(ConditionType.RUNNING, "False", "Suspended", message, event=False)
+            self._condition(ConditionType.SUSPENDED, "True", "Suspended", message, event=False)
+            for rs in self.status.replica_statuses.values():
+                rs.active = 0
+        elif state == S.COMPLETED and not self.status.finished:
+            self.status.completion_time = new.terminated or self.now
+            self._condition(
+                ConditionType.SUCCEEDED,
+                "True",
+                "Succeeded",
+                f"{what} successfully completed.",
+                event=False,
+            )
+        elif state == S.FAILED and not self.status.finished:
+            self.status.completion_time = new.terminated or self.now
+            set_condition(
+                self.status,
+                ConditionType.FAILED,
+                "True",
+                reason=decided.reason or f"{self.kind}Failed",
+                message=new.error or f"{what} failed.",
+                now=self.now,
+            )
+        if state in application.TERMINAL:
+            self._delete_pod_group()
+
+    def _reopen(self) -> None:
+        """A finished application runs again (its spec changed): the verdict is withdrawn.
+
+        Succeeded and Failed are terminal for :func:`set_condition`, so they are turned
+        False here, the one place a verdict is ever withdrawn.
+        """
+        reopened = []
+        for cond in self.status.conditions:
+            verdict = cond.type in (ConditionType.SUCCEEDED, ConditionType.FAILED)
+            if verdict and cond.status == "True":
+                cond = cond.model_copy(
+                    update={
+                        "status": "False",
+                        "reason": f"{self.kind}Rerun",
+                        "last_update_time": self.now,
+                        "last_transition_time": self.now,
+                    }
+                )
+            reopened.append(cond)
+        self.status.conditions = reopened
+        self.status.completion_time = None
 
     def _active(self) -> None:
         permanent: list[tuple[ReplicaPlan, ObservedPod]] = []
@@ -696,13 +860,17 @@ class _Reconcile:
             f"Created PodGroup: {name} (minMember {min_member})",
         )
 
-    def _create_missing(self) -> None:
+    def _create_services(self) -> None:
+        """The per-replica and exposed services that are missing."""
         wanted = [rep.name for rep in self.plan.replicas] if self.plan.services else []
         wanted += [service.name for service in self.plan.exposed]
         for name in wanted:
             if name not in self.observed.services:
                 self.actions.append(CreateService(name))
                 self._event("Normal", "SuccessfulCreateService", f"Created service: {name}")
+
+    def _create_missing(self) -> None:
+        self._create_services()
         ready_gate = self.plan.start_gate == "ready"
         running = {
             name
@@ -832,7 +1000,11 @@ class _Reconcile:
             )
             for pod in sorted(self.observed.pods, key=lambda p: p.name)
         )
-        fields = extension(StatusView(job=self.job, plan=self.plan, status=self.status, pods=pods))
+        fields = extension(
+            StatusView(
+                job=self.job, plan=self.plan, status=self.status, pods=pods, run=self.run_record
+            )
+        )
         model_fields = type(self.status).model_fields
         unknown = sorted(name for name in fields if name not in model_fields)
         if unknown:

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
-from kubemill.api import EnvVar, Job, JobStatus, PodTemplateSpec, RestartPolicy
+from kubemill.api import (
+    ApplicationStateType,
+    EnvVar,
+    Job,
+    JobStatus,
+    PodTemplateSpec,
+    RestartPolicy,
+)
 
 LABEL_PREFIX = "kubemill.dev/"
 LABEL_JOB_NAME = LABEL_PREFIX + "job-name"
@@ -301,6 +309,64 @@ class ForeignPods:
     owner_type: str
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """Where an application that runs as a whole stands: the core's memory between passes.
+
+    The core decides every field (:mod:`kubemill.core.application`); the kind keeps them in
+    its status (the spark-operator's ``applicationState``, ``submissionAttempts`` ...), and
+    its :class:`RerunPolicy` reads them back for the next pass.
+    """
+
+    state: ApplicationStateType = ApplicationStateType.NEW
+    error: str = ""
+    """Why the application failed, or why its last submission did."""
+    submission_attempts: int = 0
+    """Submissions of the current run (the first and its retries after refusals)."""
+    execution_attempts: int = 0
+    """Runs the API accepted since the application was created (or its spec changed)."""
+    last_submission: datetime | None = None
+    terminated: datetime | None = None
+    """When the current run ended (its driver finished, failed or went missing)."""
+    submission_id: str = ""
+    spec_digest: str = ""
+    """The :attr:`RerunPolicy.spec_digest` the current run was submitted with."""
+
+
+class RunRecordReader(Protocol):
+    """Reads a kind's status back into the :class:`RunRecord` the core wrote there."""
+
+    def __call__(self, status: JobStatus) -> RunRecord: ...
+
+
+@dataclass(frozen=True)
+class RerunPolicy:
+    """The job is one application that runs again as a whole (a SparkApplication).
+
+    Its deciding replica (the :attr:`Plan.outcome`'s type, index 0: the driver) is the
+    application: the core submits it, judges its end and, as this policy says, deletes it
+    and submits it again, keeping files, services and access. Other replicas' pods go with
+    it (foreign pods, by ownerReference). ``None`` retries mean "without limit".
+    """
+
+    recorded: RunRecordReader
+    on_failure_retries: int | None = 0
+    """Re-runs after a failed run (0: none; ``None``: always)."""
+    on_failure_interval: timedelta = timedelta(0)
+    """Measured from the failed run's termination."""
+    on_submission_failure_retries: int | None = 0
+    """New submissions after the API refused one (0: none; ``None``: always)."""
+    on_submission_failure_interval: timedelta = timedelta(0)
+    """Measured from the refused submission."""
+    after_success: bool = False
+    """Run again after a success too (the spark-operator's ``Always``)."""
+    time_to_live: timedelta | None = None
+    """Delete the job this long after its final termination."""
+    spec_digest: str = ""
+    """A digest of what the user asked for: a run submitted with another is re-run
+    (INVALIDATING). Fields that do not change the run (suspend, the TTL) stay out of it."""
+
+
 class StatusExtension(Protocol):
     """A kind's own status fields, computed by the same core pass from what it decided.
 
@@ -321,6 +387,9 @@ class StatusView:
     """The status this pass decided (conditions and replica counts already set)."""
     pods: tuple[ObservedPodView, ...]
     """The job's own replica pods and their foreign pods, as observed."""
+    run: RunRecord | None = None
+    """What the core decided for an application with a :class:`RerunPolicy` (its state,
+    attempts and times): the extension names it in the kind's own fields."""
 
 
 @dataclass(frozen=True)
@@ -359,6 +428,9 @@ class Plan:
     """Replicas of stage N are created once every replica of the earlier stages is Running
     (``"running"``) or Running and ready (``"ready"``: MPI's WaitForWorkersReady)."""
     status_extension: StatusExtension | None = None
+    reruns: RerunPolicy | None = None
+    """Set for a job that runs again as a whole (see :class:`RerunPolicy`); the core then
+    decides the application's state as the spark-operator's state machine does."""
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def replica(self, name: str) -> ReplicaPlan:

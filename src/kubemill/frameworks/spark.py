@@ -22,13 +22,16 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
   the operator watches labelled pods only); the core counts them and never deletes them.
   The driver runs as ServiceAccount ``<app>-driver`` (unless the spec names one), whose
   Role lets it manage pods, services and ConfigMaps as Spark's documentation asks.
-- **Outcome**: the driver decides (:func:`decided_by`).
+- **Outcome**: the driver decides (:func:`decided_by`), and the application runs again as a
+  whole (:func:`reruns`: ``restartPolicy`` Never, OnFailure with its retries and intervals,
+  Always; ``timeToLiveSeconds`` after the termination; a digest of the spec, so that a
+  changed spec re-runs it). The core decides every state of the spark-operator's machine
+  (:mod:`kubemill.core.application`).
 - **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
-- **Status** (:func:`spark_status`): ``applicationState`` from the core's verdict (SUBMITTED
-  until the driver runs, RUNNING, COMPLETED, FAILED with the core's message, SUSPENDED),
-  ``driverInfo``, ``executorState`` per executor pod, ``sparkApplicationId``.
-
-The full state machine of the spark-operator (retries, INVALIDATING, ...) is not here yet.
+- **Status** (:func:`spark_status`): the core's decision named in the spark-operator's
+  fields (``applicationState{state, errorMessage}``, ``submissionID``, the attempts, the
+  submission and termination times), ``driverInfo``, ``executorState`` per executor pod,
+  ``sparkApplicationId``; :func:`recorded_run` reads them back for the next pass.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import Literal
 
 from kubemill.api import (
@@ -48,6 +52,7 @@ from kubemill.api import (
     EnvVarSource,
     ExecutorState,
     Job,
+    JobStatus,
     PodTemplateSpec,
     RestartPolicy,
     SparkApplication,
@@ -59,6 +64,8 @@ from kubemill.api.spark import (
     EXECUTOR_CONTAINER,
     MAX_NAME,
     UI_SERVICE_SUFFIX,
+    SparkApplicationStatus,
+    SparkRestartPolicyType,
     memory_overhead_factor,
 )
 from kubemill.frameworks._common import PlanError, container_ports, env
@@ -76,6 +83,8 @@ from kubemill.frameworks.plan import (
     Network,
     Plan,
     ReplicaPlan,
+    RerunPolicy,
+    RunRecord,
     ServicePort,
     StatusView,
     decided_by,
@@ -425,41 +434,107 @@ def ui_service(app: SparkApplication) -> ExposedService:
     )
 
 
-def spark_status(view: StatusView) -> Mapping[str, object]:
-    """applicationState, driverInfo, executorState and the application id, from the pass.
+SPEC_DIGEST_IGNORES = ("suspend", "timeToLiveSeconds")
+"""Spec fields whose change does not re-run the application: suspending is its own
+transition, and the time to live only says when the ended application goes."""
 
-    The core's verdict wins (COMPLETED, FAILED with its message, SUSPENDED); before that the
-    driver pod's phase says RUNNING, else SUBMITTED. Executors keep their last state once
-    their pods are gone, as the spark-operator keeps it.
+
+def spec_digest(app: SparkApplication) -> str:
+    """A digest of what a run is made of: the spec (defaults filled in), but for
+    :data:`SPEC_DIGEST_IGNORES`."""
+    wire = {k: v for k, v in app.spec.to_wire().items() if k not in SPEC_DIGEST_IGNORES}
+    text = json.dumps(wire, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def recorded_run(status: JobStatus) -> RunRecord:
+    """The core's record of the application, from the status fields it was named in."""
+    if not isinstance(status, SparkApplicationStatus):
+        return RunRecord()
+    return RunRecord(
+        state=status.application_state.state,
+        error=status.application_state.error_message or "",
+        submission_attempts=status.submission_attempts,
+        execution_attempts=status.execution_attempts,
+        last_submission=status.last_submission_attempt_time,
+        terminated=status.termination_time,
+        submission_id=status.submission_id or "",
+        spec_digest=status.submitted_spec_digest or "",
+    )
+
+
+def reruns(app: SparkApplication) -> RerunPolicy:
+    """When the application runs again, from ``restartPolicy`` and ``timeToLiveSeconds``.
+
+    Never: no re-run. OnFailure: ``onFailureRetries`` re-runs after failed runs (none when
+    unset, as upstream reads it) and ``onSubmissionFailureRetries`` new submissions after
+    refused ones. Always: both without limit, and after a success too. The intervals are
+    the API's (5 s unless given).
+    """
+    policy = app.spec.restart_policy
+    kind = policy.type or SparkRestartPolicyType.NEVER
+    on_failure: int | None = 0
+    on_submission: int | None = 0
+    if kind is SparkRestartPolicyType.ALWAYS:
+        on_failure = on_submission = None
+    elif kind is SparkRestartPolicyType.ON_FAILURE:
+        on_failure = policy.on_failure_retries or 0
+        on_submission = policy.on_submission_failure_retries or 0
+    ttl = app.spec.time_to_live_seconds
+    return RerunPolicy(
+        recorded=recorded_run,
+        on_failure_retries=on_failure,
+        on_failure_interval=timedelta(seconds=policy.on_failure_retry_interval or 0),
+        on_submission_failure_retries=on_submission,
+        on_submission_failure_interval=timedelta(
+            seconds=policy.on_submission_failure_retry_interval or 0
+        ),
+        after_success=kind is SparkRestartPolicyType.ALWAYS,
+        time_to_live=timedelta(seconds=ttl) if ttl is not None else None,
+        spec_digest=spec_digest(app),
+    )
+
+
+def _verdict_state(status: JobStatus, driver_phase: str) -> ApplicationState:
+    """The state from the common conditions, for a pass that decided no run record (a
+    Plan without reruns)."""
+    failed = status.condition(ConditionType.FAILED)
+    if status.is_true(ConditionType.SUCCEEDED):
+        return ApplicationState(state=ApplicationStateType.COMPLETED)
+    if failed is not None and failed.status == "True":
+        return ApplicationState(
+            state=ApplicationStateType.FAILED, error_message=failed.message or None
+        )
+    if status.is_true(ConditionType.SUSPENDED):
+        return ApplicationState(state=ApplicationStateType.SUSPENDED)
+    if driver_phase == "Running":
+        return ApplicationState(state=ApplicationStateType.RUNNING)
+    return ApplicationState(state=ApplicationStateType.SUBMITTED)
+
+
+def spark_status(view: StatusView) -> Mapping[str, object]:
+    """The spark-operator's status fields, from what the core decided this pass.
+
+    The core's run record (``view.run``) is named as it is: the state and its error, the
+    submission ID, the attempts, the submission and termination times. Executors keep
+    their last state once their pods are gone, as the spark-operator keeps it, until a
+    new submission starts a new list.
     """
     job = view.job
     if not isinstance(job, SparkApplication):
         return {}
-    status = view.status
     drivers = {rep.name for rep in view.plan.of_type(DRIVER)}
     driver_pod = next(iter(sorted(drivers)), "")
-    executors: dict[str, ExecutorState] = dict(job.status.executor_state)
+    run = view.run
+    fresh = run is not None and run.submission_id != (job.status.submission_id or "")
+    executors: dict[str, ExecutorState] = {} if fresh else dict(job.status.executor_state)
     driver_phase = ""
     for pod in view.pods:
         if pod.owner and pod.owner in drivers:
             executors[pod.name] = _EXECUTOR_STATES.get(pod.phase, ExecutorState.UNKNOWN)
         elif pod.name in drivers:
             driver_phase = pod.phase
-    failed = status.condition(ConditionType.FAILED)
-    if status.is_true(ConditionType.SUCCEEDED):
-        state = ApplicationState(state=ApplicationStateType.COMPLETED)
-    elif failed is not None and failed.status == "True":
-        state = ApplicationState(
-            state=ApplicationStateType.FAILED, error_message=failed.message or None
-        )
-    elif status.is_true(ConditionType.SUSPENDED):
-        state = ApplicationState(state=ApplicationStateType.SUSPENDED)
-    elif driver_phase == "Running":
-        state = ApplicationState(state=ApplicationStateType.RUNNING)
-    else:
-        state = ApplicationState(state=ApplicationStateType.SUBMITTED)
-    return {
-        "application_state": state,
+    fields: dict[str, object] = {
         "spark_application_id": application_id(job),
         "driver_info": DriverInfo(
             pod_name=driver_pod,
@@ -468,6 +543,19 @@ def spark_status(view: StatusView) -> Mapping[str, object]:
         ),
         "executor_state": executors,
     }
+    if run is None:
+        fields["application_state"] = _verdict_state(view.status, driver_phase)
+        return fields
+    fields.update(
+        application_state=ApplicationState(state=run.state, error_message=run.error or None),
+        submission_id=run.submission_id or None,
+        submission_attempts=run.submission_attempts,
+        execution_attempts=run.execution_attempts,
+        last_submission_attempt_time=run.last_submission,
+        termination_time=run.terminated,
+        submitted_spec_digest=run.spec_digest or None,
+    )
+    return fields
 
 
 class Spark:
@@ -529,6 +617,7 @@ class Spark:
             access=driver_access(job),
             foreign=(ForeignPods(EXECUTOR, owner_type=DRIVER),),
             status_extension=spark_status,
+            reruns=reruns(job),
         )
 
 
@@ -555,8 +644,11 @@ __all__ = [
     "executor_template_text",
     "properties",
     "properties_text",
+    "recorded_run",
+    "reruns",
     "spark_labels",
     "spark_status",
+    "spec_digest",
     "ui_service",
     "ui_service_name",
 ]
