@@ -124,6 +124,15 @@ def _retries_left(limit: int | None, used: int) -> bool:
 
 def step(record: RunRecord, policy: RerunPolicy, facts: Facts, now: datetime) -> Step:
     """The next state of the application and what to do now (see the module doc)."""
+    decided = _next(record, policy, facts, now)
+    if decided.state in TERMINAL and record.state not in TERMINAL:
+        # The time to live starts now: look again when it ends.
+        expiry = _terminated(decided.record, policy, now)
+        return replace(decided, requeue=expiry.requeue, delete_job=expiry.delete_job)
+    return decided
+
+
+def _next(record: RunRecord, policy: RerunPolicy, facts: Facts, now: datetime) -> Step:
     state = record.state
     if facts.stop is not None and state not in TERMINAL:
         reason, message = facts.stop
