@@ -6,21 +6,33 @@ The operator creates the driver's configuration, account, services and pod; the 
 (with ``spark.kubernetes.executor.label.*`` from spark.properties); the executor is counted
 in ``replicaStatuses.Executor`` and ``executorState`` and never deleted; and the driver
 decides: SUBMITTED, RUNNING, then COMPLETED or FAILED with its error.
+
+Then the spark-operator's state machine, decided by the core: OnFailure re-runs exactly
+``onFailureRetries`` times after ``onFailureRetryInterval`` (PENDING_RERUN, the driver
+deleted and created again, the executors left to go with it); a submission the API refuses
+is SUBMISSION_FAILED and submitted again; a driver whose image cannot be pulled fails the
+application; a driver briefly missing right after its submission is not a failure; a
+suspended driver's exit 143 is not a failure (SUSPENDING, SUSPENDED, RESUMING); a spec
+change re-runs the application (INVALIDATING); the TTL deletes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kmock_cluster import Fault
 from operator_support import (
     Cluster,
     Kubelet,
+    container_status,
     eventually,
     is_true,
     job_path,
+    now_stamp,
     running_cluster,
     running_operator,
 )
@@ -227,3 +239,250 @@ def test_time_to_live_deletes_the_application_in_either_group(
         assert [c.body.get("preconditions") for c in deletes] == [
             {"uid": created["metadata"]["uid"]}
         ]
+
+
+# --- the state machine ------------------------------------------------------------------------
+
+
+def states_written(cluster: Cluster, namespace: str) -> list[str]:
+    """Every applicationState.state the operator's status patches wrote, in order."""
+    out = []
+    for call in cluster.operator_calls(namespace=namespace):
+        if call.method != "PATCH" or call.resource != "sparkapplications/status":
+            continue
+        status = (call.body or {}).get("status") or {}
+        state = (status.get("applicationState") or {}).get("state")
+        if state is not None and call.status < 300:
+            out.append(state)
+    return out
+
+
+def driver_posts(cluster: Cluster, namespace: str) -> list[int]:
+    """The statuses of the operator's creations of the driver pod."""
+    return [
+        c.status
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "POST"
+        and c.resource == "pods"
+        and c.body["metadata"]["name"] == "s-driver-0"
+    ]
+
+
+def wait_state(cluster: Cluster, path: str, wanted: str) -> dict[str, Any]:
+    found: dict[str, Any] = eventually(
+        lambda: (job := cluster.get(path)) and state_of(job) == wanted and job, what=wanted
+    )
+    return found
+
+
+def test_on_failure_re_runs_exactly_once_after_the_interval(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    namespace = cluster.namespace()
+    manifest = spark_app()
+    manifest["spec"]["restartPolicy"] = {
+        "type": "OnFailure",
+        "onFailureRetries": 1,
+        "onFailureRetryInterval": 2,
+    }
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), manifest)
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        first_uid = cluster.get(f"{pods}/s-driver-0")["metadata"]["uid"]
+        kubelet = Kubelet(cluster, namespace)
+        kubelet.set("s-driver-0", "Running", container=DRIVER)
+        wait_state(cluster, path, "RUNNING")
+        cluster.create(pods, executor_pod(cluster, namespace, "s-exec-1"))
+        kubelet.set("s-driver-0", "Failed", container=DRIVER, exit_code=1, reason="Error")
+        failing = wait_state(cluster, path, "FAILING")
+        assert failing["status"]["applicationState"]["errorMessage"] == (
+            "driver container failed with ExitCode: 1, Reason: Error"
+        )
+
+        # Re-run: the failed driver is deleted and a new one created, once the interval
+        # from the termination has passed.
+        def second_driver() -> bool:
+            pod = cluster.get_or_none(f"{pods}/s-driver-0")
+            return pod is not None and pod["metadata"]["uid"] != first_uid
+
+        eventually(second_driver, what="the driver of the re-run")
+        resubmitted = wait_state(cluster, path, "SUBMITTED")["status"]
+        assert resubmitted["executionAttempts"] == 2
+        assert resubmitted["submissionAttempts"] == 1
+        ended = datetime.fromisoformat(failing["status"]["terminationTime"])
+        again = datetime.fromisoformat(resubmitted["lastSubmissionAttemptTime"])
+        assert again >= ended + timedelta(seconds=2)
+        assert not is_true(cluster.get(path), "Failed")
+
+        kubelet.set("s-driver-0", "Failed", container=DRIVER, exit_code=1, reason="Error")
+        failed = wait_state(cluster, path, "FAILED")
+        assert is_true(failed, "Failed")
+        assert failed["status"]["executionAttempts"] == 2
+        written = states_written(cluster, namespace)
+        assert written.count("SUBMITTED") == 2 and "PENDING_RERUN" in written
+        assert written.index("FAILING") < written.index("PENDING_RERUN")
+        assert driver_posts(cluster, namespace) == [201, 201]
+        # The core deleted the first driver only; its executor goes with it (by its owner).
+        deleted = [
+            c.name for c in cluster.operator_calls(namespace=namespace) if c.method == "DELETE"
+        ]
+        assert deleted == ["s-driver-0"]
+
+
+def test_a_refused_submission_is_submitted_again(cluster: Cluster, tmp_path: Path) -> None:
+    namespace = cluster.namespace()
+    manifest = spark_app()
+    manifest["spec"]["restartPolicy"] = {
+        "type": "OnFailure",
+        "onSubmissionFailureRetries": 1,
+        "onSubmissionFailureRetryInterval": 1,
+    }
+    refusal = Fault(403, method="POST", plural="pods", namespace=namespace, reason="Forbidden")
+    cluster.cluster.faults.append(refusal)
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), manifest)
+        refused = wait_state(cluster, path, "SUBMISSION_FAILED")["status"]
+        assert "injected by the test: 403" in refused["applicationState"]["errorMessage"]
+        assert refused["submissionAttempts"] == 1 and refused["executionAttempts"] == 0
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="resubmitted")
+        submitted = wait_state(cluster, path, "SUBMITTED")["status"]
+        assert submitted["submissionAttempts"] == 2 and submitted["executionAttempts"] == 1
+        assert "errorMessage" not in submitted["applicationState"]
+        assert driver_posts(cluster, namespace) == [403, 201]
+        assert refusal.hits == 1
+
+
+def test_a_refused_submission_without_retries_fails(cluster: Cluster, tmp_path: Path) -> None:
+    namespace = cluster.namespace()
+    refusal = Fault(403, method="POST", plural="pods", namespace=namespace, reason="Forbidden")
+    cluster.cluster.faults.append(refusal)
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), spark_app())
+        failed = wait_state(cluster, path, "FAILED")
+        assert is_true(failed, "Failed")
+        assert "injected by the test: 403" in failed["status"]["applicationState"]["errorMessage"]
+        assert states_written(cluster, namespace)[-2:] == ["SUBMISSION_FAILED", "FAILED"]
+        assert driver_posts(cluster, namespace) == [403]
+
+
+def test_a_driver_image_that_cannot_be_pulled_fails_the_application(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    namespace = cluster.namespace()
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), spark_app())
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        wait_state(cluster, path, "SUBMITTED")
+        cluster.bind(namespace, "s-driver-0")
+        entry = container_status(DRIVER, phase="Pending")
+        entry["state"] = {
+            "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling "spark:4.0.0"'}
+        }
+        status = {"phase": "Pending", "startTime": now_stamp(), "containerStatuses": [entry]}
+        cluster.patch(f"{pods}/s-driver-0/status", {"status": status})
+        failed = wait_state(cluster, path, "FAILED")
+        assert "ImagePullBackOff" in failed["status"]["applicationState"]["errorMessage"]
+        # It would never start: its pod is deleted.
+        eventually(lambda: "s-driver-0" not in pod_names(cluster, namespace), what="deleted")
+
+
+def test_a_driver_briefly_missing_after_submission_is_not_a_failure(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    namespace = cluster.namespace()
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    with running_operator(cluster, tmp_path, "--all-namespaces") as operator:
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), spark_app())
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        wait_state(cluster, path, "SUBMITTED")
+        body = cluster.get(f"{pods}/s-driver-0")
+        passes = operator.log().count(f"reconciled {namespace}/s at resourceVersion")
+        cluster.delete(f"{pods}/s-driver-0", grace=0)
+        eventually(lambda: "s-driver-0" not in pod_names(cluster, namespace), what="gone")
+        # The operator judged the application with its driver missing ...
+        eventually(
+            lambda: operator.log().count(f"reconciled {namespace}/s at resourceVersion") > passes,
+            what="a pass without the driver",
+        )
+        assert state(cluster, path) == "SUBMITTED"
+        # ... and the driver shows up again (a late watch): the run goes on.
+        meta = body["metadata"]
+        kept = ("name", "labels", "annotations", "ownerReferences")
+        cluster.create(pods, {**body, "metadata": {k: meta[k] for k in kept if k in meta}})
+        Kubelet(cluster, namespace).set("s-driver-0", "Running", container=DRIVER)
+        wait_state(cluster, path, "RUNNING")
+        assert "FAILING" not in states_written(cluster, namespace)
+
+
+def test_a_suspended_driver_exiting_143_is_not_a_failure(cluster: Cluster, tmp_path: Path) -> None:
+    namespace = cluster.namespace()
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    cluster.cluster.kubelet_finishes_after = None  # the test ends the Terminating window
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), spark_app())
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        first_uid = cluster.get(f"{pods}/s-driver-0")["metadata"]["uid"]
+        kubelet = Kubelet(cluster, namespace)
+        kubelet.set("s-driver-0", "Running", container=DRIVER)
+        wait_state(cluster, path, "RUNNING")
+        cluster.patch(path, {"spec": {"suspend": True}})
+        wait_state(cluster, path, "SUSPENDING")
+        eventually(
+            lambda: cluster.get(f"{pods}/s-driver-0")["metadata"].get("deletionTimestamp"),
+            what="the driver stopped",
+        )
+        # SIGTERM: Spark's driver exits 143 before its pod is gone.
+        kubelet.set("s-driver-0", "Failed", container=DRIVER, exit_code=143, reason="Error")
+        cluster.finish_terminating(namespace, "s-driver-0")
+        suspended = wait_state(cluster, path, "SUSPENDED")
+        assert is_true(suspended, "Suspended") and not is_true(suspended, "Failed")
+
+        cluster.patch(path, {"spec": {"suspend": False}})
+
+        def resumed_driver() -> bool:
+            pod = cluster.get_or_none(f"{pods}/s-driver-0")
+            return pod is not None and pod["metadata"]["uid"] != first_uid
+
+        eventually(resumed_driver, what="the resumed driver")
+        wait_state(cluster, path, "SUBMITTED")
+        written = states_written(cluster, namespace)
+        assert written.index("SUSPENDED") < written.index("RESUMING") < len(written)
+        assert "FAILING" not in written and "FAILED" not in written
+
+
+def test_a_spec_change_re_runs_the_application(cluster: Cluster, tmp_path: Path) -> None:
+    namespace = cluster.namespace()
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), spark_app())
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        kubelet = Kubelet(cluster, namespace)
+        kubelet.set("s-driver-0", "Succeeded", container=DRIVER, exit_code=0)
+        completed = wait_state(cluster, path, "COMPLETED")
+        assert is_true(completed, "Succeeded")
+
+        cluster.patch(path, {"spec": {"arguments": ["20"]}})
+
+        def rerun_driver() -> bool:
+            pod = cluster.get_or_none(f"{pods}/s-driver-0")
+            if pod is None:
+                return False
+            container = next(c for c in pod["spec"]["containers"] if c["name"] == DRIVER)
+            return bool(container["args"][-1] == "20")
+
+        eventually(rerun_driver, what="the driver of the new spec")
+        rerun = wait_state(cluster, path, "SUBMITTED")
+        assert not is_true(rerun, "Succeeded")
+        assert rerun["status"]["executionAttempts"] == 1
+        assert "INVALIDATING" in states_written(cluster, namespace)
+        kubelet.set("s-driver-0", "Succeeded", container=DRIVER, exit_code=0)
+        assert is_true(wait_state(cluster, path, "COMPLETED"), "Succeeded")

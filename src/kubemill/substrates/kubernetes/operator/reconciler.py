@@ -13,6 +13,11 @@ after creating or deleting children it waits until the caches show that, or unti
 status writes back from the patch answer until the job's watch event catches up. Without
 them a fast second pass would create a pod twice (409) and post its event twice, or decide
 on a status it has already replaced.
+
+A creation the API refuses for good (403, 422, ...) is retried with backoff, except for a
+job that runs again as a whole (``Plan.reruns``, a SparkApplication): there it is a failed
+submission, the core's to judge. The reconciler remembers the refusal and reports it
+(``Observed.refused``) until the core asks for that child again, and writes the status.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -41,6 +46,7 @@ from kubemill.core import (
     DeleteService,
     ReconcileResult,
     RecordEvent,
+    Refusal,
     WriteFiles,
     reconcile,
 )
@@ -125,6 +131,9 @@ class _Memory:
     unwritten_counts: dict[str, dict[str, int]] | None = None
     """Restart counts a failed status write carried (a pod deleted in that pass is never
     counted again): read back into the job until a write records them."""
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(kind, name) -> the API's message: creations it refused for good (4xx), reported to
+    the core (``Observed.refused``) until the core asks for that child again."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +278,9 @@ class Reconciler:
             deleting={n: uid for (k, n), (uid, _) in memory.deleting.items() if k == "pod"},
             children=owned,
         )
+        if memory.refused:
+            refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
+            observed = replace(observed, refused=refused)
         result = reconcile(job, plan, observed, self._clock(), options=self._options)
         try:
             await self._apply(stored, job, plan, resource, result, memory)
@@ -391,13 +403,23 @@ class Reconciler:
         done: list[RecordEvent] = []
 
         async def run(action: Action, events: list[RecordEvent]) -> None:
+            created = created_child(action)
+            if created is not None:
+                memory.refused.pop(created, None)  # asked for again: a new attempt
             try:
                 await self._execute(
                     action, job, plan, resource, owner, uids, memory, versions=versions
                 )
             except ApiError as exc:
                 self._count_error(exc)
-                if classify(exc) is not Outcome.ALREADY_DONE:
+                outcome = classify(exc)
+                if created is not None and outcome is Outcome.BLOCKED and plan.reruns:
+                    # A refused submission is the core's to judge (SUBMISSION_FAILED and
+                    # its retries), not a write to retry: report it, write the status.
+                    memory.refused[created] = exc.message or f"{exc.status} {exc.reason}"
+                    logger.info("%s/%s: %s", job.namespace, job.name, exc)
+                    return
+                if outcome is not Outcome.ALREADY_DONE:
                     failures.append(exc)
                     return
             done.extend(events)
@@ -615,6 +637,21 @@ class Reconciler:
         self._metrics.api_errors.labels(
             verb=error.verb, resource=error.ref.plural, code=str(error.status)
         ).inc()
+
+
+def created_child(action: Action) -> tuple[str, str] | None:
+    """(kind, name) of the child an action creates (None for anything else)."""
+    if isinstance(action, CreatePod):
+        return "Pod", action.name
+    if isinstance(action, CreateService):
+        return "Service", action.name
+    if isinstance(action, CreatePodGroup):
+        return "PodGroup", action.name
+    if isinstance(action, WriteFiles) and not action.update:
+        return ("Secret" if action.secret else "ConfigMap"), action.name
+    if isinstance(action, CreateChild):
+        return action.kind, action.name
+    return None
 
 
 def _child_ref(kind: ChildKind, namespace: str, name: str) -> ObjectRef:
