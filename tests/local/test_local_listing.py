@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from local_support import SLEEPER, eventually, pytorch_job
 
-from kubemill.api import JobStatus
+from kubemill.api import JobStatus, SparkApplicationStatus
 from kubemill.cli import views
 from kubemill.cli.quick import _parse, age_text, jobs_text
 from kubemill.substrates.base import SubmitOptions
@@ -252,6 +252,31 @@ def test_the_listed_phase_is_the_status_phase(conditions: list[tuple[str, str]])
         ]
     }
     assert phase_of(wire) == JobStatus.model_validate(wire).phase
+
+
+@pytest.mark.parametrize(
+    ("state", "conditions", "listed"),
+    [
+        ("", [], "NEW"),
+        ("SUBMITTED", [("Created", "True")], "SUBMITTED"),
+        ("RUNNING", [("Created", "True"), ("Running", "True")], "RUNNING"),
+        ("COMPLETED", [("Created", "True"), ("Succeeded", "True")], "COMPLETED"),
+        ("PENDING_RERUN", [("Created", "True"), ("Restarting", "True")], "PENDING_RERUN"),
+        # The conditions say it ended, the state has not caught up: the conditions win.
+        ("RUNNING", [("Created", "True"), ("Failed", "True")], "Failed"),
+    ],
+)
+def test_a_spark_application_is_listed_by_its_state(
+    state: str, conditions: list[tuple[str, str]], listed: str
+) -> None:
+    wire = {
+        "applicationState": {"state": state},
+        "conditions": [
+            {"type": t, "status": s, "reason": "R", "message": "m"} for t, s in conditions
+        ],
+    }
+    assert phase_of(wire) == listed
+    assert SparkApplicationStatus.model_validate(wire).phase == listed
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,9 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
+from typer.testing import CliRunner
+
+from kubemill.cli.app import app
 
 DRIVER = "spark-kubernetes-driver"
 
@@ -120,10 +123,18 @@ def executor_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def kubemill_get(kubeconfig: Path, namespace: str) -> list[list[str]]:
+    """The rows of ``kubemill --substrate kubernetes get`` in one namespace."""
+    cli = ["--substrate", "kubernetes", "--kubeconfig", str(kubeconfig), "get", "-n", namespace]
+    result = CliRunner().invoke(app, cli)
+    assert result.exit_code == 0, result.output
+    return [line.split() for line in result.stdout.splitlines() if line.strip()]
+
+
 def test_the_driver_creates_executors_and_decides(cluster: Cluster, tmp_path: Path) -> None:
     namespace = cluster.namespace()
     pods = f"/api/v1/namespaces/{namespace}/pods"
-    with running_operator(cluster, tmp_path, "--all-namespaces"):
+    with running_operator(cluster, tmp_path, "--all-namespaces") as operator:
         path = job_path("SparkApplication", namespace, "s")
         cluster.create(job_path("SparkApplication", namespace), spark_app())
         eventually(lambda: pod_names(cluster, namespace) == {"s-driver-0"}, what="the driver")
@@ -182,6 +193,10 @@ def test_the_driver_creates_executors_and_decides(cluster: Cluster, tmp_path: Pa
         assert "s-exec-1" in pod_names(cluster, namespace)
         deletes = [c for c in cluster.calls() if c.method == "DELETE" and c.name == "s-exec-1"]
         assert deletes == []
+        # `kubemill get` shows the application's state.
+        header, row = kubemill_get(operator.kubeconfig, namespace)
+        assert header[:3] == ["NAME", "KIND", "STATE"]
+        assert row[:3] == ["s", "SparkApplication", "COMPLETED"]
 
 
 def test_a_failed_driver_fails_the_application_with_its_error(

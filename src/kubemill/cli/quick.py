@@ -42,6 +42,24 @@ PHASE_STYLES = {
     "Failed": "bold red",
     "Unknown": "magenta",
     "Stopped": "dim",
+    # A SparkApplication's states (the spark-operator's words).
+    "COMPLETED": "green",
+    "RUNNING": "cyan",
+    **dict.fromkeys(
+        (
+            "NEW",
+            "SUBMITTED",
+            "SUCCEEDING",
+            "PENDING_RERUN",
+            "INVALIDATING",
+            "SUSPENDING",
+            "SUSPENDED",
+            "RESUMING",
+        ),
+        "yellow",
+    ),
+    **dict.fromkeys(("FAILING", "FAILED", "SUBMISSION_FAILED"), "bold red"),
+    "UNKNOWN": "magenta",
 }
 """A phase's colour (rich style names; :data:`ANSI` for those used here)."""
 

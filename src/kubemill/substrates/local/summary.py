@@ -59,13 +59,21 @@ def default_state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 def phase_of(status: Mapping[str, Any]) -> str:
     """The phase of a job status in its wire form, as ``JobStatus.phase`` words it: the
-    last True condition (Failed, then Succeeded, win), else ``Pending``."""
+    last True condition (Failed, then Succeeded, win), else ``Pending``; for a kind with
+    an application state (Spark's ``applicationState``), that state, as its status words
+    it (unless the conditions say it finished and the state does not)."""
     conditions = status.get("conditions") or []
     true_ones = [
         str(c.get("type"))
         for c in conditions
         if isinstance(c, Mapping) and c.get("status") == "True"
     ]
+    application = status.get("applicationState")
+    if isinstance(application, Mapping):
+        state = str(application.get("state") or "")
+        ended = "Failed" in true_ones or "Succeeded" in true_ones
+        if not ended or state in ("COMPLETED", "FAILED"):
+            return state or "NEW"
     for terminal in ("Failed", "Succeeded"):
         if terminal in true_ones:
             return terminal
