@@ -38,15 +38,23 @@ from kubemill.core import (
     Refusal,
     reconcile,
 )
-from kubemill.core.application import DRIVER_GRACE, Facts, Step, submission_id
+from kubemill.core.application import DRIVER_GRACE, Facts, Step
 from kubemill.core.application import step as machine
-from kubemill.frameworks import ForeignPods, Plan, RerunPolicy, RunRecord, decided_by
+from kubemill.frameworks import (
+    ForeignPods,
+    Plan,
+    RerunPolicy,
+    RunRecord,
+    decided_by,
+    submission_id,
+    submitted_spec,
+)
 from kubemill.frameworks.spark import recorded_run, reruns, spark_status
 from kubemill.kinds import load_one
 
 NOW = at(100)
 DRIVER = "app-driver-0"
-DIGEST = "d1"
+DIGEST = "d1d1d1d1d1d1"
 
 
 def policy(**changes: Any) -> RerunPolicy:
@@ -316,7 +324,7 @@ ROWS = [
         RUNNING,
         S.INVALIDATING,
         facts={"driver": driver("Running")},
-        policy={"spec_digest": "d2"},
+        policy={"spec_digest": "d2d2d2d2d2d2"},
         stops=True,
         requeue=0,
         check={"execution_attempts": 0, "submission_attempts": 0, "last_submission": None},
@@ -325,7 +333,7 @@ ROWS = [
         "spec change after completion",
         rec(S.COMPLETED, terminated=at(50)),
         S.INVALIDATING,
-        policy={"spec_digest": "d2"},
+        policy={"spec_digest": "d2d2d2d2d2d2"},
         requeue=0,
         check={"terminated": None},
     ),
@@ -334,15 +342,15 @@ ROWS = [
         rec(S.INVALIDATING),
         S.INVALIDATING,
         facts={"driver_going": True},
-        policy={"spec_digest": "d2"},
+        policy={"spec_digest": "d2d2d2d2d2d2"},
     ),
     Row(
         "invalidating submits the new spec",
         rec(S.INVALIDATING, submission_attempts=0, execution_attempts=0),
         S.SUBMITTED,
-        policy={"spec_digest": "d2"},
+        policy={"spec_digest": "d2d2d2d2d2d2"},
         submit=True,
-        check={"spec_digest": "d2", "execution_attempts": 1},
+        check={"spec_digest": "d2d2d2d2d2d2", "execution_attempts": 1},
     ),
     # Suspension: from any state but a terminal one; the driver is stopped, not judged.
     Row(
@@ -385,7 +393,7 @@ ROWS = [
         "a spec change while suspended is taken by the resumed run",
         rec(S.SUSPENDED),
         S.RESUMING,
-        policy={"spec_digest": "d2"},
+        policy={"spec_digest": "d2d2d2d2d2d2"},
         requeue=0,
     ),
     # Stopping for good (interrupt, halted substrate): FAILED, the driver stopped.
@@ -437,17 +445,21 @@ def test_a_step_on_its_own_result_changes_nothing_where_it_waits() -> None:
         assert again.record == first.record, row.name
 
 
-def test_submission_ids_are_derived_and_distinct() -> None:
+def test_submission_ids_are_derived_distinct_and_carry_the_spec() -> None:
     record = RunRecord()
-    one = submission_id("uid", T0, record)
-    assert one == submission_id("uid", T0, record)
+    one = submission_id("uid", T0, record, "0123456789ab")
+    assert one == submission_id("uid", T0, record, "0123456789ab")
     assert len(one) == 36 and one.count("-") == 4
+    assert submitted_spec(one) == "0123456789ab"
     others = {
-        submission_id("uid2", T0, record),
-        submission_id("uid", at(1), record),
-        submission_id("uid", T0, replace(record, execution_attempts=1)),
+        submission_id("uid2", T0, record, "0123456789ab"),
+        submission_id("uid", at(1), record, "0123456789ab"),
+        submission_id("uid", T0, replace(record, execution_attempts=1), "0123456789ab"),
     }
     assert one not in others and len(others) == 3
+    # A digest that is not 12 hex digits is not carried; an upstream uuid carries none.
+    assert submitted_spec(submission_id("uid", T0, record, "not-a-digest")) != "not-a-digest"
+    assert submitted_spec("not an id") == ""
 
 
 def test_the_grace_is_a_documented_constant() -> None:

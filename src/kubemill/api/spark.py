@@ -690,9 +690,6 @@ class SparkApplicationStatus(JobStatus):
     """Runs the API accepted (reset by a spec change)."""
     submission_attempts: int = Field(default=0, ge=0)
     """Submissions of the current run: the first, and retries after the API refused one."""
-    submitted_spec_digest: str | None = None
-    """kubemill's own: the digest of the spec the current run was submitted with; a spec
-    that differs re-runs the application (INVALIDATING)."""
 
     @property
     def state(self) -> ApplicationStateType:

@@ -39,7 +39,9 @@ Where kubemill deviates from the spark-operator, and why:
 - **A spec change is noticed by digest** (:attr:`RerunPolicy.spec_digest` against the one
   recorded at the submission), not by comparing the old and the new object of an update
   event, so an operator that was down during the change still sees it. A change while
-  suspended is simply taken up by the resumed run.
+  suspended is simply taken up by the resumed run. The digest (12 hex digits) is the last
+  group of the submission ID, so it survives a status schema that keeps only the
+  spark-operator's fields (its own CRD, under ``--serve-upstream-groups``).
 
 Retry budgets, as upstream counts them: ``onFailureRetries: N`` re-runs a failed
 application while ``executionAttempts <= N`` (exactly N re-runs); ``Always`` without
@@ -50,13 +52,12 @@ change with both counts at 0. A resumed run counts as an execution, as upstream.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from kubemill.api import ApplicationStateType as State
 from kubemill.core.model import ObservedPod
-from kubemill.frameworks.plan import RerunPolicy, RunRecord
+from kubemill.frameworks.plan import RerunPolicy, RunRecord, submission_id
 
 DRIVER_GRACE = timedelta(seconds=10)
 """How long after a submission a missing driver pod is not yet a failure: the pod was
@@ -109,13 +110,6 @@ class Step:
     @property
     def state(self) -> State:
         return self.record.state
-
-
-def submission_id(uid: str, now: datetime, record: RunRecord) -> str:
-    """A UUID-shaped ID of one submission, from what makes it unique (pure: no uuid4)."""
-    key = f"{uid}/{now.isoformat()}/{record.execution_attempts}/{record.submission_attempts}"
-    h = hashlib.sha256(key.encode()).hexdigest()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def _retries_left(limit: int | None, used: int) -> bool:
@@ -218,7 +212,7 @@ def _submit(record: RunRecord, policy: RerunPolicy, facts: Facts, now: datetime)
             error="",
             last_submission=now,
             terminated=None,
-            submission_id=submission_id(facts.uid, now, attempts),
+            submission_id=submission_id(facts.uid, now, attempts, policy.spec_digest),
             spec_digest=policy.spec_digest,
         ),
         submit=True,
@@ -323,5 +317,4 @@ __all__ = [
     "Facts",
     "Step",
     "step",
-    "submission_id",
 ]

@@ -40,6 +40,8 @@ from kubemill.frameworks.plan import (
     SuccessPolicy,
     decided_by,
     replica_name,
+    submission_id,
+    submitted_spec,
 )
 from kubemill.frameworks.pytorch import PyTorch
 from kubemill.frameworks.spark import Spark
@@ -87,4 +89,6 @@ __all__ = [
     "decided_by",
     "env",
     "replica_name",
+    "submission_id",
+    "submitted_spec",
 ]

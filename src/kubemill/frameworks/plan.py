@@ -8,6 +8,8 @@ framework code never knows where it runs.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -333,6 +335,27 @@ class RunRecord:
     """The :attr:`RerunPolicy.spec_digest` the current run was submitted with."""
 
 
+_SPEC_DIGEST = re.compile(r"[0-9a-f]{12}")
+"""A :attr:`RerunPolicy.spec_digest` that a submission ID can carry."""
+
+
+def submission_id(uid: str, now: datetime, record: RunRecord, spec_digest: str) -> str:
+    """The ID of a submission the core decides (pure: no uuid4), UUID-shaped as the
+    spark-operator's: its first four groups digest what makes it unique (the job's uid,
+    the time, the attempts), its last group is the spec digest it was submitted with, so
+    that the ID alone says which spec runs (:func:`submitted_spec`)."""
+    key = f"{uid}/{now.isoformat()}/{record.execution_attempts}/{record.submission_attempts}"
+    h = hashlib.sha256(key.encode()).hexdigest()
+    tail = spec_digest if _SPEC_DIGEST.fullmatch(spec_digest) else h[20:32]
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{tail}"
+
+
+def submitted_spec(submission: str) -> str:
+    """The spec digest a submission ID carries ("" for an ID that carries none)."""
+    head, _, tail = submission.rpartition("-")
+    return tail if head and _SPEC_DIGEST.fullmatch(tail) else ""
+
+
 class RunRecordReader(Protocol):
     """Reads a kind's status back into the :class:`RunRecord` the core wrote there."""
 
@@ -363,8 +386,9 @@ class RerunPolicy:
     time_to_live: timedelta | None = None
     """Delete the job this long after its final termination."""
     spec_digest: str = ""
-    """A digest of what the user asked for: a run submitted with another is re-run
-    (INVALIDATING). Fields that do not change the run (suspend, the TTL) stay out of it."""
+    """A digest of what the user asked for (12 hex digits, so that submission IDs carry
+    it): a run submitted with another is re-run (INVALIDATING). Fields that do not change
+    the run (suspend, the TTL) stay out of it."""
 
 
 class StatusExtension(Protocol):

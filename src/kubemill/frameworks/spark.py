@@ -89,6 +89,7 @@ from kubemill.frameworks.plan import (
     StatusView,
     decided_by,
     replica_name,
+    submitted_spec,
 )
 
 DRIVER = "Driver"
@@ -444,7 +445,7 @@ def spec_digest(app: SparkApplication) -> str:
     :data:`SPEC_DIGEST_IGNORES`."""
     wire = {k: v for k, v in app.spec.to_wire().items() if k not in SPEC_DIGEST_IGNORES}
     text = json.dumps(wire, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def recorded_run(status: JobStatus) -> RunRecord:
@@ -459,7 +460,9 @@ def recorded_run(status: JobStatus) -> RunRecord:
         last_submission=status.last_submission_attempt_time,
         terminated=status.termination_time,
         submission_id=status.submission_id or "",
-        spec_digest=status.submitted_spec_digest or "",
+        # The submission ID carries the spec it was submitted with: no field of our own,
+        # which the spark-operator's own CRD would prune.
+        spec_digest=submitted_spec(status.submission_id or ""),
     )
 
 
@@ -553,7 +556,6 @@ def spark_status(view: StatusView) -> Mapping[str, object]:
         execution_attempts=run.execution_attempts,
         last_submission_attempt_time=run.last_submission,
         termination_time=run.terminated,
-        submitted_spec_digest=run.spec_digest or None,
     )
     return fields
 
