@@ -8,6 +8,14 @@ where kubemill deviates, the comment at the rule says why.
 
 Decisions, in the order they are taken:
 
+0. A job that runs again as a whole (``Plan.reruns``: a SparkApplication) is decided by the
+   spark-operator's state machine instead (:mod:`kubemill.core.application`): it submits
+   the deciding replica (the driver), judges its pod, deletes and submits it again, and
+   maps its state onto the conditions (RUNNING: Running; PENDING_RERUN and INVALIDATING:
+   Restarting; COMPLETED: Succeeded; FAILED: Failed; SUSPENDING/SUSPENDED: Suspended). A
+   spec change withdraws a verdict (:meth:`_Reconcile._reopen`): the one exception to
+   Succeeded and Failed being final. The rules below do not apply to it except ``Created``,
+   interrupts and halts (FAILED), files, access, services and replica counts.
 1. ``Created`` on the first reconcile.
 2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, PodGroup) and
    waits for ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
