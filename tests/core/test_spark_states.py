@@ -195,6 +195,21 @@ ROWS = [
         requeue=0,
         check={"error": "Pod app-driver-0: forbidden", "execution_attempts": 0},
     ),
+    Row(
+        "refused in part: the driver goes too",
+        SUBMITTED,
+        S.SUBMISSION_FAILED,
+        facts={"driver": driver("Pending"), "refused": "ConfigMap app-spark-conf: quota"},
+        stops=True,
+        requeue=0,
+        check={"execution_attempts": 1},
+    ),
+    Row(
+        "a refusal while running is no submission failure",
+        RUNNING,
+        S.RUNNING,
+        facts={"driver": driver("Running"), "refused": "Service app-ui-svc: quota"},
+    ),
     # SUCCEEDING: completed, or run again under Always (at once, as upstream).
     Row("completes", rec(S.SUCCEEDING, terminated=at(99)), S.COMPLETED),
     Row(
@@ -727,3 +742,30 @@ def test_other_kinds_get_no_application_state() -> None:
     assert plan.reruns is None
     result = reconcile(job, plan, Observed(), NOW)
     assert CreatePod("x-worker-0") in result.actions
+
+
+def test_a_pass_where_the_application_waits_changes_nothing() -> None:
+    """Level-triggered: wherever the machine waits (for the driver, an interval, the TTL,
+    a resume), a second pass on what the first left behind has no actions at all."""
+    policy = on_failure(onFailureRetries=1, onFailureRetryInterval=30)
+    run = Run(spark_app(restartPolicy=policy, timeToLiveSeconds=300))
+
+    def settled(t: float) -> None:
+        # Passes until nothing is due at once (SUCCEEDING, FAILING, ... move on next pass).
+        for _ in range(5):
+            if run.pass_(t).requeue_after != timedelta(0):
+                break
+        again = run.pass_(t)
+        assert again.actions == (), (state(run.job), again.actions)
+
+    settled(0)  # SUBMITTED, the driver pending
+    run.driver("Running")
+    settled(1)  # RUNNING
+    run.driver("Failed", exit_code=1, finished=at(2))
+    settled(3)  # FAILING, waiting for the interval
+    assert state(run.job) == S.FAILING
+    settled(40)  # PENDING_RERUN done: SUBMITTED again
+    assert state(run.job) == S.SUBMITTED
+    run.driver("Succeeded", exit_code=0, finished=at(50))
+    settled(51)  # COMPLETED, waiting for the TTL
+    assert state(run.job) == S.COMPLETED

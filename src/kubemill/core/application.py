@@ -256,17 +256,22 @@ def _terminated(record: RunRecord, policy: RerunPolicy, now: datetime) -> Step:
 def _judge_driver(record: RunRecord, facts: Facts, now: datetime) -> Step:
     """SUBMITTED, RUNNING or UNKNOWN: the driver's pod says what happens."""
     pod = facts.driver
+    if facts.refused and record.state == State.SUBMITTED:
+        # The API refused part of the submission (the driver, its ConfigMap, its
+        # services, ...): a driver without them would not run, so it goes too. A run whose
+        # driver the API never accepted is no execution.
+        executed = record.execution_attempts - (1 if pod is None else 0)
+        return Step(
+            replace(
+                record,
+                state=State.SUBMISSION_FAILED,
+                error=facts.refused,
+                execution_attempts=max(executed, 0),
+            ),
+            stop_driver="its submission was refused" if pod is not None else "",
+            requeue=timedelta(0),
+        )
     if pod is None:
-        if facts.refused and record.state == State.SUBMITTED:
-            return Step(
-                replace(
-                    record,
-                    state=State.SUBMISSION_FAILED,
-                    error=facts.refused,
-                    execution_attempts=max(record.execution_attempts - 1, 0),
-                ),
-                requeue=timedelta(0),
-            )
         if facts.driver_going:
             return Step(record)  # someone deletes it; judged once it is gone
         grace_end = (record.last_submission or now) + DRIVER_GRACE

@@ -15,7 +15,10 @@ Decisions, in the order they are taken:
    Restarting; COMPLETED: Succeeded; FAILED: Failed; SUSPENDING/SUSPENDED: Suspended). A
    spec change withdraws a verdict (:meth:`_Reconcile._reopen`): the one exception to
    Succeeded and Failed being final. The rules below do not apply to it except ``Created``,
-   interrupts and halts (FAILED), files, access, services and replica counts.
+   interrupts and halts (FAILED), files, access, services and replica counts. A passing
+   state (SUCCEEDING, FAILING, INVALIDATING, RESUMING, ...) is written first and acted on
+   by a pass that follows at once (``requeue_after`` 0), as upstream; where the machine
+   waits, a pass on unchanged inputs has no actions.
 1. ``Created`` on the first reconcile.
 2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, PodGroup) and
    waits for ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
