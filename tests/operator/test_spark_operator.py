@@ -79,6 +79,37 @@ def state(cluster: Cluster, path: str) -> str:
     return state_of(cluster.get(path))
 
 
+def states_written(cluster: Cluster, namespace: str) -> list[str]:
+    """Every applicationState.state the operator's status patches wrote, in order."""
+    out = []
+    for call in cluster.operator_calls(namespace=namespace):
+        if call.method != "PATCH" or call.resource != "sparkapplications/status":
+            continue
+        status = (call.body or {}).get("status") or {}
+        state = (status.get("applicationState") or {}).get("state")
+        if state is not None and call.status < 300:
+            out.append(state)
+    return out
+
+
+def driver_posts(cluster: Cluster, namespace: str) -> list[int]:
+    """The statuses of the operator's creations of the driver pod."""
+    return [
+        c.status
+        for c in cluster.operator_calls(namespace=namespace)
+        if c.method == "POST"
+        and c.resource == "pods"
+        and c.body["metadata"]["name"] == "s-driver-0"
+    ]
+
+
+def wait_state(cluster: Cluster, path: str, wanted: str) -> dict[str, Any]:
+    found: dict[str, Any] = eventually(
+        lambda: (job := cluster.get(path)) and state_of(job) == wanted and job, what=wanted
+    )
+    return found
+
+
 def spark_properties(cluster: Cluster, namespace: str) -> dict[str, str]:
     config = cluster.get(f"/api/v1/namespaces/{namespace}/configmaps/s-spark-conf")
     lines = config["data"]["spark.properties"].splitlines()
@@ -182,6 +213,12 @@ def test_the_driver_creates_executors_and_decides(cluster: Cluster, tmp_path: Pa
             what="the executor counted",
         )
 
+        # The driver's node stops reporting: UNKNOWN until it does again.
+        kubelet.set("s-driver-0", "Unknown", container=DRIVER)
+        wait_state(cluster, path, "UNKNOWN")
+        kubelet.set("s-driver-0", "Running", container=DRIVER)
+        wait_state(cluster, path, "RUNNING")
+
         kubelet.set("s-driver-0", "Succeeded", container=DRIVER, exit_code=0)
         done = eventually(
             lambda: (job := cluster.get(path)) and state_of(job) == "COMPLETED" and job,
@@ -257,37 +294,6 @@ def test_time_to_live_deletes_the_application_in_either_group(
 
 
 # --- the state machine ------------------------------------------------------------------------
-
-
-def states_written(cluster: Cluster, namespace: str) -> list[str]:
-    """Every applicationState.state the operator's status patches wrote, in order."""
-    out = []
-    for call in cluster.operator_calls(namespace=namespace):
-        if call.method != "PATCH" or call.resource != "sparkapplications/status":
-            continue
-        status = (call.body or {}).get("status") or {}
-        state = (status.get("applicationState") or {}).get("state")
-        if state is not None and call.status < 300:
-            out.append(state)
-    return out
-
-
-def driver_posts(cluster: Cluster, namespace: str) -> list[int]:
-    """The statuses of the operator's creations of the driver pod."""
-    return [
-        c.status
-        for c in cluster.operator_calls(namespace=namespace)
-        if c.method == "POST"
-        and c.resource == "pods"
-        and c.body["metadata"]["name"] == "s-driver-0"
-    ]
-
-
-def wait_state(cluster: Cluster, path: str, wanted: str) -> dict[str, Any]:
-    found: dict[str, Any] = eventually(
-        lambda: (job := cluster.get(path)) and state_of(job) == wanted and job, what=wanted
-    )
-    return found
 
 
 def test_on_failure_re_runs_exactly_once_after_the_interval(
@@ -498,6 +504,8 @@ def test_a_spec_change_re_runs_the_application(cluster: Cluster, tmp_path: Path)
         rerun = wait_state(cluster, path, "SUBMITTED")
         assert not is_true(rerun, "Succeeded")
         assert rerun["status"]["executionAttempts"] == 1
-        assert "INVALIDATING" in states_written(cluster, namespace)
+        written = states_written(cluster, namespace)
+        assert written.index("SUCCEEDING") < written.index("COMPLETED")
+        assert written.index("COMPLETED") < written.index("INVALIDATING")
         kubelet.set("s-driver-0", "Succeeded", container=DRIVER, exit_code=0)
         assert is_true(wait_state(cluster, path, "COMPLETED"), "Succeeded")
