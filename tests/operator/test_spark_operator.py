@@ -509,3 +509,28 @@ def test_a_spec_change_re_runs_the_application(cluster: Cluster, tmp_path: Path)
         assert written.index("COMPLETED") < written.index("INVALIDATING")
         kubelet.set("s-driver-0", "Succeeded", container=DRIVER, exit_code=0)
         assert is_true(wait_state(cluster, path, "COMPLETED"), "Succeeded")
+
+
+def test_always_re_runs_a_completed_run(cluster: Cluster, tmp_path: Path) -> None:
+    namespace = cluster.namespace()
+    manifest = spark_app()
+    manifest["spec"]["restartPolicy"] = {"type": "Always", "onFailureRetryInterval": 1}
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    with running_operator(cluster, tmp_path, "--all-namespaces"):
+        path = job_path("SparkApplication", namespace, "s")
+        cluster.create(job_path("SparkApplication", namespace), manifest)
+        eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="the driver")
+        first_uid = cluster.get(f"{pods}/s-driver-0")["metadata"]["uid"]
+        Kubelet(cluster, namespace).set("s-driver-0", "Succeeded", container=DRIVER, exit_code=0)
+
+        def next_run() -> bool:
+            pod = cluster.get_or_none(f"{pods}/s-driver-0")
+            return pod is not None and pod["metadata"]["uid"] != first_uid
+
+        eventually(next_run, what="the next run's driver")
+        again = wait_state(cluster, path, "SUBMITTED")
+        assert again["status"]["executionAttempts"] == 2
+        assert not is_true(again, "Succeeded")
+        written = states_written(cluster, namespace)
+        assert "COMPLETED" not in written
+        assert written.index("SUCCEEDING") < written.index("PENDING_RERUN")
