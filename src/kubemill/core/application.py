@@ -155,6 +155,7 @@ def _next(record: RunRecord, policy: RerunPolicy, facts: Facts, now: datetime) -
         return Step(replace(record, state=State.COMPLETED))
     if state == State.FAILING:
         return _after_failure(record, policy, facts, now)
+    assert state in ACTIVE, state
     return _judge_driver(record, facts, now)
 
 
