@@ -582,9 +582,13 @@ def test_a_run_completes_and_its_ttl_deletes_it() -> None:
 def test_on_failure_re_runs_exactly_the_retries_after_the_interval() -> None:
     run = Run(spark_app(restartPolicy=on_failure(onFailureRetries=1, onFailureRetryInterval=20)))
     run.pass_(0)
+    run.driver("Running")
+    run.pass_(1)
+    assert run.status.is_true(ConditionType.RUNNING)
     run.driver("Failed", exit_code=1, reason="Error", finished=at(30))
     run.pass_(31)
     assert state(run.job) == S.FAILING and run.status.termination_time == at(30)
+    assert not run.status.is_true(ConditionType.RUNNING)
     waiting = run.pass_(31)
     # Measured from the termination, as a requeue: 30 + 20 - 31.
     assert waiting.requeue_after == timedelta(seconds=19)

@@ -433,6 +433,14 @@ class _Reconcile:
                 message=f"{what} is restarting: {why}.",
                 now=self.now,
             )
+        elif state in (S.SUCCEEDING, S.FAILING, S.SUBMISSION_FAILED):
+            # The run has ended (or never started): it is not running while the machine
+            # decides what follows (a retry interval may be long).
+            if self.status.is_true(ConditionType.RUNNING):
+                words = state.value.lower().replace("_", " ")
+                self._condition(
+                    ConditionType.RUNNING, "False", "Ended", f"{what} is {words}.", event=False
+                )
         elif state in suspended:
             message = f"{what} is suspended."
             if self.status.is_true(ConditionType.RUNNING):
