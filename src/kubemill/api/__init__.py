@@ -34,6 +34,7 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
+from kubemill.api.mars import MARSCLUSTER, MarsCluster, MarsClusterSpec, MarsClusterStatus
 from kubemill.api.mpi import (
     MPI_REPLICA_TYPES,
     MPIJOB,
@@ -88,6 +89,7 @@ from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "MARSCLUSTER",
     "MPIJOB",
     "MPI_REPLICA_TYPES",
     "PYTORCHJOB",
@@ -127,6 +129,9 @@ __all__ = [
     "MPIJob",
     "MPIJobSpec",
     "ManifestError",
+    "MarsCluster",
+    "MarsClusterSpec",
+    "MarsClusterStatus",
     "ObjectFieldSelector",
     "ObjectMeta",
     "PodSpec",

@@ -5,6 +5,7 @@ is the registry's business (:func:`kubemill.kinds.plan_for`).
 """
 
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+from kubemill.frameworks.mars import Mars
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -29,6 +30,7 @@ from kubemill.frameworks.plan import (
     PackagedProgram,
     Plan,
     ReplicaPlan,
+    ServiceCluster,
     ServicePolicy,
     ServicePort,
     SshKeyPart,
@@ -60,6 +62,7 @@ __all__ = [
     "ForeignPods",
     "Framework",
     "HostListing",
+    "Mars",
     "Network",
     "ObservedPodView",
     "OutcomeRule",
@@ -69,6 +72,7 @@ __all__ = [
     "PyTorch",
     "ReplicaPlan",
     "ReplicaSlot",
+    "ServiceCluster",
     "ServicePolicy",
     "ServicePort",
     "Spark",
