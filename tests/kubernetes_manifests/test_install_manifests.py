@@ -73,6 +73,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "pytorchjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "mpijobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "sparkapplications.kubemill.dev"),
+        ("CustomResourceDefinition", None, "marsclusters.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
         ("ClusterRoleBinding", None, NAME),
@@ -96,7 +97,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
     assert rules == [
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications"],
+            "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications", "marsclusters"],
             "verbs": ["list", "watch", "delete"],
         },
         {
@@ -106,6 +107,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "pytorchjobs/status",
                 "mpijobs/status",
                 "sparkapplications/status",
+                "marsclusters/status",
             ],
             "verbs": ["patch"],
         },
@@ -143,6 +145,8 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "verbs": ["list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+        # A Mars cluster's supervisors and workers.
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch", "create"]},
     ]
     lease = next(
         o

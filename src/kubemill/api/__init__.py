@@ -34,7 +34,13 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
-from kubemill.api.mars import MARSCLUSTER, MarsCluster, MarsClusterSpec, MarsClusterStatus
+from kubemill.api.mars import (
+    MARSCLUSTER,
+    MarsCluster,
+    MarsClusterSpec,
+    MarsClusterStatus,
+    ServiceStatus,
+)
 from kubemill.api.mpi import (
     MPI_REPLICA_TYPES,
     MPIJOB,
@@ -148,6 +154,7 @@ __all__ = [
     "ScheduledSparkApplicationSpec",
     "ScheduledSparkApplicationStatus",
     "SchedulingPolicy",
+    "ServiceStatus",
     "SparkApplication",
     "SparkApplicationSpec",
     "SparkApplicationStatus",

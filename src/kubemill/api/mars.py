@@ -201,13 +201,19 @@ class MarsClusterSpec(KubeModel):
         return self.worker_num if self.min_worker_num is None else self.min_worker_num
 
 
-class MarsClusterStatus(JobStatus):
-    """The common status plus where the cluster serves."""
+class ServiceStatus(JobStatus):
+    """The status of a service cluster (:class:`~kubemill.frameworks.ServiceCluster`): the
+    common one plus where it serves and how many of its pods are ready; the core writes
+    both (:mod:`kubemill.core.service`)."""
 
     endpoint: str | None = None
     """``http://<host IP of a node running a supervisor>:<nodePort>``, once Ready."""
-    ready_supervisors: int = 0
-    ready_workers: int = 0
+    ready_replicas: dict[str, int] = Field(default_factory=dict)
+    """Ready pods by replica type (``Supervisor``, ``Worker``)."""
+
+
+class MarsClusterStatus(ServiceStatus):
+    """A Mars cluster's status: Ready (never Succeeded), its endpoint, its ready pods."""
 
 
 class MarsCluster(Job):
@@ -270,7 +276,7 @@ MARSCLUSTER = KindApi(
     short_names=("mars",),
     printer_columns=(
         STATE_COLUMN,
-        PrinterColumn("Workers", ".status.readyWorkers", type="integer"),
+        PrinterColumn("Workers", ".status.readyReplicas.Worker", type="integer"),
         PrinterColumn("Endpoint", ".status.endpoint"),
         AGE_COLUMN,
     ),
@@ -285,6 +291,7 @@ __all__ = [
     "MarsCluster",
     "MarsClusterSpec",
     "MarsClusterStatus",
+    "ServiceStatus",
     "SizeError",
     "cpu_text",
     "parse_cache_size",

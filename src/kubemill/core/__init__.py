@@ -8,6 +8,7 @@ from kubemill.core.model import (
     Action,
     ChildKind,
     CreateChild,
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateService,
@@ -38,6 +39,7 @@ from kubemill.core.reconcile import (
     reconcile,
     short_name,
 )
+from kubemill.core.service import reconcile_service
 
 __all__ = [
     "GANG_SCHEDULERS",
@@ -47,6 +49,7 @@ __all__ = [
     "Action",
     "ChildKind",
     "CreateChild",
+    "CreateObject",
     "CreatePod",
     "CreatePodGroup",
     "CreateService",
@@ -70,6 +73,7 @@ __all__ = [
     "is_retryable_exit_code",
     "pod_restart_policy",
     "reconcile",
+    "reconcile_service",
     "set_condition",
     "short_name",
 ]

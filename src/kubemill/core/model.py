@@ -38,6 +38,8 @@ class ObservedPod:
     reason: str = ""
     """Why it is in this phase, e.g. ``OOMKilled`` or ``Unschedulable``."""
     uid: str = ""
+    host_ip: str = ""
+    """The IP of the pod's node (``status.hostIP``): where a NodePort service answers."""
     owner: str = ""
     """Set for a foreign pod: the name of the job's replica pod that created it (a Spark
     executor's driver). Such pods are counted, never judged or deleted by the core."""
@@ -52,8 +54,9 @@ class ObservedPodGroup:
     """``Pending``, ``Inqueue``, ``Running``, ... as the scheduler reports it."""
 
 
-ChildKind = Literal["ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding"]
-"""Children beyond pods, services and PodGroups (files and per-job access)."""
+ChildKind = Literal["ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding", "Deployment"]
+"""Children beyond pods, services and PodGroups (files, per-job access, a service
+cluster's Deployments)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class Observed:
     halt: Halt | None = None
     """Set when the substrate cannot go on running the job (see :class:`Halt`)."""
     children: tuple[ObservedChild, ...] = ()
+    node_ports: tuple[tuple[str, int], ...] = ()
+    """(service name, node port) of the job's NodePort services, once allocated."""
 
 
 # --- actions -------------------------------------------------------------------------------
@@ -194,6 +199,16 @@ class DeleteChild:
 
 
 @dataclass(frozen=True)
+class CreateObject:
+    """Create one object of a service cluster, built whole by the framework: the Plan's
+    :attr:`~kubemill.frameworks.ServiceCluster.objects` holds its body (``kind`` and
+    ``name`` find it)."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """Delete the job itself (ttlSecondsAfterFinished passed)."""
 
@@ -215,6 +230,7 @@ Action = (
     | WriteFiles
     | CreateChild
     | DeleteChild
+    | CreateObject
     | CreateService
     | DeleteService
     | CreatePodGroup

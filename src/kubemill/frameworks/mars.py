@@ -357,14 +357,6 @@ class Mars:
         assert isinstance(job, MarsCluster)
         del network  # a cluster's pods find each other through the API, not addresses
         names = object_names(job.name)
-        owner = {
-            "apiVersion": job.api_version,
-            "kind": job.KIND,
-            "name": job.name,
-            "uid": job.metadata.uid or "",
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
         return Plan(
             kind=job.KIND,
             name=job.name,
@@ -373,7 +365,8 @@ class Mars:
             outcome=ServicePolicy("Supervisor", job.spec.supervisor_num),
             services=False,
             service_cluster=ServiceCluster(
-                objects=build_cluster(job.name, job.namespace, job.spec, owner=owner),
+                # The substrate makes the MarsCluster their owner as it creates them.
+                objects=build_cluster(job.name, job.namespace, job.spec),
                 ready_needed=ready_needed(job.spec),
                 web_service=names["Service"],
                 web_type="Supervisor",

@@ -1,0 +1,114 @@
+"""The verdict on a service cluster: pods a Kubernetes controller keeps running.
+
+A Mars cluster's supervisors and workers are Deployments: their pods come and go under
+the Deployment controller, with names nobody chooses, so the pod-by-pod rules of
+:mod:`kubemill.core.reconcile` (create replica N, judge its exit, recreate it) do not
+apply. What is left to decide is small, and decided here, in one place for every
+substrate that runs such a cluster:
+
+- ``Created`` on the first pass;
+- every object of the Plan's :class:`~kubemill.frameworks.ServiceCluster` that is missing
+  is created (:class:`~kubemill.core.model.CreateObject`), in the Plan's order;
+- ``Ready`` is True while every replica type has the ready pods it needs (all the
+  supervisors, ``minWorkerNum`` workers), a pod of the web type runs on a node with an IP,
+  and the web Service has its node port; the endpoint is then
+  ``http://<that node's IP>:<node port>``. Otherwise ``Ready`` is False with the counts.
+  A service is never Succeeded (:class:`~kubemill.frameworks.ServicePolicy`'s semantics);
+- ``replicaStatuses[type].active`` counts the Running pods, ``readyReplicas`` the ready
+  ones.
+
+Not decided yet (so not claimed): a spec changed after creation is not applied to the
+objects, and the stop annotation and ``suspend`` do not stop the pods; delete the
+MarsCluster to stop it (its objects go with it).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kubemill.api import ConditionType, Job, ReplicaStatus
+from kubemill.api.mars import ServiceStatus
+from kubemill.core.conditions import ConditionStatus, set_condition
+from kubemill.core.model import Action, CreateObject, Observed, ReconcileResult, RecordEvent
+from kubemill.frameworks.plan import Plan, ServiceCluster
+
+
+def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -> ReconcileResult:
+    """Decide for a service cluster (``plan.service_cluster`` set): what to create, and
+    whether it is Ready. Pure, idempotent, as :func:`kubemill.core.reconcile`."""
+    cluster = plan.service_cluster
+    if cluster is None:
+        raise ValueError(f"{plan.kind} {plan.name}: the Plan is not a service cluster")
+    status = job.status.model_copy(deep=True)
+    if not isinstance(status, ServiceStatus):
+        raise ValueError(
+            f"{plan.kind}: a service cluster's status must be a ServiceStatus, not "
+            f"{type(status).__name__}"
+        )
+    kind = job.KIND or plan.kind
+    ref = f"{job.namespace}/{job.name}"
+    actions: list[Action] = []
+
+    def condition(which: ConditionType, value: ConditionStatus, suffix: str, message: str) -> None:
+        before = status.condition(which)
+        reason = f"{kind}{suffix}"
+        set_condition(status, which, value, reason=reason, message=message, now=now)
+        if before is None or before.status != value:  # an event when it turns, not per count
+            actions.append(RecordEvent("Normal", reason, message))
+
+    if status.condition(ConditionType.CREATED) is None:
+        condition(ConditionType.CREATED, "True", "Created", f"{kind} {ref} is created.")
+    if status.start_time is None:
+        status.start_time = now
+    actions += _create_missing(cluster, observed)
+
+    running = dict.fromkeys(cluster.ready_needed, 0)
+    ready = dict.fromkeys(cluster.ready_needed, 0)
+    hosts: list[str] = []
+    for pod in sorted(observed.pods, key=lambda p: p.name):
+        if pod.deleting or pod.owner or pod.replica_type not in ready or pod.phase != "Running":
+            continue
+        running[pod.replica_type] += 1
+        if pod.ready:
+            ready[pod.replica_type] += 1
+            if pod.replica_type == cluster.web_type and pod.host_ip:
+                hosts.append(pod.host_ip)
+    node_port = dict(observed.node_ports).get(cluster.web_service)
+    enough = all(ready[rtype] >= needed for rtype, needed in cluster.ready_needed.items())
+    counts = ", ".join(
+        f"{ready[rtype]} of {needed} {rtype} replica(s) needed are ready"
+        for rtype, needed in cluster.ready_needed.items()
+    )
+    endpoint = f"http://{hosts[0]}:{node_port}" if enough and hosts and node_port else None
+    if endpoint is not None:
+        condition(ConditionType.READY, "True", "Ready", f"{kind} {ref} is ready at {endpoint}.")
+    else:
+        waiting = (
+            counts if not enough else f"the {cluster.web_service} service has no node port yet"
+        )
+        condition(
+            ConditionType.READY, "False", "NotReady", f"{kind} {ref} is not ready: {waiting}."
+        )
+    status.endpoint = endpoint
+    status.ready_replicas = ready
+    status.replica_statuses = {
+        rtype: ReplicaStatus(active=count) for rtype, count in running.items()
+    }
+    return ReconcileResult(actions=tuple(actions), status=status)
+
+
+def _create_missing(cluster: ServiceCluster, observed: Observed) -> list[Action]:
+    present: set[tuple[str, str]] = {(child.kind, child.name) for child in observed.children}
+    present |= {("Service", name) for name in observed.services}
+    actions: list[Action] = []
+    for body in cluster.objects:
+        kind, name = str(body["kind"]), str(body["metadata"]["name"])
+        if (kind, name) not in present:
+            actions.append(CreateObject(kind, name))
+            actions.append(
+                RecordEvent("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {name}")
+            )
+    return actions
+
+
+__all__ = ["reconcile_service"]
