@@ -55,6 +55,15 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
         set_condition(status, which, value, reason=reason, message=message, now=now)
         if before is None or before.status != value:  # an event when it turns, not per count
             actions.append(RecordEvent("Normal", reason, message))
+        elif before.reason == reason and before.message != message:
+            # The same state with other counts: set_condition keeps a condition whose status
+            # and reason stand, but a cluster's message says how many pods are ready.
+            status.conditions = [
+                c.model_copy(update={"message": message, "last_update_time": now})
+                if c.type == which
+                else c
+                for c in status.conditions
+            ]
 
     if status.condition(ConditionType.CREATED) is None:
         condition(ConditionType.CREATED, "True", "Created", f"{kind} {ref} is created.")
