@@ -14,6 +14,7 @@ from kubemill.core import (
     ObservedChild,
     ObservedPod,
     RecordEvent,
+    UpdateObject,
     reconcile,
 )
 from kubemill.frameworks import Mars, Plan
@@ -136,6 +137,29 @@ def test_not_ready_says_what_is_missing(
     ready = result.status.condition(ConditionType.READY)
     assert ready is not None and ready.status == "False" and why in ready.message
     assert result.status.endpoint is None
+
+
+def test_a_changed_spec_rewrites_the_objects_whose_body_changed() -> None:
+    job, plan = cluster()
+    created = {
+        (a.kind, a.name): a.digest
+        for a in reconcile(job, plan, Observed(), NOW).actions
+        if isinstance(a, CreateObject)
+    }
+    recorded = tuple(
+        ObservedChild(kind, name, digest)  # type: ignore[arg-type]
+        for (kind, name), digest in created.items()
+        if kind != "Service"
+    )
+    observed = Observed(children=recorded, services=frozenset({NAMES["Service"]}))
+    same = reconcile(job, plan, observed, NOW)
+    assert not [a for a in same.actions if isinstance(a, CreateObject | UpdateObject)]
+    bigger, plan = cluster(workerNum=5)
+    updates = [
+        a for a in reconcile(bigger, plan, observed, NOW).actions if isinstance(a, UpdateObject)
+    ]
+    assert [(a.kind, a.name) for a in updates] == [("Deployment", NAMES["Worker"])]
+    assert updates[0].digest != created["Deployment", NAMES["Worker"]]
 
 
 def test_losing_readiness_turns_ready_false_and_the_counts_stay_current() -> None:

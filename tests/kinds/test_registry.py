@@ -145,14 +145,7 @@ def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
         in rules[
             (
                 ("kubemill.dev",),
-                (
-                    "tfjobs",
-                    "pytorchjobs",
-                    "mpijobs",
-                    "sparkapplications",
-                    "marsclusters",
-                    "probejobs",
-                ),
+                ("tfjobs", "pytorchjobs", "mpijobs", "sparkapplications", "probejobs"),
             )
         ].resources
     )

@@ -97,9 +97,11 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
     assert rules == [
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications", "marsclusters"],
+            "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications"],
             "verbs": ["list", "watch", "delete"],
         },
+        # A MarsCluster never finishes: no TTL deletes it.
+        {"apiGroups": ["kubemill.dev"], "resources": ["marsclusters"], "verbs": ["list", "watch"]},
         {
             "apiGroups": ["kubemill.dev"],
             "resources": [
@@ -146,7 +148,11 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
         # A Mars cluster's supervisors and workers.
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch", "create"]},
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "verbs": ["list", "watch", "create", "update"],
+        },
     ]
     lease = next(
         o

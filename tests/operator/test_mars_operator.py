@@ -193,3 +193,18 @@ def test_the_operator_makes_a_mars_cluster_and_reports_it_ready(
             if c.method == "POST" and c.resource in ("deployments", "roles", "rolebindings")
         )
         assert creates == ["deployments", "deployments", "rolebindings", "roles"]
+
+        # More workers: the workers' Deployment is rewritten, nothing else is.
+        cluster.patch(path, {"spec": {"workerNum": 5}})
+        eventually(lambda: cluster.get(f"{apps}/m-worker")["spec"]["replicas"] == 5, what="scaled")
+        bigger = MarsClusterSpec.model_validate({**SPEC, "workerNum": 5})
+        assert (
+            cluster.get(f"{apps}/m-worker")["spec"] == build_workers("m", namespace, bigger)["spec"]
+        )
+        updates = [
+            c.resource
+            for c in cluster.operator_calls(namespace=namespace)
+            if c.method == "PUT" and c.status < 300
+        ]
+        assert updates == ["deployments"]
+        assert is_true(cluster.get(path), "Ready")  # still 2 of the needed 2 workers

@@ -26,6 +26,7 @@ from kubemill.core.model import (
     ReconcileResult,
     RecordEvent,
     RenderedFile,
+    UpdateObject,
     WriteFiles,
 )
 from kubemill.core.policy import is_retryable_exit_code, pod_restart_policy
@@ -68,6 +69,7 @@ __all__ = [
     "ReconcileResult",
     "RecordEvent",
     "RenderedFile",
+    "UpdateObject",
     "WriteFiles",
     "describe_failure",
     "is_retryable_exit_code",

@@ -206,6 +206,19 @@ class CreateObject:
 
     kind: str
     name: str
+    digest: str = ""
+    """The digest of the body, recorded on the object (as :class:`WriteFiles` records its
+    content's), so that the core can tell when the Plan's body changed."""
+
+
+@dataclass(frozen=True)
+class UpdateObject:
+    """Rewrite one object of a service cluster whose body in the Plan changed (its recorded
+    digest differs from ``digest``): a MarsCluster scaled or given other resources."""
+
+    kind: str
+    name: str
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -231,6 +244,7 @@ Action = (
     | CreateChild
     | DeleteChild
     | CreateObject
+    | UpdateObject
     | CreateService
     | DeleteService
     | CreatePodGroup

@@ -8,7 +8,9 @@ substrate that runs such a cluster:
 
 - ``Created`` on the first pass;
 - every object of the Plan's :class:`~kubemill.frameworks.ServiceCluster` that is missing
-  is created (:class:`~kubemill.core.model.CreateObject`), in the Plan's order;
+  is created (:class:`~kubemill.core.model.CreateObject`), in the Plan's order, with the
+  digest of its body; one whose recorded digest differs (the spec changed: more workers,
+  other resources) is rewritten (:class:`~kubemill.core.model.UpdateObject`);
 - ``Ready`` is True while every replica type has the ready pods it needs (all the
   supervisors, ``minWorkerNum`` workers), a pod of the web type runs on a node with an IP,
   and the web Service has its node port; the endpoint is then
@@ -17,19 +19,29 @@ substrate that runs such a cluster:
 - ``replicaStatuses[type].active`` counts the Running pods, ``readyReplicas`` the ready
   ones.
 
-Not decided yet (so not claimed): a spec changed after creation is not applied to the
-objects, and the stop annotation and ``suspend`` do not stop the pods; delete the
-MarsCluster to stop it (its objects go with it).
+Not decided yet (so not claimed): the stop annotation and ``suspend`` do not stop the
+pods; delete the MarsCluster to stop it (its objects go with it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from kubemill.api import ConditionType, Job, ReplicaStatus
 from kubemill.api.mars import ServiceStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
-from kubemill.core.model import Action, CreateObject, Observed, ReconcileResult, RecordEvent
+from kubemill.core.model import (
+    Action,
+    CreateObject,
+    Observed,
+    ReconcileResult,
+    RecordEvent,
+    UpdateObject,
+)
 from kubemill.frameworks.plan import Plan, ServiceCluster
 
 
@@ -106,18 +118,34 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
     return ReconcileResult(actions=tuple(actions), status=status)
 
 
+def object_digest(body: Mapping[str, Any]) -> str:
+    """A short, stable digest of an object's body (what the substrate records on it)."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _create_missing(cluster: ServiceCluster, observed: Observed) -> list[Action]:
-    present: set[tuple[str, str]] = {(child.kind, child.name) for child in observed.children}
-    present |= {("Service", name) for name in observed.services}
+    recorded: dict[tuple[str, str], str] = {
+        (child.kind, child.name): child.digest for child in observed.children
+    }
+    services = {("Service", name) for name in observed.services}
     actions: list[Action] = []
     for body in cluster.objects:
         kind, name = str(body["kind"]), str(body["metadata"]["name"])
-        if (kind, name) not in present:
-            actions.append(CreateObject(kind, name))
+        digest = object_digest(body)
+        if (kind, name) in services:
+            continue  # a Service's ports and selector never change with the spec
+        if (kind, name) not in recorded:
+            actions.append(CreateObject(kind, name, digest))
             actions.append(
                 RecordEvent("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {name}")
+            )
+        elif recorded[kind, name] not in ("", digest):  # "": not ours to judge
+            actions.append(UpdateObject(kind, name, digest))
+            actions.append(
+                RecordEvent("Normal", f"SuccessfulUpdate{kind}", f"Updated {kind}: {name}")
             )
     return actions
 
 
-__all__ = ["reconcile_service"]
+__all__ = ["object_digest", "reconcile_service"]

@@ -96,6 +96,10 @@ class Engine:
     ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
     ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
     restart-count annotation of its upstream group and is not allowed to patch it there."""
+    finishes: bool = True
+    """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
+    delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
+    (MarsCluster) never does, and the operator is not allowed to delete it."""
 
     @property
     def kind(self) -> str:
@@ -216,8 +220,9 @@ BUILTIN: tuple[Engine, ...] = (
             OperatorGrant(
                 ("apps",),
                 ("deployments",),
-                ("list", "watch", "create"),
-                "a Mars cluster's supervisors and workers are Deployments",
+                ("list", "watch", "create", "update"),
+                "a Mars cluster's supervisors and workers are Deployments (updated when its "
+                "spec changes)",
             ),
             OperatorGrant(
                 ("rbac.authorization.k8s.io",),
@@ -235,6 +240,7 @@ BUILTIN: tuple[Engine, ...] = (
             ),
         ),
         restarts=False,
+        finishes=False,
         local=LocalSupport(
             runs=False,
             why_not=(

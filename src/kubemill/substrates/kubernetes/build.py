@@ -41,6 +41,7 @@ from kubemill.core import (
     CreatePod,
     CreatePodGroup,
     CreateService,
+    UpdateObject,
     WriteFiles,
     pod_restart_policy,
 )
@@ -461,14 +462,19 @@ def build_pod_group(
 
 
 def build_service_cluster_object(
-    job: Job, plan: Plan, action: CreateObject, *, owner: Owner | None = None
+    job: Job, plan: Plan, action: CreateObject | UpdateObject, *, owner: Owner | None = None
 ) -> dict[str, Any]:
-    """One object of a service cluster, as its framework built it, owned by the job."""
+    """One object of a service cluster, as its framework built it, owned by the job and
+    with the digest the core compares against."""
     cluster = plan.service_cluster
     for body in cluster.objects if cluster is not None else ():
         if (body["kind"], body["metadata"]["name"]) == (action.kind, action.name):
             built = copy.deepcopy(dict(body))
             built["metadata"]["ownerReferences"] = [_owner(job, owner).reference()]
+            if action.digest:
+                annotations = dict(built["metadata"].get("annotations") or {})
+                annotations[CONTENT_DIGEST_ANNOTATION] = action.digest
+                built["metadata"]["annotations"] = annotations
             return built
     raise UnsupportedPlanError(f"the reconcile asked for {action.kind} {action.name}")
 
@@ -501,7 +507,7 @@ def build_for_action(
         if plan.access is None or plan.access.name != action.name:
             raise UnsupportedPlanError(f"the reconcile asked for {action.kind} {action.name}")
         return build_access(job, plan.access, action.kind, owner=owner)
-    if isinstance(action, CreateObject):
+    if isinstance(action, CreateObject | UpdateObject):
         return build_service_cluster_object(job, plan, action, owner=owner)
     if isinstance(action, CreatePodGroup):
         if gang is None:

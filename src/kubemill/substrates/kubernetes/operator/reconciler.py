@@ -42,6 +42,7 @@ from kubemill.core import (
     DeleteService,
     ReconcileResult,
     RecordEvent,
+    UpdateObject,
     WriteFiles,
     reconcile,
 )
@@ -505,6 +506,21 @@ class Reconciler:
                 ("service", action.name) if action.kind == "Service" else (action.kind, action.name)
             )
             await self._create(ref, body, memory, key, deadline)
+        elif isinstance(action, UpdateObject):
+            # Rewritten whole at the version the pass read, as delivered files are.
+            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            assert body is not None
+            api_version, plural = _object_resource(body)
+            ref = ObjectRef(api_version, plural, namespace, action.name)
+            version = versions.get((action.kind, action.name))
+            if version:
+                body = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+            memory.updating[(action.kind, action.name)] = (action.digest, deadline)
+            try:
+                await self._api.replace(ref, body)
+            except ApiError:
+                memory.updating.pop((action.kind, action.name), None)
+                raise
         elif isinstance(action, DeleteChild):
             ref = _child_ref(action.kind, namespace, action.name)
             await self._delete_child(ref, (action.kind, action.name), uids, memory, deadline)
