@@ -162,6 +162,51 @@ def test_a_changed_spec_rewrites_the_objects_whose_body_changed() -> None:
     assert updates[0].digest != created["Deployment", NAMES["Worker"]]
 
 
+def test_a_stop_request_fails_the_cluster_and_scales_it_to_nothing_once() -> None:
+    job, plan = cluster(minWorkerNum=2)
+    created = {
+        (a.kind, a.name): a.digest
+        for a in reconcile(job, plan, Observed(), NOW).actions
+        if isinstance(a, CreateObject)
+    }
+    recorded = tuple(
+        ObservedChild(kind, name, digest)  # type: ignore[arg-type]
+        for (kind, name), digest in created.items()
+        if kind != "Service"
+    )
+    pods = (pod("Supervisor", 0), pod("Worker", 0), pod("Worker", 1))
+    observed = Observed(
+        children=recorded,
+        services=frozenset({NAMES["Service"]}),
+        pods=pods,
+        node_ports=((NAMES["Service"], 30001),),
+    )
+    ready = reconcile(job, plan, observed, NOW).status
+    assert ready.is_true(ConditionType.READY)
+    job = job.model_copy(update={"status": ready})
+    job.metadata.annotations["kubemill.dev/stop"] = "me"
+    result = reconcile(job, plan, observed, NOW)
+    failed = result.status.condition(ConditionType.FAILED)
+    assert failed is not None and failed.reason == "Interrupted" and "me" in failed.message
+    assert not result.status.is_true(ConditionType.READY) and result.status.endpoint is None
+    scaled = [a for a in result.actions if isinstance(a, UpdateObject)]
+    assert {(a.kind, a.name, a.stopped) for a in scaled} == {
+        ("Deployment", NAMES["Supervisor"], True),
+        ("Deployment", NAMES["Worker"], True),
+    }
+    # Once scaled (the digests recorded), nothing more, and nothing is ever created again.
+    after = Observed(
+        children=tuple(
+            ObservedChild(
+                c.kind, c.name, next((a.digest for a in scaled if a.name == c.name), c.digest)
+            )
+            for c in recorded
+        )
+    )
+    job = job.model_copy(update={"status": result.status})
+    assert reconcile(job, plan, after, NOW).actions == ()
+
+
 def test_losing_readiness_turns_ready_false_and_the_counts_stay_current() -> None:
     job, plan = cluster(minWorkerNum=2)
     ports = ((NAMES["Service"], 30001),)

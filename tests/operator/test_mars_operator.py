@@ -208,3 +208,15 @@ def test_the_operator_makes_a_mars_cluster_and_reports_it_ready(
         ]
         assert updates == ["deployments"]
         assert is_true(cluster.get(path), "Ready")  # still 2 of the needed 2 workers
+
+        # `kubemill interrupt`: Failed, Interrupted; the Deployments keep no pods.
+        cluster.patch(path, {"metadata": {"annotations": {"kubemill.dev/stop": "tests"}}})
+        stopped = eventually(
+            lambda: (job := cluster.get(path)) and is_true(job, "Failed") and job, what="Failed"
+        )
+        assert condition(stopped, "Failed")["reason"] == "Interrupted"
+        assert not is_true(stopped, "Ready") and "endpoint" not in stopped["status"]
+        eventually(
+            lambda: [d["spec"]["replicas"] for d in cluster.list(apps)] == [0, 0],
+            what="scaled to 0",
+        )

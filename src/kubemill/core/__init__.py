@@ -40,7 +40,7 @@ from kubemill.core.reconcile import (
     reconcile,
     short_name,
 )
-from kubemill.core.service import reconcile_service
+from kubemill.core.service import reconcile_service, stopped_body
 
 __all__ = [
     "GANG_SCHEDULERS",
@@ -78,4 +78,5 @@ __all__ = [
     "reconcile_service",
     "set_condition",
     "short_name",
+    "stopped_body",
 ]

@@ -219,6 +219,9 @@ class UpdateObject:
     kind: str
     name: str
     digest: str
+    stopped: bool = False
+    """The cluster was stopped: the object as the Plan has it, but a Deployment with no
+    replicas (its pods go; the cluster is kept to be looked at, or deleted)."""
 
 
 @dataclass(frozen=True)

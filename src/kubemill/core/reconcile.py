@@ -114,6 +114,7 @@ from kubemill.core.model import (
 )
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.core.quantity import sum_pod_requests
+from kubemill.core.service import INTERRUPTED as SERVICE_INTERRUPTED
 from kubemill.core.service import reconcile_service
 from kubemill.frameworks.plan import (
     FileSet,
@@ -124,7 +125,7 @@ from kubemill.frameworks.plan import (
     StatusView,
 )
 
-INTERRUPTED = "Interrupted"
+INTERRUPTED = SERVICE_INTERRUPTED
 """The Failed reason of a job stopped on request (:data:`~kubemill.api.STOP_ANNOTATION`)."""
 
 OUTCOME_TIE = timedelta(seconds=1)

@@ -19,8 +19,10 @@ substrate that runs such a cluster:
 - ``replicaStatuses[type].active`` counts the Running pods, ``readyReplicas`` the ready
   ones.
 
-Not decided yet (so not claimed): the stop annotation and ``suspend`` do not stop the
-pods; delete the MarsCluster to stop it (its objects go with it).
+A stop request (the ``kubemill.dev/stop`` annotation: ``kubemill interrupt``) fails the
+cluster with reason ``Interrupted``, as it fails a job, and scales its Deployments to no
+replicas (:attr:`~kubemill.core.model.UpdateObject.stopped`); nothing is created after.
+Not decided yet (so not claimed): ``suspend`` (a MarsCluster has none).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kubemill.api import ConditionType, Job, ReplicaStatus
+from kubemill.api import STOP_ANNOTATION, ConditionType, Job, ReplicaStatus
 from kubemill.api.mars import ServiceStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
 from kubemill.core.model import (
@@ -43,6 +45,10 @@ from kubemill.core.model import (
     UpdateObject,
 )
 from kubemill.frameworks.plan import Plan, ServiceCluster
+
+INTERRUPTED = "Interrupted"
+"""The Failed reason of a stopped cluster: the same as a stopped job's
+(``kubemill.core.reconcile.INTERRUPTED``, which imports this module)."""
 
 
 def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -> ReconcileResult:
@@ -81,6 +87,24 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
         condition(ConditionType.CREATED, "True", "Created", f"{kind} {ref} is created.")
     if status.start_time is None:
         status.start_time = now
+    stop_request = job.metadata.annotations.get(STOP_ANNOTATION)
+    if stop_request is not None and not status.finished:
+        why = f": {stop_request}" if stop_request else ""
+        message = (
+            f"{kind} {ref} was stopped on request ({STOP_ANNOTATION}{why}); its Deployments "
+            "were scaled to no replicas."
+        )
+        status.completion_time = now
+        set_condition(
+            status, ConditionType.FAILED, "True", reason=INTERRUPTED, message=message, now=now
+        )
+        actions.append(RecordEvent("Warning", INTERRUPTED, message))
+    if status.finished:
+        actions += _stop(cluster, observed)
+        status.endpoint = None
+        status.ready_replicas = {}
+        status.replica_statuses = {}
+        return ReconcileResult(actions=tuple(actions), status=status)
     actions += _create_missing(cluster, observed)
 
     running = dict.fromkeys(cluster.ready_needed, 0)
@@ -118,6 +142,31 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
     return ReconcileResult(actions=tuple(actions), status=status)
 
 
+def stopped_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as a stopped cluster keeps it: a Deployment with no replicas."""
+    out = dict(body)
+    if out.get("kind") == "Deployment":
+        out["spec"] = {**out["spec"], "replicas": 0}
+    return out
+
+
+def _stop(cluster: ServiceCluster, observed: Observed) -> list[Action]:
+    """Scale the cluster's Deployments to no replicas (once: the digest records it)."""
+    recorded: dict[tuple[str, str], str] = {
+        (child.kind, child.name): child.digest for child in observed.children
+    }
+    actions: list[Action] = []
+    for body in cluster.objects:
+        kind, name = str(body["kind"]), str(body["metadata"]["name"])
+        digest = object_digest(stopped_body(body))
+        if kind == "Deployment" and recorded.get((kind, name), digest) != digest:
+            actions.append(UpdateObject(kind, name, digest, stopped=True))
+            actions.append(
+                RecordEvent("Normal", f"SuccessfulUpdate{kind}", f"Scaled {kind} {name} to 0")
+            )
+    return actions
+
+
 def object_digest(body: Mapping[str, Any]) -> str:
     """A short, stable digest of an object's body (what the substrate records on it)."""
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
@@ -148,4 +197,4 @@ def _create_missing(cluster: ServiceCluster, observed: Observed) -> list[Action]
     return actions
 
 
-__all__ = ["object_digest", "reconcile_service"]
+__all__ = ["INTERRUPTED", "object_digest", "reconcile_service", "stopped_body"]

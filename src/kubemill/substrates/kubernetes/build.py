@@ -44,6 +44,7 @@ from kubemill.core import (
     UpdateObject,
     WriteFiles,
     pod_restart_policy,
+    stopped_body,
 )
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
@@ -469,7 +470,8 @@ def build_service_cluster_object(
     cluster = plan.service_cluster
     for body in cluster.objects if cluster is not None else ():
         if (body["kind"], body["metadata"]["name"]) == (action.kind, action.name):
-            built = copy.deepcopy(dict(body))
+            stopped = isinstance(action, UpdateObject) and action.stopped
+            built = copy.deepcopy(stopped_body(body) if stopped else dict(body))
             built["metadata"]["ownerReferences"] = [_owner(job, owner).reference()]
             if action.digest:
                 annotations = dict(built["metadata"].get("annotations") or {})
