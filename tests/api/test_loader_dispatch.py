@@ -70,12 +70,24 @@ spec:
   mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
 """
 
+MARS_CLUSTER = """
+apiVersion: {api}
+kind: MarsCluster
+metadata: {{name: {name}}}
+spec:
+  workerCpu: 1
+  workerMem: 1g
+"""
+
 TEMPLATES = {
     "TFJob": TF_WORKER,
     "PyTorchJob": PT_MASTER,
     "MPIJob": MPI_LAUNCHER,
     "SparkApplication": SPARK_APP,
+    "MarsCluster": MARS_CLUSTER,
 }
+SUSPENDABLE = {kind: TEMPLATES[kind] for kind in TEMPLATES if kind != "MarsCluster"}
+"""A MarsCluster is a service kept running until deleted: it has no suspend (yet)."""
 
 
 @pytest.mark.parametrize(
@@ -121,7 +133,7 @@ def _merged(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("suspend", [True, False])
 def test_every_kinds_suspend_patch_sets_what_its_run_policy_reads(suspend: bool) -> None:
     # `kubemill suspend` merge-patches this; SparkApplication's field is spec.suspend.
-    for kind, template in TEMPLATES.items():
+    for kind, template in SUSPENDABLE.items():
         manifest = yaml.safe_load(template.format(api=API_VERSION, name="k"))
         job = load_one(manifest)
         patched = load_one(_merged(manifest, type(job).suspend_patch(suspend)))

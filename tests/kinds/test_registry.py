@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
-from kubemill.frameworks import Network, Plan, PlanError, PyTorch, Spark, TensorFlow
+from kubemill.frameworks import Mars, Network, Plan, PlanError, PyTorch, Spark, TensorFlow
 from kubemill.frameworks.mpi import MPI
 from kubemill.kinds import (
     BUILTIN,
@@ -93,19 +93,21 @@ def probe() -> Iterator[Engine]:
 
 
 def test_the_builtins_are_one_entry_each() -> None:
-    kinds = ["TFJob", "PyTorchJob", "MPIJob", "SparkApplication"]
+    kinds = ["TFJob", "PyTorchJob", "MPIJob", "SparkApplication", "MarsCluster"]
     assert [e.kind for e in BUILTIN] == kinds
     assert engines()[: len(BUILTIN)] == BUILTIN
     assert isinstance(engine_for("TFJob").framework, TensorFlow)
     assert isinstance(engine_for("PyTorchJob").framework, PyTorch)
     assert isinstance(engine_for("MPIJob").framework, MPI)
     assert isinstance(engine_for("SparkApplication").framework, Spark)
+    assert isinstance(engine_for("MarsCluster").framework, Mars)
     assert [c["spec"]["names"]["kind"] for c in crds()] == kinds
 
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
     with pytest.raises(
-        UnknownKind, match=r"no engine runs 'ScheduledSparkApplication'.*MPIJob, PyTorchJob"
+        UnknownKind,
+        match=r"no engine runs 'ScheduledSparkApplication'.*MPIJob, MarsCluster, PyTorchJob",
     ):
         engine_for("ScheduledSparkApplication")
     job = ProbeJob(metadata={"name": "x"})

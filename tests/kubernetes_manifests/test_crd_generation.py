@@ -37,7 +37,7 @@ def schema_at(schema: dict[str, Any], json_path: str) -> dict[str, Any]:
 
 
 def test_both_kinds_registered_with_expected_names() -> None:
-    assert sorted(CRDS) == ["MPIJob", "PyTorchJob", "SparkApplication", "TFJob"]
+    assert sorted(CRDS) == ["MPIJob", "MarsCluster", "PyTorchJob", "SparkApplication", "TFJob"]
     assert CRDS["TFJob"]["metadata"]["name"] == "tfjobs.kubemill.dev"
     assert CRDS["PyTorchJob"]["metadata"]["name"] == "pytorchjobs.kubemill.dev"
     for crd in CRDS.values():

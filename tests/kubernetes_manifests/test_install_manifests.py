@@ -73,6 +73,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "pytorchjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "mpijobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "sparkapplications.kubemill.dev"),
+        ("CustomResourceDefinition", None, "marsclusters.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
         ("ClusterRoleBinding", None, NAME),
@@ -99,6 +100,8 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications"],
             "verbs": ["list", "watch", "delete"],
         },
+        # A MarsCluster never finishes: no TTL deletes it.
+        {"apiGroups": ["kubemill.dev"], "resources": ["marsclusters"], "verbs": ["list", "watch"]},
         {
             "apiGroups": ["kubemill.dev"],
             "resources": [
@@ -106,6 +109,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "pytorchjobs/status",
                 "mpijobs/status",
                 "sparkapplications/status",
+                "marsclusters/status",
             ],
             "verbs": ["patch"],
         },
@@ -143,6 +147,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "verbs": ["list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+        # A Mars cluster's supervisors and workers.
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "verbs": ["list", "watch", "create", "update"],
+        },
     ]
     lease = next(
         o

@@ -14,7 +14,7 @@ import yaml
 from kubemill.api import Job
 from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
-from kubemill.substrates.kubernetes.render import dump_yaml, render_job
+from kubemill.substrates.kubernetes.render import dump_yaml, plan_on_kubernetes, render_job
 
 from .helpers import K8S_VERSIONS, job_manifest_files, k8s_errors, rel
 from .samples import elastic_pytorchjob, pytorchjob, tfjob
@@ -109,8 +109,16 @@ def test_rendered_repository_manifests_validate(path: Path, gang: str | None) ->
     for job in jobs:
         objects = render_job(job, gang_scheduler=gang)
         replicas = sum(job.replica_count(t) for t in job.replica_specs)
-        assert sum(o["kind"] == "Pod" for o in objects) == replicas
-        assert sum(o["kind"] == "PodGroup" for o in objects) == (gang is not None)
+        if plan_on_kubernetes(job).service_cluster is not None:
+            # A service cluster's pods are its Deployments' (a MarsCluster): no PodGroup.
+            deployed = sum(o["spec"]["replicas"] for o in objects if o["kind"] == "Deployment")
+            assert (deployed, any(o["kind"] in ("Pod", "PodGroup") for o in objects)) == (
+                replicas,
+                False,
+            )
+        else:
+            assert sum(o["kind"] == "Pod" for o in objects) == replicas
+            assert sum(o["kind"] == "PodGroup" for o in objects) == (gang is not None)
         assert [e for o in objects for e in object_errors(o)] == []
 
 

@@ -460,6 +460,7 @@ BUILTIN_VALIDATED = frozenset(
         ("rbac.authorization.k8s.io", "roles"),
         ("rbac.authorization.k8s.io", "rolebindings"),
         ("coordination.k8s.io", "leases"),
+        ("apps", "deployments"),
     }
 )
 """(group, plural) of the built-in kinds validated against the official schemas."""

@@ -342,6 +342,7 @@ def test_settings_name_the_served_resources() -> None:
         "pytorchjobs.v1.kubemill.dev",
         "mpijobs.v1.kubemill.dev",
         "sparkapplications.v1.kubemill.dev",
+        "marsclusters.v1.kubemill.dev",
         "tfjobs.v1.kubeflow.org",
         "pytorchjobs.v1.kubeflow.org",
         "mpijobs.v2beta1.kubeflow.org",

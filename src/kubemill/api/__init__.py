@@ -34,6 +34,13 @@ from kubemill.api.kube import (
     PodSpec,
     PodTemplateSpec,
 )
+from kubemill.api.mars import (
+    MARSCLUSTER,
+    MarsCluster,
+    MarsClusterSpec,
+    MarsClusterStatus,
+    ServiceStatus,
+)
 from kubemill.api.mpi import (
     MPI_REPLICA_TYPES,
     MPIJOB,
@@ -88,6 +95,7 @@ from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "MARSCLUSTER",
     "MPIJOB",
     "MPI_REPLICA_TYPES",
     "PYTORCHJOB",
@@ -127,6 +135,9 @@ __all__ = [
     "MPIJob",
     "MPIJobSpec",
     "ManifestError",
+    "MarsCluster",
+    "MarsClusterSpec",
+    "MarsClusterStatus",
     "ObjectFieldSelector",
     "ObjectMeta",
     "PodSpec",
@@ -143,6 +154,7 @@ __all__ = [
     "ScheduledSparkApplicationSpec",
     "ScheduledSparkApplicationStatus",
     "SchedulingPolicy",
+    "ServiceStatus",
     "SparkApplication",
     "SparkApplicationSpec",
     "SparkApplicationStatus",

@@ -8,6 +8,7 @@ from kubemill.core.model import (
     Action,
     ChildKind,
     CreateChild,
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateService,
@@ -26,6 +27,7 @@ from kubemill.core.model import (
     RecordEvent,
     Refusal,
     RenderedFile,
+    UpdateObject,
     WriteFiles,
 )
 from kubemill.core.policy import is_retryable_exit_code, pod_restart_policy
@@ -39,6 +41,7 @@ from kubemill.core.reconcile import (
     reconcile,
     short_name,
 )
+from kubemill.core.service import reconcile_service, stopped_body
 
 __all__ = [
     "GANG_SCHEDULERS",
@@ -48,6 +51,7 @@ __all__ = [
     "Action",
     "ChildKind",
     "CreateChild",
+    "CreateObject",
     "CreatePod",
     "CreatePodGroup",
     "CreateService",
@@ -67,11 +71,14 @@ __all__ = [
     "RecordEvent",
     "Refusal",
     "RenderedFile",
+    "UpdateObject",
     "WriteFiles",
     "describe_failure",
     "is_retryable_exit_code",
     "pod_restart_policy",
     "reconcile",
+    "reconcile_service",
     "set_condition",
     "short_name",
+    "stopped_body",
 ]

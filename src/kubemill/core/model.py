@@ -38,6 +38,8 @@ class ObservedPod:
     reason: str = ""
     """Why it is in this phase, e.g. ``OOMKilled`` or ``Unschedulable``."""
     uid: str = ""
+    host_ip: str = ""
+    """The IP of the pod's node (``status.hostIP``): where a NodePort service answers."""
     owner: str = ""
     """Set for a foreign pod: the name of the job's replica pod that created it (a Spark
     executor's driver). Such pods are counted, never judged or deleted by the core."""
@@ -52,8 +54,9 @@ class ObservedPodGroup:
     """``Pending``, ``Inqueue``, ``Running``, ... as the scheduler reports it."""
 
 
-ChildKind = Literal["ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding"]
-"""Children beyond pods, services and PodGroups (files and per-job access)."""
+ChildKind = Literal["ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding", "Deployment"]
+"""Children beyond pods, services and PodGroups (files, per-job access, a service
+cluster's Deployments)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class Observed:
     children: tuple[ObservedChild, ...] = ()
     refused: tuple[Refusal, ...] = ()
     """Creations the API refused since they were last asked for (see :class:`Refusal`)."""
+    node_ports: tuple[tuple[str, int], ...] = ()
+    """(service name, node port) of the job's NodePort services, once allocated."""
 
 
 # --- actions -------------------------------------------------------------------------------
@@ -209,6 +214,32 @@ class DeleteChild:
 
 
 @dataclass(frozen=True)
+class CreateObject:
+    """Create one object of a service cluster, built whole by the framework: the Plan's
+    :attr:`~kubemill.frameworks.ServiceCluster.objects` holds its body (``kind`` and
+    ``name`` find it)."""
+
+    kind: str
+    name: str
+    digest: str = ""
+    """The digest of the body, recorded on the object (as :class:`WriteFiles` records its
+    content's), so that the core can tell when the Plan's body changed."""
+
+
+@dataclass(frozen=True)
+class UpdateObject:
+    """Rewrite one object of a service cluster whose body in the Plan changed (its recorded
+    digest differs from ``digest``): a MarsCluster scaled or given other resources."""
+
+    kind: str
+    name: str
+    digest: str
+    stopped: bool = False
+    """The cluster was stopped: the object as the Plan has it, but a Deployment with no
+    replicas (its pods go; the cluster is kept to be looked at, or deleted)."""
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """Delete the job itself (ttlSecondsAfterFinished passed)."""
 
@@ -230,6 +261,8 @@ Action = (
     | WriteFiles
     | CreateChild
     | DeleteChild
+    | CreateObject
+    | UpdateObject
     | CreateService
     | DeleteService
     | CreatePodGroup

@@ -127,6 +127,8 @@ from kubemill.core.model import (
 )
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.core.quantity import sum_pod_requests
+from kubemill.core.service import INTERRUPTED as SERVICE_INTERRUPTED
+from kubemill.core.service import reconcile_service
 from kubemill.frameworks.plan import (
     FileSet,
     ObservedPodView,
@@ -137,7 +139,7 @@ from kubemill.frameworks.plan import (
     StatusView,
 )
 
-INTERRUPTED = "Interrupted"
+INTERRUPTED = SERVICE_INTERRUPTED
 """The Failed reason of a job stopped on request (:data:`~kubemill.api.STOP_ANNOTATION`)."""
 
 OUTCOME_TIE = timedelta(seconds=1)
@@ -190,7 +192,11 @@ def reconcile(
     """Decide what to do for ``job`` now; ``job.status`` is the status last recorded.
 
     Pure: the same inputs always give the same result, and nothing outside is touched.
+    A service cluster (``plan.service_cluster``: pods a controller keeps running) is
+    judged by :func:`kubemill.core.service.reconcile_service` instead.
     """
+    if plan.service_cluster is not None:
+        return reconcile_service(job, plan, observed, now)
     return _Reconcile(job, plan, observed, now, options).run()
 
 

@@ -5,6 +5,7 @@ is the registry's business (:func:`kubemill.kinds.plan_for`).
 """
 
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+from kubemill.frameworks.mars import Mars
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -32,6 +33,7 @@ from kubemill.frameworks.plan import (
     RerunPolicy,
     RunRecord,
     RunRecordReader,
+    ServiceCluster,
     ServicePolicy,
     ServicePort,
     SshKeyPart,
@@ -65,6 +67,7 @@ __all__ = [
     "ForeignPods",
     "Framework",
     "HostListing",
+    "Mars",
     "Network",
     "ObservedPodView",
     "OutcomeRule",
@@ -77,6 +80,7 @@ __all__ = [
     "RerunPolicy",
     "RunRecord",
     "RunRecordReader",
+    "ServiceCluster",
     "ServicePolicy",
     "ServicePort",
     "Spark",

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from kubemill.api import (
     ApplicationStateType,
@@ -402,6 +402,27 @@ class StatusExtension(Protocol):
 
 
 @dataclass(frozen=True)
+class ServiceCluster:
+    """A cluster whose replicas a Kubernetes controller keeps running (a Mars cluster's
+    Deployments), rather than pods the core creates one by one.
+
+    ``objects`` are built whole by the framework's pure builders (RBAC, Deployments,
+    Services), in creation order; the core creates each one missing and never judges a pod
+    by its name. The cluster is Ready while every role has ``ready_needed`` ready pods;
+    its endpoint is ``http://<host IP of a ready pod of web_type>:<web_service's node
+    port>``. Kubernetes only: the local substrate does not run such Plans.
+    """
+
+    objects: tuple[Mapping[str, Any], ...]
+    ready_needed: Mapping[str, int]
+    """Replica type -> ready pods needed."""
+    web_service: str
+    """The NodePort Service whose node port is the endpoint's port."""
+    web_type: str
+    """The replica type whose node serves the endpoint."""
+
+
+@dataclass(frozen=True)
 class StatusView:
     """What a :class:`StatusExtension` sees: the job, its Plan, and the pass's outcome."""
 
@@ -455,6 +476,9 @@ class Plan:
     reruns: RerunPolicy | None = None
     """Set for a job that runs again as a whole (see :class:`RerunPolicy`); the core then
     decides the application's state as the spark-operator's state machine does."""
+    service_cluster: ServiceCluster | None = None
+    """Set for a cluster of controller-run replicas (a Mars cluster): the core judges it by
+    :func:`kubemill.core.service.reconcile_service`, not pod by pod."""
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def replica(self, name: str) -> ReplicaPlan:

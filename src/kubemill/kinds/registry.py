@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubemill.api import (
+    MARSCLUSTER,
     MPIJOB,
     PYTORCHJOB,
     SPARKAPPLICATION,
@@ -32,6 +33,7 @@ from kubemill.api import (
 )
 from kubemill.api import crd as crd_generation
 from kubemill.frameworks import Framework, Network, Plan, PlanError
+from kubemill.frameworks.mars import Mars
 from kubemill.frameworks.mpi import LOCAL_ENV, MPI, run_locally
 from kubemill.frameworks.pytorch import PyTorch
 from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
@@ -94,6 +96,10 @@ class Engine:
     ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
     ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
     restart-count annotation of its upstream group and is not allowed to patch it there."""
+    finishes: bool = True
+    """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
+    delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
+    (MarsCluster) never does, and the operator is not allowed to delete it."""
 
     @property
     def kind(self) -> str:
@@ -202,6 +208,44 @@ BUILTIN: tuple[Engine, ...] = (
                 "the local Spark runner is not built yet; run it on kubernetes "
                 "(`--substrate kubernetes`), or with Spark's own `spark-submit --master "
                 "local[*]` from pyspark"
+            ),
+        ),
+    ),
+    Engine(
+        MARSCLUSTER,
+        Mars(),
+        "Mars: a cluster of supervisors and workers (Deployments) serving until deleted; "
+        "Ready with its endpoint, never Succeeded",
+        grants=(
+            OperatorGrant(
+                ("apps",),
+                ("deployments",),
+                ("list", "watch", "create", "update"),
+                "a Mars cluster's supervisors and workers are Deployments (updated when its "
+                "spec changes)",
+            ),
+            OperatorGrant(
+                ("rbac.authorization.k8s.io",),
+                ("roles", "rolebindings"),
+                ("list", "watch", "create"),
+                "a Mars cluster's pods may read pods, to find their supervisors",
+            ),
+            # RBAC lets the operator grant only what it holds itself.
+            OperatorGrant(
+                ("",),
+                ("pods",),
+                ("get",),
+                "a Mars cluster's Role lets its pods read pods",
+                delegated=True,
+            ),
+        ),
+        restarts=False,
+        finishes=False,
+        local=LocalSupport(
+            runs=False,
+            why_not=(
+                "a local MarsCluster is not wired yet; start one from Python with "
+                "`kubemill.deploy.local.new_cluster`"
             ),
         ),
     ),

@@ -26,6 +26,7 @@ Shapes follow the Kubeflow training operator (``pod.go``, ``service.go``,
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -36,11 +37,14 @@ from kubemill.core import (
     Action,
     ChildKind,
     CreateChild,
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateService,
+    UpdateObject,
     WriteFiles,
     pod_restart_policy,
+    stopped_body,
 )
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
@@ -79,6 +83,7 @@ CHILD_RESOURCES: dict[ChildKind, tuple[str, str]] = {
     "ServiceAccount": ("v1", "serviceaccounts"),
     "Role": (RBAC_API_VERSION, "roles"),
     "RoleBinding": (RBAC_API_VERSION, "rolebindings"),
+    "Deployment": ("apps/v1", "deployments"),
 }
 """(apiVersion, plural) of each child kind beyond pods, services and PodGroups."""
 
@@ -457,6 +462,25 @@ def build_pod_group(
     return {"apiVersion": gang.api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
+def build_service_cluster_object(
+    job: Job, plan: Plan, action: CreateObject | UpdateObject, *, owner: Owner | None = None
+) -> dict[str, Any]:
+    """One object of a service cluster, as its framework built it, owned by the job and
+    with the digest the core compares against."""
+    cluster = plan.service_cluster
+    for body in cluster.objects if cluster is not None else ():
+        if (body["kind"], body["metadata"]["name"]) == (action.kind, action.name):
+            stopped = isinstance(action, UpdateObject) and action.stopped
+            built = copy.deepcopy(stopped_body(body) if stopped else dict(body))
+            built["metadata"]["ownerReferences"] = [_owner(job, owner).reference()]
+            if action.digest:
+                annotations = dict(built["metadata"].get("annotations") or {})
+                annotations[CONTENT_DIGEST_ANNOTATION] = action.digest
+                built["metadata"]["annotations"] = annotations
+            return built
+    raise UnsupportedPlanError(f"the reconcile asked for {action.kind} {action.name}")
+
+
 def build_for_action(
     job: Job,
     plan: Plan,
@@ -469,8 +493,8 @@ def build_for_action(
 
     ``CreatePod``/``CreateService`` name a replica (or an exposed service) of ``plan``;
     ``WriteFiles`` is a ConfigMap or Secret (created or rewritten whole); ``CreateChild`` is
-    part of the Plan's access; ``CreatePodGroup`` needs ``gang``. Any other action creates
-    nothing and gives None.
+    part of the Plan's access; ``CreateObject`` one of a service cluster's objects;
+    ``CreatePodGroup`` needs ``gang``. Any other action creates nothing and gives None.
     """
     if isinstance(action, CreatePod):
         return build_pod(job, plan.replica(action.name), gang=gang, owner=owner, plan=plan)
@@ -485,6 +509,8 @@ def build_for_action(
         if plan.access is None or plan.access.name != action.name:
             raise UnsupportedPlanError(f"the reconcile asked for {action.kind} {action.name}")
         return build_access(job, plan.access, action.kind, owner=owner)
+    if isinstance(action, CreateObject | UpdateObject):
+        return build_service_cluster_object(job, plan, action, owner=owner)
     if isinstance(action, CreatePodGroup):
         if gang is None:
             raise UnsupportedPlanError(
@@ -516,6 +542,7 @@ __all__ = [
     "build_pod",
     "build_pod_group",
     "build_service",
+    "build_service_cluster_object",
     "gang_scheduler",
     "replica_labels",
     "replica_selector",

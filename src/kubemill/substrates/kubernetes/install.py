@@ -122,15 +122,22 @@ def all_rules() -> tuple[Rule, ...]:
     kinds = engines()
     jobs = tuple(engine.api.plural for engine in kinds)
     status = tuple(f"{plural}/status" for plural in jobs)
+    ending = tuple(engine.api.plural for engine in kinds if engine.finishes)
+    services = tuple(engine.api.plural for engine in kinds if not engine.finishes)
     rules = [
         Rule(
             (GROUP,),
-            jobs,
+            ending,
             ("list", "watch", "delete"),
             "watch jobs (kopf); delete a job whose ttlSecondsAfterFinished has passed",
         ),
-        Rule((GROUP,), status, ("patch",), "write job status through the status subresource"),
     ]
+    if services:
+        # A service never finishes, so no TTL ever deletes it.
+        rules.append(Rule((GROUP,), services, ("list", "watch"), "watch services (kopf)"))
+    rules.append(
+        Rule((GROUP,), status, ("patch",), "write job status through the status subresource")
+    )
     upstream: dict[str, list[str]] = {}
     restarting: set[str] = {engine.api.plural for engine in kinds if engine.restarts}
     for engine in kinds:

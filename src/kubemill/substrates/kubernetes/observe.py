@@ -118,6 +118,8 @@ class PodSnapshot:
     with the container."""
     message: str = ""
     containers: tuple[ContainerSnapshot, ...] = ()
+    host_ip: str = ""
+    """The node's IP (``status.hostIP``): where a NodePort service of the pod answers."""
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> PodSnapshot:
@@ -148,6 +150,7 @@ class PodSnapshot:
                 for c in (status.get("containerStatuses") or ())
                 if isinstance(c, Mapping)
             ),
+            host_ip=str(status.get("hostIP") or ""),
         )
 
     def container(self, name: str) -> ContainerSnapshot | None:
@@ -211,13 +214,19 @@ class ChildSnapshot:
     phase: str = ""
     digest: str = ""
     resource_version: str = ""
+    node_port: int | None = None
+    """A NodePort service's first node port, once allocated."""
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> ChildSnapshot:
         meta = body.get("metadata", {})
         status = body.get("status") or {}
         annotations = meta.get("annotations") or {}
+        spec = body.get("spec")
+        ports = (spec.get("ports") or []) if isinstance(spec, Mapping) else []
+        first = ports[0] if ports and isinstance(ports[0], Mapping) else {}
         return cls(
+            node_port=int(first["nodePort"]) if first.get("nodePort") else None,
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             owner_uid=controller_uid(meta),
@@ -305,6 +314,36 @@ def observed_pod(job: Job, plan: Plan, pod: PodSnapshot) -> ObservedPod:
         reason=why(pod, main)[0],
         uid=pod.uid,
     )
+
+
+def observe_service(
+    job: Job,
+    plan: Plan,
+    *,
+    pods: Iterable[PodSnapshot],
+    services: Iterable[ChildSnapshot],
+    children: Mapping[ChildKind, Iterable[ChildSnapshot]] | None = None,
+) -> Observed:
+    """What a service cluster (a MarsCluster's Deployments) has, from the caches.
+
+    Its objects count when this job controls them (as in :func:`observe`); its pods belong
+    to the Deployments' ReplicaSets, so they count by the job's label alone, with the
+    replica type their role label gives and their node's IP. NodePort services report
+    their node ports.
+    """
+    base = observe(job, plan, pods=(), services=services, pod_group=None, children=children)
+    uid = job.metadata.uid or ""
+    observed_pods = tuple(
+        replace(observed_pod(job, plan, pod), host_ip=pod.host_ip)
+        for pod in sorted(pods, key=lambda p: p.name)
+        if pod.owner_uid != uid
+    )
+    node_ports = tuple(
+        (s.name, s.node_port)
+        for s in sorted(services, key=lambda s: s.name)
+        if s.owner_uid == uid and s.node_port is not None
+    )
+    return replace(base, pods=observed_pods, node_ports=node_ports)
 
 
 def observe(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import yaml
 
@@ -24,6 +24,7 @@ from kubemill.core import (
     Action,
     ChildKind,
     CreateChild,
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateService,
@@ -47,7 +48,7 @@ from kubemill.substrates.kubernetes.network import KubernetesNetwork
 REDACTED_ANNOTATION = "kubemill.dev/redacted"
 """Marks a Secret whose values ``render`` left out (``--show-secrets`` shows them)."""
 
-_CREATES = (CreatePod, CreateService, CreatePodGroup, WriteFiles, CreateChild)
+_CREATES = (CreatePod, CreateService, CreatePodGroup, WriteFiles, CreateChild, CreateObject)
 
 
 class RenderError(RuntimeError):
@@ -166,6 +167,11 @@ def _as_if_created(observed: Observed, plan: Plan, actions: Iterable[Action]) ->
             children.append(ObservedChild(kind, action.name, action.digest))
         elif isinstance(action, CreateChild):
             children.append(ObservedChild(action.kind, action.name))
+        elif isinstance(action, CreateObject):
+            if action.kind == "Service":
+                services.add(action.name)
+            else:
+                children.append(ObservedChild(cast(ChildKind, action.kind), action.name))
     return dataclasses.replace(
         observed,
         pods=tuple(pods),

@@ -29,13 +29,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from kubemill.api import Job, JobStatus
 from kubemill.core import (
     Action,
     ChildKind,
     CreateChild,
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateService,
@@ -47,6 +48,7 @@ from kubemill.core import (
     ReconcileResult,
     RecordEvent,
     Refusal,
+    UpdateObject,
     WriteFiles,
     reconcile,
 )
@@ -59,7 +61,12 @@ from kubemill.substrates.kubernetes.build import (
     UnsupportedPlanError,
     build_for_action,
 )
-from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
+from kubemill.substrates.kubernetes.observe import (
+    ChildSnapshot,
+    PodSnapshot,
+    observe,
+    observe_service,
+)
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -269,15 +276,18 @@ class Reconciler:
             self._report_invalid(raw, memory, str(exc))
             return None
 
-        observed = observe(
-            job,
-            plan,
-            pods=pods,
-            services=services,
-            pod_group=next(iter(groups), None),
-            deleting={n: uid for (k, n), (uid, _) in memory.deleting.items() if k == "pod"},
-            children=owned,
-        )
+        if plan.service_cluster is not None:
+            observed = observe_service(job, plan, pods=pods, services=services, children=owned)
+        else:
+            observed = observe(
+                job,
+                plan,
+                pods=pods,
+                services=services,
+                pod_group=next(iter(groups), None),
+                deleting={n: uid for (k, n), (uid, _) in memory.deleting.items() if k == "pod"},
+                children=owned,
+            )
         if memory.refused:
             refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
             observed = replace(observed, refused=refused)
@@ -508,6 +518,31 @@ class Reconciler:
             assert body is not None
             ref = _child_ref(action.kind, namespace, action.name)
             await self._create(ref, body, memory, (action.kind, action.name), deadline)
+        elif isinstance(action, CreateObject):
+            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            assert body is not None
+            api_version, plural = _object_resource(body)
+            ref = ObjectRef(api_version, plural, namespace, action.name)
+            # Services are cached as "service" children, the rest under their kind.
+            key = (
+                ("service", action.name) if action.kind == "Service" else (action.kind, action.name)
+            )
+            await self._create(ref, body, memory, key, deadline)
+        elif isinstance(action, UpdateObject):
+            # Rewritten whole at the version the pass read, as delivered files are.
+            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            assert body is not None
+            api_version, plural = _object_resource(body)
+            ref = ObjectRef(api_version, plural, namespace, action.name)
+            version = versions.get((action.kind, action.name))
+            if version:
+                body = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+            memory.updating[(action.kind, action.name)] = (action.digest, deadline)
+            try:
+                await self._api.replace(ref, body)
+            except ApiError:
+                memory.updating.pop((action.kind, action.name), None)
+                raise
         elif isinstance(action, DeleteChild):
             ref = _child_ref(action.kind, namespace, action.name)
             await self._delete_child(ref, (action.kind, action.name), uids, memory, deadline)
@@ -652,6 +687,13 @@ def created_child(action: Action) -> tuple[str, str] | None:
     if isinstance(action, CreateChild):
         return action.kind, action.name
     return None
+
+
+def _object_resource(body: Mapping[str, Any]) -> tuple[str, str]:
+    """(apiVersion, plural) of a service cluster's object."""
+    if body["kind"] == "Service":
+        return "v1", "services"
+    return CHILD_RESOURCES[cast(ChildKind, body["kind"])]
 
 
 def _child_ref(kind: ChildKind, namespace: str, name: str) -> ObjectRef:

@@ -31,6 +31,10 @@ from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("kubemill.operator")
 
+_LABELLED_OWNERS = frozenset({("v1", "Pod"), ("apps/v1", "ReplicaSet")})
+"""Controllers of pods that belong to a job without the job controlling them: a Spark
+driver's executors, a MarsCluster's Deployments' pods. Such a pod names its job by label."""
+
 
 class Runtime:
     """One operator process: created before kopf starts, started by kopf's startup hook."""
@@ -139,9 +143,10 @@ class Runtime:
     def child_changed(self, body: Mapping[str, Any]) -> None:
         """A child changed: reconcile the job that controls it.
 
-        A foreign pod (controlled by one of the job's pods, e.g. a Spark executor) names its
-        job only by the ``kubemill.dev/job-name`` label: every served job of that name in
-        the namespace is reconciled (the pass itself checks the pod's owner).
+        A foreign pod (controlled by one of the job's pods, e.g. a Spark executor) and a
+        service cluster's pod (controlled by its Deployment's ReplicaSet) name their job only
+        by the ``kubemill.dev/job-name`` label: every served job of that name in the
+        namespace is reconciled (the pass itself checks the pod's owner).
         """
         meta = body.get("metadata", {})
         if controller_uid(meta) is None:
@@ -150,7 +155,7 @@ class Runtime:
         for ref in meta.get("ownerReferences") or ():
             if not ref.get("controller"):
                 continue
-            if (ref.get("apiVersion"), ref.get("kind")) == ("v1", "Pod"):
+            if (ref.get("apiVersion"), ref.get("kind")) in _LABELLED_OWNERS:
                 job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
                 if job and self._reconciler is not None:
                     for group, plural in self.resources:
