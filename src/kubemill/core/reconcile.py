@@ -186,11 +186,13 @@ def short_name(replica_type: str, index: int) -> str:
 
 
 def describe_failure(pod: ObservedPod) -> str:
-    """One phrase on why a replica's pod ended: ``worker-1 exited with code 3``."""
+    """One phrase on why a replica's pod ended: ``worker-1 exited with code 3``, then its
+    termination message if it left one (a Spark driver's last log lines)."""
     who = short_name(pod.replica_type, pod.index)
     if pod.exit_code is not None:
         text = f"{who} exited with code {pod.exit_code}"
-        return f"{text} ({pod.reason})" if pod.reason else text
+        text = f"{text} ({pod.reason})" if pod.reason else text
+        return f"{text}: {pod.message.strip()}" if pod.message.strip() else text
     verb = "was lost" if pod.phase == "Unknown" else "failed"
     return f"{who} {verb}: {pod.reason}" if pod.reason else f"{who} {verb}"
 
