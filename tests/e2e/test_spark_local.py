@@ -61,6 +61,10 @@ def manifest_in(cli: Cli, example: str, **changes: Any) -> Path:
 
 
 def test_spark_pi_completes_prints_pi_and_its_ui_address(cli: Cli) -> None:
+    # Another application at the same time, in the background: no port is shared.
+    other = manifest_in(cli, "spark-pi.yaml", metadata={"name": "other-pi"})
+    started = cli("run", "--detach", str(other))
+    assert started.returncode == 0, explain(started)
     done = cli.run(EXAMPLES / "spark-pi.yaml")
     assert done.returncode == 0, explain(done)
     pi = PI.search(done.stdout)
@@ -72,6 +76,11 @@ def test_spark_pi_completes_prints_pi_and_its_ui_address(cli: Cli) -> None:
     assert state["applicationState"]["state"] == "COMPLETED"
     assert state["driverInfo"]["webUIAddress"] == ui.group(1).removeprefix("http://")
     assert state["driverInfo"]["webUIPort"] == int(ui.group(2)) != 4040
+    followed = cli("logs", "-f", "other-pi", timeout=300)  # until it ends
+    assert PI.search(followed.stdout), explain(followed)
+    theirs = status(cli, "other-pi")
+    assert theirs["applicationState"]["state"] == "COMPLETED"
+    assert theirs["driverInfo"]["webUIPort"] not in (state["driverInfo"]["webUIPort"], 4040)
     described = cli("describe", "spark-pi")
     assert re.search(rf"Web UI:\s+{re.escape(ui.group(1))}\s", described.stdout), described.stdout
     assert_nothing_left_running(cli)
