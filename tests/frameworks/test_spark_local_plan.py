@@ -108,6 +108,16 @@ def test_every_address_comes_from_the_network_and_no_kubernetes_conf_is_left() -
     assert env["SPARK_LOCAL_DIRS"].startswith("/tmp/job/files/")
 
 
+def test_with_local_threads_the_driver_may_use_the_executors_memory_too() -> None:
+    job = app(driver={"memory": "1g"})
+    container = driver(planned(job)[0]).template.spec.containers[0]
+    assert container.resources is not None
+    expected = job.pod_memory_mib(job.spec.driver) + 3 * job.pod_memory_mib(job.spec.executor)
+    assert container.resources["limits"]["memory"] == f"{expected}Mi"
+    # The request stays the driver's own: it is what the scheduler would reserve.
+    assert container.resources["requests"]["memory"] == f"{job.pod_memory_mib(job.spec.driver)}Mi"
+
+
 def test_the_application_s_own_log_level_and_master_annotation_win() -> None:
     job = app({LOCAL_MASTER_ANNOTATION: "local[2]"}, sparkConf={"spark.log.level": "INFO"})
     plan, _ = planned(job)

@@ -30,6 +30,10 @@ the image stands for, in client mode:
   sets it: Spark's INFO lines would bury the application's output, and a failed driver's
   last log lines are its failure message (``terminationMessagePolicy:
   FallbackToLogsOnError``, which the driver's container carries on both substrates).
+- **Memory.** With ``local[N]`` the executors' work runs in the driver's process tree,
+  so the driver's memory limit (heap plus overhead, watched locally as on a node) becomes
+  the driver's and the executors' pods' memory together; standalone workers have no limit
+  of their own (their ``--memory`` is what their executors may take).
 - **Environment** (``LocalSupport.env``, every replica): ``SPARK_LOCAL_IP=127.0.0.1``;
   ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` ``python3``, which is the chosen
   environment's (its ``bin/`` is first on every replica's PATH, the executors' and Python
@@ -52,6 +56,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from kubemill.api import (
+    Container,
     ContainerPort,
     DriverInfo,
     FieldError,
@@ -379,6 +384,19 @@ def standalone_cluster(job: SparkApplication, network: Network) -> tuple[str, li
     return url, [master, *workers]
 
 
+def _with_executors_memory(job: SparkApplication, container: Container) -> None:
+    """With local[N] the executors' work runs in the driver's process tree (its JVM's
+    threads, their Python workers): its memory limit, if it has one, is the driver's and
+    the executors' pods' together."""
+    resources = dict(container.resources or {})
+    limits = dict(resources.get("limits") or {})
+    if "memory" not in limits:
+        return
+    executors_mib = executors(job) * job.pod_memory_mib(job.spec.executor)
+    limits["memory"] = f"{job.pod_memory_mib(job.spec.driver) + executors_mib}Mi"
+    container.resources = {**resources, "limits": limits}
+
+
 def local_plan(job: Job, plan: Plan, network: Network) -> Plan:
     """The SparkApplication's Plan as this machine runs it (``LocalSupport.replan``)."""
     if not isinstance(job, SparkApplication):
@@ -393,6 +411,8 @@ def local_plan(job: Job, plan: Plan, network: Network) -> Plan:
     container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
     container.command = [SPARK_SUBMIT]
     container.args = submit_args(job, network, master=master)
+    if not daemons:
+        _with_executors_memory(job, container)
     conf = FileSet(
         conf_name(job),
         (FilePlan(PROPERTIES, properties_text(local_properties(job, network, master=master))),),
