@@ -64,3 +64,9 @@ def test_without_the_policy_the_message_names_the_exit_only(
     )
     assert "master-0 exited with code 1" in message
     assert "the input is missing" not in message
+
+
+def test_a_log_that_cannot_be_read_gives_no_message(tmp_path: Path) -> None:
+    from kubemill.substrates.local.logs import termination_tail
+
+    assert termination_tail("gone", tmp_path / "missing" / "gone.log") == ""

@@ -521,14 +521,14 @@ TERMINATION_BYTES = 2048
 def termination_tail(replica: str, log_path: str | os.PathLike[str]) -> str:
     """The end of a replica's log (both streams, merged) as its termination message.
 
-    A line cut by the byte limit is dropped rather than shown in part.
+    A line cut by the byte limit is dropped rather than shown in part. A log that cannot
+    be read gives no message: the exit is reported all the same.
     """
-    lines = [
-        line.text
-        for line in ReplicaLog(replica, log_path, LogQuery(tail=TERMINATION_LINES)).backlog(
-            final=True
-        )
-    ]
+    query = LogQuery(tail=TERMINATION_LINES)
+    try:
+        lines = [line.text for line in ReplicaLog(replica, log_path, query).backlog(final=True)]
+    except OSError:
+        return ""
     text = "\n".join(lines).strip()
     raw = text.encode()
     if len(raw) <= TERMINATION_BYTES:
