@@ -38,7 +38,6 @@ This is the local stand-in for the container runtime:
   the container's ``env`` sets them; ``limits.memory`` is watched by the supervisor
   (OOMKilled past it). A request or limit larger than this machine (cores this process
   may use, ``MemTotal``) cannot run here.
-
 - ``terminationMessagePolicy: FallbackToLogsOnError`` on the main container: a failed
   run's message is the tail of its log (``LaunchSpec.message_from_logs``, read by the
   kubelet stand-in), which the core puts in the job's failure message.
