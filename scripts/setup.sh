@@ -23,6 +23,12 @@ fi
 if [[ ",$extras," == *",image,"* ]]; then
     apt_packages+=(buildah podman mmdebstrap)
 fi
+if [[ ",$extras," == *",spark,"* ]] && ! command -v java >/dev/null 2>&1; then
+    # pyspark's spark-submit runs a JVM (Java 17 or later for Spark 4).
+    apt_packages+=(default-jre-headless)
+    # The JRE's postinst fails on slim images that lack the man page directory.
+    mkdir -p /usr/share/man/man1 2>/dev/null || true
+fi
 pip_extras=$(tr ',' '\n' <<<"$extras" | grep -vx image | paste -sd, -)
 missing=()
 for pkg in "${apt_packages[@]}"; do

@@ -159,6 +159,7 @@ def base_manifest(kind: str) -> dict[str, Any]:
             "spec": {
                 "type": "Python",
                 "sparkVersion": "4.0.0",
+                "image": "spark:4.0.0",
                 "mainApplicationFile": "local:///opt/spark/app.py",
             },
         }
@@ -202,6 +203,17 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("SparkApplication", "sparkUIOptions.ingressAnnotations"): {"a": "b"},
     ("SparkApplication", "sparkUIOptions.ingressTLS"): [{"hosts": ["ui.example"]}],
     ("SparkApplication", "driverIngressOptions"): [{"servicePort": 80}],
+    **{
+        ("SparkApplication", f"{role}.{field}"): value
+        for role in ("driver", "executor")
+        for field, value in (
+            ("envFrom", [{"configMapRef": {"name": "settings"}}]),
+            ("envSecretKeyRefs", {"TOKEN": {"name": "secret", "key": "k"}}),
+            ("env[].valueFrom.configMapKeyRef", {"name": "settings", "key": "k"}),
+            ("env[].valueFrom.secretKeyRef", {"name": "secret", "key": "k"}),
+            ("env[].valueFrom.resourceFieldRef", {"resource": "limits.cpu"}),
+        )
+    },
 }
 """A value that sets each refused field (a row marked refused without one fails)."""
 

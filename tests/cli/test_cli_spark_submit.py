@@ -165,13 +165,35 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, SparkApplicat
     return log
 
 
-def test_a_local_master_submits_locally(
-    runner: CliRunner, registered: list[tuple[str, SparkApplication]]
+def test_a_local_master_runs_here_in_the_foreground_with_that_master(
+    runner: CliRunner,
+    registered: list[tuple[str, SparkApplication]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
+    from kubemill.cli.run import Follower
+
+    def run(self: Follower, job: SparkApplication, *, base_dir: str) -> int:
+        self.client.submit(job)
+        ran.append(base_dir)
+        return 3  # the application's verdict is the command's exit code
+
+    ran: list[str] = []
+    monkeypatch.setattr(Follower, "run", run)
+    monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["spark-submit", "--master", "local[2]", "--name", "pi", "p.py"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     assert [(where, job.name) for where, job in registered] == [("local", "pi")]
-    assert "SparkApplication pi submitted (local)" in result.stdout
+    job = registered[0][1]
+    assert job.metadata.annotations["kubemill.dev/spark-local-master"] == "local[2]"
+    assert ran == [str(tmp_path)]  # the application file is from the current directory
+
+
+def test_dry_run_of_a_local_master_keeps_it_in_an_annotation(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["spark-submit", "--dry-run", "--master", "local[*]", "p.py"])
+    assert result.exit_code == 0, result.output
+    job = printed_app(result.stdout)
+    assert job.metadata.annotations["kubemill.dev/spark-local-master"] == "local[*]"
 
 
 def test_a_k8s_master_submits_to_that_kubernetes_server(

@@ -773,3 +773,31 @@ def test_a_pass_where_the_application_waits_changes_nothing() -> None:
     run.driver("Succeeded", exit_code=0, finished=at(50))
     settled(51)  # COMPLETED, waiting for the TTL
     assert state(run.job) == S.COMPLETED
+
+
+def test_replicas_the_driver_needs_first_come_up_before_it_and_serve_every_run() -> None:
+    # Locally a standalone Spark cluster: a Master (stage 0) the driver (stage 1) connects
+    # to. The state machine submits the driver only once the Master runs, and a re-run
+    # keeps the Master.
+    run = Run(spark_app(restartPolicy=on_failure(onFailureRetries=1, onFailureRetryInterval=1)))
+    (driver_rep,) = run.plan.replicas
+    master = replace(driver_rep, replica_type="Master", name="app-master-0", stage=0)
+    run.plan = replace(run.plan, replicas=(master, replace(driver_rep, stage=1)))
+    run.substrate.plan = run.plan
+    first = run.pass_(0)
+    assert CreatePod("app-master-0") in first.actions
+    assert CreatePod(DRIVER) not in first.actions
+    assert state(run.job) == S.NEW and run.status.submission_attempts == 0
+    assert CreatePod(DRIVER) not in run.pass_(1).actions  # the Master is still Pending
+    run.substrate.set_phase("master-0", "Running")
+    submitted = run.pass_(2)
+    assert CreatePod(DRIVER) in submitted.actions
+    assert state(run.job) == S.SUBMITTED
+    run.driver("Failed", exit_code=1, finished=at(3))
+    for t in (4, 5, 6, 7, 8):
+        result = run.pass_(t)
+        assert not any(
+            isinstance(a, (CreatePod, DeletePod)) and a.name == "app-master-0"
+            for a in result.actions
+        ), result.actions
+    assert run.status.execution_attempts == 2, state(run.job)

@@ -28,6 +28,7 @@ from kubemill.cli.views import (
     short_replica_name,
     status_panel,
     stdout_console,
+    web_ui,
 )
 from kubemill.sdk import JobClient
 from kubemill.sdk.manifests import load_path
@@ -85,6 +86,7 @@ class Follower:
         """Set when the table should be looked at again: a stop signal, or the job ended."""
         self.log_error: Exception | None = None
         self.signal_number: int = signal.SIGINT
+        self.shown_ui = ""
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # The first signal asks for a clean stop. Restoring the defaults makes a second
@@ -123,6 +125,7 @@ class Follower:
                     self.wake.wait(STATUS_POLL_SECONDS)
                     view = self.client.get(name, namespace=namespace)
                     live.update(status_panel(view))
+                    self._show_ui(view, live.console)
                 if self.interrupted.is_set() and not view.finished:
                     live.console.print(Text("Interrupted: stopping the job ...", style="yellow"))
                     view = self._interrupt(name)
@@ -148,6 +151,13 @@ class Follower:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self._finish(view, interrupted=self.interrupted.is_set())
+
+    def _show_ui(self, view: JobView, console: Console) -> None:
+        """The job's web UI (a Spark driver's), once, as soon as its status names it."""
+        url = web_ui(view)
+        if url and url != self.shown_ui:
+            self.shown_ui = url
+            console.print(Text.assemble(("Web UI: ", "bold"), url))
 
     def _wait_for_end(self, name: str) -> None:
         # Locally this joins the supervisor's thread: no polling on the way to the end. An

@@ -6,16 +6,23 @@ kubemill's own flags stand among the options, before the application file:
 ``--dry-run`` prints the SparkApplication as YAML and submits nothing.
 
 Otherwise the application goes where ``--master`` says: ``k8s://`` to the Kubernetes
-substrate (the kubeconfig's cluster must be that server), ``local[...]`` to the local
-one, once the SparkApplication kind is registered.
+substrate (the kubeconfig's cluster must be that server), once the SparkApplication kind
+is registered. ``local[...]`` runs it here and now, as spark-submit does: in the
+foreground (its output as it comes, Ctrl-C stops it), exiting with the application's
+verdict; the master as given is kept in the annotation ``kubemill.dev/spark-local-master``
+(the driver runs pyspark's spark-submit with it), and a relative application file is
+from the current directory.
 """
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
+from kubemill.api import Job
 from kubemill.api.spark_submit import (
     SparkSubmit,
     SparkSubmitError,
@@ -79,12 +86,25 @@ def spark_submit(settings: Settings, argv: list[str]) -> int:
         stderr_console().print(f"warning: {warning}", style="yellow")
     if submission.verbose:
         _verbose(submission)
+    if submission.master.substrate == "local":
+        submission = _keep_local_master(submission)
     if DRY_RUN in args.own_flags:
         from kubemill.cli.manifests import print_yaml
 
         print_yaml([submission.manifest])
         return 0
     return _submit(settings, submission)
+
+
+def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
+    """The manifest with ``local[...]`` as given in its annotation (a SparkApplication has
+    no field for it; locally it otherwise runs local[instances x cores])."""
+    from kubemill.frameworks.spark_local import LOCAL_MASTER_ANNOTATION
+
+    manifest = copy.deepcopy(submission.manifest)
+    annotations = manifest.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[LOCAL_MASTER_ANNOTATION] = submission.master.text.strip()
+    return replace(submission, manifest=manifest)
 
 
 def _read(path: str) -> str:
@@ -119,12 +139,24 @@ def _submit(settings: Settings, submission: SparkSubmit) -> int:
         state_dir=settings.state_dir,
         replay_flags=list(settings.replay_flags),
     )
+    if master.substrate == "local":
+        return _run_here(chosen, job)
     if master.server is not None:
         _check_server(chosen, master.server)
     view = chosen.client().submit(job, detach=True, namespace=chosen.namespace)
     typer.echo(f"{view.kind} {view.name} submitted ({master.substrate})")
     typer.echo(f"  follow it: {chosen.next_command('get', view.name)}")
     return 0
+
+
+def _run_here(settings: Settings, job: Job) -> int:
+    """Run the application in the foreground, as ``kubemill run`` does (files relative to
+    the current directory, as spark-submit takes them)."""
+    from kubemill.cli.run import Follower
+    from kubemill.cli.views import stdout_console
+
+    follower = Follower(settings.client(exclusive=True), stdout_console(), settings)
+    return follower.run(job, base_dir=str(Path.cwd()))
 
 
 def _check_server(settings: Settings, server: str) -> None:

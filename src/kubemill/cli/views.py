@@ -19,7 +19,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kubemill.api import ConditionType
+from kubemill.api import ConditionType, SparkApplicationStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
 from kubemill.cli.quick import PHASE_STYLES, PIPE_WIDTH, age_text
@@ -229,6 +229,15 @@ def _timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def web_ui(view: JobView) -> str:
+    """The URL of the job's web UI when its status names one (a Spark driver's
+    ``driverInfo.webUIAddress``), else ``""``."""
+    status = view.status
+    if isinstance(status, SparkApplicationStatus) and status.driver_info.web_ui_address:
+        return f"http://{status.driver_info.web_ui_address}"
+    return ""
+
+
 def describe_job(settings: Settings, name: str) -> None:
     """``kubemill describe NAME``: like ``kubectl describe``."""
     client = settings.client()
@@ -250,6 +259,8 @@ def describe_view(view: JobView, events: Sequence[EventRecord]) -> RenderableTyp
     fields.add_row("Created:", _when(view.created))
     fields.add_row("Start Time:", _when(status.start_time))
     fields.add_row("Completion Time:", _when(status.completion_time))
+    if web_ui(view):
+        fields.add_row("Web UI:", web_ui(view))
     policy = view.job.run_policy
     fields.add_row(
         "Run Policy:",

@@ -310,11 +310,16 @@ def _failing(
 
 
 def _driver_failure(pod: ObservedPod) -> str:
-    """The driver's failure as the spark-operator words it, with kubemill's reason."""
+    """The driver's failure as the spark-operator words it, with kubemill's reason, then
+    the driver's termination message (its last log lines, ``FallbackToLogsOnError``): the
+    exception a user looks for, which upstream leaves in the pod."""
     if pod.exit_code is not None:
         text = f"driver container failed with ExitCode: {pod.exit_code}"
-        return f"{text}, Reason: {pod.reason}" if pod.reason else text
-    return f"driver pod failed: {pod.reason}" if pod.reason else "driver pod failed"
+        text = f"{text}, Reason: {pod.reason}" if pod.reason else text
+    else:
+        text = f"driver pod failed: {pod.reason}" if pod.reason else "driver pod failed"
+    message = pod.message.strip()
+    return f"{text}: {message}" if message else text
 
 
 __all__ = [

@@ -37,6 +37,10 @@ class ObservedPod:
     """Deletion requested but not finished (Kubernetes deletionTimestamp)."""
     reason: str = ""
     """Why it is in this phase, e.g. ``OOMKilled`` or ``Unschedulable``."""
+    message: str = ""
+    """The main container's termination message, when its run failed and left one (with
+    ``terminationMessagePolicy: FallbackToLogsOnError``, the tail of its log): a failure
+    of the job names it."""
     uid: str = ""
     host_ip: str = ""
     """The IP of the pod's node (``status.hostIP``): where a NodePort service answers."""

@@ -206,11 +206,13 @@ def short_name(replica_type: str, index: int) -> str:
 
 
 def describe_failure(pod: ObservedPod) -> str:
-    """One phrase on why a replica's pod ended: ``worker-1 exited with code 3``."""
+    """One phrase on why a replica's pod ended: ``worker-1 exited with code 3``, then its
+    termination message if it left one (a Spark driver's last log lines)."""
     who = short_name(pod.replica_type, pod.index)
     if pod.exit_code is not None:
         text = f"{who} exited with code {pod.exit_code}"
-        return f"{text} ({pod.reason})" if pod.reason else text
+        text = f"{text} ({pod.reason})" if pod.reason else text
+        return f"{text}: {pod.message.strip()}" if pod.message.strip() else text
     verb = "was lost" if pod.phase == "Unknown" else "failed"
     return f"{who} {verb}: {pod.reason}" if pod.reason else f"{who} {verb}"
 
@@ -368,8 +370,10 @@ class _Reconcile:
         )
         decided = application.step(record, policy, facts, self.now)
         new = decided.record
-        if decided.submit and not self._sync_pod_group():
-            # A gang scheduler has not admitted the group yet: no submission this pass.
+        if decided.submit and not (self._sync_pod_group() and self._earlier_stages_up(driver_rep)):
+            # A gang scheduler has not admitted the group yet, or the replicas the driver
+            # needs first (locally a standalone Master and Workers) are not up: no
+            # submission this pass; their pods' changes wake the job again.
             decided = application.Step(record)
             new = record
         self.run_record = new
@@ -385,7 +389,9 @@ class _Reconcile:
         elif state not in application.TERMINAL:
             self._remove_strays()
             self._sync_children()
-            self._create_services()
+            # The replicas besides the driver (none on Kubernetes; locally a standalone
+            # Master and Workers) serve every run: created once, kept across re-runs.
+            self._create_missing(exclude=frozenset({driver_rep.name}))
         if decided.submit:
             if self.status.start_time is None:
                 self.status.start_time = self.now
@@ -894,25 +900,29 @@ class _Reconcile:
                 self.actions.append(CreateService(name))
                 self._event("Normal", "SuccessfulCreateService", f"Created service: {name}")
 
-    def _create_missing(self) -> None:
+    def _create_missing(self, *, exclude: frozenset[str] = frozenset()) -> None:
+        """Create the replicas that have no pod, stage by stage (``exclude``: those the
+        caller creates itself, e.g. an application's driver, submitted by its state machine)."""
         self._create_services()
-        ready_gate = self.plan.start_gate == "ready"
-        running = {
-            name
-            for name, pod in self.live.items()
-            if pod.phase == "Running" and (pod.ready or not ready_gate)
-        }
         order = sorted(enumerate(self.plan.replicas), key=lambda item: (item[1].stage, item[0]))
         for _, rep in order:
-            if rep.name in self.live or rep.name in self.vanishing:
+            if rep.name in self.live or rep.name in self.vanishing or rep.name in exclude:
                 continue
-            waiting_on = [
-                r for r in self.plan.replicas if r.stage < rep.stage and r.name not in running
-            ]
-            if waiting_on:
+            if not self._earlier_stages_up(rep):
                 continue
             self.actions.append(CreatePod(rep.name))
             self._event("Normal", "SuccessfulCreatePod", f"Created pod: {rep.name}")
+
+    def _earlier_stages_up(self, rep: ReplicaPlan) -> bool:
+        """Every replica of an earlier stage is Running (and ready, under a ready gate)."""
+        ready_gate = self.plan.start_gate == "ready"
+        for other in self.plan.replicas:
+            if other.stage >= rep.stage:
+                continue
+            pod = self.live.get(other.name)
+            if pod is None or pod.phase != "Running" or (ready_gate and not pod.ready):
+                return False
+        return True
 
     def _exposed_names(self) -> set[str]:
         return {service.name for service in self.plan.exposed}

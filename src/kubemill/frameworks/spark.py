@@ -111,6 +111,7 @@ BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
 DRIVER_PORTS = {"driver-rpc-port": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT}
 UI_PORT_NAME = "spark-ui"
+TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
 
 LABEL_APP_SELECTOR = "spark-app-selector"
 LABEL_ROLE = "spark-role"
@@ -366,10 +367,15 @@ def properties_text(props: Mapping[str, str]) -> str:
 
 def _driver_template(app: SparkApplication, network: Network) -> PodTemplateSpec:
     """The derived driver template with what Spark's cluster mode adds: args, labels,
-    ports, a local directory."""
+    ports, a local directory; and the log's tail as the message of a failed run."""
     template = app.replica_specs[DRIVER].template.model_copy(deep=True)
     container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
     container.args = driver_args(app, network)
+    # A failed driver's last log lines (the exception) become its terminated.message, which
+    # the core puts in the failure (applicationState.errorMessage).
+    container.termination_message_policy = container.termination_message_policy or (
+        TERMINATION_MESSAGE_POLICY
+    )
     have = {p.name for p in container.ports or []}
     ports = {**DRIVER_PORTS, UI_PORT_NAME: UI_PORT}
     container.ports = list(container.ports or []) + [

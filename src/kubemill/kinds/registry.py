@@ -39,6 +39,9 @@ from kubemill.frameworks.pytorch import PyTorch
 from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
 from kubemill.frameworks.spark import DRIVER_VERBS as SPARK_DRIVER_VERBS
 from kubemill.frameworks.spark import Spark
+from kubemill.frameworks.spark_local import LOCAL_ENV as SPARK_LOCAL_ENV
+from kubemill.frameworks.spark_local import local_plan as spark_local_plan
+from kubemill.frameworks.spark_local import refusals as spark_refusals
 from kubemill.frameworks.tensorflow import TensorFlow
 
 
@@ -68,17 +71,32 @@ class LocalSupport:
     (what the engine needs on one machine, never the user's business: OpenMPI as root, on
     loopback). ``adapt``: the job as this machine can run it, before it is planned (an MPI
     job in ssh mode runs in exec mode: there is no sshd here); pure, and the job as
-    submitted is what is recorded.
+    submitted is what is recorded. ``replan``: the framework's Plan as this machine runs
+    it (a SparkApplication's driver runs pyspark's ``spark-submit`` instead of the image's
+    entrypoint, with ports from the local :class:`Network`); pure. ``refusals``: why the
+    job cannot run on this machine, given a test of whether a path exists here (relative
+    paths from the job's base directory), as errors at the manifest's field paths; the
+    substrate asks before anything starts.
     """
 
     runs: bool = True
     why_not: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
     adapt: Callable[[Job], Job] | None = None
+    replan: Callable[[Job, Plan, Network], Plan] | None = None
+    refusals: Callable[[Job, Callable[[str], bool]], list[FieldError]] | None = None
 
     def adapted(self, job: Job) -> Job:
         """``job`` as the local substrate plans it."""
         return self.adapt(job) if self.adapt is not None else job
+
+    def planned(self, job: Job, plan: Plan, network: Network) -> Plan:
+        """The Plan of ``job`` (already :meth:`adapted`) as the local substrate runs it."""
+        return self.replan(job, plan, network) if self.replan is not None else plan
+
+    def refused(self, job: Job, exists: Callable[[str], bool]) -> list[FieldError]:
+        """Why ``job`` cannot run on this machine (empty: nothing the engine knows of)."""
+        return self.refusals(job, exists) if self.refusals is not None else []
 
 
 @dataclass(frozen=True)
@@ -202,14 +220,7 @@ BUILTIN: tuple[Engine, ...] = (
             ),
         ),
         restarts=False,
-        local=LocalSupport(
-            runs=False,
-            why_not=(
-                "the local Spark runner is not built yet; run it on kubernetes "
-                "(`--substrate kubernetes`), or with Spark's own `spark-submit --master "
-                "local[*]` from pyspark"
-            ),
-        ),
+        local=LocalSupport(env=SPARK_LOCAL_ENV, replan=spark_local_plan, refusals=spark_refusals),
     ),
     Engine(
         MARSCLUSTER,

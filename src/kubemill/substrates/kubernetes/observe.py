@@ -312,6 +312,9 @@ def observed_pod(job: Job, plan: Plan, pod: PodSnapshot) -> ObservedPod:
         finished=finished,
         deleting=pod.deleting,
         reason=why(pod, main)[0],
+        # A failed run's terminated.message (the log's tail with FallbackToLogsOnError).
+        # Only of a Failed pod: a container waiting to restart has a back-off message.
+        message=main.message if main is not None and phase == "Failed" and exit_code else "",
         uid=pod.uid,
     )
 

@@ -41,6 +41,7 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import read_config
 from kubemill.substrates.local.launch import LaunchSpec, spawn
+from kubemill.substrates.local.logs import termination_tail
 
 BACKOFF_INITIAL = 0.1
 BACKOFF_MAX = 1.0
@@ -195,6 +196,9 @@ class PodState:
     finished: float | None = None
     reason: str = ""
     message: str = ""
+    termination_message: str = ""
+    """A failed run's log tail when the container asks for it (FallbackToLogsOnError): for
+    the core's failure message, not shown with the replica."""
     process: procinfo.ProcessId | None = None
 
 
@@ -297,6 +301,7 @@ class ReplicaPod:
         self.state.finished = None
         self.state.reason = ""
         self.state.message = ""
+        self.state.termination_message = ""
 
     def _start_failed(self, now: float, exc: OSError) -> None:
         # The kubelet reports a container that cannot start as terminated with a reason.
@@ -337,6 +342,10 @@ class ReplicaPod:
                 self.state.exit_code = code = EXIT_OOM_KILLED
                 self.state.reason, self.state.message = "OOMKilled", self.oom_killed
                 self.oom_killed = ""
+            elif code != 0 and self.spec.message_from_logs:
+                self.state.termination_message = termination_tail(
+                    self.spec.replica, self.spec.log_path
+                )
             self.exit_reason = self.state.reason
             self._after_exit(now, code)
             changed = True
@@ -475,6 +484,7 @@ class ReplicaPod:
             finished=_utc(s.finished) if self.popen is None else None,
             deleting=self.deleting,
             reason=s.reason,
+            message=s.termination_message,
             uid=f"{self.spec.replica}@{s.created}",
         )
 

@@ -38,9 +38,13 @@ This is the local stand-in for the container runtime:
   the container's ``env`` sets them; ``limits.memory`` is watched by the supervisor
   (OOMKilled past it). A request or limit larger than this machine (cores this process
   may use, ``MemTotal``) cannot run here.
+- ``terminationMessagePolicy: FallbackToLogsOnError`` on the main container: a failed
+  run's message is the tail of its log (``LaunchSpec.message_from_logs``, read by the
+  kubelet stand-in), which the core puts in the job's failure message.
 
 :func:`prepare` checks all of this for every replica before anything starts and raises
-one :class:`NotRunnableLocally` listing every problem with its field path.
+one :class:`NotRunnableLocally` listing every problem with its field path; first it asks
+the job's engine what it knows cannot run here (``LocalSupport.refusals``).
 """
 
 from __future__ import annotations
@@ -106,6 +110,9 @@ class LaunchSpec:
     """The replica's private temporary directory, created (0700) when it starts."""
     host: bool = False
     """A host replica: it runs :data:`HOST_PROGRAM` and waits for exec'd commands."""
+    message_from_logs: bool = False
+    """The container's ``terminationMessagePolicy`` is ``FallbackToLogsOnError``: a failed
+    run's message is the tail of its log, as the kubelet makes it."""
 
 
 @dataclass(frozen=True)
@@ -459,10 +466,14 @@ def build_launch(
             memory_limit=limits.memory_limit,
             tmp_dir=tmp_dir,
             host=host,
+            message_from_logs=container.termination_message_policy == FALLBACK_TO_LOGS,
         ),
         [],
     )
 
+
+FALLBACK_TO_LOGS = "FallbackToLogsOnError"
+"""The ``terminationMessagePolicy`` whose failed runs take their message from the log."""
 
 SCRIPT_SUFFIXES = (".py", ".sh")
 """Absolute paths with these endings in a command are scripts the image would hold."""
@@ -505,9 +516,15 @@ def prepare(
     Replicas of one type share a template, so a problem is reported once per field.
     """
     specs: dict[str, LaunchSpec] = {}
+    support = engine_for(job.KIND).local
+    # What the engine knows cannot run here (a file the job names that this machine does
+    # not have) says more than any replica's symptom of it, at the field the user wrote.
+    refused = support.refused(job, lambda path: (Path(ctx.base_dir) / path).exists())
+    if refused:
+        raise NotRunnableLocally(refused)
     errors: list[FieldError] = []
     seen: set[str] = set()
-    engine_env = dict(engine_for(job.KIND).local.env)
+    engine_env = dict(support.env)
     for rep in plan.replicas:
         _, container = main_container(rep)
         environment = environments[container.image or ""]

@@ -512,6 +512,31 @@ def read_all(logs: Sequence[ReplicaLog]) -> Iterator[LogLine]:
         yield from log.backlog(final=True)
 
 
+TERMINATION_LINES = 80
+TERMINATION_BYTES = 2048
+"""How much of a failed run's log becomes its termination message: the last 80 lines or
+2048 bytes, whichever is less (the kubelet's ``FallbackToLogsOnError``)."""
+
+
+def termination_tail(replica: str, log_path: str | os.PathLike[str]) -> str:
+    """The end of a replica's log (both streams, merged) as its termination message.
+
+    A line cut by the byte limit is dropped rather than shown in part. A log that cannot
+    be read gives no message: the exit is reported all the same.
+    """
+    query = LogQuery(tail=TERMINATION_LINES)
+    try:
+        lines = [line.text for line in ReplicaLog(replica, log_path, query).backlog(final=True)]
+    except OSError:
+        return ""
+    text = "\n".join(lines).strip()
+    raw = text.encode()
+    if len(raw) <= TERMINATION_BYTES:
+        return text
+    cut = raw[-TERMINATION_BYTES:].decode(errors="replace")
+    return cut.partition("\n")[2] if "\n" in cut else cut
+
+
 def follow(
     logs: Sequence[ReplicaLog],
     *,

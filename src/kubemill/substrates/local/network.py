@@ -179,12 +179,15 @@ class LocalNetwork:
 def local_plan(job: Job, network: LocalNetwork) -> Plan:
     """The job's Plan as this machine runs it.
 
+    The engine adapts the job and its Plan to one machine first (``LocalSupport``).
     Replicas reach each other on 127.0.0.1 ports, so there are no services (headless or
     exposed), and there is no API server to grant per-job access on: none of them is
     asked for, so no event claims they were created.
     """
-    local_job = engine_for(job.KIND).local.adapted(job)
-    return replace(plan_for(local_job, network), services=False, exposed=(), access=None)
+    support = engine_for(job.KIND).local
+    local_job = support.adapted(job)
+    plan = support.planned(local_job, plan_for(local_job, network), network)
+    return replace(plan, services=False, exposed=(), access=None)
 
 
 def busy_ports(ports: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
