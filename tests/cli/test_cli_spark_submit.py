@@ -60,7 +60,7 @@ def not_registered(kind: str) -> Any:
 
 
 def test_dry_run_of_the_spec_line_prints_a_spark_application(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["spark-submit", "--dry-run", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--dry-run", "--operator", *SPEC_S1])
     assert result.exit_code == 0, result.output
     job = printed_app(result.stdout)
     assert job.name == "spark-pi"
@@ -107,7 +107,7 @@ def test_a_missing_properties_file_is_one_line(runner: CliRunner, tmp_path: Path
     [
         (["--master", "yarn", "a.py"], "error: --master: 'yarn' is not supported"),
         (["--supervise", "a.py"], "error: --supervise: not supported"),
-        (["--kill", "sub-1"], "error: --kill: "),
+        (["--kill", "sub-1"], "error: --master: --kill asks a Kubernetes API server"),
         (["local:///app.jar"], "error: --class: required for the jar"),
     ],
 )
@@ -131,7 +131,7 @@ def test_without_the_kind_registered_it_says_so(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(kubemill.kinds, "engine_for", not_registered)
-    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         "error: the SparkApplication kind is not registered in this kubemill yet; "
@@ -174,7 +174,7 @@ def test_a_local_master_submits_locally(
     assert "SparkApplication pi submitted (local)" in result.stdout
 
 
-def test_a_k8s_master_submits_to_that_kubernetes_server(
+def test_with_operator_a_k8s_master_submits_a_spark_application_there(
     runner: CliRunner,
     registered: list[tuple[str, SparkApplication]],
     monkeypatch: pytest.MonkeyPatch,
@@ -183,12 +183,12 @@ def test_a_k8s_master_submits_to_that_kubernetes_server(
 
     server = {"url": "https://HOST:6443"}
     monkeypatch.setattr(connection, "connect", lambda **_kw: SimpleNamespace(server=server["url"]))
-    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 0, result.output
     assert [(where, job.name) for where, job in registered] == [("kubernetes", "spark-pi")]
 
     server["url"] = "https://elsewhere:6443"
-    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 1
     assert "the kubeconfig's cluster is https://elsewhere:6443" in result.stderr
     assert len(registered) == 1
