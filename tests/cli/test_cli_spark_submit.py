@@ -9,6 +9,8 @@ themselves, so they hold before and after it lands.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +30,11 @@ from kubemill.api.loader import load_one
 from kubemill.cli.app import app
 from kubemill.cli.settings import Settings
 from kubemill.kinds import UnknownKind
+
+# tests/kube_client is no package: import from its directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
+
+from kube_client_support import ClientClusterThread, kmock_cluster, status_body
 
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 SPEC_S1 = [
@@ -192,3 +199,100 @@ def test_with_operator_a_k8s_master_submits_a_spark_application_there(
     assert result.exit_code == 1
     assert "the kubeconfig's cluster is https://elsewhere:6443" in result.stderr
     assert len(registered) == 1
+
+
+# --- Spark's own cluster mode: k8s:// without --operator ---------------------------------------
+
+
+def test_dry_run_with_a_k8s_master_prints_the_drivers_objects(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["spark-submit", "--dry-run", *SPEC_S1])
+    assert result.exit_code == 0, result.output
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    assert [doc["kind"] for doc in docs] == ["Pod", "Service", "NetworkPolicy", "ConfigMap"]
+    pod = docs[0]
+    assert pod["metadata"]["labels"]["spark-role"] == "driver"
+    assert pod["spec"]["containers"][0]["image"] == "IMG"
+    # Owners are the created pod's uid: known only once it is created.
+    assert all("ownerReferences" not in doc["metadata"] for doc in docs)
+
+
+@pytest.fixture
+def kube(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientClusterThread]:
+    """A fixture API server, and no kubeconfig: the master's URL is used as it is."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with ClientClusterThread() as thread:
+        yield thread
+
+
+def s1_at(url: str) -> list[str]:
+    return ["--master", f"k8s://{url}", *SPEC_S1[2:]]
+
+
+def test_submit_then_status_then_kill(runner: CliRunner, kube: ClientClusterThread) -> None:
+    result = runner.invoke(app, ["spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 0, result.output
+    (pod,) = kube.list("/api/v1/namespaces/default/pods")
+    name = pod["metadata"]["name"]
+    assert f"submission ID default:{name}" in result.stdout
+    assert f"--status default:{name}" in result.stdout
+    service = kube.get(f"/api/v1/namespaces/default/services/{name}-svc")
+    assert service["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    writes = [(c.method, c.plural) for c in kube.client_calls() if c.is_write]
+    assert writes == [
+        ("POST", "pods"),
+        ("PATCH", "services"),
+        ("PATCH", "networkpolicies"),
+        ("PATCH", "configmaps"),
+    ]
+
+    status = runner.invoke(
+        app, ["spark-submit", "--master", f"k8s://{kube.url}", "--status", "spark-pi-*"]
+    )
+    assert status.exit_code == 0, status.output
+    assert f"pod name: {name}" in status.stdout
+    assert "phase: Pending" in status.stdout
+
+    killed = runner.invoke(
+        app, ["spark-submit", "--master", f"k8s://{kube.url}", "--kill", "default:spark-pi-*"]
+    )
+    assert killed.exit_code == 0, killed.output
+    assert killed.stdout.strip() == f"Deleting driver pod: default:{name}"
+    assert kube.list("/api/v1/namespaces/default/pods") == []
+
+    again = runner.invoke(
+        app, ["spark-submit", "--master", f"k8s://{kube.url}", "--status", "default:spark-pi-*"]
+    )
+    assert again.exit_code == 1
+    assert again.stderr.strip() == "error: no driver pod matches default:spark-pi-*"
+
+
+def test_a_refused_dependent_takes_the_driver_pod_back(
+    runner: CliRunner, kube: ClientClusterThread
+) -> None:
+    kube.answer(
+        "PATCH",
+        r".*/configmaps/.*",
+        403,
+        status_body(403, "Forbidden", "configmaps is forbidden"),
+    )
+    result = runner.invoke(app, ["spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 1
+    assert "configmaps" in result.stderr
+    assert "Traceback" not in result.output
+    assert kube.list("/api/v1/namespaces/default/pods") == []
+
+
+def test_a_kubeconfig_of_another_cluster_is_refused(
+    runner: CliRunner, kube: ClientClusterThread, tmp_path: Path
+) -> None:
+    other = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:1")
+    result = runner.invoke(app, ["--kubeconfig", str(other), "spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 1
+    assert "the kubeconfig's cluster is http://127.0.0.1:1" in result.stderr
+    assert kube.client_calls() == []
+
+    same = kmock_cluster.write_kubeconfig(tmp_path / "same", kube.url)
+    result = runner.invoke(app, ["--kubeconfig", str(same), "spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 0, result.output

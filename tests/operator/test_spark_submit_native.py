@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,14 @@ KINDS = {
 HEX16 = "[0-9a-f]{16}"
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 JAVA_DATE = re.compile(r"^#\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} \w+ \d{4}$")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A fixture cluster of this module's own: the calls of the two spark-submits are no
+    operator's, so they stay out of the operator suite's record (test_rbac reads it)."""
+    with Cluster() as served:
+        yield served
 
 
 @pytest.fixture
