@@ -7,10 +7,11 @@ owned by the pod just created. If one of those fails the driver pod is deleted a
 dependents go with it), as Spark's client does, and the error is raised.
 
 :func:`generated` draws the per-submission values (ids, the local directory's UUID, the
-time, the user) that the pure builder takes. :func:`find_drivers`, :func:`kill` and
-:func:`driver_state` serve ``--kill`` and ``--status`` (``[NAMESPACE:]POD``, a glob
-allowed), as Spark's ``K8SSparkSubmitOperation`` does: driver pods, by their
-``spark-role=driver`` label.
+time, the user) that the pure builder takes; :func:`submit_mode` draws, builds and sends
+for a :class:`~kubemill.api.spark_submit.ClusterMode` (a program's entry).
+:func:`find_drivers`, :func:`kill` and :func:`driver_state` serve ``--kill`` and
+``--status`` (``[NAMESPACE:]POD``, a glob allowed), as Spark's ``K8SSparkSubmitOperation``
+does: driver pods, by their ``spark-role=driver`` label.
 """
 
 from __future__ import annotations
@@ -26,8 +27,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubemill.api.spark_submit import ClusterMode
 from kubemill.frameworks.spark import LABEL_ROLE
-from kubemill.frameworks.spark_cluster_mode import DriverObjects, Generated
+from kubemill.frameworks.spark_cluster_mode import (
+    SPARK_VERSION,
+    DriverObjects,
+    Generated,
+    driver_objects,
+)
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client.connection import Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
@@ -112,6 +119,13 @@ def submit(http: Http, objects: DriverObjects) -> Submitted:
         raise
     app_id = str(objects.pod["metadata"]["labels"].get("spark-app-selector", ""))
     return Submitted(namespace, objects.pod_name, uid, app_id)
+
+
+def submit_mode(http: Http, mode: ClusterMode) -> Submitted:
+    """One cluster-mode submission: fresh ids, the objects built, sent (:func:`submit`).
+    Raises :class:`~kubemill.frameworks.spark_cluster_mode.ClusterModeError` for confs
+    that cannot be built, :class:`SubstrateError` for what the API server refused."""
+    return submit(http, driver_objects(mode, generated(spark_version=SPARK_VERSION)))
 
 
 def _delete_quietly(http: Http, namespace: str, name: str) -> None:
@@ -211,6 +225,7 @@ __all__ = [
     "kill",
     "parse_submission_id",
     "submit",
+    "submit_mode",
     "submitting_user",
     "unique_id",
 ]
