@@ -143,6 +143,11 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "verbs": ["list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+        {
+            "apiGroups": ["networking.k8s.io"],
+            "resources": ["networkpolicies"],
+            "verbs": ["list", "watch", "create"],
+        },
     ]
     lease = next(
         o

@@ -23,6 +23,8 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
   The driver runs as ServiceAccount ``<app>-driver`` (unless the spec names one), whose
   Role lets it manage pods, services and ConfigMaps as Spark's documentation asks.
 - **Outcome**: the driver decides (:func:`decided_by`).
+- **The NetworkPolicy** ``<app>-policy``: the executors take connections from the
+  application's pods only (``spark-app-selector``), as Spark's cluster mode sets it.
 - **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
 - **Status** (:func:`spark_status`): ``applicationState`` from the core's verdict (SUBMITTED
   until the driver runs, RUNNING, COMPLETED, FAILED with the core's message, SUSPENDED),
@@ -74,6 +76,7 @@ from kubemill.frameworks.plan import (
     FileSet,
     ForeignPods,
     Network,
+    NetworkPolicyPlan,
     Plan,
     ReplicaPlan,
     ServicePort,
@@ -409,6 +412,17 @@ def driver_access(app: SparkApplication) -> AccessPlan:
     )
 
 
+def network_policy(app: SparkApplication) -> NetworkPolicyPlan:
+    """``<app>-policy``, as Spark's cluster mode creates it: the application's executors
+    take connections from the application's own pods only."""
+    selector = application_id(app)
+    return NetworkPolicyPlan(
+        f"{app.name}-policy",
+        pod_labels={LABEL_ROLE: "executor", LABEL_APP_SELECTOR: selector},
+        from_labels={LABEL_APP_SELECTOR: selector},
+    )
+
+
 def ui_service(app: SparkApplication) -> ExposedService:
     """``<app>-ui-svc`` in front of the driver's UI: ClusterIP on 4040 unless
     ``sparkUIOptions`` says another type, port or port name."""
@@ -527,6 +541,7 @@ class Spark:
             ),
             subdomain=driver_service_name(job),
             access=driver_access(job),
+            network_policies=(network_policy(job),),
             foreign=(ForeignPods(EXECUTOR, owner_type=DRIVER),),
             status_extension=spark_status,
         )
@@ -553,6 +568,7 @@ __all__ = [
     "driver_host",
     "driver_service_name",
     "executor_template_text",
+    "network_policy",
     "properties",
     "properties_text",
     "spark_labels",

@@ -180,11 +180,17 @@ def local_plan(job: Job, network: LocalNetwork) -> Plan:
     """The job's Plan as this machine runs it.
 
     Replicas reach each other on 127.0.0.1 ports, so there are no services (headless or
-    exposed), and there is no API server to grant per-job access on: none of them is
-    asked for, so no event claims they were created.
+    exposed), and there is no API server to grant per-job access on nor a network to
+    police: none of them is asked for, so no event claims they were created.
     """
     local_job = engine_for(job.KIND).local.adapted(job)
-    return replace(plan_for(local_job, network), services=False, exposed=(), access=None)
+    return replace(
+        plan_for(local_job, network),
+        services=False,
+        exposed=(),
+        access=None,
+        network_policies=(),
+    )
 
 
 def busy_ports(ports: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
