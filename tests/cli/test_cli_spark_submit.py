@@ -10,6 +10,8 @@ themselves, so they hold before and after it lands.
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,7 +36,13 @@ from kubemill.kinds import UnknownKind
 # tests/kube_client is no package: import from its directory.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
 
-from kube_client_support import ClientClusterThread, kmock_cluster, status_body
+from kube_client_support import (
+    ClientClusterThread,
+    kmock_cluster,
+    running,
+    status_body,
+    terminated,
+)
 
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 SPEC_S1 = [
@@ -226,8 +234,11 @@ def kube(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientClus
         yield thread
 
 
-def s1_at(url: str) -> list[str]:
-    return ["--master", f"k8s://{url}", *SPEC_S1[2:]]
+NO_WAIT = ["--conf", "spark.kubernetes.submission.waitAppCompletion=false"]
+
+
+def s1_at(url: str, *, wait: bool = False) -> list[str]:
+    return ["--master", f"k8s://{url}", *([] if wait else NO_WAIT), *SPEC_S1[2:]]
 
 
 def test_submit_then_status_then_kill(runner: CliRunner, kube: ClientClusterThread) -> None:
@@ -296,3 +307,51 @@ def test_a_kubeconfig_of_another_cluster_is_refused(
     same = kmock_cluster.write_kubeconfig(tmp_path / "same", kube.url)
     result = runner.invoke(app, ["--kubeconfig", str(same), "spark-submit", *s1_at(kube.url)])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("exit_code", "code", "phase"), [(0, 0, "Succeeded"), (3, 1, "Failed")])
+def test_by_default_it_waits_for_the_driver_to_end(
+    runner: CliRunner, kube: ClientClusterThread, exit_code: int, code: int, phase: str
+) -> None:
+    """As Spark's client: the phase as it changes, then the end; exit 1 if the driver failed."""
+    pods = "/api/v1/namespaces/default/pods"
+
+    def read_after(count: int, name: str) -> None:
+        """Wait until the CLI has read the driver pod more than ``count`` times."""
+        while sum(c.method == "GET" and c.name == name for c in kube.client_calls()) <= count:
+            time.sleep(0.02)
+
+    def kubelet() -> None:
+        while not (found := kube.list(pods)):
+            time.sleep(0.02)
+        name = found[0]["metadata"]["name"]
+        status = f"{pods}/{name}/status"
+        read_after(0, name)  # seen Pending
+        kube.patch(status, {"status": running("spark-kubernetes-driver", ip="10.0.0.5")})
+        read_after(2, name)  # seen Running (the read after the patch, at the latest)
+        kube.patch(status, {"status": terminated("spark-kubernetes-driver", exit_code=exit_code)})
+
+    thread = threading.Thread(target=kubelet, daemon=True)
+    thread.start()
+    interval = ["--conf", "spark.kubernetes.report.interval=50ms"]
+    result = runner.invoke(app, ["spark-submit", *interval, *s1_at(kube.url, wait=True)])
+    thread.join(timeout=30)
+    assert result.exit_code == code, result.output
+    said = [line for line in result.stdout.splitlines() if line.startswith("Application")]
+    assert [line.rpartition("phase: ")[2] for line in said[:-1]] == [
+        "Pending)",
+        "Running)",
+        f"{phase})",
+    ]
+    assert said[-1].endswith(
+        f"finished: {phase} (exit code {exit_code}, {'Completed' if exit_code == 0 else 'Error'})"
+    )
+
+
+def test_a_report_interval_that_is_no_time_is_refused(
+    runner: CliRunner, kube: ClientClusterThread
+) -> None:
+    interval = ["--conf", "spark.kubernetes.report.interval=soon"]
+    result = runner.invoke(app, ["spark-submit", *interval, *s1_at(kube.url, wait=True)])
+    assert result.exit_code == 1
+    assert "--conf spark.kubernetes.report.interval: 'soon' is not a time" in result.stderr

@@ -9,13 +9,16 @@ when there is a kubeconfig (its cluster must be that server), else without any.
 ``--kill`` and ``--status`` take Spark's submission ids, ``[NAMESPACE:]DRIVER-POD`` (a glob
 such as ``spark-pi-*`` allowed): they delete the matching driver pods, or print their state.
 ``--dry-run`` prints the four objects (the dependents get their owner, the driver pod, when
-submitted) and sends nothing.
+submitted) and sends nothing. As Spark's client, it then waits for the driver to end
+(printing its phase as it changes, exit 1 if it failed) unless
+``spark.kubernetes.submission.waitAppCompletion=false``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -29,9 +32,12 @@ from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
 
 if TYPE_CHECKING:
+    from kubemill.substrates.kubernetes.client import spark_submit as client
     from kubemill.substrates.kubernetes.client.connection import Http
 
 GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
+WAIT_CONF = "spark.kubernetes.submission.waitAppCompletion"
+INTERVAL_CONF = "spark.kubernetes.report.interval"
 
 
 def submit_cluster(
@@ -79,7 +85,64 @@ def submit_cluster(
     typer.echo(
         f"  its state: kubemill spark-submit --master {master} --status {submitted.submission_id}"
     )
-    return 0
+    if mode.conf.get(WAIT_CONF, "true").strip().lower() == "false":
+        return 0
+    return _wait(settings, mode.server, mode.conf, submitted)
+
+
+def _wait(
+    settings: Settings, server: str, conf: Mapping[str, str], submitted: client.Submitted
+) -> int:
+    """Follow the driver until it ends, as Spark's client does by default; exit 1 if it
+    failed. Interrupting stops the waiting, not the application."""
+    from kubemill.substrates.base import SubstrateError
+    from kubemill.substrates.kubernetes.client import spark_submit as client
+
+    try:
+        interval = report_interval(conf.get(INTERVAL_CONF, "1s"))
+    except ValueError:
+        fail(f"--conf {INTERVAL_CONF}: {conf[INTERVAL_CONF]!r} is not a time (1s, 500ms)")
+    typer.echo(f"  waiting for the driver to end (--conf {WAIT_CONF}=false returns at once)")
+
+    def said(pod: dict[str, Any]) -> None:
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        typer.echo(f"Application status for {submitted.app_id} (phase: {phase})")
+
+    try:
+        pod = client.wait_for_driver(
+            _http(settings, server), submitted, interval=interval, on_phase=said
+        )
+    except KeyboardInterrupt:
+        stderr_console().print(
+            f"stopped waiting; {submitted.submission_id} keeps running "
+            f"(--kill {submitted.submission_id} stops it)"
+        )
+        return 130
+    except SubstrateError as exc:
+        fail(f"while waiting for the driver: {exc}")
+        return 1
+    code, reason = client.driver_exit(pod)
+    phase = pod["status"]["phase"]
+    typer.echo(
+        f"Application {conf.get('spark.app.name', '')} with application ID {submitted.app_id} "
+        f"and submission ID {submitted.submission_id} finished: {phase}"
+        + (f" (exit code {code}{', ' + reason if reason else ''})" if code is not None else "")
+    )
+    return 0 if phase == "Succeeded" else 1
+
+
+def report_interval(text: str) -> float:
+    """``spark.kubernetes.report.interval`` in seconds: ``1s``, ``500ms``, ``2m``; a bare
+    number is milliseconds, as Spark reads it."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*", text.lower())
+    if match is None:
+        raise ValueError(text)
+    value = float(match.group(1))
+    scale = {None: 0.001, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0}[match.group(2)]
+    seconds = value * scale
+    if seconds <= 0:
+        raise ValueError(text)
+    return seconds
 
 
 def kill_or_status(

@@ -23,7 +23,7 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +138,49 @@ def _delete_quietly(http: Http, namespace: str, name: str) -> None:
         )
 
 
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def wait_for_driver(
+    http: Http,
+    submitted: Submitted,
+    *,
+    interval: float,
+    on_phase: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Read the driver pod every ``interval`` seconds until it has succeeded or failed, as
+    Spark's client waits (``spark.kubernetes.submission.waitAppCompletion``); ``on_phase``
+    is told each time the phase changes. The pod at the end. Raises :class:`KubeApiError`
+    (404) if the pod is deleted meanwhile."""
+    path = api_path(
+        group="",
+        version="v1",
+        plural="pods",
+        namespace=submitted.namespace,
+        name=submitted.pod_name,
+    )
+    request = Request("get", "pods", "", submitted.namespace, submitted.pod_name)
+    phase = None
+    while True:
+        pod: dict[str, Any] = http.json(request, "GET", path)
+        now = str((pod.get("status") or {}).get("phase") or "Pending")
+        if now != phase:
+            phase = now
+            on_phase(pod)
+        if phase in TERMINAL_PHASES:
+            return pod
+        time.sleep(interval)
+
+
+def driver_exit(pod: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The driver container's exit code and reason (``Error``, ``OOMKilled`` ...), when known."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return terminated.get("exitCode"), str(terminated.get("reason") or "")
+    return None, ""
+
+
 def parse_submission_id(text: str, *, default_namespace: str) -> tuple[str, str]:
     """``NAMESPACE:POD`` or ``POD`` (in ``default_namespace``) -> (namespace, pod glob)."""
     namespace, sep, pattern = text.partition(":")
@@ -219,6 +262,7 @@ __all__ = [
     "APPLY",
     "FIELD_MANAGER",
     "Submitted",
+    "driver_exit",
     "driver_state",
     "find_drivers",
     "generated",
@@ -228,4 +272,5 @@ __all__ = [
     "submit_mode",
     "submitting_user",
     "unique_id",
+    "wait_for_driver",
 ]
