@@ -124,6 +124,7 @@ def test_a_missing_properties_file_is_one_line(runner: CliRunner, tmp_path: Path
         (["--supervise", "a.py"], "error: --supervise: not supported"),
         (["--kill", "sub-1"], "error: --master: --kill asks a Kubernetes API server"),
         (["local:///app.jar"], "error: --class: required for the jar"),
+        (["--operator", "--master", "local[2]", "a.py"], "error: --operator: submits to"),
     ],
 )
 def test_argument_errors_are_one_line(runner: CliRunner, argv: list[str], line: str) -> None:

@@ -91,6 +91,10 @@ def spark_submit(settings: Settings, argv: list[str]) -> int:
                 settings, args, properties, dry_run=DRY_RUN in args.own_flags
             )
         submission = submission_of(args, properties=properties)
+        if OPERATOR in args.own_flags and submission.master.substrate != "kubernetes":
+            raise SparkSubmitError(
+                OPERATOR, "submits to kubemill's operator on a cluster", "add --master k8s://URL"
+            )
     except SparkSubmitError as exc:
         fail(str(exc))
         return 1  # not reached: fail() exits

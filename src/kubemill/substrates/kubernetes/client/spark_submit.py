@@ -72,7 +72,10 @@ def unique_id(now_ms: int) -> str:
 
 def submitting_user() -> str:
     """``SPARK_USER`` as Spark reads it: the variable, else the login name."""
-    return os.environ.get("SPARK_USER") or getpass.getuser()
+    try:
+        return os.environ.get("SPARK_USER") or getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        return str(os.getuid())
 
 
 def generated(*, spark_version: str, user: str | None = None) -> Generated:
