@@ -253,6 +253,22 @@ def test_names_are_cleaned_as_spark_cleans_them() -> None:
     assert len(label) == 63
 
 
+@pytest.mark.parametrize(
+    ("name", "pod", "label"),
+    [
+        # As the JVM spark-submit of pyspark 4.3.0 names them.
+        ("42 things", "x2-things-0123456789abcdef-driver", "42-things"),
+        ("--a--b", "a-b-0123456789abcdef-driver", "a-b"),
+        ("Ünïcode Name!", "n-code-name-0123456789abcdef-driver", "n-code-name"),
+    ],
+)
+def test_odd_names_as_spark_names_them(name: str, pod: str, label: str) -> None:
+    objects = driver_objects(python("--name", name), GENERATED)
+    assert objects.pod_name == pod
+    assert objects.pod["metadata"]["labels"]["spark-app-name"] == label
+    assert props(objects)["spark.app.name"] == name
+
+
 def test_a_long_name_falls_back_to_a_generated_service_name() -> None:
     long = "a" * 60
     objects = driver_objects(python("--name", long), GENERATED)

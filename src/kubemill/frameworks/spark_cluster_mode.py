@@ -276,7 +276,9 @@ def driver_objects(mode: ClusterMode, generated: Generated) -> DriverObjects:
     _refuse_unbuilt(conf)
     namespace = conf.get("spark.kubernetes.namespace") or DEFAULT_NAMESPACE
     app_name = conf["spark.app.name"]
-    prefix = f"{clean_name(app_name)}-{generated.prefix_id}"
+    # Spark cleans the name and its id together: a name ending in "-" (or in what becomes
+    # one) joins its id with a single "-".
+    prefix = clean_name(f"{app_name}-{generated.prefix_id}")
     pod_name = conf.get("spark.kubernetes.driver.pod.name") or f"{prefix}-driver"
     service_name = f"{prefix}-driver-svc"
     if len(service_name) > MAX_NAME:
