@@ -225,6 +225,17 @@ def test_dry_run_with_a_k8s_master_prints_the_drivers_objects(runner: CliRunner)
     assert all("ownerReferences" not in doc["metadata"] for doc in docs)
 
 
+def test_kubemills_namespace_is_the_default_of_sparks(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["-n", "team-a", "spark-submit", "--dry-run", *SPEC_S1])
+    assert result.exit_code == 0, result.output
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    assert docs[-1]["data"]["spark.kubernetes.namespace"] == "team-a"
+    conf = ["--conf", "spark.kubernetes.namespace=team-b"]
+    result = runner.invoke(app, ["-n", "team-a", "spark-submit", "--dry-run", *conf, *SPEC_S1])
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    assert docs[-1]["metadata"]["namespace"] == "team-b"
+
+
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientClusterThread]:
     """A fixture API server, and no kubeconfig: the master's URL is used as it is."""

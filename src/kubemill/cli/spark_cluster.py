@@ -4,7 +4,9 @@ The driver pod, its headless service, NetworkPolicy and ConfigMap are built as S
 client builds them (:mod:`kubemill.frameworks.spark_cluster_mode`) and sent to the master's
 API server (:mod:`kubemill.substrates.kubernetes.client.spark_submit`): no operator, no
 SparkApplication. The API server is the master's URL, with the kubeconfig's credentials
-when there is a kubeconfig (its cluster must be that server), else without any.
+when there is a kubeconfig (its cluster must be that server), else without any. The
+namespace is ``spark.kubernetes.namespace``, else kubemill's ``--namespace``, else
+``default`` (as Spark: not the kubeconfig context's).
 
 ``--kill`` and ``--status`` take Spark's submission ids, ``[NAMESPACE:]DRIVER-POD`` (a glob
 such as ``spark-pi-*`` allowed): they delete the matching driver pods, or print their state.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -56,6 +59,7 @@ def submit_cluster(
     from kubemill.substrates.base import SubstrateError
     from kubemill.substrates.kubernetes.client import spark_submit as client
 
+    args = _in_namespace(settings, args, properties)
     try:
         mode = cluster_mode_of(args, properties=properties)
         for warning in mode.warnings:
@@ -152,6 +156,7 @@ def kill_or_status(
     from kubemill.substrates.base import SubstrateError
     from kubemill.substrates.kubernetes.client import spark_submit as client
 
+    args = _in_namespace(settings, args, properties)
     option, target = ("--kill", args.kill) if args.kill is not None else ("--status", args.status)
     assert target is not None
     conf = {**(properties or {}), **args.conf}
@@ -200,6 +205,17 @@ def kill_or_status(
         for key, value in client.driver_state(pod):
             typer.echo(f"\t {key}: {value}")
     return 0
+
+
+def _in_namespace(
+    settings: Settings, args: SubmitArguments, properties: Mapping[str, str] | None
+) -> SubmitArguments:
+    """kubemill's ``--namespace`` when no ``spark.kubernetes.namespace`` says one (Spark's
+    own default is ``default``, whatever the kubeconfig's context says)."""
+    key = "spark.kubernetes.namespace"
+    if settings.namespace is None or key in args.conf or key in (properties or {}):
+        return args
+    return replace(args, conf={**args.conf, key: settings.namespace})
 
 
 def _http(settings: Settings, server: str) -> Http:
