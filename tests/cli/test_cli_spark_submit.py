@@ -275,7 +275,7 @@ def test_submit_then_status_then_kill(runner: CliRunner, kube: ClientClusterThre
     )
     assert status.exit_code == 0, status.output
     assert f"pod name: {name}" in status.stdout
-    assert "phase: Pending" in status.stdout
+    assert "pod phase: Pending" in status.stdout
 
     killed = runner.invoke(
         app, ["spark-submit", "--master", f"k8s://{kube.url}", "--kill", "default:spark-pi-*"]

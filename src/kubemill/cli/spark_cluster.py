@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -37,6 +37,7 @@ from kubemill.cli.settings import Settings
 if TYPE_CHECKING:
     from kubemill.substrates.kubernetes.client import spark_submit as client
     from kubemill.substrates.kubernetes.client.connection import Http
+    from kubemill.substrates.kubernetes.observe import PodSnapshot
 
 GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
 WAIT_CONF = "spark.kubernetes.submission.waitAppCompletion"
@@ -108,9 +109,8 @@ def _wait(
         fail(f"--conf {INTERVAL_CONF}: {conf[INTERVAL_CONF]!r} is not a time (1s, 500ms)")
     typer.echo(f"  waiting for the driver to end (--conf {WAIT_CONF}=false returns at once)")
 
-    def said(pod: dict[str, Any]) -> None:
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
-        typer.echo(f"Application status for {submitted.app_id} (phase: {phase})")
+    def said(pod: PodSnapshot) -> None:
+        typer.echo(f"Application status for {submitted.app_id} (phase: {pod.phase})")
 
     try:
         pod = client.wait_for_driver(
@@ -126,7 +126,7 @@ def _wait(
         fail(f"while waiting for the driver: {exc}")
         return 1
     code, reason = client.driver_exit(pod)
-    phase = pod["status"]["phase"]
+    phase = pod.phase
     typer.echo(
         f"Application {conf.get('spark.app.name', '')} with application ID {submitted.app_id} "
         f"and submission ID {submitted.submission_id} finished: {phase}"

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubemill.api.spark import DRIVER_CONTAINER
 from kubemill.api.spark_submit import ClusterMode
 from kubemill.frameworks.spark import LABEL_ROLE
 from kubemill.frameworks.spark_cluster_mode import (
@@ -38,6 +39,7 @@ from kubemill.frameworks.spark_cluster_mode import (
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client.connection import Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
+from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.transport import api_path
 
 FIELD_MANAGER = "kubemill"
@@ -149,8 +151,8 @@ def wait_for_driver(
     submitted: Submitted,
     *,
     interval: float,
-    on_phase: Callable[[dict[str, Any]], None],
-) -> dict[str, Any]:
+    on_phase: Callable[[PodSnapshot], None],
+) -> PodSnapshot:
     """Read the driver pod every ``interval`` seconds until it has succeeded or failed, as
     Spark's client waits (``spark.kubernetes.submission.waitAppCompletion``); ``on_phase``
     is told each time the phase changes. The pod at the end. Raises :class:`KubeApiError`
@@ -165,23 +167,21 @@ def wait_for_driver(
     request = Request("get", "pods", "", submitted.namespace, submitted.pod_name)
     phase = None
     while True:
-        pod: dict[str, Any] = http.json(request, "GET", path)
-        now = str((pod.get("status") or {}).get("phase") or "Pending")
-        if now != phase:
-            phase = now
+        pod = PodSnapshot.of(http.json(request, "GET", path))
+        if pod.phase != phase:
+            phase = pod.phase
             on_phase(pod)
         if phase in TERMINAL_PHASES:
             return pod
         time.sleep(interval)
 
 
-def driver_exit(pod: Mapping[str, Any]) -> tuple[int | None, str]:
+def driver_exit(pod: PodSnapshot) -> tuple[int | None, str]:
     """The driver container's exit code and reason (``Error``, ``OOMKilled`` ...), when known."""
-    for container in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated")
-        if terminated:
-            return terminated.get("exitCode"), str(terminated.get("reason") or "")
-    return None, ""
+    container = pod.container(DRIVER_CONTAINER)
+    if container is None:
+        return None, pod.reason
+    return container.exit_code, container.reason or pod.reason
 
 
 def parse_submission_id(text: str, *, default_namespace: str) -> tuple[str, str]:
@@ -235,29 +235,29 @@ def driver_state(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What ``--status`` prints of a driver pod, as Spark's ``formatPodState`` names it."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
+    seen = PodSnapshot.of(pod)
     labels = ", ".join(f"{k} -> {v}" for k, v in sorted((metadata.get("labels") or {}).items()))
     rows = [
-        ("pod name", str(metadata.get("name", ""))),
+        ("pod name", seen.name),
         ("namespace", str(metadata.get("namespace", ""))),
         ("labels", labels),
-        ("pod uid", str(metadata.get("uid", "N/A"))),
-        ("creation time", str(metadata.get("creationTimestamp", "N/A"))),
+        ("pod uid", seen.uid or "N/A"),
+        ("creation time", seen.created or "N/A"),
         ("service account name", str(spec.get("serviceAccountName", "N/A"))),
         ("node name", str(spec.get("nodeName", "N/A"))),
-        ("start time", str(status.get("startTime", "N/A"))),
-        ("phase", str(status.get("phase", "N/A"))),
+        ("start time", seen.started or "N/A"),
+        ("pod phase", seen.phase + (f" ({seen.reason})" if seen.reason else "")),
     ]
-    for container in status.get("containerStatuses") or []:
-        state = container.get("state") or {}
-        which = next(iter(state), "unknown")
-        detail = state.get(which) or {}
-        text = which
-        if "reason" in detail:
-            text += f" ({detail['reason']})"
-        if "exitCode" in detail:
-            text += f", exit code {detail['exitCode']}"
-        rows.append((f"container {container.get('name', '')}", text))
+    for container in seen.containers:
+        if container.running:
+            text = "running"
+        elif container.exit_code is not None:
+            text = f"terminated, exit code {container.exit_code}"
+        else:
+            text = "waiting"
+        if container.reason:
+            text += f" ({container.reason})"
+        rows.append((f"container {container.name}", text))
     return rows
 
 
