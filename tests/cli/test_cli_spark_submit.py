@@ -9,6 +9,10 @@ themselves, so they hold before and after it lands.
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +32,17 @@ from kubemill.api.loader import load_one
 from kubemill.cli.app import app
 from kubemill.cli.settings import Settings
 from kubemill.kinds import UnknownKind
+
+# tests/kube_client is no package: import from its directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
+
+from kube_client_support import (
+    ClientClusterThread,
+    kmock_cluster,
+    running,
+    status_body,
+    terminated,
+)
 
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 SPEC_S1 = [
@@ -60,7 +75,7 @@ def not_registered(kind: str) -> Any:
 
 
 def test_dry_run_of_the_spec_line_prints_a_spark_application(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["spark-submit", "--dry-run", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--dry-run", "--operator", *SPEC_S1])
     assert result.exit_code == 0, result.output
     job = printed_app(result.stdout)
     assert job.name == "spark-pi"
@@ -107,8 +122,9 @@ def test_a_missing_properties_file_is_one_line(runner: CliRunner, tmp_path: Path
     [
         (["--master", "yarn", "a.py"], "error: --master: 'yarn' is not supported"),
         (["--supervise", "a.py"], "error: --supervise: not supported"),
-        (["--kill", "sub-1"], "error: --kill: "),
+        (["--kill", "sub-1"], "error: --master: --kill asks a Kubernetes API server"),
         (["local:///app.jar"], "error: --class: required for the jar"),
+        (["--operator", "--master", "local[2]", "a.py"], "error: --operator: submits to"),
     ],
 )
 def test_argument_errors_are_one_line(runner: CliRunner, argv: list[str], line: str) -> None:
@@ -131,7 +147,7 @@ def test_without_the_kind_registered_it_says_so(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(kubemill.kinds, "engine_for", not_registered)
-    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         "error: the SparkApplication kind is not registered in this kubemill yet; "
@@ -196,7 +212,7 @@ def test_dry_run_of_a_local_master_keeps_it_in_an_annotation(runner: CliRunner) 
     assert job.metadata.annotations["kubemill.dev/spark-local-master"] == "local[*]"
 
 
-def test_a_k8s_master_submits_to_that_kubernetes_server(
+def test_with_operator_a_k8s_master_submits_a_spark_application_there(
     runner: CliRunner,
     registered: list[tuple[str, SparkApplication]],
     monkeypatch: pytest.MonkeyPatch,
@@ -205,12 +221,171 @@ def test_a_k8s_master_submits_to_that_kubernetes_server(
 
     server = {"url": "https://HOST:6443"}
     monkeypatch.setattr(connection, "connect", lambda **_kw: SimpleNamespace(server=server["url"]))
-    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 0, result.output
     assert [(where, job.name) for where, job in registered] == [("kubernetes", "spark-pi")]
 
     server["url"] = "https://elsewhere:6443"
-    result = runner.invoke(app, ["spark-submit", *SPEC_S1])
+    result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 1
     assert "the kubeconfig's cluster is https://elsewhere:6443" in result.stderr
     assert len(registered) == 1
+
+
+# --- Spark's own cluster mode: k8s:// without --operator ---------------------------------------
+
+
+def test_dry_run_with_a_k8s_master_prints_the_drivers_objects(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["spark-submit", "--dry-run", *SPEC_S1])
+    assert result.exit_code == 0, result.output
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    assert [doc["kind"] for doc in docs] == ["Pod", "Service", "NetworkPolicy", "ConfigMap"]
+    pod = docs[0]
+    assert pod["metadata"]["labels"]["spark-role"] == "driver"
+    assert pod["spec"]["containers"][0]["image"] == "IMG"
+    # Owners are the created pod's uid: known only once it is created.
+    assert all("ownerReferences" not in doc["metadata"] for doc in docs)
+
+
+def test_kubemills_namespace_is_the_default_of_sparks(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["-n", "team-a", "spark-submit", "--dry-run", *SPEC_S1])
+    assert result.exit_code == 0, result.output
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    assert docs[-1]["data"]["spark.kubernetes.namespace"] == "team-a"
+    conf = ["--conf", "spark.kubernetes.namespace=team-b"]
+    result = runner.invoke(app, ["-n", "team-a", "spark-submit", "--dry-run", *conf, *SPEC_S1])
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    assert docs[-1]["metadata"]["namespace"] == "team-b"
+
+
+@pytest.fixture
+def kube(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientClusterThread]:
+    """A fixture API server, and no kubeconfig: the master's URL is used as it is."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with ClientClusterThread() as thread:
+        yield thread
+
+
+NO_WAIT = ["--conf", "spark.kubernetes.submission.waitAppCompletion=false"]
+
+
+def s1_at(url: str, *, wait: bool = False) -> list[str]:
+    return ["--master", f"k8s://{url}", *([] if wait else NO_WAIT), *SPEC_S1[2:]]
+
+
+def test_submit_then_status_then_kill(runner: CliRunner, kube: ClientClusterThread) -> None:
+    result = runner.invoke(app, ["spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 0, result.output
+    (pod,) = kube.list("/api/v1/namespaces/default/pods")
+    name = pod["metadata"]["name"]
+    assert f"submission ID default:{name}" in result.stdout
+    assert f"--status default:{name}" in result.stdout
+    service = kube.get(f"/api/v1/namespaces/default/services/{name}-svc")
+    assert service["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    writes = [(c.method, c.plural) for c in kube.client_calls() if c.is_write]
+    assert writes == [
+        ("POST", "pods"),
+        ("PATCH", "services"),
+        ("PATCH", "networkpolicies"),
+        ("PATCH", "configmaps"),
+    ]
+
+    status = runner.invoke(
+        app, ["spark-submit", "--master", f"k8s://{kube.url}", "--status", "spark-pi-*"]
+    )
+    assert status.exit_code == 0, status.output
+    assert f"pod name: {name}" in status.stdout
+    assert "pod phase: Pending" in status.stdout
+
+    killed = runner.invoke(
+        app, ["spark-submit", "--master", f"k8s://{kube.url}", "--kill", "default:spark-pi-*"]
+    )
+    assert killed.exit_code == 0, killed.output
+    assert killed.stdout.strip() == f"Deleting driver pod: default:{name}"
+    assert kube.list("/api/v1/namespaces/default/pods") == []
+
+    again = runner.invoke(
+        app, ["spark-submit", "--master", f"k8s://{kube.url}", "--status", "default:spark-pi-*"]
+    )
+    assert again.exit_code == 1
+    assert again.stderr.strip() == "error: no driver pod matches default:spark-pi-*"
+
+
+def test_a_refused_dependent_takes_the_driver_pod_back(
+    runner: CliRunner, kube: ClientClusterThread
+) -> None:
+    kube.answer(
+        "PATCH",
+        r".*/configmaps/.*",
+        403,
+        status_body(403, "Forbidden", "configmaps is forbidden"),
+    )
+    result = runner.invoke(app, ["spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 1
+    assert "configmaps" in result.stderr
+    assert "Traceback" not in result.output
+    assert kube.list("/api/v1/namespaces/default/pods") == []
+
+
+def test_a_kubeconfig_of_another_cluster_is_refused(
+    runner: CliRunner, kube: ClientClusterThread, tmp_path: Path
+) -> None:
+    other = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:1")
+    result = runner.invoke(app, ["--kubeconfig", str(other), "spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 1
+    assert "the kubeconfig's cluster is http://127.0.0.1:1" in result.stderr
+    assert kube.client_calls() == []
+
+    same = kmock_cluster.write_kubeconfig(tmp_path / "same", kube.url)
+    result = runner.invoke(app, ["--kubeconfig", str(same), "spark-submit", *s1_at(kube.url)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("exit_code", "code", "phase"), [(0, 0, "Succeeded"), (3, 1, "Failed")])
+def test_by_default_it_waits_for_the_driver_to_end(
+    runner: CliRunner, kube: ClientClusterThread, exit_code: int, code: int, phase: str
+) -> None:
+    """As Spark's client: the phase as it changes, then the end; exit 1 if the driver failed."""
+    pods = "/api/v1/namespaces/default/pods"
+
+    def read_after(count: int, name: str) -> None:
+        """Wait until the CLI has read the driver pod more than ``count`` times."""
+        while sum(c.method == "GET" and c.name == name for c in kube.client_calls()) <= count:
+            time.sleep(0.02)
+
+    def kubelet() -> None:
+        while not (found := kube.list(pods)):
+            time.sleep(0.02)
+        name = found[0]["metadata"]["name"]
+        status = f"{pods}/{name}/status"
+        read_after(0, name)  # seen Pending
+        kube.patch(status, {"status": running("spark-kubernetes-driver", ip="10.0.0.5")})
+        read_after(2, name)  # seen Running (the read after the patch, at the latest)
+        kube.patch(status, {"status": terminated("spark-kubernetes-driver", exit_code=exit_code)})
+
+    thread = threading.Thread(target=kubelet, daemon=True)
+    thread.start()
+    interval = ["--conf", "spark.kubernetes.report.interval=50ms"]
+    result = runner.invoke(app, ["spark-submit", *interval, *s1_at(kube.url, wait=True)])
+    thread.join(timeout=30)
+    assert result.exit_code == code, result.output
+    said = [line for line in result.stdout.splitlines() if line.startswith("Application")]
+    assert [line.rpartition("phase: ")[2] for line in said[:-1]] == [
+        "Pending)",
+        "Running)",
+        f"{phase})",
+    ]
+    assert said[-1].endswith(
+        f"finished: {phase} (exit code {exit_code}, {'Completed' if exit_code == 0 else 'Error'})"
+    )
+
+
+def test_a_report_interval_that_is_no_time_is_refused(
+    runner: CliRunner, kube: ClientClusterThread
+) -> None:
+    interval = ["--conf", "spark.kubernetes.report.interval=soon"]
+    result = runner.invoke(app, ["spark-submit", *interval, *s1_at(kube.url, wait=True)])
+    assert result.exit_code == 1
+    assert "--conf spark.kubernetes.report.interval: 'soon' is not a time" in result.stderr

@@ -147,6 +147,11 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "verbs": ["list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+        {
+            "apiGroups": ["networking.k8s.io"],
+            "resources": ["networkpolicies"],
+            "verbs": ["list", "watch", "create"],
+        },
         # A Mars cluster's supervisors and workers.
         {
             "apiGroups": ["apps"],

@@ -71,11 +71,28 @@ def test_every_rendered_object_is_valid_kubernetes(app: SparkApplication) -> Non
         ("ServiceAccount", "spark-pi-driver"),
         ("Role", "spark-pi-driver"),
         ("RoleBinding", "spark-pi-driver"),
+        ("NetworkPolicy", "spark-pi-policy"),
         ("Service", "spark-pi-driver-svc"),
         ("Service", "spark-pi-ui-svc"),
         ("Pod", "spark-pi-driver-0"),
     ]
     assert [e for o in objects for e in k8s_errors(o)] == []
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_the_network_policy_lets_only_the_applications_pods_reach_its_executors(
+    app: SparkApplication,
+) -> None:
+    objects = render_job(app)
+    selector = named(objects, "Pod", "spark-pi-driver-0")["metadata"]["labels"][
+        "spark-app-selector"
+    ]
+    assert properties(objects)["spark.app.id"] == selector  # the executors' label, from Spark
+    spec = named(objects, "NetworkPolicy", "spark-pi-policy")["spec"]
+    assert spec == {
+        "podSelector": {"matchLabels": {"spark-role": "executor", "spark-app-selector": selector}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"spark-app-selector": selector}}}]}],
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """The real operator runs a SparkApplication against the strict test API server (the kubelet
 and Spark's driver emulated).
 
-The operator creates the driver's configuration, account, services and pod; the driver
-("the test") creates an executor pod owned by the driver pod, labelled as Spark labels it
+The operator creates the driver's configuration, account, services, NetworkPolicy and pod;
+the driver ("the test") creates an executor pod owned by the driver pod, labelled as Spark labels it
 (with ``spark.kubernetes.executor.label.*`` from spark.properties); the executor is counted
 in ``replicaStatuses.Executor`` and ``executorState`` and never deleted; and the driver
 decides: SUBMITTED, RUNNING, then COMPLETED or FAILED with its error.
@@ -184,6 +184,14 @@ def test_the_driver_creates_executors_and_decides(cluster: Cluster, tmp_path: Pa
         services = f"/api/v1/namespaces/{namespace}/services"
         assert cluster.get(f"{services}/s-driver-svc")["spec"]["clusterIP"] == "None"
         assert cluster.get(f"{services}/s-ui-svc")["spec"]["ports"][0]["port"] == 4040
+        # Spark's NetworkPolicy: the executors take connections from this application only.
+        policies = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
+        policy = cluster.get(f"{policies}/s-policy")
+        assert policy["spec"]["podSelector"]["matchLabels"] == {
+            "spark-role": "executor",
+            "spark-app-selector": conf["spark.app.id"],
+        }
+        assert policy["metadata"]["ownerReferences"][0]["kind"] == "SparkApplication"
 
         kubelet = Kubelet(cluster, namespace)
         kubelet.set("s-driver-0", "Running", container=DRIVER)

@@ -16,8 +16,14 @@ Where kubemill differs from Spark, and why:
   client mode, which runs the driver in the submitting process: kubemill creates the
   driver in the cluster, so cluster mode is the only mode it submits);
 - options of other cluster managers (``--total-executor-cores``, ``--queue``,
-  ``--supervise``) and ``--kill``/``--status`` are refused with what to use instead,
-  rather than ignored.
+  ``--supervise``) are refused with what to use instead, rather than ignored.
+
+:func:`cluster_mode_of` reads the same arguments as Spark's own cluster-mode submission
+does: the Spark configuration the driver gets (options folded into their confs as
+SparkSubmit folds them), the application file, its class and arguments. The driver's
+objects are built from that by :mod:`kubemill.frameworks.spark_cluster_mode`.
+``--kill`` and ``--status`` (``[NAMESPACE:]DRIVER-POD``, a glob allowed) are read here and
+carried out by the caller.
 """
 
 from __future__ import annotations
@@ -74,6 +80,8 @@ _VALUE_OPTIONS = {
     "--driver-java-options": "driver_java_options",
     "--driver-library-path": "driver_library_path",
     "--driver-class-path": "driver_class_path",
+    "--kill": "kill",
+    "--status": "status",
 }
 """Options that take a value -> the :class:`SubmitArguments` field it sets."""
 
@@ -88,14 +96,6 @@ _REFUSED_VALUE_OPTIONS = {
     "--queue": (
         "not supported: YARN's queue",
         "kubemill gang-schedules a SparkApplication with spec.batchScheduler (volcano)",
-    ),
-    "--kill": (
-        "kubemill does not kill Spark submissions by id",
-        "stop the application with `kubemill delete NAME`",
-    ),
-    "--status": (
-        "kubemill does not ask for a submission's status by id",
-        "see the application's state with `kubemill get NAME` or `kubemill describe NAME`",
     ),
 }
 """Options (with a value) kubemill refuses -> (why, what to do instead)."""
@@ -145,6 +145,10 @@ class SubmitArguments:
     driver_java_options: str | None = None
     driver_library_path: str | None = None
     driver_class_path: str | None = None
+    kill: str | None = None
+    """``--kill [NAMESPACE:]DRIVER-POD`` (a glob allowed): delete the driver pods."""
+    status: str | None = None
+    """``--status [NAMESPACE:]DRIVER-POD`` (a glob allowed): print the driver pods' state."""
     conf: dict[str, str] = field(default_factory=dict)
     """``--conf`` pairs, the last of a key winning (as in Spark)."""
     verbose: bool = False
@@ -359,20 +363,8 @@ def submission_of(
 ) -> SparkSubmit:
     """The SparkApplication ``args`` stand for. ``properties``: the ``--properties-file``'s
     pairs (``--conf`` wins over them, an option over both, as in Spark)."""
-    warnings: list[str] = []
-    conf: dict[str, str] = {}
-    for source, pairs in (("--properties-file", properties or {}), ("--conf", args.conf)):
-        for key, value in pairs.items():
-            if not key.startswith("spark."):
-                # As Spark: only spark.* keys are Spark's configuration.
-                warnings.append(f"{source}: ignoring {key!r}, which is not a spark.* property")
-                continue
-            conf[key] = value
-    for attribute, key in _OPTION_CONFS.items():
-        value = getattr(args, attribute)
-        if value is not None:
-            conf[key] = value
-
+    _refuse_kill_and_status(args)
+    conf, warnings = _merged_conf(args, properties)
     master = parse_spark_master(args.master or conf.pop("spark.master", None) or DEFAULT_MASTER)
     conf.pop("spark.master", None)
     _check_deploy_mode(args.deploy_mode or conf.pop("spark.submit.deployMode", None), master)
@@ -461,6 +453,38 @@ def submission_of(
         "spec": spec,
     }
     return SparkSubmit(manifest, master, verbose=args.verbose, warnings=tuple(warnings))
+
+
+def _merged_conf(
+    args: SubmitArguments, properties: Mapping[str, str] | None
+) -> tuple[dict[str, str], list[str]]:
+    """The spark.* pairs of the properties file, then ``--conf``, then the options Spark
+    turns into confs (later ones win); warnings for keys that are not Spark's."""
+    warnings: list[str] = []
+    conf: dict[str, str] = {}
+    for source, pairs in (("--properties-file", properties or {}), ("--conf", args.conf)):
+        for key, value in pairs.items():
+            if not key.startswith("spark."):
+                # As Spark: only spark.* keys are Spark's configuration.
+                warnings.append(f"{source}: ignoring {key!r}, which is not a spark.* property")
+                continue
+            conf[key] = value
+    for attribute, key in _OPTION_CONFS.items():
+        value = getattr(args, attribute)
+        if value is not None:
+            conf[key] = value
+    return conf, warnings
+
+
+def _refuse_kill_and_status(args: SubmitArguments) -> None:
+    for option, value in (("--kill", args.kill), ("--status", args.status)):
+        if value is not None:
+            raise SparkSubmitError(
+                option,
+                "asks about a submission already made, so it submits nothing",
+                f"run it without an application: {option} [NAMESPACE:]DRIVER-POD "
+                "--master k8s://https://HOST:PORT",
+            )
 
 
 def parse_spark_submit(
@@ -558,3 +582,154 @@ def _kube_name(name: str) -> str:
     if not cleaned or not cleaned[0].isalpha():
         cleaned = f"spark-{cleaned}".strip("-")[: MAX_NAME - len(UI_SERVICE_SUFFIX)].strip("-")
     return cleaned
+
+
+# --- Spark's own cluster mode ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterMode:
+    """A cluster-mode submission as Spark's SparkSubmit hands it to its Kubernetes client:
+    the driver's Spark configuration (options folded into confs), the application file,
+    its type, class and arguments, and the API server it goes to."""
+
+    server: str
+    """The API server's URL (``spark.master`` is ``k8s://`` and this)."""
+    conf: Mapping[str, str]
+    """Every ``spark.*`` property the driver gets, before Spark's client adds its own
+    (ids, names, ports, the driver's host)."""
+    resource: str
+    app_type: Literal["Scala", "Python", "R"]
+    main_class: str | None
+    """A JVM application's main class (None for Python and R: Spark runs its runner)."""
+    app_args: tuple[str, ...] = ()
+    verbose: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+_CLUSTER_OPTION_CONFS = {
+    "driver_memory": "spark.driver.memory",
+    "driver_cores": "spark.driver.cores",
+    "executor_memory": "spark.executor.memory",
+    "executor_cores": "spark.executor.cores",
+    "num_executors": "spark.executor.instances",
+    "files": "spark.files",
+    "archives": "spark.archives",
+    "packages": "spark.jars.packages",
+    "exclude_packages": "spark.jars.excludes",
+    "repositories": "spark.jars.repositories",
+}
+"""Options SparkSubmit turns into the driver's confs (an option wins over its conf)."""
+
+_UPLOADED = ("spark.jars", "spark.files", "spark.submit.pyFiles", "spark.archives")
+"""Confs listing files: Spark's client uploads those on this machine, kubemill does not."""
+
+_SUBMISSION_AUTH = "spark.kubernetes.authenticate.submission."
+
+
+def cluster_mode_of(
+    args: SubmitArguments, *, properties: Mapping[str, str] | None = None
+) -> ClusterMode:
+    """``args`` read as Spark's cluster mode reads them for a ``k8s://`` master.
+
+    Refused, with what to do: another master or client mode, ``--proxy-user``, credentials
+    in confs, no image, and files on this machine (Spark's client would upload them to
+    ``spark.kubernetes.file.upload.path``; kubemill names files in the image, ``local://``,
+    or remote URLs only).
+    """
+    _refuse_kill_and_status(args)
+    conf, warnings = _merged_conf(args, properties)
+    master = parse_spark_master(args.master or conf.get("spark.master") or DEFAULT_MASTER)
+    if master.server is None:
+        raise SparkSubmitError(
+            "--master",
+            f"{master.text!r} is not a Kubernetes API server: cluster mode submits to k8s://",
+            "use --master k8s://https://HOST:PORT",
+        )
+    mode = args.deploy_mode or conf.get("spark.submit.deployMode")
+    _check_deploy_mode(mode, master)
+    if args.proxy_user:
+        raise SparkSubmitError(
+            "--proxy-user",
+            "not supported by kubemill's cluster-mode submission",
+            "submit with --operator (spec.proxyUser), or without --proxy-user",
+        )
+    for key in conf:
+        if _CREDENTIAL_CONF.match(key) or key.startswith(_SUBMISSION_AUTH):
+            raise SparkSubmitError(
+                f"--conf {key}",
+                "not supported: kubemill submits with the kubeconfig's credentials, and "
+                "the driver's confs are stored in a ConfigMap",
+                "choose the cluster and user with --kubeconfig/--context; the driver uses its "
+                "service account (spark.kubernetes.authenticate.driver.serviceAccountName)",
+            )
+    resource = args.primary_resource
+    if not resource:
+        raise SparkSubmitError(
+            "", "no application file", "give the jar, .py or .R file after the options"
+        )
+    app_type, main_class = _app_type(resource, args.main_class)
+    conf["spark.master"] = f"k8s://{master.server}"
+    conf["spark.submit.deployMode"] = "cluster"
+    conf["spark.app.name"] = (
+        args.name or conf.get("spark.app.name") or main_class or resource.rsplit("/", 1)[-1]
+    )
+    for attribute, key in _CLUSTER_OPTION_CONFS.items():
+        value = getattr(args, attribute)
+        if value is not None:
+            conf[key] = value
+    for key, name in (
+        ("spark.driver.memory", "memory"),
+        ("spark.executor.memory", "memory"),
+        ("spark.driver.cores", "cores"),
+        ("spark.executor.cores", "cores"),
+        ("spark.executor.instances", "instances"),
+    ):
+        if key in conf:
+            _role_value(name, conf[key], f"--conf {key}")
+    # The application's own jar is one of the driver's jars, after those given.
+    jars = _comma_list(args.jars if args.jars is not None else conf.get("spark.jars", ""))
+    if main_class is not None:
+        jars.append(resource)
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    # Spark's client always names the Python files, even none.
+    conf["spark.submit.pyFiles"] = (
+        args.py_files if args.py_files is not None else conf.get("spark.submit.pyFiles", "")
+    )
+    for key in ("spark.kubernetes.container.image", "spark.kubernetes.driver.container.image"):
+        if conf.get(key):
+            break
+    else:
+        raise SparkSubmitError(
+            "--conf spark.kubernetes.container.image",
+            "required with a k8s:// master: the image the driver and executors run",
+            "add --conf spark.kubernetes.container.image=IMAGE (e.g. spark:4.0.0)",
+        )
+    _refuse_local_files(resource, conf)
+    return ClusterMode(
+        server=master.server,
+        conf=conf,
+        resource=resource,
+        app_type="Scala" if app_type == "Scala" else "Python" if app_type == "Python" else "R",
+        main_class=main_class,
+        app_args=tuple(args.app_args),
+        verbose=args.verbose,
+        warnings=tuple(warnings),
+    )
+
+
+def _refuse_local_files(resource: str, conf: Mapping[str, str]) -> None:
+    listed = [("the application file", resource)] + [
+        (f"--conf {key}", item) for key in _UPLOADED for item in _comma_list(conf.get(key, ""))
+    ]
+    for where, item in listed:
+        scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", item)
+        if scheme is None or scheme.group(1).lower() == "file":
+            raise SparkSubmitError(
+                where,
+                f"{item} is a file on this machine: Spark's cluster mode would upload it to "
+                "spark.kubernetes.file.upload.path, which kubemill does not do",
+                f"put it in the image and write local://{item.removeprefix('file://')}, or "
+                "give a URL the driver can fetch (https://, s3a://, hdfs://)",
+            )

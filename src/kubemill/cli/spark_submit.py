@@ -5,13 +5,15 @@ through typer) and are read by :mod:`kubemill.api.spark_submit`, as Spark reads 
 kubemill's own flags stand among the options, before the application file:
 ``--dry-run`` prints the SparkApplication as YAML and submits nothing.
 
-Otherwise the application goes where ``--master`` says: ``k8s://`` to the Kubernetes
-substrate (the kubeconfig's cluster must be that server), once the SparkApplication kind
-is registered. ``local[...]`` runs it here and now, as spark-submit does: in the
-foreground (its output as it comes, Ctrl-C stops it), exiting with the application's
-verdict; the master as given is kept in the annotation ``kubemill.dev/spark-local-master``
-(the driver runs pyspark's spark-submit with it), and a relative application file is
-from the current directory.
+Otherwise the application goes where ``--master`` says. ``k8s://`` (cluster mode) creates
+the driver's objects as Spark's own client does, with no JVM and no operator
+(:mod:`kubemill.cli.spark_cluster`, which also serves ``--kill`` and ``--status``);
+with ``--operator`` it is a SparkApplication for the operator instead, on the Kubernetes
+substrate (the kubeconfig's cluster must be that server). ``local[...]`` runs it here and
+now, as spark-submit does: in the foreground (its output as it comes, Ctrl-C stops it),
+exiting with the application's verdict; the master as given is kept in the annotation
+``kubemill.dev/spark-local-master`` (the driver runs pyspark's spark-submit with it), and a
+relative application file is from the current directory.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ from kubemill.api import Job
 from kubemill.api.spark_submit import (
     SparkSubmit,
     SparkSubmitError,
+    SubmitArguments,
+    parse_spark_master,
     parse_spark_properties,
     parse_submit_arguments,
     submission_of,
 )
+from kubemill.cli import spark_cluster
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings, Substrate
 
 DRY_RUN = "--dry-run"
+OPERATOR = "--operator"
 HELP = ("-h", "--help")
 NOT_REGISTERED = (
     "the SparkApplication kind is not registered in this kubemill yet; --dry-run shows the manifest"
@@ -45,12 +51,18 @@ Usage: kubemill spark-submit [kubemill flags] [spark-submit options] APP [APP AR
   Submit a Spark application with spark-submit's own arguments.
 
 kubemill flags:
-  --dry-run                 Print the SparkApplication (YAML); submit nothing.
+  --dry-run                 Print what would be created (YAML); submit nothing.
+  --operator                With k8s://: a SparkApplication for kubemill's operator
+                            (retries, status), instead of Spark's own cluster mode.
   -h, --help                Show this message.
 
 spark-submit options:
   --master MASTER           k8s://https://HOST:PORT, local, local[N] or local[*] (default).
+                            k8s:// creates the driver pod, its service, NetworkPolicy and
+                            ConfigMap as Spark's cluster mode does (no JVM, no operator).
   --deploy-mode MODE        cluster (with k8s://; the default here), or client with local.
+  --kill [NS:]DRIVER-POD    Delete the driver pods of a k8s:// submission (a glob allowed).
+  --status [NS:]DRIVER-POD  Print the state of those driver pods.
   --name NAME               The application's name (also its Kubernetes name, cleaned).
   --class CLASS             The main class of a jar application.
   --conf, -c KEY=VALUE      A Spark property (repeatable).
@@ -71,14 +83,24 @@ image. Everything after it goes to the application.
 def spark_submit(settings: Settings, argv: list[str]) -> int:
     """Parse ``argv`` (spark-submit's arguments), then print or submit. Returns the exit code."""
     try:
-        args = parse_submit_arguments(argv, own_flags=(DRY_RUN, *HELP))
+        args = parse_submit_arguments(argv, own_flags=(DRY_RUN, OPERATOR, *HELP))
         if not argv or args.own_flags & set(HELP):
             typer.echo(USAGE, nl=False)
             return 0
         properties = None
         if args.properties_file is not None:
             properties = parse_spark_properties(_read(args.properties_file))
+        if args.kill is not None or args.status is not None:
+            return spark_cluster.kill_or_status(settings, args, properties)
+        if _spark_cluster_mode(args, properties):
+            return spark_cluster.submit_cluster(
+                settings, args, properties, dry_run=DRY_RUN in args.own_flags
+            )
         submission = submission_of(args, properties=properties)
+        if OPERATOR in args.own_flags and submission.master.substrate != "kubernetes":
+            raise SparkSubmitError(
+                OPERATOR, "submits to kubemill's operator on a cluster", "add --master k8s://URL"
+            )
     except SparkSubmitError as exc:
         fail(str(exc))
         return 1  # not reached: fail() exits
@@ -105,6 +127,14 @@ def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
     annotations = manifest.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[LOCAL_MASTER_ANNOTATION] = submission.master.text.strip()
     return replace(submission, manifest=manifest)
+
+
+def _spark_cluster_mode(args: SubmitArguments, properties: dict[str, str] | None) -> bool:
+    """A ``k8s://`` master without ``--operator``: Spark's own cluster mode."""
+    if OPERATOR in args.own_flags:
+        return False
+    master = args.master or args.conf.get("spark.master") or (properties or {}).get("spark.master")
+    return master is not None and parse_spark_master(master).substrate == "kubernetes"
 
 
 def _read(path: str) -> str:

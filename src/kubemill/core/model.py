@@ -58,14 +58,17 @@ class ObservedPodGroup:
     """``Pending``, ``Inqueue``, ``Running``, ... as the scheduler reports it."""
 
 
-ChildKind = Literal["ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding", "Deployment"]
+ChildKind = Literal[
+    "ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding", "Deployment", "NetworkPolicy"
+]
 """Children beyond pods, services and PodGroups (files, per-job access, a service
-cluster's Deployments)."""
+cluster's Deployments, network policies)."""
 
 
 @dataclass(frozen=True)
 class ObservedChild:
-    """A ConfigMap, Secret, ServiceAccount, Role or RoleBinding of the job that exists."""
+    """A ConfigMap, Secret, ServiceAccount, Role, RoleBinding or NetworkPolicy of the job
+    that exists."""
 
     kind: ChildKind
     name: str
@@ -203,7 +206,8 @@ class WriteFiles:
 
 @dataclass(frozen=True)
 class CreateChild:
-    """Create the ServiceAccount, Role or RoleBinding of the Plan's ``access``."""
+    """Create the ServiceAccount, Role or RoleBinding of the Plan's ``access``, or one of
+    its ``network_policies``."""
 
     kind: ChildKind
     name: str

@@ -928,7 +928,8 @@ class _Reconcile:
         return {service.name for service in self.plan.exposed}
 
     def _sync_children(self) -> None:
-        """Files and per-job access exist, with current content, before the pods need them.
+        """Files, per-job access and network policies exist, with current content, before
+        the pods need them.
 
         A FileSet whose rendered content differs from the digest the substrate recorded is
         rewritten in place (a hostfile as workers come and go); children the Plan no longer
@@ -974,6 +975,15 @@ class _Reconcile:
                     self._event(
                         "Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {access.name}"
                     )
+        for policy in self.plan.network_policies:
+            wanted.add(("NetworkPolicy", policy.name))
+            if ("NetworkPolicy", policy.name) not in seen:
+                self.actions.append(CreateChild("NetworkPolicy", policy.name))
+                self._event(
+                    "Normal",
+                    "SuccessfulCreateNetworkPolicy",
+                    f"Created NetworkPolicy: {policy.name}",
+                )
         for kind, name in sorted(set(seen) - wanted):
             self.actions.append(DeleteChild(kind, name))
             self._event("Normal", f"SuccessfulDelete{kind}", f"Deleted {kind}: {name}")

@@ -272,6 +272,19 @@ class AccessPlan:
 
 
 @dataclass(frozen=True)
+class NetworkPolicyPlan:
+    """A NetworkPolicy of the job: pods labelled ``pod_labels`` take connections only from
+    pods labelled ``from_labels`` (Spark's ``<app>-policy``: an application's executors
+    accept its own pods only). The labels are any pods', not only the Plan's replicas' (a
+    Spark executor is a foreign pod). Locally there is no network to police: none is
+    asked for."""
+
+    name: str
+    pod_labels: Mapping[str, str]
+    from_labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class ServicePort:
     """One port of an exposed service; ``node_port`` pins a NodePort (None: allocated)."""
 
@@ -464,6 +477,7 @@ class Plan:
     """One headless service per replica (Kubernetes); locally a no-op."""
     exposed: tuple[ExposedService, ...] = ()
     access: AccessPlan | None = None
+    network_policies: tuple[NetworkPolicyPlan, ...] = ()
     foreign: tuple[ForeignPods, ...] = ()
     subdomain: str = ""
     """When set, each pod's hostname is its replica name and its subdomain this: the name of

@@ -27,6 +27,8 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
   Always; ``timeToLiveSeconds`` after the termination; a digest of the spec, so that a
   changed spec re-runs it). The core decides every state of the spark-operator's machine
   (:mod:`kubemill.core.application`).
+- **The NetworkPolicy** ``<app>-policy``: the executors take connections from the
+  application's pods only (``spark-app-selector``), as Spark's cluster mode sets it.
 - **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
 - **Status** (:func:`spark_status`): the core's decision named in the spark-operator's
   fields (``applicationState{state, errorMessage}``, ``submissionID``, the attempts, the
@@ -81,6 +83,7 @@ from kubemill.frameworks.plan import (
     FileSet,
     ForeignPods,
     Network,
+    NetworkPolicyPlan,
     Plan,
     ReplicaPlan,
     RerunPolicy,
@@ -425,6 +428,17 @@ def driver_access(app: SparkApplication) -> AccessPlan:
     )
 
 
+def network_policy(app: SparkApplication) -> NetworkPolicyPlan:
+    """``<app>-policy``, as Spark's cluster mode creates it: the application's executors
+    take connections from the application's own pods only."""
+    selector = application_id(app)
+    return NetworkPolicyPlan(
+        f"{app.name}-policy",
+        pod_labels={LABEL_ROLE: "executor", LABEL_APP_SELECTOR: selector},
+        from_labels={LABEL_APP_SELECTOR: selector},
+    )
+
+
 def ui_service(app: SparkApplication) -> ExposedService:
     """``<app>-ui-svc`` in front of the driver's UI: ClusterIP on 4040 unless
     ``sparkUIOptions`` says another type, port or port name."""
@@ -623,6 +637,7 @@ class Spark:
             ),
             subdomain=driver_service_name(job),
             access=driver_access(job),
+            network_policies=(network_policy(job),),
             foreign=(ForeignPods(EXECUTOR, owner_type=DRIVER),),
             status_extension=spark_status,
             reruns=reruns(job),
@@ -650,6 +665,7 @@ __all__ = [
     "driver_host",
     "driver_service_name",
     "executor_template_text",
+    "network_policy",
     "properties",
     "properties_text",
     "recorded_run",

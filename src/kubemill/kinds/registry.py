@@ -206,6 +206,12 @@ BUILTIN: tuple[Engine, ...] = (
                 ("list", "watch", "create", "delete"),
                 "a Spark driver's Role lets it create and watch its executors",
             ),
+            OperatorGrant(
+                ("networking.k8s.io",),
+                ("networkpolicies",),
+                ("list", "watch", "create"),
+                "a Spark application's executors take connections from its own pods only",
+            ),
             # RBAC lets the operator grant only what it holds itself: the driver manages its
             # executors' pods, and the ConfigMaps (and services) Spark makes for them.
             *(

@@ -54,6 +54,7 @@ from kubemill.frameworks import (
     OPERATOR_NAME,
     AccessPlan,
     ExposedService,
+    NetworkPolicyPlan,
     Plan,
     ReplicaPlan,
 )
@@ -77,6 +78,7 @@ FILES_VOLUME_PREFIX = "kubemill-files-"
 """Volumes of delivered files are named ``kubemill-files-<n>`` (n: the FileSet's position)."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RBAC_API_VERSION = f"{RBAC_GROUP}/v1"
+NETWORKING_API_VERSION = "networking.k8s.io/v1"
 CHILD_RESOURCES: dict[ChildKind, tuple[str, str]] = {
     "ConfigMap": ("v1", "configmaps"),
     "Secret": ("v1", "secrets"),
@@ -84,6 +86,7 @@ CHILD_RESOURCES: dict[ChildKind, tuple[str, str]] = {
     "Role": (RBAC_API_VERSION, "roles"),
     "RoleBinding": (RBAC_API_VERSION, "rolebindings"),
     "Deployment": ("apps/v1", "deployments"),
+    "NetworkPolicy": (NETWORKING_API_VERSION, "networkpolicies"),
 }
 """(apiVersion, plural) of each child kind beyond pods, services and PodGroups."""
 
@@ -387,6 +390,21 @@ def build_access(
     raise UnsupportedPlanError(f"{access.name}: {kind} is not part of a job's access")
 
 
+def build_network_policy(
+    job: Job, policy: NetworkPolicyPlan, *, owner: Owner | None = None
+) -> dict[str, Any]:
+    """A NetworkPolicy: pods with ``pod_labels`` take ingress only from ``from_labels``'s."""
+    return {
+        "apiVersion": NETWORKING_API_VERSION,
+        "kind": "NetworkPolicy",
+        "metadata": _child_metadata(job, policy.name, _job_labels(job), owner),
+        "spec": {
+            "podSelector": {"matchLabels": dict(policy.pod_labels)},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": dict(policy.from_labels)}}]}],
+        },
+    }
+
+
 def build_exposed_service(
     job: Job, plan: Plan, service: ExposedService, *, owner: Owner | None = None
 ) -> dict[str, Any]:
@@ -493,8 +511,9 @@ def build_for_action(
 
     ``CreatePod``/``CreateService`` name a replica (or an exposed service) of ``plan``;
     ``WriteFiles`` is a ConfigMap or Secret (created or rewritten whole); ``CreateChild`` is
-    part of the Plan's access; ``CreateObject`` one of a service cluster's objects;
-    ``CreatePodGroup`` needs ``gang``. Any other action creates nothing and gives None.
+    part of the Plan's access or one of its network policies; ``CreateObject`` one of a
+    service cluster's objects; ``CreatePodGroup`` needs ``gang``. Any other action creates
+    nothing and gives None.
     """
     if isinstance(action, CreatePod):
         return build_pod(job, plan.replica(action.name), gang=gang, owner=owner, plan=plan)
@@ -505,6 +524,11 @@ def build_for_action(
         return build_service(job, plan.replica(action.name), owner=owner)
     if isinstance(action, WriteFiles):
         return build_files(job, action, owner=owner)
+    if isinstance(action, CreateChild) and action.kind == "NetworkPolicy":
+        for policy in plan.network_policies:
+            if policy.name == action.name:
+                return build_network_policy(job, policy, owner=owner)
+        raise UnsupportedPlanError(f"the reconcile asked for NetworkPolicy {action.name}")
     if isinstance(action, CreateChild):
         if plan.access is None or plan.access.name != action.name:
             raise UnsupportedPlanError(f"the reconcile asked for {action.kind} {action.name}")
@@ -539,6 +563,7 @@ __all__ = [
     "build_exposed_service",
     "build_files",
     "build_for_action",
+    "build_network_policy",
     "build_pod",
     "build_pod_group",
     "build_service",

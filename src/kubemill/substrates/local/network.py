@@ -181,13 +181,13 @@ def local_plan(job: Job, network: LocalNetwork) -> Plan:
 
     The engine adapts the job and its Plan to one machine first (``LocalSupport``).
     Replicas reach each other on 127.0.0.1 ports, so there are no services (headless or
-    exposed), and there is no API server to grant per-job access on: none of them is
-    asked for, so no event claims they were created.
+    exposed), and there is no API server to grant per-job access on nor a network to
+    police: none of them is asked for, so no event claims they were created.
     """
     support = engine_for(job.KIND).local
     local_job = support.adapted(job)
     plan = support.planned(local_job, plan_for(local_job, network), network)
-    return replace(plan, services=False, exposed=(), access=None)
+    return replace(plan, services=False, exposed=(), access=None, network_policies=())
 
 
 def busy_ports(ports: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:

@@ -110,6 +110,37 @@ def connect(*, kubeconfig: str | os.PathLike[str] | None, context: str | None) -
     return Connection(api_client, str(configuration.host), context, namespace)
 
 
+def connect_to(
+    server: str, *, kubeconfig: str | os.PathLike[str] | None, context: str | None
+) -> Connection:
+    """An API client for ``server`` (a ``spark-submit --master k8s://`` URL): the kubeconfig's
+    when it has one (its cluster must be that server: its credentials belong to it), else a
+    plain client of ``server`` with no credentials, as Spark's client goes to its master
+    when no kubeconfig says more (a local test server, ``kubectl proxy``)."""
+    from kubernetes import client
+
+    default_exists = any(
+        Path(p).expanduser().is_file()
+        for p in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+        if p
+    )
+    wanted = server.rstrip("/")
+    if kubeconfig is not None or default_exists or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        connection = connect(kubeconfig=kubeconfig, context=context)
+        if connection.server.rstrip("/") != wanted:
+            raise KubeconfigError(
+                f"--master k8s://{wanted}: the kubeconfig's cluster is {connection.server}; "
+                "choose the context of that server with `kubemill --context NAME ...`"
+            )
+        return connection
+    configuration = client.Configuration()
+    configuration.host = wanted
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    return Connection(api_client, wanted, None, "default")
+
+
 class Http:
     """JSON requests through the connection's ``ApiClient``, errors translated."""
 

@@ -1,0 +1,224 @@
+"""`kubemill spark-submit --master k8s://URL`: Spark's own cluster mode, with no JVM.
+
+The driver pod, its headless service, NetworkPolicy and ConfigMap are built as Spark's
+client builds them (:mod:`kubemill.frameworks.spark_cluster_mode`) and sent to the master's
+API server (:mod:`kubemill.substrates.kubernetes.client.spark_submit`): no operator, no
+SparkApplication. The API server is the master's URL, with the kubeconfig's credentials
+when there is a kubeconfig (its cluster must be that server), else without any. The
+namespace is ``spark.kubernetes.namespace``, else kubemill's ``--namespace``, else
+``default`` (as Spark: not the kubeconfig context's).
+
+``--kill`` and ``--status`` take Spark's submission ids, ``[NAMESPACE:]DRIVER-POD`` (a glob
+such as ``spark-pi-*`` allowed): they delete the matching driver pods, or print their state.
+``--dry-run`` prints the four objects (the dependents get their owner, the driver pod, when
+submitted) and sends nothing. As Spark's client, it then waits for the driver to end
+(printing its phase as it changes, exit 1 if it failed) unless
+``spark.kubernetes.submission.waitAppCompletion=false``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import typer
+
+from kubemill.api.spark_submit import (
+    SparkSubmitError,
+    SubmitArguments,
+    cluster_mode_of,
+    parse_spark_master,
+)
+from kubemill.cli.errors import fail, stderr_console
+from kubemill.cli.settings import Settings
+
+if TYPE_CHECKING:
+    from kubemill.substrates.kubernetes.client import spark_submit as client
+    from kubemill.substrates.kubernetes.client.connection import Http
+    from kubemill.substrates.kubernetes.observe import PodSnapshot
+
+GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
+WAIT_CONF = "spark.kubernetes.submission.waitAppCompletion"
+INTERVAL_CONF = "spark.kubernetes.report.interval"
+
+
+def submit_cluster(
+    settings: Settings,
+    args: SubmitArguments,
+    properties: Mapping[str, str] | None,
+    *,
+    dry_run: bool,
+) -> int:
+    """Build the driver's objects and create them (or print them with ``dry_run``)."""
+    from kubemill.frameworks.spark_cluster_mode import (
+        SPARK_VERSION,
+        ClusterModeError,
+        driver_objects,
+    )
+    from kubemill.substrates.base import SubstrateError
+    from kubemill.substrates.kubernetes.client import spark_submit as client
+
+    args = _in_namespace(settings, args, properties)
+    try:
+        mode = cluster_mode_of(args, properties=properties)
+        for warning in mode.warnings:
+            stderr_console().print(f"warning: {warning}", style="yellow")
+        if mode.verbose:
+            stderr_console().print(f"master: kubernetes ({mode.server}), cluster mode")
+        objects = driver_objects(mode, client.generated(spark_version=SPARK_VERSION))
+    except (SparkSubmitError, ClusterModeError) as exc:
+        fail(str(exc))
+        return 1  # not reached: fail() exits
+    if dry_run:
+        from kubemill.cli.manifests import print_yaml
+
+        print_yaml([objects.pod, objects.service, objects.network_policy, objects.config_map])
+        return 0
+    try:
+        submitted = client.submit(_http(settings, mode.server), objects)
+    except SubstrateError as exc:
+        fail(str(exc))
+        return 1
+    name = mode.conf.get("spark.app.name", "")
+    typer.echo(
+        f"Deployed Spark application {name} with application ID {submitted.app_id} and "
+        f"submission ID {submitted.submission_id} into Kubernetes"
+    )
+    master = f"k8s://{mode.server}"
+    typer.echo(
+        f"  its state: kubemill spark-submit --master {master} --status {submitted.submission_id}"
+    )
+    if mode.conf.get(WAIT_CONF, "true").strip().lower() == "false":
+        return 0
+    return _wait(settings, mode.server, mode.conf, submitted)
+
+
+def _wait(
+    settings: Settings, server: str, conf: Mapping[str, str], submitted: client.Submitted
+) -> int:
+    """Follow the driver until it ends, as Spark's client does by default; exit 1 if it
+    failed. Interrupting stops the waiting, not the application."""
+    from kubemill.substrates.base import SubstrateError
+    from kubemill.substrates.kubernetes.client import spark_submit as client
+
+    try:
+        interval = report_interval(conf.get(INTERVAL_CONF, "1s"))
+    except ValueError:
+        fail(f"--conf {INTERVAL_CONF}: {conf[INTERVAL_CONF]!r} is not a time (1s, 500ms)")
+    typer.echo(f"  waiting for the driver to end (--conf {WAIT_CONF}=false returns at once)")
+
+    def said(pod: PodSnapshot) -> None:
+        typer.echo(f"Application status for {submitted.app_id} (phase: {pod.phase})")
+
+    try:
+        pod = client.wait_for_driver(
+            _http(settings, server), submitted, interval=interval, on_phase=said
+        )
+    except KeyboardInterrupt:
+        stderr_console().print(
+            f"stopped waiting; {submitted.submission_id} keeps running "
+            f"(--kill {submitted.submission_id} stops it)"
+        )
+        return 130
+    except SubstrateError as exc:
+        fail(f"while waiting for the driver: {exc}")
+        return 1
+    code, reason = client.driver_exit(pod)
+    phase = pod.phase
+    typer.echo(
+        f"Application {conf.get('spark.app.name', '')} with application ID {submitted.app_id} "
+        f"and submission ID {submitted.submission_id} finished: {phase}"
+        + (f" (exit code {code}{', ' + reason if reason else ''})" if code is not None else "")
+    )
+    return 0 if phase == "Succeeded" else 1
+
+
+def report_interval(text: str) -> float:
+    """``spark.kubernetes.report.interval`` in seconds: ``1s``, ``500ms``, ``2m``; a bare
+    number is milliseconds, as Spark reads it."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*", text.lower())
+    if match is None:
+        raise ValueError(text)
+    value = float(match.group(1))
+    scale = {None: 0.001, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0}[match.group(2)]
+    seconds = value * scale
+    if seconds <= 0:
+        raise ValueError(text)
+    return seconds
+
+
+def kill_or_status(
+    settings: Settings, args: SubmitArguments, properties: Mapping[str, str] | None
+) -> int:
+    """``--kill`` or ``--status`` of the matching driver pods."""
+    from kubemill.substrates.base import SubstrateError
+    from kubemill.substrates.kubernetes.client import spark_submit as client
+
+    args = _in_namespace(settings, args, properties)
+    option, target = ("--kill", args.kill) if args.kill is not None else ("--status", args.status)
+    assert target is not None
+    conf = {**(properties or {}), **args.conf}
+    try:
+        if args.kill is not None and args.status is not None:
+            raise SparkSubmitError("--kill", "and --status together", "give one of them")
+        given = args.master or conf.get("spark.master")
+        master = parse_spark_master(given) if given else None
+        if master is None or master.server is None:
+            raise SparkSubmitError(
+                "--master",
+                f"{option} asks a Kubernetes API server",
+                "add --master k8s://https://HOST:PORT",
+            )
+        default_namespace = conf.get("spark.kubernetes.namespace") or "default"
+        try:
+            namespace, pattern = client.parse_submission_id(
+                target, default_namespace=default_namespace
+            )
+        except ValueError as exc:
+            raise SparkSubmitError(option, str(exc), "e.g. default:spark-pi-*") from None
+        grace = conf.get(GRACE_CONF)
+        if grace is not None and not grace.isdigit():
+            raise SparkSubmitError(f"--conf {GRACE_CONF}", f"{grace!r} is not whole seconds")
+        http = _http(settings, master.server)
+        if args.kill is not None:
+            deleted = client.kill(
+                http, namespace, pattern, grace=None if grace is None else int(grace)
+            )
+            for name in deleted:
+                typer.echo(f"Deleting driver pod: {namespace}:{name}")
+            if not deleted:
+                fail(f"no driver pod matches {namespace}:{pattern}")
+            return 0
+        pods = client.find_drivers(http, namespace, pattern)
+    except SparkSubmitError as exc:
+        fail(str(exc))
+        return 1
+    except SubstrateError as exc:
+        fail(str(exc))
+        return 1
+    if not pods:
+        fail(f"no driver pod matches {namespace}:{pattern}")
+    for pod in pods:
+        typer.echo("Application status (driver):")
+        for key, value in client.driver_state(pod):
+            typer.echo(f"\t {key}: {value}")
+    return 0
+
+
+def _in_namespace(
+    settings: Settings, args: SubmitArguments, properties: Mapping[str, str] | None
+) -> SubmitArguments:
+    """kubemill's ``--namespace`` when no ``spark.kubernetes.namespace`` says one (Spark's
+    own default is ``default``, whatever the kubeconfig's context says)."""
+    key = "spark.kubernetes.namespace"
+    if settings.namespace is None or key in args.conf or key in (properties or {}):
+        return args
+    return replace(args, conf={**args.conf, key: settings.namespace})
+
+
+def _http(settings: Settings, server: str) -> Http:
+    from kubemill.substrates.kubernetes.client.connection import Http, connect_to
+
+    return Http(connect_to(server, kubeconfig=settings.kubeconfig, context=settings.context))
