@@ -470,9 +470,9 @@ def _reason(view: JobView, kind: ConditionType) -> str:
 
 def kinds_table() -> Table:
     """``kubemill kinds``: every registered kind, as the docs' kinds table lists it."""
-    from kubemill.kinds import describe, engines
+    from kubemill.kinds import describe, entries
 
-    rows = [describe(engine) for engine in engines()]
+    rows = [describe(entry) for entry in entries()]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in rows[0] if rows else ():
         table.add_column(column.upper())
