@@ -53,6 +53,7 @@ EVERY_KIND = [
     "pytorchjobs.kubemill.dev",
     "mpijobs.kubemill.dev",
     "sparkapplications.kubemill.dev",
+    "scheduledsparkapplications.kubemill.dev",
 ]
 
 
@@ -98,9 +99,9 @@ def test_a_partial_install_names_the_missing_crd(
     assert backend.list() == []
     with pytest.raises(
         JobNotFound,
-        match=r"no TFJob, PyTorchJob, MPIJob or SparkApplication .*"
-        r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev "
-        r"are not installed\)",
+        match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication or ScheduledSparkApplication .*"
+        r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev, "
+        r"scheduledsparkapplications.kubemill.dev are not installed\)",
     ):
         backend.get("ddp")
     with pytest.raises(CRDsNotInstalled, match=r"pytorchjobs\.kubemill\.dev not served"):

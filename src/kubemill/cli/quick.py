@@ -42,6 +42,8 @@ PHASE_STYLES = {
     "Failed": "bold red",
     "Unknown": "magenta",
     "Stopped": "dim",
+    "Scheduled": "cyan",
+    "FailedValidation": "bold red",
 }
 """A phase's colour (rich style names; :data:`ANSI` for those used here)."""
 

@@ -19,14 +19,11 @@ for the same run again and its create is answered ``AlreadyExists``: no run star
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kubemill.api import (
     ScheduledSparkApplication,
@@ -62,6 +59,7 @@ from kubemill.substrates.kubernetes.operator.reconciler import (
     merge_patch,
 )
 from kubemill.substrates.kubernetes.operator.settings import JobResource
+from kubemill.substrates.kubernetes.zones import resolve_zone
 
 logger = logging.getLogger("kubemill.operator")
 
@@ -78,35 +76,6 @@ def run_key(body: Mapping[str, Any], group: str) -> RunKey | None:
     meta = body.get("metadata") or {}
     schedule = (meta.get("labels") or {}).get(RUN_LABEL)
     return (group, meta.get("namespace", ""), schedule) if schedule else None
-
-
-def local_zone() -> tzinfo:
-    """The operator's own time zone (``Local``, or no ``timeZone``): ``$TZ`` if it names a
-    zone, else ``/etc/localtime``, else UTC (an operator pod's usual zone)."""
-    name = os.environ.get("TZ", "").lstrip(":")
-    if name:
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            logger.warning("TZ=%s is not a time zone: using UTC", name)
-            return UTC
-    localtime = Path("/etc/localtime")
-    try:
-        with localtime.open("rb") as handle:
-            return ZoneInfo.from_file(handle, key="localtime")
-    except (OSError, ValueError):
-        return UTC
-
-
-def resolve_zone(name: str | None) -> tzinfo | str:
-    """The zone ``spec.timeZone`` names, or why it names none."""
-    if name is None or name == "Local":
-        return local_zone()
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        detail = str(exc).strip("'\"") or "not in the time zone database"
-        return f"invalid timeZone {name!r}: {detail} (an IANA name such as UTC or Europe/Paris)"
 
 
 def _now() -> datetime:
@@ -378,8 +347,6 @@ __all__ = [
     "RUN_LABEL",
     "RunKey",
     "ScheduleController",
-    "local_zone",
-    "resolve_zone",
     "run_body",
     "run_key",
 ]
