@@ -124,6 +124,14 @@ def test_get_lists_schedules_with_their_last_run(
     # A kind with nothing of it says so.
     none = runner.invoke(app, [*cli, "get", "tfjobs"])
     assert none.exit_code == 0 and "No TFJobs found." in none.stdout
+    described = runner.invoke(app, [*cli, "describe", "scheduled-spark-pi"])
+    assert described.exit_code == 0, described.output
+    assert "ScheduledSparkApplication" in described.stdout
+    # It has no logs of its own: its runs do.
+    logged = runner.invoke(app, [*cli, "logs", "scheduled-spark-pi"])
+    assert logged.exit_code == 1
+    assert "runs no pods of its own" in logged.stderr
+    assert "kubemill get sparkapplications" in logged.stderr
     as_yaml = runner.invoke(app, [*cli, "get", asked, "-o", "yaml"])
     items = yaml.safe_load(as_yaml.stdout)["items"]
     assert [i["status"]["lastRunName"] for i in items] == [row["LAST RUN NAME"]]

@@ -296,8 +296,8 @@ def engine_for(kind: str) -> Engine:
         if kind in _controllers:
             controller = _controllers[kind]
             raise UnknownKind(
-                f"{kind} runs no pods of its own: it creates {controller.controls}s "
-                f"({controller.local.why_not or 'under the operator'})"
+                f"{kind} runs no pods of its own: it creates {controller.controls}s, which "
+                f"do (`kubemill get {controller.controls.lower()}s` lists them)"
             ) from None
         known = ", ".join(sorted(_engines))
         raise UnknownKind(
