@@ -11,6 +11,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubemill.api import (
     SCHEDULEDSPARKAPPLICATION,
@@ -432,3 +434,66 @@ def test_an_unknown_time_zone_fails_validation_once() -> None:
     assert [a.message for a in first.actions if isinstance(a, RecordEvent)] == [reason]
     # The same verdict again says nothing new.
     assert invalid(first.status, reason).actions == ()
+
+
+# --- a controller driven over time -----------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    policy=st.sampled_from(["Allow", "Forbid", "Replace"]),
+    ok_limit=st.integers(0, 3),
+    bad_limit=st.integers(0, 3),
+    steps=st.lists(
+        st.tuples(st.integers(1, 400), st.sampled_from(["none", "succeed", "fail"])),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_a_simulated_controller_keeps_its_promises(
+    policy: str, ok_limit: int, bad_limit: int, steps: list[tuple[int, str]]
+) -> None:
+    """Passes at random moments (the clock moves 1-400 s between them; the oldest active
+    run may end): every run is named by a distinct time the schedule fires at, never
+    created twice, Forbid and Replace leave at most one run active, and the history stays
+    within its limits."""
+    app = scheduled(
+        schedule="*/2 * * * *",
+        concurrencyPolicy=policy,
+        successfulRunHistoryLimit=ok_limit,
+        failedRunHistoryLimit=bad_limit,
+    )
+    cron = app.cron
+    world: dict[str, ObservedRun] = {}
+    ever: list[str] = []
+    now = NOW
+    for advance, ending in steps:
+        now += timedelta(seconds=advance)
+        active = sorted(n for n, r in world.items() if r.outcome == "active")
+        if active and ending != "none":
+            state = "COMPLETED" if ending == "succeed" else "FAILED"
+            world[active[0]] = run(active[0], state)
+        result = decide(app, list(world.values()), zone=UTC, now=now)
+        for action in result.actions:
+            if isinstance(action, DeleteRun):
+                del world[action.name]
+            elif isinstance(action, CreateRun):
+                assert action.name not in ever, "a run was created twice"
+                assert action.due <= now and cron.matches(action.due)
+                assert action.name == nanos_name(action.due)
+                ever.append(action.name)
+                world[action.name] = run(action.name, "SUBMITTED")
+        if policy != "Allow":
+            assert sum(r.outcome == "active" for r in world.values()) <= 1
+        assert len([r for r in world.values() if r.outcome == "succeeded"]) <= ok_limit
+        assert len([r for r in world.values() if r.outcome == "failed"]) <= bad_limit
+        status = result.status
+        assert status.next_run is not None and status.next_run > now
+        assert cron.matches(status.next_run)
+        wire = app.to_wire()
+        wire["status"] = status.to_wire()
+        loaded = load_one(wire, kinds=KINDS)
+        assert isinstance(loaded, ScheduledSparkApplication)
+        app = loaded
+    # Due times only move forward.
+    assert ever == sorted(ever)
