@@ -11,12 +11,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kubemill.api import Job
-from kubemill.kinds import load_one
+from kubemill.api import Job, ScheduledSparkApplication, SparkApplication
+from kubemill.kinds import crds, load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, render_job
 
-from .helpers import K8S_VERSIONS, job_manifest_files, k8s_errors, rel
+from .helpers import K8S_VERSIONS, crd_validator, job_manifest_files, k8s_errors, rel
 from .samples import elastic_pytorchjob, pytorchjob, tfjob
 
 GANGS = (None, "volcano", "scheduler-plugins")
@@ -108,7 +108,15 @@ def test_rendered_repository_manifests_validate(path: Path, gang: str | None) ->
     jobs: list[Job] = load_path(path)
     for job in jobs:
         objects = render_job(job, gang_scheduler=gang)
+        if isinstance(job, ScheduledSparkApplication):
+            # Its next run, valid for its CRD, then that run's objects.
+            run, *objects = objects
+            (crd,) = (c for c in crds() if c["spec"]["names"]["kind"] == run["kind"])
+            assert [e.message for e in crd_validator(crd).iter_errors(run)] == []
+            job = load_one(run)
         replicas = sum(job.replica_count(t) for t in job.replica_specs)
+        if isinstance(job, SparkApplication):
+            replicas = 1  # the driver: it creates the executors itself
         assert sum(o["kind"] == "Pod" for o in objects) == replicas
         assert sum(o["kind"] == "PodGroup" for o in objects) == (gang is not None)
         assert [e for o in objects for e in object_errors(o)] == []
