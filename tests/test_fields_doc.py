@@ -33,11 +33,12 @@ from kubemill.api import (
     PyTorchJobSpec,
     ReplicaSpec,
     RunPolicy,
+    ScheduledSparkApplicationSpec,
     SparkApplicationSpec,
     TFJobSpec,
 )
 from kubemill.frameworks import Endpoint
-from kubemill.kinds import engine_for, load_one, plan_for
+from kubemill.kinds import entry_for, load_one, plan_for
 from kubemill.substrates.local.images import default_environment
 from kubemill.substrates.local.launch import NotRunnableLocally, PodContext, prepare
 
@@ -50,6 +51,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "MPIJob": MPIJobSpec,
     "SparkApplication": SparkApplicationSpec,
     "MarsCluster": MarsClusterSpec,
+    "ScheduledSparkApplication": ScheduledSparkApplicationSpec,
     "Run policy": RunPolicy,
     "Replica spec": ReplicaSpec,
     "Pod template": PodTemplateSpec,
@@ -133,7 +135,7 @@ def test_every_row_uses_the_legend(section: str) -> None:
 @pytest.mark.parametrize("section", SECTIONS)
 def test_not_run_locally_means_the_kind_does_not_run_there(section: str) -> None:
     kind, _root = SECTION_ROOT.get(section, (section, "spec"))
-    runs = engine_for(kind).local.runs
+    runs = entry_for(kind).local.runs
     for path, (kubernetes, local) in doc_rows()[section].items():
         if kubernetes == "refused":
             continue

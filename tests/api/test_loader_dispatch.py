@@ -70,6 +70,19 @@ spec:
   mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
 """
 
+SCHEDULED_SPARK_APP = """
+apiVersion: {api}
+kind: ScheduledSparkApplication
+metadata: {{name: {name}}}
+spec:
+  schedule: "@every 5m"
+  template:
+    type: Python
+    sparkVersion: "4.0.0"
+    image: spark:4.0.0
+    mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
+"""
+
 MARS_CLUSTER = """
 apiVersion: {api}
 kind: MarsCluster
@@ -84,6 +97,7 @@ TEMPLATES = {
     "PyTorchJob": PT_MASTER,
     "MPIJob": MPI_LAUNCHER,
     "SparkApplication": SPARK_APP,
+    "ScheduledSparkApplication": SCHEDULED_SPARK_APP,
     "MarsCluster": MARS_CLUSTER,
 }
 SUSPENDABLE = {kind: TEMPLATES[kind] for kind in TEMPLATES if kind != "MarsCluster"}
@@ -132,7 +146,7 @@ def _merged(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("suspend", [True, False])
 def test_every_kinds_suspend_patch_sets_what_its_run_policy_reads(suspend: bool) -> None:
-    # `kubemill suspend` merge-patches this; SparkApplication's field is spec.suspend.
+    # `kubemill suspend` merge-patches this; the Spark kinds' field is spec.suspend.
     for kind, template in SUSPENDABLE.items():
         manifest = yaml.safe_load(template.format(api=API_VERSION, name="k"))
         job = load_one(manifest)

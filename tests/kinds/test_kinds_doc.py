@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-from kubemill.kinds import engines, markdown_table
+from kubemill.kinds import entries, markdown_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kinds.md"
 
@@ -25,6 +25,6 @@ def test_the_docs_table_is_generated_from_the_registry() -> None:
 def test_kubemill_kinds_lists_every_registered_kind() -> None:
     result = CliRunner().invoke(app, ["kinds"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    for engine in engines():
+    for engine in entries():
         line = next(line for line in result.output.splitlines() if line.startswith(engine.kind))
         assert engine.api.short_names[0] in line and engine.api.plural in line

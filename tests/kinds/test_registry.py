@@ -18,12 +18,17 @@ from kubemill.frameworks import Mars, Network, Plan, PlanError, PyTorch, Spark, 
 from kubemill.frameworks.mpi import MPI
 from kubemill.kinds import (
     BUILTIN,
+    CONTROLLERS,
+    Controller,
     Engine,
     OperatorGrant,
     UnknownKind,
+    controllers,
     crds,
     engine_for,
     engines,
+    entries,
+    entry_for,
     kind_table,
     load_one,
     plan_for,
@@ -101,15 +106,35 @@ def test_the_builtins_are_one_entry_each() -> None:
     assert isinstance(engine_for("MPIJob").framework, MPI)
     assert isinstance(engine_for("SparkApplication").framework, Spark)
     assert isinstance(engine_for("MarsCluster").framework, Mars)
-    assert [c["spec"]["names"]["kind"] for c in crds()] == kinds
+    assert [c["spec"]["names"]["kind"] for c in crds()] == [*kinds, "ScheduledSparkApplication"]
+
+
+def test_a_controller_is_an_entry_of_its_own_after_the_engines() -> None:
+    # A ScheduledSparkApplication runs no pods: it creates SparkApplications.
+    assert [c.kind for c in CONTROLLERS] == ["ScheduledSparkApplication"]
+    assert controllers() == CONTROLLERS
+    assert [e.kind for e in entries()] == [
+        *(e.kind for e in engines()),
+        "ScheduledSparkApplication",
+    ]
+    scheduled = entry_for("ScheduledSparkApplication")
+    assert isinstance(scheduled, Controller)
+    assert scheduled.controls == "SparkApplication"
+    assert entry_for(scheduled.controls) is engine_for("SparkApplication")
+    assert not scheduled.local.runs and "under the operator" in scheduled.local.why_not
+    assert "ScheduledSparkApplication" in kind_table().kind_names()
+    with pytest.raises(ValueError, match="built in"):
+        unregister("ScheduledSparkApplication")
+    # No plan: asking for its engine says what it is instead.
+    with pytest.raises(UnknownKind, match="runs no pods of its own: it creates SparkApplications"):
+        engine_for("ScheduledSparkApplication")
 
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
     with pytest.raises(
-        UnknownKind,
-        match=r"no engine runs 'ScheduledSparkApplication'.*MPIJob, MarsCluster, PyTorchJob",
+        UnknownKind, match=r"no engine runs 'SparkJob'.*MPIJob, MarsCluster, PyTorchJob"
     ):
-        engine_for("ScheduledSparkApplication")
+        engine_for("SparkJob")
     job = ProbeJob(metadata={"name": "x"})
     with pytest.raises(UnknownKind, match="ProbeJob"):
         plan_for(job, network=None)  # type: ignore[arg-type]

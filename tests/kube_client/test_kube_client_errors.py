@@ -54,6 +54,7 @@ EVERY_KIND = [
     "mpijobs.kubemill.dev",
     "sparkapplications.kubemill.dev",
     "marsclusters.kubemill.dev",
+    "scheduledsparkapplications.kubemill.dev",
 ]
 
 
@@ -99,9 +100,11 @@ def test_a_partial_install_names_the_missing_crd(
     assert backend.list() == []
     with pytest.raises(
         JobNotFound,
-        match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication or MarsCluster .*"
+        match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication, MarsCluster or "
+        r"ScheduledSparkApplication .*"
         r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev, "
-        r"marsclusters.kubemill.dev are not installed\)",
+        r"marsclusters.kubemill.dev, scheduledsparkapplications.kubemill.dev are not "
+        r"installed\)",
     ):
         backend.get("ddp")
     with pytest.raises(CRDsNotInstalled, match=r"pytorchjobs\.kubemill\.dev not served"):

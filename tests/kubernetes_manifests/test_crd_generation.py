@@ -37,7 +37,14 @@ def schema_at(schema: dict[str, Any], json_path: str) -> dict[str, Any]:
 
 
 def test_both_kinds_registered_with_expected_names() -> None:
-    assert sorted(CRDS) == ["MPIJob", "MarsCluster", "PyTorchJob", "SparkApplication", "TFJob"]
+    assert sorted(CRDS) == [
+        "MPIJob",
+        "MarsCluster",
+        "PyTorchJob",
+        "ScheduledSparkApplication",
+        "SparkApplication",
+        "TFJob",
+    ]
     assert CRDS["TFJob"]["metadata"]["name"] == "tfjobs.kubemill.dev"
     assert CRDS["PyTorchJob"]["metadata"]["name"] == "pytorchjobs.kubemill.dev"
     for crd in CRDS.values():
@@ -77,6 +84,12 @@ def test_status_subresource_and_printer_columns(kind: str) -> None:
         assert columns["Status"]["jsonPath"] == ".status.applicationState.state"
         state = schema_at(schema_of(kind), ".status.applicationState.state")
         assert "COMPLETED" in state["enum"]
+    elif kind == "ScheduledSparkApplication":
+        # Upstream's columns: the schedule and its last run (it has no conditions of its own).
+        assert columns["Schedule"]["jsonPath"] == ".spec.schedule"
+        assert columns["Last Run Name"]["jsonPath"] == ".status.lastRunName"
+        assert "Scheduled" in schema_at(schema_of(kind), ".status.scheduleState")["enum"]
+        return
     else:
         assert columns["State"]["jsonPath"] == ".status.conditions[-1:].type"
     assert schema_at(schema_of(kind), ".status.conditions")["items"]["properties"]["type"]["enum"]

@@ -74,6 +74,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "mpijobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "sparkapplications.kubemill.dev"),
         ("CustomResourceDefinition", None, "marsclusters.kubemill.dev"),
+        ("CustomResourceDefinition", None, "scheduledsparkapplications.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
         ("ClusterRoleBinding", None, NAME),
@@ -100,8 +101,13 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications"],
             "verbs": ["list", "watch", "delete"],
         },
-        # A MarsCluster never finishes: no TTL deletes it.
-        {"apiGroups": ["kubemill.dev"], "resources": ["marsclusters"], "verbs": ["list", "watch"]},
+        # A MarsCluster never finishes and a ScheduledSparkApplication never ends: no TTL
+        # deletes them.
+        {
+            "apiGroups": ["kubemill.dev"],
+            "resources": ["marsclusters", "scheduledsparkapplications"],
+            "verbs": ["list", "watch"],
+        },
         {
             "apiGroups": ["kubemill.dev"],
             "resources": [
@@ -110,9 +116,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "mpijobs/status",
                 "sparkapplications/status",
                 "marsclusters/status",
+                "scheduledsparkapplications/status",
             ],
             "verbs": ["patch"],
         },
+        # ... and creates its runs (deleted with the jobs' delete above).
+        {"apiGroups": ["kubemill.dev"], "resources": ["sparkapplications"], "verbs": ["create"]},
         {
             "apiGroups": [""],
             # get: an MPI launcher's Role reads pods, and RBAC grants only what one holds;
@@ -224,6 +233,18 @@ def test_gang_scheduling_adds_pod_groups_of_its_api(gang: str, group: str) -> No
         "args"
     ]
     assert f"--gang-scheduler-name={gang}" in args
+
+
+def test_upstream_groups_add_scheduled_spark_applications_and_their_runs() -> None:
+    rules = operator_rules(serve_upstream_groups=True)
+    group = "sparkoperator.k8s.io"
+    for verb in ("list", "watch"):
+        assert permits(rules, group=group, resource="scheduledsparkapplications", verb=verb)
+    assert permits(rules, group=group, resource="scheduledsparkapplications/status", verb="patch")
+    assert not permits(rules, group=group, resource="scheduledsparkapplications", verb="delete")
+    for verb in ("create", "delete", "list", "watch"):
+        assert permits(rules, group=group, resource="sparkapplications", verb=verb)
+    assert not permits(operator_rules(), group=group, resource="sparkapplications", verb="create")
 
 
 def test_upstream_groups_add_kubeflow_jobs() -> None:

@@ -11,12 +11,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kubemill.api import Job
-from kubemill.kinds import load_one
+from kubemill.api import Job, ScheduledSparkApplication
+from kubemill.kinds import crds, load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, plan_on_kubernetes, render_job
 
-from .helpers import K8S_VERSIONS, job_manifest_files, k8s_errors, rel
+from .helpers import K8S_VERSIONS, crd_validator, job_manifest_files, k8s_errors, rel
 from .samples import elastic_pytorchjob, pytorchjob, tfjob
 
 GANGS = (None, "volcano", "scheduler-plugins")
@@ -108,6 +108,12 @@ def test_rendered_repository_manifests_validate(path: Path, gang: str | None) ->
     jobs: list[Job] = load_path(path)
     for job in jobs:
         objects = render_job(job, gang_scheduler=gang)
+        if isinstance(job, ScheduledSparkApplication):
+            # Its next run, valid for its CRD, then that run's objects.
+            run, *objects = objects
+            (crd,) = (c for c in crds() if c["spec"]["names"]["kind"] == run["kind"])
+            assert [e.message for e in crd_validator(crd).iter_errors(run)] == []
+            job = load_one(run)
         # Foreign replicas (a Spark driver's executors) are created by a replica, not kubemill.
         plan = plan_on_kubernetes(job)
         foreign = {f.replica_type for f in plan.foreign}

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from kmock_cluster import Call, ClusterThread, write_kubeconfig
 
 from kubemill.api.crd import build_crd
-from kubemill.kinds import crds, engine_for, engines
+from kubemill.kinds import crds, entries, entry_for
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
 
 T = TypeVar("T")
@@ -106,7 +106,7 @@ manifests/base/crds): no ``restarts``, no ``retiredRestarts``; a real server pru
 def upstream_crd(kind: str, group: str, version: str) -> dict[str, Any]:
     """The upstream CRD of ``kind`` as its own install leaves it: the spec as kubemill's;
     for ``kubeflow.org``, the status with Kubeflow's own ReplicaStatus fields."""
-    crd = build_crd(engine_for(kind).api, group=group, version=version)
+    crd = build_crd(entry_for(kind).api, group=group, version=version)
     if group == "kubeflow.org":
         for served in crd["spec"]["versions"]:
             status = served["schema"]["openAPIV3Schema"]["properties"]["status"]
@@ -138,7 +138,7 @@ class Cluster(ClusterThread):
     def install(self) -> None:
         for crd in crds():
             self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        for engine in engines():
+        for engine in entries():
             for group, version in engine.api.upstream_groups:
                 crd = upstream_crd(engine.kind, group, version)
                 self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
@@ -308,7 +308,7 @@ def running_operator(
 
 def job_path(kind: str, namespace: str, name: str = "", *, upstream: bool = False) -> str:
     """The REST path of a kind's jobs (in its first upstream group with ``upstream``)."""
-    api = engine_for(kind).api
+    api = entry_for(kind).api
     prefix = GROUP_PATH
     if upstream:
         group, version = api.upstream_groups[0]

@@ -20,6 +20,7 @@ SUITE = (
     "test_modes",
     "test_mpi_operator",
     "test_spark_operator",
+    "test_spark_scheduled",
     "test_mars_operator",
 )
 

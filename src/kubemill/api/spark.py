@@ -1685,6 +1685,7 @@ class ScheduledSparkApplication(Job):
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = ()
     REPLICA_SPECS_FIELD: ClassVar[str] = ""
     DERIVED_REPLICA_SPECS: ClassVar[bool] = True
+    SUSPEND_FIELD: ClassVar[tuple[str, ...]] = ("suspend",)
 
     kind: str = "ScheduledSparkApplication"
     spec: ScheduledSparkApplicationSpec

@@ -42,6 +42,8 @@ PHASE_STYLES = {
     "Failed": "bold red",
     "Unknown": "magenta",
     "Stopped": "dim",
+    "Scheduled": "cyan",
+    "FailedValidation": "bold red",
     # A SparkApplication's states (the spark-operator's words).
     "COMPLETED": "green",
     "RUNNING": "cyan",

@@ -61,13 +61,25 @@ def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
     # Relative workingDir and the default working directory are the manifest's folder,
     # so `kubemill run examples/x.yaml` works from anywhere.
     base_dir = str(file.resolve().parent)
-    if detach:
+    controls = _controls(job.KIND)
+    if detach or controls:
+        # A schedule never ends and has no logs of its own: there is nothing to follow.
         view = client.submit(job, detach=True, namespace=settings.namespace, base_dir=base_dir)
         console.print(
             Text.assemble(
                 (f"{view.kind} {view.name}", "bold"), " submitted; it runs in the background."
             )
         )
+        if controls:
+            runs = settings.next_command("get", f"{controls.lower()}s")
+            console.print(
+                Text.assemble(
+                    ("Next: ", "dim"),
+                    "  |  ".join([settings.next_command("get", f"{job.KIND.lower()}s"), runs]),
+                    (f"  (its runs are {controls}s)", "dim"),
+                )
+            )
+            return EXIT_SUCCEEDED
         _print_next(console, settings, view.name, detached=True)
         return EXIT_SUCCEEDED
     follower = Follower(client, console, settings)
@@ -235,6 +247,13 @@ def _took(view: JobView) -> str:
     if start is None or end is None:
         return ""
     return f" in {(end - start).total_seconds():.1f}s"
+
+
+def _controls(kind: str) -> str | None:
+    """The kind of the jobs ``kind`` creates, if it is a controller kind (a schedule)."""
+    from kubemill.kinds import controllers
+
+    return next((c.controls for c in controllers() if c.kind == kind), None)
 
 
 def _print_next(

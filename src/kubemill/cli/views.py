@@ -19,7 +19,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kubemill.api import ConditionType, SparkApplicationStatus
+from kubemill.api import ConditionType, ScheduledSparkApplication, SparkApplicationStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
 from kubemill.cli.quick import PHASE_STYLES, PIPE_WIDTH, age_text
@@ -161,21 +161,74 @@ class LogPrinter:
 
 
 def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
-    """``kubemill get [NAME] [-o yaml|json]``."""
+    """``kubemill get [NAME | KIND] [-o yaml|json]``: a kind's plural, singular or short name
+    (``scheduledsparkapplications``, ``tfj``), as with kubectl, lists the jobs of that kind."""
     client = settings.client()
-    views = (
-        [client.get(name, namespace=settings.namespace)]
-        if name
-        else client.list(namespace=settings.namespace)
-    )
+    kind = kind_named(name) if name else None
+    if name and kind is None:
+        views = [client.get(name, namespace=settings.namespace)]
+    else:
+        views = client.list(namespace=settings.namespace)
+        if kind is not None:
+            views = [view for view in views if view.kind == kind]
+    single = name is not None and kind is None
     if output != "table":
-        _print_objects(views, single=name is not None, fmt=output)
+        _print_objects(views, single=single, fmt=output)
         return
     console = stdout_console()
+    one_namespace = settings.namespace is not None
     if not views:
-        console.print("No jobs found.", style="dim")
-        return
-    console.print(jobs_table(views, one_namespace=settings.namespace is not None))
+        console.print(f"No {kind or 'job'}s found.", style="dim")
+    elif kind is not None and all(_is_schedule(view) for view in views):
+        console.print(schedules_table(views, one_namespace=one_namespace))
+    else:
+        console.print(jobs_table(views, one_namespace=one_namespace))
+
+
+def kind_named(name: str) -> str | None:
+    """The registered kind ``name`` names as kubectl would take it (``tfjobs``, ``tfjob``,
+    ``tfj``, ``TFJob``, ``tfjobs.kubemill.dev``), or None: then it names a job."""
+    from kubemill.api import GROUP
+    from kubemill.kinds import entries
+
+    wanted = name.lower()
+    for entry in entries():
+        api = entry.api
+        names = {api.kind, api.plural, api.singular, *api.short_names}
+        names |= {f"{api.plural}.{GROUP}", f"{api.kind}.{GROUP}"}
+        if wanted in {n.lower() for n in names}:
+            return entry.kind
+    return None
+
+
+def _is_schedule(view: JobView) -> bool:
+    return isinstance(view.job, ScheduledSparkApplication)
+
+
+def schedules_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
+    """NAME, SCHEDULE, SUSPEND, LAST RUN, LAST RUN NAME, STATE, AGE: one row per schedule
+    (upstream's printer columns, and its state)."""
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
+    namespaced = not one_namespace and any(view.namespace != "default" for view in views)
+    headers = ("NAME", "SCHEDULE", "SUSPEND", "LAST RUN", "LAST RUN NAME", "STATE", "AGE")
+    for header in ("NAMESPACE", *headers) if namespaced else headers:
+        table.add_column(header, no_wrap=True)
+    for view in views:
+        assert isinstance(view.job, ScheduledSparkApplication)
+        spec = view.job.spec
+        status = view.job.status
+        zone = f" ({spec.time_zone})" if spec.time_zone else ""
+        table.add_row(
+            *([view.namespace] if namespaced else []),
+            view.name,
+            f"{spec.schedule}{zone}",
+            "true" if spec.suspend else "false",
+            age(status.last_run),
+            status.last_run_name or "-",
+            phase_text(view.phase),
+            age(view.created),
+        )
+    return table
 
 
 def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
@@ -481,9 +534,9 @@ def _reason(view: JobView, kind: ConditionType) -> str:
 
 def kinds_table() -> Table:
     """``kubemill kinds``: every registered kind, as the docs' kinds table lists it."""
-    from kubemill.kinds import describe, engines
+    from kubemill.kinds import describe, entries
 
-    rows = [describe(engine) for engine in engines()]
+    rows = [describe(entry) for entry in entries()]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in rows[0] if rows else ():
         table.add_column(column.upper())

@@ -1,4 +1,5 @@
-"""The kinds kubemill runs: one registry entry (:class:`Engine`) per kind, and what derives.
+"""The kinds kubemill runs: one registry entry per kind (an :class:`Engine`, or a
+:class:`Controller` of another kind's jobs), and what derives.
 
 Loading manifests of any registered kind, planning a job by its kind's framework, and the
 CRDs all go through here; see :mod:`kubemill.kinds.registry`.
@@ -6,14 +7,20 @@ CRDs all go through here; see :mod:`kubemill.kinds.registry`.
 
 from kubemill.kinds.registry import (
     BUILTIN,
+    CONTROLLERS,
+    Controller,
     Engine,
+    Entry,
     LocalSupport,
     OperatorGrant,
     UnknownKind,
+    controllers,
     crds,
     describe,
     engine_for,
     engines,
+    entries,
+    entry_for,
     kind_table,
     load,
     load_document,
@@ -27,14 +34,20 @@ from kubemill.kinds.registry import (
 
 __all__ = [
     "BUILTIN",
+    "CONTROLLERS",
+    "Controller",
     "Engine",
+    "Entry",
     "LocalSupport",
     "OperatorGrant",
     "UnknownKind",
+    "controllers",
     "crds",
     "describe",
     "engine_for",
     "engines",
+    "entries",
+    "entry_for",
     "kind_table",
     "load",
     "load_document",

@@ -1,11 +1,15 @@
-"""The registry: one :class:`Engine` per job kind, and everything derived from it.
+"""The registry: one :class:`Engine` per job kind, one :class:`Controller` per kind that
+controls jobs of another, and everything derived from them.
 
-An engine is the whole description of a kind: its API (model, versions, conversions and
-CRD: :class:`kubemill.api.KindApi`), the framework that plans it, what the operator must be
-allowed to do for it, and whether it runs on the local substrate. The loader's kind table,
-the CRDs, the install manifests and the Helm chart, the operator's RBAC and watches, the
-CLI's help and ``kubemill kinds``, and the docs' kinds table all derive from
-:func:`engines`; nothing else lists kinds.
+An engine is the whole description of a kind that runs pods: its API (model, versions,
+conversions and CRD: :class:`kubemill.api.KindApi`), the framework that plans it, what the
+operator must be allowed to do for it, and whether it runs on the local substrate. A
+controller runs no pods: it creates and deletes jobs of a kind that does (a
+ScheduledSparkApplication creates a SparkApplication on its schedule), decided by a core
+function of its own, not by a Plan. The loader's kind table, the CRDs, the install manifests
+and the Helm chart, the operator's RBAC and watches, the CLI's help and ``kubemill kinds``,
+and the docs' kinds table all derive from :func:`entries` (engines, then controllers);
+nothing else lists kinds.
 
 Adding an engine means: its API module (model + ``KindApi``), its framework module, and
 one line in :data:`BUILTIN`. A plugin (or a test) adds one at run time with
@@ -23,6 +27,7 @@ from kubemill.api import (
     MARSCLUSTER,
     MPIJOB,
     PYTORCHJOB,
+    SCHEDULEDSPARKAPPLICATION,
     SPARKAPPLICATION,
     TFJOB,
     FieldError,
@@ -270,11 +275,55 @@ BUILTIN: tuple[Engine, ...] = (
 """The engines kubemill ships, in the order they are listed everywhere."""
 
 
+@dataclass(frozen=True)
+class Controller:
+    """A kind that runs no pods of its own but creates and deletes jobs of another kind.
+
+    ``controls`` is the kind of the jobs it creates, in the group it is served in itself;
+    the operator watches them, enqueues their controller on every change, and is allowed
+    to create them (and to delete them, as it may every job). Its decisions are a core
+    function of its own (ScheduledSparkApplication: :func:`kubemill.core.decide`).
+    """
+
+    api: KindApi
+    controls: str
+    summary: str
+    local: LocalSupport = LocalSupport(runs=False)
+    restarts: bool = False
+    """Never: it has no pods (the field every registry entry answers)."""
+
+    @property
+    def kind(self) -> str:
+        return self.api.kind
+
+
+CONTROLLERS: tuple[Controller, ...] = (
+    Controller(
+        SCHEDULEDSPARKAPPLICATION,
+        "SparkApplication",
+        "Spark on a cron schedule: a SparkApplication per run, under a concurrency policy "
+        "and history limits (the spark-operator's ScheduledSparkApplication)",
+        local=LocalSupport(
+            runs=False,
+            why_not=(
+                "schedules run under the operator (`--substrate kubernetes`); locally, "
+                "`kubemill run` a SparkApplication of its template"
+            ),
+        ),
+    ),
+)
+"""The controllers kubemill ships, listed after the engines everywhere."""
+
+Entry = Engine | Controller
+"""Any registered kind: what the loader, the CRDs, the RBAC and the kinds table read."""
+
+
 class UnknownKind(PlanError, LookupError):
     """No engine is registered for a kind."""
 
 
 _engines: dict[str, Engine] = {engine.kind: engine for engine in BUILTIN}
+_controllers: dict[str, Controller] = {c.kind: c for c in CONTROLLERS}
 _table: KindTable | None = None
 
 
@@ -283,11 +332,34 @@ def engines() -> tuple[Engine, ...]:
     return tuple(_engines.values())
 
 
+def controllers() -> tuple[Controller, ...]:
+    """Every controller (kinds that create jobs of another kind)."""
+    return tuple(_controllers.values())
+
+
+def entries() -> tuple[Entry, ...]:
+    """Every registered kind: the engines, then the controllers."""
+    return (*engines(), *controllers())
+
+
+def entry_for(kind: str) -> Entry:
+    """The engine or controller of ``kind``; :class:`UnknownKind` if none."""
+    found = _controllers.get(kind)
+    return found if found is not None else engine_for(kind)
+
+
 def engine_for(kind: str) -> Engine:
-    """The engine of ``kind``; :class:`UnknownKind` (naming the known ones) if none."""
+    """The engine of ``kind``; :class:`UnknownKind` (naming the known ones) if none, or
+    saying what a controller's kind is instead."""
     try:
         return _engines[kind]
     except KeyError:
+        if kind in _controllers:
+            controller = _controllers[kind]
+            raise UnknownKind(
+                f"{kind} runs no pods of its own: it creates {controller.controls}s, which "
+                f"do (`kubemill get {controller.controls.lower()}s` lists them)"
+            ) from None
         known = ", ".join(sorted(_engines))
         raise UnknownKind(
             f"no engine runs {kind or 'a job without a kind'!r}; kubemill runs {known}"
@@ -297,7 +369,7 @@ def engine_for(kind: str) -> Engine:
 def register(engine: Engine) -> None:
     """Add an engine (a plugin's kind). Its kind must not be registered yet."""
     global _table
-    if engine.kind in _engines:
+    if engine.kind in _engines or engine.kind in _controllers:
         raise ValueError(f"{engine.kind} is registered already")
     _engines[engine.kind] = engine
     _table = None
@@ -306,7 +378,7 @@ def register(engine: Engine) -> None:
 def unregister(kind: str) -> None:
     """Remove a kind added with :func:`register` (the built-ins stay)."""
     global _table
-    if any(engine.kind == kind for engine in BUILTIN):
+    if kind in {e.kind for e in BUILTIN} | {c.kind for c in CONTROLLERS}:
         raise ValueError(f"{kind} is built in and cannot be unregistered")
     _engines.pop(kind, None)
     _table = None
@@ -326,7 +398,7 @@ def kind_table() -> KindTable:
     """The loader's view of the registered kinds."""
     global _table
     if _table is None:
-        _table = KindTable(engine.api for engine in _engines.values())
+        _table = KindTable(entry.api for entry in entries())
     return _table
 
 
@@ -355,8 +427,8 @@ def plan_for(job: Job, network: Network) -> Plan:
     return engine_for(job.KIND).framework.plan(job, network)
 
 
-def describe(engine: Engine) -> dict[str, str]:
-    """One engine as the docs' table and ``kubemill kinds`` show it, column by column."""
+def describe(engine: Entry) -> dict[str, str]:
+    """One kind as the docs' table and ``kubemill kinds`` show it, column by column."""
     api = engine.api
     return {
         "kind": engine.kind,
@@ -370,7 +442,7 @@ def describe(engine: Engine) -> dict[str, str]:
 
 def markdown_table() -> str:
     """The docs' kinds table (``docs/kinds.md``), generated from the registry."""
-    rows = [describe(engine) for engine in engines()]
+    rows = [describe(entry) for entry in entries()]
     header = list(rows[0]) if rows else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row.values()) + " |" for row in rows]
@@ -379,19 +451,25 @@ def markdown_table() -> str:
 
 def crds() -> list[dict[str, Any]]:
     """The CRD of every registered kind, in registry order."""
-    return crd_generation.crds(engine.api for engine in _engines.values())
+    return crd_generation.crds(entry.api for entry in entries())
 
 
 __all__ = [
     "BUILTIN",
+    "CONTROLLERS",
+    "Controller",
     "Engine",
+    "Entry",
     "LocalSupport",
     "OperatorGrant",
     "UnknownKind",
+    "controllers",
     "crds",
     "describe",
     "engine_for",
     "engines",
+    "entries",
+    "entry_for",
     "kind_table",
     "load",
     "load_document",

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kubemill import __version__
 from kubemill.api import GROUP, VERSION
-from kubemill.kinds import OperatorGrant, crds, engines
+from kubemill.kinds import (
+    Controller,
+    OperatorGrant,
+    controllers,
+    crds,
+    engine_for,
+    engines,
+    entries,
+)
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.build import GangScheduler, gang_scheduler
 from kubemill.substrates.kubernetes.render import dump_yaml
@@ -121,7 +129,9 @@ def all_rules() -> tuple[Rule, ...]:
     """
     kinds = engines()
     jobs = tuple(engine.api.plural for engine in kinds)
-    status = tuple(f"{plural}/status" for plural in jobs)
+    controlling = controllers()
+    controls = tuple(c.api.plural for c in controlling)
+    status = tuple(f"{plural}/status" for plural in (*jobs, *controls))
     ending = tuple(engine.api.plural for engine in kinds if engine.finishes)
     services = tuple(engine.api.plural for engine in kinds if not engine.finishes)
     rules = [
@@ -132,17 +142,30 @@ def all_rules() -> tuple[Rule, ...]:
             "watch jobs (kopf); delete a job whose ttlSecondsAfterFinished has passed",
         ),
     ]
-    if services:
-        # A service never finishes, so no TTL ever deletes it.
-        rules.append(Rule((GROUP,), services, ("list", "watch"), "watch services (kopf)"))
+    if services or controls:
+        # A service never finishes and a schedule has no TTL: nothing ever deletes them.
+        rules.append(
+            Rule(
+                (GROUP,),
+                (*services, *controls),
+                ("list", "watch"),
+                "watch services, and the kinds that create jobs of another kind (kopf)",
+            )
+        )
     rules.append(
         Rule((GROUP,), status, ("patch",), "write job status through the status subresource")
     )
+    rules += _controlled_rules(controlling, GROUP, when="always")
     upstream: dict[str, list[str]] = {}
     restarting: set[str] = {engine.api.plural for engine in kinds if engine.restarts}
     for engine in kinds:
         for group, _ in engine.api.upstream_groups:
             upstream.setdefault(group, []).append(engine.api.plural)
+    upstream_controls: dict[str, list[Controller]] = {}
+    for controller in controlling:
+        for group, _ in controller.api.upstream_groups:
+            upstream_controls.setdefault(group, []).append(controller)
+            upstream.setdefault(group, [])
     for group, plurals in upstream.items():
         annotated = tuple(p for p in plurals if p in restarting)
         if annotated:
@@ -169,6 +192,20 @@ def all_rules() -> tuple[Rule, ...]:
                     when="upstream",
                 )
             )
+        mine = upstream_controls.get(group, [])
+        if mine:
+            rules.append(
+                Rule(
+                    (group,),
+                    tuple(c.api.plural for c in mine),
+                    ("list", "watch"),
+                    f"--serve-upstream-groups: the same for {group} "
+                    + ", ".join(c.kind for c in mine),
+                    when="upstream",
+                )
+            )
+            rules += _controlled_rules(mine, group, when="upstream")
+        plurals = [*plurals, *(c.api.plural for c in mine)]
         rules.append(
             Rule(
                 (group,),
@@ -179,7 +216,49 @@ def all_rules() -> tuple[Rule, ...]:
             )
         )
     rules += COMMON_RULES
-    return tuple(_merge_grants(rules, [g for engine in kinds for g in engine.grants]))
+    return tuple(_merge_grants(_merged(rules), [g for engine in kinds for g in engine.grants]))
+
+
+def _merged(rules: Sequence[Rule]) -> list[Rule]:
+    """One rule per (groups, resources, scope, condition): verbs and reasons joined (a
+    controller's create joins the jobs' list, watch and delete of the same resource)."""
+    out: list[Rule] = []
+    for rule in rules:
+        key = (rule.api_groups, rule.resources, rule.scope, rule.when)
+        at = next(
+            (i for i, r in enumerate(out) if (r.api_groups, r.resources, r.scope, r.when) == key),
+            None,
+        )
+        if at is None:
+            out.append(rule)
+            continue
+        old = out[at]
+        verbs = tuple(dict.fromkeys((*old.verbs, *rule.verbs)))
+        out[at] = Rule(
+            old.api_groups, old.resources, verbs, f"{old.why}; {rule.why}", old.scope, old.when
+        )
+    return out
+
+
+def _controlled_rules(
+    controlling: Sequence[Controller], group: str, *, when: Condition
+) -> list[Rule]:
+    """Creating the jobs that controllers make, in ``group`` (their delete is the jobs')."""
+    created: dict[str, list[str]] = {}
+    for controller in controlling:
+        plural = engine_for(controller.controls).api.plural
+        created.setdefault(plural, []).append(controller.kind)
+    return [
+        Rule(
+            (group,),
+            (plural,),
+            ("create",),
+            f"a {' or '.join(kinds)} creates its runs (and deletes them past its history "
+            "limits, or to replace one, with the jobs' delete)",
+            when=when,
+        )
+        for plural, kinds in created.items()
+    ]
 
 
 def _merge_grants(rules: list[Rule], grants: Sequence[OperatorGrant]) -> list[Rule]:
@@ -949,7 +1028,7 @@ def count_jobs(http: Http) -> dict[str, int]:
     from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
 
     counts: dict[str, int] = {}
-    for engine in engines():
+    for engine in entries():
         path = api_path(group=GROUP, version=VERSION, plural=engine.api.plural, namespace=None)
         request = Request("list", engine.api.plural, GROUP)
         items, token = 0, ""

@@ -8,6 +8,10 @@ operator calls, from the same Plan (:func:`kubemill.kinds.plan_for` with a
 :class:`.network.KubernetesNetwork`). So an ordered start (later stages wait for earlier
 ones), a volcano PodGroup that pods wait for, or a suspended job (nothing at all) render
 exactly as the operator would create them.
+
+A ScheduledSparkApplication creates no pods: its render is the run the operator creates when
+the schedule is next due (decided by the same :func:`kubemill.core.decide`), followed by
+that SparkApplication's own objects.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import IO, Any, cast
 
 import yaml
 
-from kubemill.api import Job
+from kubemill.api import Job, ScheduledSparkApplication, ScheduleState
 from kubemill.core import (
     Action,
     ChildKind,
@@ -27,6 +31,7 @@ from kubemill.core import (
     CreateObject,
     CreatePod,
     CreatePodGroup,
+    CreateRun,
     CreateService,
     Observed,
     ObservedChild,
@@ -34,16 +39,19 @@ from kubemill.core import (
     ObservedPodGroup,
     ReconcileOptions,
     WriteFiles,
+    decide,
     reconcile,
 )
 from kubemill.frameworks import Plan
 from kubemill.kinds import plan_for
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
+    UnsupportedPlanError,
     build_for_action,
     gang_scheduler,
 )
 from kubemill.substrates.kubernetes.network import KubernetesNetwork
+from kubemill.substrates.kubernetes.zones import resolve_zone
 
 REDACTED_ANNOTATION = "kubemill.dev/redacted"
 """Marks a Secret whose values ``render`` left out (``--show-secrets`` shows them)."""
@@ -84,6 +92,10 @@ def render_job(
     if namespace is not None and namespace != job.namespace:
         job = job.model_copy(deep=True)
         job.metadata.namespace = namespace
+    if isinstance(job, ScheduledSparkApplication):
+        return render_schedule(
+            job, gang_scheduler=gang_scheduler, now=now, show_secrets=show_secrets
+        )
     gang = _gang(gang_scheduler)
     plan = plan_on_kubernetes(job)
     objects = []
@@ -91,6 +103,38 @@ def render_job(
         built = build_for_action(job, plan, action, gang=gang)
         if built is not None:
             objects.append(built if show_secrets else redact(built))
+    return objects
+
+
+def render_schedule(
+    schedule: ScheduledSparkApplication,
+    *,
+    gang_scheduler: str | GangScheduler | None = None,
+    now: datetime | None = None,
+    show_secrets: bool = False,
+) -> list[dict[str, Any]]:
+    """The run the operator creates when ``schedule`` is next due after ``now``, then what
+    that run creates; nothing while it is suspended. A schedule that cannot be in force
+    (its time zone is unknown) is an :class:`UnsupportedPlanError` saying why."""
+    zone = resolve_zone(schedule.spec.time_zone)
+    if isinstance(zone, str):
+        raise UnsupportedPlanError(zone)
+    first = decide(schedule, [], zone=zone, now=now or datetime.now(UTC))
+    if first.status.schedule_state is ScheduleState.FAILED_VALIDATION:
+        raise UnsupportedPlanError(first.status.reason or "the schedule cannot be in force")
+    if first.status.next_run is None:
+        return []  # suspended
+    due = schedule.model_copy(update={"status": first.status})
+    result = decide(due, [], zone=zone, now=first.status.next_run)
+    objects: list[dict[str, Any]] = []
+    for action in result.actions:
+        if isinstance(action, CreateRun):
+            body = action.run.to_wire()
+            body.pop("status", None)
+            objects.append(body)
+            objects += render_job(
+                action.run, gang_scheduler=gang_scheduler, now=now, show_secrets=show_secrets
+            )
     return objects
 
 

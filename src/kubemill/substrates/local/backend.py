@@ -46,7 +46,7 @@ from pathlib import Path
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.frameworks import Plan
-from kubemill.kinds import engine_for
+from kubemill.kinds import entry_for
 from kubemill.substrates.base import (
     EventRecord,
     JobNotFound,
@@ -168,7 +168,7 @@ class LocalBackend:
 
     def submit(self, job: Job, options: SubmitOptions) -> JobView:
         """Record the job and start it: in a thread here, or under a detached supervisor."""
-        support = engine_for(job.KIND).local
+        support = entry_for(job.KIND).local
         if not support.runs:
             raise SubstrateError(
                 f"{job.KIND} does not run on the local substrate: {support.why_not}"

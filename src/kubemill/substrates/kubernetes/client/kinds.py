@@ -1,6 +1,6 @@
 """The job kinds as the client addresses them, and job objects as read from or sent to a cluster.
 
-Every registered kind (:func:`kubemill.kinds.engines`) is a :class:`JobKind`:
+Every registered kind (:func:`kubemill.kinds.entries`) is a :class:`JobKind`:
 its REST path in our group, and the names a user may write before ``/`` as with kubectl
 (``tfjob/x``, ``tfj/x``, ``tfjobs.kubemill.dev/x``). :class:`Found` is one job object as the
 API server returned it.
@@ -14,7 +14,7 @@ from typing import Any
 
 from kubemill import __version__
 from kubemill.api import API_VERSION, GROUP, VERSION, Job
-from kubemill.kinds import engines, load_document
+from kubemill.kinds import entries, load_document
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.restarts import recorded
 from kubemill.substrates.kubernetes.transport import api_path
@@ -71,7 +71,7 @@ def job_kinds() -> tuple[JobKind, ...]:
                 )
             ),
         )
-        for entry in (engine.api for engine in engines())
+        for entry in (kind.api for kind in entries())
     )
 
 

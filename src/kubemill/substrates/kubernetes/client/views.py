@@ -16,6 +16,7 @@ from typing import Any
 from kubemill.api import ConditionType, Job
 from kubemill.core import ObservedPod
 from kubemill.frameworks import Plan, PlanError
+from kubemill.kinds import controllers
 from kubemill.substrates.base import ReplicaView, SubstrateError
 from kubemill.substrates.kubernetes.observe import (
     PodSnapshot,
@@ -93,7 +94,10 @@ def replica_views(
     job: Job, pods: Iterable[Mapping[str, Any]], *, plan: Plan | None = None
 ) -> tuple[ReplicaView, ...]:
     """Every replica of the Plan in start order, then pods it no longer asks for (scaled
-    down), by name."""
+    down), by name. None for a controller kind (a ScheduledSparkApplication): its runs are
+    jobs of their own."""
+    if plan is None and job.KIND in {c.kind for c in controllers()}:
+        return ()
     plan = plan if plan is not None else job_plan(job)
     by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     views = []

@@ -14,7 +14,7 @@ import kopf
 import typer
 
 from kubemill import __version__
-from kubemill.kinds import engines
+from kubemill.kinds import entries
 from kubemill.substrates.kubernetes.operator.main import run_operator
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
 
@@ -29,7 +29,7 @@ app = typer.Typer(
 
 _UPSTREAM_HELP = "Also reconcile " + ", ".join(
     f"{group}/{version} {engine.kind}"
-    for engine in engines()
+    for engine in entries()
     for group, version in engine.api.upstream_groups
 )
 

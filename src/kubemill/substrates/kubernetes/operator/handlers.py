@@ -11,6 +11,9 @@ login and the health endpoint; the reconcile itself runs on the
 Indexes (the informer cache):
 
 - ``kubemill_jobs``: (group, plural, namespace, name) -> the job's body;
+- ``kubemill_runs``: (group, namespace, schedule name) -> the bodies of the jobs a
+  controller kind created (a ScheduledSparkApplication's SparkApplications, found by their
+  ``sparkoperator.k8s.io/scheduled-app-name`` label);
 - ``kubemill_pods`` / ``kubemill_services``: (namespace, job name) -> snapshots of the
   children labelled ``kubemill.dev/job-name`` (a server-side label selector keeps other
   pods out of the operator's memory);
@@ -31,18 +34,21 @@ import kopf
 
 from kubemill.core import ChildKind
 from kubemill.frameworks import LABEL_JOB_NAME
+from kubemill.kinds import controllers
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
 from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
 from kubemill.substrates.kubernetes.operator.reconciler import Caches
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
+from kubemill.substrates.kubernetes.operator.schedules import RUN_LABEL, RunKey, run_key
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 
 JOBS_INDEX = "kubemill_jobs"
 PODS_INDEX = "kubemill_pods"
 SERVICES_INDEX = "kubemill_services"
 PODGROUPS_INDEX = "kubemill_podgroups"
+RUNS_INDEX = "kubemill_runs"
 
 
 def _child_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -135,7 +141,7 @@ def build_registry(runtime: Runtime) -> Any:
                 for kind, (_, _, plural) in watched_children().items()
             },
         )
-        await runtime.start(caches)
+        await runtime.start(caches, runs=kwargs.get(RUNS_INDEX, {}))
 
     async def cleanup(**_: Any) -> None:
         await runtime.stop()
@@ -151,8 +157,11 @@ def build_registry(runtime: Runtime) -> Any:
     kopf.on.probe(registry=registry, id="kubemill")(probe)
     kopf.on.login(registry=registry)(login)
 
+    controlled = {c.controls for c in controllers()}
     for resource in runtime.settings.job_resources():
         _register_job(registry, runtime, resource)
+        if resource.kind in controlled:
+            _register_runs(registry, resource)
 
     def index_pod(body: Any, **_: Any) -> dict[tuple[str, str], PodSnapshot]:
         key = _child_key(body)
@@ -196,6 +205,23 @@ def build_registry(runtime: Runtime) -> Any:
             labels=labels,
         )(child_event)
     return registry
+
+
+def _register_runs(registry: Any, resource: JobResource) -> None:
+    """Index the jobs of ``resource`` that a controller created, by their controller."""
+
+    def index_run(body: Any, **_: Any) -> dict[RunKey, dict[str, Any]]:
+        key = run_key(body, resource.group)
+        return {key: dict(body)} if key else {}
+
+    kopf.index(
+        resource.group,
+        resource.version,
+        resource.plural,
+        registry=registry,
+        id=RUNS_INDEX,
+        labels={RUN_LABEL: kopf.PRESENT},
+    )(index_run)
 
 
 def _register_job(registry: Any, runtime: Runtime, resource: JobResource) -> None:

@@ -2,8 +2,11 @@
 
 kopf owns the watches and the caches (indexes) and calls :meth:`Runtime.job_changed` /
 :meth:`Runtime.child_changed` on every event; those only put the job's key on the
-:class:`~.workqueue.WorkQueue`. ``settings.workers`` tasks take keys off the queue and run
-:meth:`Reconciler.reconcile`, requeueing on ``requeue_after`` and backing off on API errors.
+:class:`~.workqueue.WorkQueue` (and a job's controlling owner's, when that is a served kind:
+a ScheduledSparkApplication hears of its runs). ``settings.workers`` tasks take keys off the
+queue and run :meth:`Reconciler.reconcile` (or, for a controller kind,
+:meth:`~.schedules.ScheduleController.reconcile`), requeueing on ``requeue_after`` and
+backing off on API errors.
 Workers run only while this replica leads (always, without leader election).
 """
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubemill.frameworks import LABEL_JOB_NAME
@@ -26,6 +29,7 @@ from kubemill.substrates.kubernetes.operator.reconciler import (
     Reconciler,
     RetryLater,
 )
+from kubemill.substrates.kubernetes.operator.schedules import RunKey, ScheduleController
 from kubemill.substrates.kubernetes.operator.settings import JobResource, OperatorSettings
 from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 
@@ -55,12 +59,16 @@ class Runtime:
         self._api: KubeApi | None = None
         self._events: EventPoster | None = None
         self._reconciler: Reconciler | None = None
+        self._schedules: ScheduleController | None = None
         self._workers: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self, caches: Caches) -> None:
-        """Connect, then reconcile (at once, or once this replica leads)."""
+    async def start(
+        self, caches: Caches, runs: Mapping[RunKey, Iterable[Mapping[str, Any]]] | None = None
+    ) -> None:
+        """Connect, then reconcile (at once, or once this replica leads). ``runs``: the
+        index of the jobs controller kinds created."""
         self._loop = asyncio.get_running_loop()
         configuration = load_client_configuration(context=self.settings.context)
         self._api = KubeApi(configuration, concurrency=self.settings.api_concurrency)
@@ -73,6 +81,15 @@ class Runtime:
             post_event=self._events.post,
             metrics=self.metrics,
             gang_scheduler=self.settings.gang_scheduler_name,
+        )
+        self._schedules = ScheduleController(
+            api=self._api,
+            jobs=caches.jobs,
+            # An index is empty (falsy) at start: never swap it for a dict of our own.
+            runs=runs if runs is not None else {},
+            resources=self.resources,
+            post_event=self._events.post,
+            metrics=self.metrics,
         )
         if self.settings.metrics_port:
             self.metrics.serve(port=self.settings.metrics_port, address=self.settings.bind_address)
@@ -133,12 +150,26 @@ class Runtime:
             meta.get("namespace", ""),
             meta.get("name", ""),
         )
+        self._enqueue_owner(meta)
         if event.get("type") == "DELETED":
             self.queue.discard(key)
             if self._reconciler is not None:
                 self._reconciler.forget(key)
+            if self._schedules is not None:
+                self._schedules.forget(key)
             return
         self._enqueue(key)
+
+    def _enqueue_owner(self, meta: Mapping[str, Any]) -> None:
+        """A job changed: its controlling owner, if a served kind, hears of it (a
+        ScheduledSparkApplication's runs wake it, their deletion too)."""
+        for ref in meta.get("ownerReferences") or ():
+            if not ref.get("controller"):
+                continue
+            owner = self._by_kind.get((ref.get("apiVersion", ""), ref.get("kind", "")))
+            if owner is not None:
+                namespace = meta.get("namespace", "")
+                self._enqueue((owner.group, owner.plural, namespace, ref.get("name", "")))
 
     def child_changed(self, body: Mapping[str, Any]) -> None:
         """A child changed: reconcile the job that controls it.
@@ -177,12 +208,15 @@ class Runtime:
     # -- workers -------------------------------------------------------------------------------
 
     async def _work(self) -> None:
-        assert self._reconciler is not None
+        assert self._reconciler is not None and self._schedules is not None
         while True:
             key = await self.queue.get()
             self.metrics.queue_depth.set(len(self.queue))
             try:
-                delay = await self._reconciler.reconcile(key)
+                if self._schedules.handles(key):
+                    delay = await self._schedules.reconcile(key)
+                else:
+                    delay = await self._reconciler.reconcile(key)
             except RetryLater as exc:
                 backoff = self.queue.retry(key)
                 log = logger.error if exc.blocked else logger.warning

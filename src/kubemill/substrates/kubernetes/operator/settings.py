@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from kubemill.api import GROUP, VERSION
-from kubemill.kinds import engines
+from kubemill.kinds import entries
 
 GangSchedulerName = Literal["volcano", "scheduler-plugins"]
 
@@ -132,15 +132,15 @@ class OperatorSettings:
         return self.all_namespaces or not self.namespaces
 
     def job_resources(self) -> list[JobResource]:
-        """The job resources this operator reconciles."""
-        ours = [JobResource(GROUP, VERSION, e.api.plural, e.kind) for e in engines()]
+        """The job resources this operator reconciles (every engine's and controller's)."""
+        ours = [JobResource(GROUP, VERSION, e.api.plural, e.kind) for e in entries()]
         if not self.serve_upstream_groups:
             return ours
         # Ours first, then each upstream group's kinds, in registry order.
-        groups = dict.fromkeys(g for e in engines() for g in e.api.upstream_groups)
+        groups = dict.fromkeys(g for e in entries() for g in e.api.upstream_groups)
         return ours + [
             JobResource(group, version, engine.api.plural, engine.kind)
             for group, version in groups
-            for engine in engines()
+            for engine in entries()
             if (group, version) in engine.api.upstream_groups
         ]
