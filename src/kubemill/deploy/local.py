@@ -264,23 +264,22 @@ def _check(
 
 
 def mars_bin_dir(image: str | None = None) -> Path:
-    """The ``bin/`` holding ``mars-supervisor`` and ``mars-worker`` for ``image``."""
+    """The ``bin/`` holding ``mars-supervisor`` and ``mars-worker`` for ``image``: the
+    environment the image maps to, else (nothing mapped, no managed ``mars`` environment)
+    this program's own if it has Mars."""
     wanted = image or DEFAULT_IMAGE
+    own = Path(sys.executable).absolute().parent
     try:
-        environment = ImageConfig.load().resolve(wanted)
+        candidates = [Path(ImageConfig.load().resolve(wanted).bin_dir), own]
+        problem = f"{candidates[0]} has no mars-supervisor"
     except SubstrateError as exc:
-        raise ClusterError(str(exc)) from exc
-    candidates = [Path(environment.bin_dir)]
-    if environment.is_default:
-        # Not mapped and no managed environment: this program's own, if it has Mars.
-        candidates.append(Path(sys.executable).absolute().parent)
-    for bin_dir in candidates:
+        candidates, problem = [own], str(exc)
+    for bin_dir in dict.fromkeys(candidates):
         if (bin_dir / "mars-supervisor").exists() and (bin_dir / "mars-worker").exists():
             return bin_dir
     raise ClusterError(
-        f"no Mars for image {wanted!r}: {candidates[0]} has no mars-supervisor; create Mars's"
-        " environment with `kubemill env create mars` (or map the image to a venv with"
-        " pymars in the config file)"
+        f"no Mars for image {wanted!r}: {problem}. Create Mars's environment with `kubemill"
+        " env create mars` and run the program with `$(kubemill env python mars)`"
     )
 
 

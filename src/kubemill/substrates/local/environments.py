@@ -82,6 +82,8 @@ class EnvSpec:
     """Python code the environment's interpreter must run without error once built."""
     programs: tuple[str, ...] = field(default=())
     """Executables its ``bin/`` must hold."""
+    venv_args: tuple[str, ...] = field(default=())
+    """Extra arguments of ``python -m venv``."""
 
 
 def _pip(prefix: Path, *args: str) -> list[str]:
@@ -322,7 +324,7 @@ def create(
         else:
             say(f"[1/{total}] create the virtualenv {prefix}")
             prefix.parent.mkdir(parents=True, exist_ok=True)
-            venv = [base_python or sys.executable, "-m", "venv", str(prefix)]
+            venv = [base_python or sys.executable, "-m", "venv", *env.venv_args, str(prefix)]
             _run(
                 venv,
                 top / f".{name}-venv.log",
