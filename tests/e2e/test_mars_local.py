@@ -9,11 +9,15 @@ of a cluster may outlive ``stop()``, nor the death of the program that started i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +27,7 @@ import pytest
 import kubemill
 from kubemill.deploy.watchdog import CLUSTER_MARK
 from kubemill.substrates.local import environments, procinfo
+from kubemill.substrates.local.network import PortAllocator
 
 MARS = environments.status("mars")
 pytestmark = [
@@ -97,6 +102,14 @@ def wait_until_gone(namespace: str, pids: list[int], limit: float = 60.0) -> set
         time.sleep(0.2)
 
 
+def group_left(pgid: int, limit: float = 30.0) -> list[int]:
+    """Members of group ``pgid`` still alive once it is empty or ``limit`` s have passed."""
+    give_up = time.monotonic() + limit
+    while (left := procinfo.group_members(pgid)) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    return left
+
+
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
@@ -157,3 +170,81 @@ def test_a_killed_program_leaves_no_process_of_its_cluster(state_dir: Path) -> N
     assert not wait_until_gone(report["namespace"], roles)
     for pgid in roles:
         assert not procinfo.group_members(pgid)
+
+
+# --- the in-pod entrypoints, outside Kubernetes ----------------------------------------------
+
+
+def listed_workers(web_port: int) -> set[str]:
+    url = f"http://127.0.0.1:{web_port}/api/cluster/nodes?role=1&statuses=1"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return set(json.loads(answer.read())["nodes"])
+
+
+def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path) -> None:
+    ports = PortAllocator()
+    service, web = ports.allocate(), ports.allocate()
+    pods: dict[str, tuple[str, dict[str, str]]] = {
+        "supervisor": ("supervisor", {}),
+        # One worker is told the supervisor, the other finds it through the web "Service".
+        "worker-0": ("worker", {"KUBEMILL_MARS_SUPERVISORS": f"127.0.0.1:{service}"}),
+        "worker-1": ("worker", {"MARS_SUPERVISOR_SERVICE": "127.0.0.1"}),
+    }
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    ready: dict[str, Path] = {}
+    addresses: dict[str, str] = {}
+    temps: dict[str, str] = {}
+    try:
+        for name, (role, own) in pods.items():
+            home = tmp_path / name
+            home.mkdir()
+            ready[name] = home / "ready"
+            port = service if role == "supervisor" else ports.allocate()
+            addresses[name] = f"127.0.0.1:{port}"
+            env = {
+                **program_env(tmp_path / "state"),
+                # Mars's socket paths are $TMPDIR/mars/<32 hex>: a short TMPDIR of its own.
+                "TMPDIR": tempfile.mkdtemp(prefix="km-", dir="/tmp"),
+                "MARS_K8S_POD_NAME": name,
+                "MARS_K8S_POD_NAMESPACE": "local",
+                "MARS_K8S_POD_IP": "127.0.0.1",
+                "MARS_SERVICE_PORT": str(port),
+                "MARS_WEB_PORT": str(web),
+                "MARS_CPU_TOTAL": "1",
+                "MARS_MEMORY_TOTAL": str(1 << 30),
+                "MARS_SPILL_DIRS": str(home / "spill"),
+                "KUBEMILL_MARS_READY_FILE": str(ready[name]),
+                **own,
+            }
+            env.pop("KUBERNETES_SERVICE_HOST", None)
+            temps[name] = env["TMPDIR"]
+            with (home / "log").open("wb") as log:
+                started[name] = subprocess.Popen(
+                    [str(MARS.python), "-m", "kubemill.deploy.mars", role],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        give_up = time.monotonic() + 240
+        while not all(path.exists() for path in ready.values()):
+            for name, child in started.items():
+                assert child.poll() is None, (tmp_path / name / "log").read_text()[-3000:]
+            assert time.monotonic() < give_up, {n: p.exists() for n, p in ready.items()}
+            time.sleep(0.2)
+        # Ready means registered: the supervisor lists both workers by their own addresses.
+        assert listed_workers(web) == {addresses["worker-0"], addresses["worker-1"]}
+        for child in started.values():
+            child.send_signal(signal.SIGTERM)
+        for name, child in started.items():
+            assert child.wait(timeout=60) == 0, (tmp_path / name / "log").read_text()[-3000:]
+            assert not ready[name].exists()
+            # Mars's resource tracker and forkserver end once the main process has gone.
+            assert not group_left(child.pid)
+    finally:
+        for child in started.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        for name in started:
+            shutil.rmtree(temps[name], ignore_errors=True)
