@@ -248,3 +248,39 @@ def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path)
             child.wait()
         for name in started:
             shutil.rmtree(temps[name], ignore_errors=True)
+
+
+TWO = """
+import json, urllib.request
+from kubemill.deploy.local import new_cluster
+
+def workers(cluster):
+    url = cluster.endpoint + "/api/cluster/nodes?role=1&statuses=1"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return sorted(json.loads(answer.read())["nodes"])
+
+one = new_cluster(worker_num=1, timeout=240)
+two = new_cluster(worker_num=1, timeout=240)
+print(json.dumps({
+    "one": [workers(one), one.worker_addresses],
+    "two": [workers(two), two.worker_addresses],
+}), flush=True)
+one.stop()
+two.stop()
+"""
+
+
+def test_two_clusters_on_one_machine_stay_apart(state_dir: Path) -> None:
+    done = subprocess.run(
+        [str(MARS.python), "-c", TWO],
+        env=program_env(state_dir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # Each supervisor lists its own worker only: no cluster adopted the other's services.
+    for listed, own in report.values():
+        assert listed == own and len(own) == 1
+    assert report["one"][1] != report["two"][1]
