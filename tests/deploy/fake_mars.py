@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+SHOWN = {"MARS_SPILL_DIRS", "MARS_CACHE_MEM_SIZE", "OMP_NUM_THREADS", "KUBEMILL_MARS_CLUSTER", "X"}
+"""The environment variables a worker reports."""
+
 
 def arg(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
@@ -60,7 +63,14 @@ def worker(argv: list[str], registry: Path, mode: str) -> None:
     time.sleep(0.3)
     if mode != "shy":
         (registry / f"worker-{arg(argv, '-p')}").write_text(
-            json.dumps({"tmpdir": os.environ.get("TMPDIR"), "argv": argv, "child": child.pid})
+            json.dumps(
+                {
+                    "tmpdir": os.environ.get("TMPDIR"),
+                    "argv": argv,
+                    "child": child.pid,
+                    "env": {k: v for k, v in os.environ.items() if k in SHOWN},
+                }
+            )
         )
     child.wait()
 

@@ -178,6 +178,33 @@ def test_a_detached_cluster_outlives_its_creator_until_stopped(fake: Path) -> No
     assert not left_of(namespace, roles, limit=0)
 
 
+def test_workers_get_their_cache_spill_dirs_and_extra_env(fake: Path, tmp_path: Path) -> None:
+    spill = [str(tmp_path / "spill-a"), str(tmp_path / "spill-b")]
+    cluster = new_cluster(
+        IMAGE,
+        worker_num=1,
+        worker_cpu=2.5,
+        worker_mem="4g",
+        worker_cache_mem="25%",
+        worker_spill_paths=spill,
+        worker_extra_env={"X": "1", "OMP_NUM_THREADS": "7"},
+        timeout=60,
+    )
+    try:
+        [worker] = [s for s in registered(fake) if "env" in s]
+        assert worker["env"] == {
+            "MARS_SPILL_DIRS": ":".join(spill),
+            "MARS_CACHE_MEM_SIZE": str(1 << 30),
+            "OMP_NUM_THREADS": "7",  # the caller's extra env wins
+            "KUBEMILL_MARS_CLUSTER": cluster.namespace,
+            "X": "1",
+        }
+        argv = worker["argv"]
+        assert argv[argv.index("--n-cpu") + 1] == "3"  # type: ignore[union-attr]
+    finally:
+        cluster.stop()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "complaint"),
     [
