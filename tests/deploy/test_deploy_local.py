@@ -18,7 +18,7 @@ import pytest
 
 import kubemill
 from kubemill.deploy.client import ClusterError
-from kubemill.deploy.local import LocalClusterClient, clusters_dir, new_cluster
+from kubemill.deploy.local import LocalClusterClient, clusters_dir, list_clusters, new_cluster
 from kubemill.deploy.watchdog import CLUSTER_MARK
 from kubemill.substrates.local import procinfo
 
@@ -127,11 +127,13 @@ def test_a_cluster_not_ready_in_time_is_stopped_unless_kept(
     with pytest.raises(ClusterError, match="not ready"):
         new_cluster(IMAGE, worker_num=1, timeout=2, namespace="kept", keep_on_failure=True)
     kept = LocalClusterClient("kept")
-    assert alive({r.pid for r in kept.roles}) == {r.pid for r in kept.roles}
+    assert kept.running
+    assert [c.namespace for c in list_clusters()] == ["kept"]
     with pytest.raises(ClusterError, match="namespace 'kept' is taken"):
         new_cluster(IMAGE, namespace="kept", timeout=2)
     kept.stop()
     assert not left_of("kept", limit=0)
+    assert not kept.running and list_clusters() == []
 
 
 PROGRAM = """
@@ -215,6 +217,7 @@ def test_workers_get_their_cache_spill_dirs_and_extra_env(fake: Path, tmp_path: 
         ({"worker_num": 2, "min_worker_num": 3}, "min_worker_num: 3 is more than worker_num"),
         ({"worker_cpu": 0}, "worker_cpu: expected a positive number"),
         ({"worker_spill_paths": ["/a:b"]}, r"worker_spill_paths\[0\]"),
+        ({"namespace": "../up"}, "namespace: expected a DNS label"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(kwargs: dict[str, object], complaint: str) -> None:

@@ -43,6 +43,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -95,8 +96,8 @@ def _log_tail(path: str | Path, lines: int = _LOG_LINES) -> str:
             text = handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    # Mars's progress bars end lines with carriage returns: keep their last state.
-    kept = [line.rsplit("\r", 1)[-1] for line in text.splitlines()]
+    # Mars's progress bars redraw with carriage returns: keep each line's last state.
+    kept = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
     return "\n".join([line for line in kept if line.strip()][-lines:])
 
 
@@ -104,6 +105,29 @@ def _short_temp_dir() -> str:
     """The system's temp dir, unless it is too long for Mars's socket paths (see above)."""
     found = tempfile.gettempdir()
     return found if len(found) <= 40 else "/tmp"  # noqa: S108 - a base for mkdtemp
+
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _checked_namespace(namespace: object) -> str:
+    """A namespace names a directory: a DNS label, as a Kubernetes namespace is."""
+    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+        raise ClusterError(
+            f"namespace: expected a DNS label (lower-case letters, digits and '-', at most"
+            f" 63), got {namespace!r}"
+        )
+    return namespace
+
+
+def list_clusters(state_dir: str | os.PathLike[str] | None = None) -> list[LocalClusterClient]:
+    """The local clusters recorded under the state dir (running or left by a crash)."""
+    root = clusters_dir(state_dir)
+    found: list[LocalClusterClient] = []
+    for directory in sorted(root.glob("*")) if root.is_dir() else []:
+        with contextlib.suppress(ClusterError):
+            found.append(LocalClusterClient(directory.name, state_dir=state_dir))
+    return found
 
 
 class LocalClusterClient(ClusterClient):
@@ -120,7 +144,7 @@ class LocalClusterClient(ClusterClient):
         *,
         state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        directory = clusters_dir(state_dir) / namespace
+        directory = clusters_dir(state_dir) / _checked_namespace(namespace)
         record = read_record(directory)
         if not record:
             raise ClusterError(
@@ -141,6 +165,12 @@ class LocalClusterClient(ClusterClient):
     def roles(self) -> list[RoleRecord]:
         """The cluster's processes (supervisors first), as recorded."""
         return roles_of(read_record(self.directory))
+
+    @property
+    def running(self) -> bool:
+        """Whether every recorded process of the cluster is alive."""
+        roles = self.roles
+        return bool(roles) and all(procinfo.is_alive(r.process) for r in roles)
 
     @property
     def supervisor_addresses(self) -> list[str]:
@@ -335,11 +365,11 @@ def new_cluster(
         worker_cache_mem,
         min_worker_num,
     )
+    name = _checked_namespace(namespace) if namespace else f"mars-{secrets.token_hex(4)}"
     say = progress or (lambda _line: None)
     bin_dir = mars_bin_dir(image)
     root = clusters_dir(state_dir)
     root.mkdir(parents=True, exist_ok=True)
-    name = namespace or f"mars-{secrets.token_hex(4)}"
     directory = root / name
     try:
         directory.mkdir()
