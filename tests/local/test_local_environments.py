@@ -124,6 +124,13 @@ def test_creating_an_environment_resumes_at_the_step_that_failed(
         "[2/4] mark one: done before",
         "[3/4] mark two: done before",
     ]
+    # --fresh starts over: a new venv, every step run again.
+    (root / "toy" / "stray").write_text("from before")
+    lines.clear()
+    environments.create("toy", fresh=True, progress=lines.append)
+    assert lines[0] == f"removing {root / 'toy'}"
+    assert not (root / "toy" / "stray").exists()
+    assert not [line for line in lines if line.endswith("done before")]
 
 
 def test_an_image_of_a_managed_environment_runs_there_once_it_exists(

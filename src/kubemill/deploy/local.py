@@ -32,9 +32,11 @@ after a grace period, and checks that nothing carrying the cluster's mark
 is alive. When the program that called ``new_cluster`` dies without ``stop()`` (killed,
 crashed), a watchdog does the same: a small process in a session of its own that holds the
 read end of a pipe only the caller writes to; the kernel closes it when the caller dies,
-whatever the signal, and the watchdog stops the cluster. ``detach=True`` releases the
-watchdog: the cluster then runs until ``LocalClusterClient(namespace).stop()`` (from any
-process: it reattaches through ``cluster.json``).
+whatever the signal, and the watchdog stops the cluster (a child the program forks without
+exec holds the pipe too, so the cluster then lives until that child ends as well; a killed
+watchdog cannot act: ``LocalClusterClient(namespace).stop()`` still can). ``detach=True``
+releases the watchdog: the cluster then runs until ``LocalClusterClient(namespace).stop()``
+(from any process: it reattaches through ``cluster.json``).
 """
 
 from __future__ import annotations
