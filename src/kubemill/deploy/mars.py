@@ -17,9 +17,12 @@ it does.
 ``MARS_K8S_POD_NAME``, ``MARS_K8S_POD_NAMESPACE``, ``MARS_K8S_POD_IP`` (downward API);
 ``MARS_CPU_TOTAL`` (CPUs; Mars's sub-pools, a fraction counts as one), ``MARS_MEMORY_TOTAL``
 (bytes; a worker's ``--mem-bytes``), ``MARS_SPILL_DIRS`` (colon-separated) and
-``MARS_CACHE_MEM_SIZE`` (bytes), which Mars's worker reads itself; ``MARS_SERVICE_PORT``
-(7103) and ``MARS_WEB_PORT`` (7104); ``MARS_SUPERVISOR_SERVICE``, the Service in front of
-the supervisors' web port; ``KUBEMILL_MARS_READY_FILE`` to put the readiness file elsewhere.
+``MARS_CACHE_MEM_SIZE`` (bytes), which Mars's worker reads itself (the spill dirs add its
+disk storage; the cache size is its plasma store's, while with Mars's default shared-memory
+storage the size of /dev/shm, the pod's memory emptyDir, is what bounds the cache);
+``MARS_SERVICE_PORT`` (7103) and ``MARS_WEB_PORT`` (7104); ``MARS_SUPERVISOR_SERVICE``, the
+Service in front of the supervisors' web port; ``KUBEMILL_MARS_READY_FILE`` to put the
+readiness file elsewhere.
 
 **Finding the supervisors**, first that answers:
 
