@@ -6,6 +6,9 @@
 #
 # Besides the pip extras of pyproject.toml, "image" installs what scripts/build-image.sh
 # needs to build the operator image offline (buildah, podman, mmdebstrap); it is no pip extra.
+# Nor is "mars": it builds Mars's own environment (`kubemill env create mars`, a venv of its
+# own under $XDG_DATA_HOME/kubemill/envs: pymars 0.10.0's pins conflict with the other
+# engines'), which kubemill.deploy.local.new_cluster and Mars's images run in.
 #
 # System packages come from apt, Python packages from PyPI. PyTorch is pinned to
 # torch==2.13.0 (CPU build); where a local wheel directory exists (/opt/wheels on the
@@ -29,7 +32,11 @@ if [[ ",$extras," == *",spark,"* ]] && ! command -v java >/dev/null 2>&1; then
     # The JRE's postinst fails on slim images that lack the man page directory.
     mkdir -p /usr/share/man/man1 2>/dev/null || true
 fi
-pip_extras=$(tr ',' '\n' <<<"$extras" | grep -vx image | paste -sd, -)
+if [[ ",$extras," == *",mars,"* ]]; then
+    # pymars has no wheel for Python 3.11: its sdist is compiled (C and Cython).
+    apt_packages+=(build-essential)
+fi
+pip_extras=$(tr ',' '\n' <<<"$extras" | grep -vx -e image -e mars | paste -sd, -)
 missing=()
 for pkg in "${apt_packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -60,4 +67,8 @@ if [[ -d /opt/wheels ]]; then
 fi
 echo "setup: pip install -e .[$pip_extras]"
 .venv/bin/python -m pip install "${pip_args[@]}" -e ".[$pip_extras]"
+if [[ ",$extras," == *",mars,"* ]]; then
+    echo "setup: kubemill env create mars (a no-op when it is ready)"
+    .venv/bin/kubemill env create mars
+fi
 echo "setup: done; the CLI is .venv/bin/kubemill"

@@ -4,7 +4,7 @@
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,dev,image"
+scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,dev,image,mars"
 
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"; ruff check src tests bench examples && ruff format --check src tests bench examples

@@ -11,10 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from local_support import container, log_text, pytorch_job
 
-from kubemill.substrates.base import SubmitOptions
-from kubemill.substrates.local import LocalBackend, SupervisorOptions
+from kubemill.substrates.base import SubmitOptions, SubstrateError
+from kubemill.substrates.local import LocalBackend, SupervisorOptions, environments
+from kubemill.substrates.local.images import ImageConfig
 
 SHOW_PREFIX = "import json, sys; print(json.dumps({'prefix': sys.prefix}), flush=True)"
 # The job succeeds when the master does, so the master waits until the worker has spoken.
@@ -45,3 +47,132 @@ def test_an_image_mapped_in_the_config_runs_in_that_venv(isolated: Path) -> None
         assert Path(worker["prefix"]) == Path(sys.prefix)
     finally:
         backend.delete("two-envs")
+
+
+# --- environments kubemill builds itself (kubemill env ...) ---------------------------------
+
+MARKS = "import sys, pathlib; pathlib.Path(sys.prefix, sys.argv[-1]).write_text('ok')"
+FAIL_UNLESS = (
+    "import sys, pathlib\n"
+    "if not pathlib.Path(sys.argv[1]).exists():\n"
+    "    print('the toy step failed on purpose'); sys.exit(3)\n"
+)
+
+
+def toy_spec(gate: Path) -> environments.EnvSpec:
+    """A managed environment built without downloads: a venv without pip, and steps that
+    leave marks in it; the second fails until ``gate`` exists."""
+
+    def python(prefix: Path) -> str:
+        return str(prefix / "bin" / "python")
+
+    return environments.EnvSpec(
+        name="toy",
+        summary="a toy environment",
+        images=("toy/engine:*",),
+        pins=("numpy==1.23.5",),
+        venv_args=("--without-pip",),
+        steps=(
+            environments.Step("mark one", lambda p, _s: [python(p), "-c", MARKS, "one"]),
+            environments.Step(
+                "mark two",
+                lambda p, _s: [python(p), "-c", FAIL_UNLESS + MARKS, str(gate), "two"],
+                hint="create the gate",
+            ),
+        ),
+        check="import sys, pathlib; assert pathlib.Path(sys.prefix, 'one').exists()",
+    )
+
+
+@pytest.fixture
+def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    root = tmp_path / "envs"
+    gate = tmp_path / "gate"
+    monkeypatch.setitem(environments.MANAGED, "toy", toy_spec(gate))
+    monkeypatch.setenv(environments.ENVS_DIR_ENV, str(root))
+    return root, gate
+
+
+def test_creating_an_environment_resumes_at_the_step_that_failed(
+    toy: tuple[Path, Path],
+) -> None:
+    root, gate = toy
+    lines: list[str] = []
+    with pytest.raises(environments.ManagedEnvironmentError) as failed:
+        environments.create("toy", progress=lines.append)
+    message = str(failed.value)
+    assert "step 3/4 (mark two), exit 3" in message
+    assert "the toy step failed on purpose" in message  # the step's last output
+    assert "Create the gate" in message and "kubemill env create toy" in message
+    assert environments.status("toy").state == "incomplete"
+    with pytest.raises(environments.ManagedEnvironmentError, match="incomplete"):
+        environments.python_of("toy")
+
+    gate.touch()
+    lines.clear()
+    ready = environments.create("toy", progress=lines.append)
+    assert ready.ready and ready.prefix == root / "toy"
+    assert (root / "toy" / "two").read_text() == "ok"
+    assert "[2/4] mark one: done before" in lines
+    assert environments.python_of("toy") == root / "toy" / "bin" / "python"
+    assert (root / "toy" / environments.CONSTRAINTS_FILE).read_text() == "numpy==1.23.5\n"
+
+    # A ready environment is only checked again.
+    lines.clear()
+    environments.create("toy", progress=lines.append)
+    assert [line for line in lines if line.endswith("done before")] == [
+        "[2/4] mark one: done before",
+        "[3/4] mark two: done before",
+    ]
+    # --fresh starts over: a new venv, every step run again.
+    (root / "toy" / "stray").write_text("from before")
+    lines.clear()
+    environments.create("toy", fresh=True, progress=lines.append)
+    assert lines[0] == f"removing {root / 'toy'}"
+    assert not (root / "toy" / "stray").exists()
+    assert not [line for line in lines if line.endswith("done before")]
+
+
+def test_an_image_of_a_managed_environment_runs_there_once_it_exists(
+    toy: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, gate = toy
+    config = ImageConfig(images={})
+    with pytest.raises(SubstrateError, match="`kubemill env create toy`"):
+        config.resolve("toy/engine:1.0")
+    assert config.resolve("other/image:1.0").is_default
+    gate.touch()
+    environments.create("toy")
+    found = config.resolve("toy/engine:1.0")
+    assert Path(found.bin_dir) == root / "toy" / "bin"
+    assert "managed environment toy" in found.source
+    # The config file's own mapping still comes first.
+    mine = tmp_path / "mine"
+    (mine / "bin").mkdir(parents=True)
+    assert Path(ImageConfig(images={"toy/*": str(mine)}).resolve("toy/engine:1").bin_dir) == (
+        mine / "bin"
+    )
+
+
+def test_the_env_commands(toy: tuple[Path, Path]) -> None:
+    from typer.testing import CliRunner
+
+    from kubemill.cli.app import app
+
+    root, gate = toy
+    runner = CliRunner()
+    missing = runner.invoke(app, ["env", "python", "toy"])
+    assert missing.exit_code == 1
+    assert "kubemill env create toy" in missing.output
+    unknown = runner.invoke(app, ["env", "create", "nope"])
+    assert unknown.exit_code == 1 and "['mars', 'toy']" in unknown.output
+    gate.touch()
+    created = runner.invoke(app, ["env", "create", "toy"])
+    assert created.exit_code == 0, created.output
+    assert "toy is ready" in created.output
+    python = runner.invoke(app, ["env", "python", "toy"])
+    assert python.exit_code == 0 and python.stdout.strip() == str(root / "toy" / "bin" / "python")
+    listed = runner.invoke(app, ["env", "list"])
+    assert listed.exit_code == 0
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("toy"))
+    assert "ready" in row

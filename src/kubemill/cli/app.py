@@ -584,6 +584,16 @@ def version(
     )
 
 
+def _add_env_commands() -> None:
+    # `kubemill env ...` lives in its own module, which imports only typer at the top.
+    from kubemill.cli.envs import env_app
+
+    app.add_typer(env_app, name="env")
+
+
+_add_env_commands()
+
+
 def run_app(argv: list[str] | None = None, *, exit_at_once: bool = False) -> None:
     """Run the CLI (the console script's entry point passes ``exit_at_once``)."""
     try:

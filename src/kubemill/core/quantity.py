@@ -83,3 +83,48 @@ def sum_pod_requests(pods: Sequence[PodSpec], *, first: int) -> tuple[tuple[str,
                 if value is not None:
                     totals[name] = totals.get(name, Decimal(0)) + value
     return tuple((name, format_quantity(totals[name])) for name in sorted(totals))
+
+
+# --- sizes as Mars's new_cluster takes them ---------------------------------------------------
+
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?:([kmgtpe])i?b?|b)?$", re.IGNORECASE)
+_SIZE_UNITS: dict[str, int] = {
+    letter: 1024**power for power, letter in enumerate("kmgtpe", start=1)
+}
+
+
+def parse_size(value: object, *, field: str, of: int | None = None) -> int:
+    """Bytes from a size as Mars's ``new_cluster`` takes it: a number of bytes, or a number
+    with a unit (``"16g"``, ``"512M"``, ``"1.5GiB"``); with ``of`` (a total in bytes), also a
+    percentage of it (``"20%"``, Mars's ``worker_cache_mem``).
+
+    Units are read as Mars reads them (``parse_readable_size``): k, m, g, t, p, e in any
+    case, optionally followed by ``i`` and ``b``, are powers of 1024. That is not how
+    Kubernetes reads its quantities (``1G`` is 10**9 there, ``500m`` half a unit), so the
+    Kubernetes builders write the bytes this returns. Fractions of a byte are dropped.
+    Raises :class:`ValueError` naming ``field``.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+        raise ValueError(f"{field}: expected a size (bytes, or with a unit: '2g'), got {value!r}")
+    text = str(value).strip()
+    if text.endswith("%"):
+        if of is None:
+            raise ValueError(f"{field}: a percentage ({text!r}) is not allowed here; give a size")
+        try:
+            share = Decimal(text[:-1].strip())
+        except InvalidOperation:
+            share = Decimal(-1)
+        if not share.is_finite() or not 0 < share <= 100:
+            raise ValueError(f"{field}: expected a percentage in (0, 100], got {text!r}")
+        return int(Decimal(of) * share / 100)
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(
+            f"{field}: expected a size in bytes or with a unit k/m/g/t/p/e (e.g. '2g',"
+            f" '512m', 1073741824){' or a percentage' if of is not None else ''}, got {value!r}"
+        )
+    unit = match.group(2)
+    size = int(Decimal(match.group(1)) * (_SIZE_UNITS[unit.lower()] if unit else 1))
+    if size <= 0:
+        raise ValueError(f"{field}: a size must be positive, got {value!r}")
+    return size

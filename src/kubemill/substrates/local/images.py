@@ -11,7 +11,10 @@ engines with conflicting pins (one venv for TensorFlow, one for PyTorch) coexist
       "kubeflow/tf-dist-mnist-test:1.0": ~/venvs/tf      # exact name
       "pytorch/*": /opt/venvs/torch                       # glob (fnmatch), first match wins
 
-Exact names are tried before globs; unmapped images use the default environment.
+Exact names are tried before globs. An image no entry maps that stands for one of the
+environments kubemill builds itself (:mod:`.environments`: Mars's ``marsproject/mars*`` is
+the ``mars`` environment, ``kubemill env create mars``) runs there; any other image uses
+the default environment.
 
 The same file caps how many replicas one job may start on this machine (every replica is
 a process)::
@@ -35,6 +38,7 @@ from typing import Any
 import yaml
 
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local import environments
 
 CONFIG_ENV = "KUBEMILL_CONFIG"
 DEFAULT_MAX_REPLICAS_PER_JOB = 512
@@ -128,6 +132,28 @@ def default_environment() -> Environment:
     return Environment(bin_dir=str(Path(executable).absolute().parent))
 
 
+def managed_environment(
+    image: str, root: str | os.PathLike[str] | None = None
+) -> Environment | None:
+    """The managed environment ``image`` stands for (:data:`.environments.MANAGED`), if any;
+    a :class:`SubstrateError` saying how to create it when it is not built yet."""
+    for env in environments.MANAGED.values():
+        if not any(fnmatch.fnmatchcase(image, pattern) for pattern in env.images):
+            continue
+        found = environments.status(env.name, root)
+        if not found.ready:
+            raise SubstrateError(
+                f"image {image!r} stands for kubemill's {env.name} environment, which is"
+                f" {found.state} ({found.prefix}): create it with `kubemill env create"
+                f" {env.name}`, or map the image to a venv of yours in the config file"
+            )
+        return Environment(
+            bin_dir=str(found.prefix / "bin"),
+            source=f"managed environment {env.name} ({found.prefix})",
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class ImageConfig:
     """The ``images:`` mapping of the config file (empty when there is no file)."""
@@ -192,7 +218,7 @@ class ImageConfig:
                     " point it at a venv (python -m venv PATH) or fix the config"
                 )
             return Environment(bin_dir=str(bin_dir.absolute()), source=where)
-        return default_environment()
+        return managed_environment(image) or default_environment()
 
     def _matches(self, image: str) -> list[str]:
         if image in self.images:

@@ -237,30 +237,31 @@ class ProcessTree:
         return {pid for pid in found if self.table[pid].state != "Z"}
 
 
-def mark_of(pid: int) -> str | None:
-    """The value of :data:`REPLICA_MARK` in ``pid``'s environment (``None`` if absent or
-    unreadable: another user's process, or gone)."""
+def mark_of(pid: int, name: str = REPLICA_MARK) -> str | None:
+    """The value of :data:`REPLICA_MARK` (or the variable ``name``) in ``pid``'s environment
+    (``None`` if absent or unreadable: another user's process, or gone)."""
     try:
         raw = (_PROC / str(pid) / "environ").read_bytes()
     except OSError:
         return None
-    prefix = REPLICA_MARK.encode() + b"="
+    prefix = name.encode() + b"="
     for item in raw.split(b"\0"):
         if item.startswith(prefix):
             return item[len(prefix) :].decode("utf-8", "replace")
     return None
 
 
-def marked(prefix: str) -> set[int]:
+def marked(prefix: str, name: str = REPLICA_MARK) -> set[int]:
     """Live processes anywhere (of this user: others' environments cannot be read) whose
-    :data:`REPLICA_MARK` starts with ``prefix``; for when no supervisor is left to ask."""
+    :data:`REPLICA_MARK` (or variable ``name``) starts with ``prefix``; for when no
+    supervisor is left to ask."""
     found: set[int] = set()
     me = os.getpid()
     for entry in _PROC.iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         pid = int(entry.name)
-        seen = mark_of(pid)
+        seen = mark_of(pid, name)
         if seen is not None and seen.startswith(prefix):
             info = stat(pid)
             if info is not None and info.state != "Z":

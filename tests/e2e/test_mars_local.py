@@ -1,0 +1,286 @@
+"""The seed's Mars program on this machine: ``kubemill.deploy.local.new_cluster`` with real
+``mars-supervisor`` and ``mars-worker`` processes, run by the Mars environment's interpreter.
+
+The program is the seed's, unchanged except for the import path (``kubemill.deploy.local``
+for ``mars.deploy.kubernetes``, and no Kubernetes client); what it adds only reports what
+the test checks: the data, the result, and the process groups the tasks ran in. Nothing
+of a cluster may outlive ``stop()``, nor the death of the program that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kubemill
+from kubemill.deploy.watchdog import CLUSTER_MARK
+from kubemill.substrates.local import environments, procinfo
+from kubemill.substrates.local.network import PortAllocator
+
+MARS = environments.status("mars")
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(
+        not MARS.ready,
+        reason=f"the Mars environment is {MARS.state} ({MARS.prefix}): create it with"
+        " `kubemill env create mars` (scripts/setup.sh with the `mars` extra does)",
+    ),
+]
+SOURCE = Path(kubemill.__file__).resolve().parents[1]
+"""This tree's kubemill, imported by the program instead of the environment's own."""
+
+SEED = """
+from kubemill.deploy.local import new_cluster
+import mars.tensor as mt
+
+cluster = new_cluster(timeout=240)
+
+# new cluster will start a session and set it as default one
+# execute will then run in the local cluster
+a = mt.random.rand(10, 10)
+a.dot(a.T).execute()
+"""
+REPORT = """
+import json, os
+import mars.remote as mr
+
+result = a.dot(a.T).execute().fetch()
+data = a.execute().fetch()
+groups = mr.ExecutableTuple([mr.spawn(lambda: os.getpgid(0)) for _ in range(8)])
+print(json.dumps({
+    "namespace": cluster.namespace,
+    "endpoint": cluster.endpoint,
+    "data": data.tolist(),
+    "result": result.tolist(),
+    "task_groups": sorted(set(groups.execute().fetch())),
+    "roles": {r.name: r.pid for r in cluster.roles},
+    "client": os.getpid(),
+}), flush=True)
+"""
+STOP = """
+# after all jobs executed, you can turn off the cluster
+cluster.stop()
+"""
+WAIT = """
+import sys
+sys.stdin.read()
+"""
+
+
+def program_env(state_dir: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(SOURCE),
+        "KUBEMILL_STATE_DIR": str(state_dir),
+    }
+
+
+def marked(namespace: str) -> set[int]:
+    return procinfo.marked(namespace, CLUSTER_MARK)
+
+
+def wait_until_gone(namespace: str, pids: list[int], limit: float = 60.0) -> set[int]:
+    """The cluster's processes still alive once they are gone or ``limit`` s have passed."""
+    give_up = time.monotonic() + limit
+    while True:
+        left = marked(namespace) | {p for p in pids if procinfo.stat(p) is not None}
+        left = {p for p in left if (info := procinfo.stat(p)) and info.state != "Z"}
+        if not left or time.monotonic() > give_up:
+            return left
+        time.sleep(0.2)
+
+
+def group_left(pgid: int, limit: float = 30.0) -> list[int]:
+    """Members of group ``pgid`` still alive once it is empty or ``limit`` s have passed."""
+    give_up = time.monotonic() + limit
+    while (left := procinfo.group_members(pgid)) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    state = tmp_path / "state"
+    yield state
+    # Never leave a cluster behind, whatever failed.
+    for directory in (state / "mars-clusters").glob("*"):
+        for pid in marked(directory.name):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_seed_program_runs_in_the_workers_and_stop_leaves_nothing(state_dir: Path) -> None:
+    done = subprocess.run(
+        [str(MARS.python), "-c", SEED + REPORT + STOP],
+        env=program_env(state_dir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    data = np.array(report["data"])
+    assert data.shape == (10, 10)
+    assert np.allclose(np.array(report["result"]), data @ data.T)
+    workers = {pid for name, pid in report["roles"].items() if name.startswith("worker-")}
+    assert len(workers) == 2 and len(report["roles"]) == 3
+    # Every task ran in a process of a worker's group: not the client, not the supervisor.
+    assert report["task_groups"], report
+    assert set(report["task_groups"]) <= workers, report
+    assert report["endpoint"].startswith("http://127.0.0.1:")
+    # stop() returned: nothing of the cluster is left, and its directory is gone.
+    assert not wait_until_gone(report["namespace"], list(report["roles"].values()), limit=0)
+    for pgid in report["roles"].values():
+        assert not procinfo.group_members(pgid)
+    assert not (state_dir / "mars-clusters" / report["namespace"]).exists()
+
+
+def test_a_killed_program_leaves_no_process_of_its_cluster(state_dir: Path) -> None:
+    program = subprocess.Popen(
+        [str(MARS.python), "-c", SEED + REPORT + WAIT],
+        env=program_env(state_dir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert program.stdout is not None
+        line = program.stdout.readline()
+        assert line, program.stderr.read() if program.stderr else ""
+        report = json.loads(line)
+        roles = list(report["roles"].values())
+        assert all(procinfo.stat(pid) is not None for pid in roles)
+        assert len(marked(report["namespace"])) > len(roles)  # Mars's sub-pools too
+    finally:
+        program.kill()
+        program.wait()
+    # No stop() was called: the watchdog stops the cluster once its creator is gone.
+    assert not wait_until_gone(report["namespace"], roles)
+    for pgid in roles:
+        assert not procinfo.group_members(pgid)
+
+
+# --- the in-pod entrypoints, outside Kubernetes ----------------------------------------------
+
+
+def listed_workers(web_port: int) -> set[str]:
+    url = f"http://127.0.0.1:{web_port}/api/cluster/nodes?role=1&statuses=1"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return set(json.loads(answer.read())["nodes"])
+
+
+def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path) -> None:
+    ports = PortAllocator()
+    service, web = ports.allocate(), ports.allocate()
+    pods: dict[str, tuple[str, dict[str, str]]] = {
+        "supervisor": ("supervisor", {}),
+        # One worker is told the supervisor, the other finds it through the web "Service".
+        "worker-0": ("worker", {"KUBEMILL_MARS_SUPERVISORS": f"127.0.0.1:{service}"}),
+        "worker-1": ("worker", {"MARS_SUPERVISOR_SERVICE": "127.0.0.1"}),
+    }
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    ready: dict[str, Path] = {}
+    addresses: dict[str, str] = {}
+    temps: dict[str, str] = {}
+    try:
+        for name, (role, own) in pods.items():
+            home = tmp_path / name
+            home.mkdir()
+            ready[name] = home / "ready"
+            port = service if role == "supervisor" else ports.allocate()
+            addresses[name] = f"127.0.0.1:{port}"
+            env = {
+                **program_env(tmp_path / "state"),
+                # Mars's socket paths are $TMPDIR/mars/<32 hex>: a short TMPDIR of its own.
+                "TMPDIR": tempfile.mkdtemp(prefix="km-", dir="/tmp"),
+                "MARS_K8S_POD_NAME": name,
+                "MARS_K8S_POD_NAMESPACE": "local",
+                "MARS_K8S_POD_IP": "127.0.0.1",
+                "MARS_SERVICE_PORT": str(port),
+                "MARS_WEB_PORT": str(web),
+                "MARS_CPU_TOTAL": "1",
+                "MARS_MEMORY_TOTAL": str(1 << 30),
+                "MARS_SPILL_DIRS": str(home / "spill"),
+                "KUBEMILL_MARS_READY_FILE": str(ready[name]),
+                **own,
+            }
+            env.pop("KUBERNETES_SERVICE_HOST", None)
+            temps[name] = env["TMPDIR"]
+            with (home / "log").open("wb") as log:
+                started[name] = subprocess.Popen(
+                    [str(MARS.python), "-m", "kubemill.deploy.mars", role],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        give_up = time.monotonic() + 240
+        while not all(path.exists() for path in ready.values()):
+            for name, child in started.items():
+                assert child.poll() is None, (tmp_path / name / "log").read_text()[-3000:]
+            assert time.monotonic() < give_up, {n: p.exists() for n, p in ready.items()}
+            time.sleep(0.2)
+        # Ready means registered: the supervisor lists both workers by their own addresses.
+        assert listed_workers(web) == {addresses["worker-0"], addresses["worker-1"]}
+        for child in started.values():
+            child.send_signal(signal.SIGTERM)
+        for name, child in started.items():
+            assert child.wait(timeout=60) == 0, (tmp_path / name / "log").read_text()[-3000:]
+            assert not ready[name].exists()
+            # Mars's resource tracker and forkserver end once the main process has gone.
+            assert not group_left(child.pid)
+    finally:
+        for child in started.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        for name in started:
+            shutil.rmtree(temps[name], ignore_errors=True)
+
+
+TWO = """
+import json, urllib.request
+from kubemill.deploy.local import new_cluster
+
+def workers(cluster):
+    url = cluster.endpoint + "/api/cluster/nodes?role=1&statuses=1"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return sorted(json.loads(answer.read())["nodes"])
+
+one = new_cluster(worker_num=1, timeout=240)
+two = new_cluster(worker_num=1, timeout=240)
+print(json.dumps({
+    "one": [workers(one), one.worker_addresses],
+    "two": [workers(two), two.worker_addresses],
+}), flush=True)
+one.stop()
+two.stop()
+"""
+
+
+def test_two_clusters_on_one_machine_stay_apart(state_dir: Path) -> None:
+    done = subprocess.run(
+        [str(MARS.python), "-c", TWO],
+        env=program_env(state_dir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # Each supervisor lists its own worker only: no cluster adopted the other's services.
+    for listed, own in report.values():
+        assert listed == own and len(own) == 1
+    assert report["one"][1] != report["two"][1]
