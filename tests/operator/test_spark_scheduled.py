@@ -199,7 +199,11 @@ def test_replace_deletes_the_active_run_for_the_next(cluster: Cluster, tmp_path:
             and c.body["metadata"]["name"] == second
         )
         assert deleted_at[0] < created_at
-        assert "RunReplaced" in event_reasons(cluster, namespace, "pi")
+        # Events are posted after the actions they tell of: the run may be seen first.
+        eventually(
+            lambda: "RunReplaced" in event_reasons(cluster, namespace, "pi"),
+            what="the RunReplaced event",
+        )
 
 
 def test_history_limits_and_suspend(cluster: Cluster, tmp_path: Path) -> None:
