@@ -25,22 +25,25 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubemill.api.spark import DRIVER_CONTAINER
+from kubemill.api.spark_names import DRIVER_CONTAINER
 from kubemill.api.spark_submit import ClusterMode
-from kubemill.frameworks.spark import LABEL_ROLE
 from kubemill.frameworks.spark_cluster_mode import (
     SPARK_VERSION,
     DriverObjects,
     Generated,
     driver_objects,
 )
+from kubemill.frameworks.spark_wire import LABEL_ROLE
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client.connection import Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
-from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.transport import api_path
+
+if TYPE_CHECKING:
+    # Only waiting and --status read pods: submitting stays free of the job models.
+    from kubemill.substrates.kubernetes.observe import PodSnapshot
 
 FIELD_MANAGER = "kubemill"
 APPLY = "application/apply-patch+yaml"
@@ -157,6 +160,8 @@ def wait_for_driver(
     Spark's client waits (``spark.kubernetes.submission.waitAppCompletion``); ``on_phase``
     is told each time the phase changes. The pod at the end. Raises :class:`KubeApiError`
     (404) if the pod is deleted meanwhile."""
+    from kubemill.substrates.kubernetes.observe import PodSnapshot
+
     path = api_path(
         group="",
         version="v1",
@@ -233,6 +238,8 @@ def kill(http: Http, namespace: str, pattern: str, *, grace: int | None = None) 
 
 def driver_state(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What ``--status`` prints of a driver pod, as Spark's ``formatPodState`` names it."""
+    from kubemill.substrates.kubernetes.observe import PodSnapshot
+
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     seen = PodSnapshot.of(pod)
