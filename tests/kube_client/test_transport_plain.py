@@ -6,12 +6,13 @@ only the host, as ``connect_to`` makes it without a kubeconfig): the request lin
 headers an API server reads and the body are byte for byte the same, and so are the
 outcomes (a 2xx's body, :class:`HttpAnswer` with the server's status and body,
 :class:`NoAnswer` when nothing listens). A kept connection the server closed is opened
-again.
+again; chunked answers and answers that end with the connection are read whole.
 """
 
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +24,7 @@ from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client.connection import USER_AGENT
 from kubemill.substrates.kubernetes.client.errors import unreachable
 
-READ_HEADERS = ("Content-Type", "Accept", "User-Agent", "Content-Length")
+READ_HEADERS = ("Host", "Content-Type", "Accept", "User-Agent", "Content-Length")
 """What an API server reads of a request's headers."""
 
 REQUESTS: list[dict[str, Any]] = [
@@ -174,3 +175,42 @@ def test_a_kept_connection_the_server_closed_is_opened_again(
 def test_a_server_that_is_no_http_url_is_refused() -> None:
     with pytest.raises(ValueError, match="not an http"):
         transport.PlainClient("ftp://host", user_agent=USER_AGENT)
+
+
+CHUNKED = (
+    b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+    b'5\r\n{"a":\r\n4;ext=1\r\n 1, \r\n7\r\n"b": 2}\r\n0\r\nX-Trailer: t\r\n\r\n'
+)
+UNTIL_CLOSED = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"a": 1, "b": 2}'
+
+
+@pytest.mark.parametrize("answer", [CHUNKED, UNTIL_CLOSED], ids=["chunked", "until-closed"])
+def test_answers_without_a_length_are_read_whole(answer: bytes) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        for _ in range(2):  # the second request comes on a connection of its own when closed
+            connection, _ = listener.accept()
+            with connection:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += connection.recv(65536)
+                received.append(data)
+                connection.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    plain = transport.PlainClient(url, user_agent=USER_AGENT)
+    try:
+        for _ in range(2):
+            raw = transport.send(plain, "GET", "/api/v1/namespaces", timeout=(5.0, 5.0))
+            assert transport.read_json(raw) == {"a": 1, "b": 2}
+            plain.close()
+    finally:
+        listener.close()
+    thread.join(timeout=5)
+    assert len(received) == 2
+    assert received[0].startswith(b"GET /api/v1/namespaces HTTP/1.1\r\n")

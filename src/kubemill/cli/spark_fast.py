@@ -5,13 +5,14 @@ A submission took 0.4 s, nearly all of it imports: the ``kubernetes`` package (0
 the job models (pydantic), the client package, typer and rich; the work itself -- read the
 arguments, build four objects, send four requests -- takes milliseconds. Here the console
 script reads ``kubemill [-n NS] spark-submit ARGS...`` itself, builds the driver's objects
-with the very functions the full command uses (:func:`~kubemill.api.spark_submit.cluster_mode_of`,
+with the very functions the full command uses
+(:func:`~kubemill.api.spark_submit.cluster_mode_of`,
 :func:`~kubemill.frameworks.spark_cluster_mode.driver_objects`), and sends them with
 :func:`kubemill.substrates.kubernetes.client.spark_submit.submit` through the transport's
 :class:`~kubemill.substrates.kubernetes.transport.PlainClient` (the requests the
-``kubernetes`` client would send, over ``http.client``). It prints what the full command
-prints, and waits for the driver, when asked, with the full command's code (imported once
-the objects exist, so the submission is not slowed by it).
+``kubernetes`` client would send, over a socket of its own). It prints what the full
+command prints, and waits for the driver, when asked, with the full command's code
+(imported once the objects exist, so the submission is not slowed by it).
 
 Anything else returns ``None`` before a request is sent, and the full command runs and
 answers exactly as it always did: ``--help``, ``--dry-run``, ``--operator``, ``--kill``,
