@@ -210,8 +210,22 @@ def test_it_waits_for_the_driver_with_the_full_commands_code(
         pytest.param(["spark-submit", "--verbose", "--master", "k8s://URL", *S1], id="verbose"),
         pytest.param(["spark-submit", "--master", "local[2]", "p.py"], id="local-master"),
         pytest.param(["spark-submit", "p.py"], id="no-master"),
-        pytest.param(["spark-submit", "--master", "k8s://URL", "--kill", "x"], id="kill"),
-        pytest.param(["spark-submit", "--master", "k8s://URL", "--status", "x"], id="status"),
+        pytest.param(
+            ["spark-submit", "--master", "k8s://URL", "--kill", "x", "--status", "x"],
+            id="kill-and-status",
+        ),
+        pytest.param(["spark-submit", "--kill", "x"], id="kill-without-master"),
+        pytest.param(
+            ["spark-submit", "--master", "k8s://URL", "--kill", ":x"], id="kill-bad-id"
+        ),
+        pytest.param(
+            [
+                "spark-submit",
+                *["--master", "k8s://URL", "--kill", "x"],
+                *["--conf", "spark.kubernetes.appKillPodDeletionGracePeriod=soon"],
+            ],
+            id="kill-bad-grace",
+        ),
         pytest.param(["spark-submit", "--bogus", "--master", "k8s://URL", *S1], id="bad-option"),
         pytest.param(
             ["spark-submit", "--master", "k8s://URL", "--deploy-mode", "client", *S1[2:]],
@@ -315,6 +329,52 @@ def test_an_answered_error_is_said_as_the_full_command_says_it(
         assert kube.list("/api/v1/namespaces/default/pods") == []
         methods = [c.method for c in kube.client_calls()]
         assert methods == ["POST", "PATCH", "PATCH", "PATCH", "DELETE"]
+
+
+def test_status_and_kill_say_what_the_full_command_says(
+    servers: tuple[ClientClusterThread, ClientClusterThread],
+    fixed_ids: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fast, full = servers
+    for kube in servers:
+        argv = ["spark-submit", "--master", f"k8s://{kube.url}", *NO_WAIT, *S1]
+        assert CliRunner().invoke(app, argv).exit_code == 0
+        kube.cluster.calls.clear()
+
+    # --status reads only: both paths ask the same server.
+    status = ["spark-submit", "--master", f"k8s://{fast.url}", "--status", "spark-pi-*"]
+    code, out, err = fast_run(status, capsys)
+    result = CliRunner().invoke(app, status)
+    assert (code, err, result.exit_code) == (0, "", 0)
+    assert out == result.stdout
+    assert "pod phase: Pending" in out
+    calls = fast.client_calls()
+    assert len(calls) == 2
+    assert [(c.method, c.params) for c in calls[:1]] == [(c.method, c.params) for c in calls[1:]]
+    fast.cluster.calls.clear()
+
+    def kill(kube: ClientClusterThread) -> list[str]:
+        return [
+            *["spark-submit", "--master", f"k8s://{kube.url}", "--kill", "default:spark-pi-*"],
+            *["--conf", "spark.kubernetes.appKillPodDeletionGracePeriod=3"],
+        ]
+
+    code, out, err = fast_run(kill(fast), capsys)
+    result = CliRunner().invoke(app, kill(full))
+    assert (code, err, result.exit_code) == (0, "", 0)
+    assert out == result.stdout
+    assert out.startswith("Deleting driver pod: default:spark-pi-")
+    assert seen(fast) == seen(full)
+    assert [c.method for c in fast.client_calls()] == ["GET", "DELETE"]
+
+    # Nothing left to match: the same red line, exit 1.
+    with pytest.raises(SystemExit) as exited:
+        quick_spark_submit(kill(fast))
+    _, err = capsys.readouterr()
+    result = CliRunner().invoke(app, kill(full))
+    assert (exited.value.code, result.exit_code) == (1, 1)
+    assert err == result.stderr == "error: no driver pod matches default:spark-pi-*\n"
 
 
 def test_its_modules_load_without_the_heavy_libraries() -> None:

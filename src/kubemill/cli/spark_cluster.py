@@ -32,14 +32,13 @@ from kubemill.api.spark_submit import (
 )
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
-from kubemill.cli.spark_fast import WAIT_CONF, in_namespace
+from kubemill.cli.spark_fast import GRACE_CONF, WAIT_CONF, in_namespace
 
 if TYPE_CHECKING:
     from kubemill.substrates.kubernetes.client import spark_submit as client
     from kubemill.substrates.kubernetes.client.connection import Http
     from kubemill.substrates.kubernetes.observe import PodSnapshot
 
-GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
 INTERVAL_CONF = "spark.kubernetes.report.interval"
 
 

@@ -14,13 +14,16 @@ with the very functions the full command uses
 command prints, and waits for the driver, when asked, with the full command's code
 (imported once the objects exist, so the submission is not slowed by it).
 
+``--kill`` and ``--status`` of such submissions are answered here too (``--status`` loads
+the pod observation, and with it the job models, to describe the driver).
+
 Anything else returns ``None`` before a request is sent, and the full command runs and
-answers exactly as it always did: ``--help``, ``--dry-run``, ``--operator``, ``--kill``,
-``--status``, ``--verbose``, a local master, any argument error (the full command says
-it), a warning to print, any global option but ``-n``/``--namespace``, a kubeconfig
-(its credentials need the client), a proxy in the environment, an engine plugin to
-load, a server that cannot be reached (nothing was sent; the full command retries and
-says why). An error the API server answers is printed as the full command prints it.
+answers exactly as it always did: ``--help``, ``--dry-run``, ``--operator``,
+``--verbose``, a local master, any argument error (the full command says it), a warning to
+print, any global option but ``-n``/``--namespace``, a kubeconfig (its credentials need
+the client), a proxy in the environment, an engine plugin to load, a server that cannot be
+reached (nothing was sent; the full command retries and says why). An error the API server
+answers is printed as the full command prints it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 from kubemill.api.spark_submit import (
     SparkSubmitError,
@@ -53,6 +57,7 @@ OWN_FLAGS = (DRY_RUN, OPERATOR, *HELP)
 """kubemill's own flags among spark-submit's options."""
 NAMESPACE_CONF = "spark.kubernetes.namespace"
 WAIT_CONF = "spark.kubernetes.submission.waitAppCompletion"
+GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _SUBSTRATES = ("local", "kubernetes")
@@ -70,11 +75,13 @@ def quick_spark_submit(argv: Sequence[str]) -> int | None:
     namespace, rest = found
     try:
         args = parse_submit_arguments(rest, own_flags=OWN_FLAGS)
-        if not rest or args.own_flags or args.kill is not None or args.status is not None:
+        if not rest or args.own_flags:
             return None
         properties = None
         if args.properties_file is not None:
             properties = parse_spark_properties(_read(args.properties_file))
+        if args.kill is not None or args.status is not None:
+            return _kill_or_status(in_namespace(args, properties, namespace), properties)
         if not cluster_mode_wanted(args, properties):
             return None
         mode = cluster_mode_of(in_namespace(args, properties, namespace), properties=properties)
@@ -93,10 +100,7 @@ def quick_spark_submit(argv: Sequence[str]) -> int | None:
     except SubstrateError as exc:
         if not plain.sent:
             return None  # the server saw nothing: the full command tries, and says why
-        from kubemill.cli.errors import fail
-
-        fail(str(exc))
-        return 1  # not reached: fail() exits
+        _fail(str(exc))
     finally:
         plain.close()
     name = mode.conf.get("spark.app.name", "")
@@ -114,6 +118,62 @@ def quick_spark_submit(argv: Sequence[str]) -> int | None:
     from kubemill.cli.spark_cluster import follow_driver
 
     return follow_driver(Settings(namespace=namespace), mode.server, mode.conf, submitted)
+
+
+def _kill_or_status(args: SubmitArguments, properties: Mapping[str, str] | None) -> int | None:
+    """``--kill`` or ``--status`` as :func:`kubemill.cli.spark_cluster.kill_or_status` does
+    them, or ``None`` (nothing sent) for what it would refuse."""
+    conf = {**(properties or {}), **args.conf}
+    given = args.master or conf.get("spark.master")
+    grace = conf.get(GRACE_CONF)
+    if (args.kill is None) == (args.status is None) or not given:
+        return None
+    if grace is not None and not grace.isdigit():
+        return None
+    master = parse_spark_master(given)
+    target = args.kill if args.kill is not None else args.status
+    if master.server is None or target is None:
+        return None
+    default_namespace = conf.get(NAMESPACE_CONF) or "default"
+    try:
+        namespace, pattern = client.parse_submission_id(target, default_namespace=default_namespace)
+    except ValueError:
+        return None
+    connection = plain_connection(master.server)
+    if connection is None:
+        return None
+    plain = connection.api_client
+    assert isinstance(plain, PlainClient)
+    http = Http(connection)
+    lines = []
+    try:
+        if args.kill is not None:
+            deleted = client.kill(
+                http, namespace, pattern, grace=None if grace is None else int(grace)
+            )
+            lines = [f"Deleting driver pod: {namespace}:{name}" for name in deleted]
+        else:
+            for pod in client.find_drivers(http, namespace, pattern):
+                lines.append("Application status (driver):")
+                lines += [f"\t {key}: {value}" for key, value in client.driver_state(pod)]
+    except SubstrateError as exc:
+        if not plain.sent:
+            return None  # the server saw nothing: the full command tries, and says why
+        _fail(str(exc))
+    finally:
+        plain.close()
+    if not lines:
+        _fail(f"no driver pod matches {namespace}:{pattern}")
+    _say("".join(f"{line}\n" for line in lines))
+    return 0
+
+
+def _fail(message: str) -> NoReturn:
+    """The full command's one red line (rich loads only now), and exit 1."""
+    from kubemill.cli.errors import EXIT_FAILURE, fail
+
+    fail(message)
+    raise SystemExit(EXIT_FAILURE)  # not reached: fail() exits
 
 
 def cluster_mode_wanted(args: SubmitArguments, properties: Mapping[str, str] | None) -> bool:
@@ -179,6 +239,7 @@ def _say(text: str) -> None:
 
 __all__ = [
     "DRY_RUN",
+    "GRACE_CONF",
     "HELP",
     "NAMESPACE_CONF",
     "OPERATOR",
