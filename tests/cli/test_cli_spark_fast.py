@@ -215,9 +215,7 @@ def test_it_waits_for_the_driver_with_the_full_commands_code(
             id="kill-and-status",
         ),
         pytest.param(["spark-submit", "--kill", "x"], id="kill-without-master"),
-        pytest.param(
-            ["spark-submit", "--master", "k8s://URL", "--kill", ":x"], id="kill-bad-id"
-        ),
+        pytest.param(["spark-submit", "--master", "k8s://URL", "--kill", ":x"], id="kill-bad-id"),
         pytest.param(
             [
                 "spark-submit",
