@@ -375,6 +375,32 @@ def test_status_and_kill_say_what_the_full_command_says(
     assert err == result.stderr == "error: no driver pod matches default:spark-pi-*\n"
 
 
+def test_the_console_script_takes_the_fast_path(
+    servers: tuple[ClientClusterThread, ClientClusterThread], tmp_path: Path
+) -> None:
+    """``kubemill.cli.main``, as the console script runs it, submits without typer."""
+    fast, _ = servers
+    code = (
+        "import sys\n"
+        "from kubemill.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    sys.stderr.write(' '.join(m for m in ('typer', 'kubernetes') if m in sys.modules))\n"
+    )
+    argv = ["spark-submit", "--master", f"k8s://{fast.url}", *NO_WAIT, *S1]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    (pod,) = fast.list("/api/v1/namespaces/default/pods")
+    assert f"submission ID default:{pod['metadata']['name']}" in done.stdout
+
+
 def test_its_modules_load_without_the_heavy_libraries() -> None:
     """What makes it fast: none of typer, rich, pydantic, PyYAML, kubernetes, urllib3."""
     heavy = ("typer", "rich", "pydantic", "yaml", "kubernetes", "urllib3", "click")
