@@ -1,17 +1,21 @@
 """Spark's cluster-mode submission: kubemill (no JVM) next to the JVM ``spark-submit``.
 
     .venv/bin/python bench/spark_submit_latency.py [--runs 5] [--apps 200] [--cli-apps 200]
+        [--full-apps 40]
 
 Serves the kmock cluster of the operator tests (tests/operator/kmock_cluster.py: server-side
 apply creates missing objects, as a real API server does) on 127.0.0.1 in this process, and
 submits SPEC.md S1's command line (``--master k8s://http://127.0.0.1:PORT --deploy-mode
 cluster --name spark-pi --class org.apache.spark.examples.SparkPi --conf
 spark.executor.instances=5 --conf spark.kubernetes.container.image=IMG
-local:///path/to/examples.jar``) to it three ways, interleaved round by round:
+local:///path/to/examples.jar``) to it four ways, interleaved round by round:
 
 - ``jvm``: pyspark's own ``spark-submit`` (with ``waitAppCompletion=false``, so it returns
   once the objects exist), a subprocess;
-- ``kubemill cli``: ``kubemill spark-submit`` with the same arguments, a subprocess;
+- ``kubemill cli``: ``kubemill spark-submit`` with the same arguments, a subprocess (its
+  fast path, :mod:`kubemill.cli.spark_fast`: no typer, rich, pydantic or ``kubernetes``);
+- ``kubemill full``: the same through the full typer command (what the CLI ran before the
+  fast path, and still runs for what the fast path leaves to it), a subprocess;
 - ``kubemill sdk``: the same submission in this process (parse, build, send through one
   connection kept open: what a program or service calling kubemill pays).
 
@@ -22,8 +26,16 @@ for subprocesses their peak RSS and CPU time, are printed too. Median (min-max) 
 ``--runs`` rounds, and the ratio JVM / kubemill (goal >= 20).
 
 **Throughput**: ``--apps`` submissions in this process one after another, then
-``--cli-apps`` through the CLI (two at a time, the machine's cores), as applications a minute
-(goal >= 1,000; the spark-operator publishes about 130).
+``--cli-apps`` through the CLI and ``--full-apps`` through the full command, each two at a
+time (the machine's 2 cores), as applications a minute (goal >= 1,000; the spark-operator
+publishes about 130). A CLI submission is a whole process (interpreter start, imports, four
+requests), so its rate is bounded by CPU: the CPU seconds per application (the
+subprocesses', and this process's: the fixture serving them) are printed with it, and
+60 / (CPU per application) is what one core sustains.
+
+Subprocesses get their modules' bytecode cached (``PYTHONDONTWRITEBYTECODE`` is dropped from
+their environment), as an installed package has it: otherwise each process would compile
+kubemill's modules again.
 
 The fixture shares the machine's 2 cores with everything else, so figures are what this
 machine gives, not a bound. Nothing is asserted: run on demand, never in CI.
@@ -33,6 +45,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
+import json
 import os
 import resource
 import shutil
@@ -41,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,27 +116,107 @@ def argv_at(url: str) -> list[str]:
     return ["--master", f"k8s://{url}", *S1]
 
 
+FULL_COMMAND = (
+    "import sys; from kubemill.cli.app import run_app; "
+    "sys.argv[0] = 'kubemill'; run_app(exit_at_once=True)"
+)
+"""The typer command itself, without the console script's fast paths."""
+
+
 def env_without_kubeconfig(home: Path) -> dict[str, str]:
     env = {**os.environ, "HOME": str(home), "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     env.pop("KUBECONFIG", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def run_process(argv: list[str], env: dict[str, str], calls: TimedCalls) -> Run:
-    """A submission in a subprocess: time to its pod POST, wall, peak RSS, CPU."""
-    posted = len(calls.pod_posts)
+def cli_argv(who: str, url: str) -> list[str]:
+    """The subprocess that submits S1 to ``url``: the console script, or the full command."""
+    if who == "kubemill full":
+        return [sys.executable, "-c", FULL_COMMAND, "spark-submit", *argv_at(url)]
+    return [str(KUBEMILL), "spark-submit", *argv_at(url)]
+
+
+@dataclass
+class Rate:
+    """Applications a minute, and the CPU each took."""
+
+    count: int
+    per_minute: float
+    cpu_children: float
+    """CPU seconds per application of the submitting subprocesses (0 in process)."""
+    cpu_self: float
+    """CPU seconds per application of this process (the fixture; the submissions too in
+    process)."""
+
+
+def cpu_now() -> tuple[float, float]:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return children.ru_utime + children.ru_stime, own.ru_utime + own.ru_stime
+
+
+def measured(count: int, work: Callable[[], None]) -> Rate:
+    """Run ``work()`` and measure its rate and CPU for ``count`` applications."""
+    children, own = cpu_now()
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    work()
+    elapsed = time.perf_counter() - start
+    children_after, own_after = cpu_now()
+    return Rate(
+        count,
+        per_minute(count, elapsed),
+        (children_after - children) / count,
+        (own_after - own) / count,
+    )
+
+
+def two_at_a_time(argv: list[str], env: dict[str, str], count: int) -> None:
+    def one(_: int) -> Any:
+        return subprocess.run(argv, env=env, capture_output=True, check=True)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(one, range(count)))
+
+
+LAUNCHER = """
+import json, os, subprocess, sys, time
+with open(sys.argv[1], "wb") as out:
+    start = time.perf_counter()
+    proc = subprocess.Popen(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    out, err = proc.communicate()
-    if os.waitstatus_to_exitcode(status) != 0 or len(calls.pod_posts) != posted + 1:
-        sys.exit(f"{argv[0]} failed:\n{out.decode()}\n{err.decode()[-3000:]}")
+print(json.dumps({
+    "start": start, "wall": wall, "code": os.waitstatus_to_exitcode(status),
+    "rss": usage.ru_maxrss, "cpu": usage.ru_utime + usage.ru_stime,
+}))
+"""
+"""Starts a submission and reports its start, wall, exit code, peak RSS and CPU. A process
+forked from this one would report this process's peak RSS as its own (Linux keeps a
+process's peak across fork and exec), so a small launcher forks it instead; its start is
+on the same monotonic clock as the fixture's arrivals."""
+
+
+def run_process(argv: list[str], env: dict[str, str], calls: TimedCalls, log: Path) -> Run:
+    """A submission in a subprocess: time to its pod POST, wall, peak RSS, CPU."""
+    posted = len(calls.pod_posts)
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, str(log), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"the launcher failed:\n{done.stderr}")
+    found = json.loads(done.stdout)
+    if found["code"] != 0 or len(calls.pod_posts) != posted + 1:
+        sys.exit(f"{argv[0]} failed:\n{log.read_text(errors='replace')[-3000:]}")
     return Run(
-        to_pod=calls.pod_posts[posted] - start,
-        wall=wall,
-        rss_mib=usage.ru_maxrss / 1024,
-        cpu=usage.ru_utime + usage.ru_stime,
+        to_pod=calls.pod_posts[posted] - found["start"],
+        wall=found["wall"],
+        rss_mib=found["rss"] / 1024,
+        cpu=found["cpu"],
     )
 
 
@@ -149,31 +244,41 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="latency rounds (at least 5)")
     parser.add_argument("--apps", type=int, default=200, help="in-process submissions")
     parser.add_argument("--cli-apps", type=int, default=200, help="CLI submissions")
+    parser.add_argument(
+        "--full-apps", type=int, default=40, help="submissions through the full command"
+    )
     args = parser.parse_args()
     have_jvm = SPARK_SUBMIT.exists() and shutil.which("java") is not None
     if not have_jvm:
         print("no JVM spark-submit here (pyspark and a JRE): kubemill alone is measured")
     runs = max(args.runs, 5)
-    results: dict[str, list[Run]] = {"jvm": [], "kubemill cli": [], "kubemill sdk": []}
+    results: dict[str, list[Run]] = {
+        "jvm": [],
+        "kubemill cli": [],
+        "kubemill full": [],
+        "kubemill sdk": [],
+    }
     with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp, ClusterThread() as cluster:
         calls = TimedCalls()
         cluster.cluster.calls = calls
         env = env_without_kubeconfig(Path(tmp))
+        log = Path(tmp) / "submission.log"
         os.environ.pop("KUBECONFIG", None)
         os.environ["HOME"] = tmp
         http = Http(connect_to(cluster.url, kubeconfig=None, context=None))
         run_sdk(http, cluster.url, calls)  # warm: imports and the connection, as a service has
+        for who in ("kubemill cli", "kubemill full"):  # bytecode cached, as when installed
+            run_process(cli_argv(who, cluster.url), env, calls, log)
         for round_ in range(runs):
-            order = ["jvm", "kubemill cli", "kubemill sdk"]
+            order = ["jvm", "kubemill cli", "kubemill full", "kubemill sdk"]
             if round_ % 2:
                 order.reverse()
             for who in order:
                 if who == "jvm" and have_jvm:
                     argv = [str(SPARK_SUBMIT), *argv_at(cluster.url)]
-                    results[who].append(run_process(argv, env, calls))
-                elif who == "kubemill cli":
-                    argv = [str(KUBEMILL), "spark-submit", *argv_at(cluster.url)]
-                    results[who].append(run_process(argv, env, calls))
+                    results[who].append(run_process(argv, env, calls, log))
+                elif who in ("kubemill cli", "kubemill full"):
+                    results[who].append(run_process(cli_argv(who, cluster.url), env, calls, log))
                 elif who == "kubemill sdk":
                     results[who].append(run_sdk(http, cluster.url, calls))
 
@@ -189,36 +294,32 @@ def main() -> None:
             print(line)
         if results["jvm"]:
             jvm = statistics.median(r.to_pod for r in results["jvm"])
-            for who in ("kubemill cli", "kubemill sdk"):
+            for who in ("kubemill cli", "kubemill full", "kubemill sdk"):
                 ratio = jvm / statistics.median(r.to_pod for r in results[who])
                 verdict = "met" if ratio >= GOAL_RATIO else "missed"
                 print(f"  ratio jvm / {who}: {ratio:7.1f}x (goal >= {GOAL_RATIO:.0f}x: {verdict})")
 
-        start = time.perf_counter()
-        for _ in range(args.apps):
-            client.submit_mode(http, cluster_mode_of(parse_submit_arguments(argv_at(cluster.url))))
-        sdk_rate = per_minute(args.apps, time.perf_counter() - start)
+        def in_process() -> None:
+            for _ in range(args.apps):
+                mode = cluster_mode_of(parse_submit_arguments(argv_at(cluster.url)))
+                client.submit_mode(http, mode)
 
-        argv = [str(KUBEMILL), "spark-submit", *argv_at(cluster.url)]
-
-        def one(_: int) -> Any:
-            return subprocess.run(argv, env=env, capture_output=True, check=True)
-
-        start = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(one, range(args.cli_apps)))
-        cli_rate = per_minute(args.cli_apps, time.perf_counter() - start)
+        rates = {"kubemill sdk": measured(args.apps, in_process)}
+        for who, count in (("kubemill cli", args.cli_apps), ("kubemill full", args.full_apps)):
+            if count > 0:
+                argv = cli_argv(who, cluster.url)
+                rates[who] = measured(count, functools.partial(two_at_a_time, argv, env, count))
         pods = len(cluster.list("/api/v1/namespaces/default/pods"))
 
-    print(f"Throughput ({pods} driver pods in the fixture at the end):")
-    for who, count, rate in (
-        ("kubemill sdk", args.apps, sdk_rate),
-        ("kubemill cli", args.cli_apps, cli_rate),
-    ):
-        verdict = "met" if rate >= GOAL_PER_MINUTE else "missed"
+    print(f"Throughput ({pods} driver pods in the fixture at the end; CLI: 2 at a time):")
+    for who, rate in rates.items():
+        verdict = "met" if rate.per_minute >= GOAL_PER_MINUTE else "missed"
+        cpu = rate.cpu_children + rate.cpu_self
         print(
-            f"  {who:13} {count} applications: {rate:8.0f} a minute "
-            f"(goal >= {GOAL_PER_MINUTE:.0f}: {verdict})"
+            f"  {who:13} {rate.count:4} applications: {rate.per_minute:7.0f} a minute "
+            f"(goal >= {GOAL_PER_MINUTE:.0f}: {verdict})   CPU per application "
+            f"{rate.cpu_children * 1000:5.0f} ms submitting + {rate.cpu_self * 1000:4.0f} ms "
+            f"here = {60 / cpu:6.0f} a minute per core"
         )
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(f"  this process (fixture + sdk): peak RSS {usage.ru_maxrss / 1024:.0f} MiB")

@@ -4,93 +4,102 @@ Loading takes a kind table (:class:`KindTable`); :mod:`kubemill.kinds` binds it 
 registered kinds, so load manifests with ``kubemill.kinds.load``/``load_one``.
 
 The public surface of the API layer; everything else in this package is private.
+
+The names below load on first use, not when a submodule is imported: importing
+``kubemill.api.spark_submit`` (as ``kubemill spark-submit``'s fast path does) does not
+load the job models (pydantic).
 """
 
-from kubemill.api.common import (
-    API_VERSION,
-    GROUP,
-    STOP_ANNOTATION,
-    VERSION,
-    CleanPodPolicy,
-    Condition,
-    ConditionType,
-    Job,
-    JobStatus,
-    ReplicaSpec,
-    ReplicaStatus,
-    RestartPolicy,
-    RunPolicy,
-    SchedulingPolicy,
-)
-from kubemill.api.errors import FieldError, ManifestError
-from kubemill.api.kinds import ApiVersion, KindApi, KindTable
-from kubemill.api.kube import (
-    Container,
-    ContainerPort,
-    EnvVar,
-    EnvVarSource,
-    ObjectFieldSelector,
-    ObjectMeta,
-    PodSpec,
-    PodTemplateSpec,
-)
-from kubemill.api.mars import (
-    MARSCLUSTER,
-    MarsCluster,
-    MarsClusterSpec,
-    MarsClusterStatus,
-    ServiceStatus,
-)
-from kubemill.api.mpi import (
-    MPI_REPLICA_TYPES,
-    MPIJOB,
-    REMOTE_SHELL_ANNOTATION,
-    LauncherCreationPolicy,
-    MPIImplementation,
-    MPIJob,
-    MPIJobSpec,
-    RemoteShell,
-)
-from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
-from kubemill.api.spark import (
-    SCHEDULEDSPARKAPPLICATION,
-    SPARK_REPLICA_TYPES,
-    SPARKAPPLICATION,
-    ApplicationState,
-    ApplicationStateType,
-    ConcurrencyPolicy,
-    CronError,
-    CronSchedule,
-    DeployMode,
-    DriverInfo,
-    DriverSpec,
-    ExecutorSpec,
-    ExecutorState,
-    ScheduledSparkApplication,
-    ScheduledSparkApplicationSpec,
-    ScheduledSparkApplicationStatus,
-    ScheduleState,
-    SparkApplication,
-    SparkApplicationSpec,
-    SparkApplicationStatus,
-    SparkApplicationType,
-    SparkPodSpec,
-    SparkRestartPolicy,
-    SparkRestartPolicyType,
-    parse_cron,
-)
-from kubemill.api.spark_submit import (
-    SparkMaster,
-    SparkSubmit,
-    SparkSubmitError,
-    SubmitArguments,
-    parse_spark_master,
-    parse_spark_properties,
-    parse_spark_submit,
-    parse_submit_arguments,
-    submission_of,
-)
-from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubemill.api.common import (
+        API_VERSION,
+        GROUP,
+        STOP_ANNOTATION,
+        VERSION,
+        CleanPodPolicy,
+        Condition,
+        ConditionType,
+        Job,
+        JobStatus,
+        ReplicaSpec,
+        ReplicaStatus,
+        RestartPolicy,
+        RunPolicy,
+        SchedulingPolicy,
+    )
+    from kubemill.api.errors import FieldError, ManifestError
+    from kubemill.api.kinds import ApiVersion, KindApi, KindTable
+    from kubemill.api.kube import (
+        Container,
+        ContainerPort,
+        EnvVar,
+        EnvVarSource,
+        ObjectFieldSelector,
+        ObjectMeta,
+        PodSpec,
+        PodTemplateSpec,
+    )
+    from kubemill.api.mars import (
+        MARSCLUSTER,
+        MarsCluster,
+        MarsClusterSpec,
+        MarsClusterStatus,
+        ServiceStatus,
+    )
+    from kubemill.api.mpi import (
+        MPI_REPLICA_TYPES,
+        MPIJOB,
+        REMOTE_SHELL_ANNOTATION,
+        LauncherCreationPolicy,
+        MPIImplementation,
+        MPIJob,
+        MPIJobSpec,
+        RemoteShell,
+    )
+    from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
+    from kubemill.api.spark import (
+        SCHEDULEDSPARKAPPLICATION,
+        SPARK_REPLICA_TYPES,
+        SPARKAPPLICATION,
+        ApplicationState,
+        ApplicationStateType,
+        ConcurrencyPolicy,
+        CronError,
+        CronSchedule,
+        DeployMode,
+        DriverInfo,
+        DriverSpec,
+        ExecutorSpec,
+        ExecutorState,
+        ScheduledSparkApplication,
+        ScheduledSparkApplicationSpec,
+        ScheduledSparkApplicationStatus,
+        ScheduleState,
+        SparkApplication,
+        SparkApplicationSpec,
+        SparkApplicationStatus,
+        SparkApplicationType,
+        SparkPodSpec,
+        SparkRestartPolicy,
+        SparkRestartPolicyType,
+        parse_cron,
+    )
+    from kubemill.api.spark_submit import (
+        SparkMaster,
+        SparkSubmit,
+        SparkSubmitError,
+        SubmitArguments,
+        parse_spark_master,
+        parse_spark_properties,
+        parse_spark_submit,
+        parse_submit_arguments,
+        submission_of,
+    )
+    from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
     "API_VERSION",
@@ -175,3 +184,41 @@ __all__ = [
     "parse_submit_arguments",
     "submission_of",
 ]
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """A public name, from the submodule that holds it (loaded now, once)."""
+        if name not in __all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from kubemill.api import (
+            common,
+            errors,
+            kinds,
+            kube,
+            mars,
+            mpi,
+            pytorch,
+            spark,
+            spark_submit,
+            tensorflow,
+        )
+
+        for module in (
+            common,
+            errors,
+            kinds,
+            kube,
+            mars,
+            mpi,
+            pytorch,
+            spark,
+            spark_submit,
+            tensorflow,
+        ):
+            if hasattr(module, name):
+                value = getattr(module, name)
+                globals()[name] = value
+                return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

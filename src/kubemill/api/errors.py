@@ -8,7 +8,6 @@ so a user fixes a manifest in one pass instead of one error per run.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,8 @@ class ManifestError(ValueError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return a "did you mean ..." hint for a misspelt word, or "" if nothing is close."""
+    import difflib  # here: only a mistake needs it (spark-submit's fast path never does)
+
     options = list(choices)
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     if not close:

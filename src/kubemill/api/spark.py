@@ -69,13 +69,39 @@ from kubemill.api.kube import (
     TemplateMeta,
 )
 
+# Re-exported: their home is the model-free spark_names (spark-submit's fast path).
+from kubemill.api.spark_names import (
+    DRIVER_CONTAINER as DRIVER_CONTAINER,
+)
+from kubemill.api.spark_names import (
+    EXECUTOR_CONTAINER as EXECUTOR_CONTAINER,
+)
+from kubemill.api.spark_names import (
+    JVM_OVERHEAD_FACTOR as JVM_OVERHEAD_FACTOR,
+)
+from kubemill.api.spark_names import (
+    MAX_NAME as MAX_NAME,
+)
+from kubemill.api.spark_names import (
+    MIN_MEMORY_OVERHEAD_MIB as MIN_MEMORY_OVERHEAD_MIB,
+)
+from kubemill.api.spark_names import (
+    NON_JVM_OVERHEAD_FACTOR as NON_JVM_OVERHEAD_FACTOR,
+)
+from kubemill.api.spark_names import (
+    SPARK_MEMORY as SPARK_MEMORY,
+)
+from kubemill.api.spark_names import (
+    UI_SERVICE_SUFFIX as UI_SERVICE_SUFFIX,
+)
+from kubemill.api.spark_names import (
+    spark_memory_mib as spark_memory_mib,
+)
+
 UPSTREAM_API_VERSION = "sparkoperator.k8s.io/v1beta2"
 """The spark-operator's version: loads unchanged into both kinds."""
 
 SPARK_REPLICA_TYPES = ("Driver", "Executor")
-DRIVER_CONTAINER = "spark-kubernetes-driver"
-EXECUTOR_CONTAINER = "spark-kubernetes-executor"
-"""The container names Spark's own cluster mode gives the driver and executor pods."""
 
 DEFAULT_CORES = 1
 DEFAULT_MEMORY = "1g"
@@ -84,17 +110,8 @@ DEFAULT_EXECUTOR_INSTANCES = 1
 """Upstream's default, unless sparkConf sets it or dynamic allocation is on."""
 DEFAULT_RETRY_INTERVAL = 5
 """Seconds between retries under OnFailure/Always when the policy names none (upstream)."""
-MIN_MEMORY_OVERHEAD_MIB = 384
-"""Spark's floor for a pod's memory overhead."""
-JVM_OVERHEAD_FACTOR = 0.1
-NON_JVM_OVERHEAD_FACTOR = 0.4
-"""Spark's overhead factors: 0.1 of the heap for JVM applications, 0.4 for Python and R."""
-
-UI_SERVICE_SUFFIX = "-ui-svc"
-"""The Spark UI service is ``<app>-ui-svc`` (upstream's name)."""
 RUN_NAME_DIGITS = 19
 """A scheduled run is named ``<name>-<unix nanoseconds>``: 19 digits until the year 2286."""
-MAX_NAME = 63
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -108,20 +125,6 @@ def _invalid(message: str, hint: str) -> PydanticCustomError:
 
 
 # --- value formats ------------------------------------------------------------------------------
-
-_SPARK_MEMORY = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
-_MIB_PER_UNIT = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0**2, "p": 1024.0**3}
-
-
-def spark_memory_mib(value: str) -> float:
-    """A Spark memory size (``512m``, ``2g``, ``1024``: MiB without a unit) in MiB.
-
-    Raises ValueError for text Spark would not read as a size.
-    """
-    match = _SPARK_MEMORY.match(value)
-    if match is None:
-        raise ValueError(value)
-    return int(match.group(1)) * _MIB_PER_UNIT[match.group(2).lower()]
 
 
 def _check_memory(value: str | None) -> str | None:
@@ -1031,7 +1034,7 @@ def _resources(
         limits["cpu"] = role.core_limit
     name = "driver" if isinstance(role, DriverSpec) else "executor"
     memory = role.memory or conf.get(f"spark.{name}.memory")
-    if memory is not None and _SPARK_MEMORY.match(memory):
+    if memory is not None and SPARK_MEMORY.match(memory):
         size = pod_memory_mib(spec, memory, role.memory_overhead)
         requests["memory"] = limits["memory"] = f"{size}Mi"
     if role.gpu is not None:

@@ -33,9 +33,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubemill.api.common import API_VERSION
 from kubemill.api.errors import did_you_mean
-from kubemill.api.spark import MAX_NAME, UI_SERVICE_SUFFIX
+from kubemill.api.spark_names import MAX_NAME, UI_SERVICE_SUFFIX
 
 DEFAULT_MASTER = "local[*]"
 """Spark's master when neither ``--master`` nor ``spark.master`` names one."""
@@ -446,6 +445,9 @@ def submission_of(
         spec["executor"] = executor
     if conf:
         spec["sparkConf"] = dict(sorted(conf.items()))
+    # Here, not at the top: cluster mode's fast path imports this module without the models.
+    from kubemill.api.common import API_VERSION
+
     manifest = {
         "apiVersion": API_VERSION,
         "kind": "SparkApplication",

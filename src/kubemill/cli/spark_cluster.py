@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import typer
@@ -33,14 +32,13 @@ from kubemill.api.spark_submit import (
 )
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
+from kubemill.cli.spark_fast import GRACE_CONF, WAIT_CONF, in_namespace
 
 if TYPE_CHECKING:
     from kubemill.substrates.kubernetes.client import spark_submit as client
     from kubemill.substrates.kubernetes.client.connection import Http
     from kubemill.substrates.kubernetes.observe import PodSnapshot
 
-GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
-WAIT_CONF = "spark.kubernetes.submission.waitAppCompletion"
 INTERVAL_CONF = "spark.kubernetes.report.interval"
 
 
@@ -60,7 +58,7 @@ def submit_cluster(
     from kubemill.substrates.base import SubstrateError
     from kubemill.substrates.kubernetes.client import spark_submit as client
 
-    args = _in_namespace(settings, args, properties)
+    args = in_namespace(args, properties, settings.namespace)
     try:
         mode = cluster_mode_of(args, properties=properties)
         for warning in mode.warnings:
@@ -92,10 +90,10 @@ def submit_cluster(
     )
     if mode.conf.get(WAIT_CONF, "true").strip().lower() == "false":
         return 0
-    return _wait(settings, mode.server, mode.conf, submitted)
+    return follow_driver(settings, mode.server, mode.conf, submitted)
 
 
-def _wait(
+def follow_driver(
     settings: Settings, server: str, conf: Mapping[str, str], submitted: client.Submitted
 ) -> int:
     """Follow the driver until it ends, as Spark's client does by default; exit 1 if it
@@ -156,7 +154,7 @@ def kill_or_status(
     from kubemill.substrates.base import SubstrateError
     from kubemill.substrates.kubernetes.client import spark_submit as client
 
-    args = _in_namespace(settings, args, properties)
+    args = in_namespace(args, properties, settings.namespace)
     option, target = ("--kill", args.kill) if args.kill is not None else ("--status", args.status)
     assert target is not None
     conf = {**(properties or {}), **args.conf}
@@ -205,17 +203,6 @@ def kill_or_status(
         for key, value in client.driver_state(pod):
             typer.echo(f"\t {key}: {value}")
     return 0
-
-
-def _in_namespace(
-    settings: Settings, args: SubmitArguments, properties: Mapping[str, str] | None
-) -> SubmitArguments:
-    """kubemill's ``--namespace`` when no ``spark.kubernetes.namespace`` says one (Spark's
-    own default is ``default``, whatever the kubeconfig's context says)."""
-    key = "spark.kubernetes.namespace"
-    if settings.namespace is None or key in args.conf or key in (properties or {}):
-        return args
-    return replace(args, conf={**args.conf, key: settings.namespace})
 
 
 def _http(settings: Settings, server: str) -> Http:

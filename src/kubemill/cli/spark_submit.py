@@ -28,8 +28,6 @@ from kubemill.api import Job
 from kubemill.api.spark_submit import (
     SparkSubmit,
     SparkSubmitError,
-    SubmitArguments,
-    parse_spark_master,
     parse_spark_properties,
     parse_submit_arguments,
     submission_of,
@@ -37,10 +35,15 @@ from kubemill.api.spark_submit import (
 from kubemill.cli import spark_cluster
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings, Substrate
+from kubemill.cli.spark_fast import (
+    DRY_RUN,
+    HELP,
+    OPERATOR,
+    OWN_FLAGS,
+    cluster_mode_wanted,
+    read_properties_file,
+)
 
-DRY_RUN = "--dry-run"
-OPERATOR = "--operator"
-HELP = ("-h", "--help")
 NOT_REGISTERED = (
     "the SparkApplication kind is not registered in this kubemill yet; --dry-run shows the manifest"
 )
@@ -83,16 +86,16 @@ image. Everything after it goes to the application.
 def spark_submit(settings: Settings, argv: list[str]) -> int:
     """Parse ``argv`` (spark-submit's arguments), then print or submit. Returns the exit code."""
     try:
-        args = parse_submit_arguments(argv, own_flags=(DRY_RUN, OPERATOR, *HELP))
+        args = parse_submit_arguments(argv, own_flags=OWN_FLAGS)
         if not argv or args.own_flags & set(HELP):
             typer.echo(USAGE, nl=False)
             return 0
         properties = None
         if args.properties_file is not None:
-            properties = parse_spark_properties(_read(args.properties_file))
+            properties = parse_spark_properties(read_properties_file(args.properties_file))
         if args.kill is not None or args.status is not None:
             return spark_cluster.kill_or_status(settings, args, properties)
-        if _spark_cluster_mode(args, properties):
+        if cluster_mode_wanted(args, properties):
             return spark_cluster.submit_cluster(
                 settings, args, properties, dry_run=DRY_RUN in args.own_flags
             )
@@ -127,23 +130,6 @@ def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
     annotations = manifest.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[LOCAL_MASTER_ANNOTATION] = submission.master.text.strip()
     return replace(submission, manifest=manifest)
-
-
-def _spark_cluster_mode(args: SubmitArguments, properties: dict[str, str] | None) -> bool:
-    """A ``k8s://`` master without ``--operator``: Spark's own cluster mode."""
-    if OPERATOR in args.own_flags:
-        return False
-    master = args.master or args.conf.get("spark.master") or (properties or {}).get("spark.master")
-    return master is not None and parse_spark_master(master).substrate == "kubernetes"
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SparkSubmitError(
-            "--properties-file", f"cannot read {path}: {exc.strerror}", "check the path"
-        ) from None
 
 
 def _verbose(submission: SparkSubmit) -> None:

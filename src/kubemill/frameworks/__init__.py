@@ -2,53 +2,62 @@
 
 The Plan types live in :mod:`kubemill.frameworks.plan`. Which framework plans which kind
 is the registry's business (:func:`kubemill.kinds.plan_for`).
+
+The names below load on first use, not when a submodule is imported: importing
+``kubemill.frameworks.spark_cluster_mode`` (as ``kubemill spark-submit``'s fast path does)
+does not load every planner and the job models.
 """
 
-from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
-from kubemill.frameworks.mars import Mars
-from kubemill.frameworks.plan import (
-    LABEL_JOB_NAME,
-    LABEL_JOB_ROLE,
-    LABEL_OPERATOR,
-    LABEL_PREFIX,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
-    OPERATOR_NAME,
-    AccessPlan,
-    AccessRule,
-    Endpoint,
-    ExposedService,
-    FilePlan,
-    FileSet,
-    FileSource,
-    ForeignPods,
-    Framework,
-    HostListing,
-    Network,
-    NetworkPolicyPlan,
-    ObservedPodView,
-    OutcomeRule,
-    PackagedProgram,
-    Plan,
-    ReplicaPlan,
-    RerunPolicy,
-    RunRecord,
-    RunRecordReader,
-    ServiceCluster,
-    ServicePolicy,
-    ServicePort,
-    SshKeyPart,
-    StatusExtension,
-    StatusView,
-    SuccessPolicy,
-    decided_by,
-    replica_name,
-    submission_id,
-    submitted_spec,
-)
-from kubemill.frameworks.pytorch import PyTorch
-from kubemill.frameworks.spark import Spark
-from kubemill.frameworks.tensorflow import TensorFlow
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+    from kubemill.frameworks.mars import Mars
+    from kubemill.frameworks.plan import (
+        LABEL_JOB_NAME,
+        LABEL_JOB_ROLE,
+        LABEL_OPERATOR,
+        LABEL_PREFIX,
+        LABEL_REPLICA_INDEX,
+        LABEL_REPLICA_TYPE,
+        OPERATOR_NAME,
+        AccessPlan,
+        AccessRule,
+        Endpoint,
+        ExposedService,
+        FilePlan,
+        FileSet,
+        FileSource,
+        ForeignPods,
+        Framework,
+        HostListing,
+        Network,
+        NetworkPolicyPlan,
+        ObservedPodView,
+        OutcomeRule,
+        PackagedProgram,
+        Plan,
+        ReplicaPlan,
+        RerunPolicy,
+        RunRecord,
+        RunRecordReader,
+        ServiceCluster,
+        ServicePolicy,
+        ServicePort,
+        SshKeyPart,
+        StatusExtension,
+        StatusView,
+        SuccessPolicy,
+        decided_by,
+        replica_name,
+        submission_id,
+        submitted_spec,
+    )
+    from kubemill.frameworks.pytorch import PyTorch
+    from kubemill.frameworks.spark import Spark
+    from kubemill.frameworks.tensorflow import TensorFlow
 
 __all__ = [
     "LABEL_JOB_NAME",
@@ -98,3 +107,19 @@ __all__ = [
     "submission_id",
     "submitted_spec",
 ]
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """A public name, from the submodule that holds it (loaded now, once)."""
+        if name not in __all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from kubemill.frameworks import _common, mars, plan, pytorch, spark, tensorflow
+
+        for module in (_common, mars, plan, pytorch, spark, tensorflow):
+            if hasattr(module, name):
+                value = getattr(module, name)
+                globals()[name] = value
+                return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -94,32 +94,35 @@ from kubemill.frameworks.plan import (
     replica_name,
     submitted_spec,
 )
+from kubemill.frameworks.spark_wire import (
+    BLOCK_MANAGER_PORT,
+    CONF_MOUNT_PATH,
+    DRIVER_PORT,
+    LABEL_APP_NAME,
+    LABEL_APP_SELECTOR,
+    LABEL_ROLE,
+    LABEL_VERSION,
+    LOCAL_DIR_VOLUME,
+    PROPERTIES,
+    PYTHON_RUNNER,
+    R_RUNNER,
+    UI_PORT,
+    UI_PORT_NAME,
+    properties_text,
+)
 
 DRIVER = "Driver"
 EXECUTOR = "Executor"
-CONF_MOUNT_PATH = "/opt/spark/conf"
-PROPERTIES = "spark.properties"
 EXECUTOR_TEMPLATE = "executor-pod-template.yaml"
 """The executors' pod template (JSON, which YAML reads): what the executor spec asks of
 their pods beyond Spark's confs (volumes, tolerations, affinity ...), Spark 3.0 and later."""
 LOCAL_DIR = "/var/data/spark-local"
-LOCAL_DIR_VOLUME = "spark-local-dir-1"
-PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
-R_RUNNER = "org.apache.spark.deploy.RRunner"
 DEFAULT_MASTER = "k8s://https://kubernetes.default.svc"
 """The API server as a pod reaches it (the spark-operator's default too)."""
 
-DRIVER_PORT = 7078
-BLOCK_MANAGER_PORT = 7079
-UI_PORT = 4040
 DRIVER_PORTS = {"driver-rpc-port": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT}
-UI_PORT_NAME = "spark-ui"
 TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
 
-LABEL_APP_SELECTOR = "spark-app-selector"
-LABEL_ROLE = "spark-role"
-LABEL_APP_NAME = "spark-app-name"
-LABEL_VERSION = "spark-version"
 LABEL_OPERATOR_APP_NAME = "sparkoperator.k8s.io/app-name"
 """The spark-operator's own label on the pods of an application."""
 
@@ -347,25 +350,6 @@ def executor_template_text(app: SparkApplication) -> str:
     """The executors' derived pod template, as the file Spark reads (sorted JSON)."""
     template = app.replica_specs[EXECUTOR].template.to_wire()
     return json.dumps(template, sort_keys=True, indent=1) + "\n"
-
-
-def _escape(text: str, *, key: bool) -> str:
-    """Java properties escaping: backslash, line breaks, and in keys the separators."""
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-    out = out.replace("\t", "\\t").replace("\f", "\\f")
-    if key:
-        for char in (" ", "=", ":", "#", "!"):
-            out = out.replace(char, "\\" + char)
-    elif out.startswith(" "):
-        out = "\\" + out
-    return out
-
-
-def properties_text(props: Mapping[str, str]) -> str:
-    """``spark.properties``: one ``key=value`` line per conf, sorted, Java-escaped."""
-    return "".join(
-        f"{_escape(k, key=True)}={_escape(v, key=False)}\n" for k, v in sorted(props.items())
-    )
 
 
 def _driver_template(app: SparkApplication, network: Network) -> PodTemplateSpec:
@@ -645,17 +629,26 @@ class Spark:
 
 
 __all__ = [
+    "BLOCK_MANAGER_PORT",
     "CONF_MOUNT_PATH",
     "DRIVER",
     "DRIVER_CONTAINER",
+    "DRIVER_PORT",
     "DRIVER_RESOURCES",
     "DRIVER_VERBS",
     "EXECUTOR",
     "EXECUTOR_CONTAINER",
     "EXECUTOR_TEMPLATE",
+    "LABEL_APP_NAME",
+    "LABEL_APP_SELECTOR",
+    "LABEL_ROLE",
+    "LABEL_VERSION",
+    "LOCAL_DIR_VOLUME",
     "PROPERTIES",
     "PYTHON_RUNNER",
+    "R_RUNNER",
     "UI_PORT",
+    "UI_PORT_NAME",
     "Spark",
     "application_id",
     "conf_name",

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api.spark import (
+from kubemill.api.spark_names import (
     DRIVER_CONTAINER,
     JVM_OVERHEAD_FACTOR,
     MAX_NAME,
@@ -48,7 +48,7 @@ from kubemill.api.spark import (
     spark_memory_mib,
 )
 from kubemill.api.spark_submit import ClusterMode
-from kubemill.frameworks.spark import (
+from kubemill.frameworks.spark_wire import (
     BLOCK_MANAGER_PORT,
     CONF_MOUNT_PATH,
     DRIVER_PORT,

@@ -10,9 +10,12 @@ import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from kubemill.api import Job, JobStatus
+if TYPE_CHECKING:
+    # Annotations only: SubstrateError is raised where no job model is loaded
+    # (spark-submit's fast path).
+    from kubemill.api import Job, JobStatus
 
 
 @dataclass(frozen=True)

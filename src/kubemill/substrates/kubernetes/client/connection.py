@@ -119,13 +119,8 @@ def connect_to(
     when no kubeconfig says more (a local test server, ``kubectl proxy``)."""
     from kubernetes import client
 
-    default_exists = any(
-        Path(p).expanduser().is_file()
-        for p in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
-        if p
-    )
     wanted = server.rstrip("/")
-    if kubeconfig is not None or default_exists or os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if uses_kubeconfig(kubeconfig):
         connection = connect(kubeconfig=kubeconfig, context=context)
         if connection.server.rstrip("/") != wanted:
             raise KubeconfigError(
@@ -139,6 +134,36 @@ def connect_to(
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT
     return Connection(api_client, wanted, None, "default")
+
+
+def uses_kubeconfig(kubeconfig: str | os.PathLike[str] | None) -> bool:
+    """Whether :func:`connect_to` goes through a kubeconfig (or the pod's service account):
+    one is given, ``$KUBECONFIG``/``~/.kube/config`` exists, or this runs in a cluster."""
+    default_exists = any(
+        Path(p).expanduser().is_file()
+        for p in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+        if p
+    )
+    return (
+        kubeconfig is not None or default_exists or bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    )
+
+
+def plain_connection(server: str) -> Connection | None:
+    """:func:`connect_to`'s plain client of ``server`` without the ``kubernetes`` package
+    (:class:`~kubemill.substrates.kubernetes.transport.PlainClient`), when that is what it
+    would make: no kubeconfig, and no proxy from the environment (the client would take
+    it). ``None`` otherwise: use :func:`connect_to`."""
+    if uses_kubeconfig(None) or any(
+        value and key.lower().endswith("_proxy") and key.lower() != "no_proxy"
+        for key, value in os.environ.items()
+    ):
+        return None
+    try:
+        api_client = transport.PlainClient(server, user_agent=USER_AGENT)
+    except ValueError:
+        return None
+    return Connection(api_client, api_client.server, None, "default")
 
 
 class Http:

@@ -1,0 +1,69 @@
+"""Packages whose public names load on first use still offer every one of them.
+
+``kubemill.api``, ``kubemill.frameworks`` and ``kubemill.substrates.kubernetes.client``
+import their names only for type checkers (so that importing one of their submodules stays
+light) and load them at run time on first use. Every name a type checker sees is in
+``__all__`` and resolves at run time, to the object of the submodule that defines it;
+anything else is an AttributeError; importing a submodule loads none of the others'.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[1] / "src"
+LAZY = ("kubemill.api", "kubemill.frameworks", "kubemill.substrates.kubernetes.client")
+
+
+def _checked_names(package: str) -> dict[str, str]:
+    """Name -> module, of the imports under ``if TYPE_CHECKING:`` in the package's init."""
+    path = SRC / package.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text())
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for child in node.body:
+                if isinstance(child, ast.ImportFrom) and child.module:
+                    names.update({alias.name: child.module for alias in child.names})
+    return names
+
+
+@pytest.mark.parametrize("package", LAZY)
+def test_every_name_resolves_to_its_home(package: str) -> None:
+    module = __import__(package, fromlist=["__all__"])
+    checked = _checked_names(package)
+    assert checked
+    assert sorted(checked) == sorted(module.__all__)
+    for name, home in checked.items():
+        source = __import__(home, fromlist=[name])
+        assert getattr(module, name) is getattr(source, name), name
+
+
+@pytest.mark.parametrize("package", LAZY)
+def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
+    module = __import__(package, fromlist=["__all__"])
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = module.no_such_name
+
+
+def test_from_import_in_a_fresh_process() -> None:
+    code = (
+        "from kubemill.api import Job, SparkApplication, parse_cron\n"
+        "from kubemill.frameworks import Plan, Spark\n"
+        "from kubemill.substrates.kubernetes.client import KubernetesBackend, connect\n"
+        "import kubemill.api as api\n"
+        "assert api.SparkApplication is SparkApplication\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC)},
+    )
+    assert done.stdout == "ok\n", done.stderr
