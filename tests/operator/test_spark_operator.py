@@ -18,6 +18,7 @@ change re-runs the application (INVALIDATING); the TTL deletes it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -79,17 +80,40 @@ def state(cluster: Cluster, path: str) -> str:
     return state_of(cluster.get(path))
 
 
-def states_written(cluster: Cluster, namespace: str) -> list[str]:
-    """Every applicationState.state the operator's status patches wrote, in order."""
+def statuses_written(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    """Every status the operator's status patches wrote with an applicationState, in order
+    (a state may last only a moment: a poll of the object can miss it, the record cannot)."""
     out = []
+    status: dict[str, Any] = {}
     for call in cluster.operator_calls(namespace=namespace):
         if call.method != "PATCH" or call.resource != "sparkapplications/status":
             continue
-        status = (call.body or {}).get("status") or {}
-        state = (status.get("applicationState") or {}).get("state")
-        if state is not None and call.status < 300:
-            out.append(state)
+        patch = (call.body or {}).get("status") or {}
+        if call.status >= 300:
+            continue
+        # Status patches are merge patches: each names what changed since the last one.
+        status = merged(status, patch)
+        if (patch.get("applicationState") or {}).get("state") is not None:
+            out.append(status)
     return out
+
+
+def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with a JSON merge patch applied (RFC 7386)."""
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def states_written(cluster: Cluster, namespace: str) -> list[str]:
+    """Every applicationState.state the operator's status patches wrote, in order."""
+    return [s["applicationState"]["state"] for s in statuses_written(cluster, namespace)]
 
 
 def driver_posts(cluster: Cluster, namespace: str) -> list[int]:
@@ -287,12 +311,15 @@ def test_time_to_live_deletes_the_application_in_either_group(
         # An evicted driver fails the run: its pods are never restarted (the spark-operator
         # re-runs the whole application instead), so there are no restart counts to keep.
         kubelet.set("s-driver-0", "Failed", container=DRIVER, reason="Evicted")
-        failed = eventually(
-            lambda: (job := cluster.get(path)) and state_of(job) == "FAILED" and job,
-            what="FAILED",
-        )
-        assert "kubemill.dev/restarts" not in failed["metadata"].get("annotations", {})
         eventually(lambda: cluster.get_or_none(path) is None, what="deleted by its TTL")
+        # FAILED lasted the TTL (1 s), which a poll under load can miss: the writes tell.
+        assert states_written(cluster, namespace)[-1] == "FAILED"
+        restarts_written = [
+            c
+            for c in cluster.operator_calls(namespace=namespace)
+            if c.method == "PATCH" and "kubemill.dev/restarts" in json.dumps(c.body)
+        ]
+        assert restarts_written == []
         deletes = [
             c for c in cluster.calls() if c.method == "DELETE" and c.name == "s" and c.status < 300
         ]
@@ -373,13 +400,24 @@ def test_a_refused_submission_is_submitted_again(cluster: Cluster, tmp_path: Pat
     with running_operator(cluster, tmp_path, "--all-namespaces"):
         path = job_path("SparkApplication", namespace, "s")
         cluster.create(job_path("SparkApplication", namespace), manifest)
-        refused = wait_state(cluster, path, "SUBMISSION_FAILED")["status"]
-        assert "injected by the test: 403" in refused["applicationState"]["errorMessage"]
-        assert refused["submissionAttempts"] == 1 and refused["executionAttempts"] == 0
         eventually(lambda: "s-driver-0" in pod_names(cluster, namespace), what="resubmitted")
         submitted = wait_state(cluster, path, "SUBMITTED")["status"]
         assert submitted["submissionAttempts"] == 2 and submitted["executionAttempts"] == 1
         assert "errorMessage" not in submitted["applicationState"]
+        # SUBMISSION_FAILED lasts until the interval is over, which under load may already
+        # be when the refusal is seen: the status written says what it was.
+        (refused,) = [
+            s
+            for s in statuses_written(cluster, namespace)
+            if s["applicationState"]["state"] == "SUBMISSION_FAILED"
+        ]
+        assert "injected by the test: 403" in refused["applicationState"]["errorMessage"]
+        assert refused["submissionAttempts"] == 1 and refused["executionAttempts"] == 0
+        # The second submission is an interval (1 s) after the refused one, at the least.
+        gap = datetime.fromisoformat(submitted["lastSubmissionAttemptTime"]) - (
+            datetime.fromisoformat(refused["lastSubmissionAttemptTime"])
+        )
+        assert gap >= timedelta(seconds=1), gap
         assert driver_posts(cluster, namespace) == [403, 201]
         assert refusal.hits == 1
 
