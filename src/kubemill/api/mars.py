@@ -37,6 +37,7 @@ from kubemill.api.common import (
 )
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, KindApi, PrinterColumn
+from kubemill.api.kube import Container, PodSpec, PodTemplateSpec
 
 MARS_REPLICA_TYPES = ("Supervisor", "Worker")
 """A Mars cluster's roles, in the order they start."""
@@ -232,14 +233,22 @@ class MarsCluster(Job):
 
     @property
     def replica_specs(self) -> dict[str, ReplicaSpec]:
-        """Supervisor and Worker counts (the pods themselves are the Deployments')."""
+        """Supervisor and Worker counts, and the image (the pods themselves are the
+        Deployments')."""
+        # The container names the image, which picks the local substrate's environment.
+        template = PodTemplateSpec(
+            spec=PodSpec(
+                containers=[Container(name="mars", image=self.spec.image or DEFAULT_IMAGE)]
+            )
+        )
         return {
-            "Supervisor": ReplicaSpec(
-                replicas=self.spec.supervisor_num, restart_policy=RestartPolicy.ALWAYS
-            ),
-            "Worker": ReplicaSpec(
-                replicas=self.spec.worker_num, restart_policy=RestartPolicy.ALWAYS
-            ),
+            rtype: ReplicaSpec(
+                replicas=count, restart_policy=RestartPolicy.ALWAYS, template=template
+            )
+            for rtype, count in (
+                ("Supervisor", self.spec.supervisor_num),
+                ("Worker", self.spec.worker_num),
+            )
         }
 
     @property
