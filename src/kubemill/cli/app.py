@@ -589,6 +589,9 @@ def _add_env_commands() -> None:
     from kubemill.cli.envs import env_app
 
     app.add_typer(env_app, name="env")
+    from kubemill.cli.clusters import cluster_app
+
+    app.add_typer(cluster_app, name="cluster")
 
 
 _add_env_commands()
