@@ -316,6 +316,9 @@ def _runner(settings: PodSettings) -> Any:
 
         async def stop_services(self) -> Any:
             _clear_ready(settings.ready_file)
+            # Its sockets are bound and connected: the link is not needed to stop, and a
+            # worker whose supervisor went first may hang stopping until it is killed.
+            drop_short_tmpdir(os.environ)
             return await super().stop_services()
 
     return Runner()
@@ -389,6 +392,14 @@ def short_tmpdir(
     finally:
         environ["TMPDIR"] = real
         tempfile.tempdir = None
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+
+
+def drop_short_tmpdir(environ: Mapping[str, str], link_dir: str = LINK_DIR) -> None:
+    """Remove the link :func:`short_tmpdir` made, if ``TMPDIR`` is one (early, on stop)."""
+    link = Path(environ.get("TMPDIR", ""))
+    if link.parent == Path(link_dir) and link.name.startswith(LINK_PREFIX) and link.is_symlink():
         with contextlib.suppress(FileNotFoundError):
             link.unlink()
 
