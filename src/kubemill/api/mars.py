@@ -11,7 +11,7 @@ unit whose case does not matter (``16g`` is 16 GiB, as in Mars; Kubernetes' ``Gi
 the same), and for ``workerCacheMem`` also a percentage of ``workerMem``. The units differ
 from Kubernetes quantities (``m`` is mebibytes here, milli there), so this is a parser of
 its own rather than :mod:`kubemill.core.quantity`, which the API layer cannot import
-either.
+either; ``kubemill.deploy.local.new_cluster`` reads its arguments with it too.
 
 A MarsCluster never succeeds: it is ``Ready`` while every supervisor and at least
 ``minWorkerNum`` workers are ready, with ``status.endpoint`` the supervisors' web address.
@@ -53,8 +53,9 @@ _UNITS: dict[str, int] = {
     "g": 1 << 30,
     "t": 1 << 40,
     "p": 1 << 50,
+    "e": 1 << 60,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgtp]?)(?:ib?|b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgtpe]?)(?:ib?|b)?\s*$", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")
 
 
@@ -66,7 +67,7 @@ def parse_size(value: int | float | str) -> int:
     """Bytes from a Mars size: ``1073741824``, ``"1g"``, ``"1.5G"``, ``"512m"``, ``"2Gi"``.
 
     Units are binary and case-insensitive, as Mars's own ``parse_readable_size`` reads
-    them (``k``, ``m``, ``g``, ``t``, ``p``, optionally followed by ``b``/``ib``).
+    them (``k``, ``m``, ``g``, ``t``, ``p``, ``e``, optionally followed by ``b``/``ib``).
     """
     if isinstance(value, bool):
         raise SizeError(f"{value!r} is not a size")
