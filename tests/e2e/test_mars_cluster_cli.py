@@ -165,3 +165,19 @@ def test_run_returns_once_ready_and_interrupt_leaves_no_process(cli: Cli) -> Non
     failed = [c for c in after["status"]["conditions"] if c["type"] == "Failed"]
     assert failed and failed[0]["reason"] == "Interrupted"
     assert after["status"].get("endpoint") is None
+
+
+def test_a_cluster_whose_replicas_keep_failing_is_reported_not_waited_on(cli: Cli) -> None:
+    # A bad value the entrypoint refuses at every start (exit 2), restarted as a pod is.
+    created = cli(
+        "cluster", "create", "mars", "--name", "bad", "--env", "MARS_CPU_TOTAL=lots",
+        "--timeout", str(START_TIMEOUT), timeout=START_TIMEOUT,
+    )  # fmt: skip
+    assert created.returncode == 1, created.stdout + created.stderr
+    assert "replica bad-supervisor-0 keeps failing" in created.stdout
+    assert "kubemill logs bad --replica bad-supervisor-0" in created.stdout
+    logs = cli("logs", "bad", "--replica", "supervisor-0")
+    assert "MARS_CPU_TOTAL: expected a number, got 'lots'" in logs.stdout + logs.stderr
+    stopped = cli("cluster", "stop", "bad", timeout=120)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert not wait_no_process(cli.token)

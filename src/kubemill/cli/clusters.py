@@ -44,6 +44,9 @@ ENGINES = ("mars",)
 """What ``cluster create`` makes: ``mars`` is a MarsCluster."""
 DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.5
+CRASH_RESTARTS = 3
+"""A replica restarted this often before the cluster is Ready is reported, not waited on
+(an environment without Mars or kubemill crashes every start)."""
 SERVICE_KINDS = ("MarsCluster",)
 """The kinds ``cluster list`` shows."""
 
@@ -69,7 +72,8 @@ def wait_serving(
     console: "Console | None" = None,
 ) -> "JobView":
     """Poll the job until the core judges it Ready with an endpoint; raise
-    :class:`NotServing` if it finishes first or ``timeout`` passes."""
+    :class:`NotServing` if it finishes first, a replica keeps failing
+    (:data:`CRASH_RESTARTS`) or ``timeout`` passes. The cluster is left as it is."""
     from kubemill.api import ConditionType
 
     deadline = time.monotonic() + timeout
@@ -87,6 +91,14 @@ def wait_serving(
                 last = view.status.conditions[-1].message if view.status.conditions else ""
                 raise NotServing(
                     f"{view.kind} {name} ended {view.phase} before it was ready: {last}"
+                )
+            crashing = [r for r in view.replicas if r.restarts >= CRASH_RESTARTS]
+            if crashing:
+                first = crashing[0]
+                raise NotServing(
+                    f"{view.kind} {name} is not ready: replica {first.name} keeps failing"
+                    f" ({first.restarts} restarts, last exit code {first.exit_code});"
+                    f" see `kubemill logs {name} --replica {first.name}`"
                 )
             if time.monotonic() >= deadline:
                 why = ready.message if ready is not None else f"it is {view.phase}"
