@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from kubemill.api import Container, PodSpec
-from kubemill.core.quantity import format_quantity, parse_quantity, parse_size, sum_pod_requests
+from kubemill.core.quantity import format_quantity, parse_quantity, sum_pod_requests
 
 
 @pytest.mark.parametrize(
@@ -49,53 +49,3 @@ def test_sum_takes_the_highest_priority_pods_first() -> None:
     pods = [spec("1", None), spec("2", 10), spec("4", None)]
     assert sum_pod_requests(pods, first=2) == (("cpu", "3"),)
     assert sum_pod_requests(pods, first=0) == ()
-
-
-# --- parse_size: Mars's sizes --------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("given", "expected"),
-    [
-        (1073741824, 1073741824),
-        ("1073741824", 1073741824),
-        ("2g", 2 * 1024**3),
-        ("2G", 2 * 1024**3),
-        ("2GiB", 2 * 1024**3),
-        ("16gb", 16 * 1024**3),
-        ("512m", 512 * 1024**2),
-        ("1.5k", 1536),
-        (" 3 t ", 3 * 1024**4),
-        ("100b", 100),
-        (2.5, 2),
-    ],
-)
-def test_a_size_is_read_as_mars_reads_it(given: object, expected: int) -> None:
-    assert parse_size(given, field="worker_mem") == expected
-
-
-def test_a_percentage_is_a_share_of_the_total_where_one_is_given() -> None:
-    assert parse_size("25%", field="worker_cache_mem", of=4 * 1024**3) == 1024**3
-    assert parse_size("100%", field="worker_cache_mem", of=1000) == 1000
-
-
-@pytest.mark.parametrize(
-    ("given", "of", "complaint"),
-    [
-        ("20%", None, "percentage"),
-        ("0%", 1000, "(0, 100]"),
-        ("150%", 1000, "(0, 100]"),
-        ("x%", 1000, "(0, 100]"),
-        ("2 gigs", None, "unit"),
-        ("-1g", None, "unit"),
-        ("0", None, "positive"),
-        ("", None, "unit"),
-        (True, None, "expected a size"),
-        (None, None, "expected a size"),
-        ([1], None, "expected a size"),
-    ],
-)
-def test_a_bad_size_names_its_field(given: object, of: int | None, complaint: str) -> None:
-    with pytest.raises(ValueError, match="worker_mem") as caught:
-        parse_size(given, field="worker_mem", of=of)
-    assert complaint in str(caught.value)

@@ -210,9 +210,10 @@ def test_workers_get_their_cache_spill_dirs_and_extra_env(fake: Path, tmp_path: 
 @pytest.mark.parametrize(
     ("kwargs", "complaint"),
     [
-        ({"worker_mem": "lots"}, "worker_mem: expected a size"),
+        ({"worker_mem": "lots"}, "worker_mem: 'lots' is not a size"),
+        ({"worker_mem": None}, "worker_mem: expected a size"),
         ({"supervisor_mem": "50%"}, "supervisor_mem: a percentage"),
-        ({"worker_cache_mem": "120%"}, "worker_cache_mem: expected a percentage"),
+        ({"worker_cache_mem": "120%"}, "worker_cache_mem: '120%' is not a percentage"),
         ({"worker_num": 0}, "worker_num: expected an integer >= 1"),
         ({"worker_num": 2, "min_worker_num": 3}, "min_worker_num: 3 is more than worker_num"),
         ({"worker_cpu": 0}, "worker_cpu: expected a positive number"),

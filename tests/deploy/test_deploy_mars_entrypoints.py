@@ -135,3 +135,71 @@ def test_supervisors_are_looked_for_explicitly_then_by_api_then_by_service() -> 
         alone, sleep=naps.append, kubernetes=lambda _s: None, service=lambda _s: []
     )
     assert got == ["10.0.0.7:7103"]
+
+
+# --- a TMPDIR short enough for Mars's unix sockets ------------------------------------------
+
+
+def test_a_short_tmpdir_is_kept_as_it_is(tmp_path: Path) -> None:
+    environ = {"TMPDIR": "/tmp/x"}
+    with entry.short_tmpdir(environ, link_dir=str(tmp_path)) as link:
+        assert link is None
+        assert environ["TMPDIR"] == "/tmp/x"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_tmpdir_is_stood_for_by_a_short_link_while_inside(tmp_path: Path) -> None:
+    real = tmp_path / ("deep-" * 20)
+    real.mkdir()
+    environ = {"TMPDIR": str(real)}
+    links = tmp_path / "links"
+    links.mkdir()
+    with entry.short_tmpdir(environ, link_dir=str(links)) as link:
+        assert link is not None
+        assert Path(link).parent == links
+        # Under the default /tmp, a Mars socket path (+ "/mars/" + 32 hex digits) fits.
+        assert len(f"{entry.LINK_DIR}/{Path(link).name}/mars/{'0' * 32}") <= 107
+        assert environ["TMPDIR"] == link
+        assert Path(link).resolve() == real.resolve()
+        (Path(link) / "f").write_text("x")  # the files live in the real directory
+        assert (real / "f").read_text() == "x"
+    assert environ["TMPDIR"] == str(real)
+    assert list(links.iterdir()) == []
+    # The same directory gets the same link (a restarted replica).
+    with entry.short_tmpdir(environ, link_dir=str(links)) as again:
+        assert again == link
+
+
+def test_a_stopping_service_drops_its_link_and_a_start_sweeps_dangling_ones(
+    tmp_path: Path,
+) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    gone = links / (entry.LINK_PREFIX + "0123456789ab")
+    gone.symlink_to(tmp_path / "deleted-job")  # a killed replica's link, its job deleted
+    other = links / "someone-elses"
+    other.symlink_to(tmp_path / "deleted-too")
+    real = tmp_path / ("deep-" * 20)
+    real.mkdir()
+    environ = {"TMPDIR": str(real)}
+    with entry.short_tmpdir(environ, link_dir=str(links)) as link:
+        assert not gone.is_symlink()  # swept
+        assert other.is_symlink()  # not ours
+        entry.drop_short_tmpdir(environ, link_dir=str(links))
+        assert link is not None and not Path(link).is_symlink()
+    entry.drop_short_tmpdir({"TMPDIR": str(real)}, link_dir=str(links))  # not a link: kept
+    assert real.is_dir()
+
+
+def test_the_contract_constants_are_the_builders() -> None:
+    from kubemill.frameworks import mars as builders
+
+    assert entry.READY_FILE == builders.READY_FILE
+    assert (entry.LABEL_ROLE, entry.LABEL_CLUSTER) == (
+        builders.LABEL_MARS_ROLE,
+        builders.LABEL_MARS_CLUSTER,
+    )
+    assert (entry.ENV_SUPERVISORS, entry.ENV_READY_FILE) == (
+        builders.ENV_SUPERVISORS,
+        builders.ENV_READY_FILE,
+    )

@@ -1,4 +1,5 @@
-"""The MarsCluster kind outside the operator: it loads, renders, and is refused locally."""
+"""The MarsCluster kind outside the operator: it loads and renders (the local substrate's
+plan: tests/frameworks/test_mars_local_plan.py; real runs: tests/e2e/test_mars_cluster_cli.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import pytest
 from kubemill.api import ManifestError
 from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
-from kubemill.substrates.base import SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.render import render_job
-from kubemill.substrates.local import LocalBackend
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mars-cluster.yaml"
 
@@ -34,13 +33,6 @@ def test_the_example_renders_the_cluster_owned_by_it() -> None:
             "mars-demo",
             True,
         )
-
-
-def test_the_local_substrate_refuses_it_and_names_the_local_new_cluster(tmp_path: Path) -> None:
-    (job,) = load_path(EXAMPLE)
-    backend = LocalBackend(tmp_path / "state")
-    with pytest.raises(SubstrateError, match=r"kubemill\.deploy\.local\.new_cluster"):
-        backend.submit(job, SubmitOptions())
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,11 @@ def test_workers_without_spill_paths_or_cache_get_neither() -> None:
         ("512m", 512 << 20),
         ("1.5k", 1536),
         ("1gb", 1 << 30),
+        ("2GiB", 2 << 30),
+        (" 3 t ", 3 << 40),
+        ("100b", 100),
+        ("1e", 1 << 60),
+        (2.5, 2),
     ],
 )
 def test_sizes_read_as_mars_reads_them(written: int | str, size: int) -> None:

@@ -338,3 +338,44 @@ def test_the_listed_phase_follows_the_status_whoever_wrote_it(
         conn.execute("UPDATE jobs SET status = ?", (json.dumps(failed),))
     listed = read_summaries(backend.state_dir)
     assert listed is not None and [s.phase for s in listed] == ["Failed"]
+
+
+def test_an_endpoint_column_appears_in_both_tables_only_when_a_cluster_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubemill.kinds import load_one
+    from kubemill.substrates.base import JobView
+    from kubemill.substrates.local.summary import JobSummary
+
+    created = datetime(2026, 1, 1, 12, 0, 0).astimezone()
+    now = created.timestamp() + 30
+
+    def mars(name: str, endpoint: str | None) -> JobView:
+        job = load_one(
+            {
+                "apiVersion": "kubemill.dev/v1",
+                "kind": "MarsCluster",
+                "metadata": {"name": name},
+                "spec": {"workerCpu": 1, "workerMem": "1g", "workerNum": 2},
+                "status": {"endpoint": endpoint} if endpoint else {},
+            }
+        )
+        return JobView(job=job, status=job.status, created=created)
+
+    def summary(name: str, endpoint: str) -> JobSummary:
+        return JobSummary("default", name, "MarsCluster", "Pending", 0, 3, 0, now - 30, endpoint)
+
+    def rich(listed: list[JobView]) -> str:
+        console = views.stdout_console()
+        with console.capture() as captured:
+            console.print(views.jobs_table(listed))
+        return captured.get()
+
+    monkeypatch.setattr(views, "age", lambda since, now=None: age_text(30))
+    serving = [mars("a", None), mars("b", "http://127.0.0.1:4242")]
+    text = jobs_text([summary("a", ""), summary("b", "http://127.0.0.1:4242")], now=now)
+    assert text == rich(serving)
+    assert text.splitlines()[0].split()[-1] == "ENDPOINT"
+    quiet = jobs_text([summary("a", "")], now=now)
+    assert quiet == rich([mars("a", None)])
+    assert "ENDPOINT" not in quiet

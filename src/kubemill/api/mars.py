@@ -11,7 +11,7 @@ unit whose case does not matter (``16g`` is 16 GiB, as in Mars; Kubernetes' ``Gi
 the same), and for ``workerCacheMem`` also a percentage of ``workerMem``. The units differ
 from Kubernetes quantities (``m`` is mebibytes here, milli there), so this is a parser of
 its own rather than :mod:`kubemill.core.quantity`, which the API layer cannot import
-either.
+either; ``kubemill.deploy.local.new_cluster`` reads its arguments with it too.
 
 A MarsCluster never succeeds: it is ``Ready`` while every supervisor and at least
 ``minWorkerNum`` workers are ready, with ``status.endpoint`` the supervisors' web address.
@@ -37,6 +37,7 @@ from kubemill.api.common import (
 )
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, KindApi, PrinterColumn
+from kubemill.api.kube import Container, PodSpec, PodTemplateSpec
 
 MARS_REPLICA_TYPES = ("Supervisor", "Worker")
 """A Mars cluster's roles, in the order they start."""
@@ -52,8 +53,9 @@ _UNITS: dict[str, int] = {
     "g": 1 << 30,
     "t": 1 << 40,
     "p": 1 << 50,
+    "e": 1 << 60,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgtp]?)(?:ib?|b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgtpe]?)(?:ib?|b)?\s*$", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")
 
 
@@ -65,7 +67,7 @@ def parse_size(value: int | float | str) -> int:
     """Bytes from a Mars size: ``1073741824``, ``"1g"``, ``"1.5G"``, ``"512m"``, ``"2Gi"``.
 
     Units are binary and case-insensitive, as Mars's own ``parse_readable_size`` reads
-    them (``k``, ``m``, ``g``, ``t``, ``p``, optionally followed by ``b``/``ib``).
+    them (``k``, ``m``, ``g``, ``t``, ``p``, ``e``, optionally followed by ``b``/``ib``).
     """
     if isinstance(value, bool):
         raise SizeError(f"{value!r} is not a size")
@@ -232,14 +234,22 @@ class MarsCluster(Job):
 
     @property
     def replica_specs(self) -> dict[str, ReplicaSpec]:
-        """Supervisor and Worker counts (the pods themselves are the Deployments')."""
+        """Supervisor and Worker counts, and the image (the pods themselves are the
+        Deployments')."""
+        # The container names the image, which picks the local substrate's environment.
+        template = PodTemplateSpec(
+            spec=PodSpec(
+                containers=[Container(name="mars", image=self.spec.image or DEFAULT_IMAGE)]
+            )
+        )
         return {
-            "Supervisor": ReplicaSpec(
-                replicas=self.spec.supervisor_num, restart_policy=RestartPolicy.ALWAYS
-            ),
-            "Worker": ReplicaSpec(
-                replicas=self.spec.worker_num, restart_policy=RestartPolicy.ALWAYS
-            ),
+            rtype: ReplicaSpec(
+                replicas=count, restart_policy=RestartPolicy.ALWAYS, template=template
+            )
+            for rtype, count in (
+                ("Supervisor", self.spec.supervisor_num),
+                ("Worker", self.spec.worker_num),
+            )
         }
 
     @property

@@ -584,14 +584,18 @@ def version(
     )
 
 
-def _add_env_commands() -> None:
-    # `kubemill env ...` lives in its own module, which imports only typer at the top.
+def _add_command_groups() -> None:
+    # `kubemill env ...` and `kubemill cluster ...` live in modules of their own, which
+    # import only typer at the top.
     from kubemill.cli.envs import env_app
 
     app.add_typer(env_app, name="env")
+    from kubemill.cli.clusters import cluster_app
+
+    app.add_typer(cluster_app, name="cluster")
 
 
-_add_env_commands()
+_add_command_groups()
 
 
 def run_app(argv: list[str] | None = None, *, exit_at_once: bool = False) -> None:

@@ -137,7 +137,13 @@ def jobs_text(
     """The table of ``kubemill get``, laid out as ``jobs_table`` lays it out."""
     moment = time.time() if now is None else now
     namespaced = not one_namespace and any(s.namespace != "default" for s in summaries)
-    headers = ("NAMESPACE", *HEADERS) if namespaced else HEADERS
+    # A service cluster's endpoint gets a column of its own, only when one is listed.
+    endpoints = any(s.endpoint for s in summaries)
+    headers = (
+        *(("NAMESPACE",) if namespaced else ()),
+        *HEADERS,
+        *(("ENDPOINT",) if endpoints else ()),
+    )
     rows = [
         (
             *([s.namespace] if namespaced else []),
@@ -147,6 +153,7 @@ def jobs_text(
             f"{s.ready}/{s.total}",
             str(s.restarts),
             age_text(moment - s.created),
+            *([s.endpoint] if endpoints else []),
         )
         for s in summaries
     ]

@@ -5,6 +5,9 @@ exit code says whether the job Succeeded. Ctrl-C stops the job and records it as
 Failed with reason ``Interrupted`` (exit 130); a second Ctrl-C skips the grace period.
 SIGTERM and SIGHUP (a closed terminal) stop the job the same way.
 ``--detach`` submits, prints the commands to follow the job, and returns at once.
+A service cluster (a MarsCluster: it never ends) is submitted detached and ``run`` returns
+once the core judges it Ready, printing its endpoint; it keeps serving in the background
+until ``kubemill cluster stop``, ``interrupt`` or ``delete`` (:mod:`kubemill.cli.clusters`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,13 @@ def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
     if len(jobs) != 1:
         fail(f"{file} holds {len(jobs)} jobs; `kubemill run` takes a manifest with one job")
     job = jobs[0]
+    from kubemill.cli.clusters import DEFAULT_TIMEOUT, is_service, serve
+
+    if is_service(job.KIND):
+        # A service never ends: return once it is Ready (or submitted, with --detach),
+        # leaving it serving in the background.
+        base = str(file.resolve().parent)
+        return serve(settings, job, base_dir=base, timeout=DEFAULT_TIMEOUT, wait=not detach)
     # In the foreground this process runs nothing but the job, as a detached supervisor
     # does: whatever ends up below it (a daemon that cleared its environment too) is the
     # job's and ends with it.

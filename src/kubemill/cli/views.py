@@ -232,11 +232,19 @@ def schedules_table(views: Sequence[JobView], *, one_namespace: bool = False) ->
 
 
 def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
-    """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE: one row per job."""
+    """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE (and ENDPOINT when a service
+    cluster has one): one row per job."""
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
     # Like `kubectl get -A`: name the namespace once jobs live in more than the default one.
     namespaced = not one_namespace and any(view.namespace != "default" for view in views)
-    for header in ("NAMESPACE", *JOB_HEADERS) if namespaced else JOB_HEADERS:
+    # A service cluster's endpoint (MarsCluster) gets a column only when one is listed.
+    endpoints = any(endpoint(view) for view in views)
+    headers = (
+        *(("NAMESPACE",) if namespaced else ()),
+        *JOB_HEADERS,
+        *(("ENDPOINT",) if endpoints else ()),
+    )
+    for header in headers:
         table.add_column(header, no_wrap=True)
     for view in views:
         table.add_row(
@@ -247,8 +255,15 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
             f"{ready_replicas(view)}/{total_replicas(view)}",
             str(restarts(view)),
             age(view.created or view.status.start_time),
+            *([endpoint(view)] if endpoints else []),
         )
     return table
+
+
+def endpoint(view: JobView) -> str:
+    """Where a service cluster serves (``status.endpoint``), "" for a job without one."""
+    found = getattr(view.status, "endpoint", None)
+    return found if isinstance(found, str) else ""
 
 
 def job_object(view: JobView) -> dict[str, Any]:

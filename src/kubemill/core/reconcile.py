@@ -1011,13 +1011,20 @@ class _Reconcile:
         policy = self.plan.outcome
         if not isinstance(policy, ServicePolicy):
             return
-        ready = sum(
-            1
-            for rep in self.plan.of_type(policy.replica_type)
-            if (pod := self.live.get(rep.name)) is not None and pod.phase == "Running" and pod.ready
-        )
-        counted = f"{ready} of {policy.min_ready} {policy.replica_type} replica(s) needed are ready"
-        if ready >= policy.min_ready:
+        counts = []
+        enough = True
+        for replica_type, needed in policy.needed:
+            ready = sum(
+                1
+                for rep in self.plan.of_type(replica_type)
+                if (pod := self.live.get(rep.name)) is not None
+                and pod.phase == "Running"
+                and pod.ready
+            )
+            enough = enough and ready >= needed
+            counts.append(f"{ready} of {needed} {replica_type} replica(s) needed are ready")
+        counted = ", ".join(counts)
+        if enough:
             self._condition(
                 ConditionType.READY, "True", "Ready", f"{self.kind} {self.ref} is ready: {counted}."
             )

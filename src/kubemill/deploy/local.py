@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubemill.core.quantity import parse_size
+from kubemill.api.mars import SizeError, parse_cache_size, parse_fraction, parse_size
 from kubemill.deploy.client import ClusterClient, ClusterError
 from kubemill.deploy.watchdog import (
     CLUSTER_MARK,
@@ -246,6 +246,23 @@ def _count(value: object, field: str, *, least: int) -> int:
     return value
 
 
+def _size(value: object, field: str, of: int | None = None) -> int:
+    """Bytes of a size as the MarsCluster kind reads it (``api.mars``: bytes or with a
+    binary unit; with ``of``, the worker's memory, also a percentage of it)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ClusterError(f"{field}: expected a size (bytes, or with a unit: '2g'), got {value!r}")
+    try:
+        if of is not None:
+            return parse_cache_size(value, of)
+        if parse_fraction(value) is not None:
+            raise ClusterError(
+                f"{field}: a percentage ({value!r}) is not allowed here; give a size"
+            )
+        return parse_size(value)
+    except SizeError as exc:
+        raise ClusterError(f"{field}: {exc}") from None
+
+
 def _check(
     supervisor_num: int,
     supervisor_cpu: float,
@@ -266,16 +283,11 @@ def _check(
     for field, cpu in (("supervisor_cpu", supervisor_cpu), ("worker_cpu", worker_cpu)):
         if isinstance(cpu, bool) or not isinstance(cpu, int | float) or not cpu > 0:
             raise ClusterError(f"{field}: expected a positive number of CPUs, got {cpu!r}")
-    try:
-        memory = parse_size(worker_mem, field="worker_mem")
-        supervisor_memory = parse_size(supervisor_mem, field="supervisor_mem")
-        cache = (
-            None
-            if worker_cache_mem is None
-            else parse_size(worker_cache_mem, field="worker_cache_mem", of=memory)
-        )
-    except ValueError as exc:
-        raise ClusterError(str(exc)) from None
+    memory = _size(worker_mem, "worker_mem")
+    supervisor_memory = _size(supervisor_mem, "supervisor_mem")
+    cache = (
+        None if worker_cache_mem is None else _size(worker_cache_mem, "worker_cache_mem", memory)
+    )
     spill = tuple(worker_spill_paths or ())
     for index, path in enumerate(spill):
         if not isinstance(path, str) or not path or ":" in path:

@@ -41,38 +41,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import math
 import os
 import signal
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ENV_POD_NAME = "MARS_K8S_POD_NAME"
-ENV_POD_NAMESPACE = "MARS_K8S_POD_NAMESPACE"
-ENV_POD_IP = "MARS_K8S_POD_IP"
-ENV_CPU_TOTAL = "MARS_CPU_TOTAL"
-ENV_MEMORY_TOTAL = "MARS_MEMORY_TOTAL"
-ENV_SPILL_DIRS = "MARS_SPILL_DIRS"
-ENV_CACHE_MEM_SIZE = "MARS_CACHE_MEM_SIZE"
-ENV_SUPERVISOR_SERVICE = "MARS_SUPERVISOR_SERVICE"
-ENV_SERVICE_PORT = "MARS_SERVICE_PORT"
-ENV_WEB_PORT = "MARS_WEB_PORT"
-ENV_READY_FILE = "KUBEMILL_MARS_READY_FILE"
-ENV_SUPERVISORS = "KUBEMILL_MARS_SUPERVISORS"
-"""Explicit supervisor addresses: the fallback outside Kubernetes."""
-READY_FILE = "/tmp/kubemill-mars-ready"  # noqa: S108 - inside the pod, by contract
-SERVICE_PORT = 7103
-WEB_PORT = 7104
-LABEL_ROLE = "kubemill.dev/mars-role"
-LABEL_CLUSTER = "kubemill.dev/mars-cluster"
+# The contract with the Deployments, from their builders (kubemill is in the image).
+from kubemill.frameworks.mars import (
+    ENV_CPU_TOTAL,
+    ENV_MEMORY_TOTAL,
+    ENV_POD_IP,
+    ENV_POD_NAME,
+    ENV_POD_NAMESPACE,
+    ENV_READY_FILE,
+    ENV_SERVICE_PORT,
+    ENV_SUPERVISOR_SERVICE,
+    ENV_SUPERVISORS,
+    ENV_WEB_PORT,
+    LABEL_MARS_CLUSTER,
+    LABEL_MARS_ROLE,
+    READY_FILE,
+    SERVICE_PORT,
+    WEB_PORT,
+)
+
+LABEL_ROLE = LABEL_MARS_ROLE
+LABEL_CLUSTER = LABEL_MARS_CLUSTER
+TMPDIR_MAX = 64
+"""Longest ``TMPDIR`` Mars can work in: its sub-pools bind unix sockets at
+``$TMPDIR/mars/<32 hex digits>``, and a socket's path has at most 107 bytes."""
 ROLES = ("supervisor", "worker")
 _NODE_ROLE = {"supervisor": 0, "worker": 1}
 """Mars's ``NodeRole`` values (its web API's ``role=``)."""
@@ -308,6 +316,9 @@ def _runner(settings: PodSettings) -> Any:
 
         async def stop_services(self) -> Any:
             _clear_ready(settings.ready_file)
+            # Its sockets are bound and connected: the link is not needed to stop, and a
+            # worker whose supervisor went first may hang stopping until it is killed.
+            drop_short_tmpdir(os.environ)
             return await super().stop_services()
 
     return Runner()
@@ -346,6 +357,62 @@ def _clear_ready(path: Path) -> None:
         path.unlink()
 
 
+LINK_PREFIX = "kubemill-mars-"
+LINK_DIR = "/tmp"  # noqa: S108 - a short directory on purpose (see short_tmpdir)
+
+
+@contextlib.contextmanager
+def short_tmpdir(
+    environ: dict[str, str] | os._Environ[str], link_dir: str = LINK_DIR
+) -> Iterator[str | None]:
+    """Make ``TMPDIR`` short enough for Mars's sockets (:data:`TMPDIR_MAX`) while inside.
+
+    A pod's /tmp is short; a local replica's private TMPDIR under the job's directory often
+    is not. Then a symlink with a short name, ``/tmp/kubemill-mars-<digest of the path>``,
+    stands for it: the files stay in the replica's own directory (removed with the job),
+    a restarted replica takes the same link again, and the link is removed on the way out.
+    A link left by a killed process dangles once its job is deleted; every start removes
+    such dangling links of ours. Yields the link, or None when TMPDIR was short enough.
+    """
+    real = environ.get("TMPDIR", "")
+    if not real or len(os.fsencode(real)) <= TMPDIR_MAX:
+        yield None
+        return
+    _sweep_links(link_dir)
+    link = Path(link_dir) / (LINK_PREFIX + hashlib.sha256(os.fsencode(real)).hexdigest()[:12])
+    with contextlib.suppress(FileNotFoundError):
+        if link.is_symlink() and str(link.readlink()) != real:
+            link.unlink()  # not ours to take: another path with the same digest prefix
+    if not link.is_symlink():
+        link.symlink_to(real)
+    environ["TMPDIR"] = str(link)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    try:
+        yield str(link)
+    finally:
+        environ["TMPDIR"] = real
+        tempfile.tempdir = None
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+
+
+def drop_short_tmpdir(environ: Mapping[str, str], link_dir: str = LINK_DIR) -> None:
+    """Remove the link :func:`short_tmpdir` made, if ``TMPDIR`` is one (early, on stop)."""
+    link = Path(environ.get("TMPDIR", ""))
+    if link.parent == Path(link_dir) and link.name.startswith(LINK_PREFIX) and link.is_symlink():
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+
+
+def _sweep_links(link_dir: str) -> None:
+    """Remove our links whose directory is gone (their replicas were killed)."""
+    with contextlib.suppress(OSError):
+        for entry in Path(link_dir).glob(LINK_PREFIX + "*"):
+            if entry.is_symlink() and not entry.exists():
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+
+
 def run(role: str, environ: Mapping[str, str] | None = None) -> int:
     """Start the Mars service of ``role`` in this process; return when it stops."""
     settings = PodSettings.from_env(role, os.environ if environ is None else environ)
@@ -357,7 +424,8 @@ def run(role: str, environ: Mapping[str, str] | None = None) -> int:
     # way Ctrl-C does (Mars's runner cancels its services on KeyboardInterrupt).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        _runner(settings)(argv)
+        with short_tmpdir(os.environ):
+            _runner(settings)(argv)
     except KeyboardInterrupt:
         pass
     finally:

@@ -54,6 +54,11 @@ ENV_SERVICE_PORT = "MARS_SERVICE_PORT"
 """The port a supervisor or worker serves Mars's actor protocol on (:data:`SERVICE_PORT`)."""
 ENV_WEB_PORT = "MARS_WEB_PORT"
 """The port a supervisor serves its web API on (:data:`WEB_PORT`)."""
+ENV_SUPERVISORS = "KUBEMILL_MARS_SUPERVISORS"
+"""Explicit ``host:port`` supervisor addresses, comma-separated: how the entrypoints find
+the supervisors without a Kubernetes API (the local substrate gives them)."""
+ENV_READY_FILE = "KUBEMILL_MARS_READY_FILE"
+"""Where the entrypoint writes its readiness file (default :data:`READY_FILE`)."""
 
 LABEL_MARS_ROLE = LABEL_PREFIX + "mars-role"
 """``supervisor`` or ``worker``: how the entrypoints find the supervisors' pods."""
@@ -383,8 +388,10 @@ __all__ = [
     "ENV_POD_IP",
     "ENV_POD_NAME",
     "ENV_POD_NAMESPACE",
+    "ENV_READY_FILE",
     "ENV_SERVICE_PORT",
     "ENV_SPILL_DIRS",
+    "ENV_SUPERVISORS",
     "ENV_SUPERVISOR_SERVICE",
     "ENV_WEB_PORT",
     "LABEL_MARS_CLUSTER",

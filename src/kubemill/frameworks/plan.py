@@ -154,6 +154,14 @@ class ServicePolicy:
 
     replica_type: str
     min_ready: int = 1
+    also_ready: tuple[tuple[str, int], ...] = ()
+    """More replica types that need ready replicas too, ``(type, count)`` (a local Mars
+    cluster: every supervisor and ``minWorkerNum`` workers)."""
+
+    @property
+    def needed(self) -> tuple[tuple[str, int], ...]:
+        """Every ``(type, count)`` of ready replicas the job needs to be Ready."""
+        return ((self.replica_type, self.min_ready), *self.also_ready)
 
 
 OutcomeRule = SuccessPolicy | ServicePolicy

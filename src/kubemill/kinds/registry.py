@@ -39,6 +39,7 @@ from kubemill.api import (
 from kubemill.api import crd as crd_generation
 from kubemill.frameworks import Framework, Network, Plan, PlanError
 from kubemill.frameworks.mars import Mars
+from kubemill.frameworks.mars_local import local_plan as mars_local_plan
 from kubemill.frameworks.mpi import LOCAL_ENV, MPI, run_locally
 from kubemill.frameworks.pytorch import PyTorch
 from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
@@ -263,13 +264,7 @@ BUILTIN: tuple[Engine, ...] = (
         ),
         restarts=False,
         finishes=False,
-        local=LocalSupport(
-            runs=False,
-            why_not=(
-                "a local MarsCluster is not wired yet; start one from Python with "
-                "`kubemill.deploy.local.new_cluster`"
-            ),
-        ),
+        local=LocalSupport(replan=mars_local_plan),
     ),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""

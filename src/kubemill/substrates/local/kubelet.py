@@ -20,6 +20,14 @@ everything in a container dies with the container's main process: its process gr
 only reach our own processes) and the processes that left the group (``setsid``, a
 double fork), which the supervisor finds for it (``strays``). Signals to the pod (SIGTERM
 on delete, SIGKILL after the grace period) reach those too.
+
+**Readiness.** A container with an exec ``readinessProbe`` is ready only while the probe
+passes, as the kubelet judges it (:class:`Prober`): the command runs in the container's
+environment and working directory, never blocking the supervisor's loop (it is polled),
+every ``periodSeconds`` from ``initialDelaySeconds`` after each start; a run past
+``timeoutSeconds`` is killed and fails; ``successThreshold`` passes in a row make the pod
+ready, ``failureThreshold`` failures in a row unready. A pod without one is ready while its
+process runs.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from kubemill.core.model import ObservedPod, PodPhase
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import read_config
-from kubemill.substrates.local.launch import LaunchSpec, spawn
+from kubemill.substrates.local.launch import ExecProbe, LaunchSpec, die_with_parent, spawn
 from kubemill.substrates.local.logs import termination_tail
 
 BACKOFF_INITIAL = 0.1
@@ -202,6 +210,89 @@ class PodState:
     process: procinfo.ProcessId | None = None
 
 
+class Prober:
+    """The exec readiness probe of one pod's running container (see the module's docs)."""
+
+    def __init__(self, probe: ExecProbe, spec: LaunchSpec) -> None:
+        self.probe = probe
+        self.spec = spec
+        self.ready = False
+        self.next_run: float | None = None
+        self.deadline: float | None = None
+        self._run: subprocess.Popen[bytes] | None = None
+        self._passes = 0
+        self._failures = 0
+
+    def restart(self, now: float) -> None:
+        """The container (re)started: not ready until the probe passes again."""
+        self.stop()
+        self.ready = False
+        self._passes = self._failures = 0
+        self.next_run = now + self.probe.initial_delay
+
+    def stop(self) -> None:
+        """The container is gone: no more runs (a running one is killed)."""
+        if self._run is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._run.pid, signal.SIGKILL)
+            self._run.wait()
+            self._run = None
+        self.next_run = self.deadline = None
+        self.ready = False
+
+    def poll(self, now: float) -> bool:
+        """Start a due run, judge a finished or timed-out one. True if readiness changed."""
+        before = self.ready
+        if self._run is not None:
+            code = self._run.poll()
+            if code is None and self.deadline is not None and now >= self.deadline:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._run.pid, signal.SIGKILL)
+                self._run.wait()
+                code = -1
+            if code is not None:
+                self._run = None
+                self.deadline = None
+                self._judge(code == 0)
+        if self._run is None and self.next_run is not None and now >= self.next_run:
+            self.next_run = now + self.probe.period
+            try:
+                self._run = subprocess.Popen(
+                    list(self.probe.argv),
+                    env=dict(self.spec.env),
+                    cwd=self.spec.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    close_fds=True,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent(os.getpid()),
+                )
+                self.deadline = now + self.probe.timeout
+            except OSError:
+                self._judge(False)  # the kubelet fails a probe whose command cannot run
+        return self.ready != before
+
+    def _judge(self, passed: bool) -> None:
+        if passed:
+            self._passes += 1
+            self._failures = 0
+            if self._passes >= self.probe.success_threshold:
+                self.ready = True
+        else:
+            self._failures += 1
+            self._passes = 0
+            if self._failures >= self.probe.failure_threshold:
+                self.ready = False
+
+    @property
+    def next_deadline(self) -> float | None:
+        """When :meth:`poll` has something to do next (a due run, a run's timeout; a
+        running probe is also polled with the loop's poll interval)."""
+        times = [t for t in (self.next_run, self.deadline) if t is not None]
+        return min(times) if times else None
+
+
 class ReplicaPod:
     """One incarnation of a replica's pod. A new one is made when the pod is recreated."""
 
@@ -241,6 +332,7 @@ class ReplicaPod:
         self.restart_allowed = False
         """Set by the supervisor once the core has seen the exit and kept the pod."""
         self._backoff = BACKOFF_INITIAL
+        self.prober = Prober(spec.readiness, spec) if spec.readiness is not None else None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -299,6 +391,8 @@ class ReplicaPod:
         self.state.phase = "Running"
         self.state.started = now
         self.state.finished = None
+        if self.prober is not None:
+            self.prober.restart(now)
         self.state.reason = ""
         self.state.message = ""
         self.state.termination_message = ""
@@ -328,6 +422,8 @@ class ReplicaPod:
             self._close_pidfd()
             self._release_cores()
             self.popen = None
+            if self.prober is not None:
+                self.prober.stop()
             code = exit_code_of(returncode)
             self.state.exit_code = code
             self.state.finished = now
@@ -362,6 +458,8 @@ class ReplicaPod:
         if self.kill_at is not None and now >= self.kill_at and self.popen is not None:
             self.kill_at = None
             self._signal(signal.SIGKILL)
+        if self.prober is not None and self.popen is not None and not self.deleting:
+            changed = self.prober.poll(now) or changed
         return changed
 
     def _after_exit(self, now: float, code: int) -> None:
@@ -397,6 +495,8 @@ class ReplicaPod:
         self.stopped_running = self.popen is not None or self.pending
         self.deleting = True
         self.stop_reason = reason
+        if self.prober is not None:
+            self.prober.stop()
         self._give_up_restart(reason)
         if self.popen is None:
             return
@@ -465,7 +565,8 @@ class ReplicaPod:
     def next_deadline(self) -> float | None:
         """The next moment :meth:`poll` has something to do without an exit."""
         restart = self.restart_at if self.restart_allowed else None
-        times = [t for t in (restart, self.kill_at) if t is not None]
+        probe = self.prober.next_deadline if self.prober is not None else None
+        times = [t for t in (restart, self.kill_at, probe) if t is not None]
         return min(times) if times else None
 
     def observed(self, replica_type: str, index: int) -> ObservedPod:
@@ -478,7 +579,7 @@ class ReplicaPod:
             phase=s.phase,
             exit_code=s.exit_code,
             restart_count=s.restart_count,
-            ready=self.alive and not self.deleting,
+            ready=self.alive and not self.deleting and (self.prober is None or self.prober.ready),
             created=_utc(s.created),
             started=_utc(s.started),
             finished=_utc(s.finished) if self.popen is None else None,

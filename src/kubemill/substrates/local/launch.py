@@ -64,6 +64,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
 from kubemill.core.quantity import parse_quantity
@@ -113,6 +114,77 @@ class LaunchSpec:
     message_from_logs: bool = False
     """The container's ``terminationMessagePolicy`` is ``FallbackToLogsOnError``: a failed
     run's message is the tail of its log, as the kubelet makes it."""
+    readiness: ExecProbe | None = None
+    """The container's exec ``readinessProbe``: the pod is ready only while it passes."""
+
+
+@dataclass(frozen=True)
+class ExecProbe:
+    """An exec probe as the kubelet runs it: ``argv`` in the container's environment and
+    working directory, every ``period`` seconds from ``initial_delay`` after the start,
+    failed past ``timeout``; ``success_threshold`` passes in a row make it pass,
+    ``failure_threshold`` failures in a row make it fail. Kubernetes' defaults."""
+
+    argv: tuple[str, ...]
+    initial_delay: float = 0.0
+    period: float = 10.0
+    timeout: float = 1.0
+    success_threshold: int = 1
+    failure_threshold: int = 3
+
+
+_PROBE_FIELDS = {
+    "initialDelaySeconds": ("initial_delay", 0),
+    "periodSeconds": ("period", 1),
+    "timeoutSeconds": ("timeout", 1),
+    "successThreshold": ("success_threshold", 1),
+    "failureThreshold": ("failure_threshold", 1),
+}
+
+
+def exec_probe(
+    probe: Mapping[str, Any] | None, path: str, declared: Mapping[str, str]
+) -> tuple[ExecProbe | None, list[FieldError]]:
+    """The exec probe of a container's ``readinessProbe`` (``$(VAR)`` expanded from the
+    container's env, as the kubelet does). Other handlers (httpGet, tcpSocket, grpc) are
+    not run locally: such a pod is ready while its process runs, as before probes."""
+    if not probe or "exec" not in probe:
+        return None, []
+    command = (probe.get("exec") or {}).get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(w, str) for w in command):
+        return None, [
+            FieldError(
+                f"{path}.exec.command",
+                "expected a non-empty list of strings",
+                'e.g. command: ["test", "-f", "/tmp/ready"]',
+            )
+        ]
+    values: dict[str, int] = {}
+    errors: list[FieldError] = []
+    for key, (name, least) in _PROBE_FIELDS.items():
+        if key not in probe:
+            continue
+        value = probe[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            errors.append(
+                FieldError(f"{path}.{key}", f"expected a whole number >= {least}, got {value!r}")
+            )
+        else:
+            values[name] = value
+    if errors:
+        return None, errors
+    argv = tuple(expand(word, declared) for word in command)
+    return (
+        ExecProbe(
+            argv,
+            initial_delay=float(values.get("initial_delay", 0)),
+            period=float(values.get("period", 10)),
+            timeout=float(values.get("timeout", 1)),
+            success_threshold=values.get("success_threshold", 1),
+            failure_threshold=values.get("failure_threshold", 3),
+        ),
+        [],
+    )
 
 
 @dataclass(frozen=True)
@@ -451,6 +523,10 @@ def build_launch(
             )
     if not host and not errors:
         errors.extend(_missing_image_files(container, path, rep.name))
+    readiness, problems = exec_probe(
+        container.readiness_probe, f"{path}.readinessProbe", {**env, **declared}
+    )
+    errors.extend(problems)
     if errors:
         return None, errors
     grace = rep.template.spec.termination_grace_period_seconds
@@ -467,6 +543,7 @@ def build_launch(
             tmp_dir=tmp_dir,
             host=host,
             message_from_logs=container.termination_message_policy == FALLBACK_TO_LOGS,
+            readiness=readiness,
         ),
         [],
     )

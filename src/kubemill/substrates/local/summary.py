@@ -93,6 +93,8 @@ class JobSummary:
     """The replicas the job asks for, or the replicas it has if that is more."""
     restarts: int
     created: float
+    endpoint: str = ""
+    """Where a service cluster serves (``status.endpoint``), "" for none."""
 
 
 _QUERY = """
@@ -142,7 +144,17 @@ def read_summaries(
                 return None  # the full read reports the damaged record
             present, ready, restarts = row[12:15]
             summaries.append(
-                JobSummary(ns, name, kind, phase, ready, max(wanted, present), restarts, created)
+                JobSummary(
+                    ns,
+                    name,
+                    kind,
+                    phase,
+                    ready,
+                    max(wanted, present),
+                    restarts,
+                    created,
+                    _endpoint(status),
+                )
             )
         return summaries
     except sqlite3.Error:
@@ -165,6 +177,12 @@ def _phase(status: str) -> str | None:
     except ValueError:
         return None
     return phase_of(wire) if isinstance(wire, Mapping) else None
+
+
+def _endpoint(status: str) -> str:
+    """A service cluster's ``status.endpoint`` ("" for none; the status parsed before)."""
+    endpoint = json.loads(status).get("endpoint")
+    return endpoint if isinstance(endpoint, str) else ""
 
 
 def _expired(status: str, ttl: float, now: float) -> bool:

@@ -1,0 +1,356 @@
+"""``kubemill cluster``: service clusters (Mars) as jobs of their kind, on either substrate.
+
+    kubemill cluster create mars --workers 2     # a MarsCluster; returns once Ready
+    kubemill cluster list                        # the clusters, Ready or not, and endpoints
+    kubemill cluster stop NAME                   # deletes it: no process, no object left
+
+``create`` builds a ``MarsCluster`` from its options and submits it through the SDK, so on
+Kubernetes the operator reconciles it and locally the supervisor runs its replicas (see
+:mod:`kubemill.frameworks.mars_local`). It then waits until the core judges it Ready and
+prints the endpoint (``--no-wait``: returns once submitted). The cluster keeps serving in
+the background: locally under a detached supervisor, until ``cluster stop`` (or
+``kubemill interrupt``/``delete``).
+
+``kubemill run`` of a MarsCluster manifest does the same as ``create``: a service never
+ends, so ``run`` returns once it is Ready (:func:`serve`).
+
+Only typer is imported at the top, as in :mod:`kubemill.cli.app`.
+"""
+
+# No `from __future__ import annotations`: typer reads the annotations (see app.py).
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kubemill.api import Job
+    from kubemill.cli.settings import Settings
+    from kubemill.sdk import JobClient
+    from kubemill.substrates.base import JobView
+
+cluster_app = typer.Typer(
+    name="cluster",
+    help="Service clusters (Mars) as jobs: create one and wait until it serves, list, stop.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+ENGINES = ("mars",)
+"""What ``cluster create`` makes: ``mars`` is a MarsCluster."""
+DEFAULT_TIMEOUT = 600.0
+POLL_SECONDS = 0.5
+CRASH_RESTARTS = 3
+"""A replica restarted this often before the cluster is Ready is reported, not waited on
+(an environment without Mars or kubemill crashes every start)."""
+SERVICE_KINDS = ("MarsCluster",)
+"""The kinds ``cluster list`` shows."""
+
+
+class NotServing(Exception):
+    """The cluster ended, or did not get Ready in time; the message says which."""
+
+
+def is_service(kind: str) -> bool:
+    """Whether jobs of ``kind`` serve until stopped (never finish): ``run`` waits for
+    Ready rather than for the end."""
+    from kubemill.kinds import entry_for
+
+    return getattr(entry_for(kind), "finishes", True) is False
+
+
+def wait_serving(
+    client: "JobClient",
+    name: str,
+    namespace: str | None,
+    *,
+    timeout: float,
+    console: "Console | None" = None,
+) -> "JobView":
+    """Poll the job until the core judges it Ready with an endpoint; raise
+    :class:`NotServing` if it finishes first, a replica keeps failing
+    (:data:`CRASH_RESTARTS`) or ``timeout`` passes. The cluster is left as it is."""
+    from kubemill.api import ConditionType
+
+    deadline = time.monotonic() + timeout
+    status = console.status(f"waiting for {name} to be ready") if console is not None else None
+    if status is not None:
+        status.start()
+    try:
+        while True:
+            view = client.get(name, namespace=namespace)
+            ready = view.status.condition(ConditionType.READY)
+            endpoint = getattr(view.status, "endpoint", None)
+            if ready is not None and ready.status == "True" and endpoint:
+                return view
+            if view.finished:
+                last = view.status.conditions[-1].message if view.status.conditions else ""
+                raise NotServing(
+                    f"{view.kind} {name} ended {view.phase} before it was ready: {last}"
+                )
+            crashing = [r for r in view.replicas if r.restarts >= CRASH_RESTARTS]
+            if crashing:
+                first = crashing[0]
+                raise NotServing(
+                    f"{view.kind} {name} is not ready: replica {first.name} keeps failing"
+                    f" ({first.restarts} restarts, last exit code {first.exit_code});"
+                    f" see `kubemill logs {name} --replica {first.name}`"
+                )
+            if time.monotonic() >= deadline:
+                why = ready.message if ready is not None else f"it is {view.phase}"
+                raise NotServing(f"{view.kind} {name} is not ready after {timeout:g} s: {why}")
+            if status is not None and ready is not None:
+                status.update(ready.message)
+            time.sleep(POLL_SECONDS)
+    finally:
+        if status is not None:
+            status.stop()
+
+
+def serve(settings: "Settings", job: "Job", *, base_dir: str, timeout: float, wait: bool) -> int:
+    """Submit a service cluster (detached) and, with ``wait``, return once it is Ready,
+    printing its endpoint. Returns the exit code."""
+    from rich.text import Text
+
+    from kubemill.cli.views import stdout_console
+
+    console = stdout_console()
+    client = settings.client()
+    view = client.submit(job, detach=True, namespace=settings.namespace, base_dir=base_dir)
+    name = view.name
+    stop = settings.next_command("cluster stop", name)
+    if not wait:
+        console.print(Text.assemble((f"{view.kind} {name}", "bold"), " submitted."))
+        console.print(Text.assemble(("Next: ", "dim"), settings.next_command("get", name)))
+        return 0
+    try:
+        view = wait_serving(client, name, view.namespace, timeout=timeout, console=console)
+    except NotServing as exc:
+        console.print(Text(str(exc), style="red"))
+        console.print(
+            Text.assemble(("Next: ", "dim"), settings.next_command("describe", name), "  |  ", stop)
+        )
+        return 1
+    console.print(
+        Text.assemble(
+            (f"{view.kind} {name}", "bold"),
+            " is ready at ",
+            (str(getattr(view.status, "endpoint", "")), "bold green"),
+            "; it keeps serving in the background.",
+        )
+    )
+    console.print(Text.assemble(("Stop it: ", "dim"), stop))
+    return 0
+
+
+def _env_pairs(values: list[str] | None) -> dict[str, str]:
+    from kubemill.cli.errors import fail
+
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        key, sep, rest = value.partition("=")
+        if not sep or not key:
+            fail(f"--env: expected KEY=VALUE, got {value!r}")
+        pairs[key] = rest
+    return pairs
+
+
+def mars_manifest(
+    name: str,
+    *,
+    workers: int,
+    worker_cpu: float,
+    worker_mem: str,
+    supervisors: int,
+    supervisor_cpu: float | None,
+    supervisor_mem: str | None,
+    min_workers: int | None,
+    worker_cache_mem: str | None,
+    image: str | None,
+    env: dict[str, str],
+) -> dict[str, object]:
+    """The MarsCluster the options describe (only the options given; the kind's defaults
+    otherwise)."""
+    spec: dict[str, object] = {
+        "workerNum": workers,
+        "workerCpu": worker_cpu,
+        "workerMem": worker_mem,
+        "supervisorNum": supervisors,
+    }
+    optional = {
+        "supervisorCpu": supervisor_cpu,
+        "supervisorMem": supervisor_mem,
+        "minWorkerNum": min_workers,
+        "workerCacheMem": worker_cache_mem,
+        "image": image,
+        "supervisorExtraEnv": env or None,
+        "workerExtraEnv": env or None,
+    }
+    spec.update({key: value for key, value in optional.items() if value is not None})
+    return {
+        "apiVersion": "kubemill.dev/v1",
+        "kind": "MarsCluster",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _settings(ctx: typer.Context) -> "Settings":
+    from kubemill.cli.settings import Settings
+
+    return ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+
+
+@cluster_app.command("create")
+def create_command(
+    ctx: typer.Context,
+    engine: Annotated[str, typer.Argument(help="The engine: mars.")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="The cluster's name (default: generated).")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Worker replicas.")] = 1,
+    worker_cpu: Annotated[float, typer.Option("--worker-cpu", help="CPUs per worker.")] = 1,
+    worker_mem: Annotated[
+        str, typer.Option("--worker-mem", help="Memory per worker: bytes or e.g. 2g.")
+    ] = "2g",
+    supervisors: Annotated[int, typer.Option("--supervisors", help="Supervisor replicas.")] = 1,
+    supervisor_cpu: Annotated[
+        float | None, typer.Option("--supervisor-cpu", help="CPUs per supervisor (default 1).")
+    ] = None,
+    supervisor_mem: Annotated[
+        str | None,
+        typer.Option("--supervisor-mem", help="Memory per supervisor (default 4g)."),
+    ] = None,
+    min_workers: Annotated[
+        int | None,
+        typer.Option("--min-workers", help="Ready workers needed to be Ready (default all)."),
+    ] = None,
+    worker_cache_mem: Annotated[
+        str | None,
+        typer.Option("--worker-cache-mem", help="Each worker's cache: a size or a % of memory."),
+    ] = None,
+    image: Annotated[str | None, typer.Option("--image", help="The pods' image.")] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="KEY=VALUE for every supervisor and worker (repeatable)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for Ready.", min=0)
+    ] = DEFAULT_TIMEOUT,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait until it is Ready (default).")
+    ] = True,
+) -> None:
+    """Create a cluster (a MarsCluster) and wait until it is Ready; print its endpoint."""
+    from kubemill.cli.app import user_errors
+
+    user_errors(_create)(
+        ctx,
+        engine,
+        name,
+        mars_manifest(
+            name or "",
+            workers=workers,
+            worker_cpu=worker_cpu,
+            worker_mem=worker_mem,
+            supervisors=supervisors,
+            supervisor_cpu=supervisor_cpu,
+            supervisor_mem=supervisor_mem,
+            min_workers=min_workers,
+            worker_cache_mem=worker_cache_mem,
+            image=image,
+            env=_env_pairs(env),
+        ),
+        timeout,
+        wait,
+    )
+
+
+def _create(
+    ctx: typer.Context,
+    engine: str,
+    name: str | None,
+    manifest: dict[str, object],
+    timeout: float,
+    wait: bool,
+) -> None:
+    import secrets
+    from pathlib import Path
+
+    from kubemill.cli.errors import fail
+    from kubemill.kinds import load_one
+
+    if engine not in ENGINES:
+        fail(f"cluster create: unknown engine {engine!r}; kubemill creates {list(ENGINES)}")
+    if not name:
+        # A cluster is addressed by its name later (`cluster stop NAME`): short and new.
+        manifest = {**manifest, "metadata": {"name": f"{engine}-{secrets.token_hex(3)}"}}
+    job = load_one(manifest, name="kubemill cluster create")
+    raise typer.Exit(
+        serve(_settings(ctx), job, base_dir=str(Path.cwd()), timeout=timeout, wait=wait)
+    )
+
+
+@cluster_app.command("list")
+def list_command(ctx: typer.Context) -> None:
+    """List the clusters: state, ready workers, endpoint, age."""
+    from kubemill.cli.app import user_errors
+
+    user_errors(_list)(ctx)
+
+
+def _list(ctx: typer.Context) -> None:
+    from rich.table import Table
+
+    from kubemill.cli.views import age, stdout_console
+
+    settings = _settings(ctx)
+    views = [
+        v for v in settings.client().list(namespace=settings.namespace) if v.kind in SERVICE_KINDS
+    ]
+    table = Table(box=None, pad_edge=False)
+    for column in ("NAME", "KIND", "STATE", "WORKERS", "ENDPOINT", "AGE"):
+        table.add_column(column, overflow="fold")
+    for view in views:
+        ready = getattr(view.status, "ready_replicas", {}) or {}
+        wanted = view.job.replica_specs.get("Worker")
+        total = wanted.replicas if wanted is not None and wanted.replicas is not None else 0
+        table.add_row(
+            view.name,
+            view.kind,
+            view.phase,
+            f"{ready.get('Worker', 0)}/{total}",
+            str(getattr(view.status, "endpoint", None) or "-"),
+            age(view.created),
+        )
+    if not views:
+        stdout_console().print("No clusters.")
+        return
+    stdout_console().print(table)
+
+
+@cluster_app.command("stop")
+def stop_command(
+    ctx: typer.Context, name: Annotated[str, typer.Argument(help="The cluster.")]
+) -> None:
+    """Stop a cluster for good: its processes (or pods) end and it is deleted."""
+    from kubemill.cli.app import user_errors
+
+    user_errors(_stop)(ctx, name)
+
+
+def _stop(ctx: typer.Context, name: str) -> None:
+    from kubemill.cli.errors import fail
+    from kubemill.cli.views import stdout_console
+
+    settings = _settings(ctx)
+    client = settings.client()
+    view = client.get(name, namespace=settings.namespace)
+    if view.kind not in SERVICE_KINDS:
+        fail(f"{name} is a {view.kind}, not a cluster; stop it with `kubemill delete {name}`")
+    client.delete(name, namespace=settings.namespace)
+    stdout_console().print(f"{view.kind} {name} stopped and deleted.")
