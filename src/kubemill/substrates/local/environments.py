@@ -113,6 +113,14 @@ MARS_PINS = (
 on ``np.unicode_``, with numpy 1.26 ``describe()`` breaks; Cython 3 and setuptools >= 64
 cannot build its sdist (there is no wheel for 3.11)."""
 
+MARS_BUILD_ONLY = ("cython<3", "wheel")
+"""The pins only pymars's build needs: the Mars image (``scripts/build-image.sh mars``)
+builds with every pin and leaves these out. (``setuptools`` stays: Mars imports
+``pkg_resources`` to load its extensions.)"""
+
+MARS_RUNTIME_PINS = tuple(pin for pin in MARS_PINS if pin not in MARS_BUILD_ONLY)
+"""What a Mars process needs of :data:`MARS_PINS` once pymars is built."""
+
 MARS_VERSION = "0.10.0"
 
 
@@ -123,7 +131,16 @@ def _constraints(prefix: Path) -> str:
 MARS = EnvSpec(
     name="mars",
     summary=f"Mars {MARS_VERSION} (pymars) with numpy 1.23, for kubemill.deploy's Mars clusters",
-    images=("marsproject/mars", "marsproject/mars:*", "marsproject/mars-*"),
+    # Mars's own image, and the image scripts/build-image.sh builds (under any registry).
+    images=(
+        "marsproject/mars",
+        "marsproject/mars:*",
+        "marsproject/mars-*",
+        "kubemill-mars",
+        "kubemill-mars:*",
+        "*/kubemill-mars",
+        "*/kubemill-mars:*",
+    ),
     pins=MARS_PINS,
     steps=(
         Step(
