@@ -21,9 +21,10 @@ path is part of the step's record) and its final check says so. Every step after
 engine's own runs with the engine's pins as pip constraints, so nothing installed later
 upgrades numpy under Mars.
 
-**Images:** the local substrate maps an engine's image names (Mars's ``marsproject/mars*``)
-to its managed environment once it exists (see :mod:`.images`; the config file's own
-mappings come first).
+**Images:** the local substrate maps an engine's image names (Mars's: ``kubemill-mars*``,
+which ``scripts/build-image.sh mars`` builds with this module's recipe, and
+``marsproject/mars*``) to its managed environment once it exists (see :mod:`.images`; the
+config file's own mappings come first).
 """
 
 from __future__ import annotations
