@@ -54,16 +54,13 @@ python_image="docker.io/library/python:3.11-slim-bookworm"
 # The offline base: bump the suffix whenever the mmdebstrap command below changes.
 base_image="localhost/kubemill-python-base:bookworm-2"
 base_packages=python3,python3-venv
+entrypoint='["kubemill"]'; cmd='["operator", "--all-namespaces"]'
 if [ "$target" = mars ]; then
     # pandas, numexpr and pymars's own extensions are C++: the same base with libstdc++
     # (a base of its own, so the operator image's stays as it is).
     base_image="localhost/kubemill-python-base:bookworm-2-cxx"
     base_packages=$base_packages,libstdc++6
-fi
-if [ "$target" = mars ]; then
     entrypoint='["python", "-m", "kubemill.deploy.mars"]'; cmd='["supervisor"]'
-else
-    entrypoint='["kubemill"]'; cmd='["operator", "--all-namespaces"]'
 fi
 started=$(date +%s)
 mkdir -p dist
