@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kubemill import __version__
 from kubemill.api.mars import (
     MarsClusterSpec,
     SizeError,
@@ -103,6 +104,20 @@ def test_the_deployments_select_their_own_pods_and_the_service_the_supervisors()
     supervisor_ports = supervisors["spec"]["template"]["spec"]["containers"][0]["ports"]
     assert port["targetPort"] in {p["name"] for p in supervisor_ports}
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_the_pods_run_the_image_kubemill_builds_unless_told_otherwise() -> None:
+    """Mars's own image has no kubemill, whose entrypoints the pods run."""
+    for image, expected in (
+        (None, f"kubemill-mars:{__version__}"),
+        ("r.example/m:1", "r.example/m:1"),
+    ):
+        spec = MarsClusterSpec(worker_cpu=1, worker_mem="1g", image=image)
+        _, _, supervisors, workers, _ = build_cluster("demo", "ns", spec)
+        for deployment in (supervisors, workers):
+            container = deployment["spec"]["template"]["spec"]["containers"][0]
+            assert container["image"] == expected
+            assert container["command"][:3] == ["python", "-m", "kubemill.deploy.mars"]
 
 
 def test_extra_env_replaces_the_entrypoints_by_name_and_adds_the_rest() -> None:

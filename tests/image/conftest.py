@@ -1,4 +1,5 @@
-"""Fixtures for the tests of the shipped operator image: the image itself, built once."""
+"""Fixtures for the tests of the shipped images (the operator's and Mars's): each image
+itself, built once."""
 
 from __future__ import annotations
 
@@ -17,31 +18,36 @@ BUILD_SCRIPT = ROOT / "scripts" / "build-image.sh"
 IMAGE_ENV = "KUBEMILL_OPERATOR_IMAGE"
 """An image already built by this CI run (``localhost/kubemill-operator:<version>``): used
 as is instead of building one."""
+MARS_IMAGE_ENV = "KUBEMILL_MARS_IMAGE"
+"""The same for the Mars image (``localhost/kubemill-mars:<version>``)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "image: builds and runs the operator image (buildah, podman, mmdebstrap)"
     )
+    config.addinivalue_line(
+        "markers", "mars_image: builds the Mars image (compiles pymars) and runs Mars from it"
+    )
 
 
-@pytest.fixture(scope="session")
-def operator_image() -> str:
-    """The operator image, built from this tree by ``scripts/build-image.sh``.
+def _build(target: str, given_env: str) -> str:
+    """``localhost/kubemill-<target>:<version>``, built from this tree by
+    ``scripts/build-image.sh <target>`` unless ``given_env`` names one already built.
 
     Fails -- never skips -- when it cannot be built: the image is what users get.
     """
     missing = [tool for tool in ("buildah", "podman") if shutil.which(tool) is None]
     if missing:
         pytest.fail(
-            f"cannot build or run the operator image: {' and '.join(missing)} not installed "
+            f"cannot build or run the {target} image: {' and '.join(missing)} not installed "
             "(apt-get install buildah podman mmdebstrap)"
         )
-    given = os.environ.get(IMAGE_ENV)
+    given = os.environ.get(given_env)
     if given:
         return given
     built = subprocess.run(
-        [str(BUILD_SCRIPT)],
+        [str(BUILD_SCRIPT), target],
         cwd=ROOT,
         env=dict(os.environ, PYTHON=sys.executable),
         capture_output=True,
@@ -51,9 +57,21 @@ def operator_image() -> str:
     )
     if built.returncode != 0:
         pytest.fail(
-            f"scripts/build-image.sh failed with exit code {built.returncode}:\n"
+            f"scripts/build-image.sh {target} failed with exit code {built.returncode}:\n"
             f"{built.stderr[-4000:]}{built.stdout[-2000:]}"
         )
     # The script's last line: size, goal and build time (shown with -s, and in CI logs).
     print(built.stdout.strip().splitlines()[-1])
-    return f"localhost/kubemill-operator:{__version__}"
+    return f"localhost/kubemill-{target}:{__version__}"
+
+
+@pytest.fixture(scope="session")
+def operator_image() -> str:
+    """The operator image (see :func:`_build`)."""
+    return _build("operator", IMAGE_ENV)
+
+
+@pytest.fixture(scope="session")
+def mars_image() -> str:
+    """The Mars image (see :func:`_build`)."""
+    return _build("mars", MARS_IMAGE_ENV)

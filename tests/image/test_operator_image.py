@@ -24,10 +24,10 @@ from typing import TypeVar
 import pytest
 
 from kubemill import __version__
-from kubemill.substrates.kubernetes.install import NON_ROOT_UID
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 
+from image_support import USER, buildah, container, run_in
 from kmock_cluster import write_kubeconfig
 from operator_jobs import tfjob
 from operator_support import (
@@ -43,33 +43,6 @@ from operator_support import (
 pytestmark = pytest.mark.image
 
 T = TypeVar("T")
-
-USER = f"{NON_ROOT_UID}:{NON_ROOT_UID}"
-
-
-def buildah(*args: str) -> str:
-    done = subprocess.run(["buildah", *args], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"buildah {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-@contextlib.contextmanager
-def container(image: str) -> Iterator[str]:
-    """A working container of ``image`` (removed afterwards)."""
-    name = buildah("from", "--pull-never", "--quiet", image).strip()
-    try:
-        yield name
-    finally:
-        subprocess.run(["buildah", "rm", name], capture_output=True, check=False)
-
-
-def run_in(name: str, *argv: str, volumes: tuple[str, ...] = ()) -> list[str]:
-    """``buildah run`` argv: chroot isolation, the host's network, the image's user."""
-    mounts = [arg for volume in volumes for arg in ("--volume", volume)]
-    return [
-        "buildah", "run", "--isolation", "chroot", "--network", "host", "--user", USER,
-        *mounts, name, "--", *argv,
-    ]  # fmt: skip
 
 
 def test_the_image_runs_kubemill_operator_as_uid_65532(operator_image: str) -> None:

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from local_support import container, log_text, pytorch_job
 
+from kubemill.api.mars import DEFAULT_IMAGE as DEFAULT_MARS_IMAGE
 from kubemill.substrates.base import SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, SupervisorOptions, environments
-from kubemill.substrates.local.images import ImageConfig
+from kubemill.substrates.local.images import ImageConfig, managed_environment
 
 SHOW_PREFIX = "import json, sys; print(json.dumps({'prefix': sys.prefix}), flush=True)"
 # The job succeeds when the master does, so the master waits until the worker has spoken.
@@ -152,6 +153,29 @@ def test_an_image_of_a_managed_environment_runs_there_once_it_exists(
     assert Path(ImageConfig(images={"toy/*": str(mine)}).resolve("toy/engine:1").bin_dir) == (
         mine / "bin"
     )
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        DEFAULT_MARS_IMAGE,
+        "kubemill-mars",
+        "localhost/kubemill-mars:0.1.0",
+        "registry.example:5000/team/kubemill-mars:0.1.0",
+        "marsproject/mars:v0.10.0",
+    ],
+)
+def test_the_mars_images_stand_for_the_mars_environment(image: str, tmp_path: Path) -> None:
+    # Not built under tmp_path: the error says how to build it, so the image was mapped.
+    with pytest.raises(SubstrateError, match=r"kubemill's mars environment.*env create mars"):
+        managed_environment(image, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "image", ["kubemill-operator:0.1.0", "example/kubemill-mars-fork:1", "python:3.11"]
+)
+def test_other_images_are_not_the_mars_environment(image: str, tmp_path: Path) -> None:
+    assert managed_environment(image, tmp_path) is None
 
 
 def test_the_env_commands(toy: tuple[Path, Path]) -> None:

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from kubemill import __version__
 from kubemill.api.base import KubeModel
 from kubemill.api.common import (
     MAX_REPLICAS,
@@ -42,9 +43,13 @@ from kubemill.api.kube import Container, PodSpec, PodTemplateSpec
 MARS_REPLICA_TYPES = ("Supervisor", "Worker")
 """A Mars cluster's roles, in the order they start."""
 
-DEFAULT_IMAGE = "marsproject/mars:v0.10.0"
-"""The image every pod runs when ``image`` is not given: Mars's own, of the version the
-Mars environment installs (the local substrate maps ``marsproject/mars*`` to it)."""
+DEFAULT_IMAGE = f"kubemill-mars:{__version__}"
+"""The image every pod runs when ``image`` is not given: the one ``scripts/build-image.sh
+mars`` builds, Mars 0.10.0 with its pins and this kubemill, whose in-pod entrypoints
+(``python -m kubemill.deploy.mars``) the pods run. (Mars's own ``marsproject/mars`` has no
+kubemill.) A cluster pulls it from a registry it can reach: push it there and give that name.
+The local substrate maps ``kubemill-mars*`` (and ``marsproject/mars*``) to the Mars
+environment."""
 
 _UNITS: dict[str, int] = {
     "": 1,

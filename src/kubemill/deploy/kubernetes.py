@@ -301,7 +301,9 @@ def new_cluster(
 
     ``worker_cpu`` and ``worker_mem`` are required. Sizes are bytes or carry units
     (``"16g"``); ``worker_cache_mem`` may be a percentage of ``worker_mem``. ``timeout``
-    (seconds, None: no limit) bounds the wait for readiness.
+    (seconds, None: no limit) bounds the wait for readiness. ``image`` defaults to
+    ``kubemill-mars:<version>`` (``scripts/build-image.sh mars``), which the cluster must be
+    able to pull: push it to its registry and pass that name.
     """
     spec = cluster_spec(
         image=image,

@@ -9,7 +9,7 @@
     a.dot(a.T).execute()          # runs in the workers: new_cluster made the session default
     cluster.stop()
 
-**Which Mars.** ``image`` (Mars's ``marsproject/mars`` by default) selects a Python
+**Which Mars.** ``image`` (a MarsCluster's default, ``kubemill-mars:<version>``) selects a Python
 environment as every local image does (:mod:`kubemill.substrates.local.images`): a mapping in
 the config file, else the managed ``mars`` environment (``kubemill env create mars``), else
 the interpreter running this program if it has Mars.
@@ -58,7 +58,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubemill.api.mars import SizeError, parse_cache_size, parse_fraction, parse_size
+from kubemill.api.mars import (
+    DEFAULT_IMAGE,
+    SizeError,
+    parse_cache_size,
+    parse_fraction,
+    parse_size,
+)
 from kubemill.deploy.client import ClusterClient, ClusterError
 from kubemill.deploy.watchdog import (
     CLUSTER_MARK,
@@ -76,7 +82,6 @@ from kubemill.substrates.local.images import ImageConfig
 from kubemill.substrates.local.network import LOCAL_HOST, PortAllocator
 from kubemill.substrates.local.summary import default_state_dir
 
-DEFAULT_IMAGE = "marsproject/mars"
 _POLL = 0.1
 _LOG_LINES = 20
 _NODE_ROLES = {"supervisor": 0, "worker": 1}

@@ -21,9 +21,10 @@ path is part of the step's record) and its final check says so. Every step after
 engine's own runs with the engine's pins as pip constraints, so nothing installed later
 upgrades numpy under Mars.
 
-**Images:** the local substrate maps an engine's image names (Mars's ``marsproject/mars*``)
-to its managed environment once it exists (see :mod:`.images`; the config file's own
-mappings come first).
+**Images:** the local substrate maps an engine's image names (Mars's: ``kubemill-mars*``,
+which ``scripts/build-image.sh mars`` builds with this module's recipe, and
+``marsproject/mars*``) to its managed environment once it exists (see :mod:`.images`; the
+config file's own mappings come first).
 """
 
 from __future__ import annotations
@@ -113,6 +114,14 @@ MARS_PINS = (
 on ``np.unicode_``, with numpy 1.26 ``describe()`` breaks; Cython 3 and setuptools >= 64
 cannot build its sdist (there is no wheel for 3.11)."""
 
+MARS_BUILD_ONLY = ("cython<3", "wheel")
+"""The pins only pymars's build needs: the Mars image (``scripts/build-image.sh mars``)
+builds with every pin and leaves these out. (``setuptools`` stays: Mars imports
+``pkg_resources`` to load its extensions.)"""
+
+MARS_RUNTIME_PINS = tuple(pin for pin in MARS_PINS if pin not in MARS_BUILD_ONLY)
+"""What a Mars process needs of :data:`MARS_PINS` once pymars is built."""
+
 MARS_VERSION = "0.10.0"
 
 
@@ -123,7 +132,16 @@ def _constraints(prefix: Path) -> str:
 MARS = EnvSpec(
     name="mars",
     summary=f"Mars {MARS_VERSION} (pymars) with numpy 1.23, for kubemill.deploy's Mars clusters",
-    images=("marsproject/mars", "marsproject/mars:*", "marsproject/mars-*"),
+    # Mars's own image, and the image scripts/build-image.sh builds (under any registry).
+    images=(
+        "marsproject/mars",
+        "marsproject/mars:*",
+        "marsproject/mars-*",
+        "kubemill-mars",
+        "kubemill-mars:*",
+        "*/kubemill-mars",
+        "*/kubemill-mars:*",
+    ),
     pins=MARS_PINS,
     steps=(
         Step(

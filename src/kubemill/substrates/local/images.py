@@ -12,9 +12,9 @@ engines with conflicting pins (one venv for TensorFlow, one for PyTorch) coexist
       "pytorch/*": /opt/venvs/torch                       # glob (fnmatch), first match wins
 
 Exact names are tried before globs. An image no entry maps that stands for one of the
-environments kubemill builds itself (:mod:`.environments`: Mars's ``marsproject/mars*`` is
-the ``mars`` environment, ``kubemill env create mars``) runs there; any other image uses
-the default environment.
+environments kubemill builds itself (:mod:`.environments`: Mars's ``kubemill-mars*`` and
+``marsproject/mars*`` are the ``mars`` environment, ``kubemill env create mars``) runs
+there; any other image uses the default environment.
 
 The same file caps how many replicas one job may start on this machine (every replica is
 a process)::
