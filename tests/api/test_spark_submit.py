@@ -8,6 +8,8 @@ manifest the parser builds must load as a SparkApplication.
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,21 +35,9 @@ KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 IMAGE = "--conf=spark.kubernetes.container.image=spark:4.0.0"
 PI_PY = "local:///opt/spark/examples/src/main/python/pi.py"
 
-SPEC_S1 = [
-    "--master",
-    "k8s://https://HOST:6443",
-    "--deploy-mode",
-    "cluster",
-    "--name",
-    "spark-pi",
-    "--class",
-    "org.apache.spark.examples.SparkPi",
-    "--conf",
-    "spark.executor.instances=5",
-    "--conf",
-    "spark.kubernetes.container.image=IMG",
-    "local:///path/to/examples.jar",
-]
+SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
+"""SPEC.md S1's command line, after ``spark-submit``."""
 
 
 def submit(*argv: str, **options: Any) -> SparkSubmit:

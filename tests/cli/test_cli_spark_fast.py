@@ -12,6 +12,7 @@ modules load without typer, rich, pydantic, PyYAML or the ``kubernetes`` package
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,19 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
 
 from kube_client_support import ClientClusterThread, closed_port, kmock_cluster, status_body
 
-S1 = [
-    "--deploy-mode",
-    "cluster",
-    "--name",
-    "spark-pi",
-    "--class",
-    "org.apache.spark.examples.SparkPi",
-    "--conf",
-    "spark.executor.instances=5",
-    "--conf",
-    "spark.kubernetes.container.image=IMG",
-    "local:///path/to/examples.jar",
-]
+SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
 """SPEC.md S1's command line after ``--master``."""
 NO_WAIT = ["--conf", "spark.kubernetes.submission.waitAppCompletion=false"]
 PYTHON_APP = [

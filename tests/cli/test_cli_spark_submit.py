@@ -9,6 +9,7 @@ themselves, so they hold before and after it lands.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 import time
@@ -45,21 +46,9 @@ from kube_client_support import (
 )
 
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
-SPEC_S1 = [
-    "--master",
-    "k8s://https://HOST:6443",
-    "--deploy-mode",
-    "cluster",
-    "--name",
-    "spark-pi",
-    "--class",
-    "org.apache.spark.examples.SparkPi",
-    "--conf",
-    "spark.executor.instances=5",
-    "--conf",
-    "spark.kubernetes.container.image=IMG",
-    "local:///path/to/examples.jar",
-]
+SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
+"""SPEC.md S1's command line, after ``spark-submit``."""
 
 
 def printed_app(stdout: str) -> SparkApplication:

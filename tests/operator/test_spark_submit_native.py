@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,19 +41,8 @@ pytestmark = [
     ),
 ]
 
-SPEC_S1 = [
-    "--deploy-mode",
-    "cluster",
-    "--name",
-    "spark-pi",
-    "--class",
-    "org.apache.spark.examples.SparkPi",
-    "--conf",
-    "spark.executor.instances=5",
-    "--conf",
-    "spark.kubernetes.container.image=IMG",
-    "local:///path/to/examples.jar",
-]
+SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
 """SPEC.md S1's command line after ``--master``."""
 
 PYTHON_WITH_OPTIONS = [
