@@ -801,3 +801,28 @@ def test_replicas_the_driver_needs_first_come_up_before_it_and_serve_every_run()
             for a in result.actions
         ), result.actions
     assert run.status.execution_attempts == 2, state(run.job)
+
+
+def test_suspending_stops_the_replicas_the_driver_needs_and_resuming_starts_them_first() -> None:
+    app = spark_app()
+    run = Run(app)
+    (driver_rep,) = run.plan.replicas
+    master = replace(driver_rep, replica_type="Master", name="app-master-0", stage=0)
+    run.plan = replace(run.plan, replicas=(master, replace(driver_rep, stage=1)))
+    run.substrate.plan = run.plan
+    run.pass_(0)
+    run.substrate.set_phase("master-0", "Running")
+    run.pass_(1)
+    run.driver("Running")
+    run.pass_(2)
+    run.job = run.job.model_copy(update={"spec": app.spec.model_copy(update={"suspend": True})})
+    suspending = run.pass_(3)
+    assert DeletePod(DRIVER, reason="the application is suspended") in suspending.actions
+    assert DeletePod("app-master-0", reason="Suspended") in suspending.actions
+    run.pass_(4)
+    assert state(run.job) == S.SUSPENDED
+    run.job = run.job.model_copy(update={"spec": app.spec.model_copy(update={"suspend": False})})
+    creates = [a for t in (5, 6, 7) for a in run.pass_(t).actions if isinstance(a, CreatePod)]
+    assert creates == [CreatePod("app-master-0")]  # the driver waits for the Master
+    run.substrate.set_phase("master-0", "Running")
+    assert CreatePod(DRIVER) in run.pass_(8).actions

@@ -383,6 +383,11 @@ class _Reconcile:
         if before in application.TERMINAL and state not in application.TERMINAL:
             self._reopen()
         if state in (ApplicationStateType.SUSPENDING, ApplicationStateType.SUSPENDED):
+            # Suspending stops every pod, as for every kind: the driver goes by the state
+            # machine, the replicas it needs (a local standalone cluster) go here.
+            for name, pod in sorted(self.live.items()):
+                if name != driver_rep.name:
+                    self._delete_pod(pod, "Suspended")
             for service in sorted(self.observed.services):
                 self._delete_service(service)
             self._delete_pod_group()
