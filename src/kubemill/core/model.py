@@ -7,6 +7,8 @@ All plain frozen dataclasses: the core is pure, so a substrate translates its wo
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -63,6 +65,12 @@ ChildKind = Literal[
 ]
 """Children beyond pods, services and PodGroups (files, per-job access, a service
 cluster's Deployments, network policies)."""
+
+
+def content_digest(content: object) -> str:
+    """A short, stable digest of JSON-like content: what the core asks a substrate to record
+    on an object it writes (files, a service cluster's objects) and compares on later passes."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -88,8 +88,6 @@ recreated). Waiting for a replica nobody can see would hang the job forever.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -124,6 +122,7 @@ from kubemill.core.model import (
     RecordEvent,
     RenderedFile,
     WriteFiles,
+    content_digest,
 )
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.core.quantity import sum_pod_requests
@@ -236,11 +235,6 @@ def _digested(file: RenderedFile) -> list[object]:
     if file.paths:
         out.append(list(file.paths))
     return out
-
-
-def _digest(content: object) -> str:
-    """A short, stable digest of file content (what the substrate records on the object)."""
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _count_by_type(failures: Iterable[tuple[ReplicaPlan, ObservedPod]]) -> str:
@@ -947,7 +941,7 @@ class _Reconcile:
             kind: ChildKind = "Secret" if file_set.secret else "ConfigMap"
             wanted.add((kind, file_set.name))
             files = self._render_files(file_set)
-            digest = _digest([_digested(f) for f in files])
+            digest = content_digest([_digested(f) for f in files])
             if (kind, file_set.name) not in seen:
                 self.actions.append(
                     WriteFiles(

@@ -27,8 +27,6 @@ Not decided yet (so not claimed): ``suspend`` (a MarsCluster has none).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -43,6 +41,7 @@ from kubemill.core.model import (
     ReconcileResult,
     RecordEvent,
     UpdateObject,
+    content_digest,
 )
 from kubemill.frameworks.plan import Plan, ServiceCluster
 
@@ -169,8 +168,7 @@ def _stop(cluster: ServiceCluster, observed: Observed) -> list[Action]:
 
 def object_digest(body: Mapping[str, Any]) -> str:
     """A short, stable digest of an object's body (what the substrate records on it)."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return content_digest(body)
 
 
 def _create_missing(cluster: ServiceCluster, observed: Observed) -> list[Action]:
