@@ -42,7 +42,6 @@ releases the watchdog: the cluster then runs until ``LocalClusterClient(namespac
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
@@ -51,8 +50,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,6 +63,7 @@ from kubemill.api.mars import (
     parse_size,
 )
 from kubemill.deploy.client import ClusterClient, ClusterError
+from kubemill.deploy.mars import ready_nodes
 from kubemill.deploy.watchdog import (
     CLUSTER_MARK,
     STOP_GRACE,
@@ -84,10 +82,6 @@ from kubemill.substrates.local.summary import default_state_dir
 
 _POLL = 0.1
 _LOG_LINES = 20
-_NODE_ROLES = {"supervisor": 0, "worker": 1}
-"""Mars's ``NodeRole`` values, as its web API takes them (``/api/cluster/nodes?role=``)."""
-_READY = 1
-"""Mars's ``NodeStatus.READY``."""
 
 
 def clusters_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -534,16 +528,8 @@ def _start_watchdog(namespace: str, directory: Path) -> subprocess.Popen[bytes]:
 def _nodes(web_port: int, role: str) -> int | None:
     """How many nodes of ``role`` the supervisor at ``web_port`` lists as ready; ``None``
     while its web API does not answer."""
-    url = (
-        f"http://{LOCAL_HOST}:{web_port}/api/cluster/nodes"
-        f"?role={_NODE_ROLES[role]}&statuses={_READY}"
-    )
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            nodes = json.loads(answer.read()).get("nodes", {})
-    except (OSError, ValueError, urllib.error.URLError):
-        return None
-    return len(nodes) if isinstance(nodes, dict) else None
+    nodes = ready_nodes(LOCAL_HOST, web_port, role, timeout=2)
+    return None if nodes is None else len(nodes)
 
 
 def _wait_ready(

@@ -234,20 +234,23 @@ def _from_kubernetes(settings: PodSettings) -> list[str] | None:
     return [] if found is None else found
 
 
+def ready_nodes(host: str, web_port: int, role: str, *, timeout: float) -> list[str] | None:
+    """The addresses of the ready nodes of ``role`` (``supervisor`` or ``worker``) that the
+    supervisor whose web API is at ``host:web_port`` lists; None while it does not answer."""
+    url = f"http://{host}:{web_port}/api/cluster/nodes?role={_NODE_ROLE[role]}&statuses={_READY}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            nodes = json.loads(answer.read()).get("nodes", {})
+    except (OSError, ValueError, urllib.error.URLError):
+        return None
+    return sorted(nodes) if isinstance(nodes, dict) else None
+
+
 def _from_service(settings: PodSettings) -> list[str]:
     """The supervisors a ready one lists, through the supervisors' web Service."""
     if not settings.service:
         return []
-    url = (
-        f"http://{settings.service}:{settings.web_port}/api/cluster/nodes"
-        f"?role={_NODE_ROLE['supervisor']}&statuses={_READY}"
-    )
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            nodes = json.loads(answer.read()).get("nodes", {})
-    except (OSError, ValueError, urllib.error.URLError):
-        return []
-    return sorted(nodes) if isinstance(nodes, dict) else []
+    return ready_nodes(settings.service, settings.web_port, "supervisor", timeout=5) or []
 
 
 def find_supervisors(
