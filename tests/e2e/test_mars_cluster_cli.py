@@ -17,22 +17,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
-from e2e_support import EXAMPLES, Cli, processes_with_token
+from e2e_support import EXAMPLES, Cli, needs_mars_environment, processes_with_token
 
 import kubemill
 from kubemill.deploy.mars import LINK_DIR, LINK_PREFIX
 from kubemill.substrates.local import environments
 
 MARS = environments.status("mars")
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(
-        not MARS.ready,
-        reason=f"the Mars environment is {MARS.state} ({MARS.prefix}): create it with"
-        " `kubemill env create mars` (scripts/setup.sh with the `mars` extra does)",
-    ),
-]
+pytestmark = needs_mars_environment()
 SOURCE = Path(kubemill.__file__).resolve().parents[1]
 START_TIMEOUT = 400.0
 ENDPOINT = re.compile(r"is ready at (http://127\.0\.0\.1:\d+)")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from e2e_support import needs_mars_environment
 
 import kubemill
 from kubemill.deploy.watchdog import CLUSTER_MARK
@@ -30,14 +31,7 @@ from kubemill.substrates.local import environments, procinfo
 from kubemill.substrates.local.network import PortAllocator
 
 MARS = environments.status("mars")
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(
-        not MARS.ready,
-        reason=f"the Mars environment is {MARS.state} ({MARS.prefix}): create it with"
-        " `kubemill env create mars` (scripts/setup.sh with the `mars` extra does)",
-    ),
-]
+pytestmark = needs_mars_environment()
 SOURCE = Path(kubemill.__file__).resolve().parents[1]
 """This tree's kubemill, imported by the program instead of the environment's own."""
 
