@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubemill.api import STOP_ANNOTATION, Job, JobStatus
+from kubemill.api import STOP_ANNOTATION, Job, JobStatus, ScheduledSparkApplication
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.frameworks import Plan
 from kubemill.kinds import controllers, entry_for
@@ -69,6 +69,7 @@ from kubemill.substrates.local.images import (
 from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import (
     DEFAULT_GRACE_SECONDS,
+    NotRunnableLocally,
     PodContext,
     exec_socket_path,
     main_container,
@@ -249,7 +250,19 @@ class LocalBackend:
 
     def _submit_schedule(self, job: Job, uid: str, base_dir: str, job_dir: Path) -> JobView:
         """Record a schedule (a job with no replicas) and start its loop, always detached:
-        a schedule never ends, so no foreground process could see it through."""
+        a schedule never ends, so no foreground process could see it through.
+
+        Its template is checked as a run's job would be (a file not on this machine), at
+        the schedule's field paths: a run refused at every due time helps no one."""
+        if isinstance(job, ScheduledSparkApplication):
+            run = job.run(0)
+            refused = entry_for(run.KIND).local.refused(
+                run, lambda path: (Path(base_dir) / path).exists()
+            )
+            if refused:
+                raise NotRunnableLocally(
+                    [replace(e, path=e.path.replace("spec.", "spec.template.", 1)) for e in refused]
+                )
         wanted, ttl = listing_fields(job)
         self.store.insert_job(
             NewJob(
