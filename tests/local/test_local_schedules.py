@@ -21,8 +21,9 @@ from kubemill.api import ScheduledSparkApplication
 from kubemill.api.spark import SCHEDULED_APP_LABEL
 from kubemill.core import unix_nanos
 from kubemill.kinds import load_one
-from kubemill.substrates.base import JobNotFound, SubmitOptions
+from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
+from kubemill.substrates.local.launch import NotRunnableLocally
 from kubemill.substrates.local.schedules import owned_runs
 
 APP = """
@@ -182,3 +183,24 @@ def test_suspend_and_resume_and_a_killed_loop_is_reported(
     assert new is not None and new != rec.supervisor and procinfo.is_alive(new)
     backend.suspend("idle")
     eventually(lambda: current(backend, "idle").status.next_run is None, what="suspended")
+
+
+def test_a_template_this_machine_cannot_run_is_refused_at_submit(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(NotRunnableLocally) as caught:
+        backend.submit(schedule("missing"), SubmitOptions(detach=True, base_dir=str(empty)))
+    assert [e.path for e in caught.value.errors] == ["spec.template.mainApplicationFile"]
+    assert backend.store.jobs() == []
+
+
+def test_a_schedule_cannot_be_interrupted_and_says_what_to_do(
+    backend: LocalBackend, base: Path, submitted: list[str]
+) -> None:
+    submit(backend, base, submitted, schedule("paused", suspend=True))
+    with pytest.raises(SubstrateError, match="kubemill suspend paused"):
+        backend.interrupt("paused")
+    rec = backend.store.job("default", "paused")
+    assert rec.supervisor is not None and procinfo.is_alive(rec.supervisor)

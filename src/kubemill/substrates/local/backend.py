@@ -541,6 +541,13 @@ class LocalBackend:
         rec = self._fresh(self.store.job(_namespace(namespace), name))
         if rec is None:
             return self._not_found(name, namespace)
+        if _is_schedule(rec.kind):
+            # Its loop reads no stop annotation: a schedule never ends, it is paused or gone.
+            raise SubstrateError(
+                f"{rec.kind} {name} does not end, so it cannot be interrupted: pause it with"
+                f" `kubemill suspend {name}`, or stop it and its runs with"
+                f" `kubemill delete {name}`"
+            )
         if not rec.finished:
             self._stop(rec, "interrupt", force=force, why=why)
         return self.get(name, namespace)
