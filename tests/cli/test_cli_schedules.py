@@ -1,13 +1,15 @@
 """The CLI and ScheduledSparkApplications: ``kubemill get scheduledsparkapplications`` (or
 its short name) lists them with their schedule, last run and state; ``kubemill run`` of one
-on the local substrate refuses and says what to do; ``render`` shows its next run.
+on the local substrate starts its loop and returns; ``render`` shows its next run.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -30,17 +32,41 @@ def cluster() -> Iterator[ClientClusterThread]:
         yield thread
 
 
-def test_a_schedule_does_not_run_locally_and_says_what_to_do(
+def test_a_schedule_runs_locally_in_the_background_until_deleted(
     runner: CliRunner, state_dir: Path
 ) -> None:
     result = runner.invoke(app, ["run", str(EXAMPLE)])
-    assert result.exit_code == 1
-    (line,) = result.stderr.splitlines()
-    assert "ScheduledSparkApplication does not run on the local substrate" in line
-    assert "schedules run under the operator" in line and "--substrate kubernetes" in line
-    assert "SparkApplication of its template" in line
-    # Nothing was recorded.
+    assert result.exit_code == 0, result.output
+    assert "ScheduledSparkApplication scheduled-spark-pi submitted" in result.stdout
+    assert "kubemill get scheduledsparkapplications" in result.stdout
+    assert "kubemill get sparkapplications" in result.stdout
+
+    def listed() -> dict[str, str]:
+        listing = runner.invoke(app, ["get", "scheduledsparkapplications"])
+        assert listing.exit_code == 0, listing.output
+        (row,) = columns(listing.stdout)
+        return row
+
+    row = eventually(lambda: (r := listed())["STATE"] == "Scheduled" and r, what="scheduled")
+    assert row["NAME"] == "scheduled-spark-pi"
+    assert row["SCHEDULE"].startswith("*/10 * * * *")
+    assert runner.invoke(app, ["suspend", "scheduled-spark-pi"]).exit_code == 0
+    assert listed()["SUSPEND"] == "true"
+    assert runner.invoke(app, ["resume", "scheduled-spark-pi"]).exit_code == 0
+    assert listed()["SUSPEND"] == "false"
+    deleted = runner.invoke(app, ["delete", "scheduled-spark-pi"])
+    assert deleted.exit_code == 0, deleted.output
     assert "No jobs found" in runner.invoke(app, ["get"]).stdout
+
+
+def eventually(check: Callable[[], Any], *, timeout: float = 60.0, what: str = "") -> Any:
+    """Poll ``check`` until it returns something truthy (a safety net, not a bound)."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return value
 
 
 def test_render_shows_the_next_run(runner: CliRunner) -> None:

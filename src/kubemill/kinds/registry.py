@@ -298,13 +298,8 @@ CONTROLLERS: tuple[Controller, ...] = (
         "SparkApplication",
         "Spark on a cron schedule: a SparkApplication per run, under a concurrency policy "
         "and history limits (the spark-operator's ScheduledSparkApplication)",
-        local=LocalSupport(
-            runs=False,
-            why_not=(
-                "schedules run under the operator (`--substrate kubernetes`); locally, "
-                "`kubemill run` a SparkApplication of its template"
-            ),
-        ),
+        # Locally a detached loop asks the same core and submits its runs as local jobs.
+        local=LocalSupport(),
     ),
 )
 """The controllers kubemill ships, listed after the engines everywhere."""

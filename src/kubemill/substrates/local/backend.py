@@ -43,10 +43,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubemill.api import STOP_ANNOTATION, Job, JobStatus
+from kubemill.api import STOP_ANNOTATION, Job, JobStatus, ScheduledSparkApplication
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.frameworks import Plan
-from kubemill.kinds import entry_for
+from kubemill.kinds import controllers, entry_for
 from kubemill.substrates.base import (
     EventRecord,
     JobNotFound,
@@ -69,6 +69,7 @@ from kubemill.substrates.local.images import (
 from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import (
     DEFAULT_GRACE_SECONDS,
+    NotRunnableLocally,
     PodContext,
     exec_socket_path,
     main_container,
@@ -185,6 +186,8 @@ class LocalBackend:
         job_dir = self._inside_state_dir(
             self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
         )
+        if _is_schedule(job.KIND):
+            return self._submit_schedule(job, uid, base_dir, job_dir)
         ctx = PodContext.for_job(
             job_uid=uid, namespace=job.namespace, base_dir=base_dir, job_dir=str(job_dir)
         )
@@ -243,6 +246,52 @@ class LocalBackend:
             self._start_detached(uid, job_dir)
         else:
             self._start_here(uid, prepared, start_limits)
+        return self.get(job.name, job.namespace)
+
+    def _submit_schedule(self, job: Job, uid: str, base_dir: str, job_dir: Path) -> JobView:
+        """Record a schedule (a job with no replicas) and start its loop, always detached:
+        a schedule never ends, so no foreground process could see it through.
+
+        Its template is checked as a run's job would be (a file not on this machine), at
+        the schedule's field paths: a run refused at every due time helps no one."""
+        if isinstance(job, ScheduledSparkApplication):
+            run = job.run(0)
+            refused = entry_for(run.KIND).local.refused(
+                run, lambda path: (Path(base_dir) / path).exists()
+            )
+            if refused:
+                raise NotRunnableLocally(
+                    [replace(e, path=e.path.replace("spec.", "spec.template.", 1)) for e in refused]
+                )
+        wanted, ttl = listing_fields(job)
+        self.store.insert_job(
+            NewJob(
+                uid=uid,
+                namespace=job.namespace,
+                name=job.name,
+                kind=job.KIND,
+                manifest=_manifest(job),
+                status=type(job.status)().to_wire(),
+                base_dir=base_dir,
+                job_dir=str(job_dir),
+                environments={},
+                replicas=[],
+                ports={},
+                supervisor=None,
+                supervisor_mode="detached",
+                wanted=wanted,
+                ttl=ttl,
+            )
+        )
+        try:
+            job_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.store.remove_job(uid)
+            raise SubstrateError(
+                f"cannot create the schedule's directory {job_dir}: {exc.strerror or exc};"
+                f" make {self.state_dir} writable, or set {STATE_DIR_ENV} to a writable directory"
+            ) from exc
+        self._start_detached(uid, job_dir, kind=job.KIND)
         return self.get(job.name, job.namespace)
 
     def _inside_state_dir(self, path: Path) -> Path:
@@ -320,11 +369,15 @@ class LocalBackend:
             self._runs[uid] = _LocalRun(supervisor, thread)
         thread.start()
 
-    def _start_detached(self, uid: str, job_dir: Path, *, hand_over: bool = False) -> None:
+    def _start_detached(
+        self, uid: str, job_dir: Path, *, hand_over: bool = False, kind: str = ""
+    ) -> None:
+        # A schedule's loop is its own module: it submits and deletes jobs, it runs none.
+        module = "schedules" if _is_schedule(kind) else "supervisor"
         argv = [
             sys.executable,
             "-m",
-            "kubemill.substrates.local.supervisor",
+            f"kubemill.substrates.local.{module}",
             "--state-dir",
             str(self.state_dir),
             "--job-uid",
@@ -488,6 +541,13 @@ class LocalBackend:
         rec = self._fresh(self.store.job(_namespace(namespace), name))
         if rec is None:
             return self._not_found(name, namespace)
+        if _is_schedule(rec.kind):
+            # Its loop reads no stop annotation: a schedule never ends, it is paused or gone.
+            raise SubstrateError(
+                f"{rec.kind} {name} does not end, so it cannot be interrupted: pause it with"
+                f" `kubemill suspend {name}`, or stop it and its runs with"
+                f" `kubemill delete {name}`"
+            )
         if not rec.finished:
             self._stop(rec, "interrupt", force=force, why=why)
         return self.get(name, namespace)
@@ -501,7 +561,7 @@ class LocalBackend:
         """
         rec = self._require_unfinished(name, namespace, "suspend")
         self.store.patch_manifest(rec.uid, suspend=True)
-        if rec.supervisor_state == "done":
+        if rec.supervisor_state == "done" and not _is_schedule(rec.kind):
             # No supervisor to carry it out (it was lost while suspended before): judge
             # it here; nothing of the job runs.
             self._judge_unsupervised(rec)
@@ -517,7 +577,7 @@ class LocalBackend:
         rec = self._require_unfinished(name, namespace, "resume")
         self.store.patch_manifest(rec.uid, suspend=False)
         if rec.supervisor_state == "done":
-            self._start_detached(rec.uid, Path(rec.job_dir), hand_over=True)
+            self._start_detached(rec.uid, Path(rec.job_dir), hand_over=True, kind=rec.kind)
         return self.get(name, namespace)
 
     def _require_unfinished(self, name: str, namespace: str | None, verb: str) -> JobRecord:
@@ -538,8 +598,19 @@ class LocalBackend:
         """Stop every process of the job, verify none is left, and forget the job."""
         rec = self.store.job(_namespace(namespace), name)
         self._stop(rec, "delete", force=False)
+        if _is_schedule(rec.kind):
+            self._delete_runs(rec)
         self._kill_leftovers(rec, verify=True)
         self._forget(rec)
+
+    def _delete_runs(self, rec: JobRecord) -> None:
+        """Delete the runs a schedule owns, once its loop stopped (so none starts after):
+        upstream's garbage collector deletes them with their owner."""
+        from kubemill.substrates.local.schedules import owned_runs
+
+        for run in owned_runs(self, rec):
+            with contextlib.suppress(JobNotFound):
+                self.delete(run.name, rec.namespace)
 
     def _forget(self, rec: JobRecord) -> None:
         """Remove a job whose processes are all gone: its records and its directory.
@@ -653,6 +724,8 @@ class LocalBackend:
 
     def _heal(self, rec: JobRecord) -> JobRecord:
         """The supervisor died: kill what is left, and have the core judge the job."""
+        if _is_schedule(rec.kind):
+            return self._heal_schedule(rec)
         self._kill_leftovers(rec, verify=False)
         now = time.time()
         lost = []
@@ -684,6 +757,21 @@ class LocalBackend:
                 for r in lost
             ]
         self.store.save_replicas(lost)
+        self.store.set_supervisor_state(rec.uid, "done")
+        healed = self.store.job_by_uid(rec.uid)
+        return healed if healed is not None else rec
+
+    def _heal_schedule(self, rec: JobRecord) -> JobRecord:
+        """A schedule's loop died: no run starts any more (its runs, jobs of their own, go
+        on). Reported as a job's lost supervisor is, and ``resume`` starts a new loop."""
+        who = f"pid {rec.supervisor.pid}" if rec.supervisor is not None else "it never started"
+        self.store.add_event(
+            rec.uid,
+            type="Warning",
+            reason=SUPERVISOR_LOST,
+            message=f"the loop of {rec.kind} {rec.namespace}/{rec.name} ({who}) is gone: no"
+            f" run starts until `kubemill resume {rec.name}` starts a new one",
+        )
         self.store.set_supervisor_state(rec.uid, "done")
         healed = self.store.job_by_uid(rec.uid)
         return healed if healed is not None else rec
@@ -780,6 +868,11 @@ class LocalBackend:
         job = rec.load_job()
         replicas = tuple(_replica_view(r) for r in self.store.replicas(rec.uid))
         return JobView(job=job, status=job.status, replicas=replicas, created=_utc(rec.created))
+
+
+def _is_schedule(kind: str) -> bool:
+    """Whether ``kind`` is a controller's (a schedule: it creates jobs, runs no process)."""
+    return any(c.kind == kind for c in controllers())
 
 
 def _check_replica_cap(job: Job, config: ImageConfig) -> None:

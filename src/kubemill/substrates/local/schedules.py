@@ -1,0 +1,230 @@
+"""The local ScheduledSparkApplication loop: :func:`kubemill.core.decide` on this machine.
+
+A schedule is recorded as a job with no replicas; a detached process (``python -m
+kubemill.substrates.local.schedules --state-dir D --job-uid U``) runs its loop, as the
+operator's schedule controller does on a cluster: it reads the schedule and the runs it owns
+(the SparkApplications labelled with its name whose controlling owner is its uid), asks the
+core, and carries the actions out through the local backend: a run is a normal local job,
+submitted detached (its own supervisor), and deleted as any job. The schedule's status is
+the core's, written as returned; the loop writes none of its own.
+
+It wakes at ``nextRun`` (the core's ``requeue_after``) and, in between, every
+:data:`CHECK_INTERVAL`: locally there is no watch, so a run that ended (Forbid waits for it),
+a suspend or resume (the recorded manifest's ``spec.suspend``) and a delete request (the
+``request`` column) are noticed by looking, as a job's supervisor looks for its requests.
+
+``kubemill delete`` of the schedule stops the loop first (no run starts after it), then
+deletes the runs it owns: upstream's runs carry an owner reference to the schedule and the
+garbage collector deletes them with it; locally the deleting process does it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
+from kubemill.api.spark import SCHEDULED_APP_LABEL
+from kubemill.core import CreateRun, DeleteRun, ObservedRun, ScheduleResult, decide, invalid
+from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
+from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.backend import LocalBackend
+from kubemill.substrates.local.store import JobRecord
+from kubemill.substrates.local.supervisor import HANDOVER_WAIT
+from kubemill.substrates.plugins import load_plugins
+from kubemill.substrates.zones import resolve_zone
+
+log = logging.getLogger("kubemill.local.schedules")
+
+CHECK_INTERVAL = 0.5
+"""Seconds between two looks at the schedule's runs and requests while no run is due."""
+RETRY_AFTER = 5.0
+"""Seconds before a pass whose run could not be created or deleted is tried again."""
+WAKE_MARGIN = 0.005
+"""Seconds past a run's due time to wake at, so the pass sees it due (as the operator)."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def owned_runs(backend: LocalBackend, rec: JobRecord) -> list[ObservedRun]:
+    """The runs of the schedule ``rec`` as last recorded (its label and its uid as owner)."""
+    runs = []
+    for view in backend.list(rec.namespace):
+        meta = view.job.metadata
+        if meta.labels.get(SCHEDULED_APP_LABEL) != rec.name:
+            continue
+        owners = [o for o in meta.owner_references or () if o.controller]
+        if not owners or owners[0].uid != rec.uid:
+            continue  # a namesake's, or a run of an earlier schedule of this name
+        status = view.status
+        if not isinstance(status, SparkApplicationStatus):
+            status = SparkApplicationStatus()
+        runs.append(
+            ObservedRun(name=view.name, uid=meta.uid or "", status=status, created=view.created)
+        )
+    return runs
+
+
+class ScheduleLoop:
+    """Runs one recorded schedule until it is deleted (or :meth:`stop`)."""
+
+    def __init__(
+        self,
+        backend: LocalBackend,
+        uid: str,
+        *,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.backend = backend
+        self.store = backend.store
+        self.uid = uid
+        self.clock = clock
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """End the loop at its next look (the signal handler's way)."""
+        self._stopping.set()
+
+    def run(self) -> None:
+        self.store.set_supervisor_state(self.uid, "running")
+        try:
+            while not self._stopping.is_set():
+                rec = self.store.job_by_uid(self.uid)
+                if rec is None or rec.request == "delete":
+                    break
+                wait = self.pass_once(rec)
+                self._stopping.wait(min(wait, CHECK_INTERVAL))
+        except Exception as exc:
+            # Reported as a lost loop is; `kubemill resume` starts a new one.
+            log.exception("the loop of schedule %s failed", self.uid)
+            self.store.add_event(
+                self.uid,
+                type="Warning",
+                reason="SupervisorError",
+                message=f"the schedule's loop failed ({type(exc).__name__}: {exc}): no run"
+                " starts until `kubemill resume` starts a new loop",
+            )
+            raise
+        finally:
+            self.store.set_supervisor_state(self.uid, "done")
+
+    def pass_once(self, rec: JobRecord) -> float:
+        """One pass: decide, carry out, record; seconds until the next look is needed."""
+        job = rec.load_job()
+        if not isinstance(job, ScheduledSparkApplication):
+            raise SubstrateError(f"{rec.kind} {rec.name} is not a ScheduledSparkApplication")
+        now = self.clock()
+        # Whole seconds decide, as the operator's passes (the status records seconds).
+        decided_at = now.replace(microsecond=0)
+        zone = resolve_zone(job.spec.time_zone)
+        result: ScheduleResult
+        if isinstance(zone, str):
+            result = invalid(job.status, zone)
+        else:
+            result = decide(job, owned_runs(self.backend, rec), zone=zone, now=decided_at)
+        if not self._carry_out(rec, result):
+            return RETRY_AFTER
+        if result.status.to_wire() != job.status.to_wire():
+            self.store.set_status(self.uid, result.status.to_wire(), finished=False)
+        next_run = result.status.next_run
+        if next_run is None:
+            return CHECK_INTERVAL
+        return max((next_run - self.clock()).total_seconds(), 0.0) + WAKE_MARGIN
+
+    def _carry_out(self, rec: JobRecord, result: ScheduleResult) -> bool:
+        """The actions in the core's order; an action's events only once it was done.
+        False if one failed (the status is then not written: the next pass asks again)."""
+        ok = True
+        last_done = True
+        for action in result.actions:
+            if isinstance(action, CreateRun | DeleteRun):
+                try:
+                    self._execute(rec, action)
+                    last_done = True
+                except SubstrateError as exc:
+                    last_done = ok = False
+                    verb = "create" if isinstance(action, CreateRun) else "delete"
+                    self.store.add_event(
+                        self.uid,
+                        type="Warning",
+                        reason="RunFailed",
+                        message=f"could not {verb} run {action.name}: {exc}",
+                    )
+                continue
+            if last_done:
+                self.store.add_event(
+                    self.uid, type=action.type, reason=action.reason, message=action.message
+                )
+        return ok
+
+    def _execute(self, rec: JobRecord, action: CreateRun | DeleteRun) -> None:
+        if isinstance(action, CreateRun):
+            options = SubmitOptions(detach=True, namespace=rec.namespace, base_dir=rec.base_dir)
+            # JobExists: started by a pass whose status write was lost; the same run.
+            with contextlib.suppress(JobExists):
+                self.backend.submit(action.run, options)
+            return
+        try:
+            view = self.backend.get(action.name, rec.namespace)
+        except JobNotFound:
+            return
+        if action.uid and view.job.metadata.uid != action.uid:
+            return  # a new job of that name, not the run judged
+        with contextlib.suppress(JobNotFound):
+            self.backend.delete(action.name, rec.namespace)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of a detached schedule process."""
+    parser = argparse.ArgumentParser(
+        prog="python -m kubemill.substrates.local.schedules",
+        description="Run one recorded kubemill schedule (started by `kubemill run`).",
+    )
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--job-uid", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    load_plugins()
+    # The config (images, start limits) comes from the environment the submitter set.
+    backend = LocalBackend(Path(args.state_dir))
+    me = procinfo.identify(os.getpid())
+    if me is None or not _claim(backend, args.job_uid, me):
+        log.error("schedule %s is gone or has another loop; exiting", args.job_uid)
+        return 1
+    loop = ScheduleLoop(backend, args.job_uid)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        loop.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    loop.run()
+    return 0
+
+
+def _claim(backend: LocalBackend, uid: str, me: procinfo.ProcessId) -> bool:
+    """Take the schedule: as its first loop, or once the resuming process handed it over."""
+    deadline = time.monotonic() + HANDOVER_WAIT
+    while True:
+        if backend.store.claim_supervisor(uid, me, mode="detached"):
+            return True
+        if backend.store.job_by_uid(uid) is None or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
