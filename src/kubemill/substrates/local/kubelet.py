@@ -533,12 +533,20 @@ class ReplicaPod:
     def _signal(self, sig: signal.Signals) -> None:
         if self.popen is None:
             return
+        strays = self.strays(self) - {self.popen.pid} if self.strays is not None else set()
+        if sig == signal.SIGKILL:
+            # A container's processes die at once (its cgroup is killed whole). One by one,
+            # a process killed first could be seen dying by another not yet killed: an
+            # exec'd shell's `wait` would return 0 and the shell exit 0, not 137. Stopped
+            # first, none runs again before its SIGKILL.
+            for pid in strays:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
-        if self.strays is not None:
-            for pid in self.strays(self) - {self.popen.pid}:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
     def _close_pidfd(self) -> None:
         if self.pidfd is not None:
