@@ -494,12 +494,19 @@ class Chaos:
         with self._lock:
             # Deleted before the scan began: none of their processes may be in it.
             gone = {s.sid for s in self.history if s.deleted}
-        targets = []
+        owners = {}
         for pid, cmdline in sorted(processes_with_token(self.cli.token).items()):
             found = self.owner(pid, cmdline)
-            if found is None:
+            if found is not None:
+                owners[pid] = found
+        targets = []
+        for pid, (sub, role) in owners.items():
+            # A child forked by a supervisor (or a replica), not yet exec'd, has its
+            # parent's command line: it is the replica (or daemon) being started, not the
+            # process it looks like. Killing it as such would credit the wrong kill.
+            info = procinfo.stat(pid)
+            if info is not None and owners.get(info.ppid) == (sub, role):
                 continue
-            sub, role = found
             if sub.sid in gone:
                 self.problem(f"{sub.name} (#{sub.sid}) was deleted; its {role} {pid} runs")
             elif (role == "supervisor") == (what == "supervisor"):
