@@ -20,28 +20,20 @@ garbage collector deletes them with it; locally the deleting process does it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
-import os
-import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
-from types import FrameType
 
 from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
 from kubemill.api.spark import SCHEDULED_APP_LABEL
 from kubemill.core import CreateRun, DeleteRun, ObservedRun, ScheduleResult, decide, invalid
 from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
-from kubemill.substrates.local import procinfo
+from kubemill.substrates.local import detached
 from kubemill.substrates.local.backend import LocalBackend
 from kubemill.substrates.local.store import JobRecord
-from kubemill.substrates.local.supervisor import HANDOVER_WAIT
-from kubemill.substrates.plugins import load_plugins
 from kubemill.substrates.zones import resolve_zone
 
 log = logging.getLogger("kubemill.local.schedules")
@@ -188,42 +180,20 @@ class ScheduleLoop:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a detached schedule process."""
-    parser = argparse.ArgumentParser(
+    args = detached.start(
+        argv,
         prog="python -m kubemill.substrates.local.schedules",
         description="Run one recorded kubemill schedule (started by `kubemill run`).",
     )
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--job-uid", required=True)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    load_plugins()
     # The config (images, start limits) comes from the environment the submitter set.
-    backend = LocalBackend(Path(args.state_dir))
-    me = procinfo.identify(os.getpid())
-    if me is None or not _claim(backend, args.job_uid, me):
+    backend = LocalBackend(args.state_dir)
+    if not detached.claim(backend.store, args.job_uid):
         log.error("schedule %s is gone or has another loop; exiting", args.job_uid)
         return 1
     loop = ScheduleLoop(backend, args.job_uid)
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        loop.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    detached.on_stop_signals(lambda signum: loop.stop())
     loop.run()
     return 0
-
-
-def _claim(backend: LocalBackend, uid: str, me: procinfo.ProcessId) -> bool:
-    """Take the schedule: as its first loop, or once the resuming process handed it over."""
-    deadline = time.monotonic() + HANDOVER_WAIT
-    while True:
-        if backend.store.claim_supervisor(uid, me, mode="detached"):
-            return True
-        if backend.store.job_by_uid(uid) is None or time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,6 @@ A job that cannot start here (``NotRunnableLocally``) and a failure of the loop 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -74,7 +73,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import (
@@ -100,7 +98,7 @@ from kubemill.frameworks import Plan
 from kubemill.kinds import load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.files import resolved_contents
-from kubemill.substrates.local import procinfo
+from kubemill.substrates.local import detached, procinfo
 from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.images import Environment
 from kubemill.substrates.local.kubelet import (
@@ -120,7 +118,6 @@ from kubemill.substrates.local.network import (
 )
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
 from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
-from kubemill.substrates.plugins import load_plugins
 
 log = logging.getLogger("kubemill.local.supervisor")
 
@@ -131,9 +128,6 @@ SWEEP_GRACE = 1.0
 (they already had SIGTERM with their replica when it was deleted)."""
 TREE_REUSE = 0.02
 """Seconds a scan of ``/proc`` is reused for finding a replica's processes."""
-HANDOVER_WAIT = 5.0
-"""How long a new detached supervisor waits for the process that started it to hand it
-the job (``Store.hand_over`` runs just after the start, on resume)."""
 
 
 @dataclass(frozen=True)
@@ -897,48 +891,28 @@ class Supervisor:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a detached supervisor process."""
-    parser = argparse.ArgumentParser(
+    args = detached.start(
+        argv,
         prog="python -m kubemill.substrates.local.supervisor",
         description="Supervise one recorded kubemill job (started by `kubemill run --detach`).",
     )
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--job-uid", required=True)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    # The job may be of a kind a plugin registered in the process that submitted it.
-    load_plugins()
-    store = Store(Path(args.state_dir))
-    me = procinfo.identify(os.getpid())
-    if me is None or not _claim(store, args.job_uid, me):
+    store = Store(args.state_dir)
+    if not detached.claim(store, args.job_uid):
         log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
         return 1
     # This process runs the one job: whatever ends up below it is the job's.
     supervisor = Supervisor(store, args.job_uid, exclusive=True)
     signals_seen = 0
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_stop(signum: int) -> None:
         nonlocal signals_seen
         signals_seen += 1
         why = f"{signal.Signals(signum).name} to its supervisor (pid {os.getpid()})"
         supervisor.interrupt(force=signals_seen > 1, why=why)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    detached.on_stop_signals(on_stop)
     supervisor.run()
     return 0
-
-
-def _claim(store: Store, uid: str, me: procinfo.ProcessId) -> bool:
-    """Take the job: as its first supervisor, or once the resuming process handed it over."""
-    deadline = time.monotonic() + HANDOVER_WAIT
-    while True:
-        if store.claim_supervisor(uid, me, mode="detached"):
-            return True
-        rec = store.job_by_uid(uid)
-        if rec is None or rec.finished or time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
 
 
 if __name__ == "__main__":
