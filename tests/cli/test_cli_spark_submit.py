@@ -9,6 +9,7 @@ themselves, so they hold before and after it lands.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import threading
@@ -49,6 +50,8 @@ KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
 """SPEC.md S1's command line, after ``spark-submit``."""
+SUBMITTED_NAME = re.compile(r"[a-z][-a-z0-9]*-[0-9a-f]{16}")
+"""A submission's job name: the name given, then Spark's 16-hex unique id."""
 
 
 def printed_app(stdout: str) -> SparkApplication:
@@ -188,10 +191,56 @@ def test_a_local_master_runs_here_in_the_foreground_with_that_master(
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["spark-submit", "--master", "local[2]", "--name", "pi", "p.py"])
     assert result.exit_code == 3, result.output
-    assert [(where, job.name) for where, job in registered] == [("local", "pi")]
-    job = registered[0][1]
+    [(where, job)] = registered
+    assert where == "local"
+    assert SUBMITTED_NAME.fullmatch(job.name) and job.name.startswith("pi-"), job.name
+    assert job.spec.spark_conf["spark.app.name"] == "pi"  # what Spark calls it
+    # The name is said before anything runs, for `kubemill get`, `logs` and `delete`.
+    assert f"kubemill get {job.name}" in result.stderr
     assert job.metadata.annotations["kubemill.dev/spark-local-master"] == "local[2]"
     assert ran == [str(tmp_path)]  # the application file is from the current directory
+
+
+def test_a_rerun_of_the_same_command_is_a_submission_of_its_own(
+    runner: CliRunner,
+    registered: list[tuple[str, SparkApplication]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spark-submit never refuses a re-run: each submission gets a fresh name, so an
+    earlier application of that name (running or not) is never the one touched."""
+    from kubemill.cli.run import Follower
+
+    monkeypatch.setattr(Follower, "run", lambda self, job, base_dir: self.client.submit(job) and 0)
+    argv = ["spark-submit", "--master", "local[2]", "--name", "pi", "p.py"]
+    for _ in range(3):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 0, result.output
+    names = [job.name for _, job in registered]
+    assert len(set(names)) == 3, names
+    assert all(SUBMITTED_NAME.fullmatch(name) for name in names), names
+    assert {job.spec.spark_conf["spark.app.name"] for _, job in registered} == {"pi"}
+
+
+@pytest.mark.parametrize(
+    ("given", "expected_base"),
+    [
+        ("pi", "pi"),
+        ("Spark Pi!", "spark-pi"),
+        ("x" * 60, "x" * (56 - 17)),
+        ("ab-" + "c" * 35 + "-d", "ab-" + "c" * 35),  # cut after a dash: no "--" left
+    ],
+)
+def test_a_submissions_name_fits_with_its_ui_service(given: str, expected_base: str) -> None:
+    from kubemill.api.spark_submit import parse_spark_submit
+    from kubemill.cli.spark_submit import per_submission
+
+    submission = parse_spark_submit(["--name", given, "app.py"])
+    named = per_submission(submission, "0123456789abcdef")
+    job = load_one(named.manifest, kinds=KINDS)
+    assert job.name == f"{expected_base}-0123456789abcdef"
+    assert len(job.name) + len("-ui-svc") <= 63
+    assert job.spec.spark_conf["spark.app.name"] == given
+    assert submission.manifest["metadata"]["name"] != job.name  # the original is untouched
 
 
 def test_dry_run_of_a_local_master_keeps_it_in_an_annotation(runner: CliRunner) -> None:
@@ -212,7 +261,10 @@ def test_with_operator_a_k8s_master_submits_a_spark_application_there(
     monkeypatch.setattr(connection, "connect", lambda **_kw: SimpleNamespace(server=server["url"]))
     result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])
     assert result.exit_code == 0, result.output
-    assert [(where, job.name) for where, job in registered] == [("kubernetes", "spark-pi")]
+    [(where, job)] = registered
+    assert where == "kubernetes"
+    assert SUBMITTED_NAME.fullmatch(job.name) and job.name.startswith("spark-pi-"), job.name
+    assert f"SparkApplication {job.name} submitted" in result.stdout
 
     server["url"] = "https://elsewhere:6443"
     result = runner.invoke(app, ["spark-submit", "--operator", *SPEC_S1])

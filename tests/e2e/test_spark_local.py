@@ -6,7 +6,8 @@ own; an application that raises fails with its exception in ``errorMessage``; wi
 standalone annotation the executors are JVMs of their own under the job's workers; the
 wordcount example writes its counts; the seed's SparkPi is refused before anything starts
 (the pyspark wheel has no examples jar); ``kubemill spark-submit --master local[2]``
-prints Pi. No test leaves a process behind.
+prints Pi, and the same command again is a submission of its own. No test leaves a
+process behind.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ pytest.importorskip("pyspark")
 
 PI = re.compile(r"Pi is roughly (\d\.\d+)")
 WEB_UI = re.compile(r"Web UI: (http://127\.0\.0\.1:(\d+))")
+SUBMITTED = re.compile(r"SparkApplication (pi-[0-9a-f]{16}): this submission's name")
 
 
 def explain(done: Any) -> str:
@@ -236,23 +238,30 @@ def test_the_seed_sparkpi_is_refused_before_anything_starts(cli: Cli) -> None:
     assert_nothing_left_running(cli)
 
 
-def test_spark_submit_with_a_local_master_prints_pi(cli: Cli) -> None:
+def test_spark_submit_with_a_local_master_prints_pi_and_runs_again(cli: Cli) -> None:
+    """The same command twice: each run is a submission of its own, with the name it printed
+    for `kubemill get`; the first is still there after the second (nothing was replaced)."""
     (cli.cwd / "examples" / "spark").mkdir(parents=True)
     shutil.copy(EXAMPLES / "spark" / "pi.py", cli.cwd / "examples" / "spark" / "pi.py")
-    done = cli(
-        "spark-submit",
-        "--master",
-        "local[2]",
-        "--name",
-        "pi",
-        "examples/spark/pi.py",
-        "10",
-        timeout=300,
-    )
+    argv = ("spark-submit", "--master", "local[2]", "--name", "pi", "examples/spark/pi.py", "10")
+    names = []
+    for _ in range(2):
+        done = cli(*argv, timeout=300)
+        assert done.returncode == 0, explain(done)
+        assert PI.search(done.stdout), explain(done)
+        said = SUBMITTED.search(done.stderr)
+        assert said, explain(done)
+        names.append(said.group(1))
+    assert len(set(names)) == 2, names
+    assert sorted(cli.job_names()) == sorted(names)
+    for name in names:
+        job = json.loads(cli("get", name, "-o", "json").stdout)
+        assert job["metadata"]["annotations"]["kubemill.dev/spark-local-master"] == "local[2]"
+        assert job["spec"]["sparkConf"]["spark.app.name"] == "pi"
+        assert job["status"]["applicationState"]["state"] == "COMPLETED"
+    done = cli("logs", names[0])
+    assert done.returncode == 0 and PI.search(done.stdout), explain(done)
+    done = cli("delete", names[0])
     assert done.returncode == 0, explain(done)
-    assert PI.search(done.stdout), explain(done)
-    got = cli("get", "pi", "-o", "json")
-    job = json.loads(got.stdout)
-    assert job["metadata"]["annotations"]["kubemill.dev/spark-local-master"] == "local[2]"
-    assert job["status"]["applicationState"]["state"] == "COMPLETED"
+    assert cli.job_names() == [names[1]]
     assert_nothing_left_running(cli)

@@ -14,6 +14,17 @@ now, as spark-submit does: in the foreground (its output as it comes, Ctrl-C sto
 exiting with the application's verdict; the master as given is kept in the annotation
 ``kubemill.dev/spark-local-master`` (the driver runs pyspark's spark-submit with it), and a
 relative application file is from the current directory.
+
+**Every submission is a job of its own**, named ``<name>-<id>`` (:func:`per_submission`),
+locally and with ``--operator``: spark-submit never refuses a re-run of the same command
+(on Kubernetes each submission gets a fresh driver pod ``<name>-<id>-driver``), and two
+submissions of one name may run at once. So a re-run never replaces, stops or waits for an
+earlier application of that name, running or finished; the name is printed before anything
+runs, and ``kubemill get``/``logs``/``delete`` take it. ``<id>`` is Spark's own
+``uniqueID`` (16 hex: 3 random bytes, then the time), the id in the Kubernetes names of
+Spark's cluster mode; Spark itself (its UI, its logs, ``spark.app.name``) still calls the
+application by the name given. ``--dry-run`` prints the manifest with the name as given:
+nothing is submitted, so there is no submission to name.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from pathlib import Path
 import typer
 
 from kubemill.api import Job
+from kubemill.api.spark_names import MAX_NAME, UI_SERVICE_SUFFIX
 from kubemill.api.spark_submit import (
     SparkSubmit,
     SparkSubmitError,
@@ -54,7 +66,8 @@ Usage: kubemill spark-submit [kubemill flags] [spark-submit options] APP [APP AR
   Submit a Spark application with spark-submit's own arguments.
 
 kubemill flags:
-  --dry-run                 Print what would be created (YAML); submit nothing.
+  --dry-run                 Print what would be created (YAML; a SparkApplication is
+                            named as given, without the submission's -<id>); submit nothing.
   --operator                With k8s://: a SparkApplication for kubemill's operator
                             (retries, status), instead of Spark's own cluster mode.
   -h, --help                Show this message.
@@ -66,7 +79,9 @@ spark-submit options:
   --deploy-mode MODE        cluster (with k8s://; the default here), or client with local.
   --kill [NS:]DRIVER-POD    Delete the driver pods of a k8s:// submission (a glob allowed).
   --status [NS:]DRIVER-POD  Print the state of those driver pods.
-  --name NAME               The application's name (also its Kubernetes name, cleaned).
+  --name NAME               The application's name. Each submission is a job of its own,
+                            named NAME-<id> (cleaned; printed), so a re-run never
+                            touches an earlier one.
   --class CLASS             The main class of a jar application.
   --conf, -c KEY=VALUE      A Spark property (repeatable).
   --properties-file FILE    Spark properties to load (--conf wins over them).
@@ -132,6 +147,36 @@ def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
     return replace(submission, manifest=manifest)
 
 
+SUBMISSION_ID_LENGTH = 16
+"""Spark's ``uniqueID``: 16 hex digits."""
+MAX_SUBMITTED_NAME = MAX_NAME - len(UI_SERVICE_SUFFIX)
+"""A SparkApplication's name leaves room for its ``<name>-ui-svc`` service."""
+
+
+def per_submission(submission: SparkSubmit, unique_id: str) -> SparkSubmit:
+    """The submission as a job of its own: named ``<name>-<unique_id>`` (the name cut so
+    that the whole fits, as Spark cuts its resource prefix), ``spark.app.name`` keeping the
+    name Spark shows. See the module doc for why."""
+    manifest = copy.deepcopy(submission.manifest)
+    metadata = manifest.setdefault("metadata", {})
+    spec = manifest.setdefault("spec", {})
+    name = str(metadata["name"])
+    conf = spec.setdefault("sparkConf", {})
+    conf.setdefault("spark.app.name", name)
+    room = MAX_SUBMITTED_NAME - len(unique_id) - 1
+    metadata["name"] = f"{name[:room].rstrip('-')}-{unique_id}"
+    return replace(submission, manifest=manifest)
+
+
+def _unique_id() -> str:
+    """A fresh submission id, as Spark's cluster mode draws one."""
+    import time
+
+    from kubemill.substrates.kubernetes.client.spark_submit import unique_id
+
+    return unique_id(time.time_ns() // 1_000_000)
+
+
 def _verbose(submission: SparkSubmit) -> None:
     master = submission.master
     where = master.server if master.substrate == "kubernetes" else master.text
@@ -145,6 +190,7 @@ def _submit(settings: Settings, submission: SparkSubmit) -> int:
         engine_for("SparkApplication")
     except UnknownKind:
         fail(NOT_REGISTERED)
+    submission = per_submission(submission, _unique_id())
     job = load_one(submission.manifest)
     master = submission.master
     chosen = Settings(
@@ -156,6 +202,13 @@ def _submit(settings: Settings, submission: SparkSubmit) -> int:
         replay_flags=list(settings.replay_flags),
     )
     if master.substrate == "local":
+        # Before anything runs: the name to give `kubemill get`, `logs` and `delete`.
+        stderr_console().print(
+            f"{job.KIND} {job.name}: this submission's name, for "
+            f"`{chosen.next_command('get', job.name)}`, `logs` and `delete`",
+            markup=False,
+            highlight=False,
+        )
         return _run_here(chosen, job)
     if master.server is not None:
         _check_server(chosen, master.server)
