@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from local_support import SLEEPER, eventually, pytorch_job
 
-from kubemill.api import JobStatus, SparkApplicationStatus
+from kubemill.api import Job, JobStatus, SparkApplicationStatus
 from kubemill.cli import views
 from kubemill.cli.quick import _parse, age_text, jobs_text
+from kubemill.kinds import load_one
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.store import DB_NAME, Store
@@ -379,3 +381,81 @@ def test_an_endpoint_column_appears_in_both_tables_only_when_a_cluster_serves(
     quiet = jobs_text([summary("a", "")], now=now)
     assert quiet == rich([mars("a", None)])
     assert "ENDPOINT" not in quiet
+
+
+def yearly_schedule(name: str) -> Job:
+    """A schedule whose next run is months away: its loop runs, and starts nothing."""
+    return load_one(
+        {
+            "apiVersion": "kubemill.dev/v1",
+            "kind": "ScheduledSparkApplication",
+            "metadata": {"name": name},
+            "spec": {
+                "schedule": "0 0 1 1 *",
+                "template": {
+                    "type": "Python",
+                    "mode": "cluster",
+                    "image": "spark:4.0.0",
+                    "sparkVersion": "4.0.0",
+                    "mainApplicationFile": "app.py",
+                },
+            },
+        }
+    )
+
+
+def listed_by_the_console_script(backend: LocalBackend) -> dict[str, list[str]]:
+    """``kubemill get`` as a user runs it (the quick listing): its rows, by name."""
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(backend.state_dir)}
+    env.pop("KUBEMILL_SUBSTRATE", None)
+    done = subprocess.run(
+        [str(KUBEMILL), "get"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    # Columns are separated by 3 spaces or more; a LAST RUN cell has single spaces.
+    split = [re.split(r"\s{3,}", row.strip()) for row in rows]
+    assert re.split(r"\s{3,}", header.strip())[-1] == "LAST RUN"
+    return {cells[0]: cells[1:] for cells in split}
+
+
+def test_a_schedule_is_listed_with_its_state_and_last_run(
+    backend: LocalBackend, tmp_path: Path, fixed_age: float
+) -> None:
+    """Beside jobs, a schedule shows whether runs start (Scheduled / Suspended) and its
+    last run, never replicas it cannot have; the quick table is still rich's."""
+    backend.submit(pytorch_job("good", master="pass"), SubmitOptions(base_dir=str(tmp_path)))
+    assert backend.wait("good", timeout=60).finished
+    (tmp_path / "app.py").write_text("print('never run here')\n")
+    backend.submit(yearly_schedule("yearly"), SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    try:
+        eventually(lambda: backend.get("yearly").phase == "Scheduled", what="the first pass")
+        rows = listed_by_the_console_script(backend)
+        assert rows["yearly"][:4] == ["ScheduledSparkApplication", "Scheduled", "-", "-"]
+        assert rows["yearly"][-1] == "-"  # no run yet
+        assert rows["good"][:2] == ["PyTorchJob", "Succeeded"] and rows["good"][-1] == "-"
+        summaries = read_summaries(backend.state_dir)
+        assert summaries is not None
+        assert jobs_text(summaries, now=fixed_age) == rich_table(backend)
+
+        backend.suspend("yearly")
+        # Suspended: the core clears nextRun; once it has, the loop writes nothing more.
+        eventually(lambda: backend.get("yearly").job.status.next_run is None, what="suspended")
+        rec = backend.store.job("default", "yearly")
+        assert rec is not None
+        last_run = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+        # As the loop records a run it started (none starts here: the next is months away).
+        status = {**rec.status, "lastRun": last_run.isoformat(), "lastRunName": "yearly-1"}
+        backend.store.set_status(rec.uid, status, finished=False)
+        rows = listed_by_the_console_script(backend)
+        assert rows["yearly"][1] == "Suspended"
+        assert rows["yearly"][-1] == "yearly-1 (5m ago)"
+        summaries = read_summaries(backend.state_dir)
+        assert summaries is not None
+        assert jobs_text(summaries, now=fixed_age) == rich_table(backend)
+
+        backend.resume("yearly")
+        eventually(lambda: backend.get("yearly").job.status.next_run is not None, what="resumed")
+        assert listed_by_the_console_script(backend)["yearly"][1] == "Scheduled"
+    finally:
+        backend.delete("yearly")

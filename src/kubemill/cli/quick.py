@@ -127,6 +127,21 @@ def quick_get(argv: Sequence[str]) -> int | None:
     return 0
 
 
+LAST_RUN = "LAST RUN"
+"""The column of a schedule's last run, shown when the list holds a schedule."""
+NONE = "-"
+"""A cell with nothing to show: a schedule's replicas and restarts (it has none; its runs
+are jobs of their own, listed beside it)."""
+
+
+def last_run_text(name: str, ago: str, *, schedule: bool) -> str:
+    """A schedule's last run as the job list shows it: ``NAME (5m ago)``; ``-`` before
+    its first run, and for a job that is no schedule."""
+    if not schedule or not name:
+        return NONE
+    return f"{name} ({ago} ago)" if ago else name
+
+
 def jobs_text(
     summaries: Sequence[JobSummary],
     *,
@@ -137,12 +152,15 @@ def jobs_text(
     """The table of ``kubemill get``, laid out as ``jobs_table`` lays it out."""
     moment = time.time() if now is None else now
     namespaced = not one_namespace and any(s.namespace != "default" for s in summaries)
-    # A service cluster's endpoint gets a column of its own, only when one is listed.
+    # A service cluster's endpoint gets a column of its own, only when one is listed;
+    # so does a schedule's last run.
     endpoints = any(s.endpoint for s in summaries)
+    schedules = any(s.schedule for s in summaries)
     headers = (
         *(("NAMESPACE",) if namespaced else ()),
         *HEADERS,
         *(("ENDPOINT",) if endpoints else ()),
+        *((LAST_RUN,) if schedules else ()),
     )
     rows = [
         (
@@ -150,10 +168,11 @@ def jobs_text(
             s.name,
             s.kind,
             s.phase,
-            f"{s.ready}/{s.total}",
-            str(s.restarts),
+            NONE if s.schedule else f"{s.ready}/{s.total}",
+            NONE if s.schedule else str(s.restarts),
             age_text(moment - s.created),
             *([s.endpoint] if endpoints else []),
+            *([_last_run(s, moment)] if schedules else []),
         )
         for s in summaries
     ]
@@ -162,6 +181,11 @@ def jobs_text(
     lines = [_line(headers, widths, colour, bold=True, state=-1)]
     lines += [_line(row, widths, colour, bold=False, state=state) for row in rows]
     return "".join(lines)
+
+
+def _last_run(summary: JobSummary, moment: float) -> str:
+    ago = "" if summary.last_run is None else age_text(moment - summary.last_run)
+    return last_run_text(summary.last_run_name, ago, schedule=summary.schedule)
 
 
 def _line(cells: Sequence[str], widths: list[int], colour: bool, *, bold: bool, state: int) -> str:

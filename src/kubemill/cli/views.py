@@ -20,11 +20,13 @@ from rich.table import Table
 from rich.text import Text
 
 from kubemill.api import ConditionType, ScheduledSparkApplication, SparkApplicationStatus
+from kubemill.api.spark import ScheduledSparkApplicationStatus as ScheduledSparkStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
-from kubemill.cli.quick import PHASE_STYLES, PIPE_WIDTH, age_text
+from kubemill.cli.quick import LAST_RUN, NONE, PHASE_STYLES, PIPE_WIDTH, age_text, last_run_text
 from kubemill.cli.settings import Settings
 from kubemill.substrates.base import EventRecord, JobView, LogLine, ReplicaView
+from kubemill.substrates.local.summary import schedule_phase
 
 READY_PHASES = ("Running", "Succeeded")
 """A replica counts as ready in ``get`` while it runs and once it has succeeded."""
@@ -237,27 +239,50 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
     # Like `kubectl get -A`: name the namespace once jobs live in more than the default one.
     namespaced = not one_namespace and any(view.namespace != "default" for view in views)
-    # A service cluster's endpoint (MarsCluster) gets a column only when one is listed.
+    # A service cluster's endpoint (MarsCluster) gets a column only when one is listed;
+    # so does a schedule's last run. A schedule has no replicas (its runs are jobs of
+    # their own, listed beside it): its state says whether runs start (Scheduled) or not.
     endpoints = any(endpoint(view) for view in views)
+    schedules = any(_is_schedule(view) for view in views)
     headers = (
         *(("NAMESPACE",) if namespaced else ()),
         *JOB_HEADERS,
         *(("ENDPOINT",) if endpoints else ()),
+        *((LAST_RUN,) if schedules else ()),
     )
     for header in headers:
         table.add_column(header, no_wrap=True)
     for view in views:
+        schedule = _is_schedule(view)
         table.add_row(
             *([view.namespace] if namespaced else []),
             view.name,
             view.kind,
-            phase_text(view.phase),
-            f"{ready_replicas(view)}/{total_replicas(view)}",
-            str(restarts(view)),
+            phase_text(schedule_state(view) if schedule else view.phase),
+            NONE if schedule else f"{ready_replicas(view)}/{total_replicas(view)}",
+            NONE if schedule else str(restarts(view)),
             age(view.created or view.status.start_time),
             *([endpoint(view)] if endpoints else []),
+            *([_last_run(view)] if schedules else []),
         )
     return table
+
+
+def schedule_state(view: JobView) -> str:
+    """A schedule's state in the job list (``Suspended`` while suspended): as the quick
+    listing words it (:func:`~kubemill.substrates.local.summary.schedule_phase`)."""
+    assert isinstance(view.job, ScheduledSparkApplication)
+    status = view.status
+    state = status.schedule_state.value if isinstance(status, ScheduledSparkStatus) else ""
+    return schedule_phase(state, suspended=bool(view.job.spec.suspend))
+
+
+def _last_run(view: JobView) -> str:
+    status = view.status
+    if not isinstance(status, ScheduledSparkStatus):
+        return last_run_text("", "", schedule=False)
+    ago = "" if status.last_run is None else age(status.last_run)
+    return last_run_text(status.last_run_name or "", ago, schedule=True)
 
 
 def endpoint(view: JobView) -> str:

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,21 @@ def phase_of(status: Mapping[str, Any]) -> str:
     return true_ones[-1] if true_ones else "Pending"
 
 
+SCHEDULE_STATE = "scheduleState"
+"""The status field only a schedule's status has (a ScheduledSparkApplication's, empty
+before its first pass): what tells a schedule in the listing, without the models."""
+SUSPENDED = "Suspended"
+
+
+def schedule_phase(state: str, *, suspended: bool) -> str:
+    """A schedule's word in the job list: ``Suspended`` while its ``spec.suspend`` keeps
+    new runs from starting (upstream's state stays ``Scheduled`` then, with ``suspend``
+    in a column of its own, which the job list has not), else its state (``New`` before
+    its first pass, ``Scheduled``, ``FailedValidation``)."""
+    word = state or "New"
+    return SUSPENDED if suspended and word in ("New", "Scheduled") else word
+
+
 @dataclass(frozen=True)
 class JobSummary:
     """One line of ``kubemill get``."""
@@ -95,12 +110,20 @@ class JobSummary:
     created: float
     endpoint: str = ""
     """Where a service cluster serves (``status.endpoint``), "" for none."""
+    schedule: bool = False
+    """A schedule (it has no replicas; its runs are jobs of their own)."""
+    last_run: float | None = None
+    """A schedule's ``status.lastRun`` (seconds since the epoch), None before its first."""
+    last_run_name: str = ""
+    """A schedule's ``status.lastRunName``."""
 
 
 _QUERY = """
 SELECT jobs.namespace, jobs.name, jobs.kind, jobs.wanted, jobs.ttl,
        jobs.finished, jobs.status, jobs.created, jobs.supervisor_state, jobs.supervisor_pid,
        jobs.supervisor_start, jobs.supervisor_boot,
+       CASE WHEN instr(jobs.status, '"{schedule_state}"') > 0
+            THEN json_extract(jobs.manifest, '$.spec.suspend') END AS schedule_suspend,
        COUNT(replicas.name) AS present,
        COALESCE(SUM(replicas.phase IN ({ready})), 0) AS ready,
        COALESCE(SUM(replicas.restart_count + replicas.retired_restarts), 0) AS restarts
@@ -131,7 +154,8 @@ def read_summaries(
             return None
         marks = ",".join("?" for _ in READY_PHASES)
         where, args = ("WHERE jobs.namespace = ?", (namespace,)) if namespace else ("", ())
-        rows = conn.execute(_QUERY.format(ready=marks, where=where), (*READY_PHASES, *args))
+        query = _QUERY.format(ready=marks, where=where, schedule_state=SCHEDULE_STATE)
+        rows = conn.execute(query, (*READY_PHASES, *args))
         summaries = []
         for row in rows.fetchall():
             (ns, name, kind, wanted, ttl, finished, status, created, state) = row[:9]
@@ -139,23 +163,27 @@ def read_summaries(
                 return None  # the full read heals it
             if finished and state == "done" and ttl is not None and _expired(status, ttl, moment):
                 return None  # the full read has the core delete it
-            phase = _phase(status)
-            if phase is None:
+            wire = _status(status)
+            if wire is None:
                 return None  # the full read reports the damaged record
-            present, ready, restarts = row[12:15]
-            summaries.append(
-                JobSummary(
-                    ns,
-                    name,
-                    kind,
-                    phase,
-                    ready,
-                    max(wanted, present),
-                    restarts,
-                    created,
-                    _endpoint(status),
-                )
+            suspend, present, ready, restarts = row[12:16]
+            summary = JobSummary(
+                ns,
+                name,
+                kind,
+                phase_of(wire),
+                ready,
+                max(wanted, present),
+                restarts,
+                created,
+                _endpoint(wire),
             )
+            if SCHEDULE_STATE in wire:
+                schedule = _as_schedule(summary, wire, suspended=bool(suspend))
+                if schedule is None:
+                    return None  # a time it cannot read: the full read says what is wrong
+                summary = schedule
+            summaries.append(summary)
         return summaries
     except sqlite3.Error:
         return None
@@ -171,18 +199,37 @@ def _supervisor_alive(recorded: tuple[Any, ...], created: float, now: float) -> 
     return procinfo.is_alive(procinfo.ProcessId(pid=pid, start_ticks=start, boot_id=boot or ""))
 
 
-def _phase(status: str) -> str | None:
+def _status(status: str) -> Mapping[str, Any] | None:
+    """The stored status in its wire form, None if it is not a JSON object."""
     try:
         wire = json.loads(status)
     except ValueError:
         return None
-    return phase_of(wire) if isinstance(wire, Mapping) else None
+    return wire if isinstance(wire, Mapping) else None
 
 
-def _endpoint(status: str) -> str:
-    """A service cluster's ``status.endpoint`` ("" for none; the status parsed before)."""
-    endpoint = json.loads(status).get("endpoint")
+def _endpoint(wire: Mapping[str, Any]) -> str:
+    """A service cluster's ``status.endpoint`` ("" for none)."""
+    endpoint = wire.get("endpoint")
     return endpoint if isinstance(endpoint, str) else ""
+
+
+def _as_schedule(
+    summary: JobSummary, wire: Mapping[str, Any], *, suspended: bool
+) -> JobSummary | None:
+    """A schedule's row: its schedule state and its last run."""
+    last = wire.get("lastRun")
+    try:
+        last_run = None if last is None else datetime.fromisoformat(str(last)).timestamp()
+    except ValueError:
+        return None
+    return replace(
+        summary,
+        phase=schedule_phase(str(wire.get(SCHEDULE_STATE) or ""), suspended=suspended),
+        schedule=True,
+        last_run=last_run,
+        last_run_name=str(wire.get("lastRunName") or ""),
+    )
 
 
 def _expired(status: str, ttl: float, now: float) -> bool:
@@ -197,10 +244,13 @@ def _expired(status: str, ttl: float, now: float) -> bool:
 
 __all__ = [
     "DB_NAME",
+    "SCHEDULE_STATE",
     "SCHEMA_VERSION",
     "STATE_DIR_ENV",
+    "SUSPENDED",
     "JobSummary",
     "default_state_dir",
     "phase_of",
     "read_summaries",
+    "schedule_phase",
 ]
