@@ -50,9 +50,18 @@ def test_a_schedule_runs_locally_in_the_background_until_deleted(
     row = eventually(lambda: (r := listed())["STATE"] == "Scheduled" and r, what="scheduled")
     assert row["NAME"] == "scheduled-spark-pi"
     assert row["SCHEDULE"].startswith("*/10 * * * *")
-    assert runner.invoke(app, ["suspend", "scheduled-spark-pi"]).exit_code == 0
+    suspended = runner.invoke(app, ["suspend", "scheduled-spark-pi"])
+    assert suspended.exit_code == 0, suspended.output
+    # What a suspend of a schedule does: no replicas of its own are stopped.
+    assert suspended.stdout.splitlines()[0] == (
+        "schedule scheduled-spark-pi suspended: no new run starts; runs already started go on"
+        " (SparkApplications of their own: `kubemill get sparkapplications`)"
+    )
     assert listed()["SUSPEND"] == "true"
-    assert runner.invoke(app, ["resume", "scheduled-spark-pi"]).exit_code == 0
+    resumed = runner.invoke(app, ["resume", "scheduled-spark-pi"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "resumed: its next run starts at its next due time" in resumed.stdout
+    assert "replicas" not in resumed.stdout and "logs" not in resumed.stdout
     assert listed()["SUSPEND"] == "false"
     deleted = runner.invoke(app, ["delete", "scheduled-spark-pi"])
     assert deleted.exit_code == 0, deleted.output

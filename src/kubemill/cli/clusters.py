@@ -58,9 +58,9 @@ class NotServing(Exception):
 def is_service(kind: str) -> bool:
     """Whether jobs of ``kind`` serve until stopped (never finish): ``run`` waits for
     Ready rather than for the end."""
-    from kubemill.kinds import entry_for
+    from kubemill.sdk.client import is_service as serves
 
-    return getattr(entry_for(kind), "finishes", True) is False
+    return serves(kind)
 
 
 def wait_serving(

@@ -261,9 +261,9 @@ def _took(view: JobView) -> str:
 
 def _controls(kind: str) -> str | None:
     """The kind of the jobs ``kind`` creates, if it is a controller kind (a schedule)."""
-    from kubemill.kinds import controllers
+    from kubemill.sdk.client import runs_of
 
-    return next((c.controls for c in controllers() if c.kind == kind), None)
+    return runs_of(kind)
 
 
 def _print_next(

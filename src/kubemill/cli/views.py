@@ -543,19 +543,45 @@ def interrupt_job(settings: Settings, name: str, *, force: bool) -> None:
 
 
 def suspend_job(settings: Settings, name: str) -> None:
-    """``kubemill suspend NAME``: its replicas stop; it stays until resumed."""
-    settings.client().suspend(name, namespace=settings.namespace)
+    """``kubemill suspend NAME``: a job's replicas stop and it stays until resumed; a
+    schedule starts no new run (runs already started go on, as jobs of their own)."""
+    view = settings.client().suspend(name, namespace=settings.namespace)
     console = stdout_console()
-    console.print(f"job {name} suspended: its replicas are being stopped", markup=False)
+    runs = _runs_of(view)
+    if runs is not None:
+        console.print(
+            f"schedule {name} suspended: no new run starts; runs already started go on"
+            f" ({runs}s of their own: `{settings.next_command('get', f'{runs.lower()}s')}`)",
+            markup=False,
+        )
+    else:
+        console.print(f"job {name} suspended: its replicas are being stopped", markup=False)
     console.print(
         Text.assemble(("Next: ", "dim"), settings.next_command("resume", name)), markup=False
     )
 
 
 def resume_job(settings: Settings, name: str) -> None:
-    """``kubemill resume NAME``: its replicas start again."""
-    settings.client().resume(name, namespace=settings.namespace)
+    """``kubemill resume NAME``: a job's replicas start again; a schedule starts runs
+    again at its next due time."""
+    view = settings.client().resume(name, namespace=settings.namespace)
     console = stdout_console()
+    runs = _runs_of(view)
+    if runs is not None:
+        console.print(
+            f"schedule {name} resumed: its next run starts at its next due time (times"
+            " missed while suspended are not made up)",
+            markup=False,
+        )
+        console.print(
+            Text.assemble(
+                ("Next: ", "dim"),
+                settings.next_command("get", name),
+                "  |  ",
+                settings.next_command("get", f"{runs.lower()}s"),
+            )
+        )
+        return
     console.print(f"job {name} resumed: its replicas are being started", markup=False)
     console.print(
         Text.assemble(
@@ -565,6 +591,13 @@ def resume_job(settings: Settings, name: str) -> None:
             settings.next_command("logs", name, "-f"),
         )
     )
+
+
+def _runs_of(view: JobView) -> str | None:
+    """The kind of the runs a schedule (a controller kind) creates; None for a job."""
+    from kubemill.sdk.client import runs_of
+
+    return runs_of(view.kind)
 
 
 def _reason(view: JobView, kind: ConditionType) -> str:

@@ -10,19 +10,27 @@ options differ (``state_dir`` for local, ``kubeconfig``/``context`` for a cluste
     for line in client.logs(view.name, follow=True):
         print(line.replica, line.text)
     print(client.wait(view.name).phase)                   # Succeeded / Failed
+
+Not every kind finishes. A schedule (ScheduledSparkApplication) starts a job at each due
+time and never ends itself: :meth:`JobClient.wait` and :meth:`JobClient.run` refuse it
+with :class:`NeverFinishes` (wait for one of its runs instead, named in its status'
+``lastRunName``). A service cluster (MarsCluster) serves until it is stopped: ``wait``
+returns once the core judges it Ready (or it ended), which is what a program waits for
+before it connects; it has no suspend (:meth:`JobClient.suspend` refuses it).
 """
 
 from __future__ import annotations
 
 import builtins
 import os
+import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kubemill.api import FieldError, Job, ManifestError
-from kubemill.kinds import load_one
+from kubemill.api import ConditionType, FieldError, Job, ManifestError
+from kubemill.kinds import UnknownKind, controllers, entry_for, load_one
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import (
@@ -31,12 +39,41 @@ from kubemill.substrates.base import (
     LogLine,
     LogQuery,
     SubmitOptions,
+    SubstrateError,
 )
 
 JobSource = Job | str | os.PathLike[str] | Mapping[str, Any]
 """A job model, a manifest file's path, YAML text, or a manifest as a dict."""
 
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+SERVICE_POLL_SECONDS = 0.25
+"""How often :meth:`JobClient.wait` looks at a service cluster until it is Ready."""
+
+
+class NeverFinishes(SubstrateError):
+    """Waiting for a job of a kind that never finishes (a schedule); the message says
+    what to wait for instead."""
+
+
+def runs_of(kind: str) -> str | None:
+    """The kind of the jobs a controller kind (a schedule) creates; None for other kinds."""
+    return next((c.controls for c in controllers() if c.kind == kind), None)
+
+
+def is_service(kind: str) -> bool:
+    """Whether jobs of ``kind`` serve until stopped (a MarsCluster), never finishing."""
+    try:
+        return getattr(entry_for(kind), "finishes", True) is False
+    except UnknownKind:
+        return False
+
+
+def _never_finishes(kind: str, name: str, *, runs: str) -> NeverFinishes:
+    return NeverFinishes(
+        f"{kind} {name} never finishes: it starts a {runs} at each due time. Wait for one "
+        f"of its runs instead, e.g. client.wait(client.get({name!r}).job.status.lastRunName"
+        " ...) once it has one (its runs are listed with client.list())"
+    )
 
 
 def load_source(source: JobSource) -> tuple[Job, str | None]:
@@ -155,10 +192,22 @@ class JobClient:
     ) -> JobView:
         """Submit in the foreground and wait for the end; Ctrl-C interrupts the job.
 
-        Returns the finished job (or, after ``timeout``, the job as it is then).
+        Returns the finished job (or, after ``timeout``, the job as it is then). A service
+        cluster is returned once Ready, serving from this process until it ends (stop it
+        with :meth:`delete`). A schedule raises :class:`NeverFinishes`, submitting nothing.
         """
         _check_timeout(timeout)
-        view = self.submit(job, detach=False, namespace=namespace, base_dir=base_dir)
+        model, source_dir = load_source(job)
+        runs = runs_of(model.KIND)
+        if runs is not None:
+            # Nothing is submitted: a schedule would outlive this call, which never returns.
+            raise NeverFinishes(
+                f"{model.KIND} {model.name} never finishes, so it cannot be run to its end:"
+                f" submit it with client.submit(...) (it runs in the background, starting a"
+                f" {runs} at each due time), then wait for one of its runs"
+            )
+        chosen = base_dir if base_dir is not None else source_dir
+        view = self.submit(model, detach=False, namespace=namespace, base_dir=chosen)
         try:
             return self.wait(view.name, view.namespace, timeout=timeout)
         except KeyboardInterrupt:
@@ -178,10 +227,34 @@ class JobClient:
     ) -> JobView:
         """Block until the job has finished and its processes stopped, or ``timeout``.
 
-        Check ``view.finished`` on the result after a timeout.
+        Check ``view.finished`` on the result after a timeout. A service cluster
+        (MarsCluster) never finishes by itself: for one, this returns once it is Ready
+        (its ``Ready`` condition True, the endpoint in its status), or once it ended
+        (stopped or failed), or at ``timeout``; check ``view.status`` for which. A schedule
+        (ScheduledSparkApplication) never finishes at all: :class:`NeverFinishes` is
+        raised at once, naming what to wait for instead (one of its runs).
         """
         _check_timeout(timeout)
-        return self.backend.wait(name, self._ns(namespace), timeout)
+        ns = self._ns(namespace)
+        kind = self.get(name, ns).kind
+        runs = runs_of(kind)
+        if runs is not None:
+            raise _never_finishes(kind, name, runs=runs)
+        if is_service(kind):
+            return self._wait_ready(name, ns, timeout)
+        return self.backend.wait(name, ns, timeout)
+
+    def _wait_ready(self, name: str, namespace: str | None, timeout: float | None) -> JobView:
+        """Poll a service cluster until it is Ready or has ended, or ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            view = self.get(name, namespace)
+            if view.finished or view.status.is_true(ConditionType.READY):
+                return view
+            if deadline is not None and time.monotonic() >= deadline:
+                return view
+            remaining = SERVICE_POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            time.sleep(max(0.0, min(SERVICE_POLL_SECONDS, remaining)))
 
     def logs(
         self,
@@ -239,14 +312,31 @@ class JobClient:
         The same on every substrate: ``spec.runPolicy.suspend`` is set and the core
         deletes the pods. Returns at once; :meth:`get` shows Suspended once that is done.
         Restarts counted so far are kept. Raises ``SubstrateError`` for a finished job.
+        For a schedule, ``spec.suspend`` is set: no new run starts, and runs already
+        started go on. A service cluster has no suspend: ``SubstrateError``, and nothing
+        changes (stop it with :meth:`interrupt` or :meth:`delete`).
         """
-        return self.backend.suspend(name, self._ns(namespace))
+        ns = self._ns(namespace)
+        self._refuse_service(name, ns, "suspended")
+        return self.backend.suspend(name, ns)
 
     def resume(self, name: str, namespace: str | None = None) -> JobView:
         """Resume a suspended job: ``spec.runPolicy.suspend`` is cleared and the core
         creates its replicas again (``startTime`` restarts, as upstream). Locally, a job
-        whose supervisor has gone meanwhile gets a new detached one."""
-        return self.backend.resume(name, self._ns(namespace))
+        whose supervisor has gone meanwhile gets a new detached one. A schedule starts
+        runs again from its next due time on (times missed meanwhile are not made up)."""
+        ns = self._ns(namespace)
+        self._refuse_service(name, ns, "resumed")
+        return self.backend.resume(name, ns)
+
+    def _refuse_service(self, name: str, namespace: str | None, verb: str) -> None:
+        kind = self.get(name, namespace).kind
+        if is_service(kind):
+            raise SubstrateError(
+                f"{kind} {name} cannot be {verb}: a service cluster has no suspend (it"
+                f" serves until stopped); stop it with `kubemill cluster stop {name}`"
+                " (client.delete), or `kubemill interrupt` (client.interrupt) to keep its record"
+            )
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica (no process is left behind) and remove the job and its logs."""
