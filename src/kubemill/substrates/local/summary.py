@@ -10,7 +10,9 @@ the job (:mod:`.store`): ``wanted`` (the replicas the spec asks for) and ``ttl``
 (``ttlSecondsAfterFinished``). The phase is read from the stored status (a JSON
 decode, 4 ms for a thousand jobs: a copy in a column of its own could go stale under a
 writer that does not know it), ready replicas and restarts are counted from the
-``replicas`` rows in the same query.
+``replicas`` rows in the same query. A schedule (its status has ``scheduleState``) has no
+replicas: its row carries its schedule state, ``Suspended`` while its manifest's
+``spec.suspend`` says so (read for schedules only), and its last run.
 
 A listing must tell the same truth as a full read, which heals jobs whose supervisor died
 and deletes finished jobs whose ``ttlSecondsAfterFinished`` has passed (the core decides
