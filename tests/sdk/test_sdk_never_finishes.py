@@ -1,7 +1,7 @@
 """``JobClient`` and the kinds that never finish: a schedule (``wait`` and ``run`` raise
 :class:`NeverFinishes`, naming what to wait for, instead of blocking for ever) and a service
-cluster (``wait`` returns once it is Ready; it has no suspend, so ``suspend``/``resume``
-refuse it before anything changes)."""
+cluster (``wait`` returns once it is Ready, ``run`` submits it detached and returns then;
+it has no suspend, so ``suspend``/``resume`` refuse it before anything changes)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kubemill.api import Condition, ConditionType
 from kubemill.api.mars import MarsClusterStatus
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient, JobView, NeverFinishes, SubstrateError
+from kubemill.substrates.base import SubmitOptions
 
 SCHEDULE = {
     "apiVersion": "kubemill.dev/v1",
@@ -92,6 +93,10 @@ class ServiceBackend:
             status.endpoint = "http://127.0.0.1:1234"
         return JobView(job=self.job, status=status)
 
+    def submit(self, job: Any, options: SubmitOptions) -> JobView:
+        self.asked.append(f"submit detach={options.detach}")
+        return self.get(job.name, options.namespace)
+
     def __getattr__(self, verb: str) -> Any:
         def record(*args: Any, **kwargs: Any) -> Any:
             self.asked.append(verb)
@@ -137,3 +142,13 @@ def test_a_service_cluster_has_no_suspend(
     with pytest.raises(SubstrateError, match=r"MarsCluster m1 cannot be .*: a service cluster"):
         getattr(client, verb)("m1")
     assert backend.asked == []  # nothing was changed
+
+
+def test_running_a_service_cluster_submits_it_detached_and_returns_once_ready(
+    service: tuple[JobClient, ServiceBackend],
+) -> None:
+    client, backend = service
+    view = client.run(MARS, timeout=30)
+    assert view.status.is_true(ConditionType.READY)
+    # Detached, as `kubemill run` does: it serves on after this call, until deleted.
+    assert backend.asked == ["submit detach=True"]

@@ -193,8 +193,9 @@ class JobClient:
         """Submit in the foreground and wait for the end; Ctrl-C interrupts the job.
 
         Returns the finished job (or, after ``timeout``, the job as it is then). A service
-        cluster is returned once Ready, serving from this process until it ends (stop it
-        with :meth:`delete`). A schedule raises :class:`NeverFinishes`, submitting nothing.
+        cluster is submitted detached, as ``kubemill run`` submits one, and returned once
+        Ready (see :meth:`wait`): it serves in the background until :meth:`delete`. A
+        schedule raises :class:`NeverFinishes`, submitting nothing.
         """
         _check_timeout(timeout)
         model, source_dir = load_source(job)
@@ -207,7 +208,9 @@ class JobClient:
                 f" {runs} at each due time), then wait for one of its runs"
             )
         chosen = base_dir if base_dir is not None else source_dir
-        view = self.submit(model, detach=False, namespace=namespace, base_dir=chosen)
+        # A service never ends: in the foreground it would live only as long as this call.
+        detach = is_service(model.KIND)
+        view = self.submit(model, detach=detach, namespace=namespace, base_dir=chosen)
         try:
             return self.wait(view.name, view.namespace, timeout=timeout)
         except KeyboardInterrupt:
