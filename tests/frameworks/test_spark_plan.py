@@ -4,6 +4,7 @@ the driver's access, foreign executors, and the status extension."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +313,17 @@ def test_driver_info_and_executor_state() -> None:
         "pi-exec-2": ExecutorState.PENDING,
     }
     assert fields["spark_application_id"] == application_id(app)
+
+
+def test_the_ui_address_is_the_ui_services_cluster_ip_once_allocated() -> None:
+    app = python_app(sparkUIOptions={"servicePort": 8080})
+    assert spark_status(view(app))["driver_info"].web_ui_address is None  # type: ignore[attr-defined]
+    allocated = replace(
+        view(app), cluster_ips=(("pi-driver-svc", "10.0.0.1"), ("pi-ui-svc", "10.96.3.4"))
+    )
+    info = spark_status(allocated)["driver_info"]
+    # As the spark-operator: <clusterIP of the UI service>:<its port>.
+    assert info.web_ui_address == "10.96.3.4:8080"  # type: ignore[attr-defined]
 
 
 def test_spark_ui_options_shape_the_ui_service() -> None:

@@ -456,6 +456,9 @@ class StatusView:
     run: RunRecord | None = None
     """What the core decided for an application with a :class:`RerunPolicy` (its state,
     attempts and times): the extension names it in the kind's own fields."""
+    cluster_ips: tuple[tuple[str, str], ...] = ()
+    """(service name, cluster IP) of the job's services that have one, as observed (e.g.
+    the Spark UI's address); none locally."""
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,10 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
 - **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
 - **Status** (:func:`spark_status`): the core's decision named in the spark-operator's
   fields (``applicationState{state, errorMessage}``, ``submissionID``, the attempts, the
-  submission and termination times), ``driverInfo``, ``executorState`` per executor pod,
-  ``sparkApplicationId``; :func:`recorded_run` reads them back for the next pass.
+  submission and termination times), ``driverInfo`` (``webUIAddress`` is the UI service's
+  cluster IP and port once the API server allocated the IP, as the spark-operator sets it),
+  ``executorState`` per executor pod, ``sparkApplicationId``; :func:`recorded_run` reads
+  them back for the next pass.
 """
 
 from __future__ import annotations
@@ -541,12 +543,18 @@ def spark_status(view: StatusView) -> Mapping[str, object]:
             executors[pod.name] = _EXECUTOR_STATES.get(pod.phase, ExecutorState.UNKNOWN)
         elif pod.name in drivers:
             driver_phase = pod.phase
+    ui = ui_service(job)
+    ui_port = ui.ports[0].port
+    # As the spark-operator: the UI service's cluster IP and port, once the API server gave
+    # the service an IP (there is none locally, where the local planner says the address).
+    ui_ip = dict(view.cluster_ips).get(ui.name)
     fields: dict[str, object] = {
         "spark_application_id": application_id(job),
         "driver_info": DriverInfo(
             pod_name=driver_pod,
-            web_ui_service_name=ui_service_name(job),
-            web_ui_port=ui_service(job).ports[0].port,
+            web_ui_service_name=ui.name,
+            web_ui_port=ui_port,
+            web_ui_address=f"{ui_ip}:{ui_port}" if ui_ip else None,
         ),
         "executor_state": executors,
     }
