@@ -135,13 +135,29 @@ def test_sparks_labels_ports_and_env_on_the_driver() -> None:
     assert labels["spark-app-name"] == "pi"
     assert labels["spark-version"] == "4.0.0"
     assert labels["spark-app-selector"] == application_id(app)
-    assert dict(driver.ports) == {"driver-rpc-port": 7078, "blockmanager": 7079, "spark-ui": 4040}
+    assert dict(driver.ports) == {
+        "driver-rpc-port": 7078,
+        "blockmanager": 7079,
+        "spark-ui": 4040,
+        "spark-connect": 15002,
+    }
     env = {e.name: e for e in driver.env}
+    assert env["SPARK_USER"].value == "spark"  # who the spark-operator submits as
     assert env["SPARK_APPLICATION_ID"].value == application_id(app)
     assert env["SPARK_CONF_DIR"].value == "/opt/spark/conf"
     bind = env["SPARK_DRIVER_BIND_ADDRESS"].value_from
     assert bind is not None and bind.field_ref is not None
     assert bind.field_ref.field_path == "status.podIP"
+
+
+def test_spark_user_is_the_proxy_user_when_given_and_the_users_env_wins() -> None:
+    proxied = cluster_plan(python_app(proxyUser="alice")).replicas[0]
+    assert {e.name: e.value for e in proxied.env}["SPARK_USER"] == "alice"
+    own = python_app(driver={"env": [{"name": "SPARK_USER", "value": "bob"}]})
+    (driver,) = cluster_plan(own).replicas
+    assert "SPARK_USER" not in {e.name for e in driver.env}
+    container = driver.template.spec.containers[0]
+    assert {e.name: e.value for e in container.env or []}["SPARK_USER"] == "bob"
 
 
 def test_the_application_id_follows_the_uid_and_is_stable_without_one() -> None:
@@ -222,7 +238,7 @@ def test_services_access_executors_and_outcome() -> None:
     by_name = {s.name: s for s in plan.exposed}
     headless = by_name["pi-driver-svc"]
     assert headless.type == "Headless" and headless.replica_type == "Driver"
-    assert {p.port for p in headless.ports} == {7078, 7079, 4040}
+    assert {p.port for p in headless.ports} == {7078, 7079, 4040, 15002}
     assert plan.subdomain == "pi-driver-svc"
     ui = by_name["pi-ui-svc"]
     assert (ui.type, [(p.name, p.port) for p in ui.ports]) == ("ClusterIP", [("spark-ui", 4040)])

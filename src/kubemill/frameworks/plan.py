@@ -300,6 +300,8 @@ class ServicePort:
     port: int
     target_port: int
     node_port: int | None = None
+    app_protocol: str | None = None
+    """The port's application protocol (``appProtocol``, e.g. Spark Connect's ``grpc``)."""
 
 
 @dataclass(frozen=True)
