@@ -316,6 +316,10 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
         out["spark.kubernetes.executor.limit.cores"] = executor.core_limit
     if executor.service_account:
         out["spark.kubernetes.authenticate.executor.serviceAccountName"] = executor.service_account
+    if spec.driver.service_account:
+        # As the spark-operator passes it (kubemill's own driver account is no conf: Spark's
+        # client never named it).
+        out["spark.kubernetes.authenticate.driver.serviceAccountName"] = spec.driver.service_account
     if executor.delete_on_termination is not None:
         out["spark.kubernetes.executor.deleteOnTermination"] = str(
             executor.delete_on_termination
@@ -366,6 +370,8 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
         ):
             if values:
                 out[key] = _join(values)
+    # Spark's submission always names the Python files, even none.
+    out.setdefault("spark.submit.pyFiles", "")
     return out
 
 
