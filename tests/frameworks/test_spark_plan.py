@@ -196,6 +196,9 @@ def test_spark_properties_tell_the_driver_how_to_create_its_executors() -> None:
         # What the operator watches executors by, and counts them as.
         "spark.kubernetes.executor.label.kubemill.dev/job-name": "pi",
         "spark.kubernetes.executor.label.kubemill.dev/replica-type": "executor",
+        # The spark-operator's labels on the executors it launches.
+        "spark.kubernetes.executor.label.sparkoperator.k8s.io/app-name": "pi",
+        "spark.kubernetes.executor.label.sparkoperator.k8s.io/launched-by-spark-operator": "true",
         "spark.kubernetes.executor.podNamePrefix": "pi",
         "spark.kubernetes.memoryOverheadFactor": "0.4",
     }

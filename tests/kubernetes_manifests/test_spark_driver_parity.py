@@ -129,6 +129,7 @@ EXPLAINED: dict[str, str] = {
     "metadata.namespace": "Spark's client leaves it to the request's path",
     "metadata.ownerReferences": "the spark-operator's driver is owned by its SparkApplication",
     "metadata.labels.sparkoperator.k8s.io/app-name": "the spark-operator's own label",
+    "metadata.labels.sparkoperator.k8s.io/launched-by-spark-operator": "as app-name",
     "metadata.labels.spark-version": (
         "the submitting client's Spark; there is no client, so the application's sparkVersion"
     ),
@@ -245,6 +246,7 @@ def test_the_operators_driver_pod_is_sparks_own(argv: list[str]) -> None:
     assert differences(native, operator) == {}
     # What EXPLAINED lets differ is still what it should be.
     labels = operator["metadata"]["labels"]
+    assert labels["sparkoperator.k8s.io/launched-by-spark-operator"] == "true"
     assert labels["spark-app-name"] == app_name_label(app.name)
     assert labels["spark-version"] == app.spec.spark_version
     assert operator["metadata"]["ownerReferences"][0]["kind"] == "SparkApplication"
@@ -294,6 +296,7 @@ EXPLAINED_CONF: dict[str, str] = {
     "spark.kubernetes.executor.podTemplateContainerName": "as the pod template file",
     "spark.kubernetes.executor.container.image": "the executor's image field",
     "spark.kubernetes.executor.label.kubemill.dev/": "the operator watches labelled pods",
+    "spark.kubernetes.executor.label.sparkoperator.k8s.io/": "the spark-operator's labels",
 }
 """Keys (or prefixes ending in ``.`` or ``/``) of spark.properties that may differ, and why."""
 

@@ -146,6 +146,9 @@ TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
 
 LABEL_OPERATOR_APP_NAME = "sparkoperator.k8s.io/app-name"
 """The spark-operator's own label on the pods of an application."""
+LABEL_LAUNCHED_BY_OPERATOR = "sparkoperator.k8s.io/launched-by-spark-operator"
+"""The spark-operator's label (``"true"``) on the driver and executors it launched, which
+tools select Spark pods by."""
 
 DRIVER_VERBS = ("create", "get", "list", "watch", "delete", "deletecollection")
 """What Spark's documentation asks for the driver's account: it creates, watches and
@@ -237,6 +240,7 @@ def spark_labels(app: SparkApplication, role: str) -> dict[str, str]:
         LABEL_APP_NAME: app.name,
         LABEL_VERSION: app.spec.spark_version or "",
         LABEL_OPERATOR_APP_NAME: app.name,
+        LABEL_LAUNCHED_BY_OPERATOR: "true",
     }
 
 
@@ -330,6 +334,9 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
     # selector): the executors carry it, and their type, to be seen and counted.
     out[f"spark.kubernetes.executor.label.{LABEL_JOB_NAME}"] = app.name
     out[f"spark.kubernetes.executor.label.{LABEL_REPLICA_TYPE}"] = EXECUTOR.lower()
+    # As the spark-operator labels the executors it launches.
+    out[f"spark.kubernetes.executor.label.{LABEL_OPERATOR_APP_NAME}"] = app.name
+    out[f"spark.kubernetes.executor.label.{LABEL_LAUNCHED_BY_OPERATOR}"] = "true"
     for key, value in sorted((executor.annotations or {}).items()):
         out[f"spark.kubernetes.executor.annotation.{key}"] = value
     for key, value in sorted((executor.node_selector or spec.node_selector or {}).items()):
