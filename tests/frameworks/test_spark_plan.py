@@ -4,6 +4,7 @@ the driver's access, foreign executors, and the status extension."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +135,29 @@ def test_sparks_labels_ports_and_env_on_the_driver() -> None:
     assert labels["spark-app-name"] == "pi"
     assert labels["spark-version"] == "4.0.0"
     assert labels["spark-app-selector"] == application_id(app)
-    assert dict(driver.ports) == {"driver-rpc-port": 7078, "blockmanager": 7079, "spark-ui": 4040}
+    assert dict(driver.ports) == {
+        "driver-rpc-port": 7078,
+        "blockmanager": 7079,
+        "spark-ui": 4040,
+        "spark-connect": 15002,
+    }
     env = {e.name: e for e in driver.env}
+    assert env["SPARK_USER"].value == "spark"  # who the spark-operator submits as
     assert env["SPARK_APPLICATION_ID"].value == application_id(app)
     assert env["SPARK_CONF_DIR"].value == "/opt/spark/conf"
     bind = env["SPARK_DRIVER_BIND_ADDRESS"].value_from
     assert bind is not None and bind.field_ref is not None
     assert bind.field_ref.field_path == "status.podIP"
+
+
+def test_spark_user_is_the_proxy_user_when_given_and_the_users_env_wins() -> None:
+    proxied = cluster_plan(python_app(proxyUser="alice")).replicas[0]
+    assert {e.name: e.value for e in proxied.env}["SPARK_USER"] == "alice"
+    own = python_app(driver={"env": [{"name": "SPARK_USER", "value": "bob"}]})
+    (driver,) = cluster_plan(own).replicas
+    assert "SPARK_USER" not in {e.name for e in driver.env}
+    container = driver.template.spec.containers[0]
+    assert {e.name: e.value for e in container.env or []}["SPARK_USER"] == "bob"
 
 
 def test_the_application_id_follows_the_uid_and_is_stable_without_one() -> None:
@@ -179,6 +196,9 @@ def test_spark_properties_tell_the_driver_how_to_create_its_executors() -> None:
         # What the operator watches executors by, and counts them as.
         "spark.kubernetes.executor.label.kubemill.dev/job-name": "pi",
         "spark.kubernetes.executor.label.kubemill.dev/replica-type": "executor",
+        # The spark-operator's labels on the executors it launches.
+        "spark.kubernetes.executor.label.sparkoperator.k8s.io/app-name": "pi",
+        "spark.kubernetes.executor.label.sparkoperator.k8s.io/launched-by-spark-operator": "true",
         "spark.kubernetes.executor.podNamePrefix": "pi",
         "spark.kubernetes.memoryOverheadFactor": "0.4",
     }
@@ -221,7 +241,7 @@ def test_services_access_executors_and_outcome() -> None:
     by_name = {s.name: s for s in plan.exposed}
     headless = by_name["pi-driver-svc"]
     assert headless.type == "Headless" and headless.replica_type == "Driver"
-    assert {p.port for p in headless.ports} == {7078, 7079, 4040}
+    assert {p.port for p in headless.ports} == {7078, 7079, 4040, 15002}
     assert plan.subdomain == "pi-driver-svc"
     ui = by_name["pi-ui-svc"]
     assert (ui.type, [(p.name, p.port) for p in ui.ports]) == ("ClusterIP", [("spark-ui", 4040)])
@@ -312,6 +332,17 @@ def test_driver_info_and_executor_state() -> None:
         "pi-exec-2": ExecutorState.PENDING,
     }
     assert fields["spark_application_id"] == application_id(app)
+
+
+def test_the_ui_address_is_the_ui_services_cluster_ip_once_allocated() -> None:
+    app = python_app(sparkUIOptions={"servicePort": 8080})
+    assert spark_status(view(app))["driver_info"].web_ui_address is None  # type: ignore[attr-defined]
+    allocated = replace(
+        view(app), cluster_ips=(("pi-driver-svc", "10.0.0.1"), ("pi-ui-svc", "10.96.3.4"))
+    )
+    info = spark_status(allocated)["driver_info"]
+    # As the spark-operator: <clusterIP of the UI service>:<its port>.
+    assert info.web_ui_address == "10.96.3.4:8080"  # type: ignore[attr-defined]
 
 
 def test_spark_ui_options_shape_the_ui_service() -> None:

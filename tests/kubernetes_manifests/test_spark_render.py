@@ -141,7 +141,12 @@ def test_the_driver_pod_is_shaped_like_sparks_own(
         *arguments,
     ]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"driver-rpc-port": 7078, "blockmanager": 7079, "spark-ui": 4040}
+    assert ports == {
+        "driver-rpc-port": 7078,
+        "blockmanager": 7079,
+        "spark-ui": 4040,
+        "spark-connect": 15002,
+    }
     assert container["resources"]["requests"]["memory"] == memory
     assert container["resources"]["limits"]["memory"] == memory
     env = {e["name"]: e for e in container["env"]}
@@ -168,7 +173,9 @@ def test_the_services_select_the_driver() -> None:
     pod = named(objects, "Pod", "spark-pi-driver-0")
     driver_svc = named(objects, "Service", "spark-pi-driver-svc")
     assert driver_svc["spec"]["clusterIP"] == "None"
-    assert {p["port"] for p in driver_svc["spec"]["ports"]} == {7078, 7079, 4040}
+    assert {p["port"] for p in driver_svc["spec"]["ports"]} == {7078, 7079, 4040, 15002}
+    connect = next(p for p in driver_svc["spec"]["ports"] if p["port"] == 15002)
+    assert connect["appProtocol"] == "grpc"  # as Spark's own driver service
     ui = named(objects, "Service", "spark-pi-ui-svc")
     assert ui["spec"]["type"] == "ClusterIP"
     assert [(p["port"], p["targetPort"]) for p in ui["spec"]["ports"]] == [(4040, 4040)]

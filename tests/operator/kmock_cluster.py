@@ -16,6 +16,10 @@ and adds, for tests only:
   Created``; ``409 AlreadyExists`` on a duplicate create; ``404`` for a create in a
   namespace that does not exist (a fresh cluster has ``default``, ``kube-system``,
   ``kube-public`` and ``kube-node-lease``; tests create the others);
+- a Service's cluster IP: allocated from :data:`SERVICE_CIDR` on create unless it is
+  headless (``None``) or ``ExternalName``; one asked for must be free and in the range
+  (``422``); ``spec.clusterIPs`` follows; an update keeps it (one that changes it is
+  ``422``); the address is free again when the Service goes;
 - status-subresource semantics (a ``/status`` write changes only ``status``, a main-resource
   write never does), optimistic concurrency on ``metadata.resourceVersion`` (a PUT of a
   custom resource must carry one) and delete preconditions (``409 Conflict``);
@@ -56,6 +60,7 @@ import asyncio
 import contextlib
 import copy
 import datetime
+import ipaddress
 import itertools
 import json
 import os
@@ -416,6 +421,10 @@ def _now() -> str:
 
 
 _PODS = kmock.resource("", "v1", "pods")
+_SERVICES = kmock.resource("", "v1", "services")
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
+"""Where Services' cluster IPs come from (kubeadm's default ``--service-cluster-ip-range``);
+its first address is the ``kubernetes`` Service's, as on a cluster."""
 _GENERATED_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the API server's alphabet
 _SERVER_META = (
     "uid",
@@ -786,6 +795,8 @@ class KubeCluster(kmock.KubernetesEmulator):
     """Where pods get their working dirs and TMPDIRs (made on the first exec, removed when
     the cluster stops)."""
     _execs: set[asyncio.subprocess.Process] = attrs.field(factory=set, init=False)
+    _cluster_ips: set[str] = attrs.field(factory=lambda: {str(SERVICE_CIDR[1])}, init=False)
+    """Allocated Service cluster IPs (the ``kubernetes`` Service holds the first)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -1027,6 +1038,8 @@ class KubeCluster(kmock.KubernetesEmulator):
                     message=f'{resource.plural} "{meta["name"]}" already exists',
                     details={"name": meta["name"], "kind": resource.plural},
                 )
+            if resource == _SERVICES:
+                self._allocate_cluster_ip(obj, dry_run=request.params.get("dryRun") == "All")
             if request.params.get("dryRun") == "All":
                 return obj
             if resource.plural == "customresourcedefinitions":
@@ -1232,6 +1245,8 @@ class KubeCluster(kmock.KubernetesEmulator):
                     message=status["message"],
                     details=status["details"],
                 )
+            if resource == _SERVICES:
+                self._keep_cluster_ip(current, new)
             if applied is None:
                 record_update(current, new, manager=_manager_of(request), api_version=api_version)
             new = self._admit(resource, new, current)
@@ -1252,9 +1267,84 @@ class KubeCluster(kmock.KubernetesEmulator):
         await self._collect_if_gone(resource, result)
         return result
 
+    def _refuse_service(self, name: str, error: kube_schema.FieldError) -> kmock.KubernetesError:
+        status = kube_schema.invalid_status("Service", "", name, [error])
+        self.refused.append(("services", name, [str(error)]))
+        return kmock.KubernetesError(
+            status=422, reason="Invalid", message=status["message"], details=status["details"]
+        )
+
+    def _allocate_cluster_ip(self, obj: dict[str, Any], *, dry_run: bool) -> None:
+        """Give a new Service its cluster IP as the API server's allocator does (the caller
+        holds the lock): the one asked for if free and in range, else the first free one."""
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or spec.get("type") == "ExternalName":
+            return
+        name = str(obj["metadata"].get("name") or "")
+        asked = str(spec.get("clusterIP") or "")
+        if asked == "None":
+            spec["clusterIPs"] = ["None"]
+            return
+        if asked:
+            path = "spec.clusterIPs[0]"
+            try:
+                address = ipaddress.ip_address(asked)
+            except ValueError:
+                detail = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+                raise self._refuse_service(
+                    name, kube_schema.FieldError(path, "Invalid", asked, detail)
+                ) from None
+            if address not in SERVICE_CIDR:
+                detail = (
+                    "failed to allocate IP "
+                    f"{asked}: provided IP is not in the valid range. The range of valid IPs "
+                    f"is {SERVICE_CIDR}"
+                )
+                raise self._refuse_service(
+                    name, kube_schema.FieldError(path, "Invalid", [asked], detail)
+                )
+            if asked in self._cluster_ips:
+                detail = f"failed to allocate IP {asked}: provided IP is already allocated"
+                raise self._refuse_service(
+                    name, kube_schema.FieldError(path, "Invalid", [asked], detail)
+                )
+        else:
+            # The first free host address (a real allocator picks at random: tests must
+            # not expect a particular one).
+            asked = next(str(ip) for ip in SERVICE_CIDR.hosts() if str(ip) not in self._cluster_ips)
+        spec["clusterIP"] = asked
+        spec["clusterIPs"] = [asked]
+        if not dry_run:
+            self._cluster_ips.add(asked)
+
+    def _keep_cluster_ip(self, current: Mapping[str, Any], new: dict[str, Any]) -> None:
+        """An update keeps a Service's cluster IP: left out, it is the stored one; changed,
+        the update is refused, as the API server refuses it."""
+        old_spec = current.get("spec") or {}
+        spec = new.get("spec")
+        allocated = old_spec.get("clusterIP")
+        if not allocated or not isinstance(spec, dict) or spec.get("type") == "ExternalName":
+            return
+        wanted = spec.get("clusterIP")
+        if wanted in (None, ""):
+            spec["clusterIP"] = allocated
+            spec["clusterIPs"] = list(old_spec.get("clusterIPs") or [allocated])
+            return
+        if wanted != allocated:
+            name = str((current.get("metadata") or {}).get("name") or "")
+            raise self._refuse_service(
+                name,
+                kube_schema.FieldError(
+                    "spec.clusterIPs[0]", "Invalid", [wanted], "may not change once set"
+                ),
+            )
+        spec.setdefault("clusterIPs", list(old_spec.get("clusterIPs") or [allocated]))
+
     async def _remove(self, resource: kmock.resource, stored: Any) -> None:
         """Remove a stored object for good (the caller holds the lock)."""
         raw = stored.raw
+        if resource == _SERVICES:
+            self._cluster_ips.discard(str((raw.get("spec") or {}).get("clusterIP") or ""))
         stored.delete()
         await self._buses[resource].put({"type": "DELETED", "object": raw})
 

@@ -8,6 +8,7 @@ No operator runs here; the test is the only client.
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import urllib.parse
 import urllib.request
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 import websocket
-from kmock_cluster import APPLY_PATCH, ApiError, ClusterThread
+from kmock_cluster import APPLY_PATCH, SERVICE_CIDR, ApiError, ClusterThread
 from operator_jobs import tfjob
 from operator_support import container_status, eventually, kubeflow_crd
 
@@ -271,6 +272,75 @@ def test_unknown_fields_of_built_in_kinds_are_dropped(served: ClusterThread, ns:
     assert "madeUp" not in stored["spec"] and "alsoMadeUp" not in stored["spec"]["containers"][0]
     assert "notMeta" not in stored["metadata"]
     assert stored["status"] == {"phase": "Pending"}
+
+
+# --- services: cluster IPs ----------------------------------------------------------------------
+
+
+def services(ns: str, name: str = "") -> str:
+    base = f"/api/v1/namespaces/{ns}/services"
+    return f"{base}/{name}" if name else base
+
+
+def service(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"ports": [{"port": 80}], **spec}}
+
+
+def test_a_service_gets_a_free_cluster_ip_in_the_range_unless_headless(
+    served: ClusterThread, ns: str
+) -> None:
+    first = served.create(services(ns), service("one"))["spec"]
+    second = served.create(services(ns), service("two", type="NodePort"))["spec"]
+    headless = served.create(services(ns), service("none", clusterIP="None"))["spec"]
+    named = served.create(services(ns), service("ext", type="ExternalName", externalName="a.b"))
+    for spec in (first, second):
+        assert ipaddress.ip_address(spec["clusterIP"]) in SERVICE_CIDR
+        assert spec["clusterIPs"] == [spec["clusterIP"]]
+    assert first["clusterIP"] != second["clusterIP"]
+    # The first address of the range is the kubernetes Service's.
+    assert str(SERVICE_CIDR[1]) not in (first["clusterIP"], second["clusterIP"])
+    assert (headless["clusterIP"], headless["clusterIPs"]) == ("None", ["None"])
+    assert "clusterIP" not in named["spec"]
+    # What a reader sees is what the create answered.
+    assert served.get(services(ns, "one"))["spec"]["clusterIP"] == first["clusterIP"]
+
+
+def test_a_cluster_ip_asked_for_must_be_valid_free_and_in_range(
+    served: ClusterThread, ns: str
+) -> None:
+    taken = served.create(services(ns), service("taken"))["spec"]["clusterIP"]
+    path = "spec.clusterIPs[0]"
+    status = refused(served.create, services(ns), service("dup", clusterIP=taken))
+    assert "provided IP is already allocated" in fields(status)[path]
+    status = refused(served.create, services(ns), service("far", clusterIP="192.168.0.9"))
+    assert "provided IP is not in the valid range" in fields(status)[path]
+    status = refused(served.create, services(ns), service("bad", clusterIP="ten"))
+    assert "must be a valid IP address" in fields(status)[path]
+    assert served.get_or_none(services(ns, "dup")) is None
+    served.delete(services(ns, "taken"))
+    # Free again once its Service is gone.
+    again = served.create(services(ns), service("dup", clusterIP=taken))
+    assert again["spec"]["clusterIP"] == taken
+
+
+def test_an_update_keeps_the_cluster_ip_and_may_not_change_it(
+    served: ClusterThread, ns: str
+) -> None:
+    created = served.create(services(ns), service("kept"))
+    address = created["spec"]["clusterIP"]
+    replaced = copy.deepcopy(created)
+    del replaced["spec"]["clusterIP"], replaced["spec"]["clusterIPs"]
+    replaced["spec"]["ports"] = [{"port": 81}]
+    updated = served.request("PUT", services(ns, "kept"), replaced)["spec"]
+    assert (updated["clusterIP"], updated["clusterIPs"], updated["ports"][0]["port"]) == (
+        address,
+        [address],
+        81,
+    )
+    other = next(str(ip) for ip in SERVICE_CIDR.hosts() if str(ip) != address)
+    status = refused(served.patch, services(ns, "kept"), {"spec": {"clusterIP": other}})
+    assert fields(status)["spec.clusterIPs[0]"].endswith("may not change once set")
+    assert served.get(services(ns, "kept"))["spec"]["clusterIP"] == address
 
 
 # --- concurrency, namespaces, names ----------------------------------------------------------

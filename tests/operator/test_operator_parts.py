@@ -276,6 +276,29 @@ def test_only_children_the_job_controls_are_observed() -> None:
     assert observed.pod_group is None
 
 
+def test_services_report_their_allocated_cluster_ips_only() -> None:
+    def service(name: str, owner: str, cluster_ip: str | None) -> ChildSnapshot:
+        spec: dict[str, Any] = {"ports": [{"port": 80}]}
+        if cluster_ip is not None:
+            spec["clusterIP"] = cluster_ip
+        meta = {
+            "name": name,
+            "uid": f"s-{name}",
+            "ownerReferences": [{"uid": owner, "controller": True}],
+        }
+        return ChildSnapshot.of({"metadata": meta, "spec": spec})
+
+    services = [
+        service("j-ui", "uid-1", "10.96.0.7"),
+        service("j-headless", "uid-1", "None"),
+        service("j-new", "uid-1", None),  # not allocated (yet)
+        service("other-ui", "someone-else", "10.96.0.8"),
+    ]
+    observed = observe(JOB, plan_on_kubernetes(JOB), pods=[], services=services, pod_group=None)
+    assert observed.cluster_ips == (("j-ui", "10.96.0.7"),)
+    assert observed.services == frozenset({"j-ui", "j-headless", "j-new"})
+
+
 # --- the work queue ------------------------------------------------------------------------
 
 

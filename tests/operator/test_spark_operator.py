@@ -229,6 +229,9 @@ def test_the_driver_creates_executors_and_decides(cluster: Cluster, tmp_path: Pa
             "s-ui-svc",
             4040,
         )
+        # As the spark-operator: the UI service's cluster IP (the API server's) and port.
+        ui_ip = cluster.get(f"{services}/s-ui-svc")["spec"]["clusterIP"]
+        assert info["webUIAddress"] == f"{ui_ip}:4040"
 
         # The driver creates an executor: counted, its state reported.
         cluster.create(pods, executor_pod(cluster, namespace, "s-exec-1"))

@@ -124,6 +124,9 @@ class Observed:
     """Creations the API refused since they were last asked for (see :class:`Refusal`)."""
     node_ports: tuple[tuple[str, int], ...] = ()
     """(service name, node port) of the job's NodePort services, once allocated."""
+    cluster_ips: tuple[tuple[str, str], ...] = ()
+    """(service name, cluster IP) of the job's services that have one, once the API server
+    allocated it (not headless ones; none locally)."""
 
 
 # --- actions -------------------------------------------------------------------------------

@@ -1053,7 +1053,12 @@ class _Reconcile:
         )
         fields = extension(
             StatusView(
-                job=self.job, plan=self.plan, status=self.status, pods=pods, run=self.run_record
+                job=self.job,
+                plan=self.plan,
+                status=self.status,
+                pods=pods,
+                run=self.run_record,
+                cluster_ips=self.observed.cluster_ips,
             )
         )
         model_fields = type(self.status).model_fields

@@ -300,6 +300,8 @@ class ServicePort:
     port: int
     target_port: int
     node_port: int | None = None
+    app_protocol: str | None = None
+    """The port's application protocol (``appProtocol``, e.g. Spark Connect's ``grpc``)."""
 
 
 @dataclass(frozen=True)
@@ -456,6 +458,9 @@ class StatusView:
     run: RunRecord | None = None
     """What the core decided for an application with a :class:`RerunPolicy` (its state,
     attempts and times): the extension names it in the kind's own fields."""
+    cluster_ips: tuple[tuple[str, str], ...] = ()
+    """(service name, cluster IP) of the job's services that have one, as observed (e.g.
+    the Spark UI's address); none locally."""
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,13 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
   --class <main class> <main application file> <arguments...>`` (a Python or R application's
   class is Spark's runner for it). Spark's labels (``spark-app-selector``, ``spark-role``,
   ``spark-app-name``, ``spark-version``), its ports (``driver-rpc-port`` 7078,
-  ``blockmanager`` 7079, ``spark-ui`` 4040), its env (``SPARK_APPLICATION_ID``,
-  ``SPARK_DRIVER_BIND_ADDRESS`` from the pod's IP, ``SPARK_LOCAL_DIRS`` on an emptyDir,
-  ``SPARK_CONF_DIR``). The memory request (heap plus overhead) comes from the API's derived
-  pod template.
+  ``blockmanager`` 7079, ``spark-ui`` 4040, ``spark-connect`` 15002), its env
+  (``SPARK_USER``, ``SPARK_APPLICATION_ID``, ``SPARK_DRIVER_BIND_ADDRESS`` from the pod's
+  IP, ``SPARK_LOCAL_DIRS`` on an emptyDir, ``SPARK_CONF_DIR``), its pull policy and security
+  context: the spark-operator runs Spark's own submission, so its driver pod is Spark's,
+  and these come from the builders Spark's cluster mode here uses too
+  (:mod:`kubemill.frameworks.spark_wire`). The memory request (heap plus overhead) comes
+  from the API's derived pod template.
 - **The configuration**: FileSet ``<app>-spark-conf`` with ``spark.properties``: the user's
   ``sparkConf`` and ``hadoopConf``, and everything the driver needs to create the executors
   (namespace, its own pod name, ``spark.driver.host``, the executors' image, instances,
@@ -32,8 +35,10 @@ What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (
 - **The UI**: ClusterIP service ``<app>-ui-svc`` on port 4040, as the spark-operator creates.
 - **Status** (:func:`spark_status`): the core's decision named in the spark-operator's
   fields (``applicationState{state, errorMessage}``, ``submissionID``, the attempts, the
-  submission and termination times), ``driverInfo``, ``executorState`` per executor pod,
-  ``sparkApplicationId``; :func:`recorded_run` reads them back for the next pass.
+  submission and termination times), ``driverInfo`` (``webUIAddress`` is the UI service's
+  cluster IP and port once the API server allocated the IP, as the spark-operator sets it),
+  ``executorState`` per executor pod, ``sparkApplicationId``; :func:`recorded_run` reads
+  them back for the next pass.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from kubemill.api import (
     ApplicationState,
@@ -51,7 +56,6 @@ from kubemill.api import (
     ContainerPort,
     DriverInfo,
     EnvVar,
-    EnvVarSource,
     ExecutorState,
     Job,
     JobStatus,
@@ -60,7 +64,6 @@ from kubemill.api import (
     SparkApplication,
     SparkApplicationType,
 )
-from kubemill.api.kube import ObjectFieldSelector
 from kubemill.api.spark import (
     DRIVER_CONTAINER,
     EXECUTOR_CONTAINER,
@@ -70,7 +73,7 @@ from kubemill.api.spark import (
     SparkRestartPolicyType,
     memory_overhead_factor,
 )
-from kubemill.frameworks._common import PlanError, container_ports, env
+from kubemill.frameworks._common import PlanError, container_ports
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -97,7 +100,10 @@ from kubemill.frameworks.plan import (
 from kubemill.frameworks.spark_wire import (
     BLOCK_MANAGER_PORT,
     CONF_MOUNT_PATH,
+    CONNECT_APP_PROTOCOL,
+    CONNECT_PORT_NAME,
     DRIVER_PORT,
+    DRIVER_SECURITY_CONTEXT,
     LABEL_APP_NAME,
     LABEL_APP_SELECTOR,
     LABEL_ROLE,
@@ -108,23 +114,41 @@ from kubemill.frameworks.spark_wire import (
     R_RUNNER,
     UI_PORT,
     UI_PORT_NAME,
+    DriverPodConf,
+    SparkConfError,
+    driver_pod_conf,
+    driver_ports,
+    local_dir,
     properties_text,
 )
+from kubemill.frameworks.spark_wire import (
+    container_ports as spark_container_ports,
+)
+from kubemill.frameworks.spark_wire import driver_args as spark_driver_args
+from kubemill.frameworks.spark_wire import driver_env as spark_driver_env
+from kubemill.frameworks.spark_wire import driver_memory_mib as spark_driver_memory_mib
 
 DRIVER = "Driver"
 EXECUTOR = "Executor"
 EXECUTOR_TEMPLATE = "executor-pod-template.yaml"
 """The executors' pod template (JSON, which YAML reads): what the executor spec asks of
 their pods beyond Spark's confs (volumes, tolerations, affinity ...), Spark 3.0 and later."""
-LOCAL_DIR = "/var/data/spark-local"
+OPERATOR_USER = "spark"
+"""``SPARK_USER`` of an application without ``proxyUser``: the spark-operator's image runs
+spark-submit as ``spark`` (uid 185, Spark's images' user), whose name Spark's client
+passes on; with ``proxyUser`` it submits as that user."""
 DEFAULT_MASTER = "k8s://https://kubernetes.default.svc"
 """The API server as a pod reaches it (the spark-operator's default too)."""
 
-DRIVER_PORTS = {"driver-rpc-port": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT}
+DRIVER_PORTS = dict(driver_ports())
+"""The driver's named ports, as Spark's cluster mode declares them (Spark Connect's too)."""
 TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
 
 LABEL_OPERATOR_APP_NAME = "sparkoperator.k8s.io/app-name"
 """The spark-operator's own label on the pods of an application."""
+LABEL_LAUNCHED_BY_OPERATOR = "sparkoperator.k8s.io/launched-by-spark-operator"
+"""The spark-operator's label (``"true"``) on the driver and executors it launched, which
+tools select Spark pods by."""
 
 DRIVER_VERBS = ("create", "get", "list", "watch", "delete", "deletecollection")
 """What Spark's documentation asks for the driver's account: it creates, watches and
@@ -195,15 +219,17 @@ def driver_args(app: SparkApplication, network: Network) -> list[str]:
             f"SparkApplication {app.name}: spec.mainApplicationFile is required; "
             "run `kubemill validate`"
         )
-    return [
-        "driver",
-        "--properties-file",
-        f"{conf_dir}/{PROPERTIES}",
-        "--class",
-        main_class(app),
-        app.spec.main_application_file,
-        *(app.spec.arguments or []),
-    ]
+    return spark_driver_args(
+        main_class(app), app.spec.main_application_file, app.spec.arguments or [], conf_dir
+    )
+
+
+def driver_local_dir(app: SparkApplication) -> str:
+    """``/var/data/spark-<uuid>`` as Spark names it, the UUID being the application id's
+    hex (Spark draws one per submission; the core is pure, and one per object will do)."""
+    hex32 = application_id(app).removeprefix("spark-")
+    uuid = "-".join((hex32[:8], hex32[8:12], hex32[12:16], hex32[16:20], hex32[20:]))
+    return local_dir(uuid)
 
 
 def spark_labels(app: SparkApplication, role: str) -> dict[str, str]:
@@ -214,6 +240,7 @@ def spark_labels(app: SparkApplication, role: str) -> dict[str, str]:
         LABEL_APP_NAME: app.name,
         LABEL_VERSION: app.spec.spark_version or "",
         LABEL_OPERATOR_APP_NAME: app.name,
+        LABEL_LAUNCHED_BY_OPERATOR: "true",
     }
 
 
@@ -293,6 +320,10 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
         out["spark.kubernetes.executor.limit.cores"] = executor.core_limit
     if executor.service_account:
         out["spark.kubernetes.authenticate.executor.serviceAccountName"] = executor.service_account
+    if spec.driver.service_account:
+        # As the spark-operator passes it (kubemill's own driver account is no conf: Spark's
+        # client never named it).
+        out["spark.kubernetes.authenticate.driver.serviceAccountName"] = spec.driver.service_account
     if executor.delete_on_termination is not None:
         out["spark.kubernetes.executor.deleteOnTermination"] = str(
             executor.delete_on_termination
@@ -303,6 +334,9 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
     # selector): the executors carry it, and their type, to be seen and counted.
     out[f"spark.kubernetes.executor.label.{LABEL_JOB_NAME}"] = app.name
     out[f"spark.kubernetes.executor.label.{LABEL_REPLICA_TYPE}"] = EXECUTOR.lower()
+    # As the spark-operator labels the executors it launches.
+    out[f"spark.kubernetes.executor.label.{LABEL_OPERATOR_APP_NAME}"] = app.name
+    out[f"spark.kubernetes.executor.label.{LABEL_LAUNCHED_BY_OPERATOR}"] = "true"
     for key, value in sorted((executor.annotations or {}).items()):
         out[f"spark.kubernetes.executor.annotation.{key}"] = value
     for key, value in sorted((executor.node_selector or spec.node_selector or {}).items()):
@@ -343,6 +377,8 @@ def properties(app: SparkApplication, network: Network, driver_pod: str) -> dict
         ):
             if values:
                 out[key] = _join(values)
+    # Spark's submission always names the Python files, even none.
+    out.setdefault("spark.submit.pyFiles", "")
     return out
 
 
@@ -352,55 +388,95 @@ def executor_template_text(app: SparkApplication) -> str:
     return json.dumps(template, sort_keys=True, indent=1) + "\n"
 
 
+def driver_shape(app: SparkApplication, network: Network) -> DriverPodConf:
+    """What Spark's client makes of the application's confs in the driver pod: the
+    spark-operator hands ``sparkConf`` (and its fields, as confs) to spark-submit, so
+    ``spark.kubernetes.driver.label.*``, ``driverEnv.*``, node selectors, core requests
+    and limits, pull secrets and the like shape its driver pod."""
+    return driver_pod_conf(properties(app, network, replica_name(app.name, DRIVER, 0)))
+
+
+def driver_memory(app: SparkApplication, network: Network) -> str:
+    """The driver pod's memory as Spark's client requests it, from the application's confs."""
+    conf = properties(app, network, replica_name(app.name, DRIVER, 0))
+    try:
+        mib = spark_driver_memory_mib(conf, default_factor=str(memory_overhead_factor(app.spec)))
+    except SparkConfError as exc:
+        raise PlanError(
+            f"SparkApplication {app.name}: spec.sparkConf.{exc.key}: {exc.message}"
+        ) from None
+    return f"{mib}Mi"
+
+
 def _driver_template(app: SparkApplication, network: Network) -> PodTemplateSpec:
-    """The derived driver template with what Spark's cluster mode adds: args, labels,
-    ports, a local directory; and the log's tail as the message of a failed run."""
+    """The derived driver template with what Spark's cluster mode adds (the spark-operator
+    runs it, so its driver pod is Spark's): args, labels, annotations, ports, resources, the
+    pull policy and secrets, node selector, security context, a local directory; and the
+    log's tail as the message of a failed run. What the spec's fields say wins over
+    ``sparkConf``, as the spark-operator's confs from fields follow the user's."""
     template = app.replica_specs[DRIVER].template.model_copy(deep=True)
-    container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
+    shape = driver_shape(app, network)
+    pod = template.spec
+    container = next(c for c in pod.containers if c.name == DRIVER_CONTAINER)
     container.args = driver_args(app, network)
     # A failed driver's last log lines (the exception) become its terminated.message, which
     # the core puts in the failure (applicationState.errorMessage).
     container.termination_message_policy = container.termination_message_policy or (
         TERMINATION_MESSAGE_POLICY
     )
+    container.image_pull_policy = container.image_pull_policy or shape.pull_policy
+    if container.security_context is None:
+        # Spark's default; a context the spec gives is left as it is (it may be privileged,
+        # which refuses allowPrivilegeEscalation: false).
+        container.security_context = dict(DRIVER_SECURITY_CONTEXT)
+    resources = dict(container.resources or {})
+    requests = dict(resources.get("requests") or {})
+    limits = dict(resources.get("limits") or {})
+    requests["cpu"] = app.spec.driver.core_request or shape.cpu_request
+    cpu_limit = app.spec.driver.core_limit or shape.cpu_limit
+    if cpu_limit:
+        limits["cpu"] = cpu_limit
+    requests["memory"] = limits["memory"] = driver_memory(app, network)
+    container.resources = {**resources, "requests": requests, "limits": limits}
     have = {p.name for p in container.ports or []}
-    ports = {**DRIVER_PORTS, UI_PORT_NAME: UI_PORT}
     container.ports = list(container.ports or []) + [
-        ContainerPort(name=name, container_port=port)
-        for name, port in ports.items()
-        if name not in have
+        ContainerPort.model_validate(port)
+        for port in spark_container_ports(DRIVER_PORTS.items())
+        if port["name"] not in have
     ]
     container.volume_mounts = [
         *(container.volume_mounts or []),
-        {"name": LOCAL_DIR_VOLUME, "mountPath": LOCAL_DIR},
+        {"name": LOCAL_DIR_VOLUME, "mountPath": driver_local_dir(app)},
     ]
-    template.spec.volumes = [
-        *(template.spec.volumes or []),
-        {"name": LOCAL_DIR_VOLUME, "emptyDir": {}},
-    ]
+    local_dirs: dict[str, Any] = {"medium": "Memory"} if shape.memory_local_dirs else {}
+    pod.volumes = [*(pod.volumes or []), {"name": LOCAL_DIR_VOLUME, "emptyDir": local_dirs}]
+    if not pod.image_pull_secrets and shape.pull_secrets:
+        pod.image_pull_secrets = [{"name": name} for name in shape.pull_secrets]
+    if shape.node_selector:
+        pod.node_selector = {**shape.node_selector, **(pod.node_selector or {})}
+    pod.service_account_name = pod.service_account_name or shape.service_account
     template.metadata.labels = {
+        **shape.labels,
         **template.metadata.labels,
         **spark_labels(app, "driver"),
     }
+    template.metadata.annotations = {**shape.annotations, **template.metadata.annotations}
     return template
 
 
 def driver_env(app: SparkApplication, network: Network, template: PodTemplateSpec) -> list[EnvVar]:
-    """What Spark's cluster mode sets in the driver container (what the user set stays)."""
+    """What Spark's cluster mode sets in the driver container (what the user set stays):
+    its own variables and ``spark.kubernetes.driverEnv.*``."""
     container = next(c for c in template.spec.containers if c.name == DRIVER_CONTAINER)
     have = {e.name for e in container.env or []}
-    out = [
-        env("SPARK_APPLICATION_ID", application_id(app)),
-        EnvVar(
-            name="SPARK_DRIVER_BIND_ADDRESS",
-            value_from=EnvVarSource(
-                field_ref=ObjectFieldSelector(field_path="status.podIP", api_version="v1")
-            ),
-        ),
-        env("SPARK_LOCAL_DIRS", LOCAL_DIR),
-        env("SPARK_CONF_DIR", network.files_path(conf_name(app), CONF_MOUNT_PATH)),
-    ]
-    return [e for e in out if e.name not in have]
+    out = spark_driver_env(
+        user=app.spec.proxy_user or OPERATOR_USER,
+        app_id=application_id(app),
+        local_dirs=driver_local_dir(app),
+        conf_dir=network.files_path(conf_name(app), CONF_MOUNT_PATH),
+        extra=driver_shape(app, network).env,
+    )
+    return [EnvVar.model_validate(e) for e in out if e["name"] not in have]
 
 
 def driver_access(app: SparkApplication) -> AccessPlan:
@@ -541,12 +617,18 @@ def spark_status(view: StatusView) -> Mapping[str, object]:
             executors[pod.name] = _EXECUTOR_STATES.get(pod.phase, ExecutorState.UNKNOWN)
         elif pod.name in drivers:
             driver_phase = pod.phase
+    ui = ui_service(job)
+    ui_port = ui.ports[0].port
+    # As the spark-operator: the UI service's cluster IP and port, once the API server gave
+    # the service an IP (there is none locally, where the local planner says the address).
+    ui_ip = dict(view.cluster_ips).get(ui.name)
     fields: dict[str, object] = {
         "spark_application_id": application_id(job),
         "driver_info": DriverInfo(
             pod_name=driver_pod,
-            web_ui_service_name=ui_service_name(job),
-            web_ui_port=ui_service(job).ports[0].port,
+            web_ui_service_name=ui.name,
+            web_ui_port=ui_port,
+            web_ui_address=f"{ui_ip}:{ui_port}" if ui_ip else None,
         ),
         "executor_state": executors,
     }
@@ -602,8 +684,13 @@ class Spark:
             replica_types=(DRIVER,),
         )
         service_ports = tuple(
-            ServicePort(name, port, port)
-            for name, port in {**DRIVER_PORTS, UI_PORT_NAME: UI_PORT}.items()
+            ServicePort(
+                name,
+                port,
+                port,
+                app_protocol=CONNECT_APP_PROTOCOL if name == CONNECT_PORT_NAME else None,
+            )
+            for name, port in DRIVER_PORTS.items()
         )
         return Plan(
             kind=job.KIND,

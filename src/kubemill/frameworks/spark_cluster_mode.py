@@ -43,15 +43,17 @@ from kubemill.api.spark_names import (
     DRIVER_CONTAINER,
     JVM_OVERHEAD_FACTOR,
     MAX_NAME,
-    MIN_MEMORY_OVERHEAD_MIB,
     NON_JVM_OVERHEAD_FACTOR,
-    spark_memory_mib,
 )
 from kubemill.api.spark_submit import ClusterMode
 from kubemill.frameworks.spark_wire import (
     BLOCK_MANAGER_PORT,
     CONF_MOUNT_PATH,
+    CONNECT_APP_PROTOCOL,
+    CONNECT_PORT,
+    CONNECT_PORT_NAME,
     DRIVER_PORT,
+    DRIVER_SECURITY_CONTEXT,
     LABEL_APP_NAME,
     LABEL_APP_SELECTOR,
     LABEL_ROLE,
@@ -61,21 +63,23 @@ from kubemill.frameworks.spark_wire import (
     PYTHON_RUNNER,
     R_RUNNER,
     UI_PORT,
-    UI_PORT_NAME,
+    SparkConfError,
+    container_ports,
+    driver_args,
+    driver_env,
+    driver_pod_conf,
+    driver_ports,
+    local_dir,
     properties_text,
+    with_prefix,
 )
+from kubemill.frameworks.spark_wire import driver_memory_mib as wire_driver_memory_mib
 
 SPARK_VERSION = "4.3.0"
 """The Spark release whose cluster-mode submission these builders reproduce (measured
 against its client): the driver's ``spark-version`` label."""
-CONNECT_PORT = 15002
-CONNECT_PORT_NAME = "spark-connect"
 CONF_VOLUME = "spark-conf-volume-driver"
-LOCAL_DIR_ROOT = "/var/data"
 DEFAULT_NAMESPACE = "default"
-DEFAULT_PULL_POLICY = "IfNotPresent"
-DEFAULT_DRIVER_MEMORY = "1g"
-DEFAULT_DRIVER_CORES = "1"
 CONF_MAP_KEY_NAMESPACE = "spark.kubernetes.namespace"
 """Spark's client puts the namespace into the ConfigMap as a key of its own, too."""
 
@@ -206,41 +210,11 @@ def overhead_factor(mode: ClusterMode) -> str:
 
 
 def driver_memory_mib(mode: ClusterMode) -> int:
-    """The driver pod's memory: the heap plus ``spark.driver.memoryOverhead``, else
-    ``max(int(factor x heap), spark.driver.minMemoryOverhead)`` (384 MiB by default)."""
-    conf = mode.conf
-    heap = int(_mib("spark.driver.memory", conf.get("spark.driver.memory", DEFAULT_DRIVER_MEMORY)))
-    if "spark.driver.memoryOverhead" in conf:
-        return heap + int(_mib("spark.driver.memoryOverhead", conf["spark.driver.memoryOverhead"]))
-    key = (
-        "spark.driver.memoryOverheadFactor"
-        if "spark.driver.memoryOverheadFactor" in conf
-        else "spark.kubernetes.memoryOverheadFactor"
-    )
-    text = conf.get(key) or overhead_factor(mode)
+    """The driver pod's memory (see :func:`kubemill.frameworks.spark_wire.driver_memory_mib`)."""
     try:
-        factor = float(text)
-    except ValueError:
-        raise ClusterModeError(f"--conf {key}: {text!r} is not a number (e.g. 0.1)") from None
-    if factor <= 0:
-        raise ClusterModeError(f"--conf {key}: {text!r} must be more than 0")
-    minimum = int(
-        _mib("spark.driver.minMemoryOverhead", conf["spark.driver.minMemoryOverhead"])
-        if "spark.driver.minMemoryOverhead" in conf
-        else MIN_MEMORY_OVERHEAD_MIB
-    )
-    return heap + max(int(factor * heap), minimum)
-
-
-def _mib(key: str, text: str) -> float:
-    try:
-        return spark_memory_mib(text)
-    except ValueError:
-        raise ClusterModeError(f"--conf {key}: {text!r} is not a memory size (512m, 2g)") from None
-
-
-def _with_prefix(conf: Mapping[str, str], prefix: str) -> dict[str, str]:
-    return {k[len(prefix) :]: v for k, v in sorted(conf.items()) if k.startswith(prefix)}
+        return wire_driver_memory_mib(mode.conf, default_factor=overhead_factor(mode))
+    except SparkConfError as exc:
+        raise ClusterModeError(f"--conf {exc}") from None
 
 
 def _refuse_unbuilt(conf: Mapping[str, str]) -> None:
@@ -289,7 +263,7 @@ def driver_objects(mode: ClusterMode, generated: Generated) -> DriverObjects:
     block_port = _port(conf, "spark.driver.blockManager.port", BLOCK_MANAGER_PORT)
     ports = (driver_port, block_port, _port(conf, "spark.ui.port", UI_PORT))
 
-    user_labels = _with_prefix(conf, "spark.kubernetes.driver.label.")
+    user_labels = with_prefix(conf, "spark.kubernetes.driver.label.")
     for reserved in _RESERVED_LABELS:
         if reserved in user_labels:
             raise ClusterModeError(
@@ -335,16 +309,6 @@ def driver_objects(mode: ClusterMode, generated: Generated) -> DriverObjects:
     )
 
 
-def _ports(ports: tuple[int, int, int]) -> list[tuple[str, int]]:
-    driver, block, ui = ports
-    return [
-        ("driver-rpc-port", driver),
-        ("blockmanager", block),
-        (UI_PORT_NAME, ui),
-        (CONNECT_PORT_NAME, CONNECT_PORT),
-    ]
-
-
 def _pod(
     mode: ClusterMode,
     generated: Generated,
@@ -354,57 +318,32 @@ def _pod(
     conf_map: str,
     ports: tuple[int, int, int],
 ) -> dict[str, Any]:
-    local_dir = f"{LOCAL_DIR_ROOT}/spark-{generated.local_dir_id}"
+    local_dirs = local_dir(generated.local_dir_id)
     image = conf.get("spark.kubernetes.driver.container.image") or conf.get(
         "spark.kubernetes.container.image"
     )
-    env: list[dict[str, Any]] = [
-        {"name": "SPARK_USER", "value": generated.user},
-        {"name": "SPARK_APPLICATION_ID", "value": generated.app_id},
-        *(
-            {"name": key, "value": value}
-            for key, value in _with_prefix(conf, "spark.kubernetes.driverEnv.").items()
-        ),
-        {
-            "name": "SPARK_DRIVER_BIND_ADDRESS",
-            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
-        },
-        {"name": "SPARK_LOCAL_DIRS", "value": local_dir},
-        {"name": "SPARK_CONF_DIR", "value": CONF_MOUNT_PATH},
-    ]
-    memory = f"{driver_memory_mib(mode)}Mi"
-    cpu = conf.get("spark.kubernetes.driver.request.cores") or conf.get(
-        "spark.driver.cores", DEFAULT_DRIVER_CORES
+    shape = driver_pod_conf(conf)
+    env = driver_env(
+        user=generated.user, app_id=generated.app_id, local_dirs=local_dirs, extra=shape.env
     )
+    memory = f"{driver_memory_mib(mode)}Mi"
     limits: dict[str, str] = {"memory": memory}
-    if conf.get("spark.kubernetes.driver.limit.cores"):
-        limits["cpu"] = conf["spark.kubernetes.driver.limit.cores"]
+    if shape.cpu_limit:
+        limits["cpu"] = shape.cpu_limit
     local_volume: dict[str, Any] = {"name": LOCAL_DIR_VOLUME, "emptyDir": {}}
-    if conf.get("spark.kubernetes.local.dirs.tmpfs", "").lower() == "true":
+    if shape.memory_local_dirs:
         local_volume["emptyDir"] = {"medium": "Memory"}
     container = {
         "name": DRIVER_CONTAINER,
         "image": image,
-        "imagePullPolicy": conf.get("spark.kubernetes.container.image.pullPolicy")
-        or DEFAULT_PULL_POLICY,
-        "args": [
-            "driver",
-            "--properties-file",
-            f"{CONF_MOUNT_PATH}/{PROPERTIES}",
-            "--class",
-            driver_class(mode),
-            mode.resource,
-            *mode.app_args,
-        ],
+        "imagePullPolicy": shape.pull_policy,
+        "args": driver_args(driver_class(mode), mode.resource, mode.app_args),
         "env": env,
-        "ports": [
-            {"containerPort": port, "name": port_name, "protocol": "TCP"}
-            for port_name, port in _ports(ports)
-        ],
-        "resources": {"limits": limits, "requests": {"cpu": cpu, "memory": memory}},
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "ports": container_ports(driver_ports(*ports)),
+        "resources": {"limits": limits, "requests": {"cpu": shape.cpu_request, "memory": memory}},
+        "securityContext": dict(DRIVER_SECURITY_CONTEXT),
         "volumeMounts": [
-            {"mountPath": local_dir, "name": LOCAL_DIR_VOLUME},
+            {"mountPath": local_dirs, "name": LOCAL_DIR_VOLUME},
             {"mountPath": CONF_MOUNT_PATH, "name": CONF_VOLUME},
         ],
     }
@@ -422,25 +361,16 @@ def _pod(
             },
         ],
     }
-    secrets = [
-        s.strip() for s in conf.get("spark.kubernetes.container.image.pullSecrets", "").split(",")
-    ]
-    if any(secrets):
-        spec["imagePullSecrets"] = [{"name": s} for s in secrets if s]
-    selector = {
-        **_with_prefix(conf, "spark.kubernetes.node.selector."),
-        **_with_prefix(conf, "spark.kubernetes.driver.node.selector."),
-    }
-    if selector:
-        spec["nodeSelector"] = selector
-    account = conf.get("spark.kubernetes.authenticate.driver.serviceAccountName")
-    if account:
-        spec["serviceAccount"] = account
-        spec["serviceAccountName"] = account
+    if shape.pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in shape.pull_secrets]
+    if shape.node_selector:
+        spec["nodeSelector"] = dict(shape.node_selector)
+    if shape.service_account:
+        spec["serviceAccount"] = shape.service_account
+        spec["serviceAccountName"] = shape.service_account
     metadata: dict[str, Any] = {"name": name, "labels": dict(labels)}
-    annotations = _with_prefix(conf, "spark.kubernetes.driver.annotation.")
-    if annotations:
-        metadata["annotations"] = annotations
+    if shape.annotations:
+        metadata["annotations"] = dict(shape.annotations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
@@ -451,9 +381,12 @@ def _service(
     ports: tuple[int, int, int],
 ) -> dict[str, Any]:
     service_ports: list[dict[str, Any]] = [
-        {"name": port_name, "port": port, "targetPort": port} for port_name, port in _ports(ports)
+        {"name": port_name, "port": port, "targetPort": port}
+        for port_name, port in driver_ports(*ports)
     ]
-    service_ports[-1]["appProtocol"] = "grpc"  # Spark Connect speaks gRPC
+    for port in service_ports:
+        if port["name"] == CONNECT_PORT_NAME:
+            port["appProtocol"] = CONNECT_APP_PROTOCOL
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -431,6 +431,8 @@ def build_exposed_service(
         }
         if port.node_port is not None:
             entry["nodePort"] = port.node_port
+        if port.app_protocol is not None:
+            entry["appProtocol"] = port.app_protocol
         ports.append(entry)
     metadata = _child_metadata(job, service.name, _job_labels(job), owner)
     spec: dict[str, Any]

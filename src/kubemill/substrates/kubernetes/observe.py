@@ -216,6 +216,8 @@ class ChildSnapshot:
     resource_version: str = ""
     node_port: int | None = None
     """A NodePort service's first node port, once allocated."""
+    cluster_ip: str = ""
+    """A service's cluster IP, once the API server allocated it ("" for a headless one)."""
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> ChildSnapshot:
@@ -225,8 +227,10 @@ class ChildSnapshot:
         spec = body.get("spec")
         ports = (spec.get("ports") or []) if isinstance(spec, Mapping) else []
         first = ports[0] if ports and isinstance(ports[0], Mapping) else {}
+        cluster_ip = spec.get("clusterIP") if isinstance(spec, Mapping) else None
         return cls(
             node_port=int(first["nodePort"]) if first.get("nodePort") else None,
+            cluster_ip=str(cluster_ip) if cluster_ip and cluster_ip != "None" else "",
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             owner_uid=controller_uid(meta),
@@ -368,6 +372,7 @@ def observe(
     names pods (name -> uid) the operator has deleted but whose deletion the cache has not
     shown yet; they are reported as deleting, as the core's contract asks. ``children`` are
     the job's ConfigMaps, Secrets and access objects by kind, with their recorded digests.
+    Services report their cluster IPs once allocated (a Spark UI's address is made of one).
     """
     uid = job.metadata.uid or ""
     deleting = deleting or {}
@@ -392,9 +397,13 @@ def observe(
         for child in sorted(snapshots, key=lambda c: c.name)
         if child.owner_uid == uid
     )
+    services = [s for s in services if s.owner_uid == uid]
     return Observed(
         pods=tuple(sorted(observed_pods, key=lambda p: p.name)),
-        services=frozenset(s.name for s in services if s.owner_uid == uid),
+        services=frozenset(s.name for s in services),
         pod_group=group,
         children=observed_children,
+        cluster_ips=tuple(
+            (s.name, s.cluster_ip) for s in sorted(services, key=lambda s: s.name) if s.cluster_ip
+        ),
     )
