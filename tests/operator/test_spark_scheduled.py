@@ -266,9 +266,17 @@ def test_a_time_zone_that_does_not_exist_fails_validation(cluster: Cluster, tmp_
             what="FailedValidation",
         )
         assert "invalid timeZone 'Mars/Olympus_Mons'" in status["reason"]
-        assert "FailedValidation" in event_reasons(cluster, namespace, "pi")
+        # The event is posted after the status is written: it may come a moment later.
+        eventually(
+            lambda: "FailedValidation" in event_reasons(cluster, namespace, "pi"),
+            what="a FailedValidation event",
+        )
         assert run_names(cluster, namespace) == []
         # Fixed, it is in force.
         cluster.patch(path, {"spec": {"timeZone": "Europe/Paris"}})
         eventually(lambda: run_names(cluster, namespace), what="a run once fixed")
-        assert cluster.get(path)["status"]["scheduleState"] == "Scheduled"
+        # The run is created before the status that records it is written.
+        eventually(
+            lambda: cluster.get(path)["status"]["scheduleState"] == "Scheduled",
+            what="Scheduled once fixed",
+        )
