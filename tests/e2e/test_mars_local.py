@@ -270,9 +270,15 @@ def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path)
             assert len(stores) == 1, (name, stores)
             assert stores[0][stores[0].index("-m") + 1] == str(int(CACHE * 0.95))
         assert not plasma_stores(started["supervisor"].pid)
-        for child in started.values():
-            child.send_signal(signal.SIGTERM)
-        for name, child in started.items():
+        # The supervisor goes first (pods stop in any order): the workers still stop (Mars's
+        # worker alone would spin for ever once its supervisor no longer answers).
+        order = ["supervisor", "worker-0", "worker-1"]
+        started["supervisor"].send_signal(signal.SIGTERM)
+        assert started["supervisor"].wait(timeout=60) == 0, log("supervisor")[-3000:]
+        for name in order[1:]:
+            started[name].send_signal(signal.SIGTERM)
+        for name in order:
+            child = started[name]
             assert child.wait(timeout=60) == 0, log(name)[-3000:]
             assert not ready[name].exists()
             # Mars's resource tracker, forkserver and plasma store end with the main process.

@@ -22,7 +22,10 @@ bounded: finding and waiting for the supervisors by ``KUBEMILL_MARS_SUPERVISOR_W
 seconds (default 600), the started service's readiness (a worker registered, a
 supervisor's web API answering) by ``KUBEMILL_MARS_START_WAIT`` (default 180). Past
 either, the entrypoint stops what it started and exits 1 with the reason on stderr, so
-the pod restarts rather than stay unready.
+the pod restarts rather than stay unready. The same spin starves a worker whose supervisor
+stops first (a stop that never ends): :func:`patch_worker_locator` makes Mars's locator
+nap and ask again instead, and Mars's services get 10 s to stop before the actor pool is
+stopped anyway.
 
 **Storage, as Mars's own Kubernetes deployment.** A worker runs with Mars's Kubernetes
 config (``mars/deploy/kubernetes/config.yml``: ``storage: backends: [plasma]``), its
@@ -429,6 +432,41 @@ def mars_kubernetes_config() -> str:
     return str(Path(mars.__file__).parent / "deploy" / "kubernetes" / "config.yml")
 
 
+def patch_worker_locator() -> None:
+    """Make Mars's worker locator nap and ask again when its supervisor is unreachable.
+
+    pymars 0.10.0's ``WorkerSupervisorLocatorActor`` watches the supervisors through the
+    collector of node info on one of them; when that supervisor does not answer (not up
+    yet, or gone first at shutdown) it drops the reference and reads the fixed list again,
+    which yields at once, unchanged, so nothing asks for the reference again: the watch
+    spins without ever suspending, starving the worker's event loop (no registration, no
+    timeout, a stop that never ends; seen as a worker at 50-100% CPU). Between two such
+    turns this naps :data:`_POLL` and asks for the reference again. Idempotent."""
+    from mars import oscar as mo
+    from mars.services.cluster.supervisor.node_info import NodeInfoCollectorActor
+    from mars.services.cluster.worker.locator import (  # type: ignore[import-not-found]
+        WorkerSupervisorLocatorActor as Locator,
+    )
+
+    if getattr(Locator, "_kubemill_patched", False):
+        return
+    spinning = Locator._watch_supervisors_from_backend
+
+    async def watch(self: Any) -> Any:
+        async for supervisors in spinning(self):
+            yield supervisors
+            if self._node_info_ref is None:
+                await asyncio.sleep(_POLL)
+                address = self.get_supervisor(NodeInfoCollectorActor.default_uid())
+                with contextlib.suppress(Exception):
+                    self._node_info_ref = await mo.actor_ref(
+                        NodeInfoCollectorActor.default_uid(), address=address
+                    )
+
+    Locator._watch_supervisors_from_backend = watch
+    Locator._kubemill_patched = True
+
+
 def _runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) -> Any:
     """Mars's own command runner for the role, which writes the readiness file once up; a
     worker's waits first for its ``supervisors`` (until ``deadline``, monotonic)."""
@@ -498,13 +536,27 @@ def _runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) 
             # Its sockets are bound and connected: the link is not needed to stop, and a
             # worker whose supervisor went first may hang stopping until it is killed.
             drop_short_tmpdir(os.environ)
-            return await super().stop_services()
+            try:
+                return await asyncio.wait_for(super().stop_services(), _SERVICES_STOP_WAIT)
+            except TimeoutError:
+                # The pool is stopped next anyway: its processes end with it.
+                log.warning(
+                    "stopping the Mars %s's services took over %.0f s",
+                    settings.role,
+                    _SERVICES_STOP_WAIT,
+                )
+                return None
 
+    if settings.role == "worker":
+        patch_worker_locator()
     return Runner()
 
 
 _STOP_WAIT = 30.0
 """Seconds to stop what a failed start left, before exiting anyway."""
+_SERVICES_STOP_WAIT = 10.0
+"""Seconds Mars's services may take to stop on SIGTERM (a pod's grace period is 30 s by
+default): then the actor pool is stopped anyway, and its processes with it."""
 
 
 async def _wait(check: Callable[[], bool], wait: int, failure: str) -> None:
