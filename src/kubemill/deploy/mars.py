@@ -379,8 +379,8 @@ async def wait_for_supervisors(
         if clock() >= deadline:
             raise StartFailure(
                 f"the supervisor(s) {', '.join(missing)} did not answer within {wait} s"
-                f" ({ENV_SUPERVISOR_WAIT}); a Mars worker started without its supervisor never"
-                " registers, so it was not started"
+                f" ({ENV_SUPERVISOR_WAIT}), so the Mars worker was not started (it would not"
+                " register)"
             )
         if not said:
             log.warning(
