@@ -16,9 +16,10 @@
 #   4. user 65532, entry point `kubemill`, command `operator --all-namespaces`.
 # The mars image is built the same way, on the same base plus libstdc++ (a base image of its
 # own), with the Mars environment's recipe (kubemill.substrates.local.environments: its pins,
-# pymars built from its sdist with --no-build-isolation here, the environment's check run in
-# the image), without the packages' test suites; entry point `python -m kubemill.deploy.mars`,
-# command `supervisor`, user 65532.
+# pyarrow==11.0.0 among them for the workers' plasma store, pymars built from its sdist with
+# --no-build-isolation here, the environment's check run in the image), without the
+# packages' test suites; entry point `python -m kubemill.deploy.mars`, command `supervisor`,
+# user 65532.
 #
 # Usage: scripts/build-image.sh [operator|mars] [--builder auto|docker|podman|offline]
 #                               [--rebuild-base]
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
         --builder) builder=${2:?--builder needs a value}; shift 2 ;;
         --builder=*) builder=${1#*=}; shift ;;
         --rebuild-base) rebuild_base=yes; shift ;;
-        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         operator|mars) target=$1; shift ;;
         *) echo "build-image.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac

@@ -4,6 +4,8 @@ environment, the arguments they give Mars, and where they look for the superviso
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +205,156 @@ def test_the_contract_constants_are_the_builders() -> None:
         builders.ENV_SUPERVISORS,
         builders.ENV_READY_FILE,
     )
+
+
+# --- a worker waits, boundedly, for its supervisors ----------------------------------------
+
+
+class Clock:
+    """A clock the waits read, moved on by their naps."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def nap(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_waits_are_read_from_the_environment() -> None:
+    assert (settings().supervisor_wait, settings().start_wait) == (
+        entry.SUPERVISOR_WAIT,
+        entry.START_WAIT,
+    )
+    given = settings(KUBEMILL_MARS_SUPERVISOR_WAIT="30", KUBEMILL_MARS_START_WAIT="7")
+    assert (given.supervisor_wait, given.start_wait) == (30, 7)
+    with pytest.raises(SettingsError, match="KUBEMILL_MARS_START_WAIT: expected a positive"):
+        settings(KUBEMILL_MARS_START_WAIT="0")
+
+
+def test_finding_the_supervisors_gives_up_at_the_deadline_naming_the_setting() -> None:
+    clock = Clock()
+    waiting = settings(KUBEMILL_MARS_SUPERVISOR_WAIT="5", MARS_SUPERVISOR_SERVICE="c-web")
+    with pytest.raises(entry.StartFailure, match=r"c-web within 5 s \(KUBEMILL_MARS_SUPERVISOR"):
+        entry.find_supervisors(
+            waiting,
+            sleep=clock.nap,
+            kubernetes=lambda _s: [],
+            service=lambda _s: [],
+            clock=clock,
+        )
+    assert clock.now == pytest.approx(105.0)  # it asked until the deadline, not past it
+
+
+@pytest.mark.parametrize(
+    ("answers", "not_up"),
+    [
+        ({"a:1": None, "b:1": None}, ["a:1", "b:1"]),
+        ({"a:1": set(), "b:1": None}, ["a:1", "b:1"]),  # a answers, but lists no one ready
+        ({"a:1": {"a:1"}, "b:1": None}, ["b:1"]),
+        ({"a:1": {"a:1", "b:1"}, "b:1": set()}, []),  # b's info is held by a's collector
+        ({"a:1": {"b:1"}, "b:1": {"a:1"}}, []),
+    ],
+)
+def test_supervisors_are_up_once_they_answer_and_are_listed_ready(
+    answers: dict[str, set[str] | None], not_up: list[str]
+) -> None:
+    assert entry.supervisors_not_up(["a:1", "b:1"], answers) == not_up
+
+
+def test_a_worker_waits_until_its_supervisors_answer_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    replies: list[set[str] | None] = [None, None, set(), {"s:7103"}]
+    asked: list[str] = []
+
+    async def ask(address: str) -> set[str] | None:
+        asked.append(address)
+        clock.nap(1)
+        return replies.pop(0)
+
+    with caplog.at_level("WARNING", logger="kubemill.deploy.mars"):
+        asyncio.run(
+            entry.wait_for_supervisors(
+                ["s:7103"], ask=ask, deadline=clock() + 60, wait=60, clock=clock, nap=0
+            )
+        )
+    assert asked == ["s:7103"] * 4 and not replies
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert said[0].startswith("waiting up to") and "s:7103" in said[0]
+    assert said[1] == "the supervisors answered after 4 s"
+
+
+def test_a_worker_whose_supervisor_never_answers_gives_up_at_the_deadline() -> None:
+    clock = Clock()
+
+    async def ask(address: str) -> set[str] | None:
+        clock.nap(1)
+        return {"other:1"} if address == "up:1" else None
+
+    with pytest.raises(entry.StartFailure) as failed:
+        asyncio.run(
+            entry.wait_for_supervisors(
+                ["up:1", "down:1"], ask=ask, deadline=clock() + 10, wait=10, clock=clock, nap=0
+            )
+        )
+    message = str(failed.value)
+    assert "up:1, down:1" in message  # up:1 answers, but nobody lists it ready
+    assert "within 10 s (KUBEMILL_MARS_SUPERVISOR_WAIT)" in message
+    assert clock.now >= 110
+
+
+def test_the_entrypoint_exits_1_with_the_reason_when_it_gives_up(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def fail(_environ: object) -> None:
+        raise entry.StartFailure("no plasma here")
+
+    monkeypatch.setattr(entry, "check_plasma", fail)
+    ready = tmp_path / "ready"
+    ready.write_text("stale")
+    environ = {**POD, "KUBEMILL_MARS_READY_FILE": str(ready)}
+    assert entry.run("worker", environ) == 1
+    assert "kubemill.deploy.mars: no plasma here" in capsys.readouterr().err
+    assert not ready.exists()
+
+
+# --- the worker's plasma store ---------------------------------------------------------------
+
+
+def test_a_shm_that_cannot_hold_the_plasma_store_is_named_with_both_sizes() -> None:
+    cache = 1 << 30
+    store = int(cache * entry.PLASMA_SHARE)
+    assert entry.shm_problem(cache, store) is None
+    assert entry.shm_problem(cache, 1 << 31) is None
+    problem = entry.shm_problem(cache, 64 << 20)
+    assert problem is not None
+    assert f"MARS_CACHE_MEM_SIZE={cache}" in problem and "/dev/shm" in problem
+    assert f"({store} bytes)" in problem and f"({64 << 20} bytes)" in problem
+
+
+def test_a_worker_without_pyarrows_plasma_is_refused_before_mars_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(entry.importlib.util, "find_spec", lambda _name: None)
+    with pytest.raises(entry.StartFailure, match=r"needs pyarrow==11\.0\.0"):
+        entry.check_plasma({})
+
+
+def test_the_cache_is_checked_against_the_shm_it_would_live_in(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(entry.importlib.util, "find_spec", lambda name: object())
+    disk = os.statvfs(tmp_path)
+    total = disk.f_blocks * disk.f_frsize
+    entry.check_plasma({"MARS_CACHE_MEM_SIZE": str(total // 2)}, shm_path=str(tmp_path))
+    entry.check_plasma({"MARS_CACHE_MEM_SIZE": "40%"}, shm_path=str(tmp_path))  # Mars's to size
+    entry.check_plasma({}, shm_path=str(tmp_path))
+    with pytest.raises(entry.StartFailure, match=f"does not fit in {tmp_path} "):
+        entry.check_plasma({"MARS_CACHE_MEM_SIZE": str(total * 2)}, shm_path=str(tmp_path))
+    with pytest.raises(entry.StartFailure, match="No such file"):
+        entry.check_plasma({"MARS_CACHE_MEM_SIZE": "1"}, shm_path=str(tmp_path / "none"))

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -175,19 +175,69 @@ def listed_workers(web_port: int) -> set[str]:
         return set(json.loads(answer.read())["nodes"])
 
 
+CACHE = 64 << 20
+"""Each worker's cache: its plasma store's size (Mars gives the store 95% of it)."""
+
+
+def pod_env(name: str, port: int, web: int, home: Path, **own: str) -> dict[str, str]:
+    """A pod's environment as its Deployment gives it, on 127.0.0.1."""
+    env = {
+        **program_env(home.parent / "state"),
+        # Mars's socket paths are $TMPDIR/mars/<32 hex>: a short TMPDIR of its own.
+        "TMPDIR": tempfile.mkdtemp(prefix="km-", dir="/tmp"),
+        "MARS_K8S_POD_NAME": name,
+        "MARS_K8S_POD_NAMESPACE": "local",
+        "MARS_K8S_POD_IP": "127.0.0.1",
+        "MARS_SERVICE_PORT": str(port),
+        "MARS_WEB_PORT": str(web),
+        "MARS_CPU_TOTAL": "1",
+        "MARS_MEMORY_TOTAL": str(1 << 30),
+        "KUBEMILL_MARS_READY_FILE": str(home / "ready"),
+        **own,
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return env
+
+
+def plasma_stores(pgid: int) -> list[list[str]]:
+    """The command lines of the plasma stores running in process group ``pgid``."""
+    found = []
+    for pid in procinfo.group_members(pgid):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            if argv and argv[0].endswith("plasma-store-server"):
+                found.append(argv)
+    return found
+
+
 def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path) -> None:
     ports = PortAllocator()
     service, web = ports.allocate(), ports.allocate()
+    worker_env = {"MARS_CACHE_MEM_SIZE": str(CACHE)}
+    # In start order. worker-0 starts first, as a worker's pod often does on Kubernetes: it
+    # is told the supervisor, which does not serve yet. worker-1 finds it through the web
+    # "Service".
     pods: dict[str, tuple[str, dict[str, str]]] = {
-        "supervisor": ("supervisor", {}),
-        # One worker is told the supervisor, the other finds it through the web "Service".
         "worker-0": ("worker", {"KUBEMILL_MARS_SUPERVISORS": f"127.0.0.1:{service}"}),
+        "supervisor": ("supervisor", {}),
         "worker-1": ("worker", {"MARS_SUPERVISOR_SERVICE": "127.0.0.1"}),
     }
     started: dict[str, subprocess.Popen[bytes]] = {}
     ready: dict[str, Path] = {}
     addresses: dict[str, str] = {}
     temps: dict[str, str] = {}
+
+    def log(name: str) -> str:
+        return (tmp_path / name / "log").read_text(errors="replace")
+
+    def until(what: str, done: Callable[[], bool]) -> None:
+        give_up = time.monotonic() + 240
+        while not done():
+            for name, child in started.items():
+                assert child.poll() is None, f"{name} exited:\n{log(name)[-3000:]}"
+            assert time.monotonic() < give_up, f"no {what}: {[log(n)[-1500:] for n in started]}"
+            time.sleep(0.2)
+
     try:
         for name, (role, own) in pods.items():
             home = tmp_path / name
@@ -195,45 +245,43 @@ def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path)
             ready[name] = home / "ready"
             port = service if role == "supervisor" else ports.allocate()
             addresses[name] = f"127.0.0.1:{port}"
-            env = {
-                **program_env(tmp_path / "state"),
-                # Mars's socket paths are $TMPDIR/mars/<32 hex>: a short TMPDIR of its own.
-                "TMPDIR": tempfile.mkdtemp(prefix="km-", dir="/tmp"),
-                "MARS_K8S_POD_NAME": name,
-                "MARS_K8S_POD_NAMESPACE": "local",
-                "MARS_K8S_POD_IP": "127.0.0.1",
-                "MARS_SERVICE_PORT": str(port),
-                "MARS_WEB_PORT": str(web),
-                "MARS_CPU_TOTAL": "1",
-                "MARS_MEMORY_TOTAL": str(1 << 30),
-                "MARS_SPILL_DIRS": str(home / "spill"),
-                "KUBEMILL_MARS_READY_FILE": str(ready[name]),
-                **own,
-            }
-            env.pop("KUBERNETES_SERVICE_HOST", None)
+            extra = {**own, **(worker_env if role == "worker" else {})}
+            env = pod_env(name, port, web, home, MARS_SPILL_DIRS=str(home / "spill"), **extra)
             temps[name] = env["TMPDIR"]
-            with (home / "log").open("wb") as log:
+            with (home / "log").open("wb") as out:
                 started[name] = subprocess.Popen(
                     [str(MARS.python), "-m", "kubemill.deploy.mars", role],
                     env=env,
-                    stdout=log,
+                    stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-        give_up = time.monotonic() + 240
-        while not all(path.exists() for path in ready.values()):
-            for name, child in started.items():
-                assert child.poll() is None, (tmp_path / name / "log").read_text()[-3000:]
-            assert time.monotonic() < give_up, {n: p.exists() for n, p in ready.items()}
-            time.sleep(0.2)
+            if name == "worker-0":
+                # It waits for the supervisor, and says so, before Mars's worker starts.
+                until("wait for the supervisor", lambda: "waiting up to" in log("worker-0"))
+                assert not ready["worker-0"].exists()
+        until("readiness", lambda: all(path.exists() for path in ready.values()))
         # Ready means registered: the supervisor lists both workers by their own addresses.
         assert listed_workers(web) == {addresses["worker-0"], addresses["worker-1"]}
-        for child in started.values():
-            child.send_signal(signal.SIGTERM)
-        for name, child in started.items():
-            assert child.wait(timeout=60) == 0, (tmp_path / name / "log").read_text()[-3000:]
+        assert "the supervisors answered after" in log("worker-0")
+        # Each worker stores in a plasma store of its cache's size, as on Kubernetes.
+        for name in ("worker-0", "worker-1"):
+            stores = plasma_stores(started[name].pid)
+            assert len(stores) == 1, (name, stores)
+            assert stores[0][stores[0].index("-m") + 1] == str(int(CACHE * 0.95))
+        assert not plasma_stores(started["supervisor"].pid)
+        # The supervisor goes first (pods stop in any order): the workers still stop (Mars's
+        # worker alone would spin for ever once its supervisor no longer answers).
+        order = ["supervisor", "worker-0", "worker-1"]
+        started["supervisor"].send_signal(signal.SIGTERM)
+        assert started["supervisor"].wait(timeout=60) == 0, log("supervisor")[-3000:]
+        for name in order[1:]:
+            started[name].send_signal(signal.SIGTERM)
+        for name in order:
+            child = started[name]
+            assert child.wait(timeout=60) == 0, log(name)[-3000:]
             assert not ready[name].exists()
-            # Mars's resource tracker and forkserver end once the main process has gone.
+            # Mars's resource tracker, forkserver and plasma store end with the main process.
             assert not group_left(child.pid)
     finally:
         for child in started.values():
@@ -242,6 +290,42 @@ def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path)
             child.wait()
         for name in started:
             shutil.rmtree(temps[name], ignore_errors=True)
+
+
+def test_a_worker_whose_supervisor_never_answers_exits_1_saying_so(tmp_path: Path) -> None:
+    ports = PortAllocator()
+    nobody, port = ports.allocate(), ports.allocate()
+    home = tmp_path / "worker"
+    home.mkdir()
+    env = pod_env(
+        "worker",
+        port,
+        ports.allocate(),
+        home,
+        KUBEMILL_MARS_SUPERVISORS=f"127.0.0.1:{nobody}",
+        KUBEMILL_MARS_SUPERVISOR_WAIT="5",
+    )
+    try:
+        child = subprocess.Popen(
+            [str(MARS.python), "-m", "kubemill.deploy.mars", "worker"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            _out, err = child.communicate(timeout=240)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+        assert child.returncode == 1, err[-3000:]
+        assert f"kubemill.deploy.mars: the supervisor(s) 127.0.0.1:{nobody} did not answer" in err
+        assert "KUBEMILL_MARS_SUPERVISOR_WAIT" in err
+        assert not (home / "ready").exists()
+        assert not group_left(child.pid)  # its actor pool was stopped
+    finally:
+        shutil.rmtree(env["TMPDIR"], ignore_errors=True)
 
 
 TWO = """

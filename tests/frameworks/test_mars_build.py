@@ -132,12 +132,20 @@ def test_extra_env_replaces_the_entrypoints_by_name_and_adds_the_rest() -> None:
     assert _env(build_supervisors("demo", "ns", spec))[ENV_CPU_TOTAL] == "1"
 
 
-def test_workers_without_spill_paths_or_cache_get_neither() -> None:
+def test_workers_without_spill_paths_or_cache_get_no_spill_and_marss_default_cache() -> None:
     spec = MarsClusterSpec(worker_cpu=1, worker_mem="1g")
     deployment = build_workers("demo", "ns", spec)
-    assert "volumes" not in deployment["spec"]["template"]["spec"]
+    pod = deployment["spec"]["template"]["spec"]
     env = _env(deployment)
-    assert ENV_SPILL_DIRS not in env and ENV_CACHE_MEM_SIZE not in env
+    assert ENV_SPILL_DIRS not in env
+    # The plasma store always has a /dev/shm of its size: Mars's Kubernetes default, 40%.
+    assert env[ENV_CACHE_MEM_SIZE] == str((1 << 30) * 2 // 5)
+    assert [v["name"] for v in pod["volumes"]] == ["shm"]
+    assert pod["volumes"][0]["emptyDir"] == {
+        "medium": "Memory",
+        "sizeLimit": env[ENV_CACHE_MEM_SIZE],
+    }
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "shm", "mountPath": "/dev/shm"}]
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,17 @@ def processes_in(root: Path) -> list[int]:
     return found
 
 
+def plasma_stores(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are a plasma store (pyarrow's ``plasma-store-server``)."""
+    found = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            if argv0.endswith(b"plasma-store-server"):
+                found.append(pid)
+    return found
+
+
 @contextlib.contextmanager
 def pod(image: str, name: str, spec: Mapping[str, Any], workdir: Path) -> Iterator[Pod]:
     """The Deployment container ``spec`` running in a container of ``image`` until the block
@@ -187,7 +198,8 @@ def test_the_mars_image_holds_mars_with_its_pins_and_kubemill_only(mars_image: s
         "print(json.dumps({\n"
         "  'unwanted': [n for n in names if importlib.util.find_spec(n)],\n"
         "  'compilers': [c for c in ('gcc', 'cc', 'c++', 'make') if shutil.which(c)],\n"
-        "  'versions': {d: m.version(d) for d in ('pymars', 'numpy', 'kubemill', 'kubernetes')},\n"
+        "  'versions': {d: m.version(d) for d in ('pymars', 'numpy', 'pyarrow', 'kubemill',\n"
+        "                                       'kubernetes')},\n"
         "}))\n"
     )
     with container(mars_image) as name:
@@ -201,6 +213,7 @@ def test_the_mars_image_holds_mars_with_its_pins_and_kubemill_only(mars_image: s
     pins = {p.split("==")[0]: p.split("==")[1] for p in environments.MARS_PINS if "==" in p}
     assert found["versions"]["pymars"] == environments.MARS_VERSION
     assert found["versions"]["numpy"] == pins["numpy"]
+    assert found["versions"]["pyarrow"] == pins["pyarrow"]  # the workers' plasma store
     assert found["versions"]["kubemill"] == __version__
 
 
@@ -256,4 +269,7 @@ def test_a_supervisor_and_a_worker_from_the_image_compute_for_a_client(
             assert result["prefix"] == "/opt/kubemill"
             assert result["pid"] in processes_in(worker.root)
             assert result["pid"] not in processes_in(sup.root)
+            # The worker stores in a plasma store (Mars's Kubernetes config), the supervisor not.
+            assert plasma_stores(processes_in(worker.root)), worker.log()[-2000:]
+            assert not plasma_stores(processes_in(sup.root))
     assert "Traceback" not in sup.log(), sup.log()

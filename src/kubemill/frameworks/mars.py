@@ -25,7 +25,13 @@ from decimal import Decimal
 from typing import Any
 
 from kubemill.api import Job
-from kubemill.api.mars import DEFAULT_IMAGE, MarsCluster, MarsClusterSpec, cpu_text
+from kubemill.api.mars import (
+    DEFAULT_IMAGE,
+    MarsCluster,
+    MarsClusterSpec,
+    cpu_text,
+    parse_cache_size,
+)
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_PREFIX,
@@ -77,6 +83,10 @@ WEB_PORT = 7104
 CONTAINER = "mars"
 SPILL_MOUNT = "/mnt/spill-{index}"
 SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared memory, not a temp file
+DEFAULT_WORKER_CACHE_MEM = "40%"
+"""A worker's cache when ``workerCacheMem`` is not given: Mars's own Kubernetes default (its
+``DEFAULT_WORKER_CACHE_MEM``). The worker's plasma store takes its size, and /dev/shm must
+hold it (a container's own is 64 MiB), so every worker gets the memory emptyDir."""
 
 ROLES = {"Supervisor": "supervisor", "Worker": "worker"}
 """Replica type -> the role label and entrypoint argument."""
@@ -268,9 +278,10 @@ def build_workers(
     *,
     owner: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The workers' Deployment: spill paths as hostPath volumes, the cache as a
-    memory-backed emptyDir at /dev/shm sized to it (a small /dev/shm makes Mars die of
-    SIGBUS)."""
+    """The workers' Deployment: spill paths as hostPath volumes, the cache (``workerCacheMem``,
+    else :data:`DEFAULT_WORKER_CACHE_MEM` of the worker's memory) as ``MARS_CACHE_MEM_SIZE``,
+    the size of the worker's plasma store, and a memory-backed emptyDir at /dev/shm sized to
+    it (a small /dev/shm makes Mars die of SIGBUS)."""
     memory = spec.worker_mem_bytes
     volumes: list[tuple[dict[str, Any], dict[str, Any]]] = []
     spill_dirs: list[str] = []
@@ -288,14 +299,15 @@ def build_workers(
     if spill_dirs:
         more.append((ENV_SPILL_DIRS, ":".join(spill_dirs)))
     cache = spec.worker_cache_bytes
-    if cache is not None:
-        more.append((ENV_CACHE_MEM_SIZE, str(cache)))
-        volumes.append(
-            (
-                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": str(cache)}},
-                {"name": "shm", "mountPath": SHM_PATH},
-            )
+    if cache is None:
+        cache = parse_cache_size(DEFAULT_WORKER_CACHE_MEM, memory)
+    more.append((ENV_CACHE_MEM_SIZE, str(cache)))
+    volumes.append(
+        (
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": str(cache)}},
+            {"name": "shm", "mountPath": SHM_PATH},
         )
+    )
     return _deployment(
         cluster,
         namespace,
@@ -381,6 +393,7 @@ class Mars:
 
 __all__ = [
     "CONTAINER",
+    "DEFAULT_WORKER_CACHE_MEM",
     "ENTRYPOINT",
     "ENV_CACHE_MEM_SIZE",
     "ENV_CPU_TOTAL",

@@ -25,7 +25,8 @@ the local substrate runs and the core judges pod by pod:
   ``status.endpoint`` (``http://127.0.0.1:<supervisor 0's web port>``) while Ready, and
   ``status.readyReplicas``. The core writes both; the substrate only runs processes.
 - **Volumes.** No hostPath or memory emptyDir here: the spill paths are given to Mars as
-  they are (``MARS_SPILL_DIRS``), and the cache lives in the machine's own /dev/shm.
+  they are (``MARS_SPILL_DIRS``), and the cache (each worker's plasma store, of
+  ``MARS_CACHE_MEM_SIZE``, as on Kubernetes) lives in the machine's own /dev/shm.
 
 Pure: ports and paths come from the :class:`Network`.
 """

@@ -109,10 +109,14 @@ MARS_PINS = (
     "scikit-learn<1.3",
     "sqlalchemy<2",
     "numexpr==2.8.4",
+    "pyarrow==11.0.0",
 )
 """What pymars 0.10.0 builds and runs with on Python 3.11: with numpy 2 ``import mars`` fails
 on ``np.unicode_``, with numpy 1.26 ``describe()`` breaks; Cython 3 and setuptools >= 64
-cannot build its sdist (there is no wheel for 3.11)."""
+cannot build its sdist (there is no wheel for 3.11). pyarrow 11 is the last with
+``pyarrow.plasma``: the plasma store Mars's Kubernetes config gives its workers (as the
+in-pod worker of :mod:`kubemill.deploy.mars` does), and what Mars's own Kubernetes image
+pins."""
 
 MARS_BUILD_ONLY = ("cython<3", "wheel")
 """The pins only pymars's build needs: the Mars image (``scripts/build-image.sh mars``)
@@ -171,8 +175,9 @@ MARS = EnvSpec(
         ),
     ),
     check=(
-        "import numpy, mars, mars.tensor, kubemill.deploy.local\n"
+        "import numpy, mars, mars.tensor, pyarrow, pyarrow.plasma, kubemill.deploy.local\n"
         "assert numpy.__version__ == '1.23.5', numpy.__version__\n"
+        "assert pyarrow.__version__ == '11.0.0', pyarrow.__version__\n"
         f"assert mars.__version__ == {MARS_VERSION!r}, mars.__version__\n"
     ),
     programs=("mars-supervisor", "mars-worker"),
