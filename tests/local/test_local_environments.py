@@ -200,3 +200,27 @@ def test_the_env_commands(toy: tuple[Path, Path]) -> None:
     assert listed.exit_code == 0
     row = next(line for line in listed.stdout.splitlines() if line.startswith("toy"))
     assert "ready" in row
+
+
+def test_an_environment_whose_kubemill_checkout_is_gone_is_stale(
+    toy: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Its kubemill is installed editable: a moved or deleted checkout breaks `import
+    # kubemill` there, which must show when it is used, not in a replica's log.
+    root, gate = toy
+    gate.touch()
+    environments.create("toy")
+    record_path = root / "toy" / environments.RECORD_FILE
+    record = json.loads(record_path.read_text())
+    gone = tmp_path / "moved-checkout"
+    record_path.write_text(json.dumps({**record, "source": str(gone)}))
+    assert environments.status("toy").state == "stale"
+    with pytest.raises(environments.ManagedEnvironmentError) as stale:
+        environments.python_of("toy")
+    assert f"installed from {gone}, which is gone" in str(stale.value)
+    assert "kubemill env create toy" in str(stale.value)
+    with pytest.raises(SubstrateError, match=r"stale .*which is gone.*env create toy"):
+        ImageConfig(images={}).resolve("toy/engine:1.0")
+    # Created again from this checkout, it is ready.
+    assert environments.create("toy").ready
+    assert environments.status("toy").source == record["source"]

@@ -216,7 +216,9 @@ class EnvStatus:
     spec: EnvSpec
     prefix: Path
     state: str
-    """``ready``, ``incomplete`` (a create did not finish: run it again) or ``absent``."""
+    """``ready``, ``incomplete`` (a create did not finish: run it again), ``stale`` (the
+    kubemill checkout installed into it editable is gone: moved or deleted, so its
+    ``import kubemill`` fails) or ``absent``."""
     source: str = ""
     """The kubemill checkout installed into it."""
 
@@ -227,6 +229,13 @@ class EnvStatus:
     @property
     def ready(self) -> bool:
         return self.state == "ready"
+
+    @property
+    def where(self) -> str:
+        """Its path, and for a stale one the checkout that is gone, for messages."""
+        if self.state == "stale":
+            return f"{self.prefix}, its kubemill was installed from {self.source}, which is gone"
+        return str(self.prefix)
 
 
 def _record(prefix: Path) -> dict[str, object]:
@@ -247,9 +256,12 @@ def status(name: str, root: str | os.PathLike[str] | None = None) -> EnvStatus:
     complete = record.get("complete") is True and all(
         (prefix / "bin" / program).exists() for program in env.programs
     )
-    return EnvStatus(
-        env, prefix, "ready" if complete else "incomplete", source=str(record.get("source", ""))
-    )
+    source = str(record.get("source", ""))
+    state = "ready" if complete else "incomplete"
+    if complete and source and not (Path(source) / "src" / "kubemill").is_dir():
+        # Found at use rather than as "No module named 'kubemill'" in a replica's log.
+        state = "stale"
+    return EnvStatus(env, prefix, state, source=source)
 
 
 def list_environments(root: str | os.PathLike[str] | None = None) -> list[EnvStatus]:
@@ -262,7 +274,7 @@ def python_of(name: str, root: str | os.PathLike[str] | None = None) -> Path:
     found = status(name, root)
     if not found.ready:
         raise ManagedEnvironmentError(
-            f"the {name} environment is {found.state} ({found.prefix}); create it with"
+            f"the {name} environment is {found.state} ({found.where}); create it with"
             f" `kubemill env create {name}`"
         )
     return found.python

@@ -144,7 +144,7 @@ def managed_environment(
         if not found.ready:
             raise SubstrateError(
                 f"image {image!r} stands for kubemill's {env.name} environment, which is"
-                f" {found.state} ({found.prefix}): create it with `kubemill env create"
+                f" {found.state} ({found.where}): create it with `kubemill env create"
                 f" {env.name}`, or map the image to a venv of yours in the config file"
             )
         return Environment(
