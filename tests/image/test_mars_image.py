@@ -35,7 +35,7 @@ from kubemill.substrates.local import environments
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 
 from image_support import USER, buildah, container, run_in
-from operator_support import eventually, free_port
+from operator_support import eventually, free_ports
 
 pytestmark = [pytest.mark.image, pytest.mark.mars_image]
 
@@ -221,7 +221,7 @@ def test_a_supervisor_and_a_worker_from_the_image_compute_for_a_client(
     mars_image: str, tmp_path: Path
 ) -> None:
     client = mars_python()
-    service, web, worker_service = free_port(), free_port(), free_port()
+    service, web, worker_service = free_ports(3)
     supervisors = f"127.0.0.1:{service}"
     # The ports are moved off Mars's defaults (the host's network is shared); the rest of
     # each pod's environment is the Deployment's.

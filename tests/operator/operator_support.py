@@ -57,10 +57,17 @@ def eventually(check: Callable[[], T], *, timeout: float = WAIT, what: str = "")
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports of 127.0.0.1. Bound together: two ports asked for one
+    after the other may be the same one (the kernel hands a just-closed port out again)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def now_stamp() -> str:
@@ -174,8 +181,7 @@ class Operator:
         self.workdir = workdir
         self.kubeconfig = write_kubeconfig(workdir / f"{name}.kubeconfig", cluster.url)
         self.log_path = workdir / f"{name}.log"
-        self.metrics_port = free_port()
-        self.health_port = free_port()
+        self.metrics_port, self.health_port = free_ports(2)
         self.process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
