@@ -1,0 +1,108 @@
+"""Fixtures for the tests against a real Kubernetes control plane (tests/support/control_plane.py).
+
+One control plane serves the session: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler of the release tools/kube pins, with the node stand-in playing the pods bound
+to its Node. The binaries are built once per machine (scripts/kube-control-plane.sh build;
+.ci/run builds them before pytest, so here it is a cache hit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubemill.kinds import entries
+from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, NAME
+from support.control_plane import ControlPlane, build, running_control_plane
+from support.eventually import eventually
+from support.node import NodeStandIn, node_stand_in
+from support.real_operator import RealOperator, run_kubemill
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def control_plane_bin() -> Path:
+    return build(ROOT)
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    control_plane_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    with running_control_plane(tmp_path_factory.mktemp("kube"), control_plane_bin) as plane:
+        yield plane
+    assert not plane.alive(), f"control plane processes left: {plane.alive()}"
+
+
+@pytest.fixture(scope="session")
+def node(control_plane: ControlPlane) -> Iterator[NodeStandIn]:
+    with node_stand_in(control_plane) as stand_in:
+        yield stand_in
+
+
+OPERATOR_IMAGE = "kubemill-operator:test"
+"""No image runs here: the Deployment's pods are played by the node stand-in, and the
+operator itself runs as a local process with the Deployment's own arguments."""
+
+
+@pytest.fixture(scope="session")
+def installed(control_plane: ControlPlane, node: NodeStandIn) -> dict[str, Any]:
+    """`kubemill install --serve-upstream-groups` on the session's control plane, with the
+    Kubeflow-shaped upstream CRDs a Kubeflow install would have left; the operator Deployment."""
+    done = run_kubemill(
+        control_plane,
+        "install",
+        "--serve-upstream-groups",
+        "--image",
+        OPERATOR_IMAGE,
+        "--timeout",
+        "120",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for crd in upstream_crds():
+        control_plane.request(
+            "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd
+        )
+    for crd in upstream_crds():
+        name = crd["metadata"]["name"]
+        eventually(
+            lambda name=name: established(control_plane, name), what=f"CRD {name} established"
+        )
+    path = f"/apis/apps/v1/namespaces/{DEFAULT_NAMESPACE}/deployments/{NAME}"
+    return control_plane.request("GET", path)  # type: ignore[no-any-return]
+
+
+def established(plane: ControlPlane, crd: str) -> bool:
+    served = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in served.get("status", {}).get("conditions", [])
+    )
+
+
+def upstream_crds() -> list[dict[str, Any]]:
+    from support.upstream_crds import upstream_crd
+
+    return [
+        upstream_crd(engine.kind, group, version)
+        for engine in entries()
+        for group, version in engine.api.upstream_groups
+    ]
+
+
+@pytest.fixture(scope="session")
+def operator(
+    control_plane: ControlPlane, installed: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealOperator]:
+    """The operator, as a local process with the Deployment's arguments, authenticated as its
+    own ServiceAccount by a token from the real TokenRequest API: never as admin."""
+    workdir = tmp_path_factory.mktemp("operator")
+    container = installed["spec"]["template"]["spec"]["containers"][0]
+    with RealOperator(control_plane, workdir, container["args"]) as running:
+        yield running
+    refused = running.refused()
+    assert not refused, f"the operator's ServiceAccount was refused: {refused}"

@@ -1,0 +1,188 @@
+"""The real control plane itself: version, readiness, the scheduler, the controllers, the
+API server's proxy to the node, and ``scripts/kube-control-plane.sh up``/``down``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from support.control_plane import PROCESSES, ControlPlane, absent
+from support.eventually import eventually
+from support.node import NodeStandIn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pinned_release() -> str:
+    for line in (ROOT / "tools" / "kube" / "go.mod").read_text().splitlines():
+        if line.strip().startswith("k8s.io/kubernetes "):
+            return line.split()[1]
+    raise AssertionError("tools/kube/go.mod pins no k8s.io/kubernetes")
+
+
+def test_the_binaries_tell_the_release_they_were_built_from(control_plane: ControlPlane) -> None:
+    release = pinned_release()
+    assert control_plane.version() == release
+    versions = json.loads(control_plane.kubectl("version", "-o", "json").stdout)
+    assert versions["clientVersion"]["gitVersion"] == release
+    assert versions["serverVersion"]["gitVersion"] == release
+    major, minor = release.removeprefix("v").split(".")[:2]
+    assert (versions["serverVersion"]["major"], versions["serverVersion"]["minor"]) == (
+        major,
+        minor,
+    )
+    etcd = subprocess.run(
+        [control_plane.binary("etcd"), "--version"], capture_output=True, text=True, check=True
+    )
+    assert "etcd Version: 3.6." in etcd.stdout, etcd.stdout
+
+
+def test_readyz_and_a_ready_node(control_plane: ControlPlane) -> None:
+    assert control_plane.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+    node = control_plane.request("GET", f"/api/v1/nodes/{control_plane.node}")
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert ready["Ready"] == "True"
+    assert not node["spec"].get("taints")
+
+
+def test_a_deployment_becomes_pods_the_scheduler_binds_and_the_node_plays(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    labels = {"app": "web"}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": "example:1"}]},
+            },
+        },
+    }
+    control_plane.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment)
+
+    def pods() -> list[dict[str, object]]:
+        listing = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        return [p for p in listing["items"] if p["status"].get("phase") == "Running"]
+
+    running = eventually(lambda: len(pods()) == 2 and pods(), what="2 running pods")
+    for pod in running:
+        assert pod["spec"]["nodeName"] == control_plane.node  # type: ignore[index]
+        owner = pod["metadata"]["ownerReferences"][0]  # type: ignore[index]
+        assert owner["kind"] == "ReplicaSet"
+    eventually(
+        lambda: (
+            control_plane.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")[
+                "status"
+            ].get("readyReplicas")
+            == 2
+        ),
+        what="the Deployment to count 2 ready replicas",
+    )
+    # The namespace controller finalizes the namespace: its pods go through the node's
+    # graceful deletion first.
+    control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    eventually(
+        lambda: absent(control_plane, f"/api/v1/namespaces/{namespace}"),
+        timeout=60,
+        what=f"namespace {namespace} to be finalized",
+    )
+
+
+def test_logs_reach_the_node_through_the_api_servers_proxy(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "talker", "namespace": namespace},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "example:1"}]},
+    }
+    control_plane.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+    eventually(lambda: node.running(namespace, "talker"), what="the pod to run")
+    node.write_log(namespace, "talker", "main", "one\ntwo\nthree")
+    logs = control_plane.kubectl("logs", "-n", namespace, "talker")
+    assert logs.stdout.splitlines() == ["one", "two", "three"]
+    assert control_plane.kubectl("logs", "-n", namespace, "talker", "--tail=1").stdout == "three\n"
+    stamped = control_plane.kubectl("logs", "-n", namespace, "talker", "--timestamps").stdout
+    assert all(line.split(" ", 1)[1] in ("one", "two", "three") for line in stamped.splitlines())
+    limited = control_plane.kubectl("logs", "-n", namespace, "talker", "--limit-bytes=5").stdout
+    assert limited == "one\nt"
+    follower = subprocess.Popen(
+        [
+            control_plane.binary("kubectl"),
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            "logs",
+            "-n",
+            namespace,
+            "talker",
+            "--follow",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        assert [follower.stdout.readline() for _ in range(3)] == ["one\n", "two\n", "three\n"]
+        node.write_log(namespace, "talker", "main", "four")
+        assert follower.stdout.readline() == "four\n"
+        node.finish(namespace, "talker", 0)
+        assert follower.wait(timeout=30) == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    finished = node.pod(namespace, "talker")
+    assert finished["status"]["phase"] == "Succeeded"
+
+
+def test_the_script_brings_a_control_plane_up_and_down(
+    control_plane_bin: Path, tmp_path: Path
+) -> None:
+    """The README's commands: `up DIR`, then `kubectl ... get --raw /readyz` says ok, and
+    `down DIR` leaves no process."""
+    script = str(ROOT / "scripts" / "kube-control-plane.sh")
+    where = tmp_path / "plane"
+    try:
+        up = subprocess.run([script, "up", str(where)], capture_output=True, text=True, timeout=300)
+        assert up.returncode == 0, up.stderr
+        plane = ControlPlane(where)
+        readyz = subprocess.run(
+            [
+                str(control_plane_bin / "kubectl"),
+                "--kubeconfig",
+                str(where / "admin.kubeconfig"),
+                "get",
+                "--raw",
+                "/readyz",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert readyz.stdout.strip() == "ok"
+        started = dict(plane.state.pids) if plane.state else {}
+        assert set(started) == set(PROCESSES)
+    finally:
+        down = subprocess.run(
+            [script, "down", str(where)], capture_output=True, text=True, timeout=120
+        )
+    assert down.returncode == 0, down.stdout + down.stderr
+    for name, pid in started.items():
+        assert not runs(pid), f"{name} (pid {pid}) still runs after down"
+
+
+def runs(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie left for init to reap is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -1,0 +1,478 @@
+"""The tests' stand-in for the kubelet of the real control plane's Node.
+
+No kubelet or container runtime can run on this machine, so the pods the real kube-scheduler
+binds to the Node are played here. :class:`NodeStandIn` does through the real API, with the
+node's own identity (``system:node:<name>``: the Node authorizer and NodeRestriction decide
+what it may do), what a kubelet does:
+
+- a pod bound to the node starts: its init containers end with 0, its containers run and are
+  ready, it gets a pod IP, the host IP and a start time;
+- a container ends when a test says so (:meth:`NodeStandIn.finish`): under the pod's
+  ``restartPolicy`` it is restarted in place (restart count, last state) or the pod ends
+  Succeeded or Failed, as the kubelet decides;
+- a deleted pod (a deletion timestamp) has its containers stopped (exit 143, SIGTERM's) after
+  :attr:`NodeStandIn.grace` seconds, then is removed with grace 0, as the kubelet does;
+- the kubelet's HTTPS endpoint that the API server proxies ``kubectl logs`` to
+  (``/containerLogs/<ns>/<pod>/<container>`` with ``follow``, ``tailLines``, ``sinceSeconds``,
+  ``timestamps``, ``limitBytes``) serves what a test wrote with :meth:`NodeStandIn.write_log`.
+
+The pods' commands do not run: a test decides each container's exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from support.control_plane import ControlPlane
+
+Pod = dict[str, Any]
+
+
+def stamp(moment: datetime | None = None) -> str:
+    return (moment or datetime.now(tz=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class ContainerLog:
+    """One container's log: (time, line) pairs, and whether it has ended."""
+
+    lines: list[tuple[datetime, str]] = field(default_factory=list)
+    ended: bool = False
+
+
+class NodeStandIn:
+    """Plays the pods bound to ``plane``'s Node (see the module docstring)."""
+
+    def __init__(self, plane: ControlPlane, *, grace: float = 0.3) -> None:
+        self.plane = plane
+        self.grace = grace
+        """Seconds a deleted pod takes to stop (its Terminating window)."""
+        self.on_start: Callable[[Pod], None] | None = None
+        """Called (on the watch thread) once a pod is reported running: a test's script."""
+        self._stop = threading.Event()
+        self._lock = threading.Condition()
+        self._pods: dict[tuple[str, str], Pod] = {}
+        self._started: set[str] = set()
+        self._deleting: set[str] = set()
+        self._logs: dict[tuple[str, str, str], ContainerLog] = {}
+        self._next_ip = 10
+        self._threads: list[threading.Thread] = []
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    # --- life ---
+
+    def start(self) -> NodeStandIn:
+        self._serve_kubelet_api()
+        watcher = threading.Thread(target=self._watch_forever, name="node-watch", daemon=True)
+        watcher.start()
+        self._threads.append(watcher)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        with self._lock:
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    # --- what tests do ---
+
+    def pod(self, namespace: str, name: str) -> Pod:
+        return self.plane.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")  # type: ignore[no-any-return]
+
+    def finish(
+        self,
+        namespace: str,
+        name: str,
+        exit_code: int = 0,
+        *,
+        container: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """The pod's container (its first, unless named) exits with ``exit_code``; the pod is
+        restarted in place or ends, as its ``restartPolicy`` says."""
+        pod = self.pod(namespace, name)
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        target = container or containers[0]
+        policy = pod["spec"].get("restartPolicy", "Always")
+        restart = policy == "Always" or (policy == "OnFailure" and exit_code != 0)
+        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses", [])}
+        entry = statuses[target]
+        terminated = {
+            "exitCode": exit_code,
+            "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+            "startedAt": entry.get("state", {}).get("running", {}).get("startedAt", stamp()),
+            "finishedAt": stamp(),
+        }
+        if restart:
+            entry["restartCount"] = entry.get("restartCount", 0) + 1
+            entry["lastState"] = {"terminated": terminated}
+            entry["state"] = {"running": {"startedAt": stamp()}}
+            entry["ready"] = True
+            self._write_status(pod, phase="Running", statuses=list(statuses.values()))
+            return
+        entry["state"] = {"terminated": terminated}
+        entry["ready"] = False
+        entry["started"] = False
+        others_done = all("terminated" in s["state"] for s in statuses.values())
+        self._end_log(namespace, name, target)
+        if not others_done:
+            self._write_status(pod, phase="Running", statuses=list(statuses.values()), ready=False)
+            return
+        failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in statuses.values())
+        self._write_status(
+            pod,
+            phase="Failed" if failed else "Succeeded",
+            statuses=list(statuses.values()),
+            ready=False,
+        )
+
+    def write_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Append ``text`` to the container's log, as its process would print it."""
+        with self._lock:
+            log = self._logs.setdefault((namespace, pod, container), ContainerLog())
+            now = datetime.now(tz=UTC)
+            log.lines.extend((now, line) for line in text.splitlines())
+            self._lock.notify_all()
+
+    def running(self, namespace: str, name: str) -> bool:
+        """Whether the stand-in has reported the pod running."""
+        with self._lock:
+            return self._uid(namespace, name) in self._started
+
+    # --- the pods ---
+
+    def _uid(self, namespace: str, name: str) -> str:
+        pod = self._pods.get((namespace, name))
+        return str(pod["metadata"]["uid"]) if pod else ""
+
+    def _watch_forever(self) -> None:
+        selector = urllib.parse.quote(f"spec.nodeName={self.plane.node}")
+        while not self._stop.is_set():
+            try:
+                listing = self.plane.request(
+                    "GET", f"/api/v1/pods?fieldSelector={selector}", identity="node"
+                )
+                for pod in listing["items"]:
+                    self._seen(pod)
+                version = listing["metadata"]["resourceVersion"]
+                path = (
+                    f"/api/v1/pods?fieldSelector={selector}&watch=1"
+                    f"&resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=60"
+                )
+                request = urllib.request.Request(self.plane.url + path)
+                context = self.plane.ssl_context("node")
+                with urllib.request.urlopen(request, context=context, timeout=90) as stream:
+                    for line in stream:
+                        if self._stop.is_set():
+                            return
+                        event = json.loads(line)
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self._seen(event["object"])
+                        elif event["type"] == "DELETED":
+                            self._gone(event["object"])
+            except (OSError, urllib.error.URLError, ValueError) as exc:
+                if self._stop.is_set():
+                    return
+                print(f"node stand-in: watch ended ({exc}); listing again")
+                time.sleep(0.2)
+
+    def _seen(self, pod: Pod) -> None:
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["name"])
+        uid = meta["uid"]
+        with self._lock:
+            self._pods[key] = pod
+            fresh = uid not in self._started
+            if fresh:
+                self._started.add(uid)
+            deleting = "deletionTimestamp" in meta and uid not in self._deleting
+            if deleting:
+                self._deleting.add(uid)
+        if deleting:
+            self._spawn(self._terminate, pod)
+        elif fresh and pod.get("status", {}).get("phase") in (None, "Pending"):
+            self._spawn(self._start_pod, pod)
+
+    def _gone(self, pod: Pod) -> None:
+        meta = pod["metadata"]
+        with self._lock:
+            self._pods.pop((meta["namespace"], meta["name"]), None)
+            for container in pod["spec"]["containers"]:
+                log = self._logs.get((meta["namespace"], meta["name"], container["name"]))
+                if log is not None:
+                    log.ended = True
+            self._lock.notify_all()
+
+    def _spawn(self, target: Callable[[Pod], None], pod: Pod) -> None:
+        def guarded() -> None:
+            try:
+                target(pod)
+            except urllib.error.HTTPError as exc:
+                # A pod deleted meanwhile (404) or changed (409): the watch brings what is next.
+                if exc.code not in (404, 409):
+                    print(
+                        f"node stand-in: {target.__name__} of {pod['metadata']['name']}: "
+                        f"{exc.code} {exc.read()[:500]!r}"
+                    )
+
+        thread = threading.Thread(target=guarded, daemon=True)
+        thread.start()
+
+    def _start_pod(self, pod: Pod) -> None:
+        with self._lock:
+            self._next_ip += 1
+            ip = f"10.244.{self._next_ip // 250}.{self._next_ip % 250 + 2}"
+        now = stamp()
+        init = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "started": False,
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": now,
+                        "finishedAt": now,
+                    }
+                },
+            }
+            for c in pod["spec"].get("initContainers", [])
+        ]
+        statuses = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in pod["spec"]["containers"]
+        ]
+        for container in pod["spec"]["containers"]:
+            with self._lock:
+                self._logs.setdefault(
+                    (pod["metadata"]["namespace"], pod["metadata"]["name"], container["name"]),
+                    ContainerLog(),
+                )
+        self._write_status(pod, phase="Running", statuses=statuses, init=init, ip=ip, ready=True)
+        if self.on_start is not None:
+            self.on_start(pod)
+
+    def _terminate(self, pod: Pod) -> None:
+        time.sleep(self.grace)
+        meta = pod["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        try:
+            current = self.pod(namespace, name)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return
+            raise
+        if current["metadata"]["uid"] != meta["uid"]:
+            return
+        statuses = current.get("status", {}).get("containerStatuses", [])
+        for entry in statuses:
+            if "terminated" not in entry.get("state", {}):
+                started = entry.get("state", {}).get("running", {}).get("startedAt", stamp())
+                entry["state"] = {
+                    "terminated": {
+                        "exitCode": 143,
+                        "reason": "Error",
+                        "startedAt": started,
+                        "finishedAt": stamp(),
+                    }
+                }
+                entry["ready"] = False
+            self._end_log(namespace, name, entry["name"])
+        if current.get("status", {}).get("phase") not in ("Succeeded", "Failed") and statuses:
+            failed = any(e["state"]["terminated"]["exitCode"] != 0 for e in statuses)
+            self._write_status(
+                current, phase="Failed" if failed else "Succeeded", statuses=statuses, ready=False
+            )
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": meta["uid"]},
+        }
+        self.plane.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, identity="node"
+        )
+
+    def _write_status(
+        self,
+        pod: Pod,
+        *,
+        phase: str,
+        statuses: list[dict[str, Any]],
+        init: list[dict[str, Any]] | None = None,
+        ip: str | None = None,
+        ready: bool | None = None,
+    ) -> None:
+        meta = pod["metadata"]
+        old = pod.get("status", {})
+        now = stamp()
+        is_ready = ready if ready is not None else phase == "Running"
+        conditions = [
+            {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": now},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": str(is_ready), "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": str(is_ready), "lastTransitionTime": now},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        ]
+        status: dict[str, Any] = {
+            "phase": phase,
+            "conditions": conditions,
+            "containerStatuses": statuses,
+            "hostIP": "127.0.0.1",
+            "hostIPs": [{"ip": "127.0.0.1"}],
+            "startTime": old.get("startTime", now),
+        }
+        if init is not None:
+            status["initContainerStatuses"] = init
+        pod_ip = ip or old.get("podIP")
+        if pod_ip:
+            status["podIP"] = pod_ip
+            status["podIPs"] = [{"ip": pod_ip}]
+        body = {"metadata": {"uid": meta["uid"]}, "status": status}
+        self.plane.request(
+            "PATCH",
+            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+            body,
+            identity="node",
+            content_type="application/merge-patch+json",
+        )
+
+    def _end_log(self, namespace: str, pod: str, container: str) -> None:
+        with self._lock:
+            self._logs.setdefault((namespace, pod, container), ContainerLog()).ended = True
+            self._lock.notify_all()
+
+    # --- the kubelet API the API server proxies to ---
+
+    def _serve_kubelet_api(self) -> None:
+        stand_in = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                parts = url.path.strip("/").split("/")
+                if len(parts) != 4 or parts[0] != "containerLogs":
+                    self.send_error(404, "the node stand-in serves only containerLogs")
+                    return
+                query = dict(urllib.parse.parse_qsl(url.query))
+                stand_in._serve_log(self, parts[1], parts[2], parts[3], query)
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        pki = self.plane.pki
+        context.load_cert_chain(str(pki.path("kubelet", "crt")), str(pki.path("kubelet", "key")))
+        # Only the API server (its kubelet-client certificate, signed by the run's CA) may ask.
+        context.load_verify_locations(str(pki.path("ca", "crt")))
+        context.verify_mode = ssl.CERT_REQUIRED
+        assert self.plane.state is not None
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", self.plane.state.kubelet_port), Handler
+        )
+        server.daemon_threads = True
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        self._server = server
+        thread = threading.Thread(target=server.serve_forever, name="node-kubelet-api", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _serve_log(
+        self,
+        handler: http.server.BaseHTTPRequestHandler,
+        namespace: str,
+        pod: str,
+        container: str,
+        query: dict[str, str],
+    ) -> None:
+        key = (namespace, pod, container)
+        with self._lock:
+            log = self._logs.get(key)
+        if log is None:
+            handler.send_error(
+                404, f"container {container} of {namespace}/{pod} is not on this node"
+            )
+            return
+        follow = query.get("follow") in ("true", "1")
+        timestamps = query.get("timestamps") in ("true", "1")
+        limit = int(query["limitBytes"]) if "limitBytes" in query else None
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        sent = 0
+
+        def emit(moment: datetime, line: str) -> bool:
+            nonlocal sent
+            text = (
+                (f"{moment.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} " if timestamps else "") + line + "\n"
+            )
+            data = text.encode()
+            if limit is not None:
+                data = data[: max(0, limit - sent)]
+            if data:
+                handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                handler.wfile.flush()
+                sent += len(data)
+            return limit is None or sent < limit
+
+        with self._lock:
+            lines = list(log.lines)
+        if "sinceSeconds" in query:
+            since = datetime.now(tz=UTC) - timedelta(seconds=int(query["sinceSeconds"]))
+            lines = [(t, text) for t, text in lines if t >= since]
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"]) :] if int(query["tailLines"]) else []
+        position = len(log.lines)
+        with contextlib.suppress(OSError):
+            going = all(emit(t, text) for t, text in lines)
+            while follow and going and not self._stop.is_set():
+                with self._lock:
+                    if len(log.lines) == position and not log.ended:
+                        self._lock.wait(timeout=0.5)
+                    fresh = log.lines[position:]
+                    position = len(log.lines)
+                    ended = log.ended
+                going = all(emit(t, text) for t, text in fresh)
+                if ended and not fresh:
+                    break
+            handler.wfile.write(b"0\r\n\r\n")
+            handler.wfile.flush()
+
+
+@contextlib.contextmanager
+def node_stand_in(plane: ControlPlane, *, grace: float = 0.3) -> Iterator[NodeStandIn]:
+    node = NodeStandIn(plane, grace=grace).start()
+    try:
+        yield node
+    finally:
+        node.stop()
