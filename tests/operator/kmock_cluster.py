@@ -422,6 +422,7 @@ def _now() -> str:
 
 _PODS = kmock.resource("", "v1", "pods")
 _SERVICES = kmock.resource("", "v1", "services")
+_ROLES = kmock.resource("rbac.authorization.k8s.io", "v1", "roles")
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
 """Where Services' cluster IPs come from (kubeadm's default ``--service-cluster-ip-range``);
 its first address is the ``kubernetes`` Service's, as on a cluster."""
@@ -461,9 +462,28 @@ def _removable(obj: Mapping[str, Any]) -> bool:
     )
 
 
+PROTECTED_GROUP_SUFFIXES = (".k8s.io", ".kubernetes.io")
+"""API groups whose CRDs kube-apiserver accepts only with an ``api-approved.kubernetes.io``
+annotation (the Kubernetes API review; its value a URL, or ``unapproved, ...``)."""
+
+
 def _crd_errors(crd: Mapping[str, Any]) -> list[kube_schema.FieldError]:
-    """apiextensions.k8s.io/v1 requires a schema for every version."""
+    """apiextensions.k8s.io/v1 requires a schema for every version, and the approval
+    annotation for a protected group (the real server refuses both with 422; found when
+    the spark-operator's group was first created on one)."""
     errors = []
+    group = str((crd.get("spec") or {}).get("group") or "")
+    annotations = (crd.get("metadata") or {}).get("annotations") or {}
+    if (
+        group.endswith(PROTECTED_GROUP_SUFFIXES) or group in ("k8s.io", "kubernetes.io")
+    ) and not annotations.get("api-approved.kubernetes.io"):
+        errors.append(
+            kube_schema.FieldError(
+                "metadata.annotations[api-approved.kubernetes.io]",
+                "Required",
+                detail="protected groups must have approval annotation api-approved.kubernetes.io",
+            )
+        )
     for index, version in enumerate((crd.get("spec") or {}).get("versions") or []):
         if not (version.get("schema") or {}).get("openAPIV3Schema"):
             errors.append(
@@ -1040,6 +1060,16 @@ class KubeCluster(kmock.KubernetesEmulator):
                 )
             if resource == _SERVICES:
                 self._allocate_cluster_ip(obj, dry_run=request.params.get("dryRun") == "All")
+            # RBAC's escalation check: a creator without `bind` (kubemill's operator has
+            # none) may grant only what it holds, so the server looks the Role up, and
+            # answers 404 while it is missing (found on the real kube-apiserver).
+            role_ref = obj.get("roleRef") or {}
+            if (
+                resource.plural == "rolebindings"
+                and role_ref.get("kind") == "Role"
+                and self._stored(_ROLES, meta.get("namespace"), role_ref.get("name")) is None
+            ):
+                raise self._not_found(resource, meta["name"])
             if request.params.get("dryRun") == "All":
                 return obj
             if resource.plural == "customresourcedefinitions":

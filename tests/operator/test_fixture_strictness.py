@@ -21,9 +21,10 @@ import pytest
 import websocket
 from kmock_cluster import APPLY_PATCH, SERVICE_CIDR, ApiError, ClusterThread
 from operator_jobs import tfjob
-from operator_support import container_status, eventually, kubeflow_crd
+from operator_support import container_status, eventually
 
 from kubemill.kinds import crds
+from support.upstream_crds import kubeflow_crd
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -1033,3 +1034,31 @@ def test_namespaces_take_apply_and_delete(served: ClusterThread) -> None:
     served.delete(f"/api/v1/namespaces/{name}/configmaps/c")
     served.delete(f"/api/v1/namespaces/{name}")
     assert served.get_or_none(f"/api/v1/namespaces/{name}") is None
+
+
+def test_a_role_binding_before_its_role_is_not_found_and_a_protected_group_needs_approval(
+    served: ClusterThread, ns: str
+) -> None:
+    """Two rules the real kube-apiserver taught this server (tests/cluster): the escalation
+    check of a creator without `bind` looks the bound Role up, and a CRD in a `*.k8s.io`
+    group needs the `api-approved.kubernetes.io` annotation."""
+    bindings = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"
+    binding = {
+        "metadata": {"name": "b"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+    }
+    refused(served.create, bindings, binding, status=404)
+    served.create(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+        {"metadata": {"name": "r"}, "rules": []},
+    )
+    served.create(bindings, binding)
+
+    crd = copy.deepcopy(kubeflow_crd("PyTorchJob"))
+    crd["spec"]["group"] = "examples.k8s.io"
+    crd["metadata"]["name"] = f"pytorchjobs.{crd['spec']['group']}"
+    status = refused(served.create, CRDS, crd)
+    assert "api-approved.kubernetes.io" in status["message"]
+    crd["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, testing only"}
+    served.create(CRDS, crd)

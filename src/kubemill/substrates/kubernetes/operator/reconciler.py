@@ -104,6 +104,23 @@ EventType = Literal["Normal", "Warning"]
 EventPoster = Callable[[Mapping[str, Any], EventType, str, str], None]
 
 
+def creation_wave(action: Action) -> int:
+    """The order in which a pass's actions may run, lowest first; one wave runs at once.
+
+    What others need must exist first, or the API server refuses them: a pod names its
+    PodGroup and its ServiceAccount (the ServiceAccount admission plugin refuses a pod whose
+    account does not exist yet), and a RoleBinding names its Role (the RBAC escalation check
+    of a creator without ``bind`` looks the Role up, and answers 404 while it is missing).
+    """
+    if isinstance(action, CreatePodGroup):
+        return 0
+    if isinstance(action, CreateChild) and action.kind in ("ServiceAccount", "Role"):
+        return 0
+    if isinstance(action, CreateChild) and action.kind == "RoleBinding":
+        return 1
+    return 2
+
+
 class RetryLater(Exception):
     """Some writes failed; reconcile the job again after a backoff."""
 
@@ -434,16 +451,18 @@ class Reconciler:
                     return
             done.extend(events)
 
-        # The PodGroup first (pods name it), then every create and delete at once; deleting
-        # the job itself comes last, after its final status.
-        first = [s for s in steps if isinstance(s[0], CreatePodGroup)]
+        # Each wave at once, in order (see creation_wave); deleting the job itself comes
+        # last, after its final status.
         last = [s for s in steps if isinstance(s[0], DeleteJob)]
-        middle = [s for s in steps if not isinstance(s[0], CreatePodGroup | DeleteJob)]
+        waves: dict[int, list[tuple[Action, list[RecordEvent]]]] = {}
+        for step in steps:
+            if not isinstance(step[0], DeleteJob):
+                waves.setdefault(creation_wave(step[0]), []).append(step)
         try:
-            for action, events in first:
-                await run(action, events)
-            if not failures:
-                await asyncio.gather(*(run(action, events) for action, events in middle))
+            for wave in sorted(waves):
+                if failures:
+                    break
+                await asyncio.gather(*(run(action, events) for action, events in waves[wave]))
             if failures:
                 raise RetryLater(
                     failures, blocked=any(classify(e) is Outcome.BLOCKED for e in failures)
