@@ -9,7 +9,6 @@ from the cluster's request log and objects.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import signal
@@ -26,9 +25,9 @@ from typing import Any, TypeVar
 
 from kmock_cluster import Call, ClusterThread, write_kubeconfig
 
-from kubemill.api.crd import build_crd
 from kubemill.kinds import crds, entries, entry_for
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
+from support.upstream_crds import upstream_crd
 
 T = TypeVar("T")
 
@@ -75,57 +74,6 @@ def now_stamp() -> str:
 
 
 # --- the cluster ---------------------------------------------------------------------------
-
-
-KUBEFLOW_REPLICA_STATUS: dict[str, Any] = {
-    "description": "ReplicaStatus represents the current observed state of the replica.",
-    "type": "object",
-    "properties": {
-        "active": {"type": "integer", "format": "int32"},
-        "succeeded": {"type": "integer", "format": "int32"},
-        "failed": {"type": "integer", "format": "int32"},
-        "labelSelector": {
-            "type": "object",
-            "x-kubernetes-map-type": "atomic",
-            "properties": {
-                "matchExpressions": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["key", "operator"],
-                        "properties": {
-                            "key": {"type": "string"},
-                            "operator": {"type": "string"},
-                            "values": {"type": "array", "items": {"type": "string"}},
-                        },
-                    },
-                },
-                "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        },
-        "selector": {"type": "string"},
-    },
-}
-"""Kubeflow's published ``ReplicaStatus`` (kubeflow.org/v1, training-operator's CRDs in
-manifests/base/crds): no ``restarts``, no ``retiredRestarts``; a real server prunes them."""
-
-
-def upstream_crd(kind: str, group: str, version: str) -> dict[str, Any]:
-    """The upstream CRD of ``kind`` as its own install leaves it: the spec as kubemill's;
-    for ``kubeflow.org``, the status with Kubeflow's own ReplicaStatus fields."""
-    crd = build_crd(entry_for(kind).api, group=group, version=version)
-    if group == "kubeflow.org":
-        for served in crd["spec"]["versions"]:
-            status = served["schema"]["openAPIV3Schema"]["properties"]["status"]
-            status["properties"]["replicaStatuses"]["additionalProperties"] = copy.deepcopy(
-                KUBEFLOW_REPLICA_STATUS
-            )
-    return crd
-
-
-def kubeflow_crd(kind: str) -> dict[str, Any]:
-    """The upstream ``kubeflow.org/v1`` CRD of ``kind`` as a Kubeflow install leaves it."""
-    return upstream_crd(kind, "kubeflow.org", "v1")
 
 
 KUBELET_FINISHES_AFTER = 0.3

@@ -1,0 +1,109 @@
+"""The Spark and Mars cluster paths against the real control plane: the seed's
+SparkApplication through the operator (in the spark-operator's own group), and the seed's
+Mars API, ``kubemill.deploy.kubernetes.new_cluster(api_client, ...)``, with the real
+Deployment, ReplicaSet, namespace controllers and the real NodePort allocator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import config
+
+from kubemill.deploy.kubernetes import KubernetesClusterClient, new_cluster
+from support.control_plane import ControlPlane, absent
+from support.eventually import eventually
+from support.node import NodeStandIn
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT = 60.0
+"""Upper bound on the operator and the controllers acting: a hang guard."""
+
+
+@pytest.mark.usefixtures("operator")
+def test_the_seeds_spark_application_completes_through_the_real_server(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    manifest: dict[str, Any] = yaml.safe_load(
+        (ROOT / "examples" / "seed" / "sparkapplication-v1beta2.yaml").read_text()
+    )
+    manifest["metadata"]["namespace"] = namespace
+    # The seed names a ServiceAccount `spark`: on a real cluster the user creates it first,
+    # and the ServiceAccount admission plugin refuses the driver pod without it.
+    control_plane.request(
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": "spark"}}
+    )
+    base = f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{namespace}/sparkapplications"
+    control_plane.request("POST", base, manifest)
+
+    def state() -> str:
+        status = control_plane.request("GET", f"{base}/spark-pi").get("status", {})
+        return str(status.get("applicationState", {}).get("state", ""))
+
+    def driver() -> dict[str, Any] | None:
+        listing = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+        drivers = [p for p in listing if p["metadata"]["name"].startswith("spark-pi-driver")]
+        return (
+            drivers[0]
+            if drivers and node.running(namespace, drivers[0]["metadata"]["name"])
+            else None
+        )
+
+    pod = eventually(driver, timeout=WAIT, what="the driver pod running")
+    assert pod["spec"]["serviceAccountName"] == "spark"
+    assert pod["spec"]["nodeName"] == control_plane.node
+    eventually(lambda: state() == "RUNNING", timeout=WAIT, what="RUNNING")
+    node.finish(namespace, pod["metadata"]["name"], 0)
+    eventually(lambda: state() == "COMPLETED", timeout=WAIT, what="COMPLETED")
+
+
+def test_the_seeds_mars_api_makes_its_namespace_and_stop_finalizes_it(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    api_client = config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+    cluster = new_cluster(
+        api_client,
+        image="kubemill-mars:test",
+        timeout=WAIT,
+        supervisor_num=1,
+        worker_num=2,
+        worker_cpu=1,
+        worker_mem="1g",
+        min_worker_num=2,
+    )
+    namespace = cluster.namespace
+    try:
+        role = control_plane.request(
+            "GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles"
+        )["items"][0]
+        assert {"get", "list", "watch"} <= set(role["rules"][0]["verbs"])
+        assert "pods" in role["rules"][0]["resources"]
+        deployments = control_plane.request(
+            "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments"
+        )
+        assert len(deployments["items"]) == 2
+        pods = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+        assert len(pods) == 3
+        # Pods from the real ReplicaSets, bound by the real scheduler.
+        assert all(p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet" for p in pods)
+        services = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services")["items"]
+        node_ports = [
+            port["nodePort"]
+            for service in services
+            if service["spec"]["type"] == "NodePort"
+            for port in service["spec"]["ports"]
+        ]
+        assert len(node_ports) == 1 and 30000 <= node_ports[0] <= 32767
+        assert cluster.endpoint == f"http://127.0.0.1:{node_ports[0]}"
+        again = KubernetesClusterClient(api_client, namespace, cluster.endpoint)
+        assert again.endpoint == cluster.endpoint
+    finally:
+        cluster.stop()
+    eventually(
+        lambda: absent(control_plane, f"/api/v1/namespaces/{namespace}"),
+        timeout=90,
+        what=f"{namespace} finalized by the namespace controller",
+    )
