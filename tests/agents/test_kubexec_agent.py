@@ -5,7 +5,7 @@ The supervisor below is the server side of the local protocol as the brief fixes
 line ``{"pod", "command"}`` with the agent's stdin, stdout and stderr attached
 (``SCM_RIGHTS``), one line back ``{"exitCode"}`` or ``{"error", "exitCode"}``, and a closed
 socket meaning "stop the process". The Kubernetes mode runs against the test API server's
-exec endpoint in ``tests/operator/test_mpi_exec.py``.
+exec endpoint in ``tests/substrates/kubernetes/operator/test_mpi_exec.py``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ on the local substrate starts its loop and returns; ``render`` shows its next ru
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,10 +16,7 @@ from cli_support import lines
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import ClientClusterThread, kmock_cluster
+from support.kube_client_support import ClientClusterThread, kmock_cluster
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scheduled-spark-pi.yaml"
 

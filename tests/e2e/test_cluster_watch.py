@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
-from e2e_support import EXAMPLES
+
+from support.e2e_support import EXAMPLES
 
 
 def load_cluster_watch() -> ModuleType:

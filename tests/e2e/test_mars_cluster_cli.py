@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from e2e_support import EXAMPLES, Cli, needs_mars_environment, processes_with_token
 
 import kubemill
 from kubemill.deploy.mars import LINK_DIR, LINK_PREFIX
 from kubemill.substrates.local import environments
+from support.e2e_support import EXAMPLES, Cli, needs_mars_environment, processes_with_token
 
 MARS = environments.status("mars")
 pytestmark = needs_mars_environment()

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from e2e_support import needs_mars_environment
 
 import kubemill
 from kubemill.deploy.watchdog import CLUSTER_MARK
 from kubemill.substrates.local import environments, procinfo
 from kubemill.substrates.local.network import PortAllocator
+from support.e2e_support import needs_mars_environment
 
 MARS = environments.status("mars")
 pytestmark = needs_mars_environment()

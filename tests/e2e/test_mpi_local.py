@@ -19,7 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from e2e_support import EXAMPLES, Cli, processes_with_token
+
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
 
 pytestmark = [
     pytest.mark.engine,

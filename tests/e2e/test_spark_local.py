@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import EXAMPLES, Cli, processes_with_token
+
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
 
 pytestmark = [
     pytest.mark.engine,

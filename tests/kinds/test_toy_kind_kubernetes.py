@@ -11,17 +11,20 @@ creates, counted and never deleted.
 from __future__ import annotations
 
 import base64
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from toy_engine import manifest
 from typer.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-from operator_support import (
+from kubemill.cli.app import app
+from kubemill.kinds import load_one
+from kubemill.substrates.kubernetes.install import operator_rules, permits
+from kubemill.substrates.kubernetes.render import render_job
+from support.operator_support import (
     Cluster,
     Kubelet,
     eventually,
@@ -30,12 +33,6 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
-from toy_engine import manifest
-
-from kubemill.cli.app import app
-from kubemill.kinds import load_one
-from kubemill.substrates.kubernetes.install import operator_rules, permits
-from kubemill.substrates.kubernetes.render import render_job
 
 HERE = Path(__file__).resolve().parent
 

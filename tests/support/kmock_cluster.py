@@ -84,10 +84,11 @@ import attrs
 import jsonpatch
 import jsonpointer
 import kmock
-import kube_schema
 import yaml
 from kmock._internal import aiobus, rendering  # the emulator's own types, for overriding it
 from kmock._internal import dicts as kmock_dicts
+
+from support import kube_schema
 
 TEST_USER_AGENT = "kubemill-tests"
 CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})

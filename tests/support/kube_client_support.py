@@ -1,6 +1,6 @@
 """A cluster for the Kubernetes client tests: the operator tests' kmock cluster, plus logs.
 
-The cluster is :class:`kmock_cluster.KubeCluster` from ``tests/operator`` (kmock's emulator
+The cluster is :class:`support.kmock_cluster.KubeCluster` (kmock's emulator
 with what kmock 0.8 leaves out filled in: uids, resourceVersions, 201 on create, selectors,
 status subresources, garbage collection, ...); it is imported, not copied. What the client
 needs beyond it, added here on the emulator's extension point (its ``__call__``):
@@ -27,11 +27,9 @@ import datetime
 import json
 import re
 import socket
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp.web
@@ -39,16 +37,12 @@ import attrs
 import kmock
 from kmock._internal import rendering
 
-# tests/operator is no package (it would shadow the stdlib `operator`): import from its dir.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-
-import kmock_cluster
-
 from kubemill.api import GROUP, Job
 from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.build import Owner, build_pod
 from kubemill.substrates.kubernetes.client import load_job
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
+from support import kmock_cluster
 
 TOKEN = "test-token"
 """The bearer token :func:`kmock_cluster.write_kubeconfig` puts in the kubeconfig."""

@@ -24,11 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kmock_cluster import Call, ClusterThread, write_kubeconfig
-
 from kubemill.api.crd import build_crd
 from kubemill.kinds import crds, entries, entry_for
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
+from support.kmock_cluster import Call, ClusterThread, write_kubeconfig
 
 T = TypeVar("T")
 

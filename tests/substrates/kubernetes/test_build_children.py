@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from samples import elastic_pytorchjob, pytorchjob, tfjob
 
 from kubemill.core import CreateChild, CreatePod, DeletePod, RecordEvent
 from kubemill.core.model import CreatePodGroup
@@ -24,8 +25,6 @@ from kubemill.substrates.kubernetes.build import (
 )
 from kubemill.substrates.kubernetes.network import KubernetesNetwork
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes, render_job
-
-from .samples import elastic_pytorchjob, pytorchjob, tfjob
 
 
 def by_name(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:

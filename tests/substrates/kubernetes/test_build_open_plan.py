@@ -38,8 +38,7 @@ from kubemill.substrates.kubernetes.render import (
     redact,
     start_actions,
 )
-
-from .helpers import k8s_errors
+from support.manifest_checks import k8s_errors
 
 JOB = """
 apiVersion: kubemill.dev/v1

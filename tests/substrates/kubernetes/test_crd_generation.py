@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
+from samples import elastic_pytorchjob, pytorchjob, tfjob
 
 from kubemill.api import Job, KindApi
 from kubemill.api.crd import (
@@ -17,9 +18,13 @@ from kubemill.api.crd import (
     structural_errors,
 )
 from kubemill.kinds import crds, kind_table, load_one
-
-from .helpers import crd_validator, job_documents, job_manifest_files, k8s_errors, rel
-from .samples import elastic_pytorchjob, pytorchjob, tfjob
+from support.manifest_checks import (
+    crd_validator,
+    job_documents,
+    job_manifest_files,
+    k8s_errors,
+    rel,
+)
 
 CRDS = {c["spec"]["names"]["kind"]: c for c in crds()}
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helm_lite import render
 
 from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.install import (
@@ -25,9 +26,7 @@ from kubemill.substrates.kubernetes.install import (
     permits,
     write_deploy,
 )
-
-from .helm_lite import render
-from .helpers import ROOT, k8s_errors
+from support.manifest_checks import ROOT, k8s_errors
 
 VARIANTS = [
     pytest.param({}, id="cluster-wide"),

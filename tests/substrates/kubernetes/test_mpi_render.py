@@ -19,10 +19,9 @@ from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.build import HOST_ONLY_COMMAND
 from kubemill.substrates.kubernetes.render import render_job
+from support.manifest_checks import k8s_errors
 
-from .helpers import k8s_errors
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SEED = REPO / "examples" / "seed" / "mpijob-v1alpha2.yaml"
 
 V2BETA1 = {

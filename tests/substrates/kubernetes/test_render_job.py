@@ -10,14 +10,13 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from samples import elastic_pytorchjob, pytorchjob, tfjob
 
 from kubemill.api import Job, ScheduledSparkApplication
 from kubemill.kinds import crds, load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, plan_on_kubernetes, render_job
-
-from .helpers import K8S_VERSIONS, crd_validator, job_manifest_files, k8s_errors, rel
-from .samples import elastic_pytorchjob, pytorchjob, tfjob
+from support.manifest_checks import K8S_VERSIONS, crd_validator, job_manifest_files, k8s_errors, rel
 
 GANGS = (None, "volcano", "scheduler-plugins")
 

@@ -18,8 +18,7 @@ from kubemill.core import unix_nanos
 from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.build import UnsupportedPlanError
 from kubemill.substrates.kubernetes.render import render_job
-
-from .helpers import ROOT, k8s_errors
+from support.manifest_checks import ROOT, k8s_errors
 
 EXAMPLE = ROOT / "examples" / "scheduled-spark-pi.yaml"
 NOW = datetime(2026, 12, 1, 10, 3, 20, tzinfo=UTC)

@@ -1,8 +1,9 @@
 """The pure builders of Spark's cluster-mode objects: valid for Kubernetes, named and sized as
 Spark names and sizes them, and refusing what they do not build.
 
-(The field-by-field match with the JVM's own submission is tests/operator/
-test_spark_submit_native.py; these check the rules behind it one by one, without a JVM.)
+(The field-by-field match with the JVM's own submission is tests/substrates/kubernetes/
+operator/test_spark_submit_native.py; these check the rules behind it one by one, without a
+JVM.)
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ from kubemill.frameworks.spark_cluster_mode import (
     driver_objects,
     java_date,
 )
-
-from .helpers import k8s_errors
+from support.manifest_checks import k8s_errors
 
 GENERATED = Generated(
     app_id="spark-" + "a" * 32,
@@ -46,7 +46,7 @@ GENERATED = Generated(
 )
 IMAGE = "spark.kubernetes.container.image=spark:4.0.0"
 PI_PY = "local:///opt/spark/examples/src/main/python/pi.py"
-SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+SEED_S1 = Path(__file__).resolve().parents[3] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
 """SPEC.md S1's command line, after ``spark-submit``."""
 

@@ -4,8 +4,8 @@ The spark-operator runs spark-submit itself, so its driver pod IS Spark's. For o
 line, two pods are built here:
 
 - **Spark's**: kubemill's cluster-mode builders (``driver_objects``), which
-  ``tests/operator/test_spark_submit_native.py`` compares with what the JVM's spark-submit
-  creates, field by field;
+  ``tests/substrates/kubernetes/operator/test_spark_submit_native.py`` compares with what
+  the JVM's spark-submit creates, field by field;
 - **the operator's**: the SparkApplication ``kubemill spark-submit --operator`` makes of the
   same command line, as ``kubemill render`` shows it (the bodies the operator sends).
 

@@ -18,10 +18,9 @@ from kubemill.api import SparkApplication
 from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import render_job
+from support.manifest_checks import k8s_errors
 
-from .helpers import k8s_errors
-
-SEED = Path(__file__).resolve().parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
+SEED = Path(__file__).resolve().parents[2] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 
 PYTHON = {
     "apiVersion": "sparkoperator.k8s.io/v1beta2",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,9 @@ from kubemill.substrates.base import JobView, SubmitOptions
 from kubemill.substrates.local import LocalBackend
 from kubemill.substrates.plugins import load_plugins
 
-KINDS = Path(__file__).resolve().parent.parent / "kinds"
-if str(KINDS) not in sys.path:
-    sys.path.insert(0, str(KINDS))
+KINDS = Path(__file__).resolve().parents[2] / "kinds"
+"""The toy engines' directory: on pytest's ``pythonpath`` (pyproject.toml) for this process,
+put on ``PYTHONPATH`` for the processes a test starts, as a user's plugin directory is."""
 
 
 def register_toy_hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:

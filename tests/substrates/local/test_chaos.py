@@ -55,7 +55,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -72,9 +71,7 @@ import yaml
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import JobNotFound, JobView
 from kubemill.substrates.local import procinfo
-
-sys.path.append(str(Path(__file__).resolve().parents[1] / "e2e"))
-from e2e_support import KUBEMILL, Cli, processes_with_token
+from support.e2e_support import KUBEMILL, Cli, processes_with_token
 
 pytestmark = pytest.mark.chaos
 

@@ -15,7 +15,7 @@ from kubemill.api.loader import MAX_EXPANDED_NODES, MAX_SOURCE_CHARS
 from kubemill.substrates.local.images import DEFAULT_MAX_REPLICAS_PER_JOB, config_path
 from kubemill.substrates.local.store import DB_NAME, default_state_dir
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def section() -> str:

@@ -1,6 +1,6 @@
 """Fixtures for the Kubernetes client tests: a served cluster, a kubeconfig, a backend.
 
-The cluster and its helpers live in :mod:`kube_client_support`.
+The cluster and its helpers live in :mod:`support.kube_client_support`.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube_client_support import ClientClusterThread, Operator, kmock_cluster
 
 from kubemill.substrates.kubernetes.client import KubernetesBackend
+from support.kube_client_support import ClientClusterThread, Operator, kmock_cluster
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_client_support import TOKEN, ClientClusterThread, closed_port, kmock_cluster, status_body
 
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
@@ -19,6 +18,13 @@ from kubemill.substrates.kubernetes.client.errors import (
     KubeApiError,
     KubeconfigError,
     OperatorNotActing,
+)
+from support.kube_client_support import (
+    TOKEN,
+    ClientClusterThread,
+    closed_port,
+    kmock_cluster,
+    status_body,
 )
 
 JOB = """

@@ -12,7 +12,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kube_client_support import (
+
+from kubemill.kinds import load_one
+from kubemill.substrates import base
+from kubemill.substrates.kubernetes.client import KubernetesBackend
+from kubemill.substrates.kubernetes.client import logs as logs_module
+from support.kube_client_support import (
     ClientClusterThread,
     LogBook,
     Operator,
@@ -21,11 +26,6 @@ from kube_client_support import (
     status_body,
     terminated,
 )
-
-from kubemill.kinds import load_one
-from kubemill.substrates import base
-from kubemill.substrates.kubernetes.client import KubernetesBackend
-from kubemill.substrates.kubernetes.client import logs as logs_module
 
 JOB = """
 apiVersion: kubemill.dev/v1

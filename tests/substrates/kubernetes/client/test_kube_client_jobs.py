@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_client_support import (
+
+from kubemill.api import STOP_ANNOTATION
+from kubemill.kinds import load_one
+from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
+from kubemill.substrates.kubernetes.client import KubernetesBackend, job_body
+from support.kube_client_support import (
     ClientClusterThread,
     Operator,
     kmock_cluster,
     running,
     terminated,
 )
-
-from kubemill.api import STOP_ANNOTATION
-from kubemill.kinds import load_one
-from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
-from kubemill.substrates.kubernetes.client import KubernetesBackend, job_body
 
 TFJOB = """
 apiVersion: kubemill.dev/v1

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kube_client_support import Operator
 
 from kubemill.core import ObservedPod
 from kubemill.kinds import load_one
@@ -23,6 +22,7 @@ from kubemill.substrates.base import ReplicaView, SubmitOptions
 from kubemill.substrates.kubernetes.client import KubernetesBackend, replica_views
 from kubemill.substrates.kubernetes.observe import PodSnapshot, observe
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
+from support.kube_client_support import Operator
 
 UID = "job-uid-1"
 JOB = load_one(

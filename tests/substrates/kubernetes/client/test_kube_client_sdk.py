@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_client_support import ClientClusterThread, Operator, kmock_cluster, running
 
 from kubemill.sdk import JobClient, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend
+from support.kube_client_support import ClientClusterThread, Operator, kmock_cluster, running
 
 MANIFEST = """
 apiVersion: kubeflow.org/v1

@@ -13,13 +13,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube_client_support import ClientClusterThread, LogBook, kmock_cluster
-from operator_support import KUBELET_FINISHES_AFTER, Cluster, Kubelet, eventually, running_operator
 
 from kubemill.api import STOP_ANNOTATION, ConditionType
 from kubemill.kinds import load_one
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.kubernetes.client import KubernetesBackend
+from support.kube_client_support import ClientClusterThread, LogBook, kmock_cluster
+from support.operator_support import (
+    KUBELET_FINISHES_AFTER,
+    Cluster,
+    Kubelet,
+    eventually,
+    running_operator,
+)
 
 JOB = """
 apiVersion: kubemill.dev/v1

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kube_client_support import closed_port
 
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client.connection import USER_AGENT
 from kubemill.substrates.kubernetes.client.errors import unreachable
+from support.kube_client_support import closed_port
 
 READ_HEADERS = ("Host", "Content-Type", "Accept", "User-Agent", "Content-Length")
 """What an API server reads of a request's headers."""

@@ -1,4 +1,4 @@
-"""Fixtures for operator tests (the helpers live in :mod:`operator_support`)."""
+"""Fixtures for operator tests (the helpers live in :mod:`support.operator_support`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_support import Cluster, Kubelet, Operator, running_cluster, running_operator
+
+from support.operator_support import Cluster, Kubelet, Operator, running_cluster, running_operator
 
 # --- fixtures ------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmock_cluster import Call
+from support.kmock_cluster import Call
 
 ALLREDUCE = """\
 import json, os

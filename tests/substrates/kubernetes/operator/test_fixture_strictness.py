@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 import websocket
-from kmock_cluster import APPLY_PATCH, SERVICE_CIDR, ApiError, ClusterThread
-from operator_jobs import tfjob
-from operator_support import container_status, eventually, kubeflow_crd
 
 from kubemill.kinds import crds
+from support.kmock_cluster import APPLY_PATCH, SERVICE_CIDR, ApiError, ClusterThread
+from support.operator_jobs import tfjob
+from support.operator_support import container_status, eventually, kubeflow_crd
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 

@@ -11,9 +11,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from kmock_cluster import Gate
-from operator_jobs import mpijob, pytorchjob, tfjob
-from operator_support import (
+
+from kubemill.kinds import load_one
+from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
+from kubemill.substrates.kubernetes.render import render_job
+from support.kmock_cluster import Gate
+from support.operator_jobs import mpijob, pytorchjob, tfjob
+from support.operator_support import (
     KUBELET_FINISHES_AFTER,
     Cluster,
     Kubelet,
@@ -25,10 +29,6 @@ from operator_support import (
     summarize,
     writes,
 )
-
-from kubemill.kinds import load_one
-from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
-from kubemill.substrates.kubernetes.render import render_job
 
 
 def pods_of(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:

@@ -13,15 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from operator_support import (
-    Cluster,
-    condition,
-    eventually,
-    is_true,
-    job_path,
-    running_operator,
-)
-
 from kubemill.api.mars import MarsClusterSpec
 from kubemill.frameworks.mars import (
     LABEL_MARS_ROLE,
@@ -30,6 +21,14 @@ from kubemill.frameworks.mars import (
     build_supervisors,
     build_web_service,
     build_workers,
+)
+from support.operator_support import (
+    Cluster,
+    condition,
+    eventually,
+    is_true,
+    job_path,
+    running_operator,
 )
 
 HOST_IP = "10.1.0.7"

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from operator_jobs import tfjob
-from operator_support import (
+from support.operator_jobs import tfjob
+from support.operator_support import (
     Cluster,
     Kubelet,
     Operator,

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kmock_cluster import write_kubeconfig
 from mpi_support import ALLREDUCE, role_allows
-from operator_jobs import mpijob
-from operator_support import (
+
+from kubemill.frameworks.mpi import LOCAL_ENV
+from support.kmock_cluster import write_kubeconfig
+from support.operator_jobs import mpijob
+from support.operator_support import (
     Cluster,
     Kubelet,
     eventually,
@@ -37,8 +39,6 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
-
-from kubemill.frameworks.mpi import LOCAL_ENV
 
 HANG_GUARD = 300.0
 """Seconds after which the launcher is abandoned: a guard against hangs, not a bound."""

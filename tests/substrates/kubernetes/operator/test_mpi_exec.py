@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kmock_cluster import Call, write_kubeconfig
 from mpi_support import ALLREDUCE, role_allows
-from operator_support import Cluster, Kubelet, eventually, free_port
 
 from kubemill.agents import mpi_exec
+from support.kmock_cluster import Call, write_kubeconfig
+from support.operator_support import Cluster, Kubelet, eventually, free_port
 
 AGENT = [sys.executable, str(Path(mpi_exec.__file__))]
 HANG_GUARD = 300.0

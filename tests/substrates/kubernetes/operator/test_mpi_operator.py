@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_jobs import mpijob
-from operator_support import (
+
+from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
+from support.operator_jobs import mpijob
+from support.operator_support import (
     Cluster,
     Kubelet,
     condition,
@@ -25,8 +27,6 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
-
-from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from operator_jobs import pytorchjob, tfjob
 
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
 from kubemill.kinds import load_one
@@ -30,6 +29,7 @@ from kubemill.substrates.kubernetes.operator.reconciler import (
 )
 from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
+from support.operator_jobs import pytorchjob, tfjob
 
 # --- status patches ------------------------------------------------------------------------
 

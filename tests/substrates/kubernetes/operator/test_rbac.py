@@ -9,10 +9,10 @@ conftest runs it last.
 from __future__ import annotations
 
 import pytest
-from operator_support import ALL_OPERATOR_CALLS, resource_calls
 
 from kubemill.kinds import engines
 from kubemill.substrates.kubernetes.install import operator_rules
+from support.operator_support import ALL_OPERATOR_CALLS, resource_calls
 
 SUITE = (
     "test_lifecycle",

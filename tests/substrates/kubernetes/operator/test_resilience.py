@@ -9,9 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kmock_cluster import Fault, Gate
-from operator_jobs import tfjob
-from operator_support import (
+
+from support.kmock_cluster import Fault, Gate
+from support.operator_jobs import tfjob
+from support.operator_support import (
     Kubelet,
     Operator,
     eventually,

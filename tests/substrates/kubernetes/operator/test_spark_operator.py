@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kmock_cluster import Fault
-from operator_support import (
+from typer.testing import CliRunner
+
+from kubemill.cli.app import app
+from support.kmock_cluster import Fault
+from support.operator_support import (
     Cluster,
     Kubelet,
     container_status,
@@ -37,9 +40,6 @@ from operator_support import (
     running_cluster,
     running_operator,
 )
-from typer.testing import CliRunner
-
-from kubemill.cli.app import app
 
 DRIVER = "spark-kubernetes-driver"
 

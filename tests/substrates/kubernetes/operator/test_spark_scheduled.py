@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_support import (
+
+from support.operator_support import (
     Cluster,
     Kubelet,
     eventually,

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_support import Cluster
 from typer.testing import CliRunner
 
 from kubemill.api.spark_submit import parse_spark_properties
 from kubemill.cli.app import app
+from support.operator_support import Cluster
 
 SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
 
@@ -41,7 +41,7 @@ pytestmark = [
     ),
 ]
 
-SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+SEED_S1 = Path(__file__).resolve().parents[4] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
 """SPEC.md S1's command line after ``--master``."""
 
