@@ -31,7 +31,8 @@ from kubemill.deploy.kubernetes import cluster_spec
 from kubemill.deploy.mars import ENV_SERVICE_PORT, ENV_SUPERVISORS, ENV_WEB_PORT
 from kubemill.frameworks.mars import build_supervisors, build_workers
 from kubemill.substrates.local import environments
-from support.operator_support import eventually, free_ports
+from support.operator_support import free_ports
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.image, pytest.mark.mars_image]
 

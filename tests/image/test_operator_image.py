@@ -30,12 +30,12 @@ from support.operator_jobs import tfjob
 from support.operator_support import (
     Cluster,
     Kubelet,
-    eventually,
     free_port,
     is_true,
     job_path,
     running_cluster,
 )
+from support.waiting import eventually
 
 pytestmark = pytest.mark.image
 

@@ -27,12 +27,12 @@ from kubemill.substrates.kubernetes.render import render_job
 from support.operator_support import (
     Cluster,
     Kubelet,
-    eventually,
     is_true,
     job_path,
     running_cluster,
     running_operator,
 )
+from support.waiting import eventually
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,7 +17,7 @@ from toy_engine import manifest
 
 from kubemill.api import ConditionType
 from kubemill.sdk import JobClient
-from substrates.local.local_support import eventually
+from support.waiting import eventually
 
 HERE = Path(__file__).resolve().parent
 

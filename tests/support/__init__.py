@@ -14,4 +14,6 @@ folder's tests only stays in that folder.
 - :mod:`support.manifest_checks`: kubernetes-validate and CRD schemas, strict;
 - :mod:`support.e2e_support`: the real ``kubemill`` CLI with a private state directory,
   and the processes a test's jobs left.
+- :mod:`support.waiting`: :func:`~support.waiting.eventually`, how every test waits for
+  another thread or process.
 """

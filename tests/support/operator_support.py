@@ -16,43 +16,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubemill.api.crd import build_crd
 from kubemill.kinds import crds, entries, entry_for
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
 from support.kmock_cluster import Call, ClusterThread, write_kubeconfig
-
-T = TypeVar("T")
+from support.waiting import eventually
 
 GROUP_PATH = "/apis/kubemill.dev/v1"
-WAIT = 30.0
-"""Upper bound on waiting for the operator to act: a hang guard, not a performance claim."""
-
 ALL_OPERATOR_CALLS: list[Call] = []
 """Every request any operator made in this test session (checked against the RBAC rules)."""
-
-
-def eventually(check: Callable[[], T], *, timeout: float = WAIT, what: str = "") -> T:
-    """Poll ``check`` until it returns something truthy (AssertionErrors count as not yet)."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except AssertionError as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}: {last}")
-        time.sleep(0.05)
 
 
 def free_port() -> int:

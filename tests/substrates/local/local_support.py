@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kubemill.api import Job
 from kubemill.kinds import load_one
 from kubemill.substrates.local import LocalBackend, procinfo
+from support.waiting import eventually
 
 
 def container(code: str | None, **extra: Any) -> dict[str, Any]:
@@ -58,18 +57,6 @@ def pytorch_job(
 
 SLEEPER = "import time; print('up', flush=True); time.sleep(120)"
 """A replica that says it is up, then runs until it is stopped."""
-
-
-def eventually(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "") -> Any:
-    """Poll ``check`` until it returns something truthy (a generous safety net, not a bound)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        time.sleep(0.02)
 
 
 def log_text(backend: LocalBackend, name: str, replica: str | None = None) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from exec_support import CLIENT_FUNCTION, exec_in, register_toy_hosts, submit
-from local_support import eventually, log_text, pytorch_job
+from local_support import log_text, pytorch_job
 from toy_host_engine import host_token, manifest
 
 from kubemill.api import ManifestError
@@ -34,6 +34,7 @@ from kubemill.substrates.base import JobView, SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.exec_service import BadRequest, ExecRequest, parse_request, receive
 from kubemill.substrates.local.launch import EXEC_SOCKET_ENV, exec_socket_path
+from support.waiting import eventually
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ import signal
 from pathlib import Path
 
 import pytest
-from local_support import SLEEPER, eventually, log_text, pytorch_job
+from local_support import SLEEPER, log_text, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobNotFound, SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
+from support.waiting import eventually
 
 SPAWNS_GRANDCHILD = (
     "import subprocess, sys, time\n"

@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from local_support import SLEEPER, container, eventually, log_text, pytorch_job
+from local_support import SLEEPER, container, log_text, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobNotFound, JobView, ReplicaView, SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
+from support.waiting import eventually
 
 ENV_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "HOSTNAME", "POD_NAME", "POD_IP")
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from local_support import SLEEPER, eventually, pytorch_job
+from local_support import SLEEPER, pytorch_job
 
 from kubemill.api import Job, JobStatus, SparkApplicationStatus
 from kubemill.cli import views
@@ -26,6 +26,7 @@ from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.store import DB_NAME, Store
 from kubemill.substrates.local.summary import SCHEMA_VERSION, phase_of, read_summaries
+from support.waiting import eventually
 
 KUBEMILL = Path(sys.executable).parent / "kubemill"
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from local_support import container, eventually, pytorch_job
+from local_support import container, pytorch_job
 
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import LogQuery, SubmitOptions, SubstrateError
@@ -26,6 +26,7 @@ from kubemill.substrates.local.logs import (
     read_all,
     stream_paths,
 )
+from support.waiting import eventually
 
 
 def run(backend: LocalBackend, name: str, master: str) -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from local_support import DAEMONISE, SLEEPER, assert_gone, daemons, eventually, pytorch_job
+from local_support import DAEMONISE, SLEEPER, assert_gone, daemons, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobView, SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
+from support.waiting import eventually
 
 COUNT_RUN = (
     "import os\n"

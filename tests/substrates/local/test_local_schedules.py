@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_support import eventually
 
 from kubemill.api import ScheduledSparkApplication
 from kubemill.api.spark import SCHEDULED_APP_LABEL
@@ -25,6 +24,7 @@ from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.launch import NotRunnableLocally
 from kubemill.substrates.local.schedules import owned_runs
+from support.waiting import eventually
 
 APP = """
 import os, sys, time

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from local_support import SLEEPER, eventually, log_text, pytorch_job
+from local_support import SLEEPER, log_text, pytorch_job
 
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend
@@ -28,6 +28,7 @@ from kubemill.substrates.local.store import (
     repair_state,
     state_error,
 )
+from support.waiting import eventually
 
 
 def finished_job(backend: LocalBackend, name: str, text: str) -> Path:

@@ -12,13 +12,14 @@ import signal
 from pathlib import Path
 
 import pytest
-from local_support import SLEEPER, eventually, log_text, pytorch_job
+from local_support import SLEEPER, log_text, pytorch_job
 
 from kubemill.api import STOP_ANNOTATION, ConditionType
 from kubemill.core import ObservedPod, reconcile
 from kubemill.substrates.base import JobView, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.supervisor import Supervisor
+from support.waiting import eventually
 
 
 def _up(backend: LocalBackend, name: str, count: int) -> None:

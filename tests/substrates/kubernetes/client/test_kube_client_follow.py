@@ -7,8 +7,7 @@ while the backend waits or follows; it never asserts how long anything took.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from support.kube_client_support import (
     status_body,
     terminated,
 )
+from support.waiting import eventually
 
 JOB = """
 apiVersion: kubemill.dev/v1
@@ -58,15 +58,6 @@ def job(backend: KubernetesBackend, operator: Operator) -> None:
     operator.set_conditions(PLURAL, NS, "ddp", ("Created", "PyTorchJobCreated", "created"))
     operator.pod_status(NS, "ddp-master-0", running("pytorch", ip="10.0.0.1"))
     operator.pod_status(NS, "ddp-worker-0", running("pytorch", ip="10.0.0.2"))
-
-
-def eventually(check: Callable[[], bool], what: str) -> None:
-    """Wait (generously) for something the other thread does; fail with ``what``."""
-    deadline = time.monotonic() + 30
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.02)
 
 
 class Collector:

@@ -23,9 +23,9 @@ from support.operator_support import (
     KUBELET_FINISHES_AFTER,
     Cluster,
     Kubelet,
-    eventually,
     running_operator,
 )
+from support.waiting import eventually
 
 JOB = """
 apiVersion: kubemill.dev/v1

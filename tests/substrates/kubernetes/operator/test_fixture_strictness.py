@@ -23,7 +23,8 @@ import websocket
 from kubemill.kinds import crds
 from support.kmock_cluster import APPLY_PATCH, SERVICE_CIDR, ApiError, ClusterThread
 from support.operator_jobs import tfjob
-from support.operator_support import container_status, eventually, kubeflow_crd
+from support.operator_support import container_status, kubeflow_crd
+from support.waiting import eventually
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 

@@ -23,12 +23,12 @@ from support.operator_support import (
     Kubelet,
     Operator,
     condition,
-    eventually,
     is_true,
     job_path,
     summarize,
     writes,
 )
+from support.waiting import eventually
 
 
 def pods_of(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:

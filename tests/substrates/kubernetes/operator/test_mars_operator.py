@@ -25,11 +25,11 @@ from kubemill.frameworks.mars import (
 from support.operator_support import (
     Cluster,
     condition,
-    eventually,
     is_true,
     job_path,
     running_operator,
 )
+from support.waiting import eventually
 
 HOST_IP = "10.1.0.7"
 NODE_PORT = 30104

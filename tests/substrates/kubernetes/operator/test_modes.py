@@ -11,13 +11,13 @@ from support.operator_support import (
     Cluster,
     Kubelet,
     Operator,
-    eventually,
     is_true,
     job_path,
     running_cluster,
     running_operator,
     summarize,
 )
+from support.waiting import eventually
 
 LEADER_ARGS = (
     "--all-namespaces",

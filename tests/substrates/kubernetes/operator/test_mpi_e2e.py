@@ -33,12 +33,12 @@ from support.operator_jobs import mpijob
 from support.operator_support import (
     Cluster,
     Kubelet,
-    eventually,
     is_true,
     job_path,
     running_cluster,
     running_operator,
 )
+from support.waiting import eventually
 
 HANG_GUARD = 300.0
 """Seconds after which the launcher is abandoned: a guard against hangs, not a bound."""

@@ -29,7 +29,8 @@ from mpi_support import ALLREDUCE, role_allows
 
 from kubemill.agents import mpi_exec
 from support.kmock_cluster import Call, write_kubeconfig
-from support.operator_support import Cluster, Kubelet, eventually, free_port
+from support.operator_support import Cluster, Kubelet, free_port
+from support.waiting import eventually
 
 AGENT = [sys.executable, str(Path(mpi_exec.__file__))]
 HANG_GUARD = 300.0

@@ -21,12 +21,12 @@ from support.operator_support import (
     Cluster,
     Kubelet,
     condition,
-    eventually,
     is_true,
     job_path,
     running_cluster,
     running_operator,
 )
+from support.waiting import eventually
 
 
 @pytest.fixture

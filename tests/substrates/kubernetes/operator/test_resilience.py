@@ -15,13 +15,13 @@ from support.operator_jobs import tfjob
 from support.operator_support import (
     Kubelet,
     Operator,
-    eventually,
     is_true,
     job_path,
     running_cluster,
     running_operator,
     summarize,
 )
+from support.waiting import eventually
 
 
 @pytest.mark.parametrize(

@@ -33,13 +33,13 @@ from support.operator_support import (
     Cluster,
     Kubelet,
     container_status,
-    eventually,
     is_true,
     job_path,
     now_stamp,
     running_cluster,
     running_operator,
 )
+from support.waiting import eventually
 
 DRIVER = "spark-kubernetes-driver"
 

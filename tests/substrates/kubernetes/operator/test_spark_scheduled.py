@@ -22,11 +22,11 @@ import pytest
 from support.operator_support import (
     Cluster,
     Kubelet,
-    eventually,
     job_path,
     running_cluster,
     running_operator,
 )
+from support.waiting import eventually
 
 DRIVER = "spark-kubernetes-driver"
 LABEL = "sparkoperator.k8s.io/scheduled-app-name"
