@@ -21,7 +21,8 @@ import numpy as np
 import kubemill
 from kubemill.deploy.mars import LINK_DIR, LINK_PREFIX
 from kubemill.substrates.local import environments
-from support.e2e_support import EXAMPLES, Cli, needs_mars_environment, processes_with_token
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import needs_mars_environment
 
 MARS = environments.status("mars")
 pytestmark = needs_mars_environment()

@@ -28,7 +28,7 @@ import kubemill
 from kubemill.deploy.watchdog import CLUSTER_MARK
 from kubemill.substrates.local import environments, procinfo
 from kubemill.substrates.local.network import PortAllocator
-from support.e2e_support import needs_mars_environment
+from support.engines import needs_mars_environment
 
 MARS = environments.status("mars")
 pytestmark = needs_mars_environment()

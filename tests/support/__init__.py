@@ -14,6 +14,8 @@ folder's tests only stays in that folder.
 - :mod:`support.manifest_checks`: kubernetes-validate and CRD schemas, strict;
 - :mod:`support.e2e_support`: the real ``kubemill`` CLI with a private state directory,
   and the processes a test's jobs left.
+- :mod:`support.engines`: whether a real engine (OpenMPI, Spark's JVM, Mars) can run here:
+  the marks that skip a test, saying what to install, where one is missing;
 - :mod:`support.waiting`: :func:`~support.waiting.eventually`, how every test waits for
   another thread or process.
 """

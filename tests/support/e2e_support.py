@@ -17,8 +17,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 KUBEMILL = Path(sys.executable).with_name("kubemill")
@@ -92,19 +90,3 @@ def processes_with_token(token: str) -> dict[int, str]:
         if state != "Z":
             found[int(proc.name)] = cmdline.strip()
     return found
-
-
-def needs_mars_environment() -> list[pytest.MarkDecorator]:
-    """The marks of a test module that runs real Mars in the environment kubemill builds
-    for it: skipped, saying how to build it, where that environment is not ready."""
-    from kubemill.substrates.local import environments
-
-    mars = environments.status("mars")
-    return [
-        pytest.mark.engine,
-        pytest.mark.skipif(
-            not mars.ready,
-            reason=f"the Mars environment is {mars.state} ({mars.prefix}): create it with"
-            " `kubemill env create mars` (scripts/setup.sh with the `mars` extra does)",
-        ),
-    ]

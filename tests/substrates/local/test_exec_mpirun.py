@@ -9,9 +9,7 @@ prints each rank's host token (a variable only that host has), its TMPDIR and th
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +20,9 @@ from local_support import log_text
 from toy_host_engine import host_token, manifest
 
 from kubemill.substrates.local import LocalBackend
+from support.engines import needs_mpi4py, needs_mpirun
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("mpirun") is None or importlib.util.find_spec("mpi4py") is None,
-    reason="needs OpenMPI's mpirun (apt openmpi-bin) and mpi4py",
-)
+pytestmark = [pytest.mark.engine, needs_mpirun, needs_mpi4py]
 
 AGENT = (
     CLIENT_FUNCTION

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -28,6 +27,7 @@ import pytest
 from mpi_support import ALLREDUCE, role_allows
 
 from kubemill.frameworks.mpi import LOCAL_ENV
+from support.engines import needs_mpi4py, needs_mpirun
 from support.kmock_cluster import write_kubeconfig
 from support.operator_jobs import mpijob
 from support.operator_support import (
@@ -93,12 +93,12 @@ def launcher_env(
     return env
 
 
+@pytest.mark.engine
+@needs_mpirun
+@needs_mpi4py
 def test_mpirun_through_the_operators_hostfile_agent_and_role(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    if shutil.which("mpirun") is None:
-        pytest.skip("mpirun is not installed (apt: openmpi-bin libopenmpi-dev)")
-    pytest.importorskip("mpi4py")
     program = tmp_path / "allreduce.py"
     program.write_text(ALLREDUCE)
     namespace = cluster.namespace()

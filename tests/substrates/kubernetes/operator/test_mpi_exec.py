@@ -28,6 +28,7 @@ import pytest
 from mpi_support import ALLREDUCE, role_allows
 
 from kubemill.agents import mpi_exec
+from support.engines import needs_mpirun
 from support.kmock_cluster import Call, write_kubeconfig
 from support.operator_support import Cluster, Kubelet, free_port
 from support.waiting import eventually
@@ -187,8 +188,7 @@ class MpiRun:
 @pytest.fixture(scope="module")
 def mpirun(served: Served, tmp_path_factory: pytest.TempPathFactory) -> MpiRun:
     launcher = shutil.which("mpirun")
-    if launcher is None:
-        pytest.skip("mpirun is not installed (apt: openmpi-bin libopenmpi-dev)")
+    assert launcher is not None, "the tests using this fixture are gated by needs_mpirun"
     work = tmp_path_factory.mktemp("launcher")
     hostfile = work / "hostfile"
     hostfile.write_text("".join(f"{host(served, w)} slots={SLOTS}\n" for w in WORKERS))
@@ -214,6 +214,8 @@ def mpirun(served: Served, tmp_path_factory: pytest.TempPathFactory) -> MpiRun:
     return MpiRun(done.returncode, done.stdout, done.stderr, served.thread.calls()[before:])
 
 
+@pytest.mark.engine
+@needs_mpirun
 def test_mpirun_runs_ranks_in_both_worker_pods_through_the_agent(
     served: Served, mpirun: MpiRun
 ) -> None:
@@ -236,6 +238,8 @@ def test_mpirun_runs_ranks_in_both_worker_pods_through_the_agent(
         assert "orted" in {Path(word).name for word in shlex.split(call.body[2])}, call.body
 
 
+@pytest.mark.engine
+@needs_mpirun
 def test_the_agent_only_execs_into_the_named_workers(mpirun: MpiRun) -> None:
     assert mpirun.code == 0, mpirun.stderr
     agent_calls = [c for c in mpirun.calls if not c.from_tests]

@@ -17,9 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,17 +27,10 @@ from typer.testing import CliRunner
 
 from kubemill.api.spark_submit import parse_spark_properties
 from kubemill.cli.app import app
+from support.engines import SPARK_SUBMIT, needs_java, needs_spark_submit
 from support.operator_support import Cluster
 
-SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
-
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(
-        not SPARK_SUBMIT.exists() or shutil.which("java") is None,
-        reason="needs pyspark's spark-submit and a Java runtime",
-    ),
-]
+pytestmark = [pytest.mark.engine, needs_spark_submit, needs_java]
 
 SEED_S1 = Path(__file__).resolve().parents[4] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
