@@ -17,6 +17,8 @@ import pytest
 
 from support.e2e_support import EXAMPLES
 
+pytestmark = pytest.mark.e2e
+
 
 def load_cluster_watch() -> ModuleType:
     spec = importlib.util.spec_from_file_location("cluster_watch", EXAMPLES / "cluster_watch.py")

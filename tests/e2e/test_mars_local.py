@@ -31,7 +31,7 @@ from kubemill.substrates.local.network import PortAllocator
 from support.engines import needs_mars_environment
 
 MARS = environments.status("mars")
-pytestmark = needs_mars_environment()
+pytestmark = [pytest.mark.e2e, *needs_mars_environment()]
 SOURCE = Path(kubemill.__file__).resolve().parents[1]
 """This tree's kubemill, imported by the program instead of the environment's own."""
 

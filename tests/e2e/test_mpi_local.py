@@ -22,7 +22,7 @@ import pytest
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
 from support.engines import needs_mpirun
 
-pytestmark = [pytest.mark.engine, needs_mpirun]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_mpirun]
 
 RANK = re.compile(
     r"rank (\d)/4 on (mpi-allreduce-worker-\d): sum (\d+); started by (\S+) \(pid (\d+)\), "

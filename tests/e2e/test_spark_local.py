@@ -26,7 +26,7 @@ import yaml
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
 from support.engines import needs_java
 
-pytestmark = [pytest.mark.engine, needs_java]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_java]
 pytest.importorskip("pyspark")
 
 PI = re.compile(r"Pi is roughly (\d\.\d+)")
