@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/operator_throughput.py [--jobs 500] [--replicas 4] [--workers 16]
 
-Starts the kmock cluster of the operator tests (tests/operator/kmock_cluster.py) on
+Starts the kmock cluster of the operator tests (tests/support/kmock_cluster.py) on
 127.0.0.1 in this process and the real operator (``python -m
 kubemill.substrates.kubernetes.operator``) in a subprocess, creates N TFJobs of 1 chief and
 R-1 workers as fast as a small client pool can, and prints:
@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "operator"))
-
-from kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
 
 from kubemill.kinds import crds  # noqa: E402
+from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 
 
 def tfjob(name: str, replicas: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/spark_submit_latency.py [--runs 5] [--apps 200] [--cli-apps 200]
         [--full-apps 40]
 
-Serves the kmock cluster of the operator tests (tests/operator/kmock_cluster.py: server-side
+Serves the kmock cluster of the operator tests (tests/support/kmock_cluster.py: server-side
 apply creates missing objects, as a real API server does) on 127.0.0.1 in this process, and
 submits SPEC.md S1's command line (``--master k8s://http://127.0.0.1:PORT --deploy-mode
 cluster --name spark-pi --class org.apache.spark.examples.SparkPi --conf
@@ -62,13 +62,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "operator"))
-
-from kmock_cluster import Call, ClusterThread  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
 
 from kubemill.api.spark_submit import cluster_mode_of, parse_submit_arguments  # noqa: E402
 from kubemill.substrates.kubernetes.client import spark_submit as client  # noqa: E402
 from kubemill.substrates.kubernetes.client.connection import Http, connect_to  # noqa: E402
+from support.kmock_cluster import Call, ClusterThread  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SPARK_SUBMIT = BIN / "spark-submit"

@@ -2,9 +2,42 @@
 # Set up kubemill with every extra the tests need, then run the checks and the tests:
 # ruff (lint and format), mypy --strict, import-linter (the layering of DESIGN.md), pytest
 # (tests/cluster against a real kube-apiserver, etcd, controller manager and scheduler).
-# Extra arguments go to pytest.
+#
+#   scripts/test.sh [--fast] [PYTEST ARGS...]
+#
+# --fast: the development lane. The same checks, and every test but those that run a real
+# engine, build or run a container image, or run the chaos test (the markers engine, image
+# and chaos of pyproject.toml). With -m EXPR as well, a test runs if it matches both.
+# CI (.ci/run) runs everything. Every other argument goes to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+FAST_LANE="not engine and not image and not chaos"
+fast=false
+args=()
+while (($#)); do
+    case "$1" in
+        --fast) fast=true ;;
+        -m) args+=("-m" "${2:?-m needs a marker expression}"); shift ;;
+        *) args+=("$1") ;;
+    esac
+    shift
+done
+if $fast; then
+    markers="$FAST_LANE"
+    rest=()
+    # A marker expression of the caller's narrows the lane rather than replacing it.
+    for ((i = 0; i < ${#args[@]}; i++)); do
+        if [[ ${args[i]} == -m ]]; then
+            markers="($markers) and (${args[i + 1]})"
+            i=$((i + 1))
+        else
+            rest+=("${args[i]}")
+        fi
+    done
+    args=(-m "$markers" ${rest[@]+"${rest[@]}"})
+fi
+
 scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,dev,image,mars"
 
 # The real Kubernetes control plane tests/cluster runs against: built once per machine from Go
@@ -15,4 +48,4 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"; ruff check src tests bench examples && ruff format --check src tests bench examples
 echo "== mypy --strict"; mypy
 echo "== import-linter"; lint-imports
-echo "== pytest"; exec pytest "$@"
+echo "== pytest"; exec pytest ${args[@]+"${args[@]}"}

@@ -5,7 +5,7 @@ The supervisor below is the server side of the local protocol as the brief fixes
 line ``{"pod", "command"}`` with the agent's stdin, stdout and stderr attached
 (``SCM_RIGHTS``), one line back ``{"exitCode"}`` or ``{"error", "exitCode"}``, and a closed
 socket meaning "stop the process". The Kubernetes mode runs against the test API server's
-exec endpoint in ``tests/operator/test_mpi_exec.py``.
+exec endpoint in ``tests/substrates/kubernetes/operator/test_mpi_exec.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,20 +29,11 @@ from typing import Any
 import pytest
 
 from kubemill.agents import mpi_exec
+from support.waiting import eventually
 
 AGENT = Path(mpi_exec.__file__)
 HANG_GUARD = 60.0
 """Seconds after which a test gives up waiting: a guard against hangs, not a bound."""
-
-
-def eventually(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + HANG_GUARD
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # --- where and what ----------------------------------------------------------------------------
@@ -276,11 +266,17 @@ def test_a_signalled_agent_closes_the_socket_and_the_supervisor_stops_the_proces
     supervisor: Supervisor, signum: int, code: int
 ) -> None:
     running = agent("w-0", "sleep", "300", socket_path=supervisor.path)
-    eventually(lambda: supervisor.requests and supervisor.requests[0].process, "the process")
+    eventually(
+        lambda: supervisor.requests and supervisor.requests[0].process,
+        "the process",
+        timeout=HANG_GUARD,
+    )
     running.send_signal(signum)
     assert finish(running)[0] == code
     request = supervisor.requests[0]
-    eventually(lambda: request.stopped_on_close, "the supervisor to stop the process")
+    eventually(
+        lambda: request.stopped_on_close, "the supervisor to stop the process", timeout=HANG_GUARD
+    )
     assert request.process is not None and request.process.poll() is not None
 
 

@@ -1,15 +1,13 @@
 """The MPIJob CRD generated from the model: valid for Kubernetes, structural, named as
 upstream's, and as strict as the loader on the fields MPIJob adds.
 
-The schema checks are the ones tests/kubernetes_manifests uses for the registered kinds
-(its ``helpers`` module, loaded by path: that folder is a package of its own).
+The schema checks are the ones tests/substrates/kubernetes uses for the registered kinds
+(:mod:`support.manifest_checks`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ import yaml
 from kubemill.api import MPIJOB, PYTORCHJOB, TFJOB, KindTable
 from kubemill.api.crd import build_crd, structural_errors
 from kubemill.api.loader import load_one
+from support import manifest_checks
 
 TESTS = Path(__file__).parents[1]
 MANIFESTS = [
@@ -27,19 +26,6 @@ MANIFESTS = [
 KINDS = KindTable([TFJOB, PYTORCHJOB, MPIJOB])
 CRD = build_crd(MPIJOB)
 SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-
-
-def _helpers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "_kubernetes_manifest_helpers", TESTS / "kubernetes_manifests" / "helpers.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HELPERS = _helpers()
 
 
 def test_crd_names() -> None:
@@ -63,7 +49,7 @@ def test_crd_names() -> None:
 
 
 def test_crd_passes_kubernetes_validate_strict() -> None:
-    assert HELPERS.k8s_errors(CRD) == []
+    assert manifest_checks.k8s_errors(CRD) == []
 
 
 def test_schema_is_structural() -> None:
@@ -84,7 +70,7 @@ def test_schema_of_the_mpi_fields() -> None:
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in MANIFESTS])
 def test_schema_accepts_the_manifests_loaded(path: Path) -> None:
-    validator = HELPERS.crd_validator(CRD)
+    validator = manifest_checks.crd_validator(CRD)
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     wire = load_one(doc, kinds=KINDS).to_wire()
     assert [f"{e.json_path}: {e.message}" for e in validator.iter_errors(wire)] == []
@@ -107,7 +93,7 @@ def test_schema_accepts_the_manifests_loaded(path: Path) -> None:
     ],
 )
 def test_schema_refuses_what_the_loader_refuses(field: str, value: Any, where: list[str]) -> None:
-    validator = HELPERS.crd_validator(CRD)
+    validator = manifest_checks.crd_validator(CRD)
     doc = yaml.safe_load(MANIFESTS[-1].read_text(encoding="utf-8"))
     wire = load_one(doc, kinds=KINDS).to_wire()
     assert list(validator.iter_errors(wire)) == []

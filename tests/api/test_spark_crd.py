@@ -2,15 +2,13 @@
 for Kubernetes, structural, named and printed as upstream's, and accepting every manifest
 the loader accepts (as loaded, and as written under our own group).
 
-The schema checks are the ones tests/kubernetes_manifests uses for the registered kinds
-(its ``helpers`` module, loaded by path: that folder is a package of its own).
+The schema checks are the ones tests/substrates/kubernetes uses for the registered kinds
+(:mod:`support.manifest_checks`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from kubemill.api import SCHEDULEDSPARKAPPLICATION, SPARKAPPLICATION, KindTable
 from kubemill.api.crd import build_crd, structural_errors
 from kubemill.api.kinds import KindApi
 from kubemill.api.loader import load_one
+from support import manifest_checks
 
 TESTS = Path(__file__).parents[1]
 MANIFESTS = sorted((TESTS / "manifests" / "spark").glob("*.yaml"))
@@ -28,19 +27,6 @@ ENTRIES = {
     "SparkApplication": SPARKAPPLICATION,
     "ScheduledSparkApplication": SCHEDULEDSPARKAPPLICATION,
 }
-
-
-def _helpers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "_kubernetes_manifest_helpers", TESTS / "kubernetes_manifests" / "helpers.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HELPERS = _helpers()
 
 
 def _schema(entry: KindApi) -> dict[str, Any]:
@@ -52,7 +38,7 @@ def _schema(entry: KindApi) -> dict[str, Any]:
 @pytest.mark.parametrize("entry", [SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION], ids=str)
 def test_crd_is_valid_and_structural(entry: KindApi) -> None:
     crd = build_crd(entry)
-    assert HELPERS.k8s_errors(crd) == []
+    assert manifest_checks.k8s_errors(crd) == []
     assert structural_errors(_schema(entry)) == []
 
 
@@ -120,7 +106,7 @@ def test_schema_of_the_spark_fields() -> None:
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in MANIFESTS])
 def test_schema_accepts_the_manifests_loaded(path: Path) -> None:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    validator = HELPERS.crd_validator(build_crd(ENTRIES[doc["kind"]]))
+    validator = manifest_checks.crd_validator(build_crd(ENTRIES[doc["kind"]]))
     wire = load_one(doc, kinds=KINDS).to_wire()
     assert [f"{e.json_path}: {e.message}" for e in validator.iter_errors(wire)] == []
     # v1beta2 is kubemill.dev/v1's schema: the manifest as written fits it too.
@@ -144,7 +130,7 @@ def test_schema_accepts_the_manifests_loaded(path: Path) -> None:
     ],
 )
 def test_schema_refuses_what_the_loader_refuses(field: str, value: Any, where: list[str]) -> None:
-    validator = HELPERS.crd_validator(build_crd(SPARKAPPLICATION))
+    validator = manifest_checks.crd_validator(build_crd(SPARKAPPLICATION))
     doc = yaml.safe_load((TESTS / "manifests" / "spark" / "full-v1beta2.yaml").read_text())
     wire = load_one(doc, kinds=KINDS).to_wire()
     wire["spec"][field] = value

@@ -8,7 +8,6 @@ same commands locally with real Mars.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,10 +19,7 @@ from cli_support import lines, pytorch_job, write_manifest
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import ClientClusterThread, Operator, kmock_cluster
+from support.kube_client_support import ClientClusterThread, Operator, kmock_cluster
 
 PATH = "/apis/kubemill.dev/v1/namespaces/default/marsclusters/m1"
 ENDPOINT = "http://10.2.0.5:31234"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,10 +24,7 @@ from kubemill import __version__
 from kubemill.cli.app import app
 from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.install import NAME
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import TOKEN, ClientClusterThread, kmock_cluster
+from support.kube_client_support import TOKEN, ClientClusterThread, kmock_cluster
 
 NS = "kubemill-system"
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NS}/deployments/{NAME}"

@@ -11,13 +11,14 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from cli_support import Kubemill, conditions, lines, pytorch_job, write_manifest
+
+from support.waiting import eventually
 
 WAIT = 60.0
 """Upper bound for a job state to be reached; the tests poll, they never time work."""
@@ -53,16 +54,6 @@ def _replica_pids(kubemill: Kubemill, name: str) -> list[int]:
         if in_replicas and fields and fields[0].startswith(f"{name}-") and fields[5].isdigit():
             pids.append(int(fields[5]))
     return pids
-
-
-def _wait_for(predicate: object, what: str) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_run_success_follows_logs_and_exits_zero(kubemill: Kubemill, tmp_path: Path) -> None:
@@ -142,7 +133,7 @@ def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path
         row = [line.split() for line in table.splitlines() if line.startswith("bg ")]
         return bool(row) and row[0][2] == "Running" and row[0][3] == "3/3"
 
-    _wait_for(all_running, "3/3 replicas running")
+    eventually(all_running, "3/3 replicas running", timeout=WAIT, interval=0.2)
     header = lines(kubemill("get", check=True).stdout)[0].split()
     assert header == ["NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE"]
 
@@ -150,7 +141,7 @@ def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path
         out = kubemill("logs", "bg", check=True).stdout
         return "master-0 | master up" in out and "worker-1 | worker up" in out
 
-    _wait_for(logged, "every replica's first line")
+    eventually(logged, "every replica's first line", timeout=WAIT, interval=0.2)
     for replica in ("worker-1", "bg-worker-1", "Worker-1"):
         one = kubemill("logs", "bg", "--replica", replica, check=True).stdout
         assert one.splitlines() == ["worker up"], replica
@@ -169,7 +160,9 @@ def test_detach_then_get_logs_describe_delete(kubemill: Kubemill, tmp_path: Path
 
     deleted = kubemill("delete", "bg", check=True)
     assert "bg deleted" in deleted.stdout
-    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    eventually(
+        lambda: not any(_alive(pid) for pid in pids), "replica processes to end", timeout=WAIT
+    )
     gone = kubemill("get", "bg")
     assert gone.returncode == 1
     assert "Traceback" not in gone.stderr
@@ -309,7 +302,7 @@ def test_signal_stops_the_job_and_records_interrupted(
             out = kubemill("get", "stopme")
             return out.returncode == 0 and " 2/2 " in out.stdout and "Running" in out.stdout
 
-        _wait_for(both_running, "both replicas running")
+        eventually(both_running, "both replicas running", timeout=WAIT, interval=0.2)
         pids = _replica_pids(kubemill, "stopme")
         assert len(pids) == 2
         process.send_signal(signum)
@@ -322,7 +315,9 @@ def test_signal_stops_the_job_and_records_interrupted(
     # The stop annotation says what stopped it, and the core's message repeats it.
     why = "Ctrl-C in kubemill run" if signum == signal.SIGINT else "SIGTERM to kubemill run"
     assert why in failed["message"]
-    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    eventually(
+        lambda: not any(_alive(pid) for pid in pids), "replica processes to end", timeout=WAIT
+    )
 
 
 def test_a_killed_foreground_run_leaves_the_truth_the_logs_and_no_process(
@@ -336,7 +331,7 @@ def test_a_killed_foreground_run_leaves_the_truth_the_logs_and_no_process(
             out = kubemill("logs", "killed")
             return "master up" in out.stdout and "worker up" in out.stdout
 
-        _wait_for(both_logged, "both replicas to log")
+        eventually(both_logged, "both replicas to log", timeout=WAIT, interval=0.2)
         pids = _replica_pids(kubemill, "killed")
         assert len(pids) == 2
         process.kill()
@@ -346,7 +341,9 @@ def test_a_killed_foreground_run_leaves_the_truth_the_logs_and_no_process(
     assert conditions(kubemill.job("killed"))["Failed"]["reason"] == "SupervisorLost"
     logs = kubemill("logs", "killed", check=True).stdout
     assert "master up" in logs and "worker up" in logs
-    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    eventually(
+        lambda: not any(_alive(pid) for pid in pids), "replica processes to end", timeout=WAIT
+    )
     kubemill("delete", "killed", check=True)
     assert kubemill("get", "killed").returncode != 0
 
@@ -396,20 +393,28 @@ def test_suspend_resume_and_interrupt_a_detached_job(kubemill: Kubemill, tmp_pat
         out = kubemill("get", "napper")
         return out.returncode == 0 and all(w in out.stdout for w in words)
 
-    _wait_for(lambda: shows(" 2/2 ", "Running"), "both replicas running")
+    eventually(
+        lambda: shows(" 2/2 ", "Running"), "both replicas running", timeout=WAIT, interval=0.2
+    )
     pids = _replica_pids(kubemill, "napper")
     assert len(pids) == 2
 
     suspended = kubemill("suspend", "napper", check=True)
     assert "napper suspended" in suspended.stdout
     assert "kubemill resume napper" in suspended.stdout
-    _wait_for(lambda: shows("Suspended", " 0/2 "), "get to show Suspended")
-    _wait_for(lambda: not any(_alive(pid) for pid in pids), "replica processes to end")
+    eventually(
+        lambda: shows("Suspended", " 0/2 "), "get to show Suspended", timeout=WAIT, interval=0.2
+    )
+    eventually(
+        lambda: not any(_alive(pid) for pid in pids), "replica processes to end", timeout=WAIT
+    )
     assert conditions(kubemill.job("napper"))["Suspended"]["status"] == "True"
 
     resumed = kubemill("resume", "napper", check=True)
     assert "napper resumed" in resumed.stdout
-    _wait_for(lambda: shows(" 2/2 ", "Running"), "both replicas running again")
+    eventually(
+        lambda: shows(" 2/2 ", "Running"), "both replicas running again", timeout=WAIT, interval=0.2
+    )
     again = _replica_pids(kubemill, "napper")
     assert len(again) == 2 and set(again).isdisjoint(pids)
     assert conditions(kubemill.job("napper"))["Suspended"]["status"] == "False"
@@ -418,7 +423,9 @@ def test_suspend_resume_and_interrupt_a_detached_job(kubemill: Kubemill, tmp_pat
     assert "napper Failed (Interrupted)" in stopped.stdout
     failed = conditions(kubemill.job("napper"))["Failed"]
     assert failed["reason"] == "Interrupted" and "kubemill interrupt" in failed["message"]
-    _wait_for(lambda: not any(_alive(pid) for pid in again), "replica processes to end")
+    eventually(
+        lambda: not any(_alive(pid) for pid in again), "replica processes to end", timeout=WAIT
+    )
 
 
 @pytest.mark.parametrize("verb", ["suspend", "resume"])

@@ -1,13 +1,13 @@
 """``kubemill --substrate kubernetes ...`` against an emulated cluster over real HTTP.
 
-The cluster is the Kubernetes client tests' kmock cluster (``tests/kube_client``); the
-test plays the operator and the kubelet (creates the pods the operator would, writes
-their statuses, logs and the job's conditions) and checks what the CLI shows.
+The cluster is the Kubernetes client tests' kmock cluster
+(``tests/support/kube_client_support.py``); the test plays the operator and the kubelet
+(creates the pods the operator would, writes their statuses, logs and the job's
+conditions) and checks what the CLI shows.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,11 +18,7 @@ from cli_support import lines, pytorch_job, write_manifest
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-
-# tests/kube_client and tests/operator are no packages: import from their directories.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import (
+from support.kube_client_support import (
     ClientClusterThread,
     Operator,
     kmock_cluster,

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +12,7 @@ from cli_support import pytorch_job, write_manifest
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-
-# tests/kube_client is no package: import from its directory.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import ClientClusterThread, Operator, kmock_cluster, running
+from support.kube_client_support import ClientClusterThread, Operator, kmock_cluster, running
 
 
 @pytest.fixture

@@ -5,11 +5,8 @@ on the local substrate starts its loop and returns; ``render`` shows its next ru
 
 from __future__ import annotations
 
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,10 +14,8 @@ from cli_support import lines
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import ClientClusterThread, kmock_cluster
+from support.kube_client_support import ClientClusterThread, kmock_cluster
+from support.waiting import eventually
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scheduled-spark-pi.yaml"
 
@@ -47,7 +42,9 @@ def test_a_schedule_runs_locally_in_the_background_until_deleted(
         (row,) = columns(listing.stdout)
         return row
 
-    row = eventually(lambda: (r := listed())["STATE"] == "Scheduled" and r, what="scheduled")
+    row = eventually(
+        lambda: (r := listed())["STATE"] == "Scheduled" and r, what="scheduled", timeout=60.0
+    )
     assert row["NAME"] == "scheduled-spark-pi"
     assert row["SCHEDULE"].startswith("*/10 * * * *")
     suspended = runner.invoke(app, ["suspend", "scheduled-spark-pi"])
@@ -66,16 +63,6 @@ def test_a_schedule_runs_locally_in_the_background_until_deleted(
     deleted = runner.invoke(app, ["delete", "scheduled-spark-pi"])
     assert deleted.exit_code == 0, deleted.output
     assert "No jobs found" in runner.invoke(app, ["get"]).stdout
-
-
-def eventually(check: Callable[[], Any], *, timeout: float = 60.0, what: str = "") -> Any:
-    """Poll ``check`` until it returns something truthy (a safety net, not a bound)."""
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 def test_render_shows_the_next_run(runner: CliRunner) -> None:

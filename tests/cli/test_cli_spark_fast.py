@@ -26,11 +26,7 @@ from kubemill.cli.app import app
 from kubemill.cli.spark_fast import quick_spark_submit
 from kubemill.frameworks.spark_cluster_mode import Generated
 from kubemill.substrates.kubernetes.client import spark_submit as client
-
-# tests/kube_client is no package: import from its directory.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import ClientClusterThread, closed_port, kmock_cluster, status_body
+from support.kube_client_support import ClientClusterThread, closed_port, kmock_cluster, status_body
 
 SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
 S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,11 +33,7 @@ from kubemill.api.loader import load_one
 from kubemill.cli.app import app
 from kubemill.cli.settings import Settings
 from kubemill.kinds import UnknownKind
-
-# tests/kube_client is no package: import from its directory.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-from kube_client_support import (
+from support.kube_client_support import (
     ClientClusterThread,
     kmock_cluster,
     running,

@@ -17,9 +17,9 @@ import pytest
 from kubemill.kinds import entries
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, NAME
 from support.control_plane import ControlPlane, build, running_control_plane
-from support.eventually import eventually
 from support.node import NodeStandIn, node_stand_in
 from support.real_operator import RealOperator, run_kubemill
+from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from support.control_plane import PROCESSES, ControlPlane, absent
-from support.eventually import eventually
 from support.node import NodeStandIn
+from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 

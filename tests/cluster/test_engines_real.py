@@ -14,8 +14,8 @@ from kubernetes import config
 
 from kubemill.deploy.kubernetes import KubernetesClusterClient, new_cluster
 from support.control_plane import ControlPlane, absent
-from support.eventually import eventually
 from support.node import NodeStandIn
+from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 60.0

@@ -14,9 +14,9 @@ import pytest
 from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, NAME
 from support.control_plane import ControlPlane, absent, running_control_plane
-from support.eventually import eventually
 from support.node import NodeStandIn, node_stand_in
 from support.real_operator import run_kubemill
+from support.waiting import eventually
 
 OPERATOR_IMAGE = "kubemill-operator:test"
 

@@ -18,9 +18,9 @@ from kubemill.sdk import JobClient
 from kubemill.substrates.kubernetes.install import operator_rules
 from kubemill.substrates.kubernetes.restarts import RESTARTS_ANNOTATION
 from support.control_plane import ControlPlane, absent
-from support.eventually import eventually
 from support.node import NodeStandIn
 from support.real_operator import SERVICE_ACCOUNT, RealOperator, run_kubemill
+from support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("operator")
 

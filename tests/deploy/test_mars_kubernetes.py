@@ -10,7 +10,6 @@ namespace controller (a deleted namespace's objects go, then the namespace).
 from __future__ import annotations
 
 import io
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,11 +19,6 @@ from typing import Any
 import pytest
 from kubernetes import config
 from rich.console import Console
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube_client"))
-
-import kube_client_support
-from kube_client_support import kmock_cluster
 
 from kubemill.deploy.client import ClusterError
 from kubemill.deploy.kubernetes import KubernetesClusterClient, new_cluster
@@ -40,6 +34,8 @@ from kubemill.frameworks.mars import (
     LABEL_MARS_ROLE,
     READINESS_COMMAND,
 )
+from support import kube_client_support
+from support.kube_client_support import kmock_cluster
 
 NODE_PORT = 31234
 HOST_IPS = {"supervisor": "10.1.0.7", "worker": "10.1.0.8"}

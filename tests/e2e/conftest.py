@@ -1,4 +1,4 @@
-"""Fixtures for the end-to-end tests (helpers live in :mod:`e2e_support`)."""
+"""Fixtures for the end-to-end tests (helpers live in :mod:`support.e2e_support`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_support import Cli, processes_with_token
+
+from support.e2e_support import Cli, processes_with_token
 
 
 @pytest.fixture

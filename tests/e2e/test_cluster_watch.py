@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
-from e2e_support import EXAMPLES
+
+from support.e2e_support import EXAMPLES
+
+pytestmark = pytest.mark.e2e
 
 
 def load_cluster_watch() -> ModuleType:

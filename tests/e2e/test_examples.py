@@ -19,7 +19,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from e2e_support import EXAMPLES, Cli, processes_with_token
+
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+
+pytestmark = pytest.mark.e2e
 
 PREFIXED = re.compile(r"^(?P<replica>[a-z0-9][a-z0-9-]*)\s*\| ?(?P<text>.*)$")
 ADDRESS = re.compile(r"^127\.0\.0\.1:(\d+)$")

@@ -17,14 +17,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from e2e_support import EXAMPLES, Cli, needs_mars_environment, processes_with_token
+import pytest
 
 import kubemill
 from kubemill.deploy.mars import LINK_DIR, LINK_PREFIX
 from kubemill.substrates.local import environments
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import needs_mars_environment
 
 MARS = environments.status("mars")
-pytestmark = needs_mars_environment()
+pytestmark = [pytest.mark.e2e, *needs_mars_environment()]
 SOURCE = Path(kubemill.__file__).resolve().parents[1]
 START_TIMEOUT = 400.0
 ENDPOINT = re.compile(r"is ready at (http://127\.0\.0\.1:\d+)")

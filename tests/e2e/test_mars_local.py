@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from e2e_support import needs_mars_environment
 
 import kubemill
 from kubemill.deploy.watchdog import CLUSTER_MARK
 from kubemill.substrates.local import environments, procinfo
 from kubemill.substrates.local.network import PortAllocator
+from support.engines import needs_mars_environment
 
 MARS = environments.status("mars")
-pytestmark = needs_mars_environment()
+pytestmark = [pytest.mark.e2e, *needs_mars_environment()]
 SOURCE = Path(kubemill.__file__).resolve().parents[1]
 """This tree's kubemill, imported by the program instead of the environment's own."""
 

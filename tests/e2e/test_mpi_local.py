@@ -12,19 +12,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from e2e_support import EXAMPLES, Cli, processes_with_token
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI is not installed"),
-]
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import needs_mpirun
+
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_mpirun]
 
 RANK = re.compile(
     r"rank (\d)/4 on (mpi-allreduce-worker-\d): sum (\d+); started by (\S+) \(pid (\d+)\), "

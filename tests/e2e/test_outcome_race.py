@@ -20,6 +20,8 @@ from kubemill.api import ConditionType
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient
 
+pytestmark = pytest.mark.e2e
+
 RUNS = 10
 
 RACE = textwrap.dedent(

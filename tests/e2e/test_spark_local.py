@@ -22,12 +22,11 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import EXAMPLES, Cli, processes_with_token
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(shutil.which("java") is None, reason="no Java: setup.sh --extras spark"),
-]
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import needs_java
+
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_java]
 pytest.importorskip("pyspark")
 
 PI = re.compile(r"Pi is roughly (\d\.\d+)")

@@ -6,9 +6,6 @@ the sizes read as Mars reads them.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -31,21 +28,8 @@ from kubemill.frameworks.mars import (
     build_supervisors,
     build_workers,
 )
+from support import manifest_checks
 
-TESTS = Path(__file__).resolve().parents[1]
-
-
-def _helpers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "_kubernetes_manifest_helpers", TESTS / "kubernetes_manifests" / "helpers.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HELPERS = _helpers()
 OWNER = {
     "apiVersion": "kubemill.dev/v1",
     "kind": "MarsCluster",
@@ -86,7 +70,7 @@ def test_every_object_passes_kubernetes_validate(owner: dict[str, Any] | None) -
         "Service",
     ]
     for obj in objects:
-        assert HELPERS.k8s_errors(obj) == [], obj["kind"]
+        assert manifest_checks.k8s_errors(obj) == [], obj["kind"]
     for obj in objects[1:]:
         assert obj["metadata"].get("ownerReferences") == ([owner] if owner else None)
 

@@ -22,15 +22,6 @@ MARS_IMAGE_ENV = "KUBEMILL_MARS_IMAGE"
 """The same for the Mars image (``localhost/kubemill-mars:<version>``)."""
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "image: builds and runs the operator image (buildah, podman, mmdebstrap)"
-    )
-    config.addinivalue_line(
-        "markers", "mars_image: builds the Mars image (compiles pymars) and runs Mars from it"
-    )
-
-
 def _build(target: str, given_env: str) -> str:
     """``localhost/kubemill-<target>:<version>``, built from this tree by
     ``scripts/build-image.sh <target>`` unless ``given_env`` names one already built.

@@ -18,24 +18,21 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from image_support import USER, buildah, container, run_in
 
 from kubemill import __version__
 from kubemill.deploy.kubernetes import cluster_spec
 from kubemill.deploy.mars import ENV_SERVICE_PORT, ENV_SUPERVISORS, ENV_WEB_PORT
 from kubemill.frameworks.mars import build_supervisors, build_workers
 from kubemill.substrates.local import environments
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-
-from image_support import USER, buildah, container, run_in
-from operator_support import eventually, free_ports
+from support.operator_support import free_ports
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.image, pytest.mark.mars_image]
 

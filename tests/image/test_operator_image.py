@@ -4,7 +4,8 @@ The image built by ``scripts/build-image.sh`` (see ``conftest.py``) is what a us
 runs, so it is tested as such: its configuration (user 65532, entry point), what it holds
 (no compilers, no test dependencies), and ``kubemill operator`` started from inside it --
 ``buildah run --isolation chroot`` as uid 65532 on the host's network -- against the kmock
-cluster of ``tests/operator``: a TFJob gets its pods, and its status follows the pods.
+cluster of the operator tests (``tests/support/kmock_cluster.py``): a TFJob gets its pods,
+and its status follows the pods.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,23 +22,20 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from image_support import USER, buildah, container, run_in
 
 from kubemill import __version__
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-
-from image_support import USER, buildah, container, run_in
-from kmock_cluster import write_kubeconfig
-from operator_jobs import tfjob
-from operator_support import (
+from support.kmock_cluster import write_kubeconfig
+from support.operator_jobs import tfjob
+from support.operator_support import (
     Cluster,
     Kubelet,
-    eventually,
     free_port,
     is_true,
     job_path,
     running_cluster,
 )
+from support.waiting import eventually
 
 pytestmark = pytest.mark.image
 

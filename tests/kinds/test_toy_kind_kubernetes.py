@@ -11,31 +11,28 @@ creates, counted and never deleted.
 from __future__ import annotations
 
 import base64
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-from operator_support import (
-    Cluster,
-    Kubelet,
-    eventually,
-    is_true,
-    job_path,
-    running_cluster,
-    running_operator,
-)
 from toy_engine import manifest
+from typer.testing import CliRunner
 
 from kubemill.cli.app import app
 from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.install import operator_rules, permits
 from kubemill.substrates.kubernetes.render import render_job
+from support.operator_support import (
+    Cluster,
+    Kubelet,
+    is_true,
+    job_path,
+    running_cluster,
+    running_operator,
+)
+from support.waiting import eventually
 
 HERE = Path(__file__).resolve().parent
 

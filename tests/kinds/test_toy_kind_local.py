@@ -9,18 +9,15 @@ status extension reports the Head's endpoint.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "local"))
-from local_support import eventually
 from toy_engine import manifest
 
 from kubemill.api import ConditionType
 from kubemill.sdk import JobClient
+from support.waiting import eventually
 
 HERE = Path(__file__).resolve().parent
 

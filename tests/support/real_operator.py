@@ -21,7 +21,7 @@ from typing import Any
 
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, NAME
 from support.control_plane import ControlPlane, free_ports, kubeconfig
-from support.eventually import eventually
+from support.waiting import eventually
 
 SERVICE_ACCOUNT = f"system:serviceaccount:{DEFAULT_NAMESPACE}:{NAME}"
 KUBEMILL = str(Path(sys.executable).with_name("kubemill"))

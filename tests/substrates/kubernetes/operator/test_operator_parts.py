@@ -1,0 +1,522 @@
+"""The operator's pure parts, without a cluster: tables of inputs and expected outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
+from kubemill.kinds import load_one
+from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
+from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
+from kubemill.substrates.kubernetes.operator.events import build_event
+from kubemill.substrates.kubernetes.operator.handlers import connection_info
+from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, ObjectRef, Outcome, classify
+from kubemill.substrates.kubernetes.operator.leader import timings
+from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.reconciler import (
+    RESTARTS_ANNOTATION,
+    Caches,
+    Reconciler,
+    RetryLater,
+    coalesce_events,
+    merge_patch,
+    pair_events,
+)
+from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
+from kubemill.substrates.kubernetes.render import plan_on_kubernetes
+from support.operator_jobs import pytorchjob, tfjob
+
+# --- status patches ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "patch"),
+    [
+        pytest.param({"a": 1}, {"a": 1}, {}, id="equal"),
+        pytest.param({"a": 1}, {"a": 2}, {"a": 2}, id="changed-scalar"),
+        pytest.param({"a": 1, "b": 2}, {"a": 1}, {"b": None}, id="removed-key"),
+        pytest.param({}, {"c": {"x": 1}}, {"c": {"x": 1}}, id="added-dict"),
+        pytest.param(
+            {"r": {"W": {"active": 1, "failed": 0}}},
+            {"r": {"W": {"active": 2, "failed": 0}}},
+            {"r": {"W": {"active": 2}}},
+            id="nested-only-the-difference",
+        ),
+        pytest.param(
+            {"conditions": [{"type": "Created"}]},
+            {"conditions": [{"type": "Created"}, {"type": "Running"}]},
+            {"conditions": [{"type": "Created"}, {"type": "Running"}]},
+            id="lists-replaced-whole",
+        ),
+    ],
+)
+def test_merge_patch_sends_only_what_changed(
+    old: dict[str, Any], new: dict[str, Any], patch: dict[str, Any]
+) -> None:
+    assert merge_patch(old, new) == patch
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+def test_actions_keep_their_own_event_and_other_events_go_with_the_status() -> None:
+    actions = [
+        RecordEvent("Normal", "TFJobCreated", "created"),
+        CreatePod("a"),
+        RecordEvent("Normal", "SuccessfulCreatePod", "Created pod: a"),
+        DeletePod("b"),
+        RecordEvent("Normal", "SuccessfulDeletePod", "Deleted pod: b"),
+        RecordEvent("Warning", "TFJobRestarting", "restarting"),
+        DeleteJob(),
+        RecordEvent("Normal", "TTLExpired", "deleting"),
+    ]
+    steps, status_events = pair_events(actions)
+    assert steps == [
+        (CreatePod("a"), [RecordEvent("Normal", "SuccessfulCreatePod", "Created pod: a")]),
+        (DeletePod("b"), [RecordEvent("Normal", "SuccessfulDeletePod", "Deleted pod: b")]),
+        (DeleteJob(), [RecordEvent("Normal", "TTLExpired", "deleting")]),
+    ]
+    assert status_events == [
+        RecordEvent("Normal", "TFJobCreated", "created"),
+        RecordEvent("Warning", "TFJobRestarting", "restarting"),
+    ]
+
+
+def test_one_event_per_type_and_reason_with_the_messages_in_order() -> None:
+    events = [
+        RecordEvent("Normal", "SuccessfulCreatePod", "Created pod: a"),
+        RecordEvent("Normal", "SuccessfulCreateService", "Created service: a"),
+        RecordEvent("Normal", "SuccessfulCreatePod", "Created pod: b"),
+        RecordEvent("Warning", "SuccessfulCreatePod", "odd but distinct"),
+    ]
+    assert coalesce_events(events) == [
+        ("Normal", "SuccessfulCreatePod", "Created pod: a; Created pod: b"),
+        ("Normal", "SuccessfulCreateService", "Created service: a"),
+        ("Warning", "SuccessfulCreatePod", "odd but distinct"),
+    ]
+
+
+def test_an_event_names_the_job_it_is_about() -> None:
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u-1"},
+    }
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    event = build_event(job, type="Warning", reason="R", message="m", instance="op-1", now=now)
+    assert event["metadata"]["namespace"] == "ns"
+    assert event["metadata"]["name"].startswith("j.")
+    assert event["involvedObject"] == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "name": "j",
+        "namespace": "ns",
+        "uid": "u-1",
+    }
+    assert (event["type"], event["reason"], event["message"], event["count"]) == (
+        "Warning",
+        "R",
+        "m",
+        1,
+    )
+    assert event["firstTimestamp"] == event["lastTimestamp"] == "2026-01-02T03:04:05Z"
+    assert event["reportingInstance"] == "op-1"
+    again = build_event(job, type="Warning", reason="R", message="m", instance="op-1", now=now)
+    assert again["metadata"]["name"] != event["metadata"]["name"]
+
+
+# --- API errors ----------------------------------------------------------------------------
+
+REF = ObjectRef("v1", "pods", "ns", "p")
+
+
+@pytest.mark.parametrize(
+    ("verb", "status", "reason", "outcome"),
+    [
+        pytest.param("create", 409, "AlreadyExists", Outcome.ALREADY_DONE, id="create-exists"),
+        pytest.param("create", 409, "Conflict", Outcome.RETRY, id="create-conflict"),
+        pytest.param("delete", 404, "NotFound", Outcome.ALREADY_DONE, id="delete-gone"),
+        pytest.param("delete", 409, "Conflict", Outcome.ALREADY_DONE, id="delete-precondition"),
+        pytest.param("patch", 409, "Conflict", Outcome.RETRY, id="patch-conflict"),
+        pytest.param("patch", 404, "NotFound", Outcome.BLOCKED, id="patch-missing"),
+        pytest.param("create", 500, "InternalError", Outcome.RETRY, id="server-error"),
+        pytest.param("create", 429, "TooManyRequests", Outcome.RETRY, id="throttled"),
+        pytest.param("create", 0, "ConnectionRefusedError", Outcome.RETRY, id="no-answer"),
+        pytest.param("create", 403, "Forbidden", Outcome.BLOCKED, id="forbidden"),
+        pytest.param("create", 422, "Invalid", Outcome.BLOCKED, id="invalid"),
+    ],
+)
+def test_api_errors_are_classified(verb: str, status: int, reason: str, outcome: Outcome) -> None:
+    error = ApiError(verb=verb, ref=REF, status=status, reason=reason, message="m")
+    assert classify(error) is outcome
+
+
+# --- observation ---------------------------------------------------------------------------
+
+
+def pod_body(
+    name: str,
+    *,
+    owner: str = "uid-1",
+    phase: str = "Running",
+    state: dict[str, Any] | None = None,
+    last: dict[str, Any] | None = None,
+    restarts: int = 0,
+    reason: str | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    kind, index = name.rsplit("-", 2)[1:]
+    status: dict[str, Any] = {
+        "phase": phase,
+        "containerStatuses": [
+            {"name": "sidecar", "restartCount": 9, "state": {"terminated": {"exitCode": 2}}},
+            {
+                "name": "tensorflow",
+                "restartCount": restarts,
+                "state": state or {"running": {}},
+                "lastState": last or {},
+            },
+        ],
+        "conditions": [{"type": "Ready", "status": "True" if phase == "Running" else "False"}],
+    }
+    if reason:
+        status["reason"] = reason
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"pod-{name}",
+        "labels": {
+            "kubemill.dev/job-name": "j",
+            "kubemill.dev/replica-type": kind,
+            "kubemill.dev/replica-index": index,
+        },
+        "ownerReferences": [{"uid": owner, "controller": True}],
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    return {"metadata": meta, "status": status}
+
+
+JOB = load_one(
+    {**tfjob("j", workers=2), "metadata": {"name": "j", "namespace": "ns", "uid": "uid-1"}}
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            pod_body("j-worker-0"),
+            {"phase": "Running", "exit_code": None, "restart_count": 0, "ready": True},
+            id="running",
+        ),
+        pytest.param(
+            pod_body("j-worker-0", restarts=2, last={"terminated": {"exitCode": 3}}),
+            {"phase": "Running", "exit_code": None, "restart_count": 2},
+            id="restarted-in-place-still-running",
+        ),
+        pytest.param(
+            pod_body(
+                "j-worker-0",
+                phase="Failed",
+                state={"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+            ),
+            {"phase": "Failed", "exit_code": 137, "reason": "OOMKilled", "ready": False},
+            id="killed-main-container-not-the-sidecar",
+        ),
+        pytest.param(
+            pod_body("j-worker-1", phase="Failed", reason="Evicted"),
+            {"phase": "Failed", "exit_code": None, "reason": "Evicted", "index": 1},
+            id="evicted",
+        ),
+        pytest.param(
+            pod_body("j-worker-0", deleting=True),
+            {"deleting": True},
+            id="being-deleted",
+        ),
+        pytest.param(
+            pod_body("j-worker-7", phase="Succeeded"),
+            {"replica_type": "Worker", "index": 7},
+            id="stray-typed-by-its-labels",
+        ),
+    ],
+)
+def test_pods_are_observed_as_the_core_expects(
+    body: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    plan = plan_on_kubernetes(JOB)
+    observed = observe(JOB, plan, pods=[PodSnapshot.of(body)], services=[], pod_group=None)
+    (pod,) = observed.pods
+    assert {key: getattr(pod, key) for key in expected} == expected
+    assert pod.created == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_only_children_the_job_controls_are_observed() -> None:
+    plan = plan_on_kubernetes(JOB)
+    mine, foreign = pod_body("j-worker-0"), pod_body("j-worker-1", owner="someone-else")
+    services = [
+        ChildSnapshot("j-worker-0", "s1", "uid-1"),
+        ChildSnapshot("j-worker-1", "s2", "someone-else"),
+    ]
+    observed = observe(
+        JOB,
+        plan,
+        pods=[PodSnapshot.of(mine), PodSnapshot.of(foreign)],
+        services=services,
+        pod_group=ChildSnapshot("j", "g", "someone-else", phase="Running"),
+        deleting={"j-worker-0": "pod-j-worker-0"},
+    )
+    assert [(p.name, p.deleting) for p in observed.pods] == [("j-worker-0", True)]
+    assert observed.services == frozenset({"j-worker-0"})
+    assert observed.pod_group is None
+
+
+def test_services_report_their_allocated_cluster_ips_only() -> None:
+    def service(name: str, owner: str, cluster_ip: str | None) -> ChildSnapshot:
+        spec: dict[str, Any] = {"ports": [{"port": 80}]}
+        if cluster_ip is not None:
+            spec["clusterIP"] = cluster_ip
+        meta = {
+            "name": name,
+            "uid": f"s-{name}",
+            "ownerReferences": [{"uid": owner, "controller": True}],
+        }
+        return ChildSnapshot.of({"metadata": meta, "spec": spec})
+
+    services = [
+        service("j-ui", "uid-1", "10.96.0.7"),
+        service("j-headless", "uid-1", "None"),
+        service("j-new", "uid-1", None),  # not allocated (yet)
+        service("other-ui", "someone-else", "10.96.0.8"),
+    ]
+    observed = observe(JOB, plan_on_kubernetes(JOB), pods=[], services=services, pod_group=None)
+    assert observed.cluster_ips == (("j-ui", "10.96.0.7"),)
+    assert observed.services == frozenset({"j-ui", "j-headless", "j-new"})
+
+
+# --- the work queue ------------------------------------------------------------------------
+
+
+def test_a_key_is_queued_once_and_requeued_when_added_while_processing() -> None:
+    async def scenario() -> list[str]:
+        queue: WorkQueue[str] = WorkQueue()
+        seen = []
+        for key in ("a", "b", "a", "a"):
+            queue.add(key)
+        assert len(queue) == 2
+        key = await queue.get()
+        seen.append(key)
+        queue.add("a")  # an event while "a" is being reconciled
+        assert len(queue) == 1  # only "b" waits: "a" is not handed out twice
+        queue.done(key)
+        seen += [await queue.get(), await queue.get()]
+        return seen
+
+    assert asyncio.run(scenario()) == ["a", "b", "a"]
+
+
+def test_delayed_adds_keep_the_earliest_and_backoff_doubles_up_to_the_cap() -> None:
+    async def scenario() -> tuple[list[float], str]:
+        queue: WorkQueue[str] = WorkQueue(base_delay=0.01, max_delay=0.04)
+        delays = [queue.retry("k") for _ in range(4)]
+        queue.forget("k")
+        delays.append(queue.retry("k"))
+        queue.discard("k")
+        queue.add_after("x", 60)
+        queue.add_after("x", 0.01)  # sooner wins
+        queue.add_after("x", 30)  # later is ignored
+        return delays, await asyncio.wait_for(queue.get(), timeout=5)
+
+    delays, key = asyncio.run(scenario())
+    assert delays == [0.01, 0.02, 0.04, 0.04, 0.01]
+    assert key == "x"
+
+
+# --- settings and login ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"namespaces": ["a"], "all_namespaces": True}, "one or the other", id="both"),
+        pytest.param({"gang_scheduler_name": "kube-batch"}, "unknown scheduler", id="gang"),
+        pytest.param({"metrics_port": 70000}, "not a port", id="port"),
+        pytest.param({"metrics_port": 9000, "health_port": 9000}, "must differ", id="same-port"),
+        pytest.param({"workers": 0}, "at least 1", id="workers"),
+        pytest.param({"lease_duration_seconds": 2}, "at least 3", id="lease"),
+    ],
+)
+def test_contradicting_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        OperatorSettings(**kwargs)
+
+
+def test_settings_name_the_served_resources() -> None:
+    assert OperatorSettings().clusterwide
+    assert not OperatorSettings(namespaces=["a"]).clusterwide
+    served = [str(r) for r in OperatorSettings(serve_upstream_groups=True).job_resources()]
+    assert served == [
+        "tfjobs.v1.kubemill.dev",
+        "pytorchjobs.v1.kubemill.dev",
+        "mpijobs.v1.kubemill.dev",
+        "sparkapplications.v1.kubemill.dev",
+        "marsclusters.v1.kubemill.dev",
+        "scheduledsparkapplications.v1.kubemill.dev",
+        "tfjobs.v1.kubeflow.org",
+        "pytorchjobs.v1.kubeflow.org",
+        "mpijobs.v2beta1.kubeflow.org",
+        "sparkapplications.v1beta2.sparkoperator.k8s.io",
+        "scheduledsparkapplications.v1beta2.sparkoperator.k8s.io",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("duration", "expected"),
+    [
+        pytest.param(15, (15, 10, 2), id="client-go-defaults"),
+        pytest.param(3, (3, 2, 1), id="shortest"),
+        pytest.param(1, (3, 2, 1), id="raised-to-shortest"),
+    ],
+)
+def test_lease_timings_keep_the_election_library_constraints(
+    duration: int, expected: tuple[int, int, int]
+) -> None:
+    lease, renew, retry = timings(duration)
+    assert (lease, renew, retry) == expected
+    assert lease > renew > 1.2 * retry >= 1.2
+
+
+def test_kopf_logs_in_with_the_same_credentials_as_the_client() -> None:
+    from kubernetes import client
+
+    configuration = client.Configuration(host="https://10.0.0.1:6443")
+    configuration.api_key = {"BearerToken": "s3cret"}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    configuration.ssl_ca_cert = "/ca.crt"
+    info = connection_info(configuration)
+    assert (info.server, info.scheme, info.token) == ("https://10.0.0.1:6443", "Bearer", "s3cret")
+    assert info.ca_path == "/ca.crt" and info.insecure is False
+
+
+# --- status writes: resourceVersion, conflicts, restart counts --------------------------------
+
+
+class FakeApi:
+    """The reconciler's API calls, recorded; status writes answer with ``status_answers``."""
+
+    def __init__(self, *status_answers: int) -> None:
+        self.status_answers = list(status_answers)
+        self.calls: list[tuple[str, str, Any, Any]] = []
+
+    async def create(self, ref: ObjectRef, body: Any) -> dict[str, Any]:
+        self.calls.append(("create", ref.name, body, None))
+        return {}
+
+    async def delete(self, ref: ObjectRef, *, uid: str | None = None, **_: Any) -> None:
+        self.calls.append(("delete", ref.name, uid, None))
+
+    async def patch_status(
+        self, ref: ObjectRef, patch: Any, *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        self.calls.append(("status", ref.name, patch, resource_version))
+        code = self.status_answers.pop(0) if self.status_answers else 200
+        if code != 200:
+            raise ApiError(verb="patch", ref=ref, status=code, reason="Conflict", message="")
+        return {"metadata": {"resourceVersion": "99"}, "status": patch}
+
+    async def patch_annotations(
+        self, ref: ObjectRef, annotations: Any, *, resource_version: str | None
+    ) -> dict[str, Any]:
+        self.calls.append(("annotate", ref.name, annotations, resource_version))
+        return {"metadata": {"resourceVersion": "98", "annotations": annotations}}
+
+
+def _reconciler(api: FakeApi, jobs: dict[Any, Any], pods: dict[Any, Any]) -> Any:
+    settings = OperatorSettings(serve_upstream_groups=True)
+    resources = {(r.group, r.plural): r for r in settings.job_resources()}
+    services = {
+        ("ns", "j"): [ChildSnapshot(name=n, uid=f"s-{n}", owner_uid="uid-1") for n in NAMES]
+    }
+    caches = Caches(jobs=jobs, pods=pods, services=services, pod_groups={})
+    return Reconciler(
+        api=api,  # type: ignore[arg-type]
+        caches=caches,
+        resources=resources,
+        post_event=lambda *_: None,
+        metrics=Metrics(),
+        gang_scheduler=None,
+    )
+
+
+NAMES = ("j-master-0", "j-worker-0")
+
+
+def _job(group: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    body = pytorchjob("j", api_version=f"{group}/v1", run_policy={"backoffLimit": 3})
+    body["metadata"] = {"name": "j", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7"}
+    if annotations:
+        body["metadata"]["annotations"] = annotations
+    return body
+
+
+def _pods(*, worker_failed: bool) -> dict[Any, Any]:
+    bodies = [pod_body("j-master-0", owner="uid-1")]
+    if worker_failed:
+        bodies.append(pod_body("j-worker-0", owner="uid-1", phase="Failed", reason="Evicted"))
+    return {("ns", "j"): [PodSnapshot.of(b) for b in bodies]}
+
+
+@pytest.mark.parametrize("group", ["kubemill.dev", "kubeflow.org"])
+def test_a_conflicting_status_write_ends_the_pass_and_the_next_write_keeps_its_counts(
+    group: str,
+) -> None:
+    plural = "pytorchjobs"
+    key = (group, plural, "ns", "j")
+    api = FakeApi(409)
+    jobs = {key: [_job(group)]}
+    pods = _pods(worker_failed=True)
+    reconciler = _reconciler(api, jobs, pods)
+    with pytest.raises(RetryLater) as caught:
+        asyncio.run(reconciler.reconcile(key))
+    assert caught.value.errors[0].status == 409 and not caught.value.blocked
+    assert ("delete", "j-worker-0", "pod-j-worker-0", None) in api.calls
+    first = [c for c in api.calls if c[0] in ("status", "annotate")]
+    # Decided on version 7, written at it (Kubeflow: the annotation, then the status at the
+    # version that write made).
+    assert [rv for *_, rv in first] == (["7"] if group == "kubemill.dev" else ["7", "98"])
+
+    # Judged again: the deleted worker is gone; its recreation is still counted.
+    api.calls.clear()
+    pods.update(_pods(worker_failed=False))  # the cache as the watch leaves it
+    asyncio.run(reconciler.reconcile(key))
+    assert ("create", "j-worker-0") in [c[:2] for c in api.calls]
+    counts = {"Worker": {"restarts": 1, "retiredRestarts": 1}}
+    if group == "kubemill.dev":
+        (patch,) = [c[2] for c in api.calls if c[0] == "status"]
+        worker = patch["replicaStatuses"]["Worker"]
+        assert {k: worker[k] for k in ("restarts", "retiredRestarts")} == counts["Worker"]
+    else:
+        (annotations,) = [c[2] for c in api.calls if c[0] == "annotate"]
+        assert json.loads(annotations[RESTARTS_ANNOTATION]) == counts
+        for patch in [c[2] for c in api.calls if c[0] == "status"]:
+            assert "restarts" not in json.dumps(patch)  # Kubeflow's status has no place
+
+
+def test_restart_counts_are_read_back_from_the_annotation_of_a_kubeflow_job() -> None:
+    key = ("kubeflow.org", "pytorchjobs", "ns", "j")
+    recorded = {"Worker": {"restarts": 3, "retiredRestarts": 3}}
+    job = _job("kubeflow.org", {RESTARTS_ANNOTATION: json.dumps(recorded)})
+    api = FakeApi()
+    reconciler = _reconciler(api, {key: [job]}, _pods(worker_failed=True))
+    asyncio.run(reconciler.reconcile(key))
+    # 3 restarts of backoffLimit 3 already: the worker's failure fails the job.
+    (patch,) = [c[2] for c in api.calls if c[0] == "status"]
+    assert [c["reason"] for c in patch["conditions"] if c["type"] == "Failed"] == [
+        "BackoffLimitExceeded"
+    ]
+    assert not [c for c in api.calls if c[0] == "annotate"]  # nothing new to record
