@@ -61,12 +61,12 @@ if TYPE_CHECKING:
         RemoteShell,
     )
     from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
+    from kubemill.api.runstates import ApplicationStateType
     from kubemill.api.spark import (
         SCHEDULEDSPARKAPPLICATION,
         SPARK_REPLICA_TYPES,
         SPARKAPPLICATION,
         ApplicationState,
-        ApplicationStateType,
         ConcurrencyPolicy,
         CronError,
         CronSchedule,
@@ -200,6 +200,7 @@ if not TYPE_CHECKING:
             mars,
             mpi,
             pytorch,
+            runstates,
             spark,
             spark_submit,
             tensorflow,
@@ -213,6 +214,7 @@ if not TYPE_CHECKING:
             mars,
             mpi,
             pytorch,
+            runstates,
             spark,
             spark_submit,
             tensorflow,

@@ -68,6 +68,7 @@ from kubemill.api.kube import (
     PodTemplateSpec,
     TemplateMeta,
 )
+from kubemill.api.runstates import TERMINAL_STATES, ApplicationStateType
 
 # Re-exported: their home is the model-free spark_names (spark-submit's fast path).
 from kubemill.api.spark_names import (
@@ -627,27 +628,7 @@ class SparkApplicationSpec(KubeModel):
 # --- status -------------------------------------------------------------------------------------
 
 
-class ApplicationStateType(StrEnum):
-    """The spark-operator's application states (NEW is the empty string, as upstream)."""
-
-    NEW = ""
-    SUBMITTED = "SUBMITTED"
-    RUNNING = "RUNNING"
-    SUCCEEDING = "SUCCEEDING"
-    COMPLETED = "COMPLETED"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    SUBMISSION_FAILED = "SUBMISSION_FAILED"
-    PENDING_RERUN = "PENDING_RERUN"
-    INVALIDATING = "INVALIDATING"
-    SUSPENDING = "SUSPENDING"
-    SUSPENDED = "SUSPENDED"
-    RESUMING = "RESUMING"
-    UNKNOWN = "UNKNOWN"
-
-
-TERMINAL_STATES = frozenset({ApplicationStateType.COMPLETED, ApplicationStateType.FAILED})
-"""Upstream's terminated states: nothing follows but the TTL."""
+# ApplicationStateType and TERMINAL_STATES: kubemill.api.runstates (any re-run kind's).
 
 
 class ExecutorState(StrEnum):

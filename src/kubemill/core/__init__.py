@@ -4,6 +4,7 @@ The curated public surface; the modules behind it are private.
 """
 
 from kubemill.core.conditions import set_condition
+from kubemill.core.lifecycle import Lifecycle
 from kubemill.core.model import (
     Action,
     ChildKind,
@@ -41,6 +42,8 @@ from kubemill.core.reconcile import (
     reconcile,
     short_name,
 )
+from kubemill.core.replicaset import REPLICA_SET
+from kubemill.core.rerun import RERUN
 from kubemill.core.schedule import (
     CreateRun,
     DeleteRun,
@@ -51,13 +54,16 @@ from kubemill.core.schedule import (
     invalid,
     unix_nanos,
 )
-from kubemill.core.service import reconcile_service, stopped_body
+from kubemill.core.service import SERVICE_CLUSTER, reconcile_service, stopped_body
 
 __all__ = [
     "GANG_SCHEDULERS",
     "INTERRUPTED",
     "OUTCOME_TIE",
+    "REPLICA_SET",
     "REPORT_GRACE",
+    "RERUN",
+    "SERVICE_CLUSTER",
     "Action",
     "ChildKind",
     "CreateChild",
@@ -73,6 +79,7 @@ __all__ = [
     "DeleteRun",
     "DeleteService",
     "Halt",
+    "Lifecycle",
     "Observed",
     "ObservedChild",
     "ObservedPod",

@@ -37,6 +37,7 @@ from kubemill.api import (
     loader,
 )
 from kubemill.api import crd as crd_generation
+from kubemill.core import REPLICA_SET, RERUN, SERVICE_CLUSTER, Lifecycle
 from kubemill.frameworks import Framework, Network, Plan, PlanError
 from kubemill.frameworks.mars import Mars
 from kubemill.frameworks.mars_local import local_plan as mars_local_plan
@@ -91,6 +92,9 @@ class LocalSupport:
     adapt: Callable[[Job], Job] | None = None
     replan: Callable[[Job, Plan, Network], Plan] | None = None
     refusals: Callable[[Job, Callable[[str], bool]], list[FieldError]] | None = None
+    lifecycle: Lifecycle | None = None
+    """The lifecycle of the local Plan when ``replan`` changes its shape (a service cluster
+    replanned into replicas runs the replica-set rules); None: the engine's own."""
 
     def adapted(self, job: Job) -> Job:
         """``job`` as the local substrate plans it."""
@@ -115,6 +119,9 @@ class Engine:
     """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
     grants: tuple[OperatorGrant, ...] = ()
     local: LocalSupport = LocalSupport()
+    lifecycle: Lifecycle = REPLICA_SET
+    """How the core decides for the kind's jobs (:mod:`kubemill.core.lifecycle`): pods
+    one by one (the default), an application run again as a whole, a service cluster."""
     restarts: bool = True
     """Whether the kind's pods are ever restarted or recreated (counts against
     ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
@@ -231,6 +238,7 @@ BUILTIN: tuple[Engine, ...] = (
                 for resource in SPARK_DRIVER_RESOURCES
             ),
         ),
+        lifecycle=RERUN,
         restarts=False,
         local=LocalSupport(env=SPARK_LOCAL_ENV, replan=spark_local_plan, refusals=spark_refusals),
     ),
@@ -262,9 +270,11 @@ BUILTIN: tuple[Engine, ...] = (
                 delegated=True,
             ),
         ),
+        lifecycle=SERVICE_CLUSTER,
         restarts=False,
         finishes=False,
-        local=LocalSupport(replan=mars_local_plan),
+        # Locally its supervisors and workers are replicas the core starts one by one.
+        local=LocalSupport(replan=mars_local_plan, lifecycle=REPLICA_SET),
     ),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
@@ -417,6 +427,15 @@ def plan_for(job: Job, network: Network) -> Plan:
     return engine_for(job.KIND).framework.plan(job, network)
 
 
+def lifecycle_for(kind: str, *, local: bool = False) -> Lifecycle:
+    """The lifecycle the core decides ``kind``'s jobs by (``local``: on the local
+    substrate, where the engine's replanned Plan may have another shape)."""
+    engine = engine_for(kind)
+    if local and engine.local.lifecycle is not None:
+        return engine.local.lifecycle
+    return engine.lifecycle
+
+
 def describe(engine: Entry) -> dict[str, str]:
     """One kind as the docs' table and ``kubemill kinds`` show it, column by column."""
     api = engine.api
@@ -461,6 +480,7 @@ __all__ = [
     "entries",
     "entry_for",
     "kind_table",
+    "lifecycle_for",
     "load",
     "load_document",
     "load_one",

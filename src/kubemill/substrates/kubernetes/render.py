@@ -43,7 +43,7 @@ from kubemill.core import (
     reconcile,
 )
 from kubemill.frameworks import Plan
-from kubemill.kinds import plan_for
+from kubemill.kinds import lifecycle_for, plan_for
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
     UnsupportedPlanError,
@@ -164,7 +164,9 @@ def start_actions(
     # Each pass can only unblock the next start stage, so this bound is never reached
     # unless the reconcile misbehaves.
     for _ in range(len(plan.replicas) + 3):
-        result = reconcile(job, plan, observed, now, options=options)
+        result = reconcile(
+            job, plan, observed, now, options=options, lifecycle=lifecycle_for(job.KIND)
+        )
         new = [a for a in result.actions if isinstance(a, _CREATES)]
         if not new:
             return creates

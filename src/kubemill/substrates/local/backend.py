@@ -46,7 +46,7 @@ from pathlib import Path
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus, ScheduledSparkApplication
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.frameworks import Plan
-from kubemill.kinds import controllers, entry_for
+from kubemill.kinds import controllers, entry_for, lifecycle_for
 from kubemill.substrates.base import (
     EventRecord,
     JobNotFound,
@@ -808,6 +808,7 @@ class LocalBackend:
             Observed(pods=pods, halt=halt),
             datetime.fromtimestamp(moment, UTC),
             options=self.supervisor_options.reconcile,
+            lifecycle=lifecycle_for(job.KIND, local=True),
         )
         # Pod deletions are moot: no process of the job runs any more.
         status = result.status
@@ -845,7 +846,13 @@ class LocalBackend:
         if job.run_policy.ttl_seconds_after_finished is None:
             return rec
         prepared = prepare_recorded(rec, self.store.ports(rec.uid))
-        result = reconcile(job, prepared.plan, Observed(), datetime.now(UTC))
+        result = reconcile(
+            job,
+            prepared.plan,
+            Observed(),
+            datetime.now(UTC),
+            lifecycle=lifecycle_for(job.KIND, local=True),
+        )
         if not any(isinstance(a, DeleteJob) for a in result.actions):
             return rec
         self.store.remove_job(rec.uid)
