@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         SchedulingPolicy,
     )
     from kubemill.api.errors import FieldError, ManifestError
-    from kubemill.api.kinds import ApiVersion, KindApi, KindTable
+    from kubemill.api.kinds import ApiVersion, ClusterOptions, KindApi, KindTable
     from kubemill.api.kube import (
         Container,
         ContainerPort,
@@ -119,6 +119,7 @@ __all__ = [
     "ApplicationState",
     "ApplicationStateType",
     "CleanPodPolicy",
+    "ClusterOptions",
     "ConcurrencyPolicy",
     "Condition",
     "ConditionType",

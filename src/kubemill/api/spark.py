@@ -691,6 +691,16 @@ class SparkApplicationStatus(JobStatus):
         return self.state in TERMINAL_STATES
 
     @property
+    def run_outcome(self) -> Literal["active", "succeeded", "failed"]:
+        """By the application state first (a schedule's runs, as upstream judges them),
+        then, should a terminal condition come first, by that."""
+        if self.state is ApplicationStateType.COMPLETED:
+            return "succeeded"
+        if self.state is ApplicationStateType.FAILED:
+            return "failed"
+        return super().run_outcome
+
+    @property
     def phase(self) -> str:
         """The spark-operator's state, as ``kubectl get sparkapp`` shows it (NEW until
         submitted), unless the conditions say the job finished and the state has not."""

@@ -181,7 +181,7 @@ def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
     one_namespace = settings.namespace is not None
     if not views:
         console.print(f"No {kind or 'job'}s found.", style="dim")
-    elif kind is not None and all(_is_schedule(view) for view in views):
+    elif kind is not None and all(_has_schedule_columns(view) for view in views):
         console.print(schedules_table(views, one_namespace=one_namespace))
     else:
         console.print(jobs_table(views, one_namespace=one_namespace))
@@ -203,8 +203,19 @@ def kind_named(name: str) -> str | None:
     return None
 
 
-def _is_schedule(view: JobView) -> bool:
+def _has_schedule_columns(view: JobView) -> bool:
+    """Whether the job is listed with a schedule's columns (its cron schedule, suspend,
+    last run, schedule state): a ScheduledSparkApplication. Whether a kind has replicas at
+    all is the registry's answer (:func:`_runs_no_pods`)."""
     return isinstance(view.job, ScheduledSparkApplication)
+
+
+def _runs_no_pods(view: JobView) -> bool:
+    """A controller's object (it creates jobs of another kind, listed beside it): no
+    replicas, no restarts of its own."""
+    from kubemill.kinds import is_controller
+
+    return is_controller(view.kind)
 
 
 def schedules_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
@@ -243,7 +254,7 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     # so does a schedule's last run. A schedule has no replicas (its runs are jobs of
     # their own, listed beside it): its state says whether runs start (Scheduled) or not.
     endpoints = any(endpoint(view) for view in views)
-    schedules = any(_is_schedule(view) for view in views)
+    schedules = any(_has_schedule_columns(view) for view in views)
     headers = (
         *(("NAMESPACE",) if namespaced else ()),
         *JOB_HEADERS,
@@ -253,14 +264,15 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     for header in headers:
         table.add_column(header, no_wrap=True)
     for view in views:
-        schedule = _is_schedule(view)
+        schedule = _has_schedule_columns(view)
+        podless = _runs_no_pods(view)
         table.add_row(
             *([view.namespace] if namespaced else []),
             view.name,
             view.kind,
             phase_text(schedule_state(view) if schedule else view.phase),
-            NONE if schedule else f"{ready_replicas(view)}/{total_replicas(view)}",
-            NONE if schedule else str(restarts(view)),
+            NONE if podless else f"{ready_replicas(view)}/{total_replicas(view)}",
+            NONE if podless else str(restarts(view)),
             age(view.created or view.status.start_time),
             *([endpoint(view)] if endpoints else []),
             *([_last_run(view)] if schedules else []),

@@ -4,6 +4,13 @@ The curated public surface; the modules behind it are private.
 """
 
 from kubemill.core.conditions import set_condition
+from kubemill.core.controller import (
+    ControllerAction,
+    ControllerContext,
+    ControllerResult,
+    ControllerRules,
+    SampleRun,
+)
 from kubemill.core.lifecycle import Lifecycle
 from kubemill.core.model import (
     Action,
@@ -45,6 +52,7 @@ from kubemill.core.reconcile import (
 from kubemill.core.replicaset import REPLICA_SET
 from kubemill.core.rerun import RERUN
 from kubemill.core.schedule import (
+    SCHEDULED_SPARK,
     CreateRun,
     DeleteRun,
     ObservedRun,
@@ -63,9 +71,14 @@ __all__ = [
     "REPLICA_SET",
     "REPORT_GRACE",
     "RERUN",
+    "SCHEDULED_SPARK",
     "SERVICE_CLUSTER",
     "Action",
     "ChildKind",
+    "ControllerAction",
+    "ControllerContext",
+    "ControllerResult",
+    "ControllerRules",
     "CreateChild",
     "CreateObject",
     "CreatePod",
@@ -91,6 +104,7 @@ __all__ = [
     "RecordEvent",
     "Refusal",
     "RenderedFile",
+    "SampleRun",
     "ScheduleAction",
     "ScheduleResult",
     "UpdateObject",
