@@ -47,7 +47,7 @@ from kubemill.frameworks.plan import (
     SuccessPolicy,
     replica_name,
 )
-from kubemill.kinds import load_one
+from kubemill.kinds import lifecycle_for, load_one
 
 T0 = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -305,6 +305,13 @@ def step(
     options: ReconcileOptions | None = None,
 ) -> tuple[Job, ReconcileResult]:
     """Reconcile once, apply the actions, and return the job with its new status."""
-    result = reconcile(job, plan, substrate.observed(), now, options=options or ReconcileOptions())
+    result = reconcile(
+        job,
+        plan,
+        substrate.observed(),
+        now,
+        options=options or ReconcileOptions(),
+        lifecycle=lifecycle_for(job.KIND),
+    )
     substrate.apply(result.actions)
     return with_status(job, result.status), result

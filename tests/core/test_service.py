@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
 from kubemill.api import ConditionType
 from kubemill.api.mars import MarsCluster
 from kubemill.core import (
+    SERVICE_CLUSTER,
     CreateObject,
     Observed,
     ObservedChild,
     ObservedPod,
     RecordEvent,
     UpdateObject,
-    reconcile,
 )
+from kubemill.core import reconcile as core_reconcile
 from kubemill.frameworks import Mars, Plan
 from kubemill.frameworks.mars import object_names
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+reconcile = partial(core_reconcile, lifecycle=SERVICE_CLUSTER)
+"""The core as a substrate calls it for a MarsCluster: with its engine's lifecycle."""
 NAMES = object_names("m")
 
 

@@ -30,6 +30,7 @@ from corekit import (
 from kubemill.api import ApplicationStateType as S
 from kubemill.api import ConditionType, ExecutorState, Job, SparkApplication
 from kubemill.core import (
+    RERUN,
     CreatePod,
     DeleteJob,
     DeletePod,
@@ -645,7 +646,7 @@ def test_a_refused_submission_is_retried_then_fails() -> None:
 
     def refused_pass(t: float) -> Any:
         observed = replace(run.substrate.observed(), refused=refusal)
-        result = reconcile(run.job, run.plan, observed, at(t))
+        result = reconcile(run.job, run.plan, observed, at(t), lifecycle=RERUN)
         run.substrate.apply(result.actions)
         run.job = with_status(run.job, result.status)
         return result

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         SchedulingPolicy,
     )
     from kubemill.api.errors import FieldError, ManifestError
-    from kubemill.api.kinds import ApiVersion, KindApi, KindTable
+    from kubemill.api.kinds import ApiVersion, ClusterOptions, KindApi, KindTable
     from kubemill.api.kube import (
         Container,
         ContainerPort,
@@ -61,12 +61,12 @@ if TYPE_CHECKING:
         RemoteShell,
     )
     from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
+    from kubemill.api.runstates import ApplicationStateType
     from kubemill.api.spark import (
         SCHEDULEDSPARKAPPLICATION,
         SPARK_REPLICA_TYPES,
         SPARKAPPLICATION,
         ApplicationState,
-        ApplicationStateType,
         ConcurrencyPolicy,
         CronError,
         CronSchedule,
@@ -119,6 +119,7 @@ __all__ = [
     "ApplicationState",
     "ApplicationStateType",
     "CleanPodPolicy",
+    "ClusterOptions",
     "ConcurrencyPolicy",
     "Condition",
     "ConditionType",
@@ -200,6 +201,7 @@ if not TYPE_CHECKING:
             mars,
             mpi,
             pytorch,
+            runstates,
             spark,
             spark_submit,
             tensorflow,
@@ -213,6 +215,7 @@ if not TYPE_CHECKING:
             mars,
             mpi,
             pytorch,
+            runstates,
             spark,
             spark_submit,
             tensorflow,

@@ -172,6 +172,16 @@ class JobStatus(KubeModel):
         return self.is_true(ConditionType.SUCCEEDED) or self.is_true(ConditionType.FAILED)
 
     @property
+    def run_outcome(self) -> Literal["active", "succeeded", "failed"]:
+        """What a controller that created this job makes of it (one of its runs): still
+        active, or finished with a success or a failure (a failure wins)."""
+        if self.is_true(ConditionType.FAILED):
+            return "failed"
+        if self.is_true(ConditionType.SUCCEEDED):
+            return "succeeded"
+        return "active"
+
+    @property
     def phase(self) -> str:
         """One word for tables: the last True condition (Failed/Succeeded win), else Pending."""
         for terminal in (ConditionType.FAILED, ConditionType.SUCCEEDED):

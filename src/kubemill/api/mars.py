@@ -28,6 +28,7 @@ from pydantic import Field, field_validator
 from kubemill import __version__
 from kubemill.api.base import KubeModel
 from kubemill.api.common import (
+    API_VERSION,
     MAX_REPLICAS,
     CleanPodPolicy,
     Job,
@@ -37,7 +38,7 @@ from kubemill.api.common import (
     RunPolicy,
 )
 from kubemill.api.errors import FieldError
-from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, KindApi, PrinterColumn
+from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, ClusterOptions, KindApi, PrinterColumn
 from kubemill.api.kube import Container, PodSpec, PodTemplateSpec
 
 MARS_REPLICA_TYPES = ("Supervisor", "Worker")
@@ -299,6 +300,34 @@ MARSCLUSTER = KindApi(
 """The MarsCluster kind's API: versions and CRD."""
 
 
+def cluster_manifest(name: str, options: ClusterOptions) -> dict[str, object]:
+    """The MarsCluster ``kubemill cluster create mars`` makes of its options (only the
+    options given; the kind's defaults otherwise)."""
+    spec: dict[str, object] = {
+        "workerNum": options.workers,
+        "workerCpu": options.worker_cpu,
+        "workerMem": options.worker_mem,
+        "supervisorNum": options.supervisors,
+    }
+    env = dict(options.env) or None
+    optional = {
+        "supervisorCpu": options.supervisor_cpu,
+        "supervisorMem": options.supervisor_mem,
+        "minWorkerNum": options.min_workers,
+        "workerCacheMem": options.worker_cache_mem,
+        "image": options.image,
+        "supervisorExtraEnv": env,
+        "workerExtraEnv": env,
+    }
+    spec.update({key: value for key, value in optional.items() if value is not None})
+    return {
+        "apiVersion": API_VERSION,
+        "kind": MarsCluster.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 __all__ = [
     "DEFAULT_IMAGE",
     "MARSCLUSTER",
@@ -308,6 +337,7 @@ __all__ = [
     "MarsClusterStatus",
     "ServiceStatus",
     "SizeError",
+    "cluster_manifest",
     "cpu_text",
     "parse_cache_size",
     "parse_fraction",

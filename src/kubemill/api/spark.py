@@ -68,6 +68,7 @@ from kubemill.api.kube import (
     PodTemplateSpec,
     TemplateMeta,
 )
+from kubemill.api.runstates import TERMINAL_STATES, ApplicationStateType
 
 # Re-exported: their home is the model-free spark_names (spark-submit's fast path).
 from kubemill.api.spark_names import (
@@ -627,27 +628,7 @@ class SparkApplicationSpec(KubeModel):
 # --- status -------------------------------------------------------------------------------------
 
 
-class ApplicationStateType(StrEnum):
-    """The spark-operator's application states (NEW is the empty string, as upstream)."""
-
-    NEW = ""
-    SUBMITTED = "SUBMITTED"
-    RUNNING = "RUNNING"
-    SUCCEEDING = "SUCCEEDING"
-    COMPLETED = "COMPLETED"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    SUBMISSION_FAILED = "SUBMISSION_FAILED"
-    PENDING_RERUN = "PENDING_RERUN"
-    INVALIDATING = "INVALIDATING"
-    SUSPENDING = "SUSPENDING"
-    SUSPENDED = "SUSPENDED"
-    RESUMING = "RESUMING"
-    UNKNOWN = "UNKNOWN"
-
-
-TERMINAL_STATES = frozenset({ApplicationStateType.COMPLETED, ApplicationStateType.FAILED})
-"""Upstream's terminated states: nothing follows but the TTL."""
+# ApplicationStateType and TERMINAL_STATES: kubemill.api.runstates (any re-run kind's).
 
 
 class ExecutorState(StrEnum):
@@ -708,6 +689,16 @@ class SparkApplicationStatus(JobStatus):
         if self.conditions:
             return super().finished
         return self.state in TERMINAL_STATES
+
+    @property
+    def run_outcome(self) -> Literal["active", "succeeded", "failed"]:
+        """By the application state first (a schedule's runs, as upstream judges them),
+        then, should a terminal condition come first, by that."""
+        if self.state is ApplicationStateType.COMPLETED:
+            return "succeeded"
+        if self.state is ApplicationStateType.FAILED:
+            return "failed"
+        return super().run_outcome
 
     @property
     def phase(self) -> str:

@@ -173,7 +173,7 @@ def get(
     namespace: NamespaceOption = None,
 ) -> None:
     """List jobs, or show one: state, replicas ready/total, restarts, age."""
-    from kubemill.cli.views import get_jobs
+    from kubemill.cli.listing import get_jobs
 
     get_jobs(_settings(ctx, namespace), name, output=output.value)
 

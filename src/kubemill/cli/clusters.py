@@ -1,10 +1,13 @@
-"""``kubemill cluster``: service clusters (Mars) as jobs of their kind, on either substrate.
+"""``kubemill cluster``: service clusters (Mars, and any service engine registered) as jobs
+of their kind, on either substrate.
 
     kubemill cluster create mars --workers 2     # a MarsCluster; returns once Ready
     kubemill cluster list                        # the clusters, Ready or not, and endpoints
     kubemill cluster stop NAME                   # deletes it: no process, no object left
 
-``create`` builds a ``MarsCluster`` from its options and submits it through the SDK, so on
+``create <engine>`` builds that service engine's manifest from its options (the engines are
+the registry's: every ``Engine`` with a ``cluster``, ``ServiceEngine``: Mars's is a
+``MarsCluster``) and submits it through the SDK, so on
 Kubernetes the operator reconciles it and locally the supervisor runs its replicas (see
 :mod:`kubemill.frameworks.mars_local`). It then waits until the core judges it Ready and
 prints the endpoint (``--no-wait``: returns once submitted). The cluster keeps serving in
@@ -26,29 +29,33 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kubemill.api import Job
+    from kubemill.api import ClusterOptions, Job
     from kubemill.cli.settings import Settings
     from kubemill.sdk import JobClient
     from kubemill.substrates.base import JobView
 
 cluster_app = typer.Typer(
     name="cluster",
-    help="Service clusters (Mars) as jobs: create one and wait until it serves, list, stop.",
+    help="Service clusters (Mars, ...) as jobs: create one and wait until it serves, list, stop.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
-ENGINES = ("mars",)
-"""What ``cluster create`` makes: ``mars`` is a MarsCluster."""
 DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.5
 CRASH_RESTARTS = 3
 """A replica restarted this often before the cluster is Ready is reported, not waited on
 (an environment without Mars or kubemill crashes every start)."""
-SERVICE_KINDS = ("MarsCluster",)
-"""The kinds ``cluster list`` shows."""
+
+
+def service_kinds() -> frozenset[str]:
+    """The kinds ``cluster list`` shows and ``cluster stop`` stops: every service
+    engine's."""
+    from kubemill.kinds import service_engines
+
+    return frozenset(engine.kind for engine in service_engines().values())
 
 
 class NotServing(Exception):
@@ -159,46 +166,6 @@ def _env_pairs(values: list[str] | None) -> dict[str, str]:
     return pairs
 
 
-def mars_manifest(
-    name: str,
-    *,
-    workers: int,
-    worker_cpu: float,
-    worker_mem: str,
-    supervisors: int,
-    supervisor_cpu: float | None,
-    supervisor_mem: str | None,
-    min_workers: int | None,
-    worker_cache_mem: str | None,
-    image: str | None,
-    env: dict[str, str],
-) -> dict[str, object]:
-    """The MarsCluster the options describe (only the options given; the kind's defaults
-    otherwise)."""
-    spec: dict[str, object] = {
-        "workerNum": workers,
-        "workerCpu": worker_cpu,
-        "workerMem": worker_mem,
-        "supervisorNum": supervisors,
-    }
-    optional = {
-        "supervisorCpu": supervisor_cpu,
-        "supervisorMem": supervisor_mem,
-        "minWorkerNum": min_workers,
-        "workerCacheMem": worker_cache_mem,
-        "image": image,
-        "supervisorExtraEnv": env or None,
-        "workerExtraEnv": env or None,
-    }
-    spec.update({key: value for key, value in optional.items() if value is not None})
-    return {
-        "apiVersion": "kubemill.dev/v1",
-        "kind": "MarsCluster",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
 def _settings(ctx: typer.Context) -> "Settings":
     from kubemill.cli.settings import Settings
 
@@ -208,7 +175,9 @@ def _settings(ctx: typer.Context) -> "Settings":
 @cluster_app.command("create")
 def create_command(
     ctx: typer.Context,
-    engine: Annotated[str, typer.Argument(help="The engine: mars.")],
+    engine: Annotated[
+        str, typer.Argument(help="The engine: mars, or another service engine registered.")
+    ],
     name: Annotated[
         str | None, typer.Option("--name", help="The cluster's name (default: generated).")
     ] = None,
@@ -245,15 +214,16 @@ def create_command(
         bool, typer.Option("--wait/--no-wait", help="Wait until it is Ready (default).")
     ] = True,
 ) -> None:
-    """Create a cluster (a MarsCluster) and wait until it is Ready; print its endpoint."""
+    """Create a cluster (a MarsCluster, or the engine's kind) and wait until it is Ready;
+    print its endpoint."""
+    from kubemill.api import ClusterOptions
     from kubemill.cli.app import user_errors
 
     user_errors(_create)(
         ctx,
         engine,
         name,
-        mars_manifest(
-            name or "",
+        ClusterOptions(
             workers=workers,
             worker_cpu=worker_cpu,
             worker_mem=worker_mem,
@@ -274,7 +244,7 @@ def _create(
     ctx: typer.Context,
     engine: str,
     name: str | None,
-    manifest: dict[str, object],
+    options: "ClusterOptions",
     timeout: float,
     wait: bool,
 ) -> None:
@@ -282,13 +252,15 @@ def _create(
     from pathlib import Path
 
     from kubemill.cli.errors import fail
-    from kubemill.kinds import load_one
+    from kubemill.kinds import load_one, service_engines
 
-    if engine not in ENGINES:
-        fail(f"cluster create: unknown engine {engine!r}; kubemill creates {list(ENGINES)}")
-    if not name:
-        # A cluster is addressed by its name later (`cluster stop NAME`): short and new.
-        manifest = {**manifest, "metadata": {"name": f"{engine}-{secrets.token_hex(3)}"}}
+    engines = service_engines()
+    if engine not in engines:
+        fail(f"cluster create: unknown engine {engine!r}; kubemill creates {sorted(engines)}")
+    # A cluster is addressed by its name later (`cluster stop NAME`): short and new.
+    service = engines[engine].cluster
+    assert service is not None  # service_engines() lists the engines that have one
+    manifest = service.manifest(name or f"{engine}-{secrets.token_hex(3)}", options)
     job = load_one(manifest, name="kubemill cluster create")
     raise typer.Exit(
         serve(_settings(ctx), job, base_dir=str(Path.cwd()), timeout=timeout, wait=wait)
@@ -309,9 +281,8 @@ def _list(ctx: typer.Context) -> None:
     from kubemill.cli.views import age, stdout_console
 
     settings = _settings(ctx)
-    views = [
-        v for v in settings.client().list(namespace=settings.namespace) if v.kind in SERVICE_KINDS
-    ]
+    kinds = service_kinds()
+    views = [v for v in settings.client().list(namespace=settings.namespace) if v.kind in kinds]
     table = Table(box=None, pad_edge=False)
     for column in ("NAME", "KIND", "STATE", "WORKERS", "ENDPOINT", "AGE"):
         table.add_column(column, overflow="fold")
@@ -350,7 +321,7 @@ def _stop(ctx: typer.Context, name: str) -> None:
     settings = _settings(ctx)
     client = settings.client()
     view = client.get(name, namespace=settings.namespace)
-    if view.kind not in SERVICE_KINDS:
+    if view.kind not in service_kinds():
         fail(f"{name} is a {view.kind}, not a cluster; stop it with `kubemill delete {name}`")
     client.delete(name, namespace=settings.namespace)
     stdout_console().print(f"{view.kind} {name} stopped and deleted.")

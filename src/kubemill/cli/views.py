@@ -1,4 +1,5 @@
-"""How jobs look in a terminal: ``get``, ``describe``, ``logs`` and ``delete``.
+"""How jobs look in a terminal: ``get``'s job table, ``describe``, ``logs`` and ``delete``
+(``get`` itself, a schedule's own table and ``-o`` are :mod:`kubemill.cli.listing`'s).
 
 The same tables and log prefixes serve ``run``, so a job reads the same whether it is
 being followed live or looked up afterwards, on either substrate.
@@ -6,12 +7,10 @@ being followed live or looked up afterwards, on either substrate.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -162,75 +161,19 @@ class LogPrinter:
 # --- commands ----------------------------------------------------------------------------------
 
 
-def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
-    """``kubemill get [NAME | KIND] [-o yaml|json]``: a kind's plural, singular or short name
-    (``scheduledsparkapplications``, ``tfj``), as with kubectl, lists the jobs of that kind."""
-    client = settings.client()
-    kind = kind_named(name) if name else None
-    if name and kind is None:
-        views = [client.get(name, namespace=settings.namespace)]
-    else:
-        views = client.list(namespace=settings.namespace)
-        if kind is not None:
-            views = [view for view in views if view.kind == kind]
-    single = name is not None and kind is None
-    if output != "table":
-        _print_objects(views, single=single, fmt=output)
-        return
-    console = stdout_console()
-    one_namespace = settings.namespace is not None
-    if not views:
-        console.print(f"No {kind or 'job'}s found.", style="dim")
-    elif kind is not None and all(_is_schedule(view) for view in views):
-        console.print(schedules_table(views, one_namespace=one_namespace))
-    else:
-        console.print(jobs_table(views, one_namespace=one_namespace))
-
-
-def kind_named(name: str) -> str | None:
-    """The registered kind ``name`` names as kubectl would take it (``tfjobs``, ``tfjob``,
-    ``tfj``, ``TFJob``, ``tfjobs.kubemill.dev``), or None: then it names a job."""
-    from kubemill.api import GROUP
-    from kubemill.kinds import entries
-
-    wanted = name.lower()
-    for entry in entries():
-        api = entry.api
-        names = {api.kind, api.plural, api.singular, *api.short_names}
-        names |= {f"{api.plural}.{GROUP}", f"{api.kind}.{GROUP}"}
-        if wanted in {n.lower() for n in names}:
-            return entry.kind
-    return None
-
-
-def _is_schedule(view: JobView) -> bool:
+def has_schedule_columns(view: JobView) -> bool:
+    """Whether the job is listed with a schedule's columns (its cron schedule, suspend,
+    last run, schedule state): a ScheduledSparkApplication. Whether a kind has replicas at
+    all is the registry's answer (:func:`_runs_no_pods`)."""
     return isinstance(view.job, ScheduledSparkApplication)
 
 
-def schedules_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
-    """NAME, SCHEDULE, SUSPEND, LAST RUN, LAST RUN NAME, STATE, AGE: one row per schedule
-    (upstream's printer columns, and its state)."""
-    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
-    namespaced = not one_namespace and any(view.namespace != "default" for view in views)
-    headers = ("NAME", "SCHEDULE", "SUSPEND", "LAST RUN", "LAST RUN NAME", "STATE", "AGE")
-    for header in ("NAMESPACE", *headers) if namespaced else headers:
-        table.add_column(header, no_wrap=True)
-    for view in views:
-        assert isinstance(view.job, ScheduledSparkApplication)
-        spec = view.job.spec
-        status = view.job.status
-        zone = f" ({spec.time_zone})" if spec.time_zone else ""
-        table.add_row(
-            *([view.namespace] if namespaced else []),
-            view.name,
-            f"{spec.schedule}{zone}",
-            "true" if spec.suspend else "false",
-            age(status.last_run),
-            status.last_run_name or "-",
-            phase_text(view.phase),
-            age(view.created),
-        )
-    return table
+def _runs_no_pods(view: JobView) -> bool:
+    """A controller's object (it creates jobs of another kind, listed beside it): no
+    replicas, no restarts of its own."""
+    from kubemill.kinds import is_controller
+
+    return is_controller(view.kind)
 
 
 def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
@@ -243,7 +186,7 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     # so does a schedule's last run. A schedule has no replicas (its runs are jobs of
     # their own, listed beside it): its state says whether runs start (Scheduled) or not.
     endpoints = any(endpoint(view) for view in views)
-    schedules = any(_is_schedule(view) for view in views)
+    schedules = any(has_schedule_columns(view) for view in views)
     headers = (
         *(("NAMESPACE",) if namespaced else ()),
         *JOB_HEADERS,
@@ -253,17 +196,18 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     for header in headers:
         table.add_column(header, no_wrap=True)
     for view in views:
-        schedule = _is_schedule(view)
+        schedule = has_schedule_columns(view)
+        podless = _runs_no_pods(view)
         table.add_row(
             *([view.namespace] if namespaced else []),
             view.name,
             view.kind,
             phase_text(schedule_state(view) if schedule else view.phase),
-            NONE if schedule else f"{ready_replicas(view)}/{total_replicas(view)}",
-            NONE if schedule else str(restarts(view)),
+            NONE if podless else f"{ready_replicas(view)}/{total_replicas(view)}",
+            NONE if podless else str(restarts(view)),
             age(view.created or view.status.start_time),
             *([endpoint(view)] if endpoints else []),
-            *([_last_run(view)] if schedules else []),
+            *([last_run(view)] if schedules else []),
         )
     return table
 
@@ -277,7 +221,7 @@ def schedule_state(view: JobView) -> str:
     return schedule_phase(state, suspended=bool(view.job.spec.suspend))
 
 
-def _last_run(view: JobView) -> str:
+def last_run(view: JobView) -> str:
     status = view.status
     if not isinstance(status, ScheduledSparkStatus):
         return last_run_text("", "", schedule=False)
@@ -291,32 +235,7 @@ def endpoint(view: JobView) -> str:
     return found if isinstance(found, str) else ""
 
 
-def job_object(view: JobView) -> dict[str, Any]:
-    """The job as Kubernetes would return it: spec plus the status observed now."""
-    obj = view.job.to_wire()
-    obj["status"] = view.status.to_wire()
-    if view.created is not None:
-        obj.setdefault("metadata", {}).setdefault("creationTimestamp", _timestamp(view.created))
-    return obj
-
-
-def _print_objects(views: Sequence[JobView], *, single: bool, fmt: str) -> None:
-    import typer
-
-    data: dict[str, Any]
-    if single:
-        data = job_object(views[0])
-    else:
-        data = {"apiVersion": "v1", "kind": "List", "items": [job_object(v) for v in views]}
-    if fmt == "json":
-        typer.echo(json.dumps(data, indent=2))
-    else:
-        import yaml
-
-        typer.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
-
-
-def _timestamp(moment: datetime) -> str:
+def timestamp(moment: datetime) -> str:
     if moment.tzinfo is None:
         return moment.isoformat(timespec="seconds")
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -449,7 +368,7 @@ def describe_view(view: JobView, events: Sequence[EventRecord]) -> RenderableTyp
 def _when(moment: datetime | None) -> str:
     if moment is None:
         return "-"
-    return f"{_timestamp(moment)} ({age(moment)} ago)"
+    return f"{timestamp(moment)} ({age(moment)} ago)"
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")

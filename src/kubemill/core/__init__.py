@@ -4,6 +4,14 @@ The curated public surface; the modules behind it are private.
 """
 
 from kubemill.core.conditions import set_condition
+from kubemill.core.controller import (
+    ControllerAction,
+    ControllerContext,
+    ControllerResult,
+    ControllerRules,
+    SampleRun,
+)
+from kubemill.core.lifecycle import Lifecycle
 from kubemill.core.model import (
     Action,
     ChildKind,
@@ -41,7 +49,10 @@ from kubemill.core.reconcile import (
     reconcile,
     short_name,
 )
+from kubemill.core.replicaset import REPLICA_SET
+from kubemill.core.rerun import RERUN
 from kubemill.core.schedule import (
+    SCHEDULED_SPARK,
     CreateRun,
     DeleteRun,
     ObservedRun,
@@ -51,15 +62,23 @@ from kubemill.core.schedule import (
     invalid,
     unix_nanos,
 )
-from kubemill.core.service import reconcile_service, stopped_body
+from kubemill.core.service import SERVICE_CLUSTER, reconcile_service, stopped_body
 
 __all__ = [
     "GANG_SCHEDULERS",
     "INTERRUPTED",
     "OUTCOME_TIE",
+    "REPLICA_SET",
     "REPORT_GRACE",
+    "RERUN",
+    "SCHEDULED_SPARK",
+    "SERVICE_CLUSTER",
     "Action",
     "ChildKind",
+    "ControllerAction",
+    "ControllerContext",
+    "ControllerResult",
+    "ControllerRules",
     "CreateChild",
     "CreateObject",
     "CreatePod",
@@ -73,6 +92,7 @@ __all__ = [
     "DeleteRun",
     "DeleteService",
     "Halt",
+    "Lifecycle",
     "Observed",
     "ObservedChild",
     "ObservedPod",
@@ -84,6 +104,7 @@ __all__ = [
     "RecordEvent",
     "Refusal",
     "RenderedFile",
+    "SampleRun",
     "ScheduleAction",
     "ScheduleResult",
     "UpdateObject",

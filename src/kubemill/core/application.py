@@ -55,7 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from kubemill.api import ApplicationStateType as State
+from kubemill.api.runstates import ApplicationStateType as State
 from kubemill.core.model import ObservedPod
 from kubemill.frameworks.plan import RerunPolicy, RunRecord, submission_id
 

@@ -1,5 +1,8 @@
 """The ScheduledSparkApplication controller's decisions, as a pure function.
 
+One implementation of :class:`kubemill.core.controller.ControllerRules`
+(:data:`SCHEDULED_SPARK`), which the registry names for the kind.
+
 :func:`decide` takes the schedule (with its status), the runs it owns as last seen, the
 time zone its schedule is read in and ``now``, and returns what to do: create the run that
 is due, delete runs (the active ones under ``Replace``, finished ones beyond the history
@@ -37,88 +40,40 @@ Upstream semantics (kubeflow/spark-operator's controller), and where kubemill di
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Literal
+from typing import Any
 
 from kubemill.api import (
-    ApplicationStateType,
     ConcurrencyPolicy,
-    ConditionType,
     CronError,
     CronSchedule,
+    Job,
+    JobStatus,
     ScheduledSparkApplication,
     ScheduledSparkApplicationStatus,
     ScheduleState,
-    SparkApplication,
-    SparkApplicationStatus,
     parse_cron,
+)
+from kubemill.api.spark import SCHEDULED_APP_LABEL
+from kubemill.core.controller import (
+    ControllerAction,
+    ControllerContext,
+    ControllerResult,
+    CreateRun,
+    DeleteRun,
+    ObservedRun,
+    RunOutcome,
+    SampleRun,
 )
 from kubemill.core.model import RecordEvent
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-RunOutcome = Literal["active", "succeeded", "failed"]
-
-
-@dataclass(frozen=True)
-class ObservedRun:
-    """One SparkApplication the schedule created, as last seen."""
-
-    name: str
-    uid: str
-    status: SparkApplicationStatus
-    created: datetime | None = None
-    deleting: bool = False
-    """Being deleted (``deletionTimestamp`` set): neither active nor history any more."""
-
-    @property
-    def outcome(self) -> RunOutcome:
-        """Whether the run still runs, by its application state (or, should a terminal
-        condition come first, by that)."""
-        status = self.status
-        if status.state is ApplicationStateType.COMPLETED:
-            return "succeeded"
-        if status.state is ApplicationStateType.FAILED:
-            return "failed"
-        if status.is_true(ConditionType.FAILED):
-            return "failed"
-        if status.is_true(ConditionType.SUCCEEDED):
-            return "succeeded"
-        return "active"
-
-
-@dataclass(frozen=True)
-class CreateRun:
-    """Create the run due at ``due``: ``run`` is the SparkApplication, owned by the
-    schedule (the substrate sets the owner's apiVersion to the group it serves)."""
-
-    name: str
-    due: datetime
-    run: SparkApplication
-
-
-@dataclass(frozen=True)
-class DeleteRun:
-    """Delete one run (``uid`` as a precondition): ``why`` is ``replace`` or ``history``."""
-
-    name: str
-    uid: str
-    why: Literal["replace", "history"]
-
-
-ScheduleAction = CreateRun | DeleteRun | RecordEvent
-
-
-@dataclass(frozen=True)
-class ScheduleResult:
-    """One pass's decisions: actions in order (an action's event right after it), the new
-    status, and when to look again (None: only when something changes)."""
-
-    actions: tuple[ScheduleAction, ...]
-    status: ScheduledSparkApplicationStatus
-    requeue_after: timedelta | None
+ScheduleAction = ControllerAction
+ScheduleResult = ControllerResult[ScheduledSparkApplicationStatus]
+"""One pass's decisions for a schedule (:class:`~kubemill.core.controller.ControllerResult`)."""
 
 
 def unix_nanos(moment: datetime) -> int:
@@ -137,7 +92,7 @@ def invalid(status: ScheduledSparkApplicationStatus, reason: str) -> ScheduleRes
     events: tuple[ScheduleAction, ...] = ()
     if (status.schedule_state, status.reason) != (new.schedule_state, reason):
         events = (RecordEvent("Warning", "FailedValidation", reason),)
-    return ScheduleResult(events, new, None)
+    return ScheduleResult(events, new, None, refusal=reason)
 
 
 def fire_after(cron: CronSchedule, zone: tzinfo, after: datetime) -> datetime:
@@ -229,7 +184,7 @@ def decide(
     status.past_failed_run_names = [r.name for r in kept_bad]
 
     requeue = None if next_run is None else max(next_run - now, timedelta(0))
-    return ScheduleResult(tuple(actions), status, requeue)
+    return ScheduleResult(tuple(actions), status, requeue, wake_at=next_run)
 
 
 def _exists(app: ScheduledSparkApplication, runs: Iterable[ObservedRun], due: datetime) -> bool:
@@ -295,12 +250,54 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
+class ScheduledSparkRules:
+    """The ScheduledSparkApplication's :class:`~kubemill.core.controller.ControllerRules`:
+    its runs carry the spark-operator's ``scheduled-app-name`` label; its time zone comes
+    from the substrate (:attr:`ControllerContext.zone_of`)."""
+
+    run_label: str = SCHEDULED_APP_LABEL
+
+    def decide(
+        self,
+        job: Job,
+        runs: Sequence[ObservedRun],
+        *,
+        now: datetime,
+        context: ControllerContext,
+    ) -> ControllerResult[JobStatus]:
+        if not isinstance(job, ScheduledSparkApplication):
+            raise TypeError(f"{job.KIND} {job.name} is not a ScheduledSparkApplication")
+        zone = context.zone_of(job.spec.time_zone)
+        if isinstance(zone, str):
+            return invalid(job.status, zone)
+        return decide(job, runs, zone=zone, now=now)
+
+    def refuse(self, status: Mapping[str, Any], reason: str) -> ControllerResult[JobStatus]:
+        try:
+            found = ScheduledSparkApplicationStatus.model_validate(status)
+        except ValueError:
+            found = ScheduledSparkApplicationStatus()
+        return invalid(found, reason)
+
+    def sample_run(self, job: Job) -> SampleRun | None:
+        if not isinstance(job, ScheduledSparkApplication):
+            return None
+        return SampleRun(job.run(0), "spec.template")
+
+
+SCHEDULED_SPARK = ScheduledSparkRules()
+"""The schedule's rules, as the registry names them."""
+
+
 __all__ = [
+    "SCHEDULED_SPARK",
     "CreateRun",
     "DeleteRun",
     "ObservedRun",
     "ScheduleAction",
     "ScheduleResult",
+    "ScheduledSparkRules",
     "decide",
     "fire_after",
     "invalid",

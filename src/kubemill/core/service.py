@@ -1,4 +1,4 @@
-"""The verdict on a service cluster: pods a Kubernetes controller keeps running.
+"""The service-cluster lifecycle: pods a Kubernetes controller keeps running.
 
 A Mars cluster's supervisors and workers are Deployments: their pods come and go under
 the Deployment controller, with names nobody chooses, so the pod-by-pod rules of
@@ -19,6 +19,11 @@ substrate that runs such a cluster:
 - ``replicaStatuses[type].active`` counts the Running pods, ``readyReplicas`` the ready
   ones.
 
+The endpoint and the ready pods are this lifecycle's neutral record
+(:class:`~kubemill.frameworks.ServiceView`): the Plan's status extension writes them into
+the kind's own status fields (:func:`~kubemill.frameworks.service_fields` for a status
+with ``endpoint`` and ``ready_replicas``), so nothing here names a kind.
+
 A stop request (the ``kubemill.dev/stop`` annotation: ``kubemill interrupt``) fails the
 cluster with reason ``Interrupted``, as it fails a job, and scales its Deployments to no
 replicas (:attr:`~kubemill.core.model.UpdateObject.stopped`); nothing is created after.
@@ -28,12 +33,14 @@ Not decided yet (so not claimed): ``suspend`` (a MarsCluster has none).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from kubemill.api import STOP_ANNOTATION, ConditionType, Job, ReplicaStatus
-from kubemill.api.mars import ServiceStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
+from kubemill.core.jobpass import extend_status
+from kubemill.core.lifecycle import INTERRUPTED, ReconcileOptions
 from kubemill.core.model import (
     Action,
     CreateObject,
@@ -43,11 +50,27 @@ from kubemill.core.model import (
     UpdateObject,
     content_digest,
 )
-from kubemill.frameworks.plan import Plan, ServiceCluster
+from kubemill.frameworks.plan import Plan, ServiceCluster, ServiceView
 
-INTERRUPTED = "Interrupted"
-"""The Failed reason of a stopped cluster: the same as a stopped job's
-(``kubemill.core.reconcile.INTERRUPTED``, which imports this module)."""
+
+@dataclass(frozen=True)
+class ServiceClusterLifecycle:
+    """The service-cluster :class:`~kubemill.core.lifecycle.Lifecycle`: its pods are found
+    by the job's label (their ReplicaSets name them)."""
+
+    name: str = "service-cluster"
+    pods_by_label: bool = True
+    judges_refusals: bool = False
+
+    def reconcile(
+        self, job: Job, plan: Plan, observed: Observed, now: datetime, options: ReconcileOptions
+    ) -> ReconcileResult:
+        del options  # no PodGroup: a controller creates the pods, one by one
+        return reconcile_service(job, plan, observed, now)
+
+
+SERVICE_CLUSTER = ServiceClusterLifecycle()
+"""The service-cluster lifecycle."""
 
 
 def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -> ReconcileResult:
@@ -55,13 +78,11 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
     whether it is Ready. Pure, idempotent, as :func:`kubemill.core.reconcile`."""
     cluster = plan.service_cluster
     if cluster is None:
-        raise ValueError(f"{plan.kind} {plan.name}: the Plan is not a service cluster")
-    status = job.status.model_copy(deep=True)
-    if not isinstance(status, ServiceStatus):
         raise ValueError(
-            f"{plan.kind}: a service cluster's status must be a ServiceStatus, not "
-            f"{type(status).__name__}"
+            f"{plan.kind} {plan.name}: the service-cluster lifecycle needs the Plan's "
+            "service_cluster, and the framework set none"
         )
+    status = job.status.model_copy(deep=True)
     kind = job.KIND or plan.kind
     ref = f"{job.namespace}/{job.name}"
     actions: list[Action] = []
@@ -100,9 +121,8 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
         actions.append(RecordEvent("Warning", INTERRUPTED, message))
     if status.finished:
         actions += _stop(cluster, observed)
-        status.endpoint = None
-        status.ready_replicas = {}
         status.replica_statuses = {}
+        extend_status(job, plan, status, observed, service=ServiceView(None, {}))
         return ReconcileResult(actions=tuple(actions), status=status)
     actions += _create_missing(cluster, observed)
 
@@ -133,11 +153,10 @@ def reconcile_service(job: Job, plan: Plan, observed: Observed, now: datetime) -
         condition(
             ConditionType.READY, "False", "NotReady", f"{kind} {ref} is not ready: {waiting}."
         )
-    status.endpoint = endpoint
-    status.ready_replicas = ready
     status.replica_statuses = {
         rtype: ReplicaStatus(active=count) for rtype, count in running.items()
     }
+    extend_status(job, plan, status, observed, service=ServiceView(endpoint, ready))
     return ReconcileResult(actions=tuple(actions), status=status)
 
 
@@ -195,4 +214,10 @@ def _create_missing(cluster: ServiceCluster, observed: Observed) -> list[Action]
     return actions
 
 
-__all__ = ["INTERRUPTED", "object_digest", "reconcile_service", "stopped_body"]
+__all__ = [
+    "SERVICE_CLUSTER",
+    "ServiceClusterLifecycle",
+    "object_digest",
+    "reconcile_service",
+    "stopped_body",
+]

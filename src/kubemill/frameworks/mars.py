@@ -40,6 +40,7 @@ from kubemill.frameworks.plan import (
     Plan,
     ServiceCluster,
     ServicePolicy,
+    service_fields,
 )
 
 # --- the contract with the in-pod entrypoints ---------------------------------------------
@@ -388,6 +389,9 @@ class Mars:
                 web_service=names["Service"],
                 web_type="Supervisor",
             ),
+            # The lifecycle decides the endpoint and the ready pods; they are this kind's
+            # status fields (a ServiceStatus's).
+            status_extension=service_fields,
         )
 
 

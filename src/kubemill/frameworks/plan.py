@@ -16,13 +16,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from kubemill.api import (
-    ApplicationStateType,
     EnvVar,
     Job,
     JobStatus,
     PodTemplateSpec,
     RestartPolicy,
 )
+from kubemill.api.runstates import ApplicationStateType
 
 LABEL_PREFIX = "kubemill.dev/"
 LABEL_JOB_NAME = LABEL_PREFIX + "job-name"
@@ -446,6 +446,26 @@ class ServiceCluster:
 
 
 @dataclass(frozen=True)
+class ServiceView:
+    """What the service-cluster lifecycle decided of a cluster's serving, for its status
+    extension (a neutral record, as :class:`RunRecord` is for a re-run application)."""
+
+    endpoint: str | None
+    """Where the cluster serves while it is Ready (None: not Ready, or stopped)."""
+    ready: Mapping[str, int]
+    """Ready pods by replica type (empty once stopped)."""
+
+
+def service_fields(view: StatusView) -> Mapping[str, object]:
+    """The status extension of a service cluster whose status declares ``endpoint`` and
+    ``ready_replicas`` (e.g. a ``ServiceStatus``): what its lifecycle decided, as is."""
+    service = view.service
+    if service is None:
+        return {}
+    return {"endpoint": service.endpoint, "ready_replicas": dict(service.ready)}
+
+
+@dataclass(frozen=True)
 class StatusView:
     """What a :class:`StatusExtension` sees: the job, its Plan, and the pass's outcome."""
 
@@ -461,6 +481,8 @@ class StatusView:
     cluster_ips: tuple[tuple[str, str], ...] = ()
     """(service name, cluster IP) of the job's services that have one, as observed (e.g.
     the Spark UI's address); none locally."""
+    service: ServiceView | None = None
+    """What the service-cluster lifecycle decided (its endpoint, its ready pods)."""
 
 
 @dataclass(frozen=True)
@@ -501,11 +523,11 @@ class Plan:
     (``"running"``) or Running and ready (``"ready"``: MPI's WaitForWorkersReady)."""
     status_extension: StatusExtension | None = None
     reruns: RerunPolicy | None = None
-    """Set for a job that runs again as a whole (see :class:`RerunPolicy`); the core then
-    decides the application's state as the spark-operator's state machine does."""
+    """What the re-run lifecycle (:mod:`kubemill.core.rerun`, chosen by the engine) reads
+    of a job that runs again as a whole (see :class:`RerunPolicy`)."""
     service_cluster: ServiceCluster | None = None
-    """Set for a cluster of controller-run replicas (a Mars cluster): the core judges it by
-    :func:`kubemill.core.service.reconcile_service`, not pod by pod."""
+    """What the service-cluster lifecycle (:mod:`kubemill.core.service`, chosen by the
+    engine) reads of a cluster of controller-run replicas (a Mars cluster)."""
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def replica(self, name: str) -> ReplicaPlan:

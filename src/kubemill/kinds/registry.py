@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kubemill.api import (
     MARSCLUSTER,
@@ -30,13 +30,24 @@ from kubemill.api import (
     SCHEDULEDSPARKAPPLICATION,
     SPARKAPPLICATION,
     TFJOB,
+    ClusterOptions,
     FieldError,
     Job,
+    JobStatus,
     KindApi,
     KindTable,
     loader,
 )
 from kubemill.api import crd as crd_generation
+from kubemill.api.mars import cluster_manifest as mars_cluster_manifest
+from kubemill.core import (
+    REPLICA_SET,
+    RERUN,
+    SCHEDULED_SPARK,
+    SERVICE_CLUSTER,
+    ControllerRules,
+    Lifecycle,
+)
 from kubemill.frameworks import Framework, Network, Plan, PlanError
 from kubemill.frameworks.mars import Mars
 from kubemill.frameworks.mars_local import local_plan as mars_local_plan
@@ -91,6 +102,9 @@ class LocalSupport:
     adapt: Callable[[Job], Job] | None = None
     replan: Callable[[Job, Plan, Network], Plan] | None = None
     refusals: Callable[[Job, Callable[[str], bool]], list[FieldError]] | None = None
+    lifecycle: Lifecycle | None = None
+    """The lifecycle of the local Plan when ``replan`` changes its shape (a service cluster
+    replanned into replicas runs the replica-set rules); None: the engine's own."""
 
     def adapted(self, job: Job) -> Job:
         """``job`` as the local substrate plans it."""
@@ -106,6 +120,16 @@ class LocalSupport:
 
 
 @dataclass(frozen=True)
+class ServiceEngine:
+    """How ``kubemill cluster create <name>`` makes a cluster of a service kind."""
+
+    name: str
+    """The engine's name on the command line (``mars``)."""
+    manifest: Callable[[str, ClusterOptions], Mapping[str, Any]]
+    """The kind's manifest (of that name) from the command's options."""
+
+
+@dataclass(frozen=True)
 class Engine:
     """One job kind, whole."""
 
@@ -115,6 +139,9 @@ class Engine:
     """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
     grants: tuple[OperatorGrant, ...] = ()
     local: LocalSupport = LocalSupport()
+    lifecycle: Lifecycle = REPLICA_SET
+    """How the core decides for the kind's jobs (:mod:`kubemill.core.lifecycle`): pods
+    one by one (the default), an application run again as a whole, a service cluster."""
     restarts: bool = True
     """Whether the kind's pods are ever restarted or recreated (counts against
     ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
@@ -124,6 +151,9 @@ class Engine:
     """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
     delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
     (MarsCluster) never does, and the operator is not allowed to delete it."""
+    cluster: ServiceEngine | None = None
+    """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
+    shows)."""
 
     @property
     def kind(self) -> str:
@@ -231,6 +261,7 @@ BUILTIN: tuple[Engine, ...] = (
                 for resource in SPARK_DRIVER_RESOURCES
             ),
         ),
+        lifecycle=RERUN,
         restarts=False,
         local=LocalSupport(env=SPARK_LOCAL_ENV, replan=spark_local_plan, refusals=spark_refusals),
     ),
@@ -262,9 +293,12 @@ BUILTIN: tuple[Engine, ...] = (
                 delegated=True,
             ),
         ),
+        lifecycle=SERVICE_CLUSTER,
         restarts=False,
         finishes=False,
-        local=LocalSupport(replan=mars_local_plan),
+        # Locally its supervisors and workers are replicas the core starts one by one.
+        local=LocalSupport(replan=mars_local_plan, lifecycle=REPLICA_SET),
+        cluster=ServiceEngine("mars", mars_cluster_manifest),
     ),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
@@ -276,13 +310,15 @@ class Controller:
 
     ``controls`` is the kind of the jobs it creates, in the group it is served in itself;
     the operator watches them, enqueues their controller on every change, and is allowed
-    to create them (and to delete them, as it may every job). Its decisions are a core
-    function of its own (ScheduledSparkApplication: :func:`kubemill.core.decide`).
+    to create them (and to delete them, as it may every job). Its decisions are its
+    ``rules`` (:class:`kubemill.core.ControllerRules`: ScheduledSparkApplication's are
+    :data:`kubemill.core.SCHEDULED_SPARK`), which both substrates run in one generic loop.
     """
 
     api: KindApi
     controls: str
     summary: str
+    rules: ControllerRules
     local: LocalSupport = LocalSupport(runs=False)
     restarts: bool = False
     """Never: it has no pods (the field every registry entry answers)."""
@@ -298,6 +334,7 @@ CONTROLLERS: tuple[Controller, ...] = (
         "SparkApplication",
         "Spark on a cron schedule: a SparkApplication per run, under a concurrency policy "
         "and history limits (the spark-operator's ScheduledSparkApplication)",
+        SCHEDULED_SPARK,
         # Locally a detached loop asks the same core and submits its runs as local jobs.
         local=LocalSupport(),
     ),
@@ -356,12 +393,21 @@ def engine_for(kind: str) -> Engine:
         ) from None
 
 
-def register(engine: Engine) -> None:
-    """Add an engine (a plugin's kind). Its kind must not be registered yet."""
+def register(entry: Entry) -> None:
+    """Add an engine or a controller (a plugin's kind). Its kind must not be registered
+    yet; a controller's runs must be of a registered engine's kind."""
     global _table
-    if engine.kind in _engines or engine.kind in _controllers:
-        raise ValueError(f"{engine.kind} is registered already")
-    _engines[engine.kind] = engine
+    if entry.kind in _engines or entry.kind in _controllers:
+        raise ValueError(f"{entry.kind} is registered already")
+    if isinstance(entry, Controller):
+        if entry.controls not in _engines:
+            raise ValueError(
+                f"controller {entry.kind}: it creates {entry.controls!r}, which no "
+                "registered engine runs (register that engine first)"
+            )
+        _controllers[entry.kind] = entry
+    else:
+        _engines[entry.kind] = entry
     _table = None
 
 
@@ -371,17 +417,56 @@ def unregister(kind: str) -> None:
     if kind in {e.kind for e in BUILTIN} | {c.kind for c in CONTROLLERS}:
         raise ValueError(f"{kind} is built in and cannot be unregistered")
     _engines.pop(kind, None)
+    _controllers.pop(kind, None)
     _table = None
 
 
+_E = TypeVar("_E", Engine, Controller)
+
+
 @contextmanager
-def registered(engine: Engine) -> Iterator[Engine]:
-    """Register ``engine`` for the duration of a ``with`` block (tests, one-off plugins)."""
-    register(engine)
+def registered(entry: _E) -> Iterator[_E]:
+    """Register ``entry`` for the duration of a ``with`` block (tests, one-off plugins)."""
+    register(entry)
     try:
-        yield engine
+        yield entry
     finally:
-        unregister(engine.kind)
+        unregister(entry.kind)
+
+
+def is_controller(kind: str) -> bool:
+    """Whether ``kind`` is a controller's: it creates jobs of another kind, runs no pods."""
+    return kind in _controllers
+
+
+def controller_for(kind: str) -> Controller:
+    """The controller of ``kind``; :class:`UnknownKind` if it is none."""
+    try:
+        return _controllers[kind]
+    except KeyError:
+        known = ", ".join(sorted(_controllers)) or "none"
+        raise UnknownKind(
+            f"{kind!r} is no controller's kind; the controllers are {known}"
+        ) from None
+
+
+def status_type(kind: str) -> type[JobStatus]:
+    """The status model of ``kind``'s jobs (how a controller reads its runs' statuses)."""
+    annotation = engine_for(kind).api.model.model_fields["status"].annotation
+    if not (isinstance(annotation, type) and issubclass(annotation, JobStatus)):
+        raise TypeError(f"{kind}: its model's status is {annotation!r}, not a JobStatus")
+    return annotation
+
+
+def is_service(kind: str) -> bool:
+    """Whether jobs of ``kind`` serve until stopped (a service cluster: never finished)."""
+    engine = _engines.get(kind)
+    return engine is not None and not engine.finishes
+
+
+def service_engines() -> dict[str, Engine]:
+    """The engines ``kubemill cluster create <name>`` makes, by that name."""
+    return {e.cluster.name: e for e in _engines.values() if e.cluster is not None}
 
 
 def kind_table() -> KindTable:
@@ -415,6 +500,15 @@ def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
 def plan_for(job: Job, network: Network) -> Plan:
     """The Plan of ``job`` by its kind's framework, with addresses from ``network``."""
     return engine_for(job.KIND).framework.plan(job, network)
+
+
+def lifecycle_for(kind: str, *, local: bool = False) -> Lifecycle:
+    """The lifecycle the core decides ``kind``'s jobs by (``local``: on the local
+    substrate, where the engine's replanned Plan may have another shape)."""
+    engine = engine_for(kind)
+    if local and engine.local.lifecycle is not None:
+        return engine.local.lifecycle
+    return engine.lifecycle
 
 
 def describe(engine: Entry) -> dict[str, str]:
@@ -452,7 +546,9 @@ __all__ = [
     "Entry",
     "LocalSupport",
     "OperatorGrant",
+    "ServiceEngine",
     "UnknownKind",
+    "controller_for",
     "controllers",
     "crds",
     "describe",
@@ -460,7 +556,10 @@ __all__ = [
     "engines",
     "entries",
     "entry_for",
+    "is_controller",
+    "is_service",
     "kind_table",
+    "lifecycle_for",
     "load",
     "load_document",
     "load_one",
@@ -468,5 +567,7 @@ __all__ = [
     "plan_for",
     "register",
     "registered",
+    "service_engines",
+    "status_type",
     "unregister",
 ]

@@ -9,9 +9,9 @@ operator calls, from the same Plan (:func:`kubemill.kinds.plan_for` with a
 ones), a volcano PodGroup that pods wait for, or a suspended job (nothing at all) render
 exactly as the operator would create them.
 
-A ScheduledSparkApplication creates no pods: its render is the run the operator creates when
-the schedule is next due (decided by the same :func:`kubemill.core.decide`), followed by
-that SparkApplication's own objects.
+A controller (a ScheduledSparkApplication) creates no pods: its render is the runs the
+operator creates on its first pass that creates any (decided by the same rules of the
+registry, a schedule's when it is next due), each followed by that run's own objects.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from typing import IO, Any, cast
 
 import yaml
 
-from kubemill.api import Job, ScheduledSparkApplication, ScheduleState
+from kubemill.api import Job
 from kubemill.core import (
     Action,
     ChildKind,
+    ControllerContext,
     CreateChild,
     CreateObject,
     CreatePod,
@@ -39,11 +40,10 @@ from kubemill.core import (
     ObservedPodGroup,
     ReconcileOptions,
     WriteFiles,
-    decide,
     reconcile,
 )
 from kubemill.frameworks import Plan
-from kubemill.kinds import plan_for
+from kubemill.kinds import controller_for, is_controller, lifecycle_for, plan_for
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
     UnsupportedPlanError,
@@ -92,8 +92,8 @@ def render_job(
     if namespace is not None and namespace != job.namespace:
         job = job.model_copy(deep=True)
         job.metadata.namespace = namespace
-    if isinstance(job, ScheduledSparkApplication):
-        return render_schedule(
+    if is_controller(job.KIND):
+        return render_controller(
             job, gang_scheduler=gang_scheduler, now=now, show_secrets=show_secrets
         )
     gang = _gang(gang_scheduler)
@@ -106,26 +106,26 @@ def render_job(
     return objects
 
 
-def render_schedule(
-    schedule: ScheduledSparkApplication,
+def render_controller(
+    controller: Job,
     *,
     gang_scheduler: str | GangScheduler | None = None,
     now: datetime | None = None,
     show_secrets: bool = False,
 ) -> list[dict[str, Any]]:
-    """The run the operator creates when ``schedule`` is next due after ``now``, then what
-    that run creates; nothing while it is suspended. A schedule that cannot be in force
-    (its time zone is unknown) is an :class:`UnsupportedPlanError` saying why."""
-    zone = resolve_zone(schedule.spec.time_zone)
-    if isinstance(zone, str):
-        raise UnsupportedPlanError(zone)
-    first = decide(schedule, [], zone=zone, now=now or datetime.now(UTC))
-    if first.status.schedule_state is ScheduleState.FAILED_VALIDATION:
-        raise UnsupportedPlanError(first.status.reason or "the schedule cannot be in force")
-    if first.status.next_run is None:
-        return []  # suspended
-    due = schedule.model_copy(update={"status": first.status})
-    result = decide(due, [], zone=zone, now=first.status.next_run)
+    """The runs the operator creates for ``controller`` on its first pass that creates any
+    (now, or when it next wakes: a schedule's next due time), then what each run creates;
+    nothing while it creates none (a suspended schedule). A controller that cannot be in
+    force (an unknown time zone) is an :class:`UnsupportedPlanError` saying why."""
+    rules = controller_for(controller.KIND).rules
+    context = ControllerContext(zone_of=resolve_zone)
+    moment = now or datetime.now(UTC)
+    result = rules.decide(controller, [], now=moment, context=context)
+    if result.refusal is not None:
+        raise UnsupportedPlanError(result.refusal)
+    if not any(isinstance(a, CreateRun) for a in result.actions) and result.wake_at is not None:
+        woken = controller.model_copy(update={"status": result.status})
+        result = rules.decide(woken, [], now=result.wake_at, context=context)
     objects: list[dict[str, Any]] = []
     for action in result.actions:
         if isinstance(action, CreateRun):
@@ -164,7 +164,9 @@ def start_actions(
     # Each pass can only unblock the next start stage, so this bound is never reached
     # unless the reconcile misbehaves.
     for _ in range(len(plan.replicas) + 3):
-        result = reconcile(job, plan, observed, now, options=options)
+        result = reconcile(
+            job, plan, observed, now, options=options, lifecycle=lifecycle_for(job.KIND)
+        )
         new = [a for a in result.actions if isinstance(a, _CREATES)]
         if not new:
             return creates

@@ -43,10 +43,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubemill.api import STOP_ANNOTATION, Job, JobStatus, ScheduledSparkApplication
+from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import DeleteJob, Halt, Observed, reconcile
 from kubemill.frameworks import Plan
-from kubemill.kinds import controllers, entry_for
+from kubemill.kinds import controller_for, entry_for, is_controller, lifecycle_for
 from kubemill.substrates.base import (
     EventRecord,
     JobNotFound,
@@ -186,8 +186,8 @@ class LocalBackend:
         job_dir = self._inside_state_dir(
             self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
         )
-        if _is_schedule(job.KIND):
-            return self._submit_schedule(job, uid, base_dir, job_dir)
+        if is_controller(job.KIND):
+            return self._submit_controller(job, uid, base_dir, job_dir)
         ctx = PodContext.for_job(
             job_uid=uid, namespace=job.namespace, base_dir=base_dir, job_dir=str(job_dir)
         )
@@ -248,20 +248,22 @@ class LocalBackend:
             self._start_here(uid, prepared, start_limits)
         return self.get(job.name, job.namespace)
 
-    def _submit_schedule(self, job: Job, uid: str, base_dir: str, job_dir: Path) -> JobView:
-        """Record a schedule (a job with no replicas) and start its loop, always detached:
-        a schedule never ends, so no foreground process could see it through.
+    def _submit_controller(self, job: Job, uid: str, base_dir: str, job_dir: Path) -> JobView:
+        """Record a controller's object (a job with no replicas: a schedule) and start its
+        loop, always detached: it never ends, so no foreground process could see it through.
 
         Its template is checked as a run's job would be (a file not on this machine), at
-        the schedule's field paths: a run refused at every due time helps no one."""
-        if isinstance(job, ScheduledSparkApplication):
-            run = job.run(0)
+        the controller's field paths: a run refused at every due time helps no one."""
+        sample = controller_for(job.KIND).rules.sample_run(job)
+        if sample is not None:
+            run = sample.job
             refused = entry_for(run.KIND).local.refused(
                 run, lambda path: (Path(base_dir) / path).exists()
             )
             if refused:
+                where = f"{sample.spec_path}."
                 raise NotRunnableLocally(
-                    [replace(e, path=e.path.replace("spec.", "spec.template.", 1)) for e in refused]
+                    [replace(e, path=e.path.replace("spec.", where, 1)) for e in refused]
                 )
         wanted, ttl = listing_fields(job)
         self.store.insert_job(
@@ -288,7 +290,8 @@ class LocalBackend:
         except OSError as exc:
             self.store.remove_job(uid)
             raise SubstrateError(
-                f"cannot create the schedule's directory {job_dir}: {exc.strerror or exc};"
+                f"cannot create the directory of {job.KIND} {job.name}, {job_dir}:"
+                f" {exc.strerror or exc};"
                 f" make {self.state_dir} writable, or set {STATE_DIR_ENV} to a writable directory"
             ) from exc
         self._start_detached(uid, job_dir, kind=job.KIND)
@@ -372,8 +375,8 @@ class LocalBackend:
     def _start_detached(
         self, uid: str, job_dir: Path, *, hand_over: bool = False, kind: str = ""
     ) -> None:
-        # A schedule's loop is its own module: it submits and deletes jobs, it runs none.
-        module = "schedules" if _is_schedule(kind) else "supervisor"
+        # A controller's loop is its own module: it submits and deletes jobs, it runs none.
+        module = "schedules" if is_controller(kind) else "supervisor"
         argv = [
             sys.executable,
             "-m",
@@ -541,8 +544,8 @@ class LocalBackend:
         rec = self._fresh(self.store.job(_namespace(namespace), name))
         if rec is None:
             return self._not_found(name, namespace)
-        if _is_schedule(rec.kind):
-            # Its loop reads no stop annotation: a schedule never ends, it is paused or gone.
+        if is_controller(rec.kind):
+            # Its loop reads no stop annotation: a controller never ends, it is paused or gone.
             raise SubstrateError(
                 f"{rec.kind} {name} does not end, so it cannot be interrupted: pause it with"
                 f" `kubemill suspend {name}`, or stop it and its runs with"
@@ -561,7 +564,7 @@ class LocalBackend:
         """
         rec = self._require_unfinished(name, namespace, "suspend")
         self.store.patch_manifest(rec.uid, suspend=True)
-        if rec.supervisor_state == "done" and not _is_schedule(rec.kind):
+        if rec.supervisor_state == "done" and not is_controller(rec.kind):
             # No supervisor to carry it out (it was lost while suspended before): judge
             # it here; nothing of the job runs.
             self._judge_unsupervised(rec)
@@ -598,14 +601,14 @@ class LocalBackend:
         """Stop every process of the job, verify none is left, and forget the job."""
         rec = self.store.job(_namespace(namespace), name)
         self._stop(rec, "delete", force=False)
-        if _is_schedule(rec.kind):
+        if is_controller(rec.kind):
             self._delete_runs(rec)
         self._kill_leftovers(rec, verify=True)
         self._forget(rec)
 
     def _delete_runs(self, rec: JobRecord) -> None:
-        """Delete the runs a schedule owns, once its loop stopped (so none starts after):
-        upstream's garbage collector deletes them with their owner."""
+        """Delete the runs a controller owns, once its loop stopped (so none starts after):
+        on Kubernetes the garbage collector deletes them with their owner."""
         from kubemill.substrates.local.schedules import owned_runs
 
         for run in owned_runs(self, rec):
@@ -724,8 +727,8 @@ class LocalBackend:
 
     def _heal(self, rec: JobRecord) -> JobRecord:
         """The supervisor died: kill what is left, and have the core judge the job."""
-        if _is_schedule(rec.kind):
-            return self._heal_schedule(rec)
+        if is_controller(rec.kind):
+            return self._heal_controller(rec)
         self._kill_leftovers(rec, verify=False)
         now = time.time()
         lost = []
@@ -761,8 +764,8 @@ class LocalBackend:
         healed = self.store.job_by_uid(rec.uid)
         return healed if healed is not None else rec
 
-    def _heal_schedule(self, rec: JobRecord) -> JobRecord:
-        """A schedule's loop died: no run starts any more (its runs, jobs of their own, go
+    def _heal_controller(self, rec: JobRecord) -> JobRecord:
+        """A controller's loop died: no run starts any more (its runs, jobs of their own, go
         on). Reported as a job's lost supervisor is, and ``resume`` starts a new loop."""
         who = f"pid {rec.supervisor.pid}" if rec.supervisor is not None else "it never started"
         self.store.add_event(
@@ -808,6 +811,7 @@ class LocalBackend:
             Observed(pods=pods, halt=halt),
             datetime.fromtimestamp(moment, UTC),
             options=self.supervisor_options.reconcile,
+            lifecycle=lifecycle_for(job.KIND, local=True),
         )
         # Pod deletions are moot: no process of the job runs any more.
         status = result.status
@@ -845,7 +849,13 @@ class LocalBackend:
         if job.run_policy.ttl_seconds_after_finished is None:
             return rec
         prepared = prepare_recorded(rec, self.store.ports(rec.uid))
-        result = reconcile(job, prepared.plan, Observed(), datetime.now(UTC))
+        result = reconcile(
+            job,
+            prepared.plan,
+            Observed(),
+            datetime.now(UTC),
+            lifecycle=lifecycle_for(job.KIND, local=True),
+        )
         if not any(isinstance(a, DeleteJob) for a in result.actions):
             return rec
         self.store.remove_job(rec.uid)
@@ -868,11 +878,6 @@ class LocalBackend:
         job = rec.load_job()
         replicas = tuple(_replica_view(r) for r in self.store.replicas(rec.uid))
         return JobView(job=job, status=job.status, replicas=replicas, created=_utc(rec.created))
-
-
-def _is_schedule(kind: str) -> bool:
-    """Whether ``kind`` is a controller's (a schedule: it creates jobs, runs no process)."""
-    return any(c.kind == kind for c in controllers())
 
 
 def _check_replica_cap(job: Job, config: ImageConfig) -> None:

@@ -1,21 +1,22 @@
-"""The local ScheduledSparkApplication loop: :func:`kubemill.core.decide` on this machine.
+"""The local loop of any controller kind (a ScheduledSparkApplication, a plugin's): its
+rules' ``decide`` (:class:`kubemill.core.ControllerRules`) on this machine.
 
-A schedule is recorded as a job with no replicas; a detached process (``python -m
+A controller's object is recorded as a job with no replicas; a detached process (``python -m
 kubemill.substrates.local.schedules --state-dir D --job-uid U``) runs its loop, as the
-operator's schedule controller does on a cluster: it reads the schedule and the runs it owns
-(the SparkApplications labelled with its name whose controlling owner is its uid), asks the
-core, and carries the actions out through the local backend: a run is a normal local job,
-submitted detached (its own supervisor), and deleted as any job. The schedule's status is
-the core's, written as returned; the loop writes none of its own.
+operator's controller loop does on a cluster: it reads the object and the runs it owns (the
+jobs carrying its rules' run label with its name, whose controlling owner is its uid), asks
+the registry's rules, and carries the actions out through the local backend: a run is a
+normal local job, submitted detached (its own supervisor), and deleted as any job. The
+status is the rules', written as returned; the loop writes none of its own.
 
-It wakes at ``nextRun`` (the core's ``requeue_after``) and, in between, every
+It wakes at the result's ``wake_at`` (a schedule's ``nextRun``) and, in between, every
 :data:`CHECK_INTERVAL`: locally there is no watch, so a run that ended (Forbid waits for it),
 a suspend or resume (the recorded manifest's ``spec.suspend``) and a delete request (the
 ``request`` column) are noticed by looking, as a job's supervisor looks for its requests.
 
-``kubemill delete`` of the schedule stops the loop first (no run starts after it), then
-deletes the runs it owns: upstream's runs carry an owner reference to the schedule and the
-garbage collector deletes them with it; locally the deleting process does it.
+``kubemill delete`` of the controller stops the loop first (no run starts after it), then
+deletes the runs it owns: on Kubernetes runs carry an owner reference and the garbage
+collector deletes them with it; locally the deleting process does it.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
-from kubemill.api.spark import SCHEDULED_APP_LABEL
-from kubemill.core import CreateRun, DeleteRun, ObservedRun, ScheduleResult, decide, invalid
+from kubemill.api import JobStatus
+from kubemill.core import ControllerContext, ControllerResult, CreateRun, DeleteRun, ObservedRun
+from kubemill.kinds import controller_for, status_type
 from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import detached
 from kubemill.substrates.local.backend import LocalBackend
@@ -39,7 +40,7 @@ from kubemill.substrates.zones import resolve_zone
 log = logging.getLogger("kubemill.local.schedules")
 
 CHECK_INTERVAL = 0.5
-"""Seconds between two looks at the schedule's runs and requests while no run is due."""
+"""Seconds between two looks at the runs and requests while no pass is due."""
 RETRY_AFTER = 5.0
 """Seconds before a pass whose run could not be created or deleted is tried again."""
 WAKE_MARGIN = 0.005
@@ -51,26 +52,30 @@ def _now() -> datetime:
 
 
 def owned_runs(backend: LocalBackend, rec: JobRecord) -> list[ObservedRun]:
-    """The runs of the schedule ``rec`` as last recorded (its label and its uid as owner)."""
+    """The runs of the controller ``rec`` as last recorded (its rules' run label with its
+    name, and its uid as their controlling owner)."""
+    controller = controller_for(rec.kind)
+    label = controller.rules.run_label
+    model = status_type(controller.controls)
     runs = []
     for view in backend.list(rec.namespace):
         meta = view.job.metadata
-        if meta.labels.get(SCHEDULED_APP_LABEL) != rec.name:
+        if view.kind != controller.controls or meta.labels.get(label) != rec.name:
             continue
         owners = [o for o in meta.owner_references or () if o.controller]
         if not owners or owners[0].uid != rec.uid:
-            continue  # a namesake's, or a run of an earlier schedule of this name
-        status = view.status
-        if not isinstance(status, SparkApplicationStatus):
-            status = SparkApplicationStatus()
+            continue  # a namesake's, or a run of an earlier controller of this name
+        status: JobStatus = view.status
+        if not isinstance(status, model):
+            status = model()
         runs.append(
             ObservedRun(name=view.name, uid=meta.uid or "", status=status, created=view.created)
         )
     return runs
 
 
-class ScheduleLoop:
-    """Runs one recorded schedule until it is deleted (or :meth:`stop`)."""
+class ControllerLoop:
+    """Runs one recorded controller object until it is deleted (or :meth:`stop`)."""
 
     def __init__(
         self,
@@ -100,12 +105,12 @@ class ScheduleLoop:
                 self._stopping.wait(min(wait, CHECK_INTERVAL))
         except Exception as exc:
             # Reported as a lost loop is; `kubemill resume` starts a new one.
-            log.exception("the loop of schedule %s failed", self.uid)
+            log.exception("the loop of controller %s failed", self.uid)
             self.store.add_event(
                 self.uid,
                 type="Warning",
                 reason="SupervisorError",
-                message=f"the schedule's loop failed ({type(exc).__name__}: {exc}): no run"
+                message=f"the controller's loop failed ({type(exc).__name__}: {exc}): no run"
                 " starts until `kubemill resume` starts a new loop",
             )
             raise
@@ -115,27 +120,27 @@ class ScheduleLoop:
     def pass_once(self, rec: JobRecord) -> float:
         """One pass: decide, carry out, record; seconds until the next look is needed."""
         job = rec.load_job()
-        if not isinstance(job, ScheduledSparkApplication):
-            raise SubstrateError(f"{rec.kind} {rec.name} is not a ScheduledSparkApplication")
+        controller = controller_for(rec.kind)
+        if controller.kind != job.KIND:
+            raise SubstrateError(f"{rec.kind} {rec.name} is not a {controller.kind}")
         now = self.clock()
         # Whole seconds decide, as the operator's passes (the status records seconds).
         decided_at = now.replace(microsecond=0)
-        zone = resolve_zone(job.spec.time_zone)
-        result: ScheduleResult
-        if isinstance(zone, str):
-            result = invalid(job.status, zone)
-        else:
-            result = decide(job, owned_runs(self.backend, rec), zone=zone, now=decided_at)
+        result = controller.rules.decide(
+            job,
+            owned_runs(self.backend, rec),
+            now=decided_at,
+            context=ControllerContext(zone_of=resolve_zone),
+        )
         if not self._carry_out(rec, result):
             return RETRY_AFTER
         if result.status.to_wire() != job.status.to_wire():
             self.store.set_status(self.uid, result.status.to_wire(), finished=False)
-        next_run = result.status.next_run
-        if next_run is None:
+        if result.wake_at is None:
             return CHECK_INTERVAL
-        return max((next_run - self.clock()).total_seconds(), 0.0) + WAKE_MARGIN
+        return max((result.wake_at - self.clock()).total_seconds(), 0.0) + WAKE_MARGIN
 
-    def _carry_out(self, rec: JobRecord, result: ScheduleResult) -> bool:
+    def _carry_out(self, rec: JobRecord, result: ControllerResult[JobStatus]) -> bool:
         """The actions in the core's order; an action's events only once it was done.
         False if one failed (the status is then not written: the next pass asks again)."""
         ok = True
@@ -179,18 +184,18 @@ class ScheduleLoop:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of a detached schedule process."""
+    """Entry point of a detached controller process."""
     args = detached.start(
         argv,
         prog="python -m kubemill.substrates.local.schedules",
-        description="Run one recorded kubemill schedule (started by `kubemill run`).",
+        description="Run one recorded kubemill controller (started by `kubemill run`).",
     )
     # The config (images, start limits) comes from the environment the submitter set.
     backend = LocalBackend(args.state_dir)
     if not detached.claim(backend.store, args.job_uid):
-        log.error("schedule %s is gone or has another loop; exiting", args.job_uid)
+        log.error("controller %s is gone or has another loop; exiting", args.job_uid)
         return 1
-    loop = ScheduleLoop(backend, args.job_uid)
+    loop = ControllerLoop(backend, args.job_uid)
     detached.on_stop_signals(lambda signum: loop.stop())
     loop.run()
     return 0

@@ -95,7 +95,7 @@ from kubemill.core import (
     reconcile,
 )
 from kubemill.frameworks import Plan
-from kubemill.kinds import load_one
+from kubemill.kinds import lifecycle_for, load_one
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.files import resolved_contents
 from kubemill.substrates.local import detached, procinfo
@@ -393,7 +393,12 @@ class Supervisor:
         """One reconcile; applies its actions. True if the job was deleted (TTL)."""
         self.job.status = self.job_status
         result = reconcile(
-            self.job, self.prepared.plan, observed, _utc(now), options=self.options.reconcile
+            self.job,
+            self.prepared.plan,
+            observed,
+            _utc(now),
+            options=self.options.reconcile,
+            lifecycle=lifecycle_for(self.job.KIND, local=True),
         )
         self._last_observed = observed
         self._dirty = False
@@ -781,7 +786,12 @@ class Supervisor:
             plan = recorded_plan(job, self.store.ports(self.uid), files_root=str(rec.files_dir))
             pods = observed_records(self.store.replicas(self.uid), lost=False)
         result = reconcile(
-            job, plan, Observed(pods=pods, halt=halt), _utc(now), options=self.options.reconcile
+            job,
+            plan,
+            Observed(pods=pods, halt=halt),
+            _utc(now),
+            options=self.options.reconcile,
+            lifecycle=lifecycle_for(job.KIND, local=True),
         )
         self._set_status(result.status)
         record_events(self.store, self.uid, result, when=now)

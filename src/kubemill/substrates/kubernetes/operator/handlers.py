@@ -11,9 +11,9 @@ login and the health endpoint; the reconcile itself runs on the
 Indexes (the informer cache):
 
 - ``kubemill_jobs``: (group, plural, namespace, name) -> the job's body;
-- ``kubemill_runs``: (group, namespace, schedule name) -> the bodies of the jobs a
-  controller kind created (a ScheduledSparkApplication's SparkApplications, found by their
-  ``sparkoperator.k8s.io/scheduled-app-name`` label);
+- ``kubemill_runs``: (group, namespace, controller name) -> the bodies of the jobs a
+  controller kind created, found by its rules' run label (a ScheduledSparkApplication's
+  SparkApplications by ``sparkoperator.k8s.io/scheduled-app-name``);
 - ``kubemill_pods`` / ``kubemill_services``: (namespace, job name) -> snapshots of the
   children labelled ``kubemill.dev/job-name`` (a server-side label selector keeps other
   pods out of the operator's memory);
@@ -41,7 +41,7 @@ from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
 from kubemill.substrates.kubernetes.operator.reconciler import Caches
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
-from kubemill.substrates.kubernetes.operator.schedules import RUN_LABEL, RunKey, run_key
+from kubemill.substrates.kubernetes.operator.schedules import RunKey, run_key, run_labels
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 
 JOBS_INDEX = "kubemill_jobs"
@@ -209,18 +209,21 @@ def build_registry(runtime: Runtime) -> Any:
 
 def _register_runs(registry: Any, resource: JobResource) -> None:
     """Index the jobs of ``resource`` that a controller created, by their controller."""
+    labels = run_labels(resource.kind)
 
     def index_run(body: Any, **_: Any) -> dict[RunKey, dict[str, Any]]:
-        key = run_key(body, resource.group)
+        key = run_key(body, resource.group, labels)
         return {key: dict(body)} if key else {}
 
+    # The API server filters by one label; runs of several controller kinds (labels) are
+    # told apart by run_key.
     kopf.index(
         resource.group,
         resource.version,
         resource.plural,
         registry=registry,
         id=RUNS_INDEX,
-        labels={RUN_LABEL: kopf.PRESENT},
+        labels={labels[0]: kopf.PRESENT} if len(labels) == 1 else None,
     )(index_run)
 
 

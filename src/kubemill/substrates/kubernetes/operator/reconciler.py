@@ -15,8 +15,8 @@ them a fast second pass would create a pod twice (409) and post its event twice,
 on a status it has already replaced.
 
 A creation the API refuses for good (403, 422, ...) is retried with backoff, except for a
-job that runs again as a whole (``Plan.reruns``, a SparkApplication): there it is a failed
-submission, the core's to judge. The reconciler remembers the refusal and reports it
+job whose lifecycle judges refusals (a SparkApplication's, run again as a whole): there it
+is a failed submission, the core's to judge. The reconciler remembers the refusal and reports it
 (``Observed.refused``) until the core asks for that child again, and writes the status.
 """
 
@@ -53,7 +53,7 @@ from kubemill.core import (
     reconcile,
 )
 from kubemill.frameworks import Plan, PlanError
-from kubemill.kinds import load_document
+from kubemill.kinds import lifecycle_for, load_document
 from kubemill.substrates.kubernetes.build import (
     CHILD_RESOURCES,
     GangScheduler,
@@ -293,7 +293,8 @@ class Reconciler:
             self._report_invalid(raw, memory, str(exc))
             return None
 
-        if plan.service_cluster is not None:
+        lifecycle = lifecycle_for(job.KIND)
+        if lifecycle.pods_by_label:
             observed = observe_service(job, plan, pods=pods, services=services, children=owned)
         else:
             observed = observe(
@@ -308,7 +309,9 @@ class Reconciler:
         if memory.refused:
             refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
             observed = replace(observed, refused=refused)
-        result = reconcile(job, plan, observed, self._clock(), options=self._options)
+        result = reconcile(
+            job, plan, observed, self._clock(), options=self._options, lifecycle=lifecycle
+        )
         try:
             await self._apply(stored, job, plan, resource, result, memory)
         except UnsupportedPlanError as exc:
@@ -411,6 +414,7 @@ class Reconciler:
         memory: _Memory,
     ) -> None:
         owner = Owner.of(job, api_version=resource.api_version)
+        judges_refusals = lifecycle_for(job.KIND).judges_refusals
         steps, status_events = pair_events(result.actions)
         key = (job.namespace, job.name)
         # (kind, name) -> uid of every child in the cache: deletes carry it as a precondition
@@ -440,7 +444,7 @@ class Reconciler:
             except ApiError as exc:
                 self._count_error(exc)
                 outcome = classify(exc)
-                if created is not None and outcome is Outcome.BLOCKED and plan.reruns:
+                if created is not None and outcome is Outcome.BLOCKED and judges_refusals:
                     # A refused submission is the core's to judge (SUBMISSION_FAILED and
                     # its retries), not a write to retry: report it, write the status.
                     memory.refused[created] = exc.message or f"{exc.status} {exc.reason}"

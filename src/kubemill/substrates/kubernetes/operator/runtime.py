@@ -5,7 +5,7 @@ kopf owns the watches and the caches (indexes) and calls :meth:`Runtime.job_chan
 :class:`~.workqueue.WorkQueue` (and a job's controlling owner's, when that is a served kind:
 a ScheduledSparkApplication hears of its runs). ``settings.workers`` tasks take keys off the
 queue and run :meth:`Reconciler.reconcile` (or, for a controller kind,
-:meth:`~.schedules.ScheduleController.reconcile`), requeueing on ``requeue_after`` and
+:meth:`~.schedules.ControllerLoop.reconcile`), requeueing on ``requeue_after`` and
 backing off on API errors.
 Workers run only while this replica leads (always, without leader election).
 """
@@ -29,7 +29,7 @@ from kubemill.substrates.kubernetes.operator.reconciler import (
     Reconciler,
     RetryLater,
 )
-from kubemill.substrates.kubernetes.operator.schedules import RunKey, ScheduleController
+from kubemill.substrates.kubernetes.operator.schedules import ControllerLoop, RunKey
 from kubemill.substrates.kubernetes.operator.settings import JobResource, OperatorSettings
 from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 
@@ -59,7 +59,7 @@ class Runtime:
         self._api: KubeApi | None = None
         self._events: EventPoster | None = None
         self._reconciler: Reconciler | None = None
-        self._schedules: ScheduleController | None = None
+        self._controller_loop: ControllerLoop | None = None
         self._workers: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -82,7 +82,7 @@ class Runtime:
             metrics=self.metrics,
             gang_scheduler=self.settings.gang_scheduler_name,
         )
-        self._schedules = ScheduleController(
+        self._controller_loop = ControllerLoop(
             api=self._api,
             jobs=caches.jobs,
             # An index is empty (falsy) at start: never swap it for a dict of our own.
@@ -155,8 +155,8 @@ class Runtime:
             self.queue.discard(key)
             if self._reconciler is not None:
                 self._reconciler.forget(key)
-            if self._schedules is not None:
-                self._schedules.forget(key)
+            if self._controller_loop is not None:
+                self._controller_loop.forget(key)
             return
         self._enqueue(key)
 
@@ -208,13 +208,13 @@ class Runtime:
     # -- workers -------------------------------------------------------------------------------
 
     async def _work(self) -> None:
-        assert self._reconciler is not None and self._schedules is not None
+        assert self._reconciler is not None and self._controller_loop is not None
         while True:
             key = await self.queue.get()
             self.metrics.queue_depth.set(len(self.queue))
             try:
-                if self._schedules.handles(key):
-                    delay = await self._schedules.reconcile(key)
+                if self._controller_loop.handles(key):
+                    delay = await self._controller_loop.reconcile(key)
                 else:
                     delay = await self._reconciler.reconcile(key)
             except RetryLater as exc:

@@ -1,19 +1,21 @@
-"""One pass of a controller kind (ScheduledSparkApplication): caches -> :func:`kubemill.core.decide`
--> API writes.
+"""One pass of any controller kind (a ScheduledSparkApplication, a plugin's): caches -> its
+rules' ``decide`` (:class:`kubemill.core.ControllerRules`) -> API writes.
 
 A controller runs no pods: it creates and deletes jobs of another kind (its *runs*), which
-the operator then reconciles as any job. The pass reads the schedule from the jobs cache and
-its runs from the ``kubemill_runs`` index (jobs labelled with the schedule's name, kept only
-if the schedule's uid controls them), resolves the time zone (the zone database is files:
-the core cannot read it), asks the core, and carries the actions out: runs are created in
-the schedule's own API group, owned by it, and deleted with the uid they were judged by as a
-precondition; the status is written through the status subresource at the resourceVersion
-the pass read, as a merge patch of what changed. The core's ``requeue_after`` wakes the
-schedule when its next run is due; every change of one of its runs wakes it too (the
-runtime enqueues a job's controlling owner).
+the operator then reconciles as any job. The pass reads the controller's object from the
+jobs cache and its runs from the ``kubemill_runs`` index (jobs carrying the rules'
+``run_label`` with its name, kept only if its uid controls them), asks the registry's rules
+(with a :class:`~kubemill.core.ControllerContext`: the time-zone database is files, which
+the core cannot read), and carries the actions out: runs are created in the controller's
+own API group, owned by it, and deleted with the uid they were judged by as a precondition;
+the status is written through the status subresource at the resourceVersion the pass read,
+as a merge patch of what changed. The result's ``wake_at`` wakes the controller when its
+next pass is due; every change of one of its runs wakes it too (the runtime enqueues a
+job's controlling owner).
 
-A run is named after the time it was due, so a pass repeated after a lost status write asks
-for the same run again and its create is answered ``AlreadyExists``: no run starts twice.
+Runs are named by the rules deterministically (a schedule's after the time it was due), so
+a pass repeated after a lost status write asks for the same run again and its create is
+answered ``AlreadyExists``: no run starts twice.
 """
 
 from __future__ import annotations
@@ -25,23 +27,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from kubemill.api import (
-    ScheduledSparkApplication,
-    ScheduledSparkApplicationStatus,
-    SparkApplicationStatus,
-)
-from kubemill.api.spark import SCHEDULED_APP_LABEL
+from kubemill.api import JobStatus
 from kubemill.core import (
+    ControllerAction,
+    ControllerContext,
+    ControllerResult,
     CreateRun,
     DeleteRun,
     ObservedRun,
     RecordEvent,
-    ScheduleAction,
-    ScheduleResult,
-    decide,
-    invalid,
 )
-from kubemill.kinds import Controller, controllers, load_document
+from kubemill.kinds import Controller, controllers, load_document, status_type
 from kubemill.substrates.kubernetes.observe import controller_uid
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
@@ -64,18 +60,26 @@ from kubemill.substrates.kubernetes.zones import resolve_zone
 logger = logging.getLogger("kubemill.operator")
 
 RunKey = tuple[str, str, str]
-"""(group, namespace, schedule name): how the runs index is keyed."""
-RUN_LABEL = SCHEDULED_APP_LABEL
-"""The label every run carries, naming its schedule (upstream's)."""
+"""(group, namespace, controller name): how the runs index is keyed."""
 WAKE_MARGIN = 0.005
 """Seconds past a run's due time to wake at, so the pass sees it due."""
 
 
-def run_key(body: Mapping[str, Any], group: str) -> RunKey | None:
-    """The runs-index key of a job object: its schedule, if it is a run of one."""
+def run_labels(kind: str) -> tuple[str, ...]:
+    """The labels that name the controller of a run of ``kind`` (one per controller kind
+    that creates such runs: a SparkApplication's is upstream's ``scheduled-app-name``)."""
+    return tuple(dict.fromkeys(c.rules.run_label for c in controllers() if c.controls == kind))
+
+
+def run_key(body: Mapping[str, Any], group: str, labels: Iterable[str]) -> RunKey | None:
+    """The runs-index key of a job object: its controller, if it is a run of one."""
     meta = body.get("metadata") or {}
-    schedule = (meta.get("labels") or {}).get(RUN_LABEL)
-    return (group, meta.get("namespace", ""), schedule) if schedule else None
+    found = meta.get("labels") or {}
+    for label in labels:
+        name = found.get(label)
+        if name:
+            return (group, meta.get("namespace", ""), name)
+    return None
 
 
 def _now() -> datetime:
@@ -84,17 +88,18 @@ def _now() -> datetime:
 
 @dataclass
 class _Memory:
-    """What the controller remembers of one schedule between passes (from the cluster)."""
+    """What the loop remembers of one controller object between passes (from the cluster)."""
 
     stale_rv: str | None = None
     """The resourceVersion our last status write replaced: the cache still showing it has
     not seen that write yet."""
     written: dict[str, Any] | None = None
-    """The schedule as our last status patch returned it."""
+    """The object as our last status patch returned it."""
 
 
-class ScheduleController:
-    """Reconciles the registered controllers' objects (ScheduledSparkApplications) by key."""
+class ControllerLoop:
+    """Reconciles the registered controllers' objects (ScheduledSparkApplications, a
+    plugin's controllers) by key, each by its registry entry's rules."""
 
     def __init__(
         self,
@@ -147,8 +152,8 @@ class ScheduleController:
         return next(iter(self._jobs[key]), None)
 
     async def reconcile(self, key: JobKey) -> float | None:
-        """One pass over the schedule ``key``; seconds until its next run is due (None:
-        nothing to wait for). Raises :class:`RetryLater` when writes failed."""
+        """One pass over the controller object ``key``; seconds until its next pass is due
+        (None: nothing to wait for). Raises :class:`RetryLater` when writes failed."""
         group, plural, namespace, name = key
         controller, run_resource = self._controllers[group, plural]
         resource = self._resources[group, plural]
@@ -167,7 +172,7 @@ class ScheduleController:
             return None  # its runs go with it (the garbage collector)
         started = time.monotonic()
         now = self._clock()
-        result = self._decide(raw, group, now)
+        result = self._decide(raw, group, controller, run_resource.kind, now)
         await self._apply(raw, resource, run_resource, result)
         self._metrics.reconcile_seconds.labels(kind=controller.kind).observe(
             time.monotonic() - started
@@ -176,39 +181,45 @@ class ScheduleController:
         logger.debug(
             "reconciled %s/%s at resourceVersion %s: %d actions", namespace, name, rv, runs
         )
-        next_run = result.status.next_run
-        if next_run is None:
+        if result.wake_at is None:
             return None
         # Whole seconds decide (as the status records them); the wake-up is exact.
-        return max((next_run - self._clock()).total_seconds(), 0.0) + WAKE_MARGIN
+        return max((result.wake_at - self._clock()).total_seconds(), 0.0) + WAKE_MARGIN
 
     # -- deciding ------------------------------------------------------------------------------
 
-    def _decide(self, raw: Mapping[str, Any], group: str, now: datetime) -> ScheduleResult:
+    def _decide(
+        self,
+        raw: Mapping[str, Any],
+        group: str,
+        controller: Controller,
+        runs_of: str,
+        now: datetime,
+    ) -> ControllerResult[JobStatus]:
         decided_at = now.replace(microsecond=0)
         job, errors = load_document(raw)
-        if job is None or not isinstance(job, ScheduledSparkApplication):
+        if job is None or controller.kind != job.KIND:
             problems = "; ".join(str(e) for e in errors) or "it does not load"
-            return invalid(_status_of(raw), problems)
-        zone = self._zone_of(job.spec.time_zone)
-        if isinstance(zone, str):
-            return invalid(job.status, zone)
-        return decide(job, self._observed_runs(raw, group), zone=zone, now=decided_at)
+            return controller.rules.refuse(raw.get("status") or {}, problems)
+        runs = self._observed_runs(raw, group, runs_of)
+        context = ControllerContext(zone_of=self._zone_of)
+        return controller.rules.decide(job, runs, now=decided_at, context=context)
 
-    def _observed_runs(self, raw: Mapping[str, Any], group: str) -> list[ObservedRun]:
+    def _observed_runs(self, raw: Mapping[str, Any], group: str, kind: str) -> list[ObservedRun]:
         meta = raw.get("metadata") or {}
         key = (group, meta.get("namespace", ""), meta.get("name", ""))
         uid = meta.get("uid")
         bodies = list(self._runs[key]) if key in self._runs else []
         observed = []
+        model = status_type(kind)
         for body in bodies:
             run_meta = body.get("metadata") or {}
             if not uid or controller_uid(run_meta) != uid:
-                continue  # a namesake's, or a run of an earlier schedule of this name
+                continue  # a namesake's, or a run of an earlier controller of this name
             try:
-                status = SparkApplicationStatus.model_validate(body.get("status") or {})
+                status = model.model_validate(body.get("status") or {})
             except ValueError:
-                status = SparkApplicationStatus()
+                status = model()
             observed.append(
                 ObservedRun(
                     name=run_meta.get("name", ""),
@@ -227,7 +238,7 @@ class ScheduleController:
         raw: Mapping[str, Any],
         resource: JobResource,
         run_resource: JobResource,
-        result: ScheduleResult,
+        result: ControllerResult[JobStatus],
     ) -> None:
         meta = raw.get("metadata") or {}
         namespace = meta.get("namespace", "")
@@ -273,7 +284,7 @@ class ScheduleController:
             raise TypeError(f"unknown action {action!r}")
 
     async def _write_status(
-        self, raw: Mapping[str, Any], resource: JobResource, status: ScheduledSparkApplicationStatus
+        self, raw: Mapping[str, Any], resource: JobResource, status: JobStatus
     ) -> None:
         before = raw.get("status") or {}
         patch = merge_patch(before, status.to_wire())
@@ -298,8 +309,8 @@ class ScheduleController:
 
 
 def run_body(action: CreateRun, resource: JobResource, run_resource: JobResource) -> dict[str, Any]:
-    """The run as created: the core's SparkApplication, in the group of the schedule (the
-    object its owner reference must name), without a status."""
+    """The run as created: the rules' job, in the group of its controller (the object its
+    owner reference must name), without a status."""
     body = action.run.to_wire()
     body.pop("status", None)
     body["apiVersion"] = run_resource.api_version
@@ -311,7 +322,7 @@ def run_body(action: CreateRun, resource: JobResource, run_resource: JobResource
 
 
 def _paired(
-    actions: Iterable[ScheduleAction],
+    actions: Iterable[ControllerAction],
 ) -> tuple[list[tuple[CreateRun | DeleteRun, list[RecordEvent]]], list[RecordEvent]]:
     """(action, its events) steps and the status's own events (as the job reconciler pairs
     them: an action's event is posted once the action succeeded)."""
@@ -327,13 +338,6 @@ def _paired(
     return steps, status_events
 
 
-def _status_of(raw: Mapping[str, Any]) -> ScheduledSparkApplicationStatus:
-    try:
-        return ScheduledSparkApplicationStatus.model_validate(raw.get("status") or {})
-    except ValueError:
-        return ScheduledSparkApplicationStatus()
-
-
 def _parse_time(text: Any) -> datetime | None:
     if not isinstance(text, str) or not text:
         return None
@@ -344,9 +348,9 @@ def _parse_time(text: Any) -> datetime | None:
 
 
 __all__ = [
-    "RUN_LABEL",
+    "ControllerLoop",
     "RunKey",
-    "ScheduleController",
     "run_body",
     "run_key",
+    "run_labels",
 ]
