@@ -11,7 +11,6 @@ owned by it, the operator then runs each run as any job, and a scale-down delete
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,14 @@ from kubemill.kinds import is_controller, load_one
 from kubemill.sdk import JobClient
 from kubemill.substrates.kubernetes.install import operator_rules, permits
 from kubemill.substrates.kubernetes.render import render_job
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-from operator_support import (
+from support.operator_support import (
     Cluster,
-    eventually,
     is_true,
     job_path,
     running_cluster,
     running_operator,
 )
+from support.waiting import eventually
 
 SERVE = "import time\nwhile True:\n    time.sleep(1)\n"
 

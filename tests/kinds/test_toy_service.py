@@ -12,7 +12,6 @@ address once the test (playing the Deployment controller and the kubelet) has a 
 from __future__ import annotations
 
 import re
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,24 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-from operator_support import (
-    Cluster,
-    condition,
-    eventually,
-    is_true,
-    job_path,
-    running_cluster,
-    running_operator,
-)
 from toy_service_engine import build_objects, cluster_manifest
+from typer.testing import CliRunner
 
 from kubemill.api import ClusterOptions
 from kubemill.cli.app import app
 from kubemill.kinds import load_one, service_engines
 from kubemill.sdk import JobClient
+from support.operator_support import (
+    Cluster,
+    condition,
+    is_true,
+    job_path,
+    running_cluster,
+    running_operator,
+)
+from support.waiting import eventually
 
 ENDPOINT = re.compile(r"is ready at (http://127\.0\.0\.1:\d+)")
 HOST_IP = "10.1.0.9"
