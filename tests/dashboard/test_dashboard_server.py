@@ -108,6 +108,8 @@ async def test_the_job_page_shows_the_failed_replica_its_exit_code_and_reason(
     assert timeline.index("state-created") < timeline.index("state-failed")
     assert any(e.reason in html for e in jobs.events("broken"))
     assert "kind: PyTorchJob" in html and "pytorchReplicaSpecs:" in html
+    # What the operator creates for it, shown for a finished job too.
+    assert "What the operator creates" in html and "name: broken-master-0" in html
     missing = await web.get("/jobs/default/nobody")
     assert missing.status == 404
 

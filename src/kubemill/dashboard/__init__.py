@@ -42,7 +42,9 @@ async def _serve(
     from kubemill.dashboard.server import build_app
 
     app = build_app(client, guard=Guard(token=token))
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    # Open streams are cancelled on shutdown (Dashboard.shutdown); the timeout only bounds
+    # a request still being answered.
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=5.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from kubemill.api import FieldError
 from kubemill.dashboard.views import (
     JobRow,
+    actions_for,
     events_newest_last,
     iso,
     job_row,
@@ -91,6 +92,17 @@ def layout(title: str, body: str, *, csrf: str, page: str, active: str = "", dat
 """
 
 
+NUMERIC_COLUMNS = frozenset({"Replicas", "Restarts", "Exit code", "Count"})
+"""Columns of numbers: right-aligned, their headers too."""
+
+
+def column_headers(names: Sequence[str]) -> str:
+    return "".join(
+        f'<th scope="col"{" class=num" if name in NUMERIC_COLUMNS else ""}>{name}</th>'
+        for name in names
+    )
+
+
 def _option(value: str, *, selected: bool) -> str:
     chosen = " selected" if selected else ""
     return f'<option value="{esc(value)}"{chosen}>{esc(value)}</option>'
@@ -152,7 +164,7 @@ def jobs_page(
             f'<label>{label} <select name="{key}" data-filter="{key}">'
             f'<option value="">all</option>{items}</select></label>'
         )
-    headers = "".join(f'<th scope="col">{c}</th>' for c in JOB_COLUMNS)
+    headers = column_headers(JOB_COLUMNS)
     body = f"""<h1>Jobs</h1>
 <form class="filters" method="get" action="/" aria-label="Filter jobs">
 {"".join(selects)}
@@ -224,7 +236,7 @@ def _conditions(detail: JobDetail) -> str:
         moment = iso(cond.last_transition_time or cond.last_update_time)
         status = "" if cond.status == "True" else f" ({esc(cond.status)})"
         items.append(
-            f'<li class="cond cond-{esc(cond.status.lower())}">'
+            f'<li class="cond cond-{esc(cond.status.lower())} is-{esc(cond.type.value.lower())}">'
             f'<span class="when">{time_tag(moment)}</span>'
             f'<span class="what">{state_badge(cond.type.value)}{status}'
             f" <strong>{esc(cond.reason)}</strong></span>"
@@ -237,17 +249,16 @@ def _replicas(detail: JobDetail) -> str:
     view = detail.view
     if not view.replicas:
         return '<p class="none">No replicas (yet).</p>'
-    head = "".join(
-        f'<th scope="col">{h}</th>'
-        for h in (
-            "Replica", "Phase", "Restarts", "Exit code", "Reason", "Started", "Finished",
-            "Address", "Logs",
-        )
+    head = column_headers(
+        ("Replica", "Phase", "Restarts", "Exit code", "Reason", "Started", "Finished",
+         "Address", "Logs")
     )  # fmt: skip
     rows = []
     for rep in sorted(view.replicas, key=replica_sort_key):
         short = short_replica_name(view.name, rep.name)
-        failed = rep.exit_code not in (None, 0)
+        # A replica kubemill stopped (the job ended, was suspended) exited non-zero too;
+        # only the one that failed is marked.
+        failed = rep.phase == "Failed"
         logs = job_path(view.namespace, view.name, "/logs?" + urlencode({"replica": short}))
         rows.append(
             f'<tr data-replica="{esc(short)}"{" class=failed" if failed else ""}>'
@@ -276,9 +287,7 @@ def _events(detail: JobDetail) -> str:
         f'<td class="num">{e.count}</td><td>{esc(e.message)}</td></tr>'
         for e in events_newest_last(detail.events)
     )
-    head = "".join(
-        f'<th scope="col">{h}</th>' for h in ("Time", "Type", "Reason", "Count", "Message")
-    )
+    head = column_headers(("Time", "Type", "Reason", "Count", "Message"))
     return (
         f'<div class="table-wrap"><table class="events"><thead><tr>{head}</tr></thead>'
         f"<tbody>{rows}</tbody></table></div>"
@@ -336,30 +345,33 @@ JOB_SECTIONS: tuple[Section, ...] = (
 
 def live_sections(detail: JobDetail) -> dict[str, str]:
     """The bodies of the live sections, by key: what the job stream pushes."""
-    return {s.key: s.render(detail) for s in JOB_SECTIONS if s.live and s.shown(detail)}
+    live = {s.key: s.render(detail) for s in JOB_SECTIONS if s.live and s.shown(detail)}
+    return {"actions": _actions(detail.view), **live}
+
+
+ACTIONS = (
+    ("suspend", "Suspend", ""),
+    ("resume", "Resume", ""),
+    ("interrupt", "Interrupt", "Interrupt {name}? It stops for good, recorded Failed."),
+    ("delete", "Delete", "Delete {name}? Its replicas are stopped, its record and logs removed."),
+)
+"""Each action's verb, button label and the question asked before it (if any)."""
 
 
 def _actions(view: JobView) -> str:
+    """The action buttons; those that cannot apply now are disabled (pushed live)."""
     path = job_path(view.namespace, view.name)
+    allowed = actions_for(view)
     buttons = []
-    for verb, label, confirm in (
-        ("suspend", "Suspend", ""),
-        ("resume", "Resume", ""),
-        ("interrupt", "Interrupt", f"Interrupt {view.name}? It stops for good, recorded Failed."),
-        ("delete", "Delete",
-         f"Delete {view.name}? Its replicas are stopped, its record and logs removed."),
-    ):  # fmt: skip
+    for verb, label, question in ACTIONS:
+        confirm = f' data-confirm="{esc(question.format(name=view.name))}"' if question else ""
+        disabled = "" if verb in allowed else " disabled"
         buttons.append(
             f'<button type="button" data-action="{verb}"'
-            f' data-url="{esc("/api" + path + "/" + verb)}"'
-            f"{f' data-confirm={chr(34)}{esc(confirm)}{chr(34)}' if confirm else ''}"
+            f' data-url="{esc("/api" + path + "/" + verb)}"{confirm}{disabled}'
             f' class="action action-{verb}">{label}</button>'
         )
-    return (
-        f'<div class="actions" role="group" aria-label="Actions">{"".join(buttons)}'
-        f'<a class="button" href="{esc(path + "/logs")}">Logs</a></div>'
-        '<p id="action-result" role="status" aria-live="polite"></p>'
-    )
+    return "".join(buttons) + f'<a class="button" href="{esc(path + "/logs")}">Logs</a>'
 
 
 def job_page(detail: JobDetail, *, csrf: str) -> str:
@@ -376,7 +388,9 @@ def job_page(detail: JobDetail, *, csrf: str) -> str:
     stream = "/api" + job_path(view.namespace, view.name, "/stream")
     body = (
         f'<h1><span class="kind">{esc(view.kind)}</span> {esc(view.name)}</h1>'
-        f"{_actions(view)}"
+        f'<div class="actions" role="group" aria-label="Actions" data-section="actions">'
+        f"{_actions(view)}</div>"
+        '<p id="action-result" role="status" aria-live="polite"></p>'
         f'<div class="panels">{"".join(sections)}</div>'
     )
     return layout(
@@ -416,7 +430,8 @@ def logs_page(view: JobView, *, replica: str, csrf: str) -> str:
 <noscript><button type="submit">Show</button></noscript>
 </form>
 <p class="note">The last {LOG_TAIL} lines of each replica, then new lines as they are written.</p>
-<p id="log-state" role="status" aria-live="polite"></p>
+<p class="log-status"><span id="log-state" role="status" aria-live="polite"></span>
+<span id="log-count" class="note"></span></p>
 <pre id="log" class="log" tabindex="0" aria-label="Log lines"></pre>"""
     return layout(
         f"Logs of {view.name}", body, csrf=csrf, page="logs", data=f' data-stream="{esc(stream)}"'

@@ -70,6 +70,23 @@ class Dashboard:
         self.poll_seconds = poll_seconds
         self.executor = ThreadPoolExecutor(SDK_THREADS, thread_name_prefix="dashboard-sdk")
         self.feed = JobsFeed(self)
+        self.streams: set[asyncio.Task[Any]] = set()
+
+    @contextlib.contextmanager
+    def streaming(self) -> Iterator[None]:
+        """Mark the current handler as an open stream: it never ends by itself, so the
+        server cancels it when it shuts down instead of waiting for it."""
+        task = asyncio.current_task()
+        assert task is not None
+        self.streams.add(task)
+        try:
+            yield
+        finally:
+            self.streams.discard(task)
+
+    async def shutdown(self, _app: web.Application | None = None) -> None:
+        for task in list(self.streams):
+            task.cancel()
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking client call in the pool."""
@@ -90,7 +107,7 @@ class Dashboard:
             view,
             events,
             runs,
-            manifest_yaml=dump_yaml([job_object(view)]),
+            manifest_yaml=dump_yaml([job_object(view)]).removeprefix("---\n"),
             objects_yaml=dump_yaml(objects) if objects else "",
             objects_note=note,
         )
@@ -263,8 +280,9 @@ async def jobs_json(request: web.Request) -> web.Response:
 
 async def jobs_stream(request: web.Request) -> web.StreamResponse:
     response = await _event_stream(request)
-    with contextlib.suppress(ConnectionError):
-        async with _dashboard(request).feed.subscribe() as queue:
+    dashboard = _dashboard(request)
+    with dashboard.streaming(), contextlib.suppress(ConnectionError):
+        async with dashboard.feed.subscribe() as queue:
             while True:
                 try:
                     payload = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
@@ -281,7 +299,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     response = await _event_stream(request)
     last = ""
     quiet = 0.0
-    with contextlib.suppress(ConnectionError):
+    with dashboard.streaming(), contextlib.suppress(ConnectionError):
         while True:
             try:
                 detail = await dashboard.call(dashboard.detail, name, namespace, manifest=False)
@@ -381,34 +399,35 @@ async def logs_stream(request: web.Request) -> web.StreamResponse:
     response = await _event_stream(request)
     follower.thread.start()
     try:
-        while True:
-            try:
-                item = await asyncio.wait_for(follower.queue.get(), HEARTBEAT_SECONDS)
-            except TimeoutError:
-                await response.write(b": ping\n\n")
-                continue
-            batch: list[dict[str, str]] = []
-            while True:
-                if item is _LogFollower.END or isinstance(item, SubstrateError):
-                    break
-                assert isinstance(item, LogLine)
-                batch.append(_line_json(name, item))
-                if len(batch) >= LOG_BATCH or follower.queue.empty():
-                    break
-                item = follower.queue.get_nowait()
-            if batch:
-                await _send(response, "lines", json.dumps(batch))
-            if isinstance(item, SubstrateError):
-                await _send(response, "failed", json.dumps({"message": str(item)}))
-                break
-            if item is _LogFollower.END:
-                await _send(response, "end", "{}")
-                break
-    except ConnectionError:
-        pass
+        with dashboard.streaming(), contextlib.suppress(ConnectionError):
+            await _push_lines(response, follower, name)
     finally:
         follower.stopped.set()
     return response
+
+
+async def _push_lines(response: web.StreamResponse, follower: _LogFollower, name: str) -> None:
+    """Send the follower's lines in batches until the job's end (or a failure)."""
+    while True:
+        try:
+            item = await asyncio.wait_for(follower.queue.get(), HEARTBEAT_SECONDS)
+        except TimeoutError:
+            await response.write(b": ping\n\n")
+            continue
+        batch: list[dict[str, str]] = []
+        while isinstance(item, LogLine):
+            batch.append(_line_json(name, item))
+            if len(batch) >= LOG_BATCH or follower.queue.empty():
+                break
+            item = follower.queue.get_nowait()
+        if batch:
+            await _send(response, "lines", json.dumps(batch))
+        if isinstance(item, SubstrateError):
+            await _send(response, "failed", json.dumps({"message": str(item)}))
+            return
+        if item is _LogFollower.END:
+            await _send(response, "end", "{}")
+            return
 
 
 async def logs_download(request: web.Request) -> web.StreamResponse:
@@ -560,6 +579,7 @@ def build_app(
     app.router.add_post("/api" + job + "/{verb}", job_action)
     app.router.add_post("/api/submit", submit)
     app.router.add_static("/static", STATIC_DIR, follow_symlinks=False)
+    app.on_shutdown.append(dashboard.shutdown)
     app.on_cleanup.append(dashboard.close)
     return app
 

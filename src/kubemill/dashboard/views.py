@@ -16,6 +16,8 @@ from typing import Any
 
 from kubemill.api import Job, ManifestError, ScheduledSparkApplication, SparkApplicationStatus
 from kubemill.api.spark import ScheduledSparkApplicationStatus
+from kubemill.kinds import load_one
+from kubemill.sdk.client import is_service
 from kubemill.substrates.base import EventRecord, JobView, ReplicaView
 from kubemill.substrates.local.summary import schedule_phase
 
@@ -105,6 +107,24 @@ def job_row(view: JobView) -> JobRow:
     )
 
 
+def suspended(view: JobView) -> bool:
+    """Whether the job (or schedule) is asked to be suspended now."""
+    if isinstance(view.job, ScheduledSparkApplication):
+        return bool(view.job.spec.suspend)
+    return bool(view.job.run_policy.suspend) or view.phase == "Suspended"
+
+
+def actions_for(view: JobView) -> frozenset[str]:
+    """The actions that can apply to the job now, as the SDK would accept them: a finished
+    job can only be deleted; a service cluster (it serves until stopped) has no suspend."""
+    if view.finished:
+        return frozenset({"delete"})
+    allowed = {"interrupt", "delete"}
+    if not is_service(view.kind):
+        allowed.add("resume" if suspended(view) else "suspend")
+    return frozenset(allowed)
+
+
 def short_replica_name(job_name: str, replica: str) -> str:
     """``worker-1`` for ``myjob-worker-1``: the replica's name within its job."""
     prefix = f"{job_name}-"
@@ -145,14 +165,19 @@ def operator_objects(job: Job) -> tuple[list[dict[str, Any]], str]:
     from kubemill.substrates.kubernetes.build import UnsupportedPlanError
     from kubemill.substrates.kubernetes.render import RenderError, render_job
 
-    if not isinstance(job, ScheduledSparkApplication) and job.run_policy.suspend:
-        job = job.model_copy(deep=True)
-        job.run_policy.suspend = False
+    # As submitted, without the status it has now: a finished job's status would have the
+    # reconcile create nothing.
+    wire = job.to_wire()
+    wire.pop("status", None)
+    fresh = load_one(wire, name=f"{job.KIND} {job.name}")
+    if not isinstance(fresh, ScheduledSparkApplication) and fresh.run_policy.suspend:
+        fresh.run_policy.suspend = False
     try:
         # show_secrets stays False: nothing on this page may carry a key or a token.
-        return render_job(job, show_secrets=False), ""
+        objects = render_job(fresh, show_secrets=False)
     except (UnsupportedPlanError, RenderError, ValueError) as exc:
-        return [], str(exc)
+        return [], f"What the operator would create cannot be shown: {exc}"
+    return objects, "" if objects else "The operator creates nothing for this job."
 
 
 def manifest_problems(exc: ManifestError) -> list[dict[str, str]]:
@@ -183,6 +208,7 @@ def events_newest_last(events: Sequence[EventRecord]) -> list[EventRecord]:
 __all__ = [
     "JobRow",
     "Link",
+    "actions_for",
     "events_newest_last",
     "is_schedule",
     "iso",
@@ -196,5 +222,6 @@ __all__ = [
     "runs_of_schedule",
     "short_replica_name",
     "state_of",
+    "suspended",
     "total_replicas",
 ]

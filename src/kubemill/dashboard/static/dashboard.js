@@ -30,8 +30,13 @@ function tick(root) {
     el.textContent = words((end - Date.parse(el.dataset.start)) / 1000);
   });
   (root || document).querySelectorAll("time:not([data-age])").forEach((el) => {
+    if (el.dataset.shown) return;
     const when = new Date(el.getAttribute("datetime"));
-    if (!isNaN(when)) el.textContent = when.toLocaleString();
+    if (isNaN(when)) return;
+    // Today's times as 10:54:28; older ones with their date.
+    const today = new Date().toDateString() === when.toDateString();
+    el.textContent = today ? when.toLocaleTimeString() : when.toLocaleString();
+    el.dataset.shown = "1";
   });
 }
 
@@ -108,20 +113,17 @@ function jobsPage() {
 
 function jobPage() {
   const result = document.getElementById("action-result");
-  document.querySelectorAll("button[data-action]").forEach((button) => {
-    button.addEventListener("click", async () => {
-      if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
-      button.disabled = true;
-      result.textContent = button.textContent + "…";
-      try {
-        const data = await post(button.dataset.url);
-        result.textContent = data.message || (data.ok ? "done" : "failed");
-        result.className = data.ok ? "" : "problems";
-        if (data.ok && data.deleted) window.location.assign("/");
-      } finally {
-        button.disabled = false;
-      }
-    });
+  // One listener for the buttons, which the stream replaces as the job's state changes.
+  document.querySelector('[data-section="actions"]').addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (!button || button.disabled) return;
+    if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+    button.disabled = true;
+    result.textContent = button.textContent + "…";
+    const data = await post(button.dataset.url);
+    result.textContent = data.message || (data.ok ? "done" : "failed");
+    result.className = data.ok ? "" : "problems";
+    if (data.ok && data.deleted) window.location.assign("/");
   });
   stream(document.body.dataset.stream, {
     job: (data) => {
@@ -157,8 +159,15 @@ function logsPage() {
     const q = search.value;
     return !q || line.toLowerCase().includes(q.toLowerCase());
   }
+  const counted = document.getElementById("log-count");
+  function count() {
+    const rows = log.children.length;
+    const shown = search.value ? log.querySelectorAll("div:not([hidden])").length : rows;
+    counted.textContent = search.value ? `${shown} of ${rows} lines match` : `${rows} lines`;
+  }
   search.addEventListener("input", () => {
     log.querySelectorAll("div").forEach((row) => { row.hidden = !matches(row.textContent); });
+    count();
   });
   state.textContent = "following…";
   stream(document.body.dataset.stream, {
@@ -177,6 +186,7 @@ function logsPage() {
         frag.append(row);
       }
       log.append(frag);
+      count();
       if (follow.checked) log.scrollTop = log.scrollHeight;
     },
     end: (data, source) => { source.close(); state.textContent = "the job has ended: every line is shown"; say(""); },
