@@ -212,6 +212,10 @@ def test_a_failed_job_shows_the_failing_replicas_exit_code_and_reason(
     expect(page.locator('tr[data-replica="worker-0"]')).not_to_have_class(
         re.compile(r"\bfailed\b"), timeout=WAIT_MS
     )
+    # Its life on the job's time line: a red bar, placed by the script.
+    bar = page.locator(".life-bar.phase-failed")
+    expect(bar).to_have_count(1)
+    expect(bar).to_have_attribute("style", re.compile(r"width: \d"))
     # A failed job can only be deleted.
     for verb in ("Suspend", "Resume", "Interrupt"):
         expect(page.get_by_role("button", name=verb)).to_be_disabled()

@@ -11,10 +11,8 @@ pushed live like the rest.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from kubemill.api import FieldError
@@ -196,7 +194,6 @@ class JobDetail:
     manifest_yaml: str = ""
     objects_yaml: str = ""
     objects_note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _summary(detail: JobDetail) -> str:
@@ -274,7 +271,37 @@ def _replicas(detail: JobDetail) -> str:
         )
     return (
         f'<div class="table-wrap"><table class="replicas"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>{_lives(view)}"
+    )
+
+
+def _lives(view: JobView) -> str:
+    """Each replica's life as a bar on the job's time line, from its start to its end (or
+    now). The script places the bars (a running one grows); the table above holds the
+    same facts in words, so the picture is hidden from screen readers."""
+    replicas = [r for r in sorted(view.replicas, key=replica_sort_key) if r.started]
+    if not replicas:
+        return ""
+    starts = [r.started for r in replicas if r.started is not None]
+    begin = min([*starts, *([view.status.start_time] if view.status.start_time else [])])
+    end = view.status.completion_time if view.finished else None
+    bars = []
+    for rep in replicas:
+        short = short_replica_name(view.name, rep.name)
+        exit_code = "" if rep.exit_code is None else f", exit code {rep.exit_code}"
+        restarts = f", {rep.restarts} restarts" if rep.restarts else ""
+        title = f"{short}: {rep.phase}{exit_code}{restarts} {rep.reason}".strip()
+        mark = f"↻{rep.restarts}" if rep.restarts else ""
+        bars.append(
+            f'<div class="life"><span class="life-name">{esc(short)}</span>'
+            f'<span class="life-track"><span class="life-bar phase-{esc(rep.phase.lower())}"'
+            f' data-start="{iso(rep.started, precise=True)}"'
+            f' data-end="{iso(rep.finished, precise=True)}"'
+            f' title="{esc(title)}">{esc(mark)}</span></span></div>'
+        )
+    return (
+        f'<div class="lives" aria-hidden="true" data-from="{iso(begin, precise=True)}"'
+        f' data-to="{iso(end, precise=True)}">{"".join(bars)}</div>'
     )
 
 
@@ -340,7 +367,7 @@ JOB_SECTIONS: tuple[Section, ...] = (
     Section("manifest", "Manifest", _manifest, live=False),
 )
 """The job page, top to bottom. A metrics plot or a resources panel is one more Section
-(its body may carry data for the script, e.g. a ``<script type=application/json>``)."""
+(its body may carry the plot's data for the script in a ``data-`` attribute)."""
 
 
 def live_sections(detail: JobDetail) -> dict[str, str]:
@@ -471,12 +498,6 @@ def problems_html(errors: Sequence[FieldError]) -> str:
         f'<div class="problems" role="alert"><h2>{count} problem{"s" if count != 1 else ""};'
         f" nothing was created</h2><ul>{items}</ul></div>"
     )
-
-
-def json_script(element_id: str, data: Any) -> str:
-    """Data for the page's script, safe inside HTML (``</`` cannot close the element)."""
-    text = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
 
 
 __all__ = [

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import itertools
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,7 @@ LOG_QUEUE = 2000
 SDK_THREADS = 8
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 class Dashboard:
@@ -150,8 +152,11 @@ class JobsFeed:
                 payload = json.dumps(
                     {"rows": pages.jobs_rows(views), "options": pages.filter_options(views)}
                 )
-            except SubstrateError as exc:
-                payload = json.dumps({"error": str(exc)})
+            except Exception as exc:
+                # The pages say what went wrong (a cluster unreachable, a state directory
+                # gone) and the loop keeps trying: it must outlive a passing failure.
+                logger.warning("listing the jobs failed: %s", exc)
+                payload = json.dumps({"error": f"cannot list the jobs: {exc}"})
             if payload != self.last:
                 self.last = payload
                 for queue in self.subscribers:

@@ -188,13 +188,15 @@ def manifest_problems(exc: ManifestError) -> list[dict[str, str]]:
     ]
 
 
-def iso(moment: datetime | None) -> str:
-    """An RFC 3339 time in UTC (``2026-12-02T10:42:28Z``), "" for none."""
+def iso(moment: datetime | None, *, precise: bool = False) -> str:
+    """An RFC 3339 time in UTC (``2026-12-02T10:42:28Z``; ``precise``: with milliseconds,
+    for what is drawn to scale), "" for none."""
     if moment is None:
         return ""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    spec = "milliseconds" if precise else "seconds"
+    return moment.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def replica_sort_key(replica: ReplicaView) -> tuple[str, int]:

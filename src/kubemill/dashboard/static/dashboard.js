@@ -29,6 +29,20 @@ function tick(root) {
     const end = el.dataset.end ? Date.parse(el.dataset.end) : now;
     el.textContent = words((end - Date.parse(el.dataset.start)) / 1000);
   });
+  (root || document).querySelectorAll(".lives").forEach((lives) => {
+    // The job's span so far: from its first start to its end, or now while it runs.
+    const from = Date.parse(lives.dataset.from);
+    const to = lives.dataset.to ? Date.parse(lives.dataset.to) : now;
+    const span = Math.max(to - from, 1);
+    lives.querySelectorAll(".life-bar").forEach((bar) => {
+      const start = Date.parse(bar.dataset.start);
+      const end = bar.dataset.end ? Date.parse(bar.dataset.end) : to;
+      const left = Math.min(100, Math.max(0, ((start - from) / span) * 100));
+      const width = Math.max(0.5, Math.min(100 - left, ((end - start) / span) * 100));
+      bar.style.left = left + "%";
+      bar.style.width = width + "%";
+    });
+  });
   (root || document).querySelectorAll("time:not([data-age])").forEach((el) => {
     if (el.dataset.shown) return;
     const when = new Date(el.getAttribute("datetime"));
