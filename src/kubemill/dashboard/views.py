@@ -169,13 +169,15 @@ def operator_objects(job: Job) -> tuple[list[dict[str, Any]], str]:
     # reconcile create nothing.
     wire = job.to_wire()
     wire.pop("status", None)
-    fresh = load_one(wire, name=f"{job.KIND} {job.name}")
-    if not isinstance(fresh, ScheduledSparkApplication) and fresh.run_policy.suspend:
-        fresh.run_policy.suspend = False
     try:
+        fresh = load_one(wire, name=f"{job.KIND} {job.name}")
+        if not isinstance(fresh, ScheduledSparkApplication) and fresh.run_policy.suspend:
+            fresh.run_policy.suspend = False
         # show_secrets stays False: nothing on this page may carry a key or a token.
         objects = render_job(fresh, show_secrets=False)
     except (UnsupportedPlanError, RenderError, ValueError) as exc:
+        # ValueError covers a ManifestError and a PlanError: a job the operator could not
+        # take as it is recorded (a plugin's kind gone, a local-only option).
         return [], f"What the operator would create cannot be shown: {exc}"
     return objects, "" if objects else "The operator creates nothing for this job."
 
