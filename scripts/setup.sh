@@ -23,6 +23,11 @@ if [[ ",$extras," == *",mpi,"* ]]; then
     # MPIJob runs the real OpenMPI (mpirun, orted); mpi4py builds against its headers.
     apt_packages+=(openmpi-bin libopenmpi-dev)
 fi
+if [[ ",$extras," == *",dev,"* ]]; then
+    # The dashboard's browser tests: Playwright (a dev extra) drives Debian's chromium, so
+    # Playwright never downloads a browser of its own.
+    apt_packages+=(chromium)
+fi
 if [[ ",$extras," == *",image,"* ]]; then
     apt_packages+=(buildah podman mmdebstrap)
 fi

@@ -584,6 +584,64 @@ def version(
     )
 
 
+@app.command()
+@user_errors
+def dashboard(
+    ctx: typer.Context,
+    substrate: Annotated[
+        Substrate | None,
+        typer.Option(
+            help="Where the jobs run (default: the global --substrate).", case_sensitive=False
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; anything but loopback needs a token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8790,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Open the dashboard in a web browser.")
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KUBEMILL_DASHBOARD_TOKEN",
+            help="Every request must carry this token (needed off loopback).",
+        ),
+    ] = None,
+    generate_token: Annotated[
+        bool, typer.Option("--generate-token", help="Make a random token and print it.")
+    ] = False,
+) -> None:
+    """Serve a web UI of the jobs: live list, one job, logs, actions, submit (Ctrl-C stops)."""
+    import dataclasses
+
+    from kubemill.cli.errors import fail
+    from kubemill.dashboard import serve
+    from kubemill.dashboard.security import BindRefused, check_bind, new_token
+
+    settings = _settings(ctx)
+    if substrate is not None:
+        settings = dataclasses.replace(settings, substrate=substrate)
+    if generate_token:
+        if token is not None:
+            fail("give --token or --generate-token, not both")
+        token = new_token()
+    try:
+        check_bind(host, token)
+    except BindRefused as exc:
+        fail(str(exc))
+    if not 0 <= port <= 65535:
+        fail(f"--port: {port} is not a TCP port (0-65535)")
+    serve(
+        settings.client(),
+        host=host,
+        port=port,
+        token=token,
+        open_browser=open_browser,
+        announce=typer.echo,
+    )
+
+
 def _add_command_groups() -> None:
     # `kubemill env ...` and `kubemill cluster ...` live in modules of their own, which
     # import only typer at the top.

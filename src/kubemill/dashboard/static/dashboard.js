@@ -1,0 +1,244 @@
+// kubemill dashboard: small vanilla script. The server renders every page and pushes
+// changes as Server-Sent Events; this file swaps the pushed fragments in, keeps ages and
+// durations ticking, filters the jobs table and sends actions with the CSRF header.
+"use strict";
+
+const CSRF = document.querySelector('meta[name="csrf-token"]').content;
+
+function say(text) {
+  const live = document.getElementById("live");
+  if (live) live.textContent = text;
+}
+
+// --- ages and durations ---------------------------------------------------------------------
+
+function words(seconds) {
+  seconds = Math.max(0, Math.floor(seconds));
+  if (seconds < 60) return seconds + "s";
+  if (seconds < 3600) return Math.floor(seconds / 60) + "m" + (seconds < 600 ? (seconds % 60) + "s" : "");
+  if (seconds < 86400) return Math.floor(seconds / 3600) + "h" + (seconds < 36000 ? Math.floor((seconds % 3600) / 60) + "m" : "");
+  return Math.floor(seconds / 86400) + "d";
+}
+
+function tick(root) {
+  const now = Date.now();
+  (root || document).querySelectorAll("time[data-age]").forEach((el) => {
+    el.textContent = words((now - Date.parse(el.getAttribute("datetime"))) / 1000);
+  });
+  (root || document).querySelectorAll("[data-duration]").forEach((el) => {
+    const end = el.dataset.end ? Date.parse(el.dataset.end) : now;
+    el.textContent = words((end - Date.parse(el.dataset.start)) / 1000);
+  });
+  (root || document).querySelectorAll(".lives").forEach((lives) => {
+    // The job's span so far: from its first start to its end, or now while it runs.
+    const from = Date.parse(lives.dataset.from);
+    const to = lives.dataset.to ? Date.parse(lives.dataset.to) : now;
+    const span = Math.max(to - from, 1);
+    lives.querySelectorAll(".life-bar").forEach((bar) => {
+      const start = Date.parse(bar.dataset.start);
+      const end = bar.dataset.end ? Date.parse(bar.dataset.end) : to;
+      const left = Math.min(100, Math.max(0, ((start - from) / span) * 100));
+      const width = Math.max(0.5, Math.min(100 - left, ((end - start) / span) * 100));
+      bar.style.left = left + "%";
+      bar.style.width = width + "%";
+    });
+  });
+  (root || document).querySelectorAll("time:not([data-age])").forEach((el) => {
+    if (el.dataset.shown) return;
+    const when = new Date(el.getAttribute("datetime"));
+    if (isNaN(when)) return;
+    // Today's times as 10:54:28; older ones with their date.
+    const today = new Date().toDateString() === when.toDateString();
+    el.textContent = today ? when.toLocaleTimeString() : when.toLocaleString();
+    el.dataset.shown = "1";
+  });
+}
+
+// --- a pushed stream, reconnecting ---------------------------------------------------------
+
+function stream(url, handlers) {
+  const source = new EventSource(url);
+  source.onopen = () => say("live");
+  source.onerror = () => say(source.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…");
+  for (const [event, handle] of Object.entries(handlers)) {
+    source.addEventListener(event, (e) => handle(JSON.parse(e.data), source));
+  }
+  return source;
+}
+
+async function post(url, body) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Kubemill-CSRF": CSRF },
+    body: JSON.stringify(body || {}),
+    credentials: "same-origin",
+  });
+  let data = {};
+  try { data = await response.json(); } catch (e) { data = { ok: false, message: await response.text() }; }
+  return data;
+}
+
+// --- jobs ------------------------------------------------------------------------------------
+
+function filterRows() {
+  const chosen = {};
+  document.querySelectorAll("[data-filter]").forEach((s) => { chosen[s.dataset.filter] = s.value; });
+  let shown = 0;
+  document.querySelectorAll("#job-rows tr[data-name]").forEach((row) => {
+    const ok = Object.entries(chosen).every(([k, v]) => !v || row.dataset[k] === v);
+    row.hidden = !ok;
+    if (ok) shown += 1;
+  });
+  const params = new URLSearchParams(Object.entries(chosen).filter(([, v]) => v));
+  history.replaceState(null, "", params.toString() ? "?" + params : location.pathname);
+  return shown;
+}
+
+function refreshOptions(options) {
+  document.querySelectorAll("[data-filter]").forEach((select) => {
+    const key = select.dataset.filter;
+    const current = select.value;
+    const values = new Set(options[key] || []);
+    if (current) values.add(current);
+    const wanted = ["", ...[...values].sort()];
+    const have = [...select.options].map((o) => o.value);
+    if (wanted.join("\n") === have.join("\n")) return;
+    select.replaceChildren(...wanted.map((v) => {
+      const option = new Option(v || "all", v, false, v === current);
+      return option;
+    }));
+  });
+}
+
+function jobsPage() {
+  document.querySelectorAll("[data-filter]").forEach((s) => s.addEventListener("change", filterRows));
+  stream("/api/stream/jobs", {
+    jobs: (data) => {
+      if (data.error) { say(data.error); return; }
+      document.getElementById("job-rows").innerHTML = data.rows;
+      refreshOptions(data.options);
+      filterRows();
+      tick(document.getElementById("job-rows"));
+    },
+  });
+}
+
+// --- one job ---------------------------------------------------------------------------------
+
+function jobPage() {
+  const result = document.getElementById("action-result");
+  // One listener for the buttons, which the stream replaces as the job's state changes.
+  document.querySelector('[data-section="actions"]').addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (!button || button.disabled) return;
+    if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+    button.disabled = true;
+    result.textContent = button.textContent + "…";
+    const data = await post(button.dataset.url);
+    result.textContent = data.message || (data.ok ? "done" : "failed");
+    result.className = data.ok ? "" : "problems";
+    if (data.ok && data.deleted) window.location.assign("/");
+  });
+  stream(document.body.dataset.stream, {
+    job: (data) => {
+      for (const [key, html] of Object.entries(data.sections)) {
+        const el = document.querySelector(`[data-section="${key}"]`);
+        if (el) { el.innerHTML = html; tick(el); }
+      }
+      document.body.dataset.state = data.state;
+    },
+    gone: (data, source) => {
+      source.close();
+      say("this job was deleted");
+      document.body.dataset.state = "Deleted";
+    },
+  });
+}
+
+// --- logs ------------------------------------------------------------------------------------
+
+function logsPage() {
+  const log = document.getElementById("log");
+  const state = document.getElementById("log-state");
+  const follow = document.getElementById("follow");
+  const search = document.getElementById("log-search");
+  const select = document.querySelector("[data-replica-select]");
+  const many = !select.value;
+  select.addEventListener("change", () => {
+    const url = new URL(location.href);
+    if (select.value) url.searchParams.set("replica", select.value); else url.searchParams.delete("replica");
+    location.assign(url);
+  });
+  function matches(line) {
+    const q = search.value;
+    return !q || line.toLowerCase().includes(q.toLowerCase());
+  }
+  const counted = document.getElementById("log-count");
+  function count() {
+    const rows = log.children.length;
+    const shown = search.value ? log.querySelectorAll("div:not([hidden])").length : rows;
+    counted.textContent = search.value ? `${shown} of ${rows} lines match` : `${rows} lines`;
+  }
+  search.addEventListener("input", () => {
+    log.querySelectorAll("div").forEach((row) => { row.hidden = !matches(row.textContent); });
+    count();
+  });
+  state.textContent = "following…";
+  stream(document.body.dataset.stream, {
+    lines: (lines) => {
+      const frag = document.createDocumentFragment();
+      for (const line of lines) {
+        const row = document.createElement("div");
+        if (many) {
+          const rep = document.createElement("span");
+          rep.className = "rep";
+          rep.textContent = line.replica + " | ";
+          row.append(rep);
+        }
+        row.append(document.createTextNode(line.text));
+        row.hidden = !matches(line.text);
+        frag.append(row);
+      }
+      log.append(frag);
+      count();
+      if (follow.checked) log.scrollTop = log.scrollHeight;
+    },
+    end: (data, source) => { source.close(); state.textContent = "the job has ended: every line is shown"; say(""); },
+    failed: (data, source) => { source.close(); state.textContent = data.message; },
+  });
+}
+
+// --- submit ----------------------------------------------------------------------------------
+
+function submitPage() {
+  const text = document.getElementById("manifest");
+  const file = document.getElementById("manifest-file");
+  const result = document.getElementById("submit-result");
+  file.addEventListener("change", async () => {
+    if (file.files.length) text.value = await file.files[0].text();
+  });
+  document.querySelectorAll("button[data-submit]").forEach((button) => {
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        const data = await post("/api/submit", {
+          manifest: text.value,
+          validateOnly: button.dataset.submit === "validate",
+        });
+        result.innerHTML = data.html || (data.message ? "<p></p>" : "");
+        if (!data.html && data.message) result.firstChild.textContent = data.message;
+        if (data.created && data.url) window.location.assign(data.url);
+      } finally {
+        button.disabled = false;
+      }
+    });
+  });
+}
+
+const PAGES = { jobs: jobsPage, job: jobPage, logs: logsPage, submit: submitPage };
+document.addEventListener("DOMContentLoaded", () => {
+  tick();
+  setInterval(() => tick(), 1000);
+  const page = PAGES[document.body.dataset.page];
+  if (page) page();
+});

@@ -1,0 +1,231 @@
+"""What the dashboard shows of a job, worked out from the SDK's records.
+
+Everything here is a pure function of a :class:`~kubemill.substrates.base.JobView` (and
+its events): the jobs table's row, the job page's conditions, replicas and manifest. The
+pages (:mod:`.pages`) turn these into HTML; the server (:mod:`.server`) only fetches the
+records through :class:`~kubemill.sdk.JobClient` and hands them over, so the first paint
+and every live update come out of the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubemill.api import Job, ManifestError, ScheduledSparkApplication, SparkApplicationStatus
+from kubemill.api.spark import ScheduledSparkApplicationStatus
+from kubemill.kinds import load_one
+from kubemill.sdk.client import is_service
+from kubemill.substrates.base import EventRecord, JobView, ReplicaView
+from kubemill.substrates.local.summary import schedule_phase
+
+READY_PHASES = ("Running", "Succeeded")
+"""A replica counts as ready while it runs and once it has succeeded (as ``kubemill get``)."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """Where a job can be reached from outside: a service cluster's endpoint, a web UI."""
+
+    label: str
+    url: str
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One line of the jobs table."""
+
+    namespace: str
+    name: str
+    kind: str
+    state: str
+    created: datetime | None
+    started: datetime | None
+    ended: datetime | None
+    replicas: str
+    """``ready/total``; ``-`` for a schedule (its runs are jobs of their own)."""
+    restarts: str
+    link: Link | None
+
+
+def is_schedule(view: JobView) -> bool:
+    """Whether the job is a schedule (it starts jobs of another kind; it has no replicas)."""
+    return isinstance(view.job, ScheduledSparkApplication)
+
+
+def state_of(view: JobView) -> str:
+    """The job's one word: its phase, or a schedule's state (``Suspended`` while suspended),
+    worded as ``kubemill get`` words it."""
+    if isinstance(view.job, ScheduledSparkApplication):
+        status = view.status
+        state = (
+            status.schedule_state.value
+            if isinstance(status, ScheduledSparkApplicationStatus)
+            else ""
+        )
+        return schedule_phase(state, suspended=bool(view.job.spec.suspend))
+    return view.phase
+
+
+def total_replicas(view: JobView) -> int:
+    """How many replicas the job asks for (what it has, if that is more)."""
+    wanted = sum(view.job.replica_count(t) for t in view.job.replica_specs)
+    return max(wanted, len(view.replicas))
+
+
+def ready_replicas(view: JobView) -> int:
+    return sum(1 for r in view.replicas if r.phase in READY_PHASES)
+
+
+def link_of(view: JobView) -> Link | None:
+    """A service cluster's endpoint (``status.endpoint``) or a Spark driver's web UI."""
+    status = view.status
+    endpoint = getattr(status, "endpoint", None)
+    if isinstance(endpoint, str) and endpoint:
+        return Link("endpoint", endpoint)
+    if isinstance(status, SparkApplicationStatus) and status.driver_info.web_ui_address:
+        return Link("Spark UI", f"http://{status.driver_info.web_ui_address}")
+    return None
+
+
+def job_row(view: JobView) -> JobRow:
+    """The job as one line of the jobs table."""
+    schedule = is_schedule(view)
+    return JobRow(
+        namespace=view.namespace,
+        name=view.name,
+        kind=view.kind,
+        state=state_of(view),
+        created=view.created or view.status.start_time,
+        started=view.status.start_time,
+        ended=view.status.completion_time,
+        replicas="-" if schedule else f"{ready_replicas(view)}/{total_replicas(view)}",
+        restarts="-" if schedule else str(sum(r.restarts for r in view.replicas)),
+        link=link_of(view),
+    )
+
+
+def suspended(view: JobView) -> bool:
+    """Whether the job (or schedule) is asked to be suspended now."""
+    if isinstance(view.job, ScheduledSparkApplication):
+        return bool(view.job.spec.suspend)
+    return bool(view.job.run_policy.suspend) or view.phase == "Suspended"
+
+
+def actions_for(view: JobView) -> frozenset[str]:
+    """The actions that can apply to the job now, as the SDK would accept them: a finished
+    job can only be deleted; a service cluster (it serves until stopped) has no suspend."""
+    if view.finished:
+        return frozenset({"delete"})
+    allowed = {"interrupt", "delete"}
+    if not is_service(view.kind):
+        allowed.add("resume" if suspended(view) else "suspend")
+    return frozenset(allowed)
+
+
+def short_replica_name(job_name: str, replica: str) -> str:
+    """``worker-1`` for ``myjob-worker-1``: the replica's name within its job."""
+    prefix = f"{job_name}-"
+    return replica[len(prefix) :] if replica.startswith(prefix) else replica
+
+
+def runs_of_schedule(view: JobView, others: Sequence[JobView]) -> list[JobView]:
+    """A schedule's runs among ``others``: the jobs whose owner reference names it."""
+    if not is_schedule(view):
+        return []
+    runs = []
+    for other in others:
+        owners = other.job.metadata.owner_references or []
+        if other.namespace == view.namespace and any(
+            ref.name == view.name and ref.kind == view.kind for ref in owners
+        ):
+            runs.append(other)
+    return runs
+
+
+def job_object(view: JobView) -> dict[str, Any]:
+    """The job as Kubernetes would return it: its spec plus the status observed now."""
+    obj = view.job.to_wire()
+    obj.pop("status", None)  # put last, after the spec, as kubectl prints it
+    obj["status"] = view.status.to_wire()
+    if view.created is not None:
+        obj.setdefault("metadata", {}).setdefault("creationTimestamp", iso(view.created))
+    return obj
+
+
+def operator_objects(job: Job) -> tuple[list[dict[str, Any]], str]:
+    """What the operator creates for ``job`` as it starts, Secret values left out exactly as
+    ``kubemill render`` leaves them out; or no objects and the reason none can be shown.
+
+    A suspended job is rendered as it would start once resumed: the page shows what the
+    job is made of, not that nothing exists while it is suspended.
+    """
+    from kubemill.substrates.kubernetes.build import UnsupportedPlanError
+    from kubemill.substrates.kubernetes.render import RenderError, render_job
+
+    # As submitted, without the status it has now: a finished job's status would have the
+    # reconcile create nothing.
+    wire = job.to_wire()
+    wire.pop("status", None)
+    try:
+        fresh = load_one(wire, name=f"{job.KIND} {job.name}")
+        if not isinstance(fresh, ScheduledSparkApplication) and fresh.run_policy.suspend:
+            fresh.run_policy.suspend = False
+        # show_secrets stays False: nothing on this page may carry a key or a token.
+        objects = render_job(fresh, show_secrets=False)
+    except (UnsupportedPlanError, RenderError, ValueError) as exc:
+        # ValueError covers a ManifestError and a PlanError: a job the operator could not
+        # take as it is recorded (a plugin's kind gone, a local-only option).
+        return [], f"What the operator would create cannot be shown: {exc}"
+    return objects, "" if objects else "The operator creates nothing for this job."
+
+
+def manifest_problems(exc: ManifestError) -> list[dict[str, str]]:
+    """The loader's errors, one per field path, as the submit form lists them."""
+    return [
+        {"path": e.path or "<document>", "message": e.message, "hint": e.hint, "source": e.source}
+        for e in exc.errors
+    ]
+
+
+def iso(moment: datetime | None, *, precise: bool = False) -> str:
+    """An RFC 3339 time in UTC (``2026-12-02T10:42:28Z``; ``precise``: with milliseconds,
+    for what is drawn to scale), "" for none."""
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    spec = "milliseconds" if precise else "seconds"
+    return moment.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def replica_sort_key(replica: ReplicaView) -> tuple[str, int]:
+    return (replica.replica_type, replica.index)
+
+
+def events_newest_last(events: Sequence[EventRecord]) -> list[EventRecord]:
+    return sorted(events, key=lambda e: e.time)
+
+
+__all__ = [
+    "JobRow",
+    "Link",
+    "actions_for",
+    "events_newest_last",
+    "is_schedule",
+    "iso",
+    "job_object",
+    "job_row",
+    "link_of",
+    "manifest_problems",
+    "operator_objects",
+    "ready_replicas",
+    "replica_sort_key",
+    "runs_of_schedule",
+    "short_replica_name",
+    "state_of",
+    "suspended",
+    "total_replicas",
+]

@@ -1,0 +1,264 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright, against
+``kubemill dashboard`` started as a user starts it, over a live local substrate running
+real jobs.
+
+Each page is also photographed (1280x800 and a phone's 390x844) under the test's temporary
+folder (``screenshots/``) and each picture is checked to hold more than a blank page.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dashboard_support import SLEEPER, cleanup, pytorch_manifest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from kubemill.sdk import JobClient
+from support.waiting import eventually
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WAIT_MS = 60_000
+"""How long an expectation may take (a safety net on a loaded machine, not a bound)."""
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+TALKER = (
+    "import time\n"
+    "for i in range(8):\n"
+    "    print(f'step {i} loss {1 / (i + 1):.3f}', flush=True)\n"
+    "    time.sleep(0.4)\n"
+)
+FAILING = "import sys; print('bad input', file=sys.stderr, flush=True); sys.exit(3)"
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KUBEMILL_CONFIG", str(tmp_path / "no-config.yaml"))
+    monkeypatch.setenv("KUBEMILL_STATE_DIR", str(tmp_path / "env-state"))
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def jobs(state: Path) -> Iterator[JobClient]:
+    client = JobClient("local", state_dir=state)
+    yield client
+    cleanup(client)
+
+
+@pytest.fixture
+def dashboard(state: Path) -> Iterator[str]:
+    """``kubemill dashboard --port 0`` as a process of its own; yields its URL."""
+    command = [sys.executable, "-c", "from kubemill.cli import main; main()"]
+    process = subprocess.Popen(
+        [*command, "--state-dir", str(state), "dashboard", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, f"the dashboard did not announce its URL: {line!r}"
+        yield found.group(0)
+    finally:
+        # Ctrl-C, as a user stops it: open streams are closed and the process ends.
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError("the dashboard did not stop on SIGINT") from None
+        assert code == 0, process.stdout.read() if process.stdout else code
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+    return folder
+
+
+COUNT_COLOURS = """async (url) => {
+  const image = new Image();
+  image.src = url;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = image.width;
+  canvas.height = image.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const data = context.getImageData(0, 0, image.width, image.height).data;
+  const seen = new Set();
+  for (let i = 0; i < data.length; i += 4) {
+    seen.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+  }
+  return seen.size;
+}"""
+"""Decodes a PNG in a blank page of the browser and counts its distinct colours."""
+
+
+def distinct_colours(browser: Browser, png: bytes) -> int:
+    scratch = browser.new_page()
+    try:
+        url = "data:image/png;base64," + base64.b64encode(png).decode()
+        return int(scratch.evaluate(COUNT_COLOURS, url))
+    finally:
+        scratch.close()
+
+
+def photograph(page: Page, folder: Path, name: str) -> Path:
+    """A full-page picture of ``page``, checked to show more than a blank page."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert page.context.browser is not None
+    colours = distinct_colours(page.context.browser, path.read_bytes())
+    # A blank page is one colour; text on it is dozens (anti-aliasing), badges more.
+    assert colours > 20, f"{path} looks blank ({colours} colours)"
+    return path
+
+
+def test_a_job_goes_running_then_succeeded_and_its_logs_follow_without_a_reload(
+    dashboard: str, browser: Browser, jobs: JobClient, shots: Path
+) -> None:
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(dashboard)
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    page.evaluate("window.notReloaded = true")
+
+    jobs.submit(pytorch_manifest("ddp", TALKER, workers=1))
+    row = page.locator('tr[data-name="ddp"]')
+    expect(row).to_have_attribute("data-state", "Running", timeout=WAIT_MS)
+    expect(row.locator("td").nth(5)).to_have_text("2/2", timeout=WAIT_MS)
+    photograph(page, shots, "jobs-running")
+    expect(row).to_have_attribute("data-state", "Succeeded", timeout=WAIT_MS)
+    assert page.evaluate("window.notReloaded") is True, "the jobs page was reloaded"
+    photograph(page, shots, "jobs-desktop")
+    page.set_viewport_size(PHONE)
+    photograph(page, shots, "jobs-phone")
+
+    # A second run, followed from its logs page while it writes.
+    jobs.submit(pytorch_manifest("follow", TALKER))
+    logs = browser.new_page(viewport=DESKTOP)
+    logs.goto(f"{dashboard}jobs/default/follow/logs?replica=master-0")
+    log = logs.locator("#log")
+    expect(log).to_contain_text("step 0", timeout=WAIT_MS)
+    assert not jobs.get("follow").finished, "the first line should come while the job runs"
+    logs.evaluate("window.notReloaded = true")
+    expect(logs.locator("#log-state")).to_contain_text("has ended", timeout=WAIT_MS)
+    assert log.inner_text().splitlines() == [f"step {i} loss {1 / (i + 1):.3f}" for i in range(8)]
+    assert logs.evaluate("window.notReloaded") is True
+    photograph(logs, shots, "logs")
+    logs.locator("#log-search").fill("step 7")
+    expect(log.locator("div:visible")).to_have_count(1)
+    expect(logs.locator("#log-count")).to_have_text("1 of 8 lines match")
+    assert logs.get_by_role("link", name="Download").get_attribute("href") == (
+        "/jobs/default/follow/logs.txt?replica=master-0"
+    )
+
+    job = browser.new_page(viewport=DESKTOP)
+    job.goto(f"{dashboard}jobs/default/ddp")
+    expect(job.locator('[data-section="summary"] .state')).to_have_text("Succeeded")
+    expect(job.locator('tr[data-replica="worker-0"] .exit')).to_have_text("0")
+    photograph(job, shots, "job-succeeded")
+
+
+def test_a_failed_job_shows_the_failing_replicas_exit_code_and_reason(
+    dashboard: str, browser: Browser, jobs: JobClient, shots: Path
+) -> None:
+    page = browser.new_page(viewport=DESKTOP)
+    jobs.submit(pytorch_manifest("broken", FAILING, workers=1, worker_code=SLEEPER))
+    page.goto(f"{dashboard}jobs/default/broken")
+    master = page.locator('tr[data-replica="master-0"]')
+    expect(master.locator(".exit")).to_have_text("3", timeout=WAIT_MS)
+    expect(page.locator('[data-section="summary"] .state')).to_have_text("Failed", timeout=WAIT_MS)
+    reason = next(r.reason for r in jobs.get("broken").replicas if r.replica_type == "Master")
+    assert reason
+    expect(master.locator(".reason")).to_have_text(reason)
+    expect(master).to_have_class(re.compile(r"\bfailed\b"))
+    # The worker kubemill stopped when the job failed is not the one marked failed.
+    expect(page.locator('tr[data-replica="worker-0"]')).not_to_have_class(
+        re.compile(r"\bfailed\b"), timeout=WAIT_MS
+    )
+    # Its life on the job's time line: a red bar, placed by the script.
+    bar = page.locator(".life-bar.phase-failed")
+    expect(bar).to_have_count(1)
+    expect(bar).to_have_attribute("style", re.compile(r"width: \d"))
+    # A failed job can only be deleted.
+    for verb in ("Suspend", "Resume", "Interrupt"):
+        expect(page.get_by_role("button", name=verb)).to_be_disabled()
+    expect(page.get_by_role("button", name="Delete")).to_be_enabled()
+    photograph(page, shots, "job-failed")
+    page.set_viewport_size(PHONE)
+    photograph(page, shots, "job-failed-phone")
+
+
+def test_actions_and_submit_from_the_pages(
+    dashboard: str, browser: Browser, jobs: JobClient, shots: Path
+) -> None:
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{dashboard}submit")
+    typo = pytorch_manifest("typo", "print(1)").replace("restartPolicy", "restartPolicyy")
+    page.get_by_label("Manifest").fill(typo)
+    page.get_by_role("button", name="Submit").click()
+    problem = page.locator(".problems code.path")
+    expect(problem).to_have_text("spec.pytorchReplicaSpecs.Master.restartPolicyy")
+    photograph(page, shots, "submit-typo")
+    assert jobs.list() == []
+
+    page.get_by_label("Manifest").fill(pytorch_manifest("paused", SLEEPER))
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r"/jobs/default/paused$"))
+    state = page.locator('[data-section="summary"] .state')
+    expect(state).to_have_text("Running", timeout=WAIT_MS)
+    expect(page.get_by_role("button", name="Resume")).to_be_disabled()
+    page.get_by_role("button", name="Suspend").click()
+    expect(state).to_have_text("Suspended", timeout=WAIT_MS)
+    expect(page.get_by_role("button", name="Suspend")).to_be_disabled(timeout=WAIT_MS)
+    eventually(lambda: jobs.get("paused").phase == "Suspended")
+    page.get_by_role("button", name="Resume").click()
+    expect(state).to_have_text("Running", timeout=WAIT_MS)
+    photograph(page, shots, "job-running")
+
+    # Delete asks first; dismissed, nothing happens; accepted, the job is gone.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Delete").click()
+    time.sleep(0.5)  # give a wrongly sent request the time to land
+    assert jobs.get("paused").phase == "Running"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url(dashboard)
+    assert jobs.list() == []
