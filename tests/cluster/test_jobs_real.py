@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kubemill.sdk import JobClient
-from kubemill.substrates.kubernetes.install import operator_rules
+from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, operator_rules
 from kubemill.substrates.kubernetes.restarts import RESTARTS_ANNOTATION
 from support.control_plane import ControlPlane, absent
 from support.node import NodeStandIn
@@ -334,49 +334,57 @@ def test_kubectl_prints_the_kinds_columns_explains_them_and_agrees_with_the_rbac
         "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubemill.dev"
     )
     columns = [c["name"].upper() for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    printed = control_plane.kubectl("get", "pytorchjobs", "-n", namespace).stdout.splitlines()
+    # With Kubeflow's CRDs installed too, `pytorchjobs` alone may name kubeflow.org's.
+    printed = control_plane.kubectl(
+        "get", "pytorchjobs.kubemill.dev", "-n", namespace
+    ).stdout.splitlines()
     header = printed[0].split()
     assert (
         header[0] == "NAME"
         and header[1:] == [c.replace(" ", "") for c in columns][: len(header) - 1]
     )
     assert printed[1].split()[0] == "cols"
-    explained = control_plane.kubectl("explain", "pytorchjobs.spec.runPolicy").stdout
+    explained = control_plane.kubectl(
+        "explain", "pytorchjobs.spec.runPolicy", "--api-version=kubemill.dev/v1"
+    ).stdout
     assert "cleanPodPolicy" in explained and "DESCRIPTION" in explained.upper()
     # Every grant the registry derives, as the real authorizer answers for the operator's
     # account; gang-scheduling rules (not asked for at install) and others' resources: no.
     rules = operator_rules(serve_upstream_groups=True, clusterwide=True)
     asked = []
     for rule in rules:
+        # A rule of the operator's own namespace (its leader-election Lease) is granted there.
+        where = DEFAULT_NAMESPACE if rule.scope == "own-namespace" else namespace
         for group in rule.api_groups:
             for resource in rule.resources:
                 base, _, sub = resource.partition("/")
                 target = f"{base}.{group}" if group else base
-                asked += [(verb, target, sub) for verb in rule.verbs]
-    answers = can_i(control_plane, asked, namespace)
+                asked += [(verb, target, sub, where) for verb in rule.verbs]
+    answers = can_i(control_plane, asked)
     assert all(answer == "yes" for answer in answers.values()), {
         k: v for k, v in answers.items() if v != "yes"
     }
     refused = [
-        ("create", "clusterroles.rbac.authorization.k8s.io", ""),
-        ("delete", "nodes", ""),
-        ("create", "podgroups.scheduling.volcano.sh", ""),
-        ("update", "customresourcedefinitions.apiextensions.k8s.io", ""),
+        ("create", "clusterroles.rbac.authorization.k8s.io", "", namespace),
+        ("delete", "nodes", "", namespace),
+        ("create", "podgroups.scheduling.volcano.sh", "", namespace),
+        ("update", "customresourcedefinitions.apiextensions.k8s.io", "", namespace),
+        ("create", "leases.coordination.k8s.io", "", namespace),
     ]
-    assert set(can_i(control_plane, refused, namespace).values()) == {"no"}
+    assert set(can_i(control_plane, refused).values()) == {"no"}
     assert not operator.refused()
 
 
-Asked = tuple[str, str, str]
-"""(verb, resource.group, subresource)"""
+Asked = tuple[str, str, str, str]
+"""(verb, resource.group, subresource, namespace)"""
 
 
-def can_i(plane: ControlPlane, asked: list[Asked], namespace: str) -> dict[Asked, str]:
+def can_i(plane: ControlPlane, asked: list[Asked]) -> dict[Asked, str]:
     """``kubectl auth can-i VERB RESOURCE --as=<the operator's account>`` for each one."""
     answers = {}
-    for verb, target, sub in dict.fromkeys(asked):
+    for verb, target, sub, namespace in dict.fromkeys(asked):
         argv = ["auth", "can-i", verb, target, "-n", namespace, f"--as={SERVICE_ACCOUNT}"]
         if sub:
             argv.append(f"--subresource={sub}")
-        answers[(verb, target, sub)] = plane.kubectl(*argv, check=False).stdout.strip()
+        answers[(verb, target, sub, namespace)] = plane.kubectl(*argv, check=False).stdout.strip()
     return answers
