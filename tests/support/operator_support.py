@@ -100,28 +100,43 @@ def running_cluster() -> Iterator[Cluster]:
 class Operator:
     """The real operator in a subprocess (argv, no shell), with its log in a file."""
 
-    def __init__(self, cluster: Cluster, workdir: Path, *args: str, name: str = "op") -> None:
+    def __init__(
+        self,
+        cluster: Cluster | None,
+        workdir: Path,
+        *args: str,
+        name: str = "op",
+        kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Against ``cluster`` (the test API server), or any server ``kubeconfig`` names."""
         self.cluster = cluster
         self.args = list(args)
         self.name = name
         self.workdir = workdir
-        self.kubeconfig = write_kubeconfig(workdir / f"{name}.kubeconfig", cluster.url)
+        if kubeconfig is None:
+            assert cluster is not None
+            kubeconfig = write_kubeconfig(workdir / f"{name}.kubeconfig", cluster.url)
+        self.kubeconfig = kubeconfig
+        self.env = dict(env or {})
         self.log_path = workdir / f"{name}.log"
         self.metrics_port, self.health_port = free_ports(2)
         self.process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
     def start(self) -> Operator:
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.env)
         env.pop("KUBERNETES_SERVICE_HOST", None)
+        # The test's own ports and identity come last: they win over any in ``args`` (a
+        # Deployment's arguments name the pod's ports).
         argv = [
             sys.executable, "-m", "kubemill.substrates.kubernetes.operator",
+            *self.args,
             "--metrics-port", str(self.metrics_port),
             "--health-port", str(self.health_port),
             "--bind-address", "127.0.0.1",
             "--log-level", "DEBUG",
             "--identity", self.name,
-            *self.args,
         ]  # fmt: skip
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, NAME
-from support.control_plane import ControlPlane, free_ports, kubeconfig
-from support.waiting import eventually
+from support.control_plane import ControlPlane, kubeconfig
+from support.operator_support import Operator
 
 SERVICE_ACCOUNT = f"system:serviceaccount:{DEFAULT_NAMESPACE}:{NAME}"
 KUBEMILL = str(Path(sys.executable).with_name("kubemill"))
@@ -57,63 +55,35 @@ def run_kubemill(
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-class RealOperator:
-    """The operator process (argv, no shell), its log in a file, stopped by PID on exit."""
+class RealOperator(Operator):
+    """The operator process with the Deployment's arguments (``kubemill operator ...``),
+    authenticated by :func:`service_account_kubeconfig`, with the Deployment's env."""
 
     def __init__(
         self, plane: ControlPlane, workdir: Path, args: list[str], name: str = "op"
     ) -> None:
+        command = args[1:] if args[:1] == ["operator"] else args
+        super().__init__(
+            None,
+            workdir,
+            *command,
+            name=name,
+            kubeconfig=service_account_kubeconfig(plane, workdir / f"{name}.kubeconfig"),
+            env={"POD_NAMESPACE": DEFAULT_NAMESPACE, "POD_NAME": name},
+        )
         self.plane = plane
-        self.name = name
-        self.kubeconfig = service_account_kubeconfig(plane, workdir / f"{name}.kubeconfig")
-        self.log_path = workdir / f"{name}.log"
-        self.metrics_port, self.health_port = free_ports(2)
-        # The Deployment runs `kubemill ARGS`; here the same, with ports of this machine.
-        self.argv = [
-            KUBEMILL, *args,
-            "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port),
-            "--bind-address", "127.0.0.1", "--identity", name, "--log-level", "DEBUG",
-        ]  # fmt: skip
-        self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> RealOperator:
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1",
-                   POD_NAMESPACE=DEFAULT_NAMESPACE, POD_NAME=self.name)  # fmt: skip
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.argv, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-        eventually(self.healthy, timeout=60, what=f"the operator to be healthy\n{self.log()}")
+        self.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.stop()
-
-    def healthy(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise RuntimeError(f"the operator exited with {self.process.returncode}:\n{self.log()}")
-        try:
-            url = f"http://127.0.0.1:{self.health_port}/healthz"
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
     def refused(self) -> list[str]:
         """Requests of the operator's ServiceAccount the API server refused as forbidden."""
