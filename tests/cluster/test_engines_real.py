@@ -5,6 +5,7 @@ Deployment, ReplicaSet, namespace controllers and the real NodePort allocator.""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,66 @@ def test_the_seeds_mars_api_makes_its_namespace_and_stop_finalizes_it(
         timeout=90,
         what=f"{namespace} finalized by the namespace controller",
     )
+
+
+SCHEDULE = """
+apiVersion: sparkoperator.k8s.io/v1beta2
+kind: ScheduledSparkApplication
+metadata: {name: tick}
+spec:
+  schedule: "@every 2s"
+  concurrencyPolicy: Forbid
+  template:
+    type: Python
+    mode: cluster
+    image: example/spark:4
+    mainApplicationFile: local:///opt/pi.py
+    sparkVersion: 4.0.1
+    restartPolicy: {type: Never}
+    driver: {cores: 1, memory: 512m}
+    executor: {instances: 1, cores: 1, memory: 512m}
+"""
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_scheduled_spark_application_runs_one_application_at_a_time(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    control_plane.kubectl(
+        "apply", "--server-side", "--validate=strict", "-n", namespace, "-f", "-", stdin=SCHEDULE
+    )
+    group = f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{namespace}"
+
+    def runs() -> list[dict[str, Any]]:
+        return control_plane.request("GET", f"{group}/sparkapplications")["items"]  # type: ignore[no-any-return]
+
+    first = eventually(lambda: runs(), timeout=WAIT, what="a first run")[0]
+    owner = first["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("ScheduledSparkApplication", "tick")
+    name = first["metadata"]["name"]
+    eventually(
+        lambda: (
+            control_plane.request("GET", f"{group}/scheduledsparkapplications/tick")
+            .get("status", {})
+            .get("lastRunName")
+            == name
+        ),
+        timeout=WAIT,
+        what="the schedule's lastRunName",
+    )
+    driver = eventually(
+        lambda: node.running(namespace, f"{name}-driver-0") and f"{name}-driver-0",
+        timeout=WAIT,
+        what="the first run's driver running",
+    )
+    # Forbid: while the first run runs, no second one starts, though two more are due.
+    time.sleep(5)
+    assert len(runs()) == 1, [r["metadata"]["name"] for r in runs()]
+    node.finish(namespace, driver, 0)
+    eventually(lambda: len(runs()) >= 2, timeout=WAIT, what="a second run after the first ended")
+    control_plane.kubectl(
+        "delete", "-n", namespace, "scheduledsparkapplications.sparkoperator.k8s.io/tick"
+    )
+    # Its runs are owned by it: the real garbage collector takes them.
+    eventually(lambda: not runs(), timeout=WAIT, what="the runs collected with their schedule")
