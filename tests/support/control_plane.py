@@ -22,6 +22,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -99,11 +100,12 @@ class Pki:
     def make(self, identities: list[Identity]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         ca_key, ca_crt = self.path("ca", "key"), self.path("ca", "crt")
-        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        # RSA, as kubeadm's: Spark's Kubernetes client (fabric8) cannot read an EC key.
+        rsa = ["-newkey", "rsa:2048", "-nodes"]
         _openssl(
             "req",
             "-x509",
-            *ec,
+            *rsa,
             "-keyout",
             str(ca_key),
             "-out",
@@ -118,7 +120,7 @@ class Pki:
                 f"/O={who.organization}" if who.organization else ""
             )
             key, csr, crt = (self.path(who.name, s) for s in ("key", "csr", "crt"))
-            _openssl("req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", subject)
+            _openssl("req", *rsa, "-keyout", str(key), "-out", str(csr), "-subj", subject)
             extensions = self.path(who.name, "ext")
             usage = "serverAuth" if who.server else "clientAuth"
             lines = [f"extendedKeyUsage={usage}", "keyUsage=critical,digitalSignature"]
@@ -212,15 +214,14 @@ class ControlPlane:
         if bin_dir is None:
             self.state = State(**json.loads(self.state_path.read_text()))
         else:
-            etcd_port, peer_port, api_port, kcm_port, sched_port, kubelet_port = free_ports(6)
-            self._ports = (peer_port, kcm_port, sched_port)
             self.state = State(
                 bin=str(bin_dir.resolve()),
                 node=node_name(),
-                etcd_port=etcd_port,
-                apiserver_port=api_port,
-                kubelet_port=kubelet_port,
+                etcd_port=0,
+                apiserver_port=0,
+                kubelet_port=0,
             )
+            self._choose_ports()
 
     # --- what tests read ---
 
@@ -327,27 +328,53 @@ class ControlPlane:
     # --- up and down ---
 
     def up(self) -> None:
+        """Start everything; ready when it returns. A port another process took between
+        choosing it and binding it (the tests run many servers) means new ports, and again."""
         assert self.state is not None
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
         self._make_certificates()
-        self._write_kubeconfigs()
-        self._save()
-        try:
-            self._start_etcd()
-            self._start_apiserver()
-            self._wait_ready()
-            self._start_controller_manager()
-            self._start_scheduler()
-            self._register_node()
-            self._spawn(
-                "node-heartbeat",
-                [sys.executable, str(Path(__file__).resolve()), "heartbeat", str(self.dir)],
-            )
-            self._wait_schedulable()
-        except BaseException:
-            self.down()
-            raise
+        for attempt in range(3):
+            self._write_kubeconfigs()
+            self._save()
+            try:
+                self._start()
+                return
+            except BaseException:
+                self.down()
+                if attempt == 2 or not self._lost_a_port():
+                    raise
+            shutil.rmtree(self.dir / "etcd", ignore_errors=True)
+            self._choose_ports()
+
+    def _start(self) -> None:
+        self._start_etcd()
+        self._start_apiserver()
+        self._wait_ready()
+        self._start_controller_manager()
+        self._start_scheduler()
+        self._register_node()
+        self._spawn(
+            "node-heartbeat",
+            [sys.executable, str(Path(__file__).resolve()), "heartbeat", str(self.dir)],
+        )
+        self._wait_schedulable()
+
+    def _lost_a_port(self) -> bool:
+        logs = (self.dir / "logs").glob("*.log")
+        return any("address already in use" in log.read_text(errors="replace") for log in logs)
+
+    def _choose_ports(self) -> None:
+        assert self.state is not None
+        etcd, peer, api, kcm, scheduler, kubelet = free_ports(6)
+        self._ports = (peer, kcm, scheduler)
+        self.state.etcd_port, self.state.apiserver_port, self.state.kubelet_port = (
+            etcd,
+            api,
+            kubelet,
+        )
+        for log in (self.dir / "logs").glob("*.log"):
+            log.rename(log.with_suffix(".log.lost-port"))
 
     def down(self) -> None:
         """Stop the recorded processes in the reverse order of their start, each by SIGTERM
