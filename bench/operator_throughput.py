@@ -1,20 +1,25 @@
-"""Operator throughput: N jobs x R replicas created at once against the kmock test cluster.
+"""Operator throughput: N jobs x R replicas created at once, against the test API server
+and the real control plane, side by side.
 
     .venv/bin/python bench/operator_throughput.py [--jobs 500] [--replicas 4] [--workers 16]
+        [--server kmock|real|both]
 
-Starts the kmock cluster of the operator tests (tests/support/kmock_cluster.py) on
-127.0.0.1 in this process and the real operator (``python -m
-kubemill.substrates.kubernetes.operator``) in a subprocess, creates N TFJobs of 1 chief and
-R-1 workers as fast as a small client pool can, and prints:
+``kmock``: the test API server of the operator tests (tests/support/kmock_cluster.py) on
+127.0.0.1 in this process. ``real``: kube-apiserver, etcd, the controller manager and the
+scheduler (tests/support/control_plane.py; built by scripts/kube-control-plane.sh). Against
+each, the real operator (``python -m kubemill.substrates.kubernetes.operator``) runs in a
+subprocess, N TFJobs of 1 chief and R-1 workers are created as fast as a small client pool
+can, and it prints:
 
 - jobs/s from the first job created until every pod exists;
 - API writes per job against the minimum needed by then (R pods + R services + 1 status
   write for ``Created``), with Events counted apart (one per decision);
 - the operator's resident memory at the end.
 
-The cluster emulator shares the 2 cores with the operator, so figures are a lower bound of
-what the operator does against a real API server. Nothing is asserted: this is a
-measurement, run on demand (never in CI).
+Either server shares the 2 cores with the operator (the real one also schedules the pods onto
+its Node), so figures are a lower bound of what the operator does on a cluster. The real
+server's writes are read from its audit log (the operator's user agent). Nothing is
+asserted: this is a measurement, run on demand (never in CI).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kubemill.kinds import crds  # noqa: E402
+from support.control_plane import build, running_control_plane  # noqa: E402
 from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 
 
@@ -102,6 +111,157 @@ def count_pods(cluster: ClusterThread) -> int:
     return result
 
 
+@dataclass
+class Figures:
+    """One run's measurements."""
+
+    submitted: float = 0.0
+    elapsed: float = 0.0
+    cpu_busy: float = 0.0
+    rss_idle: float = 0.0
+    rss_end: float = 0.0
+    writes: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Server:
+    """What a run needs of a server: where it is, how to create a job, how many pods exist,
+    and which writes the operator made (with the errors it was answered)."""
+
+    kubeconfig: Path
+    create: Callable[[str, dict[str, Any]], Any]
+    pods: Callable[[], int]
+    operator_calls: Callable[[], tuple[Counter[str], Counter[str]]]
+
+
+NAMESPACE = "bench"
+
+
+@contextmanager
+def kmock_server(tmp: Path) -> Iterator[Server]:
+    with ClusterThread() as cluster:
+        for crd in crds():
+            cluster.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        cluster.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        first_call = len(cluster.calls())
+
+        def calls() -> tuple[Counter[str], Counter[str]]:
+            made = [c for c in cluster.calls()[first_call:] if not c.from_tests]
+            writes = Counter(c.resource for c in made if c.is_write)
+            errors = Counter(f"{c.verb} {c.resource} {c.status}" for c in made if c.status >= 400)
+            return writes, errors
+
+        yield Server(
+            write_kubeconfig(tmp / "kubeconfig", cluster.url),
+            cluster.create,
+            lambda: count_pods(cluster),
+            calls,
+        )
+
+
+@contextmanager
+def real_server(tmp: Path) -> Iterator[Server]:
+    with running_control_plane(tmp / "kube", build(ROOT)) as plane:
+        for crd in crds():
+            plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        plane.new_namespace()  # the bench namespace's account exists once a later one's does
+        while plane.get_or_none(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default") is None:
+            time.sleep(0.1)
+        for crd in crds():
+            name = crd["metadata"]["name"]
+            while (
+                not plane.request(
+                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+                )
+                .get("status", {})
+                .get("acceptedNames", {})
+                .get("kind")
+            ):
+                time.sleep(0.1)
+
+        def pods() -> int:
+            listing = plane.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?limit=1")
+            return len(listing["items"]) + int(listing["metadata"].get("remainingItemCount", 0))
+
+        def calls() -> tuple[Counter[str], Counter[str]]:
+            writes: Counter[str] = Counter()
+            errors: Counter[str] = Counter()
+            for event in plane.audit("kubemill-admin"):
+                if event.get("stage") != "ResponseComplete":
+                    continue
+                if event.get("userAgent", "").startswith("Python-urllib"):
+                    continue  # this script's own requests
+                ref = event.get("objectRef", {})
+                resource = ref.get("resource", "")
+                if ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                code = event.get("responseStatus", {}).get("code", 0)
+                if event["verb"] in ("create", "update", "patch", "delete"):
+                    writes[
+                        resource.split("/")[0] if resource.endswith("/status") else resource
+                    ] += 1
+                if code >= 400:
+                    errors[f"{event['verb']} {resource} {code}"] += 1
+            return writes, errors
+
+        yield Server(
+            plane.admin_kubeconfig,
+            lambda path, body: plane.request("POST", path, body),
+            pods,
+            calls,
+        )
+
+
+def run(server: Server, args: argparse.Namespace, tmp: Path) -> Figures:
+    figures = Figures()
+    expected_pods = args.jobs * args.replicas
+    health = free_port()
+    log = (tmp / "operator.log").open("wb")
+    argv = [
+        sys.executable, "-m", "kubemill.substrates.kubernetes.operator",
+        "--all-namespaces", "--metrics-port", "0", "--health-port", str(health),
+        "--bind-address", "127.0.0.1", "--workers", str(args.workers),
+    ]  # fmt: skip
+    env = dict(os.environ, KUBECONFIG=str(server.kubeconfig))
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    operator = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(health, operator)
+        figures.rss_idle = rss_mib(operator.pid)
+        cpu_idle = cpu_seconds(operator.pid)
+        path = f"/apis/kubemill.dev/v1/namespaces/{NAMESPACE}/tfjobs"
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
+            list(
+                pool.map(
+                    lambda i: server.create(path, tfjob(f"job-{i:04d}", args.replicas)),
+                    range(args.jobs),
+                )
+            )
+        figures.submitted = time.monotonic() - started
+        while (pods := server.pods()) < expected_pods:
+            if time.monotonic() - started > args.timeout:
+                raise SystemExit(f"timed out: {pods}/{expected_pods} pods")
+            time.sleep(0.05)
+        figures.elapsed = time.monotonic() - started
+        figures.cpu_busy = cpu_seconds(operator.pid) - cpu_idle
+        # Let the Created status writes and events still queued land before counting.
+        time.sleep(3.0)
+        figures.rss_end = rss_mib(operator.pid)
+    finally:
+        operator.send_signal(signal.SIGTERM)
+        try:
+            operator.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            operator.wait()
+        log.close()
+    figures.writes, figures.errors = server.operator_calls()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
@@ -109,81 +269,43 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=16, help="operator reconcile workers")
     parser.add_argument("--clients", type=int, default=8, help="parallel job submitters")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--server", choices=("kmock", "real", "both"), default="both")
     args = parser.parse_args()
-    namespace = "bench"
-    expected_pods = args.jobs * args.replicas
+    servers = {"kmock": kmock_server, "real": real_server}
+    chosen = list(servers) if args.server == "both" else [args.server]
+    results = {}
+    for name in chosen:
+        with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
+            results[name] = run(server, args, Path(tmp))
 
-    with ClusterThread() as cluster, tempfile.TemporaryDirectory() as tmp:
-        for crd in crds():
-            cluster.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        cluster.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", cluster.url)
-        health = free_port()
-        log = (Path(tmp) / "operator.log").open("wb")
-        argv = [
-            sys.executable, "-m", "kubemill.substrates.kubernetes.operator",
-            "--all-namespaces", "--metrics-port", "0", "--health-port", str(health),
-            "--bind-address", "127.0.0.1", "--workers", str(args.workers),
-        ]  # fmt: skip
-        env = dict(os.environ, KUBECONFIG=str(kubeconfig))
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        operator = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_healthy(health, operator)
-            rss_idle = rss_mib(operator.pid)
-            cpu_idle = cpu_seconds(operator.pid)
-            first_call = len(cluster.calls())
-            path = f"/apis/kubemill.dev/v1/namespaces/{namespace}/tfjobs"
-            started = time.monotonic()
-            with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
-                list(
-                    pool.map(
-                        lambda i: cluster.create(path, tfjob(f"job-{i:04d}", args.replicas)),
-                        range(args.jobs),
-                    )
-                )
-            submitted = time.monotonic() - started
-            while (pods := count_pods(cluster)) < expected_pods:
-                if time.monotonic() - started > args.timeout:
-                    raise SystemExit(f"timed out: {pods}/{expected_pods} pods")
-                time.sleep(0.05)
-            elapsed = time.monotonic() - started
-            cpu_busy = cpu_seconds(operator.pid) - cpu_idle
-            # Let the Created status writes and events still queued land before counting.
-            time.sleep(3.0)
-            rss_end = rss_mib(operator.pid)
-        finally:
-            operator.send_signal(signal.SIGTERM)
-            try:
-                operator.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                operator.kill()
-                operator.wait()
-            log.close()
-
-        calls = [c for c in cluster.calls()[first_call:] if not c.from_tests]
-        writes = Counter(c.resource for c in calls if c.is_write)
-        errors = Counter(f"{c.verb} {c.resource} {c.status}" for c in calls if c.status >= 400)
-        object_writes = sum(n for resource, n in writes.items() if resource != "events")
-        minimum = args.jobs * (2 * args.replicas + 1)
-
-    print(f"jobs x replicas        {args.jobs} x {args.replicas} ({expected_pods} pods)")
+    minimum = args.jobs * (2 * args.replicas + 1)
+    print(
+        f"jobs x replicas        {args.jobs} x {args.replicas} ({args.jobs * args.replicas} pods)"
+    )
     print(f"operator workers       {args.workers}")
-    print(f"jobs submitted in      {submitted:.1f} s")
-    print(f"all pods exist after   {elapsed:.1f} s")
-    print(f"throughput             {args.jobs / elapsed:.1f} jobs/s")
-    print(
-        f"operator CPU           {cpu_busy:.1f} s until all pods exist "
-        f"({args.jobs / cpu_busy:.0f} jobs per operator CPU-second)"
-    )
-    print(f"writes by resource     {dict(sorted(writes.items()))}")
-    print(
-        f"object writes per job  {object_writes / args.jobs:.2f} "
-        f"(minimum {minimum / args.jobs:.0f}: ratio {object_writes / minimum:.3f})"
-    )
-    print(f"events per job         {writes['events'] / args.jobs:.2f}")
-    print(f"error answers          {dict(errors) or 'none'}")
-    print(f"operator RSS           {rss_idle:.0f} MiB idle, {rss_end:.0f} MiB at the end")
+    rows: list[tuple[str, Callable[[Figures], str]]] = [
+        ("jobs submitted in", lambda f: f"{f.submitted:.1f} s"),
+        ("all pods exist after", lambda f: f"{f.elapsed:.1f} s"),
+        ("throughput", lambda f: f"{args.jobs / f.elapsed:.1f} jobs/s"),
+        ("operator CPU", lambda f: f"{f.cpu_busy:.1f} s"),
+        ("CPU per job", lambda f: f"{1000 * f.cpu_busy / args.jobs:.1f} ms"),
+        (
+            "object writes per job",
+            lambda f: (
+                f"{sum(n for r, n in f.writes.items() if r != 'events') / args.jobs:.2f}"
+                f" (ratio {sum(n for r, n in f.writes.items() if r != 'events') / minimum:.3f})"
+            ),
+        ),
+        ("events per job", lambda f: f"{f.writes['events'] / args.jobs:.2f}"),
+        ("operator RSS", lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end"),
+    ]
+    print(f"{'':24}" + "".join(f"{name:>28}" for name in results))
+    for label, show in rows:
+        print(f"{label:24}" + "".join(f"{show(f):>28}" for f in results.values()))
+    print(f"minimum object writes per job: {minimum / args.jobs:.0f}")
+    for name, f in results.items():
+        print(f"{name}: writes by resource {dict(sorted(f.writes.items()))}")
+        print(f"{name}: error answers {dict(f.errors) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Fixtures for the tests against a real Kubernetes control plane (tests/support/control_plane.py).
 
-One control plane serves the session: etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler of the release tools/kube pins, with the node stand-in playing the pods bound
-to its Node. The binaries are built once per machine (scripts/kube-control-plane.sh build;
-.ci/run builds them before pytest, so here it is a cache hit).
+One control plane serves this package's tests, and stops after them: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler of the release tools/kube pins, with the node
+stand-in playing the pods bound to its Node. The binaries are built once per machine
+(scripts/kube-control-plane.sh build; .ci/run builds them before pytest, so here it is a
+cache hit).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def control_plane_bin() -> Path:
     return build(ROOT)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(
     control_plane_bin: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
@@ -38,7 +39,7 @@ def control_plane(
     assert not plane.alive(), f"control plane processes left: {plane.alive()}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def node(control_plane: ControlPlane) -> Iterator[NodeStandIn]:
     with node_stand_in(control_plane) as stand_in:
         yield stand_in
@@ -49,7 +50,7 @@ OPERATOR_IMAGE = "kubemill-operator:test"
 operator itself runs as a local process with the Deployment's own arguments."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def installed(control_plane: ControlPlane, node: NodeStandIn) -> dict[str, Any]:
     """`kubemill install --serve-upstream-groups` on the session's control plane, with the
     Kubeflow-shaped upstream CRDs a Kubeflow install would have left; the operator Deployment."""
@@ -94,7 +95,7 @@ def upstream_crds() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def operator(
     control_plane: ControlPlane, installed: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RealOperator]:

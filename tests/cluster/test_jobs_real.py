@@ -388,3 +388,41 @@ def can_i(plane: ControlPlane, asked: list[Asked]) -> dict[Asked, str]:
             argv.append(f"--subresource={sub}")
         answers[(verb, target, sub, namespace)] = plane.kubectl(*argv, check=False).stdout.strip()
     return answers
+
+
+def test_kubectl_scale_changes_a_pytorchjobs_workers_through_the_scale_subresource(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    client = JobClient(
+        "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
+    )
+    client.submit(pytorchjob("elastic", workers=1))
+    eventually(
+        lambda: all_running(control_plane, node, namespace, "elastic", 2),
+        timeout=WAIT,
+        what="master and 1 worker running",
+    )
+    scaled = control_plane.kubectl(
+        "scale", "pytorchjobs.kubemill.dev/elastic", "-n", namespace, "--replicas=3"
+    )
+    assert "scaled" in scaled.stdout
+    eventually(
+        lambda: all_running(control_plane, node, namespace, "elastic", 4),
+        timeout=WAIT,
+        what="master and 3 workers running",
+    )
+    scale = control_plane.request(
+        "GET", f"/apis/kubemill.dev/v1/namespaces/{namespace}/pytorchjobs/elastic/scale"
+    )
+    assert scale["spec"]["replicas"] == 3
+    eventually(
+        lambda: (
+            control_plane.request(
+                "GET", f"/apis/kubemill.dev/v1/namespaces/{namespace}/pytorchjobs/elastic/scale"
+            )["status"].get("replicas")
+            == 3
+        ),
+        timeout=WAIT,
+        what="the scale status counting 3 active workers",
+    )

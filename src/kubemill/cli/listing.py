@@ -13,14 +13,8 @@ from rich.table import Table
 
 from kubemill.api import ScheduledSparkApplication
 from kubemill.cli.settings import Settings
-from kubemill.cli.views import (
-    age,
-    has_schedule_columns,
-    jobs_table,
-    phase_text,
-    stdout_console,
-    timestamp,
-)
+from kubemill.cli.views import age, jobs_table, phase_text, stdout_console, timestamp
+from kubemill.sdk.summary import has_schedule_columns
 from kubemill.substrates.base import JobView
 
 

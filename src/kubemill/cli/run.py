@@ -25,16 +25,10 @@ from rich.text import Text
 from kubemill.api import ConditionType, Job
 from kubemill.cli.errors import fail
 from kubemill.cli.settings import Settings
-from kubemill.cli.views import (
-    LogPrinter,
-    replica_table,
-    short_replica_name,
-    status_panel,
-    stdout_console,
-    web_ui,
-)
+from kubemill.cli.views import LogPrinter, replica_table, status_panel, stdout_console
 from kubemill.sdk import JobClient
 from kubemill.sdk.manifests import load_path
+from kubemill.sdk.summary import short_replica_name, web_ui
 from kubemill.substrates.base import JobNotFound, JobView
 
 EXIT_SUCCEEDED = 0

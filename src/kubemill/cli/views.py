@@ -18,18 +18,24 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kubemill.api import ConditionType, ScheduledSparkApplication, SparkApplicationStatus
+from kubemill.api import ConditionType
 from kubemill.api.spark import ScheduledSparkApplicationStatus as ScheduledSparkStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
 from kubemill.cli.quick import LAST_RUN, NONE, PHASE_STYLES, PIPE_WIDTH, age_text, last_run_text
 from kubemill.cli.settings import Settings
+from kubemill.sdk.summary import (
+    endpoint,
+    has_schedule_columns,
+    ready_replicas,
+    restarts,
+    runs_no_pods,
+    schedule_state,
+    short_replica_name,
+    total_replicas,
+    web_ui,
+)
 from kubemill.substrates.base import EventRecord, JobView, LogLine, ReplicaView
-from kubemill.substrates.local.summary import schedule_phase
-
-READY_PHASES = ("Running", "Succeeded")
-"""A replica counts as ready in ``get`` while it runs and once it has succeeded."""
-
 
 REPLICA_COLOURS = (
     "cyan",
@@ -69,12 +75,6 @@ def phase_text(phase: str) -> Text:
     return Text(phase, style=PHASE_STYLES.get(phase, ""))
 
 
-def short_replica_name(job_name: str, replica: str) -> str:
-    """``worker-1`` for ``myjob-worker-1``: the replica's name within its job."""
-    prefix = f"{job_name}-"
-    return replica[len(prefix) :] if replica.startswith(prefix) else replica
-
-
 def resolve_replica(view: JobView, wanted: str) -> ReplicaView:
     """The replica the user meant by ``worker-1``, ``Worker-1`` or ``myjob-worker-1``."""
     key = wanted.lower()
@@ -84,22 +84,6 @@ def resolve_replica(view: JobView, wanted: str) -> ReplicaView:
     known = ", ".join(short_replica_name(view.name, r.name) for r in view.replicas) or "none yet"
     fail(f"job {view.name} has no replica {wanted!r} (its replicas: {known})")
     raise AssertionError("unreachable")  # fail() exits
-
-
-def total_replicas(view: JobView) -> int:
-    """How many replicas the job asks for (what it has, if that is more)."""
-    wanted = sum(view.job.replica_count(t) for t in view.job.replica_specs)
-    return max(wanted, len(view.replicas))
-
-
-def ready_replicas(view: JobView) -> int:
-    """Replicas running or done successfully."""
-    return sum(1 for r in view.replicas if r.phase in READY_PHASES)
-
-
-def restarts(view: JobView) -> int:
-    """Restarts of every replica together."""
-    return sum(r.restarts for r in view.replicas)
 
 
 def replica_table(view: JobView) -> Table:
@@ -161,21 +145,6 @@ class LogPrinter:
 # --- commands ----------------------------------------------------------------------------------
 
 
-def has_schedule_columns(view: JobView) -> bool:
-    """Whether the job is listed with a schedule's columns (its cron schedule, suspend,
-    last run, schedule state): a ScheduledSparkApplication. Whether a kind has replicas at
-    all is the registry's answer (:func:`_runs_no_pods`)."""
-    return isinstance(view.job, ScheduledSparkApplication)
-
-
-def _runs_no_pods(view: JobView) -> bool:
-    """A controller's object (it creates jobs of another kind, listed beside it): no
-    replicas, no restarts of its own."""
-    from kubemill.kinds import is_controller
-
-    return is_controller(view.kind)
-
-
 def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
     """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE (and ENDPOINT when a service
     cluster has one): one row per job."""
@@ -197,7 +166,7 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
         table.add_column(header, no_wrap=True)
     for view in views:
         schedule = has_schedule_columns(view)
-        podless = _runs_no_pods(view)
+        podless = runs_no_pods(view)
         table.add_row(
             *([view.namespace] if namespaced else []),
             view.name,
@@ -212,15 +181,6 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     return table
 
 
-def schedule_state(view: JobView) -> str:
-    """A schedule's state in the job list (``Suspended`` while suspended): as the quick
-    listing words it (:func:`~kubemill.substrates.local.summary.schedule_phase`)."""
-    assert isinstance(view.job, ScheduledSparkApplication)
-    status = view.status
-    state = status.schedule_state.value if isinstance(status, ScheduledSparkStatus) else ""
-    return schedule_phase(state, suspended=bool(view.job.spec.suspend))
-
-
 def last_run(view: JobView) -> str:
     status = view.status
     if not isinstance(status, ScheduledSparkStatus):
@@ -229,25 +189,10 @@ def last_run(view: JobView) -> str:
     return last_run_text(status.last_run_name or "", ago, schedule=True)
 
 
-def endpoint(view: JobView) -> str:
-    """Where a service cluster serves (``status.endpoint``), "" for a job without one."""
-    found = getattr(view.status, "endpoint", None)
-    return found if isinstance(found, str) else ""
-
-
 def timestamp(moment: datetime) -> str:
     if moment.tzinfo is None:
         return moment.isoformat(timespec="seconds")
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def web_ui(view: JobView) -> str:
-    """The URL of the job's web UI when its status names one (a Spark driver's
-    ``driverInfo.webUIAddress``), else ``""``."""
-    status = view.status
-    if isinstance(status, SparkApplicationStatus) and status.driver_info.web_ui_address:
-        return f"http://{status.driver_info.web_ui_address}"
-    return ""
 
 
 def describe_job(settings: Settings, name: str) -> None:

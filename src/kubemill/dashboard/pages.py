@@ -23,6 +23,8 @@ from kubemill.dashboard.views import (
     iso,
     job_row,
     replica_sort_key,
+)
+from kubemill.sdk.summary import (
     short_replica_name,
     state_of,
 )

@@ -32,18 +32,20 @@ from kubemill.dashboard import pages
 from kubemill.dashboard.pages import JobDetail, esc
 from kubemill.dashboard.security import Guard
 from kubemill.dashboard.views import (
-    is_schedule,
     iso,
     job_object,
     job_row,
     manifest_problems,
     operator_objects,
     runs_of_schedule,
-    short_replica_name,
-    state_of,
 )
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient, JobExists, JobNotFound, LogLine, SubstrateError
+from kubemill.sdk.summary import (
+    runs_no_pods,
+    short_replica_name,
+    state_of,
+)
 from kubemill.substrates.base import JobView
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -101,7 +103,7 @@ class Dashboard:
 
         view = self.client.get(name, namespace)
         events = self.client.events(name, namespace)
-        runs = runs_of_schedule(view, self.client.list(namespace)) if is_schedule(view) else []
+        runs = runs_of_schedule(view, self.client.list(namespace)) if runs_no_pods(view) else []
         if not manifest:
             return JobDetail(view, events, runs)
         objects, note = operator_objects(view.job)

@@ -14,15 +14,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api import Job, ManifestError, ScheduledSparkApplication, SparkApplicationStatus
-from kubemill.api.spark import ScheduledSparkApplicationStatus
+from kubemill.api import Job, ManifestError, ScheduledSparkApplication
 from kubemill.kinds import load_one
 from kubemill.sdk.client import is_service
+from kubemill.sdk.summary import (
+    endpoint,
+    ready_replicas,
+    restarts,
+    runs_no_pods,
+    state_of,
+    total_replicas,
+    web_ui,
+)
 from kubemill.substrates.base import EventRecord, JobView, ReplicaView
-from kubemill.substrates.local.summary import schedule_phase
-
-READY_PHASES = ("Running", "Succeeded")
-"""A replica counts as ready while it runs and once it has succeeded (as ``kubemill get``)."""
 
 
 @dataclass(frozen=True)
@@ -50,49 +54,18 @@ class JobRow:
     link: Link | None
 
 
-def is_schedule(view: JobView) -> bool:
-    """Whether the job is a schedule (it starts jobs of another kind; it has no replicas)."""
-    return isinstance(view.job, ScheduledSparkApplication)
-
-
-def state_of(view: JobView) -> str:
-    """The job's one word: its phase, or a schedule's state (``Suspended`` while suspended),
-    worded as ``kubemill get`` words it."""
-    if isinstance(view.job, ScheduledSparkApplication):
-        status = view.status
-        state = (
-            status.schedule_state.value
-            if isinstance(status, ScheduledSparkApplicationStatus)
-            else ""
-        )
-        return schedule_phase(state, suspended=bool(view.job.spec.suspend))
-    return view.phase
-
-
-def total_replicas(view: JobView) -> int:
-    """How many replicas the job asks for (what it has, if that is more)."""
-    wanted = sum(view.job.replica_count(t) for t in view.job.replica_specs)
-    return max(wanted, len(view.replicas))
-
-
-def ready_replicas(view: JobView) -> int:
-    return sum(1 for r in view.replicas if r.phase in READY_PHASES)
-
-
 def link_of(view: JobView) -> Link | None:
     """A service cluster's endpoint (``status.endpoint``) or a Spark driver's web UI."""
-    status = view.status
-    endpoint = getattr(status, "endpoint", None)
-    if isinstance(endpoint, str) and endpoint:
-        return Link("endpoint", endpoint)
-    if isinstance(status, SparkApplicationStatus) and status.driver_info.web_ui_address:
-        return Link("Spark UI", f"http://{status.driver_info.web_ui_address}")
+    if served := endpoint(view):
+        return Link("endpoint", served)
+    if ui := web_ui(view):
+        return Link("Spark UI", ui)
     return None
 
 
 def job_row(view: JobView) -> JobRow:
     """The job as one line of the jobs table."""
-    schedule = is_schedule(view)
+    schedule = runs_no_pods(view)
     return JobRow(
         namespace=view.namespace,
         name=view.name,
@@ -102,7 +75,7 @@ def job_row(view: JobView) -> JobRow:
         started=view.status.start_time,
         ended=view.status.completion_time,
         replicas="-" if schedule else f"{ready_replicas(view)}/{total_replicas(view)}",
-        restarts="-" if schedule else str(sum(r.restarts for r in view.replicas)),
+        restarts="-" if schedule else str(restarts(view)),
         link=link_of(view),
     )
 
@@ -125,15 +98,9 @@ def actions_for(view: JobView) -> frozenset[str]:
     return frozenset(allowed)
 
 
-def short_replica_name(job_name: str, replica: str) -> str:
-    """``worker-1`` for ``myjob-worker-1``: the replica's name within its job."""
-    prefix = f"{job_name}-"
-    return replica[len(prefix) :] if replica.startswith(prefix) else replica
-
-
 def runs_of_schedule(view: JobView, others: Sequence[JobView]) -> list[JobView]:
     """A schedule's runs among ``others``: the jobs whose owner reference names it."""
-    if not is_schedule(view):
+    if not runs_no_pods(view):
         return []
     runs = []
     for other in others:
@@ -214,18 +181,13 @@ __all__ = [
     "Link",
     "actions_for",
     "events_newest_last",
-    "is_schedule",
     "iso",
     "job_object",
     "job_row",
     "link_of",
     "manifest_problems",
     "operator_objects",
-    "ready_replicas",
     "replica_sort_key",
     "runs_of_schedule",
-    "short_replica_name",
-    "state_of",
     "suspended",
-    "total_replicas",
 ]

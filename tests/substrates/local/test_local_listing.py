@@ -22,6 +22,7 @@ from kubemill.api import Job, JobStatus, SparkApplicationStatus
 from kubemill.cli import views
 from kubemill.cli.quick import _parse, age_text, jobs_text
 from kubemill.kinds import load_one
+from kubemill.sdk import summary
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.store import DB_NAME, Store
@@ -155,8 +156,8 @@ def test_the_quick_table_is_the_table_rich_draws(
         3,
     )
     bad = backend.get("bad")
-    assert views.restarts(bad) > 0
-    assert (by_name["bad"].phase, by_name["bad"].restarts) == ("Failed", views.restarts(bad))
+    assert summary.restarts(bad) > 0
+    assert (by_name["bad"].phase, by_name["bad"].restarts) == ("Failed", summary.restarts(bad))
 
 
 def test_a_database_of_the_old_schema_is_migrated_and_lists_the_same(

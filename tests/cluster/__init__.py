@@ -1,0 +1,1 @@
+"""Tests against a real Kubernetes control plane (see conftest.py)."""
