@@ -199,9 +199,7 @@ def real_server(tmp: Path) -> Iterator[Server]:
                     resource += "/" + ref["subresource"]
                 code = event.get("responseStatus", {}).get("code", 0)
                 if event["verb"] in ("create", "update", "patch", "delete"):
-                    writes[
-                        resource.split("/")[0] if resource.endswith("/status") else resource
-                    ] += 1
+                    writes[resource] += 1
                 if code >= 400:
                     errors[f"{event['verb']} {resource} {code}"] += 1
             return writes, errors
