@@ -38,11 +38,21 @@ if $fast; then
     args=(-m "$markers" ${rest[@]+"${rest[@]}"})
 fi
 
-scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,dev,image,mars"
-
 # The real Kubernetes control plane tests/cluster runs against: built once per machine from Go
-# modules (several minutes the first time), then taken from its cache.
-echo "== kube control plane"; scripts/kube-control-plane.sh build >/dev/null
+# modules (about 10 minutes of CPU the first time), then taken from its cache. It builds
+# beside the setup, which mostly waits on downloads.
+kube_log=$(mktemp)
+scripts/kube-control-plane.sh build >"$kube_log" 2>&1 &
+kube_build=$!
+scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,dev,image,mars"
+echo "== kube control plane"
+if ! wait "$kube_build"; then
+    cat "$kube_log" >&2
+    echo "test: building the Kubernetes control plane failed (scripts/kube-control-plane.sh build)" >&2
+    exit 1
+fi
+grep -v '^/' "$kube_log" || true
+rm -f "$kube_log"
 
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"; ruff check src tests bench examples && ruff format --check src tests bench examples
