@@ -171,3 +171,41 @@ def test_a_scheduled_spark_application_runs_one_application_at_a_time(
     )
     # Its runs are owned by it: the real garbage collector takes them.
     eventually(lambda: not runs(), timeout=WAIT, what="the runs collected with their schedule")
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_mars_cluster_of_the_operator_is_ready_once_the_real_controllers_run_its_pods(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    manifest = yaml.safe_load((ROOT / "examples" / "mars-cluster.yaml").read_text())
+    path = f"/apis/kubemill.dev/v1/namespaces/{namespace}/marsclusters"
+    control_plane.request("POST", path, manifest)
+
+    def ready() -> dict[str, Any] | None:
+        job = control_plane.request("GET", f"{path}/mars-demo")
+        conditions = job.get("status", {}).get("conditions", [])
+        done = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        return job if done else None
+
+    # The Deployments become ReplicaSets and pods (the real controllers), the scheduler
+    # binds them, the node runs them ready; the NodePort is the real server's allocation.
+    job = eventually(ready, timeout=WAIT, what="the MarsCluster Ready")
+    services = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services")["items"]
+    node_ports = [
+        port["nodePort"]
+        for service in services
+        if service["spec"]["type"] == "NodePort"
+        for port in service["spec"]["ports"]
+    ]
+    assert job["status"]["endpoint"] == f"http://127.0.0.1:{node_ports[0]}"
+    assert job["status"]["readyReplicas"] == {"Supervisor": 1, "Worker": 2}
+    pods = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"ReplicaSet"}
+    control_plane.request("DELETE", f"{path}/mars-demo")
+    # Owned by the MarsCluster: the garbage collector takes the Deployments and their pods.
+    eventually(
+        lambda: not control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"],
+        timeout=WAIT,
+        what="its pods collected",
+    )
