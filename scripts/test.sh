@@ -6,13 +6,14 @@
 #   scripts/test.sh [--fast] [PYTEST ARGS...]
 #
 # --fast: the development lane. The same checks, and every test but those that run a real
-# engine, build or run a container image, or run the chaos test (the markers engine, image
-# and chaos of pyproject.toml). With -m EXPR as well, a test runs if it matches both.
+# engine, build or run a container image, run the chaos test or start the real control plane
+# (the markers engine, image, chaos and control_plane of pyproject.toml). With -m EXPR as
+# well, a test runs if it matches both.
 # CI (.ci/run) runs everything. Every other argument goes to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FAST_LANE="not engine and not image and not chaos"
+FAST_LANE="not engine and not image and not chaos and not control_plane"
 fast=false
 args=()
 while (($#)); do

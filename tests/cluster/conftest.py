@@ -25,6 +25,14 @@ from support.waiting import eventually
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here starts (or shares) the real control plane: `--fast` leaves them out."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.control_plane)
+
+
 @pytest.fixture(scope="session")
 def control_plane_bin() -> Path:
     return build(ROOT)
