@@ -191,3 +191,31 @@ def test_memory_counts_the_whole_process_tree(backend: LocalBackend, tmp_path: P
     backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
     master = finish(backend, "tree").replicas[0]
     assert (master.exit_code, master.reason) == (137, "OOMKilled")
+
+
+def test_memory_shared_by_the_processes_of_a_replica_counts_once(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """As a container's memory cgroup charges a page once: four processes mapping the same
+    96 MiB of shared memory use about 96 MiB, not four times that (summed resident sizes
+    would put them past the 200Mi limit and kill them)."""
+    program = (
+        "import mmap, os, time\n"
+        "shared = mmap.mmap(-1, 96 * 2**20)\n"
+        "shared.write(b'x' * len(shared))\n"
+        "children = []\n"
+        "for _ in range(3):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        total = sum(shared[i] for i in range(0, len(shared), 4096))\n"
+        "        time.sleep(1.5)\n"
+        "        os._exit(0 if total else 1)\n"
+        "    children.append(pid)\n"
+        "codes = [os.waitpid(pid, 0)[1] for pid in children]\n"
+        "raise SystemExit(max(codes))\n"
+    )
+    job = pytorch_job("shared", master=with_resources(program, {"limits": {"memory": "200Mi"}}))
+    backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
+    done = finish(backend, "shared")
+    master = done.replicas[0]
+    assert (done.phase, master.exit_code, master.reason) == ("Succeeded", 0, "Completed")

@@ -269,11 +269,25 @@ def marked(prefix: str, name: str = REPLICA_MARK) -> set[int]:
     return found
 
 
-def rss_bytes(pids: set[int]) -> int:
-    """Resident memory of ``pids`` together (``/proc/<pid>/statm``; gone ones count 0)."""
+def memory_bytes(pids: set[int]) -> int:
+    """Memory of ``pids`` together, each page counted once: the sum of their proportional
+    set sizes (``Pss`` of ``/proc/<pid>/smaps_rollup``), as a container's memory cgroup
+    charges a page once however many of its processes map it. Summed resident sizes would
+    count every shared page again in each process: a Mars worker's sub-pools and its plasma
+    store all map the same shared memory, and were killed as over a limit they were within.
+    Where ``smaps_rollup`` cannot be read, the resident size (``statm``) stands in; gone
+    processes count 0."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     for pid in pids:
+        try:
+            rollup = (_PROC / str(pid) / "smaps_rollup").read_text()
+        except OSError:
+            rollup = ""
+        pss = next((line for line in rollup.splitlines() if line.startswith("Pss:")), None)
+        if pss is not None:
+            total += int(pss.split()[1]) * 1024
+            continue
         try:
             fields = (_PROC / str(pid) / "statm").read_text().split()
         except OSError:

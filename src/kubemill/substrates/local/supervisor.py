@@ -142,7 +142,7 @@ class SupervisorOptions:
     resync_interval: float = 1.0
     """Reconcile at least this often even when nothing was observed to change."""
     memory_interval: float = 0.2
-    """How often the resident memory of replicas with a memory limit is measured."""
+    """How often the memory of replicas with a memory limit is measured."""
     start_limits: StartLimits | None = None
     """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
@@ -726,7 +726,7 @@ class Supervisor:
         self._strays = {p: k for p, k in self._strays.items() if procinfo.stat(p) is not None}
 
     def _watch_memory(self, now: float) -> None:
-        """OOMKill a replica whose processes' resident memory is past its limit.
+        """OOMKill a replica whose processes together use more memory than its limit.
 
         Its processes: the main one, everything below it, and its orphans (below the
         supervisor, with the replica's mark), read from ``/proc``.
@@ -748,11 +748,12 @@ class Supervisor:
         for pod in watched:
             assert pod.popen is not None and pod.spec.memory_limit is not None
             tree = {pod.popen.pid} | self._strays_of(pod)
-            used = procinfo.rss_bytes(tree)
+            used = procinfo.memory_bytes(tree)
             if used > pod.spec.memory_limit:
                 message = (
-                    f"{pod.spec.replica} used {used // 2**20}Mi of resident memory (its"
-                    f" processes together), over its limit of {pod.spec.memory_limit // 2**20}Mi"
+                    f"{pod.spec.replica} used {used // 2**20}Mi of memory (its processes"
+                    f" together, shared pages once), over its limit of"
+                    f" {pod.spec.memory_limit // 2**20}Mi"
                     " (resources.limits.memory)"
                 )
                 pod.oom_kill(message)
