@@ -19,6 +19,7 @@ from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, operator_r
 from kubemill.substrates.kubernetes.restarts import RESTARTS_ANNOTATION
 from support.control_plane import ControlPlane, absent
 from support.node import NodeStandIn
+from support.operator_jobs import pytorchjob, tfjob
 from support.real_operator import SERVICE_ACCOUNT, RealOperator, run_kubemill
 from support.waiting import eventually
 
@@ -26,61 +27,6 @@ pytestmark = pytest.mark.usefixtures("operator")
 
 WAIT = 60.0
 """Upper bound on the operator and the controllers acting: a hang guard."""
-
-
-def replica(count: int, container: str, policy: str = "OnFailure") -> dict[str, Any]:
-    return {
-        "replicas": count,
-        "restartPolicy": policy,
-        "template": {
-            "spec": {
-                "containers": [
-                    {"name": container, "image": "example:1", "command": ["python", "t.py"]}
-                ]
-            }
-        },
-    }
-
-
-def pytorchjob(
-    name: str,
-    *,
-    workers: int = 1,
-    run_policy: dict[str, Any] | None = None,
-    api_version: str = "kubemill.dev/v1",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "pytorchReplicaSpecs": {
-            "Master": replica(1, "pytorch"),
-            "Worker": replica(workers, "pytorch"),
-        }
-    }
-    if run_policy:
-        spec["runPolicy"] = run_policy
-    return {
-        "apiVersion": api_version,
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def tfjob(name: str, *, run_policy: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "tfReplicaSpecs": {
-            "Chief": replica(1, "tensorflow"),
-            "PS": replica(1, "tensorflow"),
-            "Worker": replica(2, "tensorflow"),
-        }
-    }
-    if run_policy:
-        spec["runPolicy"] = run_policy
-    return {
-        "apiVersion": "kubemill.dev/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 def pods(plane: ControlPlane, namespace: str, job: str) -> dict[str, dict[str, Any]]:
@@ -154,7 +100,7 @@ def test_a_tfjob_applied_by_kubectl_restarts_in_place_and_clean_pod_policy_runni
     control_plane: ControlPlane, node: NodeStandIn
 ) -> None:
     namespace = control_plane.new_namespace()
-    manifest = tfjob("ps", run_policy={"cleanPodPolicy": "Running", "backoffLimit": 3})
+    manifest = tfjob("ps", ps=1, run_policy={"cleanPodPolicy": "Running", "backoffLimit": 3})
     applied = control_plane.kubectl(
         "apply",
         "--server-side",

@@ -211,6 +211,8 @@ class ControlPlane:
         self.pki = Pki(self.dir / "pki")
         self.state_path = self.dir / "state.json"
         self.state: State | None = None
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        """What this object started (``down`` from another process has only the PIDs)."""
         if bin_dir is None:
             self.state = State(**json.loads(self.state_path.read_text()))
         else:
@@ -380,17 +382,26 @@ class ControlPlane:
         """Stop the recorded processes in the reverse order of their start, each by SIGTERM
         to its process group, then SIGKILL if it has not gone in 10 s; none survives."""
         assert self.state is not None
-        for pid in reversed(list(self.state.pids.values())):
+        for name, pid in reversed(list(self.state.pids.items())):
+            process = self._processes.get(name)
+
+            def running(process: subprocess.Popen[bytes] | None = process, pid: int = pid) -> bool:
+                # Started here: Popen knows (a child not yet exec'd shows our command line).
+                return process.poll() is None if process is not None else self._ours(pid)
+
             for sig, patience in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-                if not self._ours(pid):
+                if not running():
                     break
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, sig)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)  # not yet the leader of its own session
                 deadline = time.monotonic() + patience
-                while self._ours(pid) and time.monotonic() < deadline:
+                while running() and time.monotonic() < deadline:
                     time.sleep(0.02)
             self._reap(pid)
         self.state.pids = {}
+        self._processes = {}
         self._save()
 
     def alive(self) -> dict[str, int]:
@@ -483,6 +494,7 @@ class ControlPlane:
         )
         log.close()
         self.state.pids[name] = process.pid
+        self._processes[name] = process
         self._save()
 
     def log_tail(self, name: str, lines: int = 30) -> str:
@@ -633,8 +645,12 @@ class ControlPlane:
         last = ""
         while time.monotonic() < deadline:
             assert self.state is not None
-            for name in set(self.state.pids) - set(self.alive()):
-                raise RuntimeError(f"{name} exited:\n{self.log_tail(name)}")
+            # Popen, not /proc: a child not yet exec'd still shows this Python's command line.
+            for name, process in self._processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(
+                        f"{name} exited with {process.returncode}:\n{self.log_tail(name)}"
+                    )
             try:
                 if self.request("GET", "/readyz", timeout=5) == "ok":
                     return
