@@ -64,15 +64,15 @@ from kubemill.api import (
     SparkApplication,
     SparkApplicationType,
 )
-from kubemill.api.spark import (
+from kubemill.api.spark import SparkApplicationStatus
+from kubemill.api.spark_names import (
     DRIVER_CONTAINER,
     EXECUTOR_CONTAINER,
     MAX_NAME,
     UI_SERVICE_SUFFIX,
-    SparkApplicationStatus,
-    SparkRestartPolicyType,
-    memory_overhead_factor,
 )
+from kubemill.api.spark_pods import memory_overhead_factor
+from kubemill.api.spark_spec import SparkRestartPolicyType
 from kubemill.frameworks._common import PlanError, container_ports
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,

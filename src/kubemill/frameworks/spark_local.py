@@ -65,7 +65,7 @@ from kubemill.api import (
     RestartPolicy,
     SparkApplication,
 )
-from kubemill.api.spark import DEFAULT_CORES, DEFAULT_MEMORY, SparkPodSpec
+from kubemill.api.spark_spec import DEFAULT_CORES, DEFAULT_MEMORY, SparkPodSpec
 from kubemill.frameworks._common import env
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
