@@ -71,6 +71,14 @@ if TYPE_CHECKING:
         SparkApplication,
         SparkApplicationStatus,
     )
+    from kubemill.api.spark_argv import (
+        SparkMaster,
+        SparkSubmitError,
+        SubmitArguments,
+        parse_spark_master,
+        parse_spark_properties,
+        parse_submit_arguments,
+    )
     from kubemill.api.spark_scheduled import (
         SCHEDULEDSPARKAPPLICATION,
         ConcurrencyPolicy,
@@ -90,17 +98,7 @@ if TYPE_CHECKING:
         SparkRestartPolicy,
         SparkRestartPolicyType,
     )
-    from kubemill.api.spark_submit import (
-        SparkMaster,
-        SparkSubmit,
-        SparkSubmitError,
-        SubmitArguments,
-        parse_spark_master,
-        parse_spark_properties,
-        parse_spark_submit,
-        parse_submit_arguments,
-        submission_of,
-    )
+    from kubemill.api.spark_submit import SparkSubmit, parse_spark_submit, submission_of
     from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
@@ -206,6 +204,7 @@ if not TYPE_CHECKING:
             pytorch,
             runstates,
             spark,
+            spark_argv,
             spark_scheduled,
             spark_spec,
             spark_submit,
@@ -223,6 +222,7 @@ if not TYPE_CHECKING:
             pytorch,
             runstates,
             spark,
+            spark_argv,
             spark_scheduled,
             spark_spec,
             spark_submit,
