@@ -44,6 +44,10 @@ PROTOCOL_MODULES = (
 )
 KIND_API_MODULES = {
     "kubemill.api.spark",
+    "kubemill.api.spark_scheduled",
+    "kubemill.api.spark_spec",
+    "kubemill.api.spark_pods",
+    "kubemill.api.spark_validation",
     "kubemill.api.mars",
     "kubemill.api.tensorflow",
     "kubemill.api.pytorch",

@@ -14,7 +14,8 @@ from framework_networks import LoopbackNetwork
 from kubemill.api import SPARKAPPLICATION, DriverInfo, JobStatus, KindTable, SparkApplication
 from kubemill.api.loader import load_one
 from kubemill.frameworks import Plan, ReplicaPlan, StatusView
-from kubemill.frameworks.spark import DRIVER, PROPERTIES, UI_PORT, Spark
+from kubemill.frameworks.spark import Spark
+from kubemill.frameworks.spark_driver import DRIVER
 from kubemill.frameworks.spark_local import (
     EXAMPLES_NOTE,
     LOCAL_MASTER_ANNOTATION,
@@ -23,6 +24,7 @@ from kubemill.frameworks.spark_local import (
     local_plan,
     refusals,
 )
+from kubemill.frameworks.spark_wire import PROPERTIES, UI_PORT
 
 SEED = Path(__file__).parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION])

@@ -24,15 +24,9 @@ from kubemill.api import (
 )
 from kubemill.api.loader import load_one
 from kubemill.frameworks import ObservedPodView, Plan, StatusView, SuccessPolicy
-from kubemill.frameworks.spark import (
-    EXECUTOR_TEMPLATE,
-    PROPERTIES,
-    PYTHON_RUNNER,
-    Spark,
-    application_id,
-    driver_service_name,
-    spark_status,
-)
+from kubemill.frameworks.spark import Spark, spark_status
+from kubemill.frameworks.spark_driver import EXECUTOR_TEMPLATE, application_id, driver_service_name
+from kubemill.frameworks.spark_wire import PROPERTIES, PYTHON_RUNNER
 
 SEED = Path(__file__).parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION])

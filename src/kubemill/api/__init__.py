@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         RunPolicy,
         SchedulingPolicy,
     )
+    from kubemill.api.cron import CronError, CronSchedule, parse_cron
     from kubemill.api.errors import FieldError, ManifestError
     from kubemill.api.kinds import ApiVersion, ClusterOptions, KindApi, KindTable
     from kubemill.api.kube import (
@@ -63,42 +64,41 @@ if TYPE_CHECKING:
     from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
     from kubemill.api.runstates import ApplicationStateType
     from kubemill.api.spark import (
-        SCHEDULEDSPARKAPPLICATION,
-        SPARK_REPLICA_TYPES,
         SPARKAPPLICATION,
         ApplicationState,
-        ConcurrencyPolicy,
-        CronError,
-        CronSchedule,
-        DeployMode,
         DriverInfo,
-        DriverSpec,
-        ExecutorSpec,
         ExecutorState,
-        ScheduledSparkApplication,
-        ScheduledSparkApplicationSpec,
-        ScheduledSparkApplicationStatus,
-        ScheduleState,
         SparkApplication,
-        SparkApplicationSpec,
         SparkApplicationStatus,
-        SparkApplicationType,
-        SparkPodSpec,
-        SparkRestartPolicy,
-        SparkRestartPolicyType,
-        parse_cron,
     )
-    from kubemill.api.spark_submit import (
+    from kubemill.api.spark_argv import (
         SparkMaster,
-        SparkSubmit,
         SparkSubmitError,
         SubmitArguments,
         parse_spark_master,
         parse_spark_properties,
-        parse_spark_submit,
         parse_submit_arguments,
-        submission_of,
     )
+    from kubemill.api.spark_scheduled import (
+        SCHEDULEDSPARKAPPLICATION,
+        ConcurrencyPolicy,
+        ScheduledSparkApplication,
+        ScheduledSparkApplicationSpec,
+        ScheduledSparkApplicationStatus,
+        ScheduleState,
+    )
+    from kubemill.api.spark_spec import (
+        SPARK_REPLICA_TYPES,
+        DeployMode,
+        DriverSpec,
+        ExecutorSpec,
+        SparkApplicationSpec,
+        SparkApplicationType,
+        SparkPodSpec,
+        SparkRestartPolicy,
+        SparkRestartPolicyType,
+    )
+    from kubemill.api.spark_submit import SparkSubmit, parse_spark_submit, submission_of
     from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
@@ -195,6 +195,7 @@ if not TYPE_CHECKING:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from kubemill.api import (
             common,
+            cron,
             errors,
             kinds,
             kube,
@@ -203,12 +204,16 @@ if not TYPE_CHECKING:
             pytorch,
             runstates,
             spark,
+            spark_argv,
+            spark_scheduled,
+            spark_spec,
             spark_submit,
             tensorflow,
         )
 
         for module in (
             common,
+            cron,
             errors,
             kinds,
             kube,
@@ -217,6 +222,9 @@ if not TYPE_CHECKING:
             pytorch,
             runstates,
             spark,
+            spark_argv,
+            spark_scheduled,
+            spark_spec,
             spark_submit,
             tensorflow,
         ):

@@ -15,6 +15,16 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 
+def invalid(message: str, hint: str) -> PydanticCustomError:
+    """The error for a value a field cannot take, with our own final message and hint.
+
+    As :func:`refused`, the loader turns it into a field error at the field's path.
+    """
+    return PydanticCustomError(
+        "kubemill_invalid", message.replace("{", "{{").replace("}", "}}"), {"hint": hint}
+    )
+
+
 class KubeModel(BaseModel):
     """Base of all manifest models: camelCase aliases, unknown fields forbidden."""
 

@@ -1,8 +1,9 @@
 """Spark's fixed names and sizes, as plain values: no models.
 
-:mod:`kubemill.api.spark` (the SparkApplication models) re-exports them. They live apart so
-that ``kubemill spark-submit``'s fast path (:mod:`kubemill.cli.spark_fast`), which builds
-Spark's own cluster-mode objects from plain data, imports them without pydantic.
+The SparkApplication models (:mod:`kubemill.api.spark` and its spec, pods and validation
+modules) import them from here. They live apart so that ``kubemill spark-submit``'s fast
+path (:mod:`kubemill.cli.spark_fast`), which builds Spark's own cluster-mode objects from
+plain data, imports them without pydantic.
 """
 
 from __future__ import annotations

@@ -24,12 +24,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kubemill.api.spark_submit import (
-    SparkSubmitError,
-    SubmitArguments,
-    cluster_mode_of,
-    parse_spark_master,
-)
+from kubemill.api.spark_argv import SparkSubmitError, SubmitArguments, parse_spark_master
+from kubemill.api.spark_submit import cluster_mode_of
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
 from kubemill.cli.spark_fast import GRACE_CONF, WAIT_CONF, in_namespace

@@ -36,14 +36,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from kubemill.api.spark_submit import (
+from kubemill.api.spark_argv import (
     SparkSubmitError,
     SubmitArguments,
-    cluster_mode_of,
     parse_spark_master,
     parse_spark_properties,
     parse_submit_arguments,
 )
+from kubemill.api.spark_submit import cluster_mode_of
 from kubemill.frameworks.spark_cluster_mode import SPARK_VERSION, ClusterModeError, driver_objects
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client import spark_submit as client

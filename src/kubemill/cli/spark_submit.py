@@ -1,7 +1,7 @@
 """``kubemill spark-submit``: spark-submit's own command line, as a SparkApplication.
 
 The arguments reach this module untouched (the command takes no options of its own
-through typer) and are read by :mod:`kubemill.api.spark_submit`, as Spark reads them.
+through typer) and are read by :mod:`kubemill.api.spark_argv`, as Spark reads them.
 kubemill's own flags stand among the options, before the application file:
 ``--dry-run`` prints the SparkApplication as YAML and submits nothing.
 
@@ -36,14 +36,9 @@ from pathlib import Path
 import typer
 
 from kubemill.api import Job
+from kubemill.api.spark_argv import SparkSubmitError, parse_spark_properties, parse_submit_arguments
 from kubemill.api.spark_names import MAX_NAME, UI_SERVICE_SUFFIX
-from kubemill.api.spark_submit import (
-    SparkSubmit,
-    SparkSubmitError,
-    parse_spark_properties,
-    parse_submit_arguments,
-    submission_of,
-)
+from kubemill.api.spark_submit import SparkSubmit, submission_of
 from kubemill.cli import spark_cluster
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings, Substrate

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kubemill.api import ConditionType
-from kubemill.api.spark import ScheduledSparkApplicationStatus as ScheduledSparkStatus
+from kubemill.api.spark_scheduled import ScheduledSparkApplicationStatus as ScheduledSparkStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
 from kubemill.cli.quick import LAST_RUN, NONE, PHASE_STYLES, PIPE_WIDTH, age_text, last_run_text

@@ -56,7 +56,7 @@ from kubemill.api import (
     ScheduleState,
     parse_cron,
 )
-from kubemill.api.spark import SCHEDULED_APP_LABEL
+from kubemill.api.spark_scheduled import SCHEDULED_APP_LABEL
 from kubemill.core.controller import (
     ControllerAction,
     ControllerContext,

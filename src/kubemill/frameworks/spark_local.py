@@ -65,7 +65,8 @@ from kubemill.api import (
     RestartPolicy,
     SparkApplication,
 )
-from kubemill.api.spark import DEFAULT_CORES, DEFAULT_MEMORY, SparkPodSpec
+from kubemill.api.spark_names import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from kubemill.api.spark_spec import DEFAULT_CORES, DEFAULT_MEMORY, SparkPodSpec
 from kubemill.frameworks._common import env
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
@@ -81,19 +82,13 @@ from kubemill.frameworks.plan import (
     StatusView,
     replica_name,
 )
-from kubemill.frameworks.spark import (
+from kubemill.frameworks.spark_driver import DRIVER, EXECUTOR, conf_name, main_class, properties
+from kubemill.frameworks.spark_wire import (
     BLOCK_MANAGER_PORT,
     CONF_MOUNT_PATH,
-    DRIVER,
-    DRIVER_CONTAINER,
     DRIVER_PORT,
-    EXECUTOR,
-    EXECUTOR_CONTAINER,
     PROPERTIES,
     UI_PORT,
-    conf_name,
-    main_class,
-    properties,
     properties_text,
 )
 

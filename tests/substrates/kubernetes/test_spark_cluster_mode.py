@@ -16,13 +16,8 @@ from typing import Any
 
 import pytest
 
-from kubemill.api.spark_submit import (
-    ClusterMode,
-    SparkSubmitError,
-    cluster_mode_of,
-    parse_spark_properties,
-    parse_submit_arguments,
-)
+from kubemill.api.spark_argv import SparkSubmitError, parse_spark_properties, parse_submit_arguments
+from kubemill.api.spark_submit import ClusterMode, cluster_mode_of
 from kubemill.frameworks.spark_cluster_mode import (
     ClusterModeError,
     DriverObjects,

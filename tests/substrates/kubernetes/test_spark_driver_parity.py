@@ -25,12 +25,8 @@ from typing import Any
 import pytest
 
 from kubemill.api import SparkApplication
-from kubemill.api.spark_submit import (
-    cluster_mode_of,
-    parse_spark_properties,
-    parse_submit_arguments,
-    submission_of,
-)
+from kubemill.api.spark_argv import parse_spark_properties, parse_submit_arguments
+from kubemill.api.spark_submit import cluster_mode_of, submission_of
 from kubemill.frameworks.spark_cluster_mode import (
     SPARK_VERSION,
     Generated,

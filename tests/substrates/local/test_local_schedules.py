@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kubemill.api import ScheduledSparkApplication
-from kubemill.api.spark import SCHEDULED_APP_LABEL
+from kubemill.api.spark_scheduled import SCHEDULED_APP_LABEL
 from kubemill.core import unix_nanos
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
