@@ -8,7 +8,7 @@ from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
 from kubemill.api.spark import ScheduledSparkApplicationStatus
 from kubemill.kinds import is_controller
 from kubemill.substrates.base import JobView
-from kubemill.substrates.local.summary import READY_PHASES, schedule_phase
+from kubemill.substrates.local.summary import READY_PHASES, ProgressSummary, schedule_phase
 
 
 def short_replica_name(job_name: str, replica: str) -> str:
@@ -74,3 +74,13 @@ def web_ui(view: JobView) -> str:
     if isinstance(status, SparkApplicationStatus) and status.driver_info.web_ui_address:
         return f"http://{status.driver_info.web_ui_address}"
     return ""
+
+
+def progress(view: JobView) -> ProgressSummary | None:
+    """The program's progress reports (``status.trainerStatus``), None if it made none."""
+    shown = view.status.trainer_status
+    if shown is None:
+        return None
+    return ProgressSummary(
+        shown.progress_percentage, shown.step, shown.total, shown.estimated_remaining_seconds
+    )

@@ -98,6 +98,35 @@ def schedule_phase(state: str, *, suspended: bool) -> str:
 
 
 @dataclass(frozen=True)
+class ProgressSummary:
+    """What ``kubemill get`` shows of a job's ``status.trainerStatus``."""
+
+    percent: int | None
+    step: int | None
+    total: int | None
+    eta: int | None
+    """``estimatedRemainingSeconds``."""
+
+
+def progress_of(status: Mapping[str, Any]) -> ProgressSummary | None:
+    """A status's ``trainerStatus`` in its wire form, None if the job reported none."""
+    trainer = status.get("trainerStatus")
+    if not isinstance(trainer, Mapping):
+        return None
+
+    def number(key: str) -> int | None:
+        value = trainer.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return ProgressSummary(
+        number("progressPercentage"),
+        number("step"),
+        number("total"),
+        number("estimatedRemainingSeconds"),
+    )
+
+
+@dataclass(frozen=True)
 class JobSummary:
     """One line of ``kubemill get``."""
 
@@ -118,6 +147,9 @@ class JobSummary:
     """A schedule's ``status.lastRun`` (seconds since the epoch), None before its first."""
     last_run_name: str = ""
     """A schedule's ``status.lastRunName``."""
+    progress: ProgressSummary | None = None
+    """The program's progress reports (``status.trainerStatus``), None if it made none."""
+    finished: bool = False
 
 
 _QUERY = """
@@ -179,6 +211,8 @@ def read_summaries(
                 restarts,
                 created,
                 _endpoint(wire),
+                progress=progress_of(wire),
+                finished=bool(finished),
             )
             if SCHEDULE_STATE in wire:
                 schedule = _as_schedule(summary, wire, suspended=bool(suspend))

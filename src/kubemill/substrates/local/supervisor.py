@@ -116,6 +116,7 @@ from kubemill.substrates.local.network import (
     local_plan,
     replica_address,
 )
+from kubemill.substrates.local.progress import ProgressTail
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
 from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
 
@@ -272,6 +273,8 @@ class Supervisor:
         """Set once the supervisor has let go of the job (every replica stopped)."""
         self._exec: ExecService | None = None
         """``kubectl exec`` into the replicas (:mod:`.exec_service`), while the job runs."""
+        self._progress: ProgressTail | None = None
+        """The replicas' progress reports (:mod:`.progress`), read on every loop."""
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -338,6 +341,7 @@ class Supervisor:
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
         self.children = written_file_sets(rec.files_dir)
+        self._follow_progress(self._prepared.ctx.progress_dir)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -353,6 +357,22 @@ class Supervisor:
                 uid=self.uid,
             )
             self._exec.start()
+
+    def _follow_progress(self, directory: str) -> None:
+        if not directory:
+            return
+        Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+        def on_bad(replica: str, why: str) -> None:
+            self.store.add_event(
+                self.uid,
+                type="Warning",
+                reason="BadProgressReport",
+                message=f"{replica}: a progress report was skipped ({why}); later ones count"
+                " (this is said once per replica, the supervisor's log has every one)",
+            )
+
+        self._progress = ProgressTail(Path(directory), on_bad=on_bad)
 
     @property
     def _files_root(self) -> Path:
@@ -588,7 +608,10 @@ class Supervisor:
             rep = self.prepared.plan.replica(name)
             pods.append(pod.observed(rep.replica_type, rep.index))
         children = tuple(ObservedChild(k, n, d) for (k, n), d in sorted(self.children.items()))
-        return Observed(pods=tuple(pods), pod_group=self.pod_group, children=children)
+        progress = self._progress.poll() if self._progress is not None else ()
+        return Observed(
+            pods=tuple(pods), pod_group=self.pod_group, children=children, progress=progress
+        )
 
     def _requests(self, now: float) -> str | None:
         """Take in what was asked: ``delete`` is returned; a stop request, suspend and

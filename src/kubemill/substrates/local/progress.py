@@ -1,0 +1,170 @@
+"""Reading a local job's progress reports: the supervisor's tail and the dashboard's history.
+
+Each replica appends reports to ``<job dir>/progress/<replica>.jsonl`` (its
+``KUBEMILL_PROGRESS_FILE``; the protocol is :mod:`kubemill.progress`'s). Why a file: it
+needs nothing of the program but an append (no socket, no kubemill in its image), it
+survives the supervisor, and it is the job's metric history for the dashboard's plot,
+kept with the job's logs until ``delete``.
+
+:class:`ProgressTail` is the supervisor's reader: on every loop it reads what was
+appended since (bounded per call), keeps each replica's latest report and the origin of
+its speed, and hands them to the core as :class:`~kubemill.core.ObservedProgress`. A
+line that breaks the protocol is skipped with a warning in the supervisor's log and
+one ``BadProgressReport`` event per replica; the reports around it count as usual.
+:func:`history` reads a replica's whole file for a plot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubemill.core import ObservedProgress
+from kubemill.progress import MAX_LINE, BadReport, parse_line
+
+log = logging.getLogger("kubemill.local.progress")
+
+READ_LIMIT = 1 << 20
+"""Bytes read from one file per call: a program that reports madly cannot stall the loop."""
+HISTORY_POINTS = 2000
+"""The most points :func:`history` returns per replica (evenly thinned beyond that)."""
+
+
+@dataclass
+class _File:
+    """What has been read of one replica's progress file."""
+
+    offset: int = 0
+    partial: bytes = b""
+    skipping: bool = False
+    """Inside a line longer than :data:`~kubemill.progress.MAX_LINE`: dropped to its end."""
+    latest: ObservedProgress | None = None
+    origin: tuple[datetime, int] | None = None
+    warned: bool = False
+
+
+def _when(report: dict[str, Any], read_at: float) -> datetime:
+    moment = report["time"] if report["time"] is not None else read_at
+    return datetime.fromtimestamp(moment, UTC)
+
+
+def _lines(data: bytes, state: _File) -> Iterator[bytes]:
+    """Complete lines of ``data`` after what was left over; an over-long line yields one
+    over-long marker so it is reported, then is skipped to its end."""
+    buffer = state.partial + data
+    *complete, state.partial = buffer.split(b"\n")
+    for line in complete:
+        if state.skipping:
+            state.skipping = False
+            continue
+        yield line
+    if len(state.partial) > MAX_LINE:
+        yield state.partial
+        state.partial, state.skipping = b"", True
+
+
+@dataclass
+class ProgressTail:
+    """The supervisor's incremental reader of one job's progress files."""
+
+    directory: Path
+    on_bad: Callable[[str, str], None] = lambda replica, why: None
+    """Called once per replica with its first bad line's reason (the supervisor records an
+    event); every bad line is logged anyway."""
+    _files: dict[str, _File] = field(default_factory=dict)
+
+    def poll(self) -> tuple[ObservedProgress, ...]:
+        """Read what was appended since the last call; each replica's latest report."""
+        try:
+            entries = sorted(self.directory.glob("*.jsonl"))
+        except OSError:
+            entries = []
+        for path in entries:
+            self._read(path.stem, path)
+        return tuple(f.latest for _, f in sorted(self._files.items()) if f.latest is not None)
+
+    def _read(self, replica: str, path: Path) -> None:
+        state = self._files.setdefault(replica, _File())
+        try:
+            with path.open("rb") as stream:
+                if os.fstat(stream.fileno()).st_size < state.offset:
+                    state.offset, state.partial = 0, b""  # truncated: read it again
+                stream.seek(state.offset)
+                data = stream.read(READ_LIMIT)
+        except OSError:
+            return
+        if not data:
+            return
+        state.offset += len(data)
+        read_at = time.time()
+        for line in _lines(data, state):
+            if not line.strip():
+                continue
+            try:
+                report = parse_line(line)
+            except BadReport as exc:
+                self._bad(replica, path, state, str(exc))
+                continue
+            self._take(replica, state, report, read_at)
+
+    def _take(self, replica: str, state: _File, report: dict[str, Any], read_at: float) -> None:
+        when = _when(report, read_at)
+        step = report["step"]
+        previous = state.latest
+        # A lower step is a new run of the program (a restart): its speed starts again.
+        if step is not None and (
+            state.origin is None
+            or (previous is not None and previous.step is not None and step < previous.step)
+        ):
+            state.origin = (when, step)
+        state.latest = ObservedProgress(
+            pod=replica,
+            time=when,
+            step=step,
+            total=report["total"],
+            metrics=tuple(sorted(report["metrics"].items())),
+            origin=state.origin,
+        )
+
+    def _bad(self, replica: str, path: Path, state: _File, why: str) -> None:
+        log.warning("%s: a progress report was skipped: %s", path, why)
+        if not state.warned:
+            state.warned = True
+            self.on_bad(replica, why)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One report of a replica, for a plot."""
+
+    time: float
+    step: int | None
+    metrics: dict[str, float]
+
+
+def history(path: Path, *, limit: int = HISTORY_POINTS) -> list[Point]:
+    """Every valid report in one replica's progress file, in order (bad lines skipped),
+    thinned evenly to at most ``limit`` points (the first and last kept)."""
+    points: list[Point] = []
+    try:
+        stream = path.open("rb")
+    except OSError:
+        return points
+    with stream:
+        for line in stream:
+            try:
+                report = parse_line(line.rstrip(b"\n"))
+            except BadReport:
+                continue
+            moment = report["time"] if report["time"] is not None else 0.0
+            points.append(Point(moment, report["step"], report["metrics"]))
+    if len(points) <= limit:
+        return points
+    stride = (len(points) - 1) / (limit - 1)
+    return [points[round(i * stride)] for i in range(limit)]
