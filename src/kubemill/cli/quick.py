@@ -23,7 +23,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kubemill.substrates.local.summary import JobSummary, ProgressSummary, read_summaries
+from kubemill.substrates.local.summary import (
+    JobSummary,
+    ProgressSummary,
+    eta_text,
+    progress_text,
+    read_summaries,
+)
 
 HEADERS = ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE")
 GAP = 3
@@ -136,29 +142,6 @@ are jobs of their own, listed beside it)."""
 
 PROGRESS_HEADERS = ("PROGRESS", "ETA")
 """The columns of a program's progress reports, shown when a listed job has reported."""
-
-
-def progress_text(percent: int | None, step: int | None, total: int | None) -> str:
-    """``45%``; ``step 3`` without a total; ``-`` before any report."""
-    if percent is not None:
-        return f"{percent}%"
-    if step is not None:
-        return f"step {step}" if total is None else f"{step}/{total}"
-    return NONE
-
-
-def eta_text(seconds: int | None, *, finished: bool) -> str:
-    """The estimated time left: ``42s``, ``5m10s``, ``3h05m``, ``2d04h``; ``-`` when
-    unknown or once the job has finished (the estimate was of a run that is over)."""
-    if seconds is None or finished:
-        return NONE
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
 def last_run_text(name: str, ago: str, *, schedule: bool) -> str:

@@ -8,7 +8,13 @@ from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
 from kubemill.api.spark import ScheduledSparkApplicationStatus
 from kubemill.kinds import is_controller
 from kubemill.substrates.base import JobView
-from kubemill.substrates.local.summary import READY_PHASES, ProgressSummary, schedule_phase
+from kubemill.substrates.local.summary import (
+    READY_PHASES,
+    ProgressSummary,
+    eta_text,
+    progress_text,
+    schedule_phase,
+)
 
 
 def short_replica_name(job_name: str, replica: str) -> str:
@@ -83,4 +89,15 @@ def progress(view: JobView) -> ProgressSummary | None:
         return None
     return ProgressSummary(
         shown.progress_percentage, shown.step, shown.total, shown.estimated_remaining_seconds
+    )
+
+
+def progress_words(view: JobView) -> tuple[str, str]:
+    """PROGRESS and ETA as every table words them (``45%``, ``2m10s``; ``-`` unknown)."""
+    shown = progress(view)
+    if shown is None:
+        return progress_text(None, None, None), eta_text(None, finished=view.finished)
+    return (
+        progress_text(shown.percent, shown.step, shown.total),
+        eta_text(shown.eta, finished=view.finished),
     )

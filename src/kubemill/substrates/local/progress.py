@@ -27,6 +27,7 @@ from typing import Any
 
 from kubemill.core import ObservedProgress
 from kubemill.progress import MAX_LINE, BadReport, parse_line
+from kubemill.substrates.base import ProgressPoint
 
 log = logging.getLogger("kubemill.local.progress")
 
@@ -139,19 +140,10 @@ class ProgressTail:
             self.on_bad(replica, why)
 
 
-@dataclass(frozen=True)
-class Point:
-    """One report of a replica, for a plot."""
-
-    time: float
-    step: int | None
-    metrics: dict[str, float]
-
-
-def history(path: Path, *, limit: int = HISTORY_POINTS) -> list[Point]:
+def history(path: Path, *, limit: int = HISTORY_POINTS) -> list[ProgressPoint]:
     """Every valid report in one replica's progress file, in order (bad lines skipped),
     thinned evenly to at most ``limit`` points (the first and last kept)."""
-    points: list[Point] = []
+    points: list[ProgressPoint] = []
     try:
         stream = path.open("rb")
     except OSError:
@@ -162,8 +154,7 @@ def history(path: Path, *, limit: int = HISTORY_POINTS) -> list[Point]:
                 report = parse_line(line.rstrip(b"\n"))
             except BadReport:
                 continue
-            moment = report["time"] if report["time"] is not None else 0.0
-            points.append(Point(moment, report["step"], report["metrics"]))
+            points.append(ProgressPoint(report["time"], report["step"], report["metrics"]))
     if len(points) <= limit:
         return points
     stride = (len(points) - 1) / (limit - 1)

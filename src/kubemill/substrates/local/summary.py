@@ -126,6 +126,33 @@ def progress_of(status: Mapping[str, Any]) -> ProgressSummary | None:
     )
 
 
+NOT_KNOWN = "-"
+"""A progress cell with nothing to show (every table's ``-``)."""
+
+
+def progress_text(percent: int | None, step: int | None, total: int | None) -> str:
+    """``45%``; ``step 3`` without a total; ``-`` before any report."""
+    if percent is not None:
+        return f"{percent}%"
+    if step is not None:
+        return f"step {step}" if total is None else f"{step}/{total}"
+    return NOT_KNOWN
+
+
+def eta_text(seconds: int | None, *, finished: bool) -> str:
+    """The estimated time left: ``42s``, ``5m10s``, ``3h05m``, ``2d04h``; ``-`` when
+    unknown or once the job has finished (the estimate was of a run that is over)."""
+    if seconds is None or finished:
+        return NOT_KNOWN
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
 @dataclass(frozen=True)
 class JobSummary:
     """One line of ``kubemill get``."""
