@@ -17,10 +17,11 @@ from local_support import container, pytorch_job
 
 from kubemill.cli import views
 from kubemill.cli.quick import age_text, jobs_text
+from kubemill.progress import MAX_LINE
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend
-from kubemill.substrates.local.progress import history
+from kubemill.substrates.local.progress import ProgressTail, history
 from kubemill.substrates.local.summary import read_summaries
 from support.waiting import eventually
 
@@ -177,3 +178,38 @@ def test_a_malformed_report_is_skipped_with_a_warning_and_loses_nothing_else(
     # The bad lines are skipped in the plot's history too.
     points = history(Path(done_dir(backend, "garbled")) / "garbled-master-0.jsonl")
     assert [p.step for p in points] == [1, 3]
+
+
+def test_the_tail_reads_whole_lines_only_and_a_lower_step_restarts_the_speed(
+    tmp_path: Path,
+) -> None:
+    bad: list[tuple[str, str]] = []
+    tail = ProgressTail(tmp_path, on_bad=lambda replica, why: bad.append((replica, why)))
+    path = tmp_path / "j-master-0.jsonl"
+    assert tail.poll() == ()
+    with path.open("ab") as out:
+        out.write(b'{"step": 1, "total": 9, "time": 100, "loss": 2}\n{"step": 2, "ti')
+    (first,) = tail.poll()
+    assert (first.step, first.origin) == (1, (first.time, 1))
+    with path.open("ab") as out:
+        # The rest of the half-written line, an over-long line, then a restarted program.
+        out.write(b'me": 110, "loss": 1}\n' + b"x" * (MAX_LINE + 10) + b"\n")
+        out.write(b'{"step": 0, "total": 9, "time": 200}\n{"step": 3, "total": 9, "time": 230}\n')
+    (latest,) = tail.poll()
+    assert latest.step == 3 and latest.origin is not None
+    # The speed is measured from the restart (step 0 at 200 s): 3 steps in 30 s.
+    assert latest.origin[1] == 0 and (latest.time - latest.origin[0]).total_seconds() == 30
+    assert [replica for replica, _ in bad] == ["j-master-0"]
+    assert tail.poll() == (latest,)  # nothing new: the same report
+
+
+def test_history_reads_the_end_of_a_long_file_and_thins_it(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(
+        "".join(json.dumps({"step": i, "loss": 1 / (i + 1)}) + "\n" for i in range(5000))
+    )
+    thinned = history(path, limit=100)
+    assert len(thinned) == 100 and thinned[0].step == 0 and thinned[-1].step == 4999
+    tail_only = history(path, most=1000)
+    steps = [p.step for p in tail_only]
+    assert steps[-1] == 4999 and steps == list(range(steps[0], 5000)) and steps[0] > 4900

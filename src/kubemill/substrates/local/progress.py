@@ -31,10 +31,15 @@ from kubemill.substrates.base import ProgressPoint
 
 log = logging.getLogger("kubemill.local.progress")
 
+SUFFIX = ".jsonl"
+"""A progress file's name: the replica's name and this."""
 READ_LIMIT = 1 << 20
 """Bytes read from one file per call: a program that reports madly cannot stall the loop."""
 HISTORY_POINTS = 2000
 """The most points :func:`history` returns per replica (evenly thinned beyond that)."""
+HISTORY_BYTES = 4 << 20
+"""The most of a progress file :func:`history` reads: its end (some 60,000 reports), so a
+page following a long run that reports every step stays cheap."""
 
 
 @dataclass
@@ -81,21 +86,29 @@ class ProgressTail:
     _files: dict[str, _File] = field(default_factory=dict)
 
     def poll(self) -> tuple[ObservedProgress, ...]:
-        """Read what was appended since the last call; each replica's latest report."""
+        """Read what was appended since the last call; each replica's latest report.
+
+        One ``stat`` per file; only a file that changed size is opened."""
         try:
-            entries = sorted(self.directory.glob("*.jsonl"))
+            with os.scandir(self.directory) as listing:
+                sizes = {
+                    entry.name.removesuffix(SUFFIX): entry.stat().st_size
+                    for entry in listing
+                    if entry.name.endswith(SUFFIX) and entry.is_file()
+                }
         except OSError:
-            entries = []
-        for path in entries:
-            self._read(path.stem, path)
+            sizes = {}
+        for replica, size in sorted(sizes.items()):
+            state = self._files.setdefault(replica, _File())
+            if size != state.offset:
+                self._read(replica, self.directory / f"{replica}{SUFFIX}", state, size)
         return tuple(f.latest for _, f in sorted(self._files.items()) if f.latest is not None)
 
-    def _read(self, replica: str, path: Path) -> None:
-        state = self._files.setdefault(replica, _File())
+    def _read(self, replica: str, path: Path, state: _File, size: int) -> None:
+        if size < state.offset:
+            state.offset, state.partial = 0, b""  # truncated: read it again
         try:
             with path.open("rb") as stream:
-                if os.fstat(stream.fileno()).st_size < state.offset:
-                    state.offset, state.partial = 0, b""  # truncated: read it again
                 stream.seek(state.offset)
                 data = stream.read(READ_LIMIT)
         except OSError:
@@ -140,15 +153,22 @@ class ProgressTail:
             self.on_bad(replica, why)
 
 
-def history(path: Path, *, limit: int = HISTORY_POINTS) -> list[ProgressPoint]:
-    """Every valid report in one replica's progress file, in order (bad lines skipped),
-    thinned evenly to at most ``limit`` points (the first and last kept)."""
+def history(
+    path: Path, *, limit: int = HISTORY_POINTS, most: int = HISTORY_BYTES
+) -> list[ProgressPoint]:
+    """The valid reports in one replica's progress file, in order (bad lines skipped): all
+    of them, or those in its last ``most`` bytes; thinned evenly to at most ``limit``
+    points (the first and last kept)."""
     points: list[ProgressPoint] = []
     try:
         stream = path.open("rb")
     except OSError:
         return points
     with stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > most:
+            stream.seek(size - most)
+            stream.readline()  # the rest of a line that began before: not a whole report
         for line in stream:
             try:
                 report = parse_line(line.rstrip(b"\n"))

@@ -87,7 +87,9 @@ from kubemill.core import (
     Halt,
     Observed,
     ObservedChild,
+    ObservedPod,
     ObservedPodGroup,
+    ObservedProgress,
     ReconcileOptions,
     RecordEvent,
     WriteFiles,
@@ -144,6 +146,9 @@ class SupervisorOptions:
     """Reconcile at least this often even when nothing was observed to change."""
     memory_interval: float = 0.2
     """How often the resident memory of replicas with a memory limit is measured."""
+    progress_interval: float = 0.2
+    """How often the replicas' progress files are looked at (and whenever a replica's
+    state changes, so that a program's last report is read before its exit is judged)."""
     start_limits: StartLimits | None = None
     """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
@@ -274,7 +279,9 @@ class Supervisor:
         self._exec: ExecService | None = None
         """``kubectl exec`` into the replicas (:mod:`.exec_service`), while the job runs."""
         self._progress: ProgressTail | None = None
-        """The replicas' progress reports (:mod:`.progress`), read on every loop."""
+        """The replicas' progress reports (:mod:`.progress`)."""
+        self._reports: tuple[ObservedProgress, ...] = ()
+        self._next_progress_check = 0.0
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -608,10 +615,22 @@ class Supervisor:
             rep = self.prepared.plan.replica(name)
             pods.append(pod.observed(rep.replica_type, rep.index))
         children = tuple(ObservedChild(k, n, d) for (k, n), d in sorted(self.children.items()))
-        progress = self._progress.poll() if self._progress is not None else ()
         return Observed(
-            pods=tuple(pods), pod_group=self.pod_group, children=children, progress=progress
+            pods=tuple(pods),
+            pod_group=self.pod_group,
+            children=children,
+            progress=self._read_progress(tuple(pods)),
         )
+
+    def _read_progress(self, pods: tuple[ObservedPod, ...]) -> tuple[ObservedProgress, ...]:
+        """The replicas' latest reports: read every ``progress_interval``, and at once when
+        a pod changed (an exit is judged with everything its program reported before)."""
+        now = time.monotonic()
+        changed = self._last_observed is None or self._last_observed.pods != pods
+        if self._progress is not None and (changed or now >= self._next_progress_check):
+            self._next_progress_check = now + self.options.progress_interval
+            self._reports = self._progress.poll()
+        return self._reports
 
     def _requests(self, now: float) -> str | None:
         """Take in what was asked: ``delete`` is returned; a stop request, suspend and
