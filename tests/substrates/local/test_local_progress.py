@@ -8,8 +8,9 @@ states, never on durations.
 
 from __future__ import annotations
 
+import itertools
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ from local_support import container, pytorch_job
 
 from kubemill.cli import views
 from kubemill.cli.quick import age_text, jobs_text
+from kubemill.core import ReconcileOptions
 from kubemill.progress import MAX_LINE
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import SubmitOptions
-from kubemill.substrates.local import LocalBackend
+from kubemill.substrates.local import LocalBackend, SupervisorOptions
 from kubemill.substrates.local.progress import ProgressTail, history
 from kubemill.substrates.local.summary import read_summaries
 from support.waiting import eventually
@@ -213,3 +215,48 @@ def test_history_reads_the_end_of_a_long_file_and_thins_it(tmp_path: Path) -> No
     tail_only = history(path, most=1000)
     steps = [p.step for p in tail_only]
     assert steps[-1] == 4999 and steps == list(range(steps[0], 5000)) and steps[0] > 4900
+
+
+def test_a_program_reporting_every_few_milliseconds_gets_bounded_status_writes(
+    isolated: Path, tmp_path: Path
+) -> None:
+    """Three hundred reports, 5 ms apart: every status write the test sees is at least the
+    interval after the one before (the times are the core's, recorded with each write),
+    and the last report is the one the finished job keeps."""
+    interval = timedelta(seconds=0.5)
+    local = LocalBackend(
+        isolated / "rate-state",
+        supervisor_options=SupervisorOptions(
+            reconcile=ReconcileOptions(progress_interval=interval)
+        ),
+    )
+    code = (
+        "import kubemill, time\n"
+        "for step in range(1, 301):\n"
+        "    kubemill.report(step=step, total=300, loss=1 / step)\n"
+        "    time.sleep(0.005)\n"
+    )
+    # In this process: the supervisor runs with these options.
+    options = SubmitOptions(detach=False, base_dir=str(tmp_path))
+    local.submit(pytorch_job("chatty", master=code), options)
+    written: dict[datetime, int | None] = {}
+
+    def finished() -> bool:
+        view = local.get("chatty")
+        shown = view.status.trainer_status
+        if shown is not None and shown.last_updated_time is not None:
+            written[shown.last_updated_time] = shown.step
+        return view.finished
+
+    eventually(finished, "chatty finished", interval=0.01)
+    try:
+        final = local.get("chatty").status.trainer_status
+        assert final is not None and final.step == 300
+        times = sorted(written)
+        assert len(times) >= 3, written  # the reports span more than two intervals
+        # The end writes at once; every earlier write waited for its interval.
+        gaps = [b - a for a, b in itertools.pairwise(times[:-1])]
+        assert all(gap >= interval for gap in gaps), gaps
+        assert written[times[-1]] == 300
+    finally:
+        local.delete("chatty")
