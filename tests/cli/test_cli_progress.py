@@ -46,5 +46,9 @@ def test_get_shows_progress_and_eta_while_a_job_reports(kubemill: Kubemill, tmp_
     assert isinstance(status, dict)
     assert status["trainerStatus"]["estimatedRemainingSeconds"] == 20
 
+    described = kubemill("describe", "halfway", check=True).stdout
+    assert "Progress:" in described and "50%, ETA 20s" in described
+    assert "Metrics:" in described and "loss=0.5" in described
+
     (tmp_path / "finish").touch()
     eventually(lambda: row_of(kubemill("get", check=True).stdout, "halfway")[2] == "Succeeded")

@@ -37,6 +37,7 @@ from kubemill.sdk.summary import (
     endpoint,
     has_schedule_columns,
     progress,
+    progress_words,
     ready_replicas,
     restarts,
     runs_no_pods,
@@ -232,6 +233,13 @@ def describe_view(view: JobView, events: Sequence[EventRecord]) -> RenderableTyp
     fields.add_row("Completion Time:", _when(status.completion_time))
     if web_ui(view):
         fields.add_row("Web UI:", web_ui(view))
+    trainer = status.trainer_status
+    if trainer is not None:
+        done, left = progress_words(view)
+        metrics = " ".join(f"{m.name}={m.value}" for m in trainer.metrics)
+        fields.add_row("Progress:", f"{done}, ETA {left} ({_when(trainer.last_updated_time)})")
+        if metrics:
+            fields.add_row("Metrics:", metrics)
     policy = view.job.run_policy
     fields.add_row(
         "Run Policy:",
