@@ -18,8 +18,12 @@ whose image has no kubemill can copy it, or write the protocol itself:
 - any other key: a metric, a finite number (``"loss": 0.25``); at most
   :data:`MAX_METRICS` of them, names of at most :data:`MAX_NAME` characters.
 
-For instance, from a shell: ``echo '{"step": 3, "total": 10, "loss": 0.41}' >>
-"$KUBEMILL_PROGRESS_FILE"``. A line is written whole with one ``write`` in append mode, so
+A report updates what it names: what it leaves out keeps its last value (give ``total``
+once, report the loss every epoch and the step every batch). For instance, from a shell::
+
+    echo '{"step": 3, "total": 10, "loss": 0.41}' >> "$KUBEMILL_PROGRESS_FILE"
+
+A line is written whole with one ``write`` in append mode, so
 lines of concurrent writers never interleave. A line that is not such an object (or longer
 than :data:`MAX_LINE` bytes) is skipped with a warning, and the reports before and after it
 count as usual. Without the variable (not run by kubemill) :func:`report` does nothing.

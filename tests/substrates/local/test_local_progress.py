@@ -203,6 +203,13 @@ def test_the_tail_reads_whole_lines_only_and_a_lower_step_restarts_the_speed(
     assert latest.origin[1] == 0 and (latest.time - latest.origin[0]).total_seconds() == 30
     assert [replica for replica, _ in bad] == ["j-master-0"]
     assert tail.poll() == (latest,)  # nothing new: the same report
+    # A report updates what it names: the total and the loss are kept from earlier ones.
+    assert (latest.total, latest.metrics) == (9, (("loss", 1.0),))
+    with path.open("ab") as out:
+        out.write(b'{"accuracy": 0.5}\n')
+    (merged,) = tail.poll()
+    assert (merged.step, merged.total) == (3, 9)
+    assert merged.metrics == (("accuracy", 0.5), ("loss", 1.0))
 
 
 def test_history_reads_the_end_of_a_long_file_and_thins_it(tmp_path: Path) -> None:

@@ -128,21 +128,25 @@ class ProgressTail:
             self._take(replica, state, report, read_at)
 
     def _take(self, replica: str, state: _File, report: dict[str, Any], read_at: float) -> None:
+        """A report updates what it names; what it leaves out keeps its last value (a
+        program may give ``total`` once, or report its loss less often than its step)."""
         when = _when(report, read_at)
-        step = report["step"]
         previous = state.latest
+        step = report["step"]
         # A lower step is a new run of the program (a restart): its speed starts again.
         if step is not None and (
             state.origin is None
             or (previous is not None and previous.step is not None and step < previous.step)
         ):
             state.origin = (when, step)
+        metrics = dict(previous.metrics) if previous is not None else {}
+        metrics.update(report["metrics"])
         state.latest = ObservedProgress(
             pod=replica,
             time=when,
-            step=step,
-            total=report["total"],
-            metrics=tuple(sorted(report["metrics"].items())),
+            step=step if step is not None or previous is None else previous.step,
+            total=report["total"] or (previous.total if previous is not None else None),
+            metrics=tuple(sorted(metrics.items())),
             origin=state.origin,
         )
 
