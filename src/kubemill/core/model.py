@@ -118,7 +118,7 @@ class ObservedProgress:
     pod: str
     """The replica's pod name (the Plan's replica name)."""
     time: datetime
-    """When the report was made (the program's clock, or the reader's)."""
+    """When the step shown was reported (the program's clock, or the reader's)."""
     step: int | None = None
     total: int | None = None
     metrics: tuple[tuple[str, float], ...] = ()

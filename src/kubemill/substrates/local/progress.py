@@ -141,10 +141,12 @@ class ProgressTail:
             state.origin = (when, step)
         metrics = dict(previous.metrics) if previous is not None else {}
         metrics.update(report["metrics"])
+        carried = step is None and previous is not None
         state.latest = ObservedProgress(
             pod=replica,
-            time=when,
-            step=step if step is not None or previous is None else previous.step,
+            # The ETA's speed is of steps: a report without one leaves the step's time.
+            time=previous.time if carried and previous is not None else when,
+            step=previous.step if carried and previous is not None else step,
             total=report["total"] or (previous.total if previous is not None else None),
             metrics=tuple(sorted(metrics.items())),
             origin=state.origin,
