@@ -16,6 +16,7 @@ one ``BadProgressReport`` event per replica; the reports around it count as usua
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from kubemill.core import ObservedProgress
 from kubemill.progress import MAX_LINE, BadReport, parse_line
@@ -164,24 +165,44 @@ def history(
 ) -> list[ProgressPoint]:
     """The valid reports in one replica's progress file, in order (bad lines skipped): all
     of them, or those in its last ``most`` bytes; thinned evenly to at most ``limit``
-    points (the first and last kept)."""
-    points: list[ProgressPoint] = []
+    points (the first and last kept).
+
+    A file unchanged since it was last read (same inode, size and modification time: a
+    finished job's, an idle one's) is not parsed again: a dashboard page asks every poll."""
     try:
-        stream = path.open("rb")
+        seen = path.stat()
     except OSError:
-        return points
-    with stream:
-        size = os.fstat(stream.fileno()).st_size
-        if size > most:
-            stream.seek(size - most)
-            stream.readline()  # the rest of a line that began before: not a whole report
-        for line in stream:
-            try:
-                report = parse_line(line.rstrip(b"\n"))
-            except BadReport:
-                continue
-            points.append(ProgressPoint(report["time"], report["step"], report["metrics"]))
+        return []
+    version = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+    return list(_history(str(path), version, limit, most))
+
+
+@functools.lru_cache(maxsize=32)
+def _history(
+    path: str, version: tuple[int, int, int], limit: int, most: int
+) -> tuple[ProgressPoint, ...]:
+    del version  # only part of the cache's key
+    try:
+        with Path(path).open("rb") as stream:
+            points = _points(stream, most)
+    except OSError:
+        return ()
     if len(points) <= limit:
-        return points
+        return tuple(points)
     stride = (len(points) - 1) / (limit - 1)
-    return [points[round(i * stride)] for i in range(limit)]
+    return tuple(points[round(i * stride)] for i in range(limit))
+
+
+def _points(stream: BinaryIO, most: int) -> list[ProgressPoint]:
+    points: list[ProgressPoint] = []
+    size = os.fstat(stream.fileno()).st_size
+    if size > most:
+        stream.seek(size - most)
+        stream.readline()  # the rest of a line that began before: not a whole report
+    for line in stream:
+        try:
+            report = parse_line(line.rstrip(b"\n"))
+        except BadReport:
+            continue
+        points.append(ProgressPoint(report["time"], report["step"], report["metrics"]))
+    return points
