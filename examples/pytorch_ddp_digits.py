@@ -8,7 +8,10 @@ variables. Every launcher ends up in ``init_process_group("gloo", init_method="e
 Each rank trains on its own shard of the training set (DistributedSampler); DDP averages
 the gradients with all-reduce, so every rank holds the same weights after every step. The
 script checks that at the end (it exits 1 if the ranks disagree) and prints, per epoch and
-rank, the mean training loss and the accuracy on the held-out test set.
+rank, the mean training loss and the accuracy on the held-out test set. Rank 0 also reports
+them to kubemill each epoch (``kubemill.report``; the job's status then has its progress
+and metrics, ``kubemill get`` shows PROGRESS and ETA, the dashboard plots them), or, in an
+image without kubemill, appends the same line to ``$KUBEMILL_PROGRESS_FILE`` itself.
 
 The digits data set ships inside scikit-learn: nothing is downloaded.
 """
@@ -49,6 +52,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="exit 1 if the final test accuracy is below this",
     )
     return parser.parse_args(argv)
+
+
+def report_progress(epoch: int, epochs: int, **metrics: float) -> None:
+    """This epoch's numbers to kubemill (nothing when not run by kubemill)."""
+    try:
+        from kubemill import report
+    except ImportError:  # an image without kubemill: the protocol is one JSON line
+        import json
+
+        path = os.environ.get("KUBEMILL_PROGRESS_FILE")
+        if path:
+            line = {"step": epoch, "total": epochs, "time": time.time(), **metrics}
+            with open(path, "a", encoding="utf-8") as progress:
+                progress.write(json.dumps(line) + "\n")
+        return
+    report(step=epoch, total=epochs, **metrics)
 
 
 def log(rank: int, world_size: int, message: str) -> None:
@@ -161,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             f"epoch {epoch}/{args.epochs} loss={total_loss / max(batches, 1):.4f} "
             f"test_accuracy={accuracy:.4f}",
         )
+        if rank == 0:
+            report_progress(
+                epoch, args.epochs, loss=total_loss / max(batches, 1), accuracy=accuracy
+            )
 
     # All-reduce check: every rank must end with the same parameters.
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])

@@ -3,8 +3,11 @@
 The package is layered (see DESIGN.md): ``api`` (job kinds) -> ``frameworks`` (Plans)
 -> ``core`` (pure reconciler) -> ``substrates`` (kubernetes, local) -> ``sdk`` -> ``cli``.
 Importing ``kubemill`` itself stays cheap: engines and cluster clients load lazily.
+``kubemill.report`` is a job program's progress report (:mod:`kubemill.progress`, standard
+library only).
 """
 
-__version__ = "0.1.0"
+from kubemill.progress import report
+from kubemill.version import __version__
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "report"]

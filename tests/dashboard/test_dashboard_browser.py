@@ -262,3 +262,39 @@ def test_actions_and_submit_from_the_pages(
     page.get_by_role("button", name="Delete").click()
     page.wait_for_url(dashboard)
     assert jobs.list() == []
+
+
+REPORTER = (
+    "import kubemill, time\n"
+    "for epoch in range(1, 7):\n"
+    "    kubemill.report(step=epoch, total=6, loss=1 / epoch, accuracy=epoch / 6)\n"
+    "    time.sleep(0.4)\n"
+)
+"""Six epochs reported with their loss and accuracy, while the page is open."""
+
+
+def test_the_loss_plot_grows_while_the_job_reports(
+    dashboard: str, browser: Browser, jobs: JobClient, shots: Path
+) -> None:
+    jobs.submit(pytorch_manifest("plots", REPORTER))
+    eventually(lambda: jobs.get("plots").status.trainer_status is not None, "a first report")
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{dashboard}jobs/default/plots")
+    page.evaluate("window.notReloaded = true")
+    loss = page.locator('svg[data-metric="loss"] polyline')
+    expect(loss).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator('[data-section="summary"] .state')).to_have_text(
+        "Succeeded", timeout=WAIT_MS
+    )
+    # Every report is a point of the line, drawn by the shipped script without a reload.
+    expect(page.locator('svg[data-metric="accuracy"]')).to_have_count(1)
+    points = eventually(
+        lambda: (drawn := loss.get_attribute("points") or "").count(",") == 6 and drawn,
+        "six points on the loss line",
+    )
+    heights = [float(pair.split(",")[1]) for pair in str(points).split()]
+    # The loss falls, so the line goes down the picture (SVG's y grows downwards).
+    assert heights == sorted(heights)
+    assert page.evaluate("window.notReloaded") is True
+    expect(page.locator('[data-section="progress"] dd').first).to_have_text("100%")
+    photograph(page, shots, "job-progress")

@@ -97,6 +97,21 @@ def test_pytorch_ddp_trains_on_both_ranks(cli: Cli) -> None:
 
     # The persisted log of one replica says the same after the run.
     assert any(EPOCH.match(line) for line in replica_log(cli, "pytorch-ddp", "worker-0"))
+
+    # Rank 0 reported each epoch: the status holds its last loss and accuracy, and get
+    # shows the job done.
+    shown = cli("get", "pytorch-ddp", "-o", "json")
+    assert shown.returncode == 0, explain(shown)
+    trainer = json.loads(shown.stdout)["status"]["trainerStatus"]
+    last = [m for line in streamed["master-0"] if (m := EPOCH.match(line))][-1]
+    assert (trainer["step"], trainer["total"]) == (int(last[2]), int(last[3]))
+    assert trainer["progressPercentage"] == 100
+    metrics = {m["name"]: float(m["value"]) for m in trainer["metrics"]}
+    assert metrics["loss"] == pytest.approx(float(last[4]), abs=1e-4)
+    assert metrics["accuracy"] == pytest.approx(float(last[5]), abs=1e-4)
+    table = cli("get").stdout.splitlines()
+    assert table[0].split()[-2:] == ["PROGRESS", "ETA"], table
+    assert next(r for r in table if r.startswith("pytorch-ddp")).split()[-2:] == ["100%", "-"]
     assert_nothing_left_running(cli)
 
 

@@ -25,11 +25,13 @@ if TYPE_CHECKING:
         ConditionType,
         Job,
         JobStatus,
+        Metric,
         ReplicaSpec,
         ReplicaStatus,
         RestartPolicy,
         RunPolicy,
         SchedulingPolicy,
+        TrainerStatus,
     )
     from kubemill.api.cron import CronError, CronSchedule, parse_cron
     from kubemill.api.errors import FieldError, ManifestError
@@ -148,6 +150,7 @@ __all__ = [
     "MarsCluster",
     "MarsClusterSpec",
     "MarsClusterStatus",
+    "Metric",
     "ObjectFieldSelector",
     "ObjectMeta",
     "PodSpec",
@@ -178,6 +181,7 @@ __all__ = [
     "SubmitArguments",
     "TFJob",
     "TFJobSpec",
+    "TrainerStatus",
     "parse_cron",
     "parse_spark_master",
     "parse_spark_properties",

@@ -145,6 +145,29 @@ class ReplicaStatus(KubeModel):
     selector: str | None = None
 
 
+class Metric(KubeModel):
+    """One scalar metric a job's program reported (Kubeflow Trainer v2's ``Metric``)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    value: str = Field(min_length=1, max_length=64)
+    """The number as text, as upstream serialises it."""
+
+
+class TrainerStatus(KubeModel):
+    """How far a job's program got, from its progress reports (:mod:`kubemill.progress`),
+    in the shape of Kubeflow Trainer v2's ``TrainJob.status.trainerStatus``."""
+
+    progress_percentage: int | None = Field(default=None, ge=0, le=100)
+    estimated_remaining_seconds: int | None = Field(default=None, ge=0)
+    metrics: list[Metric] = Field(default_factory=list, max_length=256)
+    last_updated_time: datetime | None = None
+    """When the program made the report shown (not when the status was written)."""
+    step: int | None = Field(default=None, ge=0)
+    """The step reported. kubemill only (upstream reports it as a metric, if at all)."""
+    total: int | None = Field(default=None, ge=1)
+    """The step at which the program is done. kubemill only."""
+
+
 class JobStatus(KubeModel):
     """The observed state of a job, as the status subresource carries it."""
 
@@ -153,6 +176,8 @@ class JobStatus(KubeModel):
     start_time: datetime | None = None
     completion_time: datetime | None = None
     last_reconcile_time: datetime | None = None
+    trainer_status: TrainerStatus | None = None
+    """The program's latest progress report, if it reports any (written by the core)."""
 
     def condition(self, kind: ConditionType) -> Condition | None:
         """The condition of this type, if the job has one."""

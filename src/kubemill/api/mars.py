@@ -25,7 +25,6 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from kubemill import __version__
 from kubemill.api.base import KubeModel
 from kubemill.api.common import (
     API_VERSION,
@@ -40,6 +39,7 @@ from kubemill.api.common import (
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, ClusterOptions, KindApi, PrinterColumn
 from kubemill.api.kube import Container, PodSpec, PodTemplateSpec
+from kubemill.version import __version__
 
 MARS_REPLICA_TYPES = ("Supervisor", "Worker")
 """A Mars cluster's roles, in the order they start."""

@@ -23,7 +23,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kubemill.substrates.local.summary import JobSummary, read_summaries
+from kubemill.substrates.local.summary import (
+    JobSummary,
+    ProgressSummary,
+    eta_text,
+    progress_text,
+    read_summaries,
+)
 
 HEADERS = ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE")
 GAP = 3
@@ -134,6 +140,10 @@ NONE = "-"
 are jobs of their own, listed beside it)."""
 
 
+PROGRESS_HEADERS = ("PROGRESS", "ETA")
+"""The columns of a program's progress reports, shown when a listed job has reported."""
+
+
 def last_run_text(name: str, ago: str, *, schedule: bool) -> str:
     """A schedule's last run as the job list shows it: ``NAME (5m ago)``; ``-`` before
     its first run, and for a job that is no schedule."""
@@ -156,9 +166,11 @@ def jobs_text(
     # so does a schedule's last run.
     endpoints = any(s.endpoint for s in summaries)
     schedules = any(s.schedule for s in summaries)
+    progress = any(s.progress is not None for s in summaries)
     headers = (
         *(("NAMESPACE",) if namespaced else ()),
         *HEADERS,
+        *(PROGRESS_HEADERS if progress else ()),
         *(("ENDPOINT",) if endpoints else ()),
         *((LAST_RUN,) if schedules else ()),
     )
@@ -171,6 +183,7 @@ def jobs_text(
             NONE if s.schedule else f"{s.ready}/{s.total}",
             NONE if s.schedule else str(s.restarts),
             age_text(moment - s.created),
+            *(progress_cells(s.progress, finished=s.finished) if progress else []),
             *([s.endpoint] if endpoints else []),
             *([_last_run(s, moment)] if schedules else []),
         )
@@ -181,6 +194,16 @@ def jobs_text(
     lines = [_line(headers, widths, colour, bold=True, state=-1)]
     lines += [_line(row, widths, colour, bold=False, state=state) for row in rows]
     return "".join(lines)
+
+
+def progress_cells(shown: ProgressSummary | None, *, finished: bool) -> list[str]:
+    """The PROGRESS and ETA cells of one job (both tables draw them here)."""
+    if shown is None:
+        return [NONE, NONE]
+    return [
+        progress_text(shown.percent, shown.step, shown.total),
+        eta_text(shown.eta, finished=finished),
+    ]
 
 
 def _last_run(summary: JobSummary, moment: float) -> str:

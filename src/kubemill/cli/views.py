@@ -22,11 +22,22 @@ from kubemill.api import ConditionType
 from kubemill.api.spark_scheduled import ScheduledSparkApplicationStatus as ScheduledSparkStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
-from kubemill.cli.quick import LAST_RUN, NONE, PHASE_STYLES, PIPE_WIDTH, age_text, last_run_text
+from kubemill.cli.quick import (
+    LAST_RUN,
+    NONE,
+    PHASE_STYLES,
+    PIPE_WIDTH,
+    PROGRESS_HEADERS,
+    age_text,
+    last_run_text,
+    progress_cells,
+)
 from kubemill.cli.settings import Settings
 from kubemill.sdk.summary import (
     endpoint,
     has_schedule_columns,
+    progress,
+    progress_words,
     ready_replicas,
     restarts,
     runs_no_pods,
@@ -146,8 +157,8 @@ class LogPrinter:
 
 
 def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
-    """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE (and ENDPOINT when a service
-    cluster has one): one row per job."""
+    """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE (PROGRESS and ETA when a job
+    has reported progress, ENDPOINT when a service cluster has one): one row per job."""
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
     # Like `kubectl get -A`: name the namespace once jobs live in more than the default one.
     namespaced = not one_namespace and any(view.namespace != "default" for view in views)
@@ -156,9 +167,12 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
     # their own, listed beside it): its state says whether runs start (Scheduled) or not.
     endpoints = any(endpoint(view) for view in views)
     schedules = any(has_schedule_columns(view) for view in views)
+    # So do a program's progress reports (PROGRESS, ETA), once a listed job has made one.
+    reports = any(progress(view) is not None for view in views)
     headers = (
         *(("NAMESPACE",) if namespaced else ()),
         *JOB_HEADERS,
+        *(PROGRESS_HEADERS if reports else ()),
         *(("ENDPOINT",) if endpoints else ()),
         *((LAST_RUN,) if schedules else ()),
     )
@@ -175,6 +189,7 @@ def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Tabl
             NONE if podless else f"{ready_replicas(view)}/{total_replicas(view)}",
             NONE if podless else str(restarts(view)),
             age(view.created or view.status.start_time),
+            *(progress_cells(progress(view), finished=view.status.finished) if reports else []),
             *([endpoint(view)] if endpoints else []),
             *([last_run(view)] if schedules else []),
         )
@@ -218,6 +233,13 @@ def describe_view(view: JobView, events: Sequence[EventRecord]) -> RenderableTyp
     fields.add_row("Completion Time:", _when(status.completion_time))
     if web_ui(view):
         fields.add_row("Web UI:", web_ui(view))
+    trainer = status.trainer_status
+    if trainer is not None:
+        done, left = progress_words(view)
+        metrics = " ".join(f"{m.name}={m.value}" for m in trainer.metrics)
+        fields.add_row("Progress:", f"{done}, ETA {left} ({_when(trainer.last_updated_time)})")
+        if metrics:
+            fields.add_row("Metrics:", metrics)
     policy = view.job.run_policy
     fields.add_row(
         "Run Policy:",

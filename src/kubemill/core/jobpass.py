@@ -66,6 +66,7 @@ from kubemill.core.model import (
     WriteFiles,
     content_digest,
 )
+from kubemill.core.progress import trainer_status
 from kubemill.core.quantity import sum_pod_requests
 from kubemill.frameworks.plan import (
     FileSet,
@@ -224,6 +225,7 @@ class JobPass:
         self._ensure_created()
         self.decide()
         self._record_restarts()
+        self._record_progress()
         self._extend_status()
         return ReconcileResult(
             actions=tuple(self.actions),
@@ -431,6 +433,21 @@ class JobPass:
                 content = "".join(f"{line}\n" for line in lines)
             out.append(RenderedFile(file.name, content, file.mode, file.source, file.paths))
         return tuple(out)
+
+    def _record_progress(self) -> None:
+        """The program's progress reports into ``trainerStatus``, at the bounded rate
+        (:mod:`kubemill.core.progress`); a held-back report asks for a pass when it is due."""
+        status, wait = trainer_status(
+            self.status.trainer_status,
+            self.observed.progress,
+            [rep.name for rep in self.plan.replicas],
+            self.now,
+            interval=self.options.progress_interval,
+            final=self.status.finished,
+        )
+        self.status.trainer_status = status
+        if wait is not None:
+            self.requeue.append(wait)
 
     def _extend_status(self) -> None:
         """The kind's own status fields, from what this pass decided (e.g. Spark's state)."""

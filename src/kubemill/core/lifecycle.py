@@ -25,7 +25,7 @@ create the API refuses instead of retrying it (:attr:`Lifecycle.judges_refusals`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from kubemill.api import Job
@@ -50,6 +50,10 @@ class ReconcileOptions:
     (as upstream does whenever gang scheduling is enabled, schedulingPolicy or not) sized by
     ``schedulingPolicy.minAvailable`` (default: all replicas); with volcano, pods wait until
     the PodGroup has left the Pending phase (or has no phase yet), like upstream."""
+    progress_interval: timedelta = timedelta(seconds=2)
+    """The least time between two writes of a job's ``trainerStatus``: a program may
+    report every step, but its status (an API write, a SQLite write) changes at most this
+    often; the latest report is written once the interval has passed, and at the end."""
 
     def __post_init__(self) -> None:
         if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:

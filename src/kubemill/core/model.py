@@ -111,6 +111,23 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class ObservedProgress:
+    """The latest progress report of one replica's program (:mod:`kubemill.progress`), as
+    the substrate read it; the core makes the job's ``trainerStatus`` of it."""
+
+    pod: str
+    """The replica's pod name (the Plan's replica name)."""
+    time: datetime
+    """When the step shown was reported (the program's clock, or the reader's)."""
+    step: int | None = None
+    total: int | None = None
+    metrics: tuple[tuple[str, float], ...] = ()
+    origin: tuple[datetime, int] | None = None
+    """(time, step) of the first report with a step of the program's current run (since
+    the step last went down, e.g. after a restart): the speed the ETA is measured by."""
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything the substrate saw of one job's children."""
 
@@ -127,6 +144,9 @@ class Observed:
     cluster_ips: tuple[tuple[str, str], ...] = ()
     """(service name, cluster IP) of the job's services that have one, once the API server
     allocated it (not headless ones; none locally)."""
+    progress: tuple[ObservedProgress, ...] = ()
+    """The latest progress report of each replica that made one (locally; not yet read on
+    Kubernetes, where the status keeps what was written)."""
 
 
 # --- actions -------------------------------------------------------------------------------

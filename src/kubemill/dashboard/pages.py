@@ -11,6 +11,7 @@ pushed live like the rest.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
@@ -25,12 +26,13 @@ from kubemill.dashboard.views import (
     replica_sort_key,
 )
 from kubemill.sdk.summary import (
+    progress_words,
     short_replica_name,
     state_of,
 )
-from kubemill.substrates.base import EventRecord, JobView
+from kubemill.substrates.base import EventRecord, JobView, ProgressPoint
 
-STATIC_VERSION = "1"
+STATIC_VERSION = "2"
 """Bumped when the shipped CSS/JS change, so browsers fetch them again."""
 
 
@@ -196,6 +198,8 @@ class JobDetail:
     manifest_yaml: str = ""
     objects_yaml: str = ""
     objects_note: str = ""
+    progress: Sequence[ProgressPoint] = ()
+    """The program's progress reports, oldest first (:meth:`JobClient.progress`)."""
 
 
 def _summary(detail: JobDetail) -> str:
@@ -349,6 +353,38 @@ def _manifest(detail: JobDetail) -> str:
     return f'<pre class="yaml"><code>{esc(detail.manifest_yaml)}</code></pre>{objects}'
 
 
+def _has_progress(detail: JobDetail) -> bool:
+    return bool(detail.progress) or detail.view.status.trainer_status is not None
+
+
+def plot_points(points: Sequence[ProgressPoint]) -> list[dict[str, object]]:
+    """The plot's data: each report's step (its position when it gave none) and metrics."""
+    return [
+        {"step": point.step if point.step is not None else i, "metrics": dict(point.metrics)}
+        for i, point in enumerate(points)
+    ]
+
+
+def _progress(detail: JobDetail) -> str:
+    """The latest report in words, and its metrics over steps: the script draws one small
+    SVG plot per metric from ``data-points`` (the words above hold the latest values)."""
+    status = detail.view.status.trainer_status
+    facts = ""
+    if status is not None:
+        done, left = progress_words(detail.view)
+        facts = (
+            '<dl class="facts">'
+            f"<dt>Progress</dt><dd>{esc(done)}</dd><dt>Time left</dt><dd>{esc(left)}</dd>"
+            f"<dt>Reported</dt><dd>{time_tag(iso(status.last_updated_time))}</dd>"
+            + "".join(f"<dt>{esc(m.name)}</dt><dd>{esc(m.value)}</dd>" for m in status.metrics)
+            + "</dl>"
+        )
+    if not detail.progress:
+        return facts
+    points = json.dumps(plot_points(detail.progress), separators=(",", ":"))
+    return f'{facts}<div class="plots" data-points="{esc(points)}"></div>'
+
+
 @dataclass(frozen=True)
 class Section:
     """One panel of the job page: ``live`` ones are re-rendered on every push."""
@@ -363,6 +399,7 @@ class Section:
 JOB_SECTIONS: tuple[Section, ...] = (
     Section("summary", "Summary", _summary),
     Section("conditions", "Conditions", _conditions),
+    Section("progress", "Progress and metrics", _progress, shown=_has_progress),
     Section("replicas", "Replicas", _replicas),
     Section("runs", "Runs", _runs, shown=lambda d: d.view.kind == "ScheduledSparkApplication"),
     Section("events", "Events", _events),

@@ -104,8 +104,9 @@ class Dashboard:
         view = self.client.get(name, namespace)
         events = self.client.events(name, namespace)
         runs = runs_of_schedule(view, self.client.list(namespace)) if runs_no_pods(view) else []
+        points = self.client.progress(name, namespace)
         if not manifest:
-            return JobDetail(view, events, runs)
+            return JobDetail(view, events, runs, progress=points)
         objects, note = operator_objects(view.job)
         return JobDetail(
             view,
@@ -114,6 +115,7 @@ class Dashboard:
             manifest_yaml=dump_yaml([job_object(view)]).removeprefix("---\n"),
             objects_yaml=dump_yaml(objects) if objects else "",
             objects_note=note,
+            progress=points,
         )
 
     async def close(self, _app: web.Application | None = None) -> None:

@@ -38,6 +38,7 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     LogQuery,
+    ProgressPoint,
     SubmitOptions,
     SubstrateError,
 )
@@ -290,6 +291,11 @@ class JobClient:
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """Events recorded on the job, oldest first."""
         return self.backend.events(name, self._ns(namespace))
+
+    def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
+        """The progress reports of the job's program, oldest first, for a plot of its
+        metrics over steps (locally every report; on Kubernetes the latest only)."""
+        return self.backend.progress(name, self._ns(namespace))
 
     def interrupt(
         self,

@@ -8,7 +8,13 @@ from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
 from kubemill.api.spark_scheduled import ScheduledSparkApplicationStatus
 from kubemill.kinds import is_controller
 from kubemill.substrates.base import JobView
-from kubemill.substrates.local.summary import READY_PHASES, schedule_phase
+from kubemill.substrates.local.summary import (
+    READY_PHASES,
+    ProgressSummary,
+    eta_text,
+    progress_text,
+    schedule_phase,
+)
 
 
 def short_replica_name(job_name: str, replica: str) -> str:
@@ -74,3 +80,24 @@ def web_ui(view: JobView) -> str:
     if isinstance(status, SparkApplicationStatus) and status.driver_info.web_ui_address:
         return f"http://{status.driver_info.web_ui_address}"
     return ""
+
+
+def progress(view: JobView) -> ProgressSummary | None:
+    """The program's progress reports (``status.trainerStatus``), None if it made none."""
+    shown = view.status.trainer_status
+    if shown is None:
+        return None
+    return ProgressSummary(
+        shown.progress_percentage, shown.step, shown.total, shown.estimated_remaining_seconds
+    )
+
+
+def progress_words(view: JobView) -> tuple[str, str]:
+    """PROGRESS and ETA as every table words them (``45%``, ``2m10s``; ``-`` unknown)."""
+    shown = progress(view)
+    if shown is None:
+        return progress_text(None, None, None), eta_text(None, finished=view.finished)
+    return (
+        progress_text(shown.percent, shown.step, shown.total),
+        eta_text(shown.eta, finished=view.finished),
+    )

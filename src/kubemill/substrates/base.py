@@ -7,7 +7,7 @@ substrate answered.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -155,6 +155,32 @@ class SubmitOptions:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ProgressPoint:
+    """One progress report of a job's program, for a plot of its metrics over steps."""
+
+    time: float | None
+    """When it was made (seconds since the epoch), if known."""
+    step: int | None
+    metrics: Mapping[str, float]
+
+
+def status_point(status: JobStatus) -> builtins.list[ProgressPoint]:
+    """The one report a job's status holds (``trainerStatus``), for a substrate that keeps
+    no history of them (its metrics' numbers read back from their text)."""
+    shown = status.trainer_status
+    if shown is None:
+        return []
+    metrics: dict[str, float] = {}
+    for metric in shown.metrics:
+        try:
+            metrics[metric.name] = float(metric.value)
+        except ValueError:
+            continue
+    when = shown.last_updated_time.timestamp() if shown.last_updated_time else None
+    return [ProgressPoint(when, shown.step, metrics)]
+
+
 class Backend(Protocol):
     """The operations of one substrate. Names are ``(namespace, name)``."""
 
@@ -193,6 +219,11 @@ class Backend(Protocol):
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """Events recorded on the job, oldest first."""
+        ...
+
+    def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
+        """The progress reports of the replica the job's ``trainerStatus`` follows, oldest
+        first (as many as the substrate keeps; none if the program reported nothing)."""
         ...
 
     def interrupt(

@@ -123,9 +123,67 @@ function jobsPage() {
   });
 }
 
+// --- metrics over steps ----------------------------------------------------------------------
+
+const SVG = "http://www.w3.org/2000/svg";
+const PLOT = { width: 320, height: 120, pad: 6 };
+
+// A metric as people read it: 4 significant digits (0.1667, 12.35, 1), not 0.16666666666666666.
+function short(value) {
+  return String(Number(value.toPrecision(4)));
+}
+
+function svgElement(name, attributes) {
+  const el = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) el.setAttribute(key, value);
+  return el;
+}
+
+// One small line plot per metric, from the reports the server put in data-points
+// ([{step, metrics}], oldest first). Drawn again whenever the section is pushed.
+function drawPlots(root) {
+  (root || document).querySelectorAll(".plots[data-points]").forEach((box) => {
+    const points = JSON.parse(box.dataset.points);
+    const names = [...new Set(points.flatMap((p) => Object.keys(p.metrics)))].sort();
+    box.replaceChildren();
+    for (const name of names) {
+      const series = points.filter((p) => name in p.metrics).map((p) => [p.step, p.metrics[name]]);
+      const steps = series.map((s) => s[0]);
+      const values = series.map((s) => s[1]);
+      const [x0, x1] = [Math.min(...steps), Math.max(...steps)];
+      const [y0, y1] = [Math.min(...values), Math.max(...values)];
+      const { width, height, pad } = PLOT;
+      const x = (step) => pad + ((step - x0) / Math.max(x1 - x0, 1e-12)) * (width - 2 * pad);
+      const y = (value) => height - pad - ((value - y0) / Math.max(y1 - y0, 1e-12)) * (height - 2 * pad);
+      const last = values[values.length - 1];
+      const figure = document.createElement("figure");
+      figure.className = "plot";
+      const label = `${name} over steps ${x0} to ${x1}: from ${short(values[0])} to ${short(last)}`;
+      const svg = svgElement("svg", {
+        viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label, "data-metric": name,
+      });
+      svg.append(svgElement("rect", { class: "plot-frame", x: 0, y: 0, width, height }));
+      svg.append(svgElement("polyline", {
+        class: "plot-line",
+        points: series.map(([s, v]) => `${x(s).toFixed(1)},${y(v).toFixed(1)}`).join(" "),
+      }));
+      if (series.length === 1) {
+        svg.append(svgElement("circle", { class: "plot-dot", cx: x(steps[0]), cy: y(last), r: 3 }));
+      }
+      const caption = document.createElement("figcaption");
+      caption.textContent =
+        `${name}: ${short(last)} at step ${x1} (min ${short(y0)}, max ${short(y1)};` +
+        ` ${series.length} reports from step ${x0})`;
+      figure.append(svg, caption);
+      box.append(figure);
+    }
+  });
+}
+
 // --- one job ---------------------------------------------------------------------------------
 
 function jobPage() {
+  drawPlots();
   const result = document.getElementById("action-result");
   // One listener for the buttons, which the stream replaces as the job's state changes.
   document.querySelector('[data-section="actions"]').addEventListener("click", async (event) => {
@@ -143,7 +201,7 @@ function jobPage() {
     job: (data) => {
       for (const [key, html] of Object.entries(data.sections)) {
         const el = document.querySelector(`[data-section="${key}"]`);
-        if (el) { el.innerHTML = html; tick(el); }
+        if (el) { el.innerHTML = html; tick(el); drawPlots(el); }
       }
       document.body.dataset.state = data.state;
     },

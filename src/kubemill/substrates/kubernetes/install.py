@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kubemill import __version__
 from kubemill.api import GROUP, VERSION
 from kubemill.kinds import (
     Controller,
@@ -44,6 +43,7 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.build import GangScheduler, gang_scheduler
 from kubemill.substrates.kubernetes.render import dump_yaml
 from kubemill.substrates.kubernetes.transport import api_path
+from kubemill.version import __version__
 
 if TYPE_CHECKING:
     # The client package imports this module (for the operator's namespace): its names are

@@ -53,6 +53,7 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     LogQuery,
+    ProgressPoint,
     ReplicaView,
     SubmitOptions,
     SubstrateError,
@@ -73,9 +74,12 @@ from kubemill.substrates.local.launch import (
     PodContext,
     exec_socket_path,
     main_container,
+    progress_dir,
+    progress_file,
 )
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator, replica_address
+from kubemill.substrates.local.progress import history
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
     JobRecord,
@@ -505,6 +509,18 @@ class LocalBackend:
         if not follow:
             return read_all(logs)
         return _follow_logs(self, rec.uid, logs)
+
+    def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
+        """Every report of the first replica (in plan order) that made one: the replica
+        the job's ``trainerStatus`` follows (:mod:`.progress`)."""
+        rec = self.store.job(_namespace(namespace), name)
+        self._fresh(rec)
+        directory = Path(progress_dir(str(rec.job_dir)))
+        for replica in self.store.replicas(rec.uid):
+            points = history(Path(progress_file(str(directory), replica.name)))
+            if points:
+                return points
+        return []
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""

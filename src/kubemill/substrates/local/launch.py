@@ -27,6 +27,9 @@ This is the local stand-in for the container runtime:
   launcher's directory again.
 - ``KUBEMILL_EXEC_SOCKET`` names the job's exec service (:mod:`.exec_service`), the
   local stand-in for ``kubectl exec``.
+- ``KUBEMILL_PROGRESS_FILE`` names the file the replica's program appends its progress
+  reports to (:mod:`kubemill.progress`): ``<job dir>/progress/<replica>.jsonl``, read by
+  the supervisor (:mod:`.progress`).
 - the working directory is ``workingDir`` (relative ones resolve against the job's base
   directory), or the base directory itself.
 - each process leads its own session and process group, and asks the kernel to
@@ -70,6 +73,7 @@ from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
 from kubemill.core.quantity import parse_quantity
 from kubemill.frameworks import Plan, ReplicaPlan
 from kubemill.kinds import engine_for
+from kubemill.progress import PROGRESS_FILE_ENV
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
@@ -201,6 +205,8 @@ class PodContext:
     """Parent of the replicas' private temporary directories ("" leaves TMPDIR as it is)."""
     exec_socket: str = ""
     """The job's exec service socket, given to every replica ("" for none)."""
+    progress_dir: str = ""
+    """Where the replicas' progress files are (:mod:`.progress`; "" for none)."""
 
     @classmethod
     def for_job(cls, *, job_uid: str, namespace: str, base_dir: str, job_dir: str) -> PodContext:
@@ -212,7 +218,18 @@ class PodContext:
             log_dir=str(Path(job_dir) / "logs"),
             tmp_root=str(Path(job_dir) / "tmp"),
             exec_socket=exec_socket_path(job_dir, job_uid),
+            progress_dir=progress_dir(job_dir),
         )
+
+
+def progress_dir(job_dir: str) -> str:
+    """Where a job's replicas write their progress reports."""
+    return str(Path(job_dir) / "progress")
+
+
+def progress_file(directory: str, replica: str) -> str:
+    """The progress file of one replica (its ``KUBEMILL_PROGRESS_FILE``)."""
+    return str(Path(directory) / f"{replica}.jsonl")
 
 
 EXEC_SOCKET_ENV = "KUBEMILL_EXEC_SOCKET"
@@ -493,6 +510,8 @@ def build_launch(
     env[procinfo.REPLICA_MARK] = f"{ctx.job_uid}/{rep.name}"
     if ctx.exec_socket:
         env[EXEC_SOCKET_ENV] = ctx.exec_socket
+    if ctx.progress_dir:
+        env[PROGRESS_FILE_ENV] = progress_file(ctx.progress_dir, rep.name)
 
     cwd = _working_dir(container, ctx.base_dir)
     if not Path(cwd).is_dir():

@@ -98,6 +98,62 @@ def schedule_phase(state: str, *, suspended: bool) -> str:
 
 
 @dataclass(frozen=True)
+class ProgressSummary:
+    """What ``kubemill get`` shows of a job's ``status.trainerStatus``."""
+
+    percent: int | None
+    step: int | None
+    total: int | None
+    eta: int | None
+    """``estimatedRemainingSeconds``."""
+
+
+def progress_of(status: Mapping[str, Any]) -> ProgressSummary | None:
+    """A status's ``trainerStatus`` in its wire form, None if the job reported none."""
+    trainer = status.get("trainerStatus")
+    if not isinstance(trainer, Mapping):
+        return None
+
+    def number(key: str) -> int | None:
+        value = trainer.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return ProgressSummary(
+        number("progressPercentage"),
+        number("step"),
+        number("total"),
+        number("estimatedRemainingSeconds"),
+    )
+
+
+NOT_KNOWN = "-"
+"""A progress cell with nothing to show (every table's ``-``)."""
+
+
+def progress_text(percent: int | None, step: int | None, total: int | None) -> str:
+    """``45%``; ``step 3`` without a total; ``-`` before any report."""
+    if percent is not None:
+        return f"{percent}%"
+    if step is not None:
+        return f"step {step}" if total is None else f"{step}/{total}"
+    return NOT_KNOWN
+
+
+def eta_text(seconds: int | None, *, finished: bool) -> str:
+    """The estimated time left: ``42s``, ``5m10s``, ``3h05m``, ``2d04h``; ``-`` when
+    unknown or once the job has finished (the estimate was of a run that is over)."""
+    if seconds is None or finished:
+        return NOT_KNOWN
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+@dataclass(frozen=True)
 class JobSummary:
     """One line of ``kubemill get``."""
 
@@ -118,6 +174,9 @@ class JobSummary:
     """A schedule's ``status.lastRun`` (seconds since the epoch), None before its first."""
     last_run_name: str = ""
     """A schedule's ``status.lastRunName``."""
+    progress: ProgressSummary | None = None
+    """The program's progress reports (``status.trainerStatus``), None if it made none."""
+    finished: bool = False
 
 
 _QUERY = """
@@ -179,6 +238,8 @@ def read_summaries(
                 restarts,
                 created,
                 _endpoint(wire),
+                progress=progress_of(wire),
+                finished=bool(finished),
             )
             if SCHEDULE_STATE in wire:
                 schedule = _as_schedule(summary, wire, suspended=bool(suspend))

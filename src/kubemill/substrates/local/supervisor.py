@@ -87,7 +87,9 @@ from kubemill.core import (
     Halt,
     Observed,
     ObservedChild,
+    ObservedPod,
     ObservedPodGroup,
+    ObservedProgress,
     ReconcileOptions,
     RecordEvent,
     WriteFiles,
@@ -116,6 +118,7 @@ from kubemill.substrates.local.network import (
     local_plan,
     replica_address,
 )
+from kubemill.substrates.local.progress import ProgressTail
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
 from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
 
@@ -143,6 +146,9 @@ class SupervisorOptions:
     """Reconcile at least this often even when nothing was observed to change."""
     memory_interval: float = 0.2
     """How often the memory of replicas with a memory limit is measured."""
+    progress_interval: float = 0.2
+    """How often the replicas' progress files are looked at (and whenever a replica's
+    state changes, so that a program's last report is read before its exit is judged)."""
     start_limits: StartLimits | None = None
     """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
@@ -272,6 +278,10 @@ class Supervisor:
         """Set once the supervisor has let go of the job (every replica stopped)."""
         self._exec: ExecService | None = None
         """``kubectl exec`` into the replicas (:mod:`.exec_service`), while the job runs."""
+        self._progress: ProgressTail | None = None
+        """The replicas' progress reports (:mod:`.progress`)."""
+        self._reports: tuple[ObservedProgress, ...] = ()
+        self._next_progress_check = 0.0
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -338,6 +348,7 @@ class Supervisor:
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
         self.children = written_file_sets(rec.files_dir)
+        self._follow_progress(self._prepared.ctx.progress_dir)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -353,6 +364,22 @@ class Supervisor:
                 uid=self.uid,
             )
             self._exec.start()
+
+    def _follow_progress(self, directory: str) -> None:
+        if not directory:
+            return
+        Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+        def on_bad(replica: str, why: str) -> None:
+            self.store.add_event(
+                self.uid,
+                type="Warning",
+                reason="BadProgressReport",
+                message=f"{replica}: a progress report was skipped ({why}); later ones count"
+                " (this is said once per replica, the supervisor's log has every one)",
+            )
+
+        self._progress = ProgressTail(Path(directory), on_bad=on_bad)
 
     @property
     def _files_root(self) -> Path:
@@ -588,7 +615,22 @@ class Supervisor:
             rep = self.prepared.plan.replica(name)
             pods.append(pod.observed(rep.replica_type, rep.index))
         children = tuple(ObservedChild(k, n, d) for (k, n), d in sorted(self.children.items()))
-        return Observed(pods=tuple(pods), pod_group=self.pod_group, children=children)
+        return Observed(
+            pods=tuple(pods),
+            pod_group=self.pod_group,
+            children=children,
+            progress=self._read_progress(tuple(pods)),
+        )
+
+    def _read_progress(self, pods: tuple[ObservedPod, ...]) -> tuple[ObservedProgress, ...]:
+        """The replicas' latest reports: read every ``progress_interval``, and at once when
+        a pod changed (an exit is judged with everything its program reported before)."""
+        now = time.monotonic()
+        changed = self._last_observed is None or self._last_observed.pods != pods
+        if self._progress is not None and (changed or now >= self._next_progress_check):
+            self._next_progress_check = now + self.options.progress_interval
+            self._reports = self._progress.poll()
+        return self._reports
 
     def _requests(self, now: float) -> str | None:
         """Take in what was asked: ``delete`` is returned; a stop request, suspend and

@@ -44,8 +44,10 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     LogQuery,
+    ProgressPoint,
     SubmitOptions,
     SubstrateError,
+    status_point,
 )
 from kubemill.substrates.kubernetes.client.connection import (
     REQUEST_TIMEOUT,
@@ -225,6 +227,11 @@ class KubernetesBackend:
         found = self._find(name, self._ns(namespace))
         found = self._until(found, done=_finished, deadline=deadline)
         return self._view(found, self._pods(found))
+
+    def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
+        """The one report the job's status holds: no history of reports is kept on
+        Kubernetes (the operator reads none yet; see :mod:`kubemill.progress`)."""
+        return status_point(self.get(name, namespace).status)
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The Events whose ``involvedObject`` is the job, oldest first."""

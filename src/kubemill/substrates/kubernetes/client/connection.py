@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubemill import __version__
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client.errors import (
     KubeconfigError,
@@ -25,6 +24,7 @@ from kubemill.substrates.kubernetes.client.errors import (
     parse_answer,
     unreachable,
 )
+from kubemill.version import __version__
 
 REQUEST_TIMEOUT = transport.DEFAULT_TIMEOUT
 """(connect, read) seconds for one ordinary request."""

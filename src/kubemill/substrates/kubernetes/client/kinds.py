@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubemill import __version__
 from kubemill.api import API_VERSION, GROUP, VERSION, Job
 from kubemill.kinds import entries, load_document
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.restarts import recorded
 from kubemill.substrates.kubernetes.transport import api_path
+from kubemill.version import __version__
 
 _DROPPED_METADATA = (
     "uid",

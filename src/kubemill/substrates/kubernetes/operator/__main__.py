@@ -13,10 +13,10 @@ from typing import Annotated
 import kopf
 import typer
 
-from kubemill import __version__
 from kubemill.kinds import entries
 from kubemill.substrates.kubernetes.operator.main import run_operator
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
+from kubemill.version import __version__
 
 app = typer.Typer(
     add_completion=False,

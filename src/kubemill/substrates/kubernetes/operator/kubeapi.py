@@ -24,8 +24,8 @@ from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
-from kubemill import __version__
 from kubemill.substrates.kubernetes import transport
+from kubemill.version import __version__
 
 USER_AGENT = f"kubemill-operator/{__version__}"
 REQUEST_TIMEOUT = (5.0, 30.0)
