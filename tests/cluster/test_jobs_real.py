@@ -9,21 +9,26 @@ kubectl's view of the kinds (server-side printer columns, explain, auth can-i).
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from kubemill.kinds import crds
 from kubemill.sdk import JobClient
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, operator_rules
 from kubemill.substrates.kubernetes.restarts import RESTARTS_ANNOTATION
 from support.control_plane import ControlPlane, absent
 from support.node import NodeStandIn
-from support.operator_jobs import pytorchjob, tfjob
-from support.real_operator import SERVICE_ACCOUNT, RealOperator, run_kubemill
+from support.operator_jobs import mpijob, pytorchjob, tfjob
+from support.real_operator import KUBEMILL, SERVICE_ACCOUNT, RealOperator, run_kubemill
 from support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("operator")
+
+ROOT = Path(__file__).resolve().parents[2]
 
 WAIT = 60.0
 """Upper bound on the operator and the controllers acting: a hang guard."""
@@ -144,15 +149,18 @@ def test_a_tfjob_applied_by_kubectl_restarts_in_place_and_clean_pod_policy_runni
     )
 
 
-def test_suspend_and_resume_from_the_cli_stop_and_start_the_pods(
-    control_plane: ControlPlane, node: NodeStandIn
+def test_the_cli_runs_describes_suspends_resumes_follows_interrupts_and_deletes(
+    control_plane: ControlPlane, node: NodeStandIn, tmp_path: Path
 ) -> None:
     namespace = control_plane.new_namespace()
     cli = ["--substrate", "kubernetes", "-n", namespace]
     client = JobClient(
         "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
     )
-    client.submit(pytorchjob("pause"))
+    manifest = tmp_path / "pause.yaml"
+    manifest.write_text(yaml.safe_dump(pytorchjob("pause")))
+    ran = run_kubemill(control_plane, *cli, "run", "--detach", str(manifest))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
     eventually(
         lambda: all_running(control_plane, node, namespace, "pause", 2),
         timeout=WAIT,
@@ -180,7 +188,36 @@ def test_suspend_and_resume_from_the_cli_stop_and_start_the_pods(
         control_plane, *cli, "logs", "pause", "--replica", "master-0", "--tail", "1"
     )
     assert "epoch 1 loss 0.5" in logs.stdout, logs.stdout + logs.stderr
-    assert run_kubemill(control_plane, *cli, "interrupt", "pause").returncode == 0
+    described = run_kubemill(control_plane, *cli, "describe", "pause")
+    assert described.returncode == 0, described.stderr
+    assert "Running" in described.stdout and "pause-master-0" in described.stdout, described.stdout
+    # Followed through the API server's proxy to the node until the job ends.
+    follower = subprocess.Popen(
+        [
+            KUBEMILL,
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            *cli,
+            "logs",
+            "pause",
+            "--replica",
+            "master-0",
+            "--follow",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        assert "epoch 1 loss 0.5" in follower.stdout.readline()
+        node.write_log(namespace, "pause-master-0", "pytorch", "epoch 2 loss 0.4")
+        assert "epoch 2 loss 0.4" in follower.stdout.readline()
+        assert run_kubemill(control_plane, *cli, "interrupt", "pause").returncode == 0
+        follower.wait(timeout=WAIT)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
     eventually(
         lambda: client.get("pause").phase == "Failed", timeout=WAIT, what="Failed (Interrupted)"
     )
@@ -267,29 +304,42 @@ def test_an_upstream_kubeflow_pytorchjob_is_served_with_its_restart_count(
     )
 
 
+def every_kind(namespace: str) -> list[dict[str, Any]]:
+    """One manifest of each of kubemill's kinds (kubemill.dev/v1)."""
+    manifests = [
+        pytorchjob("cols", run_policy={"suspend": True}),
+        tfjob("cols", run_policy={"suspend": True}),
+        mpijob(runPolicy={"suspend": True}),
+    ]
+    for example in ("spark-pi.yaml", "scheduled-spark-pi.yaml", "mars-cluster.yaml"):
+        manifests.append(yaml.safe_load((ROOT / "examples" / example).read_text()))
+    for manifest in manifests:
+        manifest["apiVersion"] = "kubemill.dev/v1"
+        manifest["metadata"]["namespace"] = namespace
+    return manifests
+
+
 def test_kubectl_prints_the_kinds_columns_explains_them_and_agrees_with_the_rbac(
     control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
 ) -> None:
     namespace = control_plane.new_namespace()
-    client = JobClient(
-        "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
-    )
-    client.submit(pytorchjob("cols"))
-    eventually(lambda: client.get("cols").phase == "Running" or None, timeout=WAIT, what="Running")
-    crd = control_plane.request(
-        "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubemill.dev"
-    )
-    columns = [c["name"].upper() for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    # With Kubeflow's CRDs installed too, `pytorchjobs` alone may name kubeflow.org's.
-    printed = control_plane.kubectl(
-        "get", "pytorchjobs.kubemill.dev", "-n", namespace
-    ).stdout.splitlines()
-    header = printed[0].split()
-    assert (
-        header[0] == "NAME"
-        and header[1:] == [c.replace(" ", "") for c in columns][: len(header) - 1]
-    )
-    assert printed[1].split()[0] == "cols"
+    # One object of every kind, suspended where the kind can be (nothing of it runs).
+    for manifest in every_kind(namespace):
+        control_plane.kubectl(
+            "apply", "--server-side", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(manifest)
+        )
+    for crd in crds():
+        # With Kubeflow's CRDs installed too, a plural alone may name kubeflow.org's.
+        name = crd["metadata"]["name"]
+        columns = [
+            c["name"].upper()
+            for c in crd["spec"]["versions"][0].get("additionalPrinterColumns", [])
+        ]
+        printed = control_plane.kubectl("get", name, "-n", namespace).stdout.splitlines()
+        assert printed, f"kubectl get {name} printed nothing"
+        # Server-side tables: the CRD's printer columns, in order, after NAME.
+        assert " ".join(printed[0].split()) == " ".join(["NAME", *columns]), (name, printed[0])
+        assert len(printed) == 2, printed
     explained = control_plane.kubectl(
         "explain", "pytorchjobs.spec.runPolicy", "--api-version=kubemill.dev/v1"
     ).stdout
