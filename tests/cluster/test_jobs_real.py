@@ -422,3 +422,34 @@ def test_kubectl_scale_changes_a_pytorchjobs_workers_through_the_scale_subresour
         timeout=WAIT,
         what="the scale status counting 3 active workers",
     )
+
+
+def test_exit_code_137_recreates_the_pod_and_exit_code_1_fails_the_job(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    namespace = control_plane.new_namespace()
+    client = JobClient(
+        "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
+    )
+    client.submit(pytorchjob("codes", policy="ExitCode", run_policy={"backoffLimit": 3}))
+    eventually(
+        lambda: all_running(control_plane, node, namespace, "codes", 2),
+        timeout=WAIT,
+        what="master and worker running",
+    )
+    first = pods(control_plane, namespace, "codes")["codes-worker-0"]
+    assert first["spec"]["restartPolicy"] == "Never"
+    # 137 (killed) is retryable: the operator deletes the pod and creates it again.
+    node.finish(namespace, "codes-worker-0", 137)
+    eventually(
+        lambda: (
+            (again := pods(control_plane, namespace, "codes").get("codes-worker-0"))
+            and again["metadata"]["uid"] != first["metadata"]["uid"]
+            and node.running(namespace, "codes-worker-0")
+        ),
+        timeout=WAIT,
+        what="the worker's pod created again and running",
+    )
+    # 1 is permanent: the job fails.
+    node.finish(namespace, "codes-worker-0", 1)
+    eventually(lambda: client.get("codes").phase == "Failed", timeout=WAIT, what="Failed")
