@@ -17,7 +17,8 @@ import pytest
 from support.control_plane import ControlPlane
 from support.engines import SPARK_SUBMIT, needs_java, needs_spark_submit
 from support.real_operator import KUBEMILL
-from support.spark_parity import KINDS, SPEC_S1, compare
+from support.spark_parity import COMMAND_LINE_IDS, COMMAND_LINES, KINDS, compare
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.engine, needs_spark_submit, needs_java]
 
@@ -70,9 +71,12 @@ def without_server_additions(objects: dict[str, dict[str, Any]]) -> dict[str, di
     generates: its status (the node stand-in plays it) and the token volume's suffix."""
     pod = objects["Pod"]
     pod.pop("status", None)
-    # ... and whose writes of that status (the node's, through the status subresource).
+    # ... and who wrote that status and the binding (the node, the scheduler), by when.
+    pod["spec"].pop("nodeName", None)
     pod["metadata"]["managedFields"] = [
-        m for m in pod["metadata"]["managedFields"] if m.get("subresource") != "status"
+        m
+        for m in pod["metadata"]["managedFields"]
+        if m.get("subresource") not in ("status", "binding") and m["manager"] != "kube-scheduler"
     ]
     for volume in pod["spec"].get("volumes", []):
         if TOKEN_VOLUME.match(volume["name"]):
@@ -85,26 +89,39 @@ def without_server_additions(objects: dict[str, dict[str, Any]]) -> dict[str, di
 
 
 @pytest.mark.usefixtures("node")
+@pytest.mark.parametrize(("argv", "clean_name"), COMMAND_LINES, ids=COMMAND_LINE_IDS)
 def test_kubemill_and_the_jvm_create_the_same_driver_on_the_real_server(
-    control_plane: ControlPlane, tmp_path: Path
+    control_plane: ControlPlane, tmp_path: Path, argv: list[str], clean_name: str
 ) -> None:
     namespace = control_plane.new_namespace("spark")
+    # One command line names the driver's ServiceAccount `spark`: on a real cluster it must
+    # exist, or the ServiceAccount admission plugin refuses the driver pod.
+    control_plane.request(
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": "spark"}}
+    )
     env = environment(control_plane, tmp_path)
-    argv = [
+    command = [
         "--master", f"k8s://{control_plane.url}", "--deploy-mode", "cluster",
         "--conf", f"spark.kubernetes.namespace={namespace}",
         "--conf", "spark.kubernetes.submission.waitAppCompletion=false",
-        *SPEC_S1,
+        *argv,
     ]  # fmt: skip
     before = snapshot(control_plane, namespace)
-    submit([str(SPARK_SUBMIT), *argv], env)
+    submit([str(SPARK_SUBMIT), *command], env)
     jvm = created(control_plane, namespace, before)
 
     before = snapshot(control_plane, namespace)
-    out = submit([KUBEMILL, "spark-submit", *argv], env)
+    out = submit([KUBEMILL, "spark-submit", *command], env)
     ours = created(control_plane, namespace, before)
     assert f"submission ID {namespace}:{ours['Pod']['metadata']['name']}" in out
     for objects in (jvm, ours):
-        # Bound by the real scheduler, like any pod.
-        assert objects["Pod"]["spec"]["nodeName"] == control_plane.node
-    compare(without_server_additions(jvm), without_server_additions(ours), "spark-pi")
+        # Bound by the real scheduler, like any pod; one whose node selector (disk=ssd) no
+        # node has stays Pending, as on any cluster.
+        pod = objects["Pod"]
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}"
+        if not pod["spec"].get("nodeSelector"):
+            eventually(
+                lambda path=path: control_plane.request("GET", path)["spec"].get("nodeName"),
+                what=f"{path} bound",
+            )
+    compare(without_server_additions(jvm), without_server_additions(ours), clean_name)

@@ -78,6 +78,18 @@ PYTHON_WITH_OPTIONS = [
 """A Python application with most options; its name is long enough that the service's
 name falls back to a generated one, as Spark's does."""
 
+COMMAND_LINES: list[tuple[list[str], str]] = [
+    (SPEC_S1, "spark-pi"),
+    (PYTHON_WITH_OPTIONS, "a-very-long-application-name-that-goes-on-and-on-and-on-for-ever-42"),
+    (
+        ["--conf", "spark.kubernetes.container.image=IMG", "local:///opt/app/word_count.py"],
+        "word-count-py",
+    ),
+]
+"""The command lines both servers' parity tests submit (after ``--master``), each with the
+name Spark cleans its application name into."""
+COMMAND_LINE_IDS = ["spec-s1", "python-options", "python-unnamed"]
+
 KINDS = {
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "Service": "/api/v1/namespaces/{ns}/services",

@@ -26,12 +26,7 @@ from typer.testing import CliRunner
 from kubemill.cli.app import app
 from support.engines import SPARK_SUBMIT, needs_java, needs_spark_submit
 from support.operator_support import Cluster
-from support.spark_parity import (
-    KINDS,
-    PYTHON_WITH_OPTIONS,
-    SPEC_S1,
-    compare,
-)
+from support.spark_parity import COMMAND_LINE_IDS, COMMAND_LINES, KINDS, compare
 
 pytestmark = [pytest.mark.engine, needs_spark_submit, needs_java]
 
@@ -108,21 +103,7 @@ def submit_with_kubemill(cluster: Cluster, argv: list[str]) -> str:
     return result.stdout
 
 
-@pytest.mark.parametrize(
-    ("argv", "clean_name"),
-    [
-        (SPEC_S1, "spark-pi"),
-        (
-            PYTHON_WITH_OPTIONS,
-            "a-very-long-application-name-that-goes-on-and-on-and-on-for-ever-42",
-        ),
-        (
-            ["--conf", "spark.kubernetes.container.image=IMG", "local:///opt/app/word_count.py"],
-            "word-count-py",
-        ),
-    ],
-    ids=["spec-s1", "python-options", "python-unnamed"],
-)
+@pytest.mark.parametrize(("argv", "clean_name"), COMMAND_LINES, ids=COMMAND_LINE_IDS)
 def test_kubemill_creates_what_the_jvm_creates(
     cluster: Cluster,
     namespace: str,
