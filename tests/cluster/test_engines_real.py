@@ -16,6 +16,7 @@ from kubernetes import config
 from kubemill.deploy.kubernetes import KubernetesClusterClient, new_cluster
 from support.control_plane import ControlPlane, absent
 from support.node import NodeStandIn
+from support.real_operator import RealOperator
 from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,9 +24,8 @@ WAIT = 60.0
 """Upper bound on the operator and the controllers acting: a hang guard."""
 
 
-@pytest.mark.usefixtures("operator")
 def test_the_seeds_spark_application_completes_through_the_real_server(
-    control_plane: ControlPlane, node: NodeStandIn
+    control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
 ) -> None:
     namespace = control_plane.new_namespace()
     manifest: dict[str, Any] = yaml.safe_load(
@@ -59,6 +59,8 @@ def test_the_seeds_spark_application_completes_through_the_real_server(
     eventually(lambda: state() == "RUNNING", timeout=WAIT, what="RUNNING")
     node.finish(namespace, pod["metadata"]["name"], 0)
     eventually(lambda: state() == "COMPLETED", timeout=WAIT, what="COMPLETED")
+    # Its ServiceAccount, Role and RoleBinding were created in an order the server accepts.
+    assert not operator.failed_creates(namespace)
 
 
 def test_the_seeds_mars_api_makes_its_namespace_and_stop_finalizes_it(
@@ -173,9 +175,8 @@ def test_a_scheduled_spark_application_runs_one_application_at_a_time(
     eventually(lambda: not runs(), timeout=WAIT, what="the runs collected with their schedule")
 
 
-@pytest.mark.usefixtures("operator")
 def test_a_mars_cluster_of_the_operator_is_ready_once_the_real_controllers_run_its_pods(
-    control_plane: ControlPlane, node: NodeStandIn
+    control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
 ) -> None:
     namespace = control_plane.new_namespace()
     manifest = yaml.safe_load((ROOT / "examples" / "mars-cluster.yaml").read_text())
@@ -202,6 +203,7 @@ def test_a_mars_cluster_of_the_operator_is_ready_once_the_real_controllers_run_i
     assert job["status"]["readyReplicas"] == {"Supervisor": 1, "Worker": 2}
     pods = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
     assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"ReplicaSet"}
+    assert not operator.failed_creates(namespace)  # its Role before its RoleBinding
     control_plane.request("DELETE", f"{path}/mars-demo")
     # Owned by the MarsCluster: the garbage collector takes the Deployments and their pods.
     eventually(

@@ -85,6 +85,18 @@ class RealOperator(Operator):
     ) -> None:
         self.stop()
 
+    def failed_creates(self, namespace: str) -> list[str]:
+        """Creates the operator's ServiceAccount made in ``namespace`` that were answered
+        with an error (what it creates, it creates in an order the server accepts)."""
+        return sorted(
+            f"{describe(e.get('objectRef', {}))} {e.get('responseStatus', {}).get('code')}"
+            for e in self.plane.audit(SERVICE_ACCOUNT)
+            if e.get("stage") == "ResponseComplete"
+            and e["verb"] == "create"
+            and e.get("objectRef", {}).get("namespace") == namespace
+            and e.get("responseStatus", {}).get("code", 0) >= 400
+        )
+
     def refused(self) -> list[str]:
         """Requests of the operator's ServiceAccount the API server refused as forbidden."""
         return sorted(

@@ -114,9 +114,11 @@ def creation_wave(action: Action) -> int:
     """
     if isinstance(action, CreatePodGroup):
         return 0
-    if isinstance(action, CreateChild) and action.kind in ("ServiceAccount", "Role"):
+    # A job's access objects, or a service cluster's objects built whole (Mars's Role).
+    kind = action.kind if isinstance(action, CreateChild | CreateObject) else None
+    if kind in ("ServiceAccount", "Role"):
         return 0
-    if isinstance(action, CreateChild) and action.kind == "RoleBinding":
+    if kind == "RoleBinding":
         return 1
     return 2
 
