@@ -31,8 +31,10 @@ from support.operator_support import (
     condition,
     is_true,
     job_path,
+    replica_set,
     running_cluster,
     running_operator,
+    start_pod,
 )
 from support.waiting import eventually
 
@@ -105,46 +107,8 @@ def cluster(toy_service_plugin: None) -> Iterator[Cluster]:
 
 def start_server(cluster: Cluster, namespace: str, deployment: dict[str, Any], index: int) -> str:
     """A pod of the Deployment's ReplicaSet, as its controllers would make it, on a node."""
-    meta = deployment["metadata"]
-    replica_set = cluster.create(
-        f"/apis/apps/v1/namespaces/{namespace}/replicasets",
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {
-                "name": f"{meta['name']}-7c4b{index}",
-                "labels": deployment["spec"]["template"]["metadata"]["labels"],
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": deployment["spec"],
-        },
-    )
-    template = deployment["spec"]["template"]
-    name = f"{replica_set['metadata']['name']}-x{index}"
-    reference = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": replica_set["metadata"]["name"],
-        "uid": replica_set["metadata"]["uid"],
-        "controller": True,
-    }
-    cluster.create(
-        f"/api/v1/namespaces/{namespace}/pods",
-        {
-            "metadata": {**template["metadata"], "name": name, "ownerReferences": [reference]},
-            "spec": template["spec"],
-        },
-    )
-    cluster.bind(namespace, name)
-    return name
+    owner = replica_set(cluster, namespace, deployment, suffix=f"7c4b{index}")
+    return start_pod(cluster, namespace, owner, index)
 
 
 def report_ready(cluster: Cluster, namespace: str, pod: str) -> None:

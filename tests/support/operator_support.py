@@ -302,6 +302,55 @@ def container_status(
     return status
 
 
+def replica_set(
+    cluster: Cluster, namespace: str, deployment: dict[str, Any], *, suffix: str = "5d8f"
+) -> dict[str, Any]:
+    """The ReplicaSet the Deployment controller makes of ``deployment`` (the test API server
+    runs no controllers: the test plays them)."""
+    meta = deployment["metadata"]
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{meta['name']}-{suffix}",
+            "labels": deployment["spec"]["template"]["metadata"]["labels"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": deployment["spec"],
+    }
+    created: dict[str, Any] = cluster.create(
+        f"/apis/apps/v1/namespaces/{namespace}/replicasets", body
+    )
+    return created
+
+
+def start_pod(cluster: Cluster, namespace: str, owner: dict[str, Any], index: int) -> str:
+    """Create one pod of the ReplicaSet ``owner`` as its controller would, bound to a node."""
+    template = owner["spec"]["template"]
+    name = f"{owner['metadata']['name']}-{index}"
+    reference = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    metadata = {**template["metadata"], "name": name, "ownerReferences": [reference]}
+    cluster.create(
+        f"/api/v1/namespaces/{namespace}/pods", {"metadata": metadata, "spec": template["spec"]}
+    )
+    cluster.bind(namespace, name)
+    return name
+
+
 class Kubelet:
     """Moves pods through their phases by patching pods/status, as the kubelet does."""
 

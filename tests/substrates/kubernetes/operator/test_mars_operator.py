@@ -27,7 +27,9 @@ from support.operator_support import (
     condition,
     is_true,
     job_path,
+    replica_set,
     running_operator,
+    start_pod,
 )
 from support.waiting import eventually
 
@@ -43,52 +45,6 @@ def mars_cluster(name: str = "m") -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": dict(SPEC),
     }
-
-
-def replica_set(cluster: Cluster, namespace: str, deployment: dict[str, Any]) -> dict[str, Any]:
-    """The ReplicaSet the Deployment controller makes of ``deployment``."""
-    meta = deployment["metadata"]
-    body = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {
-            "name": f"{meta['name']}-5d8f",
-            "labels": deployment["spec"]["template"]["metadata"]["labels"],
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": deployment["spec"],
-    }
-    created: dict[str, Any] = cluster.create(
-        f"/apis/apps/v1/namespaces/{namespace}/replicasets", body
-    )
-    return created
-
-
-def start_pod(cluster: Cluster, namespace: str, owner: dict[str, Any], index: int) -> str:
-    """Create one pod of the ReplicaSet ``owner`` as its controller would, bound to a node."""
-    template = owner["spec"]["template"]
-    name = f"{owner['metadata']['name']}-{index}"
-    reference = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": owner["metadata"]["name"],
-        "uid": owner["metadata"]["uid"],
-        "controller": True,
-    }
-    metadata = {**template["metadata"], "name": name, "ownerReferences": [reference]}
-    cluster.create(
-        f"/api/v1/namespaces/{namespace}/pods", {"metadata": metadata, "spec": template["spec"]}
-    )
-    cluster.bind(namespace, name)
-    return name
 
 
 def report(cluster: Cluster, namespace: str, pod: str, *, ready: bool) -> None:
