@@ -16,22 +16,10 @@ from kubemill.dashboard.security import CSRF_HEADER, Guard
 from kubemill.dashboard.server import build_app
 from kubemill.sdk import JobClient
 from support import kmock_cluster
+from support.kube_client_support import SEED_TFJOB as MANIFEST
 from support.kube_client_support import ClientClusterThread, Operator, running
 
 pytestmark = pytest.mark.asyncio
-
-MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: seed}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: tensorflow, image: trainer:1, command: [python, t.py]}]
-"""
 
 
 @pytest.fixture

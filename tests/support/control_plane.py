@@ -56,7 +56,8 @@ PROCESSES = (
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports of 127.0.0.1, bound together so that none repeats."""
+    """``count`` distinct free ports of 127.0.0.1. Bound together: two ports asked for one
+    after the other may be the same one (the kernel hands a just-closed port out again)."""
     with contextlib.ExitStack() as held:
         socks = [held.enter_context(socket.socket()) for _ in range(count)]
         for sock in socks:

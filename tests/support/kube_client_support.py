@@ -50,6 +50,21 @@ TOKEN = "test-token"
 _LOG_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<pod>[^/]+)/log/?$")
 
 
+SEED_TFJOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: seed}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: tensorflow, image: trainer:1, command: [python, t.py]}]
+"""
+"""A one-worker Kubeflow TFJob, as the client tests and the dashboard's submit it."""
+
+
 def _stamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"  # RFC3339Nano, as the kubelet
 

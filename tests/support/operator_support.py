@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -24,6 +23,7 @@ from typing import Any
 
 from kubemill.kinds import crds, entries, entry_for
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
+from support.control_plane import free_ports
 from support.kmock_cluster import Call, ClusterThread, write_kubeconfig
 from support.upstream_crds import upstream_crd
 from support.waiting import eventually
@@ -35,16 +35,6 @@ ALL_OPERATOR_CALLS: list[Call] = []
 
 def free_port() -> int:
     return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports of 127.0.0.1. Bound together: two ports asked for one
-    after the other may be the same one (the kernel hands a just-closed port out again)."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def now_stamp() -> str:

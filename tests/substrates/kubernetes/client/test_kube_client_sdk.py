@@ -12,20 +12,8 @@ import yaml
 
 from kubemill.sdk import JobClient, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend
+from support.kube_client_support import SEED_TFJOB as MANIFEST
 from support.kube_client_support import ClientClusterThread, Operator, kmock_cluster, running
-
-MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: seed}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: tensorflow, image: trainer:1, command: [python, t.py]}]
-"""
 
 
 def test_job_client_on_kubernetes(
