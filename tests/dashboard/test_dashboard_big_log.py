@@ -7,12 +7,12 @@ stdout going straight from the kernel into its file. The job's rotation policy i
 above 150 MB for this test so the file holds all of it (the defaults keep 50 MB).
 
 What is asserted is what the server process did, not how long it took: the bytes it read
-(``rchar`` of ``/proc/self/io``: every ``read`` of a file or socket, counted by the
-kernel) while the stream sent the tail, and its peak resident memory (``VmHWM`` of
-``/proc/self/status``, reset through ``/proc/self/clear_refs``) while the download sent
-150 MB. The server runs in this test's process (aiohttp's test server) and the replica
-and its supervisor in processes of their own (a detached job), so the job's own reading
-and writing is not counted.
+(``rchar`` of ``/proc/self/io``, counted by the kernel at each ``read`` of a file) while
+the stream sent the tail, and its peak resident memory (``VmHWM`` of ``/proc/self/status``,
+reset through ``/proc/self/clear_refs``) while the download sent 150 MB. The server runs
+in this test's process (aiohttp's test server), the replica and its supervisor in
+processes of their own (a detached job), so the job's own reading and writing is not
+counted.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def numbered(index: int) -> str:
 
 
 def rchar() -> int:
-    """Bytes this process has read so far (files, pipes and sockets)."""
+    """Bytes this process has read through read(2) and its kin (files, pipes; asyncio's
+    socket receives are recv(2) calls, not counted)."""
     for line in Path("/proc/self/io").read_text().splitlines():
         if line.startswith("rchar:"):
             return int(line.split()[1])
@@ -89,8 +90,8 @@ async def test_a_150_mb_log_is_tailed_and_followed_without_reading_it_and_downlo
     argv = [str(LINES), str(LINE_BYTES), str(ready), str(go)]
     log_path = await asyncio.to_thread(_submit, jobs, pytorch_manifest("big", BIG_WRITER), argv)
     await eventually_async(ready.exists, timeout=300, what="the replica wrote 150 MiB")
-    log_file = Path(log_path).stat().st_size
-    assert log_file == LINES * LINE_BYTES
+    log_size = Path(log_path).stat().st_size
+    assert log_size == LINES * LINE_BYTES
 
     # The stream: the last lines first, then what comes after, then the end.
     tail: list[str] = []
@@ -129,8 +130,8 @@ async def test_a_150_mb_log_is_tailed_and_followed_without_reading_it_and_downlo
     grown = peak_rss() - floor
     # The meter counts the server's reads of the file (asyncio's socket receives are not
     # among them): sending every byte read every byte.
-    assert rchar() - read_before >= log_file
-    assert received == log_file + len("after the big write\n")
+    assert rchar() - read_before >= log_size
+    assert received == log_size + len("after the big write\n")
     assert last.decode().splitlines()[-2:] == [numbered(LINES - 1), "after the big write"]
     assert grown < 64 * MiB, f"the download grew the server's memory by {grown} bytes"
 
