@@ -64,6 +64,13 @@ def played_pod(control_plane: ControlPlane, node: NodeStandIn) -> tuple[str, str
     return namespace, "target"
 
 
+def admin_api(plane: ControlPlane) -> Any:
+    """The Python client's CoreV1Api, as admin of ``plane``."""
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config(str(plane.admin_kubeconfig)))  # type: ignore[no-untyped-call]
+
+
 def kubexec(plane: ControlPlane, namespace: str, pod: str, *words: str) -> Any:
     """kubemill's exec agent, as mpirun runs it (``kubexec <host> <words>``), as admin."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
@@ -99,11 +106,10 @@ def test_kubexec_relays_stdout_stderr_and_the_exit_code(
 def test_the_python_clients_stream_gets_v5_with_stdin_and_the_status(
     control_plane: ControlPlane, played_pod: tuple[str, str]
 ) -> None:
-    from kubernetes import client, config
     from kubernetes.stream import stream
 
     namespace, pod = played_pod
-    api = client.CoreV1Api(config.new_client_from_config(str(control_plane.admin_kubeconfig)))
+    api = admin_api(control_plane)
     ws = stream(
         api.connect_get_namespaced_pod_exec,
         pod,
@@ -153,12 +159,11 @@ def test_kubectl_exec_runs_the_command_and_exits_with_its_code(
 def test_closing_the_stream_stops_the_command(
     control_plane: ControlPlane, played_pod: tuple[str, str], tmp_path: Path
 ) -> None:
-    from kubernetes import client, config
     from kubernetes.stream import stream
 
     namespace, pod = played_pod
     pid_file = tmp_path / "pid"
-    api = client.CoreV1Api(config.new_client_from_config(str(control_plane.admin_kubeconfig)))
+    api = admin_api(control_plane)
     ws = stream(
         api.connect_get_namespaced_pod_exec,
         pod,

@@ -302,6 +302,10 @@ class ExecSession:
                 code = self._relay(process)
             finally:
                 stop(process)
+                for pipe in (process.stdin, process.stdout, process.stderr):
+                    if pipe is not None:
+                        with contextlib.suppress(OSError):
+                            pipe.close()
             if code is not None:
                 self.send(ERROR, status_json(request.command, self.protocol, code))
                 self.close(1000)
@@ -327,15 +331,16 @@ class ExecSession:
             ).start()
         try:
             while outputs or process.poll() is None:
-                ready = [self.sock] if self.sock.pending() else []
+                # Decrypted bytes the TLS layer holds do not make the socket readable.
+                ready: list[int] = [self.sock.fileno()] if self.sock.pending() else []
                 if not ready:
-                    ready, _, _ = select.select([self.sock, *outputs], [], [], 0.2)
+                    watched = [self.sock.fileno(), *outputs]
+                    ready, _, _ = select.select(watched, [], [], 0.2)
                 for source in ready:
-                    if source is self.sock:
+                    if source == self.sock.fileno():
                         if not self._from_client():
                             return None
                         continue
-                    assert isinstance(source, int)
                     chunk = os.read(source, 65536)
                     if chunk:
                         self.send(outputs[source], chunk)

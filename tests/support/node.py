@@ -50,7 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from support.control_plane import ControlPlane
-from support.kubelet_exec import ExecRefused, ExecRequest, parse_exec, serve_exec, stop
+from support.kubelet_exec import (
+    ExecRefused,
+    ExecRequest,
+    exit_code,
+    parse_exec,
+    serve_exec,
+    stop,
+)
 from support.pod_runtime import PodRuntime, PodRuntimeError
 
 DECLARED_FEATURES = ["ExtendWebSocketsToKubelet"]
@@ -340,7 +347,7 @@ class NodeStandIn:
                     reason="StartError",
                 )
             else:
-                self._spawn(lambda p, c=container, pr=process: self._watch_process(p, c, pr), pod)
+                self._spawn(self._process_watcher(container, process), pod)
         if self.on_start is not None:
             self.on_start(pod)
 
@@ -368,6 +375,14 @@ class NodeStandIn:
             self._processes[(pod["metadata"]["uid"], container)] = process
         return process
 
+    def _process_watcher(
+        self, container: str, process: subprocess.Popen[bytes]
+    ) -> Callable[[Pod], None]:
+        def watch_process(pod: Pod) -> None:
+            self._watch_process(pod, container, process)
+
+        return watch_process
+
     def _watch_process(self, pod: Pod, container: str, process: subprocess.Popen[bytes]) -> None:
         """Relay the process's output to the container's log; at its exit the container
         exits with its code (and runs again if the pod's restartPolicy restarts it)."""
@@ -381,10 +396,9 @@ class NodeStandIn:
             ]
             for reader in readers:
                 reader.start()
-            code = process.wait()
+            code = exit_code(process.wait())
             for reader in readers:
                 reader.join()
-            code = 128 - code if code < 0 else code
             with self._lock:
                 self._exits[(uid, container)] = code
                 deleting = uid in self._deleting or self._stop.is_set()
@@ -602,7 +616,7 @@ class NodeStandIn:
             raise ExecRefused(404, f"container not found ({request.container!r})")
         if "running" not in statuses[request.container].get("state", {}):
             raise ExecRefused(500, f"container {request.container} is not running")
-        return pod  # type: ignore[no-any-return]
+        return pod
 
     def _exec_process(self, pod: Pod, request: ExecRequest) -> subprocess.Popen[bytes]:
         return self.runtime.spawn(

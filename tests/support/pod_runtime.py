@@ -217,13 +217,13 @@ class PodRuntime:
         return env | own
 
     def _volume(self, pod: Pod, volume: dict[str, Any], root: Path) -> Path:
-        name = volume["name"]
+        name = str(volume["name"])
         target = root / name
         namespace = pod["metadata"]["namespace"]
         if "emptyDir" in volume:
             target.mkdir(parents=True)
         elif "hostPath" in volume:
-            return Path(volume["hostPath"]["path"])
+            return Path(str(volume["hostPath"]["path"]))
         elif "configMap" in volume or "secret" in volume:
             kind = "configMap" if "configMap" in volume else "secret"
             source = volume[kind]
