@@ -103,7 +103,7 @@ def test_kubexec_relays_stdout_stderr_and_the_exit_code(
     assert b"kubexec: nosuch:" in done.stderr and b"404" in done.stderr, done.stderr
 
 
-def test_the_python_clients_stream_gets_v5_with_stdin_and_the_status(
+def test_the_python_clients_stream_gets_v5_with_stdin_or_v4_and_the_status(
     control_plane: ControlPlane, played_pod: tuple[str, str]
 ) -> None:
     from kubernetes.stream import stream
@@ -129,6 +129,25 @@ def test_the_python_clients_stream_gets_v5_with_stdin_and_the_status(
         assert ws.read_stdout() == "PIPED INPUT\n"
         assert ws.read_stderr() == "done\n"
         assert ws.returncode == 7
+    finally:
+        ws.close()
+    # A client offering v4 only (older Python clients) is proxied as it is, and gets v4.
+    ws = stream(
+        api.connect_get_namespaced_pod_exec,
+        pod,
+        namespace,
+        command=["sh", "-c", "echo four; exit 5"],
+        stdout=True,
+        stderr=True,
+        stdin=False,
+        tty=False,
+        _preload_content=False,
+        _headers={"sec-websocket-protocol": "v4.channel.k8s.io"},
+    )
+    try:
+        assert ws.subprotocol == "v4.channel.k8s.io"
+        ws.run_forever(timeout=WAIT)
+        assert (ws.read_stdout(), ws.returncode) == ("four\n", 5)
     finally:
         ws.close()
 
