@@ -211,7 +211,7 @@ BUILTIN: tuple[Engine, ...] = (
             OperatorGrant(
                 ("",),
                 ("pods/exec",),
-                ("create",),
+                ("get", "create"),
                 "an MPI launcher's Role lets it exec into its own workers",
                 delegated=True,
             ),
