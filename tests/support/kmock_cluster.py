@@ -92,7 +92,7 @@ from support import kube_schema
 
 TEST_USER_AGENT = "kubemill-tests"
 CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
-"""Pod subresources a client connects to (a stream), authorized as ``create``."""
+"""Pod subresources a client connects to (a stream): see :attr:`Call.verbs_checked`."""
 
 # --- selectors -------------------------------------------------------------------------------
 
@@ -195,11 +195,6 @@ class Call:
     @property
     def verb(self) -> str:
         """The RBAC verb of this request (``get``, ``list``, ``watch``, ``create``, ...)."""
-        if self.subresource in CONNECT_SUBRESOURCES:
-            # A websocket upgrade is a GET, but kube-apiserver authorizes it as ``create``
-            # (AuthorizePodWebsocketUpgradeCreatePermission, on by default since 1.31), as it
-            # does the POST that SPDY clients send.
-            return "create"
         if self.watch:
             return "watch"
         if self.method == "GET":
@@ -207,6 +202,17 @@ class Call:
         return {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(
             self.method, self.method.lower()
         )
+
+    @property
+    def verbs_checked(self) -> tuple[str, ...]:
+        """Every verb RBAC must allow for this request. A WebSocket upgrade to a pod's
+        stream is a GET, logged as ``get``, and kube-apiserver 1.35+ checks ``create`` on it
+        too (AuthorizePodWebsocketUpgradeCreatePermission), as it does for the POST that
+        SPDY clients send; as the real server showed, a Role granting ``create`` alone is
+        refused."""
+        if self.subresource in CONNECT_SUBRESOURCES and self.method == "GET":
+            return ("get", "create")
+        return (self.verb,)
 
     @property
     def resource(self) -> str:

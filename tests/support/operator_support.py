@@ -213,9 +213,10 @@ def unpermitted(calls: list[Call], rules: list[Rule]) -> list[str]:
     """The calls ``rules`` do not allow, as ``verb group/resource`` strings."""
     return sorted(
         {
-            f"{c.verb} {c.group}/{c.resource}"
+            f"{verb} {c.group}/{c.resource}"
             for c in resource_calls(calls)
-            if not permits(rules, group=c.group or "", resource=c.resource, verb=c.verb)
+            for verb in c.verbs_checked
+            if not permits(rules, group=c.group or "", resource=c.resource, verb=verb)
         }
     )
 

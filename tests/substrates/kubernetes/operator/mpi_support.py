@@ -21,11 +21,12 @@ os.write(1, (json.dumps(report) + "\\n").encode())  # one write: lines of ranks 
 
 
 def role_allows(rules: list[dict[str, Any]], call: Call) -> bool:
-    """RBAC's rule match: API group, resource (``pods/exec``), verb and resource names."""
+    """RBAC's rule match: API group, resource (``pods/exec``), every verb the server checks
+    (:attr:`Call.verbs_checked`) and resource names."""
     return any(
         (call.group or "") in rule["apiGroups"]
         and call.resource in rule["resources"]
-        and call.verb in rule["verbs"]
+        and all(verb in rule["verbs"] for verb in call.verbs_checked)
         and (not rule.get("resourceNames") or call.name in rule["resourceNames"])
         for rule in rules
     )

@@ -746,10 +746,17 @@ def test_exec_is_refused_as_the_api_server_and_kubelet_refuse_it(
     with pytest.raises(websocket.WebSocketBadStatusException) as caught:
         open_exec(served, exec_path(ns, "up", "true", stdout="1"), protocols=("base64.k8s.io",))
     assert caught.value.status_code == 400
-    # Logged as RBAC sees them: ``create`` on ``pods/exec``, with the pod's name.
+    # Logged as the real server's audit logs them, with the pod's name: ``get`` on
+    # ``pods/exec`` for a GET (RBAC checks ``create`` on it as well), ``create`` for the POST.
     assert [(verb, resource) for verb, resource, _, _ in exec_calls(served, ns)] == [
-        ("create", "pods/exec")
-    ] * 12
+        *[("get", "pods/exec")] * 9,
+        ("create", "pods/exec"),
+        *[("get", "pods/exec")] * 2,
+    ]
+    assert {(c.method, c.verbs_checked) for c in served.calls() if c.subresource == "exec"} == {
+        ("GET", ("get", "create")),
+        ("POST", ("create",)),
+    }
     assert [(name, code) for _, _, name, code in exec_calls(served, ns)][:2] == [
         ("ghost", 404),
         ("unbound", 400),

@@ -244,17 +244,20 @@ def test_the_agent_only_execs_into_the_named_workers(mpirun: MpiRun) -> None:
     assert mpirun.code == 0, mpirun.stderr
     agent_calls = [c for c in mpirun.calls if not c.from_tests]
     assert sorted((c.verb, c.resource, c.name or "") for c in agent_calls) == [
-        ("create", "pods/exec", w) for w in WORKERS
+        ("get", "pods/exec", w) for w in WORKERS
     ]
     # so a Role that names the workers allows them, and one naming other pods does not
     role = [
         {
             "apiGroups": [""],
             "resources": ["pods/exec"],
-            "verbs": ["create"],
+            "verbs": ["get", "create"],
             "resourceNames": list(WORKERS),
         }
     ]
     assert all(role_allows(role, c) for c in agent_calls)
+    # A WebSocket exec is a GET that is checked for create too: either verb alone is refused.
+    for verb in ("get", "create"):
+        assert not any(role_allows([{**role[0], "verbs": [verb]}], c) for c in agent_calls)
     others = [{**role[0], "resourceNames": ["pi-launcher"]}]
     assert not any(role_allows(others, c) for c in agent_calls)
