@@ -78,7 +78,7 @@ from kubemill.substrates.kubernetes.client.views import (
     replica_names,
     replica_views,
 )
-from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
+from kubemill.substrates.kubernetes.install.names import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
 from kubemill.substrates.kubernetes.observe import controller_uid, parse_time
 from kubemill.substrates.kubernetes.transport import api_path, is_connection_error, lines
 
