@@ -32,6 +32,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -276,7 +277,7 @@ class KubernetesBackend:
             )
             wanted = pick_replica(job.name, names + extra, replica)
         if follow:
-            return LogFollower(self, found, wanted, query).lines()
+            return LogFollower(_FollowedJobs(self), found, wanted, query).lines()
         return self._read_logs(found, wanted, query)
 
     def _read_logs(
@@ -585,3 +586,33 @@ def _finished(job: Job) -> bool:
 
 def _acted(job: Job) -> bool:
     return bool(job.status.conditions)
+
+
+@dataclass(frozen=True)
+class _FollowedJobs:
+    """The backend as following logs sees it (:class:`~.logs.JobSource`)."""
+
+    backend: KubernetesBackend
+
+    @property
+    def http(self) -> Http:
+        return self.backend.http
+
+    @property
+    def poll_interval(self) -> float:
+        return self.backend.poll_interval
+
+    def refetch(self, found: Found) -> Found:
+        return self.backend._refetch(found)
+
+    def pods(self, found: Found) -> list[dict[str, Any]]:
+        return self.backend._pods(found)
+
+    def acting_deadline(self, found: Found) -> float | None:
+        timeout = self.backend.operator_timeout
+        if not timeout:
+            return None
+        return self.backend._submitted.get(found.uid, time.monotonic()) + timeout
+
+    def not_acting(self, found: Found) -> Exception:
+        return self.backend._not_acting(found)
