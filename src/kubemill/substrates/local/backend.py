@@ -625,7 +625,7 @@ class LocalBackend:
     def _delete_runs(self, rec: JobRecord) -> None:
         """Delete the runs a controller owns, once its loop stopped (so none starts after):
         on Kubernetes the garbage collector deletes them with their owner."""
-        from kubemill.substrates.local.schedules import owned_runs
+        from kubemill.substrates.local.controller_runs import owned_runs
 
         for run in owned_runs(self, rec):
             with contextlib.suppress(JobNotFound):
