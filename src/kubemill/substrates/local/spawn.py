@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kubemill.substrates.local.launch import LaunchSpec
-from kubemill.substrates.local.logs import KEEPER, open_for_replica
+from kubemill.substrates.local.log_keeper import KEEPER
+from kubemill.substrates.local.logs import open_for_replica
 
 
 def make_private_dir(path: str) -> None:
