@@ -30,7 +30,6 @@ STILL_TOO_LONG: dict[str, str] = {
     "substrates/kubernetes/client/backend.py": "not split yet",
     "substrates/kubernetes/operator/reconciler.py": "not split yet",
     "substrates/local/backend.py": "not split yet (crash-truth into verdict.py)",
-    "substrates/local/store.py": "not split yet",
     "substrates/local/supervisor.py": "not split yet (the stray-process and memory watch)",
 }
 
