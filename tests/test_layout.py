@@ -28,7 +28,6 @@ STILL_TOO_LONG: dict[str, str] = {
     "api/loader.py": "being moved into engines/ (issue 17, item 2); split there",
     "deploy/mars.py": "Mars's in-pod entrypoint, being moved into engines/mars/; split there",
     "substrates/kubernetes/client/backend.py": "not split yet",
-    "substrates/local/backend.py": "not split yet (crash-truth into verdict.py)",
     "substrates/local/supervisor.py": "not split yet (the stray-process and memory watch)",
 }
 
