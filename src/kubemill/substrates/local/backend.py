@@ -68,6 +68,7 @@ from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import PodContext, exec_socket_path
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
+from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
     JobRecord,
@@ -88,12 +89,7 @@ from kubemill.substrates.local.submission import (
     warn_ignored_containers,
 )
 from kubemill.substrates.local.summary import SUPERVISOR_START_GRACE
-from kubemill.substrates.local.supervisor import (
-    Prepared,
-    SupervisorOptions,
-    plan_local,
-    prepare_recorded,
-)
+from kubemill.substrates.local.supervisor import SupervisorOptions
 from kubemill.substrates.local.verdict import heal, judge_unsupervised, kill_leftovers
 
 STOP_MARGIN = 5.0

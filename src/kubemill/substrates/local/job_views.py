@@ -19,9 +19,10 @@ from kubemill.substrates.base import (
     SubstrateError,
 )
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, progress_dir, progress_file
+from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.progress import history
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
-from kubemill.substrates.local.supervisor import Prepared, Supervisor, SupervisorOptions
+from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
 
 
 def _utc(moment: float | None) -> datetime | None:

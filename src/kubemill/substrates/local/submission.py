@@ -28,6 +28,7 @@ from kubemill.substrates.local.images import (
 )
 from kubemill.substrates.local.launch import NotRunnableLocally, main_container
 from kubemill.substrates.local.network import replica_address
+from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
     NewJob,
@@ -35,7 +36,6 @@ from kubemill.substrates.local.store import (
     Store,
     listing_fields,
 )
-from kubemill.substrates.local.supervisor import Prepared
 
 DEFAULT_NAMESPACE = "default"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -27,7 +27,8 @@ else) takes every process below it as the job's. Those processes get the pod's s
 (SIGTERM on delete, SIGKILL after the grace period), are SIGKILLed when their replica's
 main process exits (as a container's processes die with it), and whatever is left when
 the job ends (success, failure, interrupt, delete, or a failure of the supervisor) gets
-SIGTERM, then SIGKILL after :data:`SWEEP_GRACE`. No cgroup is created or moved.
+SIGTERM, then SIGKILL after :data:`~.strays.SWEEP_GRACE` (:class:`~.strays.JobProcesses`
+finds them). No cgroup is created or moved.
 
 The subreaper setting is per process and lasts as long as the process. For a detached
 supervisor and for ``kubemill run`` in the foreground, that process is kubemill's own.
@@ -69,7 +70,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,13 +96,11 @@ from kubemill.core import (
     pod_restart_policy,
     reconcile,
 )
-from kubemill.frameworks import Plan
 from kubemill.kinds import lifecycle_for, load_one
 from kubemill.substrates.base import SubstrateError
-from kubemill.substrates.files import resolved_contents
 from kubemill.substrates.local import detached, procinfo
 from kubemill.substrates.local.exec_service import ExecService
-from kubemill.substrates.local.images import Environment
+from kubemill.substrates.local.file_sets import delete_file_set, write_file_set, written_file_sets
 from kubemill.substrates.local.kubelet import (
     STOPPED_WAITING,
     ReplicaPod,
@@ -110,27 +108,22 @@ from kubemill.substrates.local.kubelet import (
     StartLimits,
     wait_any,
 )
-from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
 from kubemill.substrates.local.network import (
     LocalNetwork,
     PortAllocator,
     busy_ports,
-    local_plan,
     replica_address,
 )
+from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail
 from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
+from kubemill.substrates.local.strays import JobProcesses
 from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
 
 log = logging.getLogger("kubemill.local.supervisor")
 
 NOT_RUNNABLE = "NotRunnableLocally"
 SUPERVISOR_ERROR = "SupervisorError"
-SWEEP_GRACE = 1.0
-"""SIGTERM-to-SIGKILL grace of the processes still found once every replica is gone
-(they already had SIGTERM with their replica when it was deleted)."""
-TREE_REUSE = 0.02
-"""Seconds a scan of ``/proc`` is reused for finding a replica's processes."""
 
 
 @dataclass(frozen=True)
@@ -152,68 +145,6 @@ class SupervisorOptions:
     start_limits: StartLimits | None = None
     """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
-
-
-@dataclass
-class Prepared:
-    """A job ready to run: its Plan and the launch spec of every replica."""
-
-    job: Job
-    plan: Plan
-    specs: dict[str, LaunchSpec]
-    network: LocalNetwork
-    ctx: PodContext
-    environments: dict[str, Environment]
-
-
-FILE_KINDS: tuple[ChildKind, ...] = ("ConfigMap", "Secret")
-DIGEST_FILE = ".kubemill-digest"
-"""In each file set's directory: ``<ConfigMap|Secret> <digest>`` of what was written."""
-
-
-def written_file_sets(files_dir: Path) -> dict[tuple[ChildKind, str], str]:
-    """The file sets a job's files directory holds, as the core's observed children."""
-    found: dict[tuple[ChildKind, str], str] = {}
-    if not files_dir.is_dir():
-        return found
-    for marker in sorted(files_dir.glob(f"*/{DIGEST_FILE}")):
-        written, _, digest = marker.read_text(encoding="utf-8").strip().partition(" ")
-        for kind in FILE_KINDS:
-            if written == kind:
-                found[(kind, marker.parent.name)] = digest
-    return found
-
-
-def pod_context(rec: JobRecord) -> PodContext:
-    """What the replicas of a recorded job know about their pods."""
-    return PodContext.for_job(
-        job_uid=rec.uid, namespace=rec.namespace, base_dir=rec.base_dir, job_dir=rec.job_dir
-    )
-
-
-def plan_local(
-    job: Job,
-    network: LocalNetwork,
-    *,
-    ctx: PodContext,
-    environments: Mapping[str, Environment],
-) -> Prepared:
-    """Plan ``job`` on ``network`` and check every replica can start (raises if not)."""
-    plan = local_plan(job, network)
-    network.reserve_plan(plan)
-    specs = prepare(job, plan, ctx=ctx, environments=environments)
-    return Prepared(job, plan, specs, network, ctx, dict(environments))
-
-
-def prepare_recorded(rec: JobRecord, ports: Mapping[tuple[str, int], int]) -> Prepared:
-    """Rebuild a recorded job's Plan with the ports and environments it was given."""
-    environments = {k: Environment.from_json(v) for k, v in rec.environments.items()}
-    return plan_local(
-        rec.load_job(),
-        LocalNetwork(rec.name, ports=ports, files_root=str(rec.files_dir)),
-        ctx=pod_context(rec),
-        environments=environments,
-    )
 
 
 def _utc(moment: float) -> datetime:
@@ -241,11 +172,14 @@ class Supervisor:
         self.uid = uid
         self.exclusive = exclusive
         """This process runs nothing but this job: every process below it is the job's."""
-        self._strays: dict[int, tuple[int, str]] = {}
-        """Processes found to be the job's outside any replica's tree: pid -> start ticks
-        and the mark seen ("" if none), to know them once they die (a zombie's environment
-        can no longer be read) and to reap them."""
         self.options = options or SupervisorOptions()
+        self.processes = JobProcesses(
+            uid,
+            exclusive=exclusive,
+            pods=lambda: self.pods,
+            store=store,
+            memory_interval=self.options.memory_interval,
+        )
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
         self.pod_group: ObservedPodGroup | None = None
@@ -257,9 +191,6 @@ class Supervisor:
         self._last_observed: Observed | None = None
         self._next_reconcile = 0.0
         self._next_request_check = 0.0
-        self._next_memory_check = 0.0
-        self._tree: procinfo.ProcessTree | None = None
-        self._tree_at = 0.0
         self._starts = StartBucket(StartLimits())
         self._ever_started = False
         self._requested: str | None = None
@@ -401,7 +332,7 @@ class Supervisor:
                 pod.poll(now)
             self._drop_gone()
             self._start_pending(now)
-            self._watch_memory(now)
+            self.processes.watch_memory(now)
             if self._requests(now) == "delete":
                 self._stop_all("the job is being deleted")
                 return
@@ -476,27 +407,12 @@ class Supervisor:
             )
 
     def _write_files(self, action: WriteFiles) -> None:
-        """A FileSet becomes ``<job dir>/files/<set>/``; each file is replaced atomically, so
-        a replica reading a hostfile while it is rewritten sees the old or the new one.
-        The directory is the one the Plan's env points at (``Network.files_path``)."""
-        target = self._files_root / action.name
-        target.mkdir(parents=True, exist_ok=True)
-        contents = resolved_contents(action.files, owner=f"{self.job.namespace}/{self.job.name}")
-        for file in action.files:
-            for path in file.mounted_as:
-                staged = target / f".{path}.new"
-                staged.write_text(contents[file.name], encoding="utf-8")
-                staged.chmod(file.mode & 0o700 if action.secret else file.mode)
-                staged.replace(target / path)
-        kind: ChildKind = "Secret" if action.secret else "ConfigMap"
-        # The digest beside the files, so that a later supervisor (after a resume) sees
-        # what is there, as the operator reads it from the object's annotation.
-        (target / DIGEST_FILE).write_text(f"{kind} {action.digest}\n", encoding="utf-8")
-        self.children[(kind, action.name)] = action.digest
+        owner = f"{self.job.namespace}/{self.job.name}"
+        kind, digest = write_file_set(self._files_root, action, owner=owner)
+        self.children[(kind, action.name)] = digest
 
     def _delete_file_set(self, action: DeleteChild) -> None:
-        if action.kind in FILE_KINDS:
-            shutil.rmtree(self._files_root / action.name, ignore_errors=True)
+        delete_file_set(self._files_root, action)
         self.children.pop((action.kind, action.name), None)
 
     def _create_pod(self, name: str, now: float) -> None:
@@ -528,7 +444,7 @@ class Supervisor:
             self.prepared.specs[name],
             restart_policy=pod_restart_policy(rep.restart_policy),
             before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
-            strays=self._strays_of,
+            strays=self.processes.of_pod,
             core_offset=int(self.uid.replace("-", "")[:8], 16) if self.uid else 0,
         )
         pod.create(now)
@@ -707,101 +623,7 @@ class Supervisor:
             if self.pods:
                 self._sleep(now)
         self._save_replicas()
-        self._sweep()
-
-    # --- processes outside the replicas' groups -----------------------------------------------
-
-    def _strays_of(self, pod: ReplicaPod) -> set[int]:
-        """The pod's processes beyond its main one: its tree and its marked orphans."""
-        return self._find_strays(f"{self.uid}/{pod.spec.replica}", pod)
-
-    def _job_strays(self) -> set[int]:
-        """Every process of the job that is not a replica's main process."""
-        return self._find_strays(f"{self.uid}/", None)
-
-    def _find_strays(self, mark: str, only: ReplicaPod | None) -> set[int]:
-        tree = self._process_tree()
-        mains = {p.popen.pid for p in self.pods.values() if p.popen is not None}
-        found: set[int] = set()
-        for pod in [only] if only is not None else list(self.pods.values()):
-            if pod.popen is not None:
-                found |= tree.below(pod.popen.pid, zombies=True)
-        # Orphans re-parent to the nearest subreaper, this process: only its direct
-        # children need a look at their mark, and what is below a stray is the job's too.
-        for pid in tree.children.get(os.getpid(), []):
-            if pid in mains or pid in found:
-                continue
-            seen = self._stray_mark(pid, tree.table[pid], whole_job=only is None)
-            if seen is not None and (seen.startswith(mark) if only is None else seen == mark):
-                orphans = {pid} | tree.below(pid, zombies=True)
-                found |= orphans
-                for orphan in orphans:
-                    self._strays[orphan] = (tree.table[orphan].start_ticks, seen)
-        return found
-
-    def _process_tree(self) -> procinfo.ProcessTree:
-        """A scan of ``/proc``, shared by the calls of one moment (stopping 500 replicas
-        would otherwise scan it 500 times); the final sweep scans again anyway."""
-        now = time.monotonic()
-        if self._tree is None or now - self._tree_at > TREE_REUSE:
-            self._tree, self._tree_at = procinfo.ProcessTree(), now
-        return self._tree
-
-    def _stray_mark(self, pid: int, info: procinfo.ProcStat, *, whole_job: bool) -> str | None:
-        """The mark a child of this process carries, as far as the job is concerned:
-        remembered if seen before, ``f"{uid}/"`` for anything below an exclusive
-        supervisor when the whole job is asked for, ``None`` if it is not the job's."""
-        known = self._strays.get(pid)
-        if known is not None and known[0] == info.start_ticks:
-            return known[1] or f"{self.uid}/"
-        seen = procinfo.mark_of(pid)
-        if seen is None and whole_job and self.exclusive:
-            return f"{self.uid}/"
-        return seen
-
-    def _sweep(self) -> None:
-        """End whatever of the job is still there once its replicas are gone."""
-        self._tree = None
-        left = procinfo.stop_processes(self._job_strays, grace=SWEEP_GRACE)
-        if left:
-            log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
-        self._strays = {p: k for p, k in self._strays.items() if procinfo.stat(p) is not None}
-
-    def _watch_memory(self, now: float) -> None:
-        """OOMKill a replica whose processes together use more memory than its limit.
-
-        Its processes: the main one, everything below it, and its orphans (below the
-        supervisor, with the replica's mark), read from ``/proc``.
-
-        The kubelet's limit is the kernel's, in a cgroup; locally it is a watch every
-        ``memory_interval``, so a replica may briefly go past its limit before it is
-        killed. The kill is reported as the kubelet would report it (reason ``OOMKilled``,
-        exit code 137) and the core judges it like any other exit.
-        """
-        watched = [
-            p
-            for p in self.pods.values()
-            if p.spec.memory_limit is not None and p.alive and not p.oom_killed
-        ]
-        if not watched or now < self._next_memory_check:
-            return
-        self._next_memory_check = now + self.options.memory_interval
-        self._tree = None
-        for pod in watched:
-            assert pod.popen is not None and pod.spec.memory_limit is not None
-            tree = {pod.popen.pid} | self._strays_of(pod)
-            used = procinfo.memory_bytes(tree)
-            if used > pod.spec.memory_limit:
-                message = (
-                    f"{pod.spec.replica} used {used // 2**20}Mi of memory (its processes"
-                    f" together, shared pages once), over its limit of"
-                    f" {pod.spec.memory_limit // 2**20}Mi"
-                    " (resources.limits.memory)"
-                )
-                pod.oom_kill(message)
-                self.store.add_event(
-                    self.uid, type="Warning", reason="OOMKilling", message=message, when=now
-                )
+        self.processes.sweep()
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
@@ -880,7 +702,7 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 self._exec.close()
         with contextlib.suppress(Exception):
-            self._sweep()
+            self.processes.sweep()
         for pod in self.pods.values():
             pod.close()
         with contextlib.suppress(Exception):
