@@ -36,7 +36,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +47,7 @@ from kubemill.substrates.local.images import read_config
 from kubemill.substrates.local.launch import LaunchSpec
 from kubemill.substrates.local.logs import termination_tail
 from kubemill.substrates.local.prober import Prober
+from kubemill.substrates.local.records import ReplicaRecord
 from kubemill.substrates.local.spawn import spawn
 
 BACKOFF_INITIAL = 0.1
@@ -491,6 +492,28 @@ class ReplicaPod:
         probe = self.prober.next_deadline if self.prober is not None else None
         times = [t for t in (restart, self.kill_at, probe) if t is not None]
         return min(times) if times else None
+
+    def as_record(self, recorded: ReplicaRecord) -> ReplicaRecord:
+        """The pod as the store records it, from what was recorded of its replica before."""
+        s = self.state
+        phase: str = s.phase
+        reason, message = s.reason, s.message
+        # A replica that exited 0 on its own while being stopped (it was finishing anyway)
+        # succeeded; only one that the stop actually ended is shown as Stopped.
+        if self.deleting and not self.alive and self.stopped_running and s.phase != "Succeeded":
+            phase, reason, message = "Stopped", "Stopped", self.stop_reason
+        return replace(
+            recorded,
+            phase=phase,
+            process=s.process,
+            exit_code=s.exit_code,
+            restart_count=s.restart_count,
+            created=s.created,
+            started=s.started,
+            finished=None if self.alive else s.finished,
+            reason=reason,
+            message=message,
+        )
 
     def observed(self, replica_type: str, index: int) -> ObservedPod:
         """The pod as the reconciler sees it."""

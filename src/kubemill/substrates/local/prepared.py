@@ -1,5 +1,6 @@
 """A job ready to run on this machine (:class:`Prepared`): its Plan on the local network and
-the launch spec of every replica, planned at submit or again from its records.
+the launch spec of every replica, planned at submit or again from its records, and again
+before its first start if ports it was given were taken since (:func:`move_busy_ports`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from kubemill.api import Job
 from kubemill.frameworks import Plan
 from kubemill.substrates.local.images import Environment
 from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
-from kubemill.substrates.local.network import LocalNetwork, local_plan
-from kubemill.substrates.local.store import JobRecord
+from kubemill.substrates.local.network import LocalNetwork, PortAllocator, busy_ports, local_plan
+from kubemill.substrates.local.store import JobRecord, PortConflict, Store
 
 
 @dataclass
@@ -57,3 +58,35 @@ def prepare_recorded(rec: JobRecord, ports: Mapping[tuple[str, int], int]) -> Pr
         ctx=pod_context(rec),
         environments=environments,
     )
+
+
+def move_busy_ports(store: Store, uid: str, prepared: Prepared) -> tuple[Prepared, str] | None:
+    """The job planned again with the ports taken since submit moved to free ones, and what
+    moved; ``None`` if every port is still free (or no new ones could be reserved)."""
+    for _ in range(5):
+        busy = busy_ports(prepared.network.ports)
+        if not busy:
+            return None
+        current = prepared.network.ports
+        allocator = PortAllocator(avoid=store.reserved_ports() | set(current.values()))
+        moved = {key: allocator.allocate() for key in busy}
+        try:
+            store.replace_ports(uid, moved)
+        except PortConflict:
+            continue
+        p = prepared
+        replanned = plan_local(
+            p.job,
+            LocalNetwork(
+                p.job.name,
+                ports={**current, **moved},
+                files_root=p.network.files_root,
+            ),
+            ctx=p.ctx,
+            environments=p.environments,
+        )
+        text = ", ".join(
+            f"{r} port {cp}: {busy[(r, cp)]} -> {port}" for (r, cp), port in moved.items()
+        )
+        return replanned, text
+    return None

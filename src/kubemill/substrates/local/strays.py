@@ -3,6 +3,26 @@
 supervisor, a child subreaper, and carrying the replica's mark), the memory watch over each
 replica's processes together, and the sweep of whatever is left once the replicas are gone.
 :mod:`.procinfo` gives the facts from ``/proc`` they are found by.
+
+No process outlives its job, even a daemonised one. The supervisor makes the process it
+runs in a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a replica's orphans (a
+``setsid`` child, a double fork) re-parent to it instead of to init. Every replica also
+carries ``KUBEMILL_REPLICA_ID=<job uid>/<replica>`` in its environment. A process is the
+job's if it descends from a replica, or descends from the supervisor's process and
+carries the job's mark; a detached supervisor (``exclusive``: its process runs nothing
+else) takes every process below it as the job's. Those processes get the pod's signals
+(SIGTERM on delete, SIGKILL after the grace period), are SIGKILLed when their replica's
+main process exits (as a container's processes die with it), and whatever is left when
+the job ends (success, failure, interrupt, delete, or a failure of the supervisor) gets
+SIGTERM, then SIGKILL after :data:`SWEEP_GRACE`. No cgroup is created or moved.
+
+The subreaper setting is per process and lasts as long as the process. For a detached
+supervisor and for ``kubemill run`` in the foreground, that process is kubemill's own.
+An SDK program that runs a job in-process (``detach=False``) becomes a subreaper too:
+orphans of its *own* other children then re-parent to it (and stay zombies until it
+waits for them); kubemill only reaps the processes it identified as its jobs', and an
+orphan whose environment was cleared of the mark is not recognised there, so such a
+program should prefer ``detach=True`` for jobs that daemonise.
 """
 
 from __future__ import annotations

@@ -17,26 +17,9 @@ rows to SQLite only when they changed. Actions map as follows:
 Once the job has finished, anything still running is stopped (locally no process
 outlives its job) and the supervisor lets go of the job.
 
-No process outlives its job, even a daemonised one. The supervisor makes the process it
-runs in a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a replica's orphans (a
-``setsid`` child, a double fork) re-parent to it instead of to init. Every replica also
-carries ``KUBEMILL_REPLICA_ID=<job uid>/<replica>`` in its environment. A process is the
-job's if it descends from a replica, or descends from the supervisor's process and
-carries the job's mark; a detached supervisor (``exclusive``: its process runs nothing
-else) takes every process below it as the job's. Those processes get the pod's signals
-(SIGTERM on delete, SIGKILL after the grace period), are SIGKILLed when their replica's
-main process exits (as a container's processes die with it), and whatever is left when
-the job ends (success, failure, interrupt, delete, or a failure of the supervisor) gets
-SIGTERM, then SIGKILL after :data:`~.strays.SWEEP_GRACE` (:class:`~.strays.JobProcesses`
-finds them). No cgroup is created or moved.
-
-The subreaper setting is per process and lasts as long as the process. For a detached
-supervisor and for ``kubemill run`` in the foreground, that process is kubemill's own.
-An SDK program that runs a job in-process (``detach=False``) becomes a subreaper too:
-orphans of its *own* other children then re-parent to it (and stay zombies until it
-waits for them); kubemill only reaps the processes it identified as its jobs', and an
-orphan whose environment was cleared of the mark is not recognised there, so such a
-program should prefer ``detach=True`` for jobs that daemonise.
+No process outlives its job, even a daemonised one: the supervisor is a child subreaper,
+and the job's processes beyond its replicas' main ones are found, signalled and swept as
+:mod:`.strays` describes. No cgroup is created or moved.
 
 It runs either inside the submitting process, in a thread (``detach=False``: no
 interpreter start-up on the way to the first replica), or as its own process in a new
@@ -108,17 +91,12 @@ from kubemill.substrates.local.kubelet import (
     StartLimits,
     wait_any,
 )
-from kubemill.substrates.local.network import (
-    LocalNetwork,
-    PortAllocator,
-    busy_ports,
-    replica_address,
-)
-from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
+from kubemill.substrates.local.network import busy_ports, replica_address
+from kubemill.substrates.local.prepared import Prepared, move_busy_ports, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail
-from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
+from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
-from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
+from kubemill.substrates.local.verdict import record_events, recorded_job
 
 log = logging.getLogger("kubemill.local.supervisor")
 
@@ -470,39 +448,17 @@ class Supervisor:
 
     def _check_ports_before_first_start(self) -> None:
         """Move ports taken since submit; safe as no replica has been told an address yet."""
-        for _ in range(5):
-            busy = busy_ports(self.prepared.network.ports)
-            if not busy:
-                return
-            current = self.prepared.network.ports
-            allocator = PortAllocator(avoid=self.store.reserved_ports() | set(current.values()))
-            moved = {key: allocator.allocate() for key in busy}
-            try:
-                self.store.replace_ports(self.uid, moved)
-            except PortConflict:
-                continue
-            p = self.prepared
-            self._prepared = plan_local(
-                p.job,
-                LocalNetwork(
-                    p.job.name,
-                    ports={**current, **moved},
-                    files_root=p.network.files_root,
-                ),
-                ctx=p.ctx,
-                environments=p.environments,
-            )
-            self._readdress()
-            text = ", ".join(
-                f"{r} port {cp}: {busy[(r, cp)]} -> {port}" for (r, cp), port in moved.items()
-            )
-            self.store.add_event(
-                self.uid,
-                type="Normal",
-                reason="PortsReallocated",
-                message=f"ports taken by other processes since submit were moved: {text}",
-            )
+        moved = move_busy_ports(self.store, self.uid, self.prepared)
+        if moved is None:
             return
+        self._prepared, text = moved
+        self._readdress()
+        self.store.add_event(
+            self.uid,
+            type="Normal",
+            reason="PortsReallocated",
+            message=f"ports taken by other processes since submit were moved: {text}",
+        )
 
     def _readdress(self) -> None:
         ports = self.prepared.network.ports
@@ -643,13 +599,10 @@ class Supervisor:
             job, plan = self.job, self.prepared.plan
             pods = self._observed().pods
         else:
-            rec = self.store.job_by_uid(self.uid)
-            if rec is None:
+            recorded = recorded_job(self.store, self.uid, self.job_status)
+            if recorded is None:
                 return
-            job = rec.load_job()
-            job.status = self.job_status
-            plan = recorded_plan(job, self.store.ports(self.uid), files_root=str(rec.files_dir))
-            pods = observed_records(self.store.replicas(self.uid), lost=False)
+            job, plan, pods = recorded
         result = reconcile(
             job,
             plan,
@@ -725,25 +678,7 @@ class Supervisor:
             self._saved_status = comparable
 
     def _record(self, name: str, pod: ReplicaPod) -> ReplicaRecord:
-        s = pod.state
-        phase: str = s.phase
-        reason, message = s.reason, s.message
-        # A replica that exited 0 on its own while being stopped (it was finishing anyway)
-        # succeeded; only one that the stop actually ended is shown as Stopped.
-        if pod.deleting and not pod.alive and pod.stopped_running and s.phase != "Succeeded":
-            phase, reason, message = "Stopped", "Stopped", pod.stop_reason
-        return replace(
-            self.records[name],
-            phase=phase,
-            process=s.process,
-            exit_code=s.exit_code,
-            restart_count=s.restart_count,
-            created=s.created,
-            started=s.started,
-            finished=None if pod.alive else s.finished,
-            reason=reason,
-            message=message,
-        )
+        return pod.as_record(self.records[name])
 
     def _save_replica(self, name: str, pod: ReplicaPod) -> None:
         record = self._record(name, pod)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from kubemill.api import STOP_ANNOTATION, Job
+from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import (
     Halt,
     Observed,
@@ -105,6 +105,20 @@ def observed_records(records: Iterable[ReplicaRecord], *, lost: bool) -> tuple[O
             )
         )
     return tuple(pods)
+
+
+def recorded_job(
+    store: Store, uid: str, status: JobStatus
+) -> tuple[Job, Plan, tuple[ObservedPod, ...]] | None:
+    """A job as its records say, with ``status``, to be judged by what they say of its
+    replicas (none lost); ``None`` if it is gone."""
+    rec = store.job_by_uid(uid)
+    if rec is None:
+        return None
+    job = rec.load_job()
+    job.status = status
+    plan = recorded_plan(job, store.ports(uid), files_root=str(rec.files_dir))
+    return job, plan, observed_records(store.replicas(uid), lost=False)
 
 
 def record_events(store: Store, uid: str, result: ReconcileResult, *, when: float) -> None:
@@ -248,5 +262,6 @@ __all__ = [
     "kill_leftovers",
     "observed_records",
     "record_events",
+    "recorded_job",
     "recorded_plan",
 ]
