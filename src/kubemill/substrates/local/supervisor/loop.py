@@ -1,59 +1,15 @@
-"""The supervisor: the loop that runs one local job from submit to its end.
-
-It watches the replica processes (woken by pidfds the moment one exits, and at least
-every ``poll_interval``), turns them into :class:`~kubemill.core.Observed`, asks
-:func:`kubemill.core.reconcile` what to do, does it, and writes the status and replica
-rows to SQLite only when they changed. Actions map as follows:
-
-- ``CreatePod`` creates the replica's pod (:class:`~.kubelet.ReplicaPod`), whose process
-  starts at once or, past the start rate (:class:`~.kubelet.StartLimits`, from the
-  config file's ``replicaStarts``), stays Pending until its turn;
-- ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
-- there are no services locally (replicas reach each other on 127.0.0.1 ports), so the
-  local Plan asks for none; a PodGroup is admitted at once (no scheduler to wait for);
-- ``DeleteJob`` (ttlSecondsAfterFinished) stops everything and removes the job;
-- ``RecordEvent`` goes to the events table.
-
-Once the job has finished, anything still running is stopped (locally no process
-outlives its job) and the supervisor lets go of the job.
-
-No process outlives its job, even a daemonised one: the supervisor is a child subreaper,
-and the job's processes beyond its replicas' main ones are found, signalled and swept as
-:mod:`.strays` describes. No cgroup is created or moved.
-
-It runs either inside the submitting process, in a thread (``detach=False``: no
-interpreter start-up on the way to the first replica), or as its own process in a new
-session: ``python -m kubemill.substrates.local.supervisor --state-dir D --job-uid U``.
-That process stops the job cleanly on SIGTERM or SIGINT (a second one kills at once).
-
-The supervisor writes no outcome of its own. Other processes reach it through the
-job's recorded manifest, which it reads again on every request check (every
-``request_interval``), and through the ``request`` column:
-
-- an interrupt (Ctrl-C, a signal to the supervisor, ``JobClient.interrupt``) sets the
-  stop annotation (:data:`~kubemill.api.STOP_ANNOTATION`) on the recorded manifest; the
-  core fails the job with reason ``Interrupted`` and deletes its pods, which the
-  supervisor stops (grace period, then SIGKILL; the ``force`` request skips the grace);
-- suspend and resume set ``spec.runPolicy.suspend``; the core deletes the pods and marks
-  the job Suspended, or creates them again and marks it resumed. While suspended the
-  supervisor stays alive and idle (it runs no process and wakes a few times a second);
-- ``delete`` stops every replica and lets go, for the caller to remove the records.
-
-A job that cannot start here (``NotRunnableLocally``) and a failure of the loop itself
-(``SupervisorError``) reach the core as a :class:`~kubemill.core.Halt`.
+"""The supervisor's loop (:class:`Supervisor`): one local job from submit to its end, as the
+package's documentation describes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
-import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -73,7 +29,6 @@ from kubemill.core import (
     ObservedPod,
     ObservedPodGroup,
     ObservedProgress,
-    ReconcileOptions,
     RecordEvent,
     WriteFiles,
     pod_restart_policy,
@@ -81,7 +36,7 @@ from kubemill.core import (
 )
 from kubemill.kinds import lifecycle_for, load_one
 from kubemill.substrates.base import SubstrateError
-from kubemill.substrates.local import detached, procinfo
+from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.file_sets import delete_file_set, write_file_set, written_file_sets
 from kubemill.substrates.local.kubelet import (
@@ -93,36 +48,17 @@ from kubemill.substrates.local.kubelet import (
 )
 from kubemill.substrates.local.network import busy_ports, replica_address
 from kubemill.substrates.local.prepared import Prepared, move_busy_ports, prepare_recorded
-from kubemill.substrates.local.progress import ProgressTail
+from kubemill.substrates.local.progress import ProgressTail, progress_tail
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
+from kubemill.substrates.local.supervisor.options import SupervisorOptions
+from kubemill.substrates.local.supervisor.requests import Requests
 from kubemill.substrates.local.verdict import record_events, recorded_job
 
 log = logging.getLogger("kubemill.local.supervisor")
 
 NOT_RUNNABLE = "NotRunnableLocally"
 SUPERVISOR_ERROR = "SupervisorError"
-
-
-@dataclass(frozen=True)
-class SupervisorOptions:
-    """How often the supervisor looks at things."""
-
-    poll_interval: float = 0.1
-    """Longest sleep between checks; a replica's exit wakes the loop at once anyway."""
-    request_interval: float = 0.2
-    """How often SQLite is asked whether the job's manifest changed (a stop request,
-    suspend, resume) or someone wants it deleted."""
-    resync_interval: float = 1.0
-    """Reconcile at least this often even when nothing was observed to change."""
-    memory_interval: float = 0.2
-    """How often the memory of replicas with a memory limit is measured."""
-    progress_interval: float = 0.2
-    """How often the replicas' progress files are looked at (and whenever a replica's
-    state changes, so that a program's last report is read before its exit is judged)."""
-    start_limits: StartLimits | None = None
-    """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
-    reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
 
 
 def _utc(moment: float) -> datetime:
@@ -171,18 +107,10 @@ class Supervisor:
         self._next_request_check = 0.0
         self._starts = StartBucket(StartLimits())
         self._ever_started = False
-        self._requested: str | None = None
-        self._stop_asked: str | None = None
-        """Why this process was asked to stop the job, until it is on the manifest."""
         self._manifest: dict[str, object] | None = None
         """The recorded manifest as last adopted; a different one is a change to judge."""
         self._dirty = False
-        self._force = False
-        # Reentrant: a signal handler (interrupt) may run while the loop holds it.
-        self._lock = threading.RLock()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._asked = Requests()
         self.finished = threading.Event()
         """Set once the supervisor has let go of the job (every replica stopped)."""
         self._exec: ExecService | None = None
@@ -201,22 +129,11 @@ class Supervisor:
         core records the job Failed with reason ``Interrupted``. Safe from a signal
         handler: nothing but a flag and a wake-up byte are written here.
         """
-        with self._lock:
-            if self._stop_asked is None:
-                self._stop_asked = why
-        self._ask(None, force=force)
+        self._asked.stop(force=force, why=why)
 
     def delete(self, *, force: bool = False) -> None:
         """Stop every replica and let go; the caller removes the job's records."""
-        self._ask("delete", force=force)
-
-    def _ask(self, what: str | None, *, force: bool) -> None:
-        with self._lock:
-            if what is not None:
-                self._requested = what
-            self._force = self._force or force
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+        self._asked.ask("delete", force=force)
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -257,7 +174,7 @@ class Supervisor:
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
         self.children = written_file_sets(rec.files_dir)
-        self._follow_progress(self._prepared.ctx.progress_dir)
+        self._progress = progress_tail(self.store, self.uid, self._prepared.ctx.progress_dir)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -273,22 +190,6 @@ class Supervisor:
                 uid=self.uid,
             )
             self._exec.start()
-
-    def _follow_progress(self, directory: str) -> None:
-        if not directory:
-            return
-        Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
-
-        def on_bad(replica: str, why: str) -> None:
-            self.store.add_event(
-                self.uid,
-                type="Warning",
-                reason="BadProgressReport",
-                message=f"{replica}: a progress report was skipped ({why}); later ones count"
-                " (this is said once per replica, the supervisor's log has every one)",
-            )
-
-        self._progress = ProgressTail(Path(directory), on_bad=on_bad)
 
     @property
     def _files_root(self) -> Path:
@@ -507,9 +408,7 @@ class Supervisor:
     def _requests(self, now: float) -> str | None:
         """Take in what was asked: ``delete`` is returned; a stop request, suspend and
         resume change the job's manifest, which the next reconcile judges."""
-        with self._lock:
-            requested, why = self._requested, self._stop_asked
-            self._stop_asked = None
+        requested, why = self._asked.take()
         if why is not None:
             self._record_stop(why)
         if requested is not None:
@@ -519,8 +418,7 @@ class Supervisor:
         self._next_request_check = now + self.options.request_interval
         pending = self.store.pending_request(self.uid)
         if pending == "force":
-            with self._lock:
-                self._force = True
+            self._asked.force()
         elif pending == "delete":
             return pending
         manifest = self.store.manifest(self.uid)
@@ -553,9 +451,8 @@ class Supervisor:
         if any(p.pending for p in self.pods.values()):
             deadlines.append(self._starts.next_token(now))
         timeout = min(self.options.poll_interval, max(0.0, min(deadlines) - now))
-        wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._wake_r)
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.read(self._wake_r, 4096)
+        wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._asked.wake_fd)
+        self._asked.drain()
 
     # --- stopping ----------------------------------------------------------------------
 
@@ -568,8 +465,7 @@ class Supervisor:
             now = time.time()
             # A forced stop may be asked for while the replicas have their grace period.
             self._requests(now)
-            with self._lock:
-                force = self._force
+            force = self._asked.forced
             for pod in list(self.pods.values()):
                 if force and pod.alive:
                     pod.kill()
@@ -661,9 +557,7 @@ class Supervisor:
         with contextlib.suppress(Exception):
             if self.store.job_by_uid(self.uid) is not None:
                 self.store.set_supervisor_state(self.uid, "done")
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._asked.close()
         self.finished.set()
 
     # --- persistence -------------------------------------------------------------------
@@ -694,36 +588,3 @@ class Supervisor:
                 changed.append(record)
                 self.records[name] = record
         self.store.save_replicas(changed)
-
-
-# --- the detached process ------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of a detached supervisor process."""
-    args = detached.start(
-        argv,
-        prog="python -m kubemill.substrates.local.supervisor",
-        description="Supervise one recorded kubemill job (started by `kubemill run --detach`).",
-    )
-    store = Store(args.state_dir)
-    if not detached.claim(store, args.job_uid):
-        log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
-        return 1
-    # This process runs the one job: whatever ends up below it is the job's.
-    supervisor = Supervisor(store, args.job_uid, exclusive=True)
-    signals_seen = 0
-
-    def on_stop(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        why = f"{signal.Signals(signum).name} to its supervisor (pid {os.getpid()})"
-        supervisor.interrupt(force=signals_seen > 1, why=why)
-
-    detached.on_stop_signals(on_stop)
-    supervisor.run()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
