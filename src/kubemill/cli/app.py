@@ -1,4 +1,5 @@
-"""The ``kubemill`` command tree: global options, one function per verb, error handling.
+"""The ``kubemill`` command tree: global options, one function per verb (the operator's in
+:mod:`kubemill.cli.operator_commands`), error handling (:mod:`kubemill.cli.commands`).
 
 Only typer and the standard library are imported here, so ``kubemill --help`` starts
 fast. Each command imports what it needs (rich, the SDK, the api models, the
@@ -7,15 +8,21 @@ kubernetes renderer) inside its body.
 
 # No `from __future__ import annotations` here: typer would evaluate every annotation
 # from its string form (a compile() each) on every start, `--help` included.
-import functools
 import sys
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated
 
 import typer
 
+from kubemill.cli.commands import (
+    GangScheduler,
+    NamespaceOption,
+    quote,
+    settings_of,
+    user_errors,
+)
+from kubemill.cli.operator_commands import install, operator, uninstall, version
 from kubemill.cli.settings import Settings, Substrate
 
 app = typer.Typer(
@@ -33,55 +40,12 @@ app = typer.Typer(
 )
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def user_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Report the errors a user can act on as one red line and exit 1 (no traceback).
-
-    Applied to each command rather than around the whole app so that it also holds
-    under typer's test runner, which calls commands without :func:`run_app`.
-    """
-
-    @functools.wraps(command)
-    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except (typer.Exit, typer.Abort, typer.TyperException):
-            raise
-        except Exception as exc:
-            from kubemill.cli.errors import report
-
-            code = report(exc)
-            if code is None:
-                raise
-            raise typer.Exit(code) from None
-
-    return guarded
-
-
 class OutputFormat(StrEnum):
     """``get -o``: a table for people, YAML or JSON for programs."""
 
     TABLE = "table"
     YAML = "yaml"
     JSON = "json"
-
-
-class GangScheduler(StrEnum):
-    """``render --gang-scheduler``: the schedulers whose PodGroup kubemill writes."""
-
-    VOLCANO = "volcano"
-    SCHEDULER_PLUGINS = "scheduler-plugins"
-
-
-NamespaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace", "-n", help="Namespace of the job (default: the job's own, else 'default')."
-    ),
-]
 
 
 @app.callback()
@@ -118,9 +82,9 @@ def global_options(
     for param, (flag, value) in typed.items():
         source = ctx.get_parameter_source(param)
         if value is not None and source is not None and source.name == "COMMANDLINE":
-            replay += [flag, _quote(value)]
+            replay += [flag, quote(value)]
     if namespace is not None:
-        replay += ["--namespace", _quote(namespace)]
+        replay += ["--namespace", quote(namespace)]
     ctx.obj = Settings(
         substrate=substrate,
         kubeconfig=kubeconfig,
@@ -129,21 +93,6 @@ def global_options(
         state_dir=state_dir,
         replay_flags=replay,
     )
-
-
-def _quote(value: str) -> str:
-    import shlex
-
-    return shlex.quote(value)
-
-
-def _settings(ctx: typer.Context, namespace: str | None = None) -> Settings:
-    settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings()
-    if namespace is not None:
-        settings.namespace = namespace
-        if "--namespace" not in settings.replay_flags:
-            settings.replay_flags += ["--namespace", _quote(namespace)]
-    return settings
 
 
 @app.command()
@@ -159,7 +108,7 @@ def run(
     """Submit a job; follow its replicas and logs until it ends (exit 0 only if it Succeeded)."""
     from kubemill.cli.run import run_job
 
-    raise typer.Exit(run_job(_settings(ctx, namespace), file, detach=detach))
+    raise typer.Exit(run_job(settings_of(ctx, namespace), file, detach=detach))
 
 
 @app.command()
@@ -175,7 +124,7 @@ def get(
     """List jobs, or show one: state, replicas ready/total, restarts, age."""
     from kubemill.cli.listing import get_jobs
 
-    get_jobs(_settings(ctx, namespace), name, output=output.value)
+    get_jobs(settings_of(ctx, namespace), name, output=output.value)
 
 
 @app.command()
@@ -188,7 +137,7 @@ def describe(
     """Show a job in detail: conditions, replica statuses and events."""
     from kubemill.cli.views import describe_job
 
-    describe_job(_settings(ctx, namespace), name)
+    describe_job(settings_of(ctx, namespace), name)
 
 
 @app.command()
@@ -236,7 +185,9 @@ def logs(
         timestamps=timestamps,
     )
     raise typer.Exit(
-        show_logs(_settings(ctx, namespace), name, replica=replica, follow=follow, options=options)
+        show_logs(
+            settings_of(ctx, namespace), name, replica=replica, follow=follow, options=options
+        )
     )
 
 
@@ -250,7 +201,7 @@ def delete(
     """Stop every replica of a job and remove it."""
     from kubemill.cli.views import delete_job
 
-    delete_job(_settings(ctx, namespace), name)
+    delete_job(settings_of(ctx, namespace), name)
 
 
 @app.command()
@@ -266,7 +217,7 @@ def interrupt(
     """Stop a job for good and keep it: Failed, reason Interrupted (as Ctrl-C during run)."""
     from kubemill.cli.views import interrupt_job
 
-    interrupt_job(_settings(ctx, namespace), name, force=force)
+    interrupt_job(settings_of(ctx, namespace), name, force=force)
 
 
 @app.command()
@@ -279,7 +230,7 @@ def suspend(
     """Suspend a job (runPolicy.suspend): its replicas stop until `kubemill resume`."""
     from kubemill.cli.views import suspend_job
 
-    suspend_job(_settings(ctx, namespace), name)
+    suspend_job(settings_of(ctx, namespace), name)
 
 
 @app.command()
@@ -292,7 +243,7 @@ def resume(
     """Resume a suspended job: its replicas start again."""
     from kubemill.cli.views import resume_job
 
-    resume_job(_settings(ctx, namespace), name)
+    resume_job(settings_of(ctx, namespace), name)
 
 
 @app.command()
@@ -327,164 +278,18 @@ def render(
 
     render_file(
         file,
-        namespace=_settings(ctx, namespace).namespace,
+        namespace=settings_of(ctx, namespace).namespace,
         gang_scheduler=gang_scheduler.value if gang_scheduler else None,
         show_secrets=show_secrets,
     )
 
 
-@app.command()
-@user_errors
-def install(
-    ctx: typer.Context,
-    print_only: Annotated[
-        bool, typer.Option("--print", help="Print the manifests (to pipe into kubectl apply).")
-    ] = False,
-    namespace: Annotated[
-        str | None,
-        typer.Option("--namespace", "-n", help="Namespace of the operator (kubemill-system)."),
-    ] = None,
-    image: Annotated[
-        str | None, typer.Option(help="Operator image (default: kubemill-operator:<version>).")
-    ] = None,
-    watch_namespace: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Serve only this namespace (repeatable; Roles instead of a ClusterRole)."
-        ),
-    ] = None,
-    gang_scheduler: Annotated[
-        GangScheduler | None, typer.Option(help="Grant and configure this gang scheduler.")
-    ] = None,
-    serve_upstream_groups: Annotated[
-        bool,
-        typer.Option(
-            help="Also reconcile each kind's upstream group (kubeflow.org, ...: kubemill kinds)."
-        ),
-    ] = False,
-    replicas: Annotated[
-        int | None, typer.Option(min=1, help="Operator replicas, leader-elected (2).")
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Say what would be created or changed; write nothing."),
-    ] = False,
-    force_conflicts: Annotated[
-        bool,
-        typer.Option(
-            "--force-conflicts", help="Take back fields someone else changed (kubectl edit, ...)."
-        ),
-    ] = False,
-    wait: Annotated[
-        bool, typer.Option(help="Wait for the CRDs and the operator to be ready.")
-    ] = True,
-    timeout: Annotated[
-        float, typer.Option(min=0, help="Seconds to wait for readiness (--wait).")
-    ] = 300.0,
-) -> None:
-    """Install the operator into the cluster: CRDs, RBAC and Deployment (YAML with --print).
-
-    Server-side apply with field manager `kubemill`: running it again changes only what
-    differs, so it also upgrades. The cluster is the one of --kubeconfig/--context.
-    """
-    from kubemill.substrates.kubernetes import install as installer
-
-    given = {"namespace": namespace, "image": image, "replicas": replicas}
-    # Options left out keep the generator's defaults (one source of truth).
-    objects = installer.install_manifests(
-        watch_namespaces=watch_namespace or None,
-        gang_scheduler=gang_scheduler.value if gang_scheduler else None,
-        serve_upstream_groups=serve_upstream_groups,
-        **{key: value for key, value in given.items() if value is not None},  # type: ignore[arg-type]
-    )
-    if print_only:
-        from kubemill.cli.manifests import print_yaml
-
-        print_yaml(objects)
-        return
-    from kubemill.substrates.kubernetes.client.connection import Http, connect
-
-    settings = _settings(ctx)
-    connection = connect(kubeconfig=settings.kubeconfig, context=settings.context)
-    http = Http(connection)
-    typer.echo(f"installing kubemill {_version()} into {connection.server}" + _dry(dry_run))
-    installer.install(http, objects, dry_run=dry_run, force=force_conflicts, progress=typer.echo)
-    if wait and not dry_run:
-        installer.wait_ready(http, objects, timeout=timeout, progress=typer.echo)
-    if not dry_run:
-        typer.echo("kubemill operator installed; `kubemill version` shows it")
-
-
-@app.command()
-@user_errors
-def uninstall(
-    ctx: typer.Context,
-    namespace: Annotated[
-        str | None,
-        typer.Option("--namespace", "-n", help="Namespace of the operator (kubemill-system)."),
-    ] = None,
-    crds: Annotated[
-        bool,
-        typer.Option("--crds", help="Also delete the CRDs, and with them every kubemill job."),
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what would be deleted; delete nothing.")
-    ] = False,
-) -> None:
-    """Remove what `kubemill install` created; the CRDs and their jobs stay unless --crds."""
-    from kubemill.substrates.kubernetes import install as installer
-    from kubemill.substrates.kubernetes.client.connection import Http, connect
-
-    settings = _settings(ctx)
-    http = Http(connect(kubeconfig=settings.kubeconfig, context=settings.context))
-    where = namespace or installer.DEFAULT_NAMESPACE
-    jobs = installer.count_jobs(http)
-    total = sum(jobs.values())
-    listed = ", ".join(f"{count} {kind}" for kind, count in jobs.items())
-    if total and crds:
-        typer.echo(
-            f"warning: deleting the CRDs deletes {_jobs(total)} ({listed})" + _dry(dry_run),
-            err=True,
-        )
-    done = installer.uninstall(
-        http, namespace=where, delete_crds=crds, dry_run=dry_run, progress=typer.echo
-    )
-    if not done.deleted:
-        typer.echo(f"nothing of kubemill's found in namespace {where}")
-    if total and not crds:
-        typer.echo(
-            f"warning: {_jobs(total)} ({listed}) kept with the CRDs; no operator reconciles "
-            "them now (`kubemill uninstall --crds` deletes them)",
-            err=True,
-        )
-
-
-def _jobs(count: int) -> str:
-    return f"{count} job{'s' if count != 1 else ''}"
-
-
-def _dry(dry_run: bool) -> str:
-    return " (dry run)" if dry_run else ""
-
-
-def _version() -> str:
-    from kubemill import __version__
-
-    return __version__
-
-
-@app.command(
+app.command()(install)
+app.command()(uninstall)
+app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     add_help_option=False,
-)
-def operator(ctx: typer.Context) -> None:
-    """Run the kubemill operator against a cluster (options: kubemill operator --help)."""
-    # Its options live with the operator (one definition for `kubemill operator` and
-    # `python -m kubemill.substrates.kubernetes.operator`); importing them here would load
-    # kopf and the kubernetes client on every `kubemill --help`.
-    from kubemill.substrates.kubernetes.operator.__main__ import app as operator_app
-
-    operator_app(args=list(ctx.args), prog_name="kubemill operator")
+)(operator)
 
 
 @app.command(
@@ -505,7 +310,7 @@ def spark_submit(ctx: typer.Context) -> None:
     # reads them (kubemill spark-submit --help lists them), not by typer.
     from kubemill.cli.spark_submit import spark_submit as submit
 
-    raise typer.Exit(submit(_settings(ctx), list(ctx.args)))
+    raise typer.Exit(submit(settings_of(ctx), list(ctx.args)))
 
 
 @app.command()
@@ -523,7 +328,7 @@ def doctor(
     """Check the local state database (SQLite's integrity check); exit 1 if it is damaged."""
     from kubemill.cli.doctor import doctor as run_doctor
 
-    raise typer.Exit(run_doctor(_settings(ctx), repair=repair))
+    raise typer.Exit(run_doctor(settings_of(ctx), repair=repair))
 
 
 @app.command()
@@ -535,53 +340,7 @@ def kinds() -> None:
     stdout_console().print(kinds_table())
 
 
-@app.command()
-@user_errors
-def version(
-    ctx: typer.Context,
-    client: Annotated[
-        bool, typer.Option("--client", help="Only this program's version; ask no cluster.")
-    ] = False,
-    namespace: Annotated[
-        str | None,
-        typer.Option("--namespace", "-n", help="Namespace of the operator (kubemill-system)."),
-    ] = None,
-) -> None:
-    """Print kubemill's version, and the installed operator's when a cluster is reachable."""
-    import platform
-
-    typer.echo(f"kubemill {_version()} (Python {platform.python_version()})")
-    if client:
-        return
-    from kubemill.substrates.base import SubstrateError
-    from kubemill.substrates.kubernetes import install as installer
-    from kubemill.substrates.kubernetes.client.connection import Http, connect
-    from kubemill.substrates.kubernetes.client.errors import KubeconfigError
-
-    settings = _settings(ctx)
-    where = namespace or installer.DEFAULT_NAMESPACE
-    try:
-        connection = connect(kubeconfig=settings.kubeconfig, context=settings.context)
-    except KubeconfigError:
-        if settings.kubeconfig is not None:
-            raise
-        return  # no cluster configured at all: the client is all there is
-    try:
-        found = installer.operator_version(Http(connection), where)
-    except SubstrateError as exc:
-        typer.echo(f"operator: unknown ({exc})", err=True)
-        return
-    if found is None:
-        typer.echo(
-            f"operator: not installed in namespace {where} of {connection.server} "
-            "(`kubemill install`)"
-        )
-        return
-    typer.echo(
-        f"operator {found['version']} (image {found['image']}, "
-        f"{found['available']}/{found['replicas']} replicas available, "
-        f"namespace {where}, {connection.server})"
-    )
+app.command()(version)
 
 
 @app.command()
@@ -619,7 +378,7 @@ def dashboard(
     from kubemill.dashboard import serve
     from kubemill.dashboard.security import BindRefused, check_bind, new_token
 
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     if substrate is not None:
         settings = dataclasses.replace(settings, substrate=substrate)
     if generate_token:

@@ -217,7 +217,7 @@ def create_command(
     """Create a cluster (a MarsCluster, or the engine's kind) and wait until it is Ready;
     print its endpoint."""
     from kubemill.api import ClusterOptions
-    from kubemill.cli.app import user_errors
+    from kubemill.cli.commands import user_errors
 
     user_errors(_create)(
         ctx,
@@ -270,7 +270,7 @@ def _create(
 @cluster_app.command("list")
 def list_command(ctx: typer.Context) -> None:
     """List the clusters: state, ready workers, endpoint, age."""
-    from kubemill.cli.app import user_errors
+    from kubemill.cli.commands import user_errors
 
     user_errors(_list)(ctx)
 
@@ -309,7 +309,7 @@ def stop_command(
     ctx: typer.Context, name: Annotated[str, typer.Argument(help="The cluster.")]
 ) -> None:
     """Stop a cluster for good: its processes (or pods) end and it is deleted."""
-    from kubemill.cli.app import user_errors
+    from kubemill.cli.commands import user_errors
 
     user_errors(_stop)(ctx, name)
 

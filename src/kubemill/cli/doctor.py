@@ -18,7 +18,8 @@ EXIT_HEALTHY = 0
 
 def doctor(settings: Settings, *, repair: bool) -> int:
     """Check (and with ``repair``, replace) the state database. Returns the exit code."""
-    from kubemill.substrates.local.store import check_state, default_state_dir, repair_state
+    from kubemill.substrates.local.state_check import check_state, repair_state
+    from kubemill.substrates.local.store import default_state_dir
 
     if settings.substrate is not Substrate.LOCAL:
         fail("`kubemill doctor` checks the local substrate's state; drop --substrate kubernetes")

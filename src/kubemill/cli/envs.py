@@ -35,7 +35,7 @@ EnvsDirOption = Annotated[
 @env_app.command("list")
 def list_command(envs_dir: EnvsDirOption = None) -> None:
     """List the environments kubemill builds: state, path and the images they stand for."""
-    from kubemill.cli.app import user_errors
+    from kubemill.cli.commands import user_errors
 
     user_errors(_list)(envs_dir)
 
@@ -69,7 +69,7 @@ def create_command(
     envs_dir: EnvsDirOption = None,
 ) -> None:
     """Build an environment; a no-op check when it is ready, a resume when a step failed."""
-    from kubemill.cli.app import user_errors
+    from kubemill.cli.commands import user_errors
 
     user_errors(_create)(name, fresh, envs_dir)
 
@@ -86,7 +86,7 @@ def python_command(
     envs_dir: EnvsDirOption = None,
 ) -> None:
     """Print the interpreter of a ready environment (exit 1 if it is not created)."""
-    from kubemill.cli.app import user_errors
+    from kubemill.cli.commands import user_errors
 
     user_errors(_python)(name, envs_dir)
 

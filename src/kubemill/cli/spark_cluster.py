@@ -28,7 +28,7 @@ from kubemill.api.spark_argv import SparkSubmitError, SubmitArguments, parse_spa
 from kubemill.api.spark_submit import cluster_mode_of
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
-from kubemill.cli.spark_fast import GRACE_CONF, WAIT_CONF, in_namespace
+from kubemill.cli.spark_args import GRACE_CONF, WAIT_CONF, in_namespace
 
 if TYPE_CHECKING:
     from kubemill.substrates.kubernetes.client import spark_submit as client

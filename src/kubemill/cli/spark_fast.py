@@ -32,8 +32,6 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import NoReturn
 
 from kubemill.api.spark_argv import (
@@ -44,20 +42,20 @@ from kubemill.api.spark_argv import (
     parse_submit_arguments,
 )
 from kubemill.api.spark_submit import cluster_mode_of
+from kubemill.cli.spark_args import (
+    GRACE_CONF,
+    NAMESPACE_CONF,
+    OWN_FLAGS,
+    WAIT_CONF,
+    cluster_mode_wanted,
+    in_namespace,
+    properties_text,
+)
 from kubemill.frameworks.spark_cluster_mode import SPARK_VERSION, ClusterModeError, driver_objects
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client import spark_submit as client
 from kubemill.substrates.kubernetes.client.connection import Http, plain_connection
 from kubemill.substrates.kubernetes.transport import PlainClient
-
-DRY_RUN = "--dry-run"
-OPERATOR = "--operator"
-HELP = ("-h", "--help")
-OWN_FLAGS = (DRY_RUN, OPERATOR, *HELP)
-"""kubemill's own flags among spark-submit's options."""
-NAMESPACE_CONF = "spark.kubernetes.namespace"
-WAIT_CONF = "spark.kubernetes.submission.waitAppCompletion"
-GRACE_CONF = "spark.kubernetes.appKillPodDeletionGracePeriod"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _SUBSTRATES = ("local", "kubernetes")
@@ -79,7 +77,7 @@ def quick_spark_submit(argv: Sequence[str]) -> int | None:
             return None
         properties = None
         if args.properties_file is not None:
-            properties = parse_spark_properties(_read(args.properties_file))
+            properties = parse_spark_properties(properties_text(args.properties_file))
         if args.kill is not None or args.status is not None:
             return _kill_or_status(in_namespace(args, properties, namespace), properties)
         if not cluster_mode_wanted(args, properties):
@@ -176,38 +174,6 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(EXIT_FAILURE)  # not reached: fail() exits
 
 
-def cluster_mode_wanted(args: SubmitArguments, properties: Mapping[str, str] | None) -> bool:
-    """A ``k8s://`` master without ``--operator``: Spark's own cluster mode."""
-    if OPERATOR in args.own_flags:
-        return False
-    master = args.master or args.conf.get("spark.master") or (properties or {}).get("spark.master")
-    return master is not None and parse_spark_master(master).substrate == "kubernetes"
-
-
-def in_namespace(
-    args: SubmitArguments, properties: Mapping[str, str] | None, namespace: str | None
-) -> SubmitArguments:
-    """kubemill's ``--namespace`` when no ``spark.kubernetes.namespace`` says one (Spark's
-    own default is ``default``, whatever the kubeconfig's context says)."""
-    if namespace is None or NAMESPACE_CONF in args.conf or NAMESPACE_CONF in (properties or {}):
-        return args
-    return replace(args, conf={**args.conf, NAMESPACE_CONF: namespace})
-
-
-def read_properties_file(path: str) -> str:
-    """``--properties-file``'s text; :class:`SparkSubmitError` if it cannot be read."""
-    try:
-        return _read(path)
-    except OSError as exc:
-        raise SparkSubmitError(
-            "--properties-file", f"cannot read {path}: {exc.strerror}", "check the path"
-        ) from None
-
-
-def _read(path: str) -> str:
-    return Path(path).expanduser().read_text(encoding="utf-8")
-
-
 def _split(argv: Sequence[str]) -> tuple[str | None, list[str]] | None:
     """``[-n NS | --namespace NS | --namespace=NS] spark-submit ARGS...`` -> (NS, ARGS)."""
     words = list(argv)
@@ -237,16 +203,4 @@ def _say(text: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-__all__ = [
-    "DRY_RUN",
-    "GRACE_CONF",
-    "HELP",
-    "NAMESPACE_CONF",
-    "OPERATOR",
-    "OWN_FLAGS",
-    "WAIT_CONF",
-    "cluster_mode_wanted",
-    "in_namespace",
-    "quick_spark_submit",
-    "read_properties_file",
-]
+__all__ = ["quick_spark_submit"]

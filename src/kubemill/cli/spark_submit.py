@@ -42,7 +42,7 @@ from kubemill.api.spark_submit import SparkSubmit, submission_of
 from kubemill.cli import spark_cluster
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings, Substrate
-from kubemill.cli.spark_fast import (
+from kubemill.cli.spark_args import (
     DRY_RUN,
     HELP,
     OPERATOR,

@@ -291,7 +291,8 @@ def test_ttl_after_finished_deletes_the_job(backend: LocalBackend, tmp_path: Pat
 def test_an_executable_gone_at_start_fails_the_replica_with_a_clear_reason(
     backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kubemill.substrates.local.supervisor import Supervisor, prepare_recorded
+    from kubemill.substrates.local.prepared import prepare_recorded
+    from kubemill.substrates.local.supervisor import Supervisor
 
     script = tmp_path / "train.sh"
     script.write_text("#!/bin/sh\necho never\n")

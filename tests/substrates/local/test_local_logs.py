@@ -17,9 +17,8 @@ from local_support import container, pytorch_job
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import LogQuery, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
+from kubemill.substrates.local.log_keeper import KEEPER, LogKeeper
 from kubemill.substrates.local.logs import (
-    KEEPER,
-    LogKeeper,
     LogPolicy,
     ReplicaLog,
     follow,

@@ -17,7 +17,7 @@ from local_support import container, pytorch_job
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobView, SubmitOptions
 from kubemill.substrates.local import LocalBackend, NotRunnableLocally
-from kubemill.substrates.local.launch import machine_cores
+from kubemill.substrates.local.resources import machine_cores
 from support.waiting import eventually
 
 MASTER = "spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"

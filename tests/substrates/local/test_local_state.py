@@ -19,13 +19,12 @@ from local_support import SLEEPER, log_text, pytorch_job
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend
 from kubemill.substrates.local.images import DEFAULT_MAX_REPLICAS_PER_JOB, ImageConfig
+from kubemill.substrates.local.state_check import check_state, repair_state
 from kubemill.substrates.local.store import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
     BrokenState,
     Store,
-    check_state,
-    repair_state,
     state_error,
 )
 from support.waiting import eventually

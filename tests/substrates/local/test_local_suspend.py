@@ -187,12 +187,12 @@ def test_a_failing_supervisor_loop_is_a_halt_the_core_records(
             raise RuntimeError("boom")
         return reconcile(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("kubemill.substrates.local.supervisor.reconcile", failing_reconcile)
+    monkeypatch.setattr("kubemill.substrates.local.supervisor.loop.reconcile", failing_reconcile)
     # The halt's own reconcile must be the real one.
     real_halt = Supervisor._halt
 
     def halt(self: Supervisor, *args: object) -> None:
-        monkeypatch.setattr("kubemill.substrates.local.supervisor.reconcile", reconcile)
+        monkeypatch.setattr("kubemill.substrates.local.supervisor.loop.reconcile", reconcile)
         real_halt(self, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Supervisor, "_halt", halt)

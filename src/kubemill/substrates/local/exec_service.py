@@ -60,7 +60,7 @@ from kubemill.substrates.local.kubelet import (
     ReplicaPod,
     exit_code_of,
 )
-from kubemill.substrates.local.launch import die_with_parent
+from kubemill.substrates.local.spawn import die_with_parent
 from kubemill.substrates.local.store import Store
 
 log = logging.getLogger("kubemill.local.exec")

@@ -22,12 +22,8 @@ double fork), which the supervisor finds for it (``strays``). Signals to the pod
 on delete, SIGKILL after the grace period) reach those too.
 
 **Readiness.** A container with an exec ``readinessProbe`` is ready only while the probe
-passes, as the kubelet judges it (:class:`Prober`): the command runs in the container's
-environment and working directory, never blocking the supervisor's loop (it is polled),
-every ``periodSeconds`` from ``initialDelaySeconds`` after each start; a run past
-``timeoutSeconds`` is killed and fails; ``successThreshold`` passes in a row make the pod
-ready, ``failureThreshold`` failures in a row unready. A pod without one is ready while its
-process runs.
+passes, as the kubelet judges it (:class:`~.prober.Prober`). A pod without one is ready
+while its process runs.
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,8 +44,11 @@ from kubemill.core.model import ObservedPod, PodPhase
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import read_config
-from kubemill.substrates.local.launch import ExecProbe, LaunchSpec, die_with_parent, spawn
+from kubemill.substrates.local.launch import LaunchSpec
 from kubemill.substrates.local.logs import termination_tail
+from kubemill.substrates.local.prober import Prober
+from kubemill.substrates.local.records import ReplicaRecord
+from kubemill.substrates.local.spawn import spawn
 
 BACKOFF_INITIAL = 0.1
 BACKOFF_MAX = 1.0
@@ -208,89 +207,6 @@ class PodState:
     """A failed run's log tail when the container asks for it (FallbackToLogsOnError): for
     the core's failure message, not shown with the replica."""
     process: procinfo.ProcessId | None = None
-
-
-class Prober:
-    """The exec readiness probe of one pod's running container (see the module's docs)."""
-
-    def __init__(self, probe: ExecProbe, spec: LaunchSpec) -> None:
-        self.probe = probe
-        self.spec = spec
-        self.ready = False
-        self.next_run: float | None = None
-        self.deadline: float | None = None
-        self._run: subprocess.Popen[bytes] | None = None
-        self._passes = 0
-        self._failures = 0
-
-    def restart(self, now: float) -> None:
-        """The container (re)started: not ready until the probe passes again."""
-        self.stop()
-        self.ready = False
-        self._passes = self._failures = 0
-        self.next_run = now + self.probe.initial_delay
-
-    def stop(self) -> None:
-        """The container is gone: no more runs (a running one is killed)."""
-        if self._run is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._run.pid, signal.SIGKILL)
-            self._run.wait()
-            self._run = None
-        self.next_run = self.deadline = None
-        self.ready = False
-
-    def poll(self, now: float) -> bool:
-        """Start a due run, judge a finished or timed-out one. True if readiness changed."""
-        before = self.ready
-        if self._run is not None:
-            code = self._run.poll()
-            if code is None and self.deadline is not None and now >= self.deadline:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self._run.pid, signal.SIGKILL)
-                self._run.wait()
-                code = -1
-            if code is not None:
-                self._run = None
-                self.deadline = None
-                self._judge(code == 0)
-        if self._run is None and self.next_run is not None and now >= self.next_run:
-            self.next_run = now + self.probe.period
-            try:
-                self._run = subprocess.Popen(
-                    list(self.probe.argv),
-                    env=dict(self.spec.env),
-                    cwd=self.spec.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    close_fds=True,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent(os.getpid()),
-                )
-                self.deadline = now + self.probe.timeout
-            except OSError:
-                self._judge(False)  # the kubelet fails a probe whose command cannot run
-        return self.ready != before
-
-    def _judge(self, passed: bool) -> None:
-        if passed:
-            self._passes += 1
-            self._failures = 0
-            if self._passes >= self.probe.success_threshold:
-                self.ready = True
-        else:
-            self._failures += 1
-            self._passes = 0
-            if self._failures >= self.probe.failure_threshold:
-                self.ready = False
-
-    @property
-    def next_deadline(self) -> float | None:
-        """When :meth:`poll` has something to do next (a due run, a run's timeout; a
-        running probe is also polled with the loop's poll interval)."""
-        times = [t for t in (self.next_run, self.deadline) if t is not None]
-        return min(times) if times else None
 
 
 class ReplicaPod:
@@ -576,6 +492,28 @@ class ReplicaPod:
         probe = self.prober.next_deadline if self.prober is not None else None
         times = [t for t in (restart, self.kill_at, probe) if t is not None]
         return min(times) if times else None
+
+    def as_record(self, recorded: ReplicaRecord) -> ReplicaRecord:
+        """The pod as the store records it, from what was recorded of its replica before."""
+        s = self.state
+        phase: str = s.phase
+        reason, message = s.reason, s.message
+        # A replica that exited 0 on its own while being stopped (it was finishing anyway)
+        # succeeded; only one that the stop actually ended is shown as Stopped.
+        if self.deleting and not self.alive and self.stopped_running and s.phase != "Succeeded":
+            phase, reason, message = "Stopped", "Stopped", self.stop_reason
+        return replace(
+            recorded,
+            phase=phase,
+            process=s.process,
+            exit_code=s.exit_code,
+            restart_count=s.restart_count,
+            created=s.created,
+            started=s.started,
+            finished=None if self.alive else s.finished,
+            reason=reason,
+            message=message,
+        )
 
     def observed(self, replica_type: str, index: int) -> ObservedPod:
         """The pod as the reconciler sees it."""

@@ -52,25 +52,18 @@ the job's engine what it knows cannot run here (``LocalSupport.refusals``).
 
 from __future__ import annotations
 
-import ctypes
-import math
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
-from kubemill.core.quantity import parse_quantity
 from kubemill.frameworks import Plan, ReplicaPlan
 from kubemill.kinds import engine_for
 from kubemill.progress import PROGRESS_FILE_ENV
@@ -78,8 +71,9 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
 from kubemill.substrates.local.images import Environment, image_note
-from kubemill.substrates.local.logs import KEEPER, open_for_replica
 from kubemill.substrates.local.network import LOCAL_HOST
+from kubemill.substrates.local.probes import ExecProbe, exec_probe
+from kubemill.substrates.local.resources import THREAD_VARIABLES, local_resources
 
 DEFAULT_GRACE_SECONDS = 5.0
 """SIGTERM-to-SIGKILL grace when the pod sets no ``terminationGracePeriodSeconds``.
@@ -120,75 +114,6 @@ class LaunchSpec:
     run's message is the tail of its log, as the kubelet makes it."""
     readiness: ExecProbe | None = None
     """The container's exec ``readinessProbe``: the pod is ready only while it passes."""
-
-
-@dataclass(frozen=True)
-class ExecProbe:
-    """An exec probe as the kubelet runs it: ``argv`` in the container's environment and
-    working directory, every ``period`` seconds from ``initial_delay`` after the start,
-    failed past ``timeout``; ``success_threshold`` passes in a row make it pass,
-    ``failure_threshold`` failures in a row make it fail. Kubernetes' defaults."""
-
-    argv: tuple[str, ...]
-    initial_delay: float = 0.0
-    period: float = 10.0
-    timeout: float = 1.0
-    success_threshold: int = 1
-    failure_threshold: int = 3
-
-
-_PROBE_FIELDS = {
-    "initialDelaySeconds": ("initial_delay", 0),
-    "periodSeconds": ("period", 1),
-    "timeoutSeconds": ("timeout", 1),
-    "successThreshold": ("success_threshold", 1),
-    "failureThreshold": ("failure_threshold", 1),
-}
-
-
-def exec_probe(
-    probe: Mapping[str, Any] | None, path: str, declared: Mapping[str, str]
-) -> tuple[ExecProbe | None, list[FieldError]]:
-    """The exec probe of a container's ``readinessProbe`` (``$(VAR)`` expanded from the
-    container's env, as the kubelet does). Other handlers (httpGet, tcpSocket, grpc) are
-    not run locally: such a pod is ready while its process runs, as before probes."""
-    if not probe or "exec" not in probe:
-        return None, []
-    command = (probe.get("exec") or {}).get("command")
-    if not isinstance(command, list) or not command or not all(isinstance(w, str) for w in command):
-        return None, [
-            FieldError(
-                f"{path}.exec.command",
-                "expected a non-empty list of strings",
-                'e.g. command: ["test", "-f", "/tmp/ready"]',
-            )
-        ]
-    values: dict[str, int] = {}
-    errors: list[FieldError] = []
-    for key, (name, least) in _PROBE_FIELDS.items():
-        if key not in probe:
-            continue
-        value = probe[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            errors.append(
-                FieldError(f"{path}.{key}", f"expected a whole number >= {least}, got {value!r}")
-            )
-        else:
-            values[name] = value
-    if errors:
-        return None, errors
-    argv = tuple(expand(word, declared) for word in command)
-    return (
-        ExecProbe(
-            argv,
-            initial_delay=float(values.get("initial_delay", 0)),
-            period=float(values.get("period", 10)),
-            timeout=float(values.get("timeout", 1)),
-            success_threshold=values.get("success_threshold", 1),
-            failure_threshold=values.get("failure_threshold", 3),
-        ),
-        [],
-    )
 
 
 @dataclass(frozen=True)
@@ -318,89 +243,6 @@ def base_environment(environment: Environment, pod_name: str) -> dict[str, str]:
         env["VIRTUAL_ENV"] = str(environment.prefix)
     env["HOSTNAME"] = pod_name
     return env
-
-
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-"""Set from ``limits.cpu`` unless the container sets them: torch, NumPy and friends start
-one thread per core they see otherwise, and oversubscribe the cores the replica has."""
-
-
-def machine_cores() -> int:
-    """The cores this process may run on (its affinity, not every core of the machine)."""
-    return len(os.sched_getaffinity(0))
-
-
-def machine_memory() -> int | None:
-    """``MemTotal`` in bytes, or ``None`` if ``/proc/meminfo`` cannot tell."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-@dataclass(frozen=True)
-class LocalResources:
-    """What the local substrate honours of a container's ``resources``."""
-
-    cpus: int | None = None
-    memory_limit: int | None = None
-
-
-def local_resources(container: Container, path: str) -> tuple[LocalResources, list[FieldError]]:
-    """The cores and memory limit of ``container`` (at manifest ``path``), or why it cannot
-    run on this machine: malformed quantities and asks beyond the machine, by field path."""
-    errors: list[FieldError] = []
-    resources = container.resources or {}
-    cores, memory = machine_cores(), machine_memory()
-    wanted: dict[tuple[str, str], Decimal] = {}
-    for section in ("requests", "limits"):
-        values = resources.get(section)
-        if values is None:
-            continue
-        if not isinstance(values, Mapping):
-            errors.append(FieldError(f"{path}.resources.{section}", "expected a mapping"))
-            continue
-        for name in ("cpu", "memory"):
-            if name not in values:
-                continue
-            raw = values[name]
-            amount = parse_quantity(raw) if isinstance(raw, (str, int, float)) else None
-            where = f"{path}.resources.{section}.{name}"
-            if amount is None or amount < 0:
-                errors.append(
-                    FieldError(where, f"{raw!r} is not a quantity", 'e.g. "2", "500m", "4Gi"')
-                )
-                continue
-            wanted[(section, name)] = amount
-            if name == "cpu" and amount > cores:
-                errors.append(
-                    FieldError(
-                        where,
-                        f"asks for {raw} CPUs; this machine has {cores} for kubemill to use",
-                        f"ask for at most {cores}, or run on kubernetes",
-                    )
-                )
-            if name == "memory" and memory is not None and amount > memory:
-                errors.append(
-                    FieldError(
-                        where,
-                        f"asks for {raw} of memory; this machine has {memory // 2**20}Mi"
-                        " (MemTotal)",
-                        "ask for less, or run on kubernetes",
-                    )
-                )
-    cpu = wanted.get(("limits", "cpu"))
-    mem = wanted.get(("limits", "memory"))
-    return (
-        LocalResources(
-            cpus=None if cpu is None else min(cores, max(1, math.ceil(cpu))),
-            memory_limit=None if mem is None or mem == 0 else int(mem),
-        ),
-        errors,
-    )
 
 
 def field_ref_value(field_path: str, *, rep: ReplicaPlan, ctx: PodContext) -> str | None:
@@ -691,69 +533,3 @@ def _executable_problem(program: str, path: str, cwd: str) -> str:
         first = path.split(os.pathsep)[0]
         return f"executable {program!r} not found on PATH (which starts with {first})"
     return ""
-
-
-# --- spawning ------------------------------------------------------------------------------
-
-
-def make_private_dir(path: str) -> None:
-    """Create ``path`` (and its parents) readable by this user alone; an existing one is
-    kept as it is (a restarted replica finds its files again)."""
-    Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
-
-
-PR_SET_PDEATHSIG = 1
-_prctl: Callable[..., int] | None = None
-
-
-def _load_prctl() -> Callable[..., int]:
-    global _prctl
-    if _prctl is None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _prctl = libc.prctl
-    return _prctl
-
-
-def die_with_parent(parent_pid: int, cores: frozenset[int] | None = None) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child die with the thread that forks it, and pins
-    it to ``cores`` (before exec, so no thread of the program ever runs elsewhere)."""
-    prctl = _load_prctl()  # resolved in the parent: the child only makes one call
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent_pid:
-            # The parent died between fork and prctl: nobody would ever reap us.
-            os.kill(os.getpid(), signal.SIGKILL)
-        if cores:
-            os.sched_setaffinity(0, cores)
-
-    return preexec
-
-
-def spawn(spec: LaunchSpec, *, cores: frozenset[int] | None = None) -> subprocess.Popen[bytes]:
-    """Start the replica's process on ``cores``, its stdout and stderr appended to its log files.
-
-    The files are written by the process itself (:mod:`.logs`); this process's log
-    keeper marks and rotates them while it runs. Raises ``OSError`` (FileNotFoundError,
-    PermissionError) when exec fails.
-    """
-    if spec.tmp_dir is not None:
-        make_private_dir(spec.tmp_dir)
-    out_fd, err_fd = open_for_replica(spec.log_path)
-    try:
-        popen = subprocess.Popen(
-            list(spec.argv),
-            env=dict(spec.env),
-            cwd=spec.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=out_fd,
-            stderr=err_fd,
-            close_fds=True,
-            start_new_session=True,
-            preexec_fn=die_with_parent(os.getpid(), cores),
-        )
-    finally:
-        os.close(out_fd)
-        os.close(err_fd)
-    KEEPER.watch(spec.log_path, popen)
-    return popen

@@ -24,11 +24,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from kubemill.core import ObservedProgress
 from kubemill.progress import MAX_LINE, BadReport, parse_line
 from kubemill.substrates.base import ProgressPoint
+
+if TYPE_CHECKING:
+    # For annotations only: readers of progress (the dashboard) need no store.
+    from kubemill.substrates.local.store import Store
 
 log = logging.getLogger("kubemill.local.progress")
 
@@ -206,3 +210,22 @@ def _points(stream: BinaryIO, most: int) -> list[ProgressPoint]:
             continue
         points.append(ProgressPoint(report["time"], report["step"], report["metrics"]))
     return points
+
+
+def progress_tail(store: Store, uid: str, directory: str) -> ProgressTail | None:
+    """The tail of a job's progress files (its directory made if missing), which records one
+    ``BadProgressReport`` event per replica that wrote a bad report; ``None``: no directory."""
+    if not directory:
+        return None
+    Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def on_bad(replica: str, why: str) -> None:
+        store.add_event(
+            uid,
+            type="Warning",
+            reason="BadProgressReport",
+            message=f"{replica}: a progress report was skipped ({why}); later ones count"
+            " (this is said once per replica, the supervisor's log has every one)",
+        )
+
+    return ProgressTail(Path(directory), on_bad=on_bad)

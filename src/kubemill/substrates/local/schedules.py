@@ -29,11 +29,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from kubemill.api import JobStatus
-from kubemill.core import ControllerContext, ControllerResult, CreateRun, DeleteRun, ObservedRun
-from kubemill.kinds import controller_for, status_type
+from kubemill.core import ControllerContext, ControllerResult, CreateRun, DeleteRun
+from kubemill.kinds import controller_for
 from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import detached
 from kubemill.substrates.local.backend import LocalBackend
+from kubemill.substrates.local.controller_runs import owned_runs
 from kubemill.substrates.local.store import JobRecord
 from kubemill.substrates.zones import resolve_zone
 
@@ -49,29 +50,6 @@ WAKE_MARGIN = 0.005
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def owned_runs(backend: LocalBackend, rec: JobRecord) -> list[ObservedRun]:
-    """The runs of the controller ``rec`` as last recorded (its rules' run label with its
-    name, and its uid as their controlling owner)."""
-    controller = controller_for(rec.kind)
-    label = controller.rules.run_label
-    model = status_type(controller.controls)
-    runs = []
-    for view in backend.list(rec.namespace):
-        meta = view.job.metadata
-        if view.kind != controller.controls or meta.labels.get(label) != rec.name:
-            continue
-        owners = [o for o in meta.owner_references or () if o.controller]
-        if not owners or owners[0].uid != rec.uid:
-            continue  # a namesake's, or a run of an earlier controller of this name
-        status: JobStatus = view.status
-        if not isinstance(status, model):
-            status = model()
-        runs.append(
-            ObservedRun(name=view.name, uid=meta.uid or "", status=status, created=view.created)
-        )
-    return runs
 
 
 class ControllerLoop:

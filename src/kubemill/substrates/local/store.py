@@ -25,7 +25,6 @@ when a supervisor dies; SQLite only records where they are.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -34,14 +33,31 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from kubemill.api import Job
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
+from kubemill.substrates.local.records import (
+    EventRow,
+    JobRecord,
+    NewJob,
+    ReplicaRecord,
+    exists_message,
+    job_record,
+    merge_into,
+    replica_record,
+    reserved_ports_in,
+    upsert_replica,
+)
+from kubemill.substrates.local.state_schema import (
+    SCHEMA,
+    TO_2,
+    fill_summaries,
+    listing_fields,
+    run_script,
+)
 from kubemill.substrates.local.summary import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
@@ -49,184 +65,6 @@ from kubemill.substrates.local.summary import (
     STATE_DIR_ENV,
     default_state_dir,
 )
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    uid TEXT PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    manifest TEXT NOT NULL,
-    status TEXT NOT NULL,
-    finished INTEGER NOT NULL DEFAULT 0,
-    base_dir TEXT NOT NULL,
-    job_dir TEXT NOT NULL,
-    environments TEXT NOT NULL DEFAULT '{}',
-    created REAL NOT NULL,
-    supervisor_pid INTEGER,
-    supervisor_start INTEGER,
-    supervisor_boot TEXT,
-    supervisor_mode TEXT NOT NULL DEFAULT 'foreground',
-    supervisor_state TEXT NOT NULL DEFAULT 'starting',
-    request TEXT,
-    wanted INTEGER NOT NULL DEFAULT 0,
-    ttl REAL,
-    UNIQUE (namespace, name)
-);
-CREATE TABLE IF NOT EXISTS replicas (
-    job_uid TEXT NOT NULL REFERENCES jobs(uid) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    replica_type TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    phase TEXT NOT NULL DEFAULT 'Pending',
-    pid INTEGER,
-    pgid INTEGER,
-    proc_start INTEGER,
-    proc_boot TEXT,
-    exit_code INTEGER,
-    restart_count INTEGER NOT NULL DEFAULT 0,
-    retired_restarts INTEGER NOT NULL DEFAULT 0,
-    created REAL,
-    started REAL,
-    finished REAL,
-    reason TEXT NOT NULL DEFAULT '',
-    message TEXT NOT NULL DEFAULT '',
-    address TEXT NOT NULL DEFAULT '',
-    log_path TEXT NOT NULL,
-    PRIMARY KEY (job_uid, name)
-);
-CREATE TABLE IF NOT EXISTS ports (
-    job_uid TEXT NOT NULL REFERENCES jobs(uid) ON DELETE CASCADE,
-    replica TEXT NOT NULL,
-    container_port INTEGER NOT NULL,
-    port INTEGER NOT NULL,
-    PRIMARY KEY (job_uid, replica, container_port)
-);
-CREATE INDEX IF NOT EXISTS ports_by_port ON ports (port);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_uid TEXT NOT NULL REFERENCES jobs(uid) ON DELETE CASCADE,
-    first_time REAL NOT NULL,
-    time REAL NOT NULL,
-    type TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    message TEXT NOT NULL,
-    count INTEGER NOT NULL DEFAULT 1
-);
-CREATE INDEX IF NOT EXISTS events_by_job ON events (job_uid, id);
-"""
-
-_TO_2 = """
-ALTER TABLE jobs ADD COLUMN wanted INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN ttl REAL;
-"""
-"""Schema 1 to 2: what ``kubemill get`` lists, beside the manifest (see :mod:`.summary`)."""
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """One row of ``jobs``."""
-
-    uid: str
-    namespace: str
-    name: str
-    kind: str
-    manifest: dict[str, Any]
-    status: dict[str, Any]
-    finished: bool
-    base_dir: str
-    job_dir: str
-    environments: dict[str, dict[str, str]]
-    """Image name -> environment (``Environment.to_json``), resolved once at submit."""
-    created: float
-    supervisor: ProcessId | None
-    supervisor_mode: str
-    """``foreground`` (inside the submitting process) or ``detached``."""
-    supervisor_state: str
-    """``starting``, ``running`` or ``done`` (the supervisor has let go of the job)."""
-    request: str | None
-    """``delete`` when someone asked the supervisor to stop the job and let go of it,
-    ``force`` when an interrupt is to skip the replicas' grace period."""
-
-    def load_job(self) -> Job:
-        """The job model, with its recorded status."""
-        job = load_one(self.manifest, name=f"{self.namespace}/{self.name}")
-        job.status = type(job.status).model_validate(self.status)
-        return job
-
-    @property
-    def logs_dir(self) -> Path:
-        return Path(self.job_dir) / "logs"
-
-    @property
-    def files_dir(self) -> Path:
-        return Path(self.job_dir) / "files"
-
-
-@dataclass(frozen=True)
-class ReplicaRecord:
-    """One row of ``replicas``: the last known state of one replica's process."""
-
-    job_uid: str
-    name: str
-    replica_type: str
-    index: int
-    position: int
-    log_path: str
-    phase: str = "Pending"
-    process: ProcessId | None = None
-    """The current (or last) incarnation; its pid is also its process group id."""
-    exit_code: int | None = None
-    restart_count: int = 0
-    """In-place restarts of the current incarnation (pod restartPolicy OnFailure/Always)."""
-    retired_restarts: int = 0
-    """Restarts of earlier incarnations: each recreation (the replica started afresh after
-    being deleted, e.g. under the ExitCode policy) counts 1 plus the in-place restarts that
-    incarnation had."""
-    created: float | None = None
-    started: float | None = None
-    finished: float | None = None
-    reason: str = ""
-    message: str = ""
-    address: str = ""
-
-
-@dataclass(frozen=True)
-class EventRow:
-    """One row of ``events``."""
-
-    time: float
-    first_time: float
-    type: str
-    reason: str
-    message: str
-    count: int = 1
-
-
-@dataclass
-class NewJob:
-    """Everything :meth:`Store.insert_job` records for a new job in one transaction."""
-
-    uid: str
-    namespace: str
-    name: str
-    kind: str
-    manifest: dict[str, Any]
-    status: dict[str, Any]
-    base_dir: str
-    job_dir: str
-    environments: dict[str, dict[str, str]]
-    replicas: list[ReplicaRecord]
-    ports: dict[tuple[str, int], int]
-    """(replica name, container port) -> host port."""
-    supervisor: ProcessId | None = None
-    supervisor_mode: str = "foreground"
-    created: float = field(default_factory=time.time)
-    wanted: int = 0
-    """The replicas the spec asks for (what ``kubemill get`` shows as the total)."""
-    ttl: float | None = None
-    """``runPolicy.ttlSecondsAfterFinished``."""
 
 
 class PortConflict(SubstrateError):
@@ -360,10 +198,10 @@ class Store:
                 # Read again inside the write lock: another process may have just done it.
                 version = tx.execute("PRAGMA user_version").fetchone()[0]
                 if version == 0:
-                    _script(tx, _SCHEMA)
+                    run_script(tx, SCHEMA)
                 elif version == 1:
-                    _script(tx, _TO_2)
-                    _fill_summaries(tx)
+                    run_script(tx, TO_2)
+                    fill_summaries(tx)
                 tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # --- jobs --------------------------------------------------------------------------
@@ -381,8 +219,8 @@ class Store:
                 (new.namespace, new.name),
             ).fetchone()
             if row is not None:
-                raise JobExists(_exists_message(new.namespace, new.name, row["status"]))
-            taken = _reserved_ports(tx) & set(new.ports.values())
+                raise JobExists(exists_message(new.namespace, new.name, row["status"]))
+            taken = reserved_ports_in(tx) & set(new.ports.values())
             if taken:
                 raise PortConflict(f"ports {sorted(taken)} were reserved by another job")
             sup = new.supervisor
@@ -411,7 +249,7 @@ class Store:
                 ),
             )
             for rep in new.replicas:
-                _upsert_replica(tx, rep)
+                upsert_replica(tx, rep)
             tx.executemany(
                 "INSERT INTO ports (job_uid, replica, container_port, port) VALUES (?,?,?,?)",
                 [(new.uid, r, cp, p) for (r, cp), p in new.ports.items()],
@@ -427,13 +265,13 @@ class Store:
         )
         if row is None:
             raise JobNotFound(f"no job {name!r} in namespace {namespace!r}")
-        return _job(row)
+        return job_record(row)
 
     @_translated
     def job_by_uid(self, uid: str) -> JobRecord | None:
         """The job with this uid, or ``None`` once it has been deleted."""
         row = self._connection().execute("SELECT * FROM jobs WHERE uid = ?", (uid,)).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else job_record(row)
 
     @_translated
     def jobs(self, namespace: str | None = None) -> list[JobRecord]:
@@ -445,7 +283,7 @@ class Store:
             rows = conn.execute(
                 "SELECT * FROM jobs WHERE namespace = ? ORDER BY created, name", (namespace,)
             ).fetchall()
-        return [_job(r) for r in rows]
+        return [job_record(r) for r in rows]
 
     @_translated
     def set_status(self, uid: str, status: Mapping[str, Any], *, finished: bool) -> None:
@@ -541,7 +379,7 @@ class Store:
                 meta["annotations"] = current
             if suspend is not None:
                 # Each kind says where its suspend field is (Spark's is spec.suspend).
-                _merge_into(manifest, type(load_one(manifest)).suspend_patch(suspend))
+                merge_into(manifest, type(load_one(manifest)).suspend_patch(suspend))
             tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
             return manifest
 
@@ -592,7 +430,7 @@ class Store:
             .execute("SELECT * FROM replicas WHERE job_uid = ? ORDER BY position", (uid,))
             .fetchall()
         )
-        return [_replica(r) for r in rows]
+        return [replica_record(r) for r in rows]
 
     @_translated
     def save_replicas(self, records: list[ReplicaRecord]) -> None:
@@ -601,7 +439,7 @@ class Store:
             return
         with self._write() as tx:
             for rec in records:
-                _upsert_replica(tx, rec)
+                upsert_replica(tx, rec)
 
     # --- ports -------------------------------------------------------------------------
 
@@ -618,13 +456,13 @@ class Store:
     @_translated
     def reserved_ports(self) -> set[int]:
         """Ports held by jobs that have not finished."""
-        return _reserved_ports(self._connection())
+        return reserved_ports_in(self._connection())
 
     @_translated
     def replace_ports(self, uid: str, ports: Mapping[tuple[str, int], int]) -> None:
         """Swap some of a job's ports (re-allocation before its first start)."""
         with self._write() as tx:
-            taken = _reserved_ports(tx) - set(self.ports(uid).values())
+            taken = reserved_ports_in(tx) - set(self.ports(uid).values())
             clash = taken & set(ports.values())
             if clash:
                 raise PortConflict(f"ports {sorted(clash)} were reserved by another job")
@@ -684,252 +522,6 @@ class Store:
         ]
 
 
-# --- checking and repairing ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StateCheck:
-    """What ``kubemill doctor`` found in a state directory."""
-
-    path: Path
-    """The database checked."""
-    exists: bool
-    problems: list[str]
-    """SQLite's integrity check (``PRAGMA integrity_check``) findings, or why it could not
-    run; empty when the database is sound."""
-
-    @property
-    def healthy(self) -> bool:
-        return not self.problems
-
-
-def check_state(state_dir: str | os.PathLike[str] | None = None) -> StateCheck:
-    """Run SQLite's integrity check on the state database (creates nothing).
-
-    Raises :class:`BrokenState` if the state directory is not a directory at all.
-    """
-    directory = default_state_dir(state_dir)
-    path = directory / DB_NAME
-    if directory.exists() and not directory.is_dir():
-        raise BrokenState(
-            f"the state directory {directory} is not a directory; move it away, or set"
-            f" {STATE_DIR_ENV} to another directory"
-        )
-    if not path.exists():
-        return StateCheck(path, exists=False, problems=[])
-    if not path.is_file():
-        return StateCheck(path, exists=True, problems=["it is not a file"])
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    except sqlite3.Error as exc:
-        return StateCheck(path, exists=True, problems=[str(exc)])
-    try:
-        rows = conn.execute("PRAGMA integrity_check").fetchall()
-        problems = [str(r[0]) for r in rows if r[0] != "ok"]
-        if not problems:
-            # A sound file that is not kubemill's (or from a newer one) is a problem too.
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                problems = [f"written by a newer kubemill (schema {version})"]
-    except sqlite3.Error as exc:
-        problems = [str(exc)]
-    finally:
-        conn.close()
-    return StateCheck(path, exists=True, problems=problems)
-
-
-def repair_state(state_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Move the state database aside and start a fresh one; where the old one went.
-
-    The old file (with its ``-wal`` and ``-shm`` companions) keeps its contents for a
-    later look; job directories and their logs are not touched. Jobs recorded only in the
-    old database are forgotten: their supervisors, finding their job gone, stop it.
-    """
-    directory = default_state_dir(state_dir)
-    path = directory / DB_NAME
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    aside = directory / f"{DB_NAME}.broken-{stamp}"
-    suffix = 1
-    while aside.exists():
-        suffix += 1
-        aside = directory / f"{DB_NAME}.broken-{stamp}-{suffix}"
-    try:
-        for companion in ("", "-wal", "-shm"):
-            source = directory / f"{DB_NAME}{companion}"
-            if source.exists():
-                source.rename(directory / f"{aside.name}{companion}")
-    except OSError as exc:
-        raise BrokenState(
-            f"cannot move {path} aside: {exc.strerror}; make {directory} writable"
-        ) from exc
-    Store(directory).close()
-    return aside
-
-
-# --- schema ----------------------------------------------------------------------------------
-
-
-def _script(conn: sqlite3.Connection, script: str) -> None:
-    """Run ``;``-separated statements inside the caller's transaction (``executescript``
-    would commit it first)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-
-
-def _fill_summaries(conn: sqlite3.Connection) -> None:
-    """Give the jobs of a schema-1 database what ``kubemill get`` lists (schema 2)."""
-    rows = conn.execute("SELECT uid, namespace, name, manifest FROM jobs").fetchall()
-    for row in rows:
-        wanted, ttl = 0, None
-        # A record no model loads (a damaged manifest) is still listed, with what it has.
-        with contextlib.suppress(Exception):
-            job = load_one(json.loads(row["manifest"]), name=f"{row['namespace']}/{row['name']}")
-            wanted, ttl = _wanted(job), _ttl(job)
-        conn.execute("UPDATE jobs SET wanted = ?, ttl = ? WHERE uid = ?", (wanted, ttl, row["uid"]))
-
-
-def _wanted(job: Job) -> int:
-    return sum(job.replica_count(rtype) for rtype in job.replica_specs)
-
-
-def _ttl(job: Job) -> float | None:
-    ttl = job.run_policy.ttl_seconds_after_finished
-    return None if ttl is None else float(ttl)
-
-
-def listing_fields(job: Job) -> tuple[int, float | None]:
-    """``NewJob.wanted`` and ``NewJob.ttl`` of a job."""
-    return _wanted(job), _ttl(job)
-
-
-# --- row mapping ---------------------------------------------------------------------------
-
-
-def _exists_message(namespace: str, name: str, status_json: str) -> str:
-    phase = "Pending"
-    try:
-        conditions = json.loads(status_json).get("conditions", [])
-        true_ones = [c["type"] for c in conditions if c.get("status") == "True"]
-        for terminal in ("Failed", "Succeeded"):
-            if terminal in true_ones:
-                true_ones = [terminal]
-        if true_ones:
-            phase = true_ones[-1]
-    except (ValueError, AttributeError, KeyError, TypeError):
-        pass
-    return (
-        f"job {name!r} already exists in namespace {namespace!r} ({phase}); "
-        f"delete it first (`kubemill delete {name}`) or give the new one another name"
-    )
-
-
-def _reserved_ports(conn: sqlite3.Connection) -> set[int]:
-    rows = conn.execute(
-        "SELECT ports.port FROM ports JOIN jobs ON jobs.uid = ports.job_uid WHERE jobs.finished = 0"
-    ).fetchall()
-    return {r[0] for r in rows}
-
-
-def _process(pid: int | None, start: int | None, boot: str | None) -> ProcessId | None:
-    if pid is None or start is None:
-        return None
-    return ProcessId(pid=pid, start_ticks=start, boot_id=boot or "")
-
-
-def _job(row: sqlite3.Row) -> JobRecord:
-    return JobRecord(
-        uid=row["uid"],
-        namespace=row["namespace"],
-        name=row["name"],
-        kind=row["kind"],
-        manifest=json.loads(row["manifest"]),
-        status=json.loads(row["status"]),
-        finished=bool(row["finished"]),
-        base_dir=row["base_dir"],
-        job_dir=row["job_dir"],
-        environments=json.loads(row["environments"]),
-        created=row["created"],
-        supervisor=_process(row["supervisor_pid"], row["supervisor_start"], row["supervisor_boot"]),
-        supervisor_mode=row["supervisor_mode"],
-        supervisor_state=row["supervisor_state"],
-        request=row["request"],
-    )
-
-
-def _replica(row: sqlite3.Row) -> ReplicaRecord:
-    return ReplicaRecord(
-        job_uid=row["job_uid"],
-        name=row["name"],
-        replica_type=row["replica_type"],
-        index=row["idx"],
-        position=row["position"],
-        log_path=row["log_path"],
-        phase=row["phase"],
-        process=_process(row["pid"], row["proc_start"], row["proc_boot"]),
-        exit_code=row["exit_code"],
-        restart_count=row["restart_count"],
-        retired_restarts=row["retired_restarts"],
-        created=row["created"],
-        started=row["started"],
-        finished=row["finished"],
-        reason=row["reason"],
-        message=row["message"],
-        address=row["address"],
-    )
-
-
-def _upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
-    proc = rec.process
-    conn.execute(
-        "INSERT INTO replicas (job_uid, name, replica_type, idx, position, phase, pid, pgid,"
-        " proc_start, proc_boot, exit_code, restart_count, retired_restarts, created, started,"
-        " finished, reason, message, address, log_path)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-        " ON CONFLICT (job_uid, name) DO UPDATE SET phase = excluded.phase,"
-        " pid = excluded.pid, pgid = excluded.pgid, proc_start = excluded.proc_start,"
-        " proc_boot = excluded.proc_boot, exit_code = excluded.exit_code,"
-        " restart_count = excluded.restart_count, retired_restarts = excluded.retired_restarts,"
-        " created = excluded.created, started = excluded.started,"
-        " finished = excluded.finished, reason = excluded.reason,"
-        " message = excluded.message, address = excluded.address",
-        (
-            rec.job_uid,
-            rec.name,
-            rec.replica_type,
-            rec.index,
-            rec.position,
-            rec.phase,
-            proc.pid if proc else None,
-            proc.pid if proc else None,
-            proc.start_ticks if proc else None,
-            proc.boot_id if proc else None,
-            rec.exit_code,
-            rec.restart_count,
-            rec.retired_restarts,
-            rec.created,
-            rec.started,
-            rec.finished,
-            rec.reason,
-            rec.message,
-            rec.address,
-            rec.log_path,
-        ),
-    )
-
-
-def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
-    """Apply a JSON merge patch of nested mappings to ``target`` in place (no deletions)."""
-    for key, value in patch.items():
-        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
-            _merge_into(target[key], value)
-        elif isinstance(value, Mapping):
-            target[key] = {}
-            _merge_into(target[key], value)
-        else:
-            target[key] = value
-
-
 __all__ = [
     "DB_NAME",
     "STATE_DIR_ENV",
@@ -939,11 +531,8 @@ __all__ = [
     "NewJob",
     "PortConflict",
     "ReplicaRecord",
-    "StateCheck",
     "Store",
-    "check_state",
     "default_state_dir",
     "listing_fields",
-    "repair_state",
     "state_error",
 ]

@@ -27,11 +27,10 @@ are always kept in them.
 from __future__ import annotations
 
 import builtins
-import contextlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,12 +48,7 @@ from kubemill.substrates.base import (
     SubstrateError,
     status_point,
 )
-from kubemill.substrates.kubernetes.client.connection import (
-    REQUEST_TIMEOUT,
-    Connection,
-    Http,
-    connect,
-)
+from kubemill.substrates.kubernetes.client.connection import Connection, Http, connect
 from kubemill.substrates.kubernetes.client.errors import (
     INSTALL_HINT,
     CRDsNotInstalled,
@@ -78,9 +72,10 @@ from kubemill.substrates.kubernetes.client.views import (
     replica_names,
     replica_views,
 )
-from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
+from kubemill.substrates.kubernetes.client.watch import refetch, watch_once
+from kubemill.substrates.kubernetes.install.names import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
 from kubemill.substrates.kubernetes.observe import controller_uid, parse_time
-from kubemill.substrates.kubernetes.transport import api_path, is_connection_error, lines
+from kubemill.substrates.kubernetes.transport import api_path
 
 DEFAULT_OPERATOR_TIMEOUT = 30.0
 """Seconds a new job may go without a condition or a pod before we say no operator acts."""
@@ -276,7 +271,7 @@ class KubernetesBackend:
             )
             wanted = pick_replica(job.name, names + extra, replica)
         if follow:
-            return LogFollower(self, found, wanted, query).lines()
+            return LogFollower(_FollowedJobs(self), found, wanted, query).lines()
         return self._read_logs(found, wanted, query)
 
     def _read_logs(
@@ -426,75 +421,8 @@ class KubernetesBackend:
                     return found  # pods exist: the operator is at work
             ends = [t for t in (deadline, check_at) if t is not None]
             seconds = min([WATCH_SECONDS, *(t - now for t in ends)])
-            changed = self._watch_once(found, max(seconds, 0.05))
-            found = changed if changed is not None else self._refetch(found)
-
-    def _refetch(self, found: Found) -> Found:
-        request = Request("get", found.kind.plural, GROUP, found.namespace, found.name)
-        try:
-            raw = self.http.json(request, "GET", found.kind.path(found.namespace, found.name))
-        except KubeApiError as exc:
-            if exc.status == 404:
-                raise self._deleted(found) from exc
-            raise
-        if found.uid and raw.get("metadata", {}).get("uid") != found.uid:
-            raise self._deleted(found)
-        return Found(found.kind, raw)
-
-    def _deleted(self, found: Found) -> JobNotFound:
-        return JobNotFound(
-            f"{found.kind.kind} {found.namespace}/{found.name} was deleted while we waited"
-        )
-
-    def _watch_once(self, found: Found, seconds: float) -> Found | None:
-        """The job after its next change, or ``None`` when nothing came in ``seconds``."""
-        query = [
-            ("watch", "true"),
-            ("fieldSelector", f"metadata.name={found.name}"),
-            ("timeoutSeconds", str(max(1, int(seconds)))),
-            ("allowWatchBookmarks", "false"),
-        ]
-        version = (found.raw.get("metadata") or {}).get("resourceVersion")
-        if version:
-            query.append(("resourceVersion", str(version)))
-        request = Request("watch", found.kind.plural, GROUP, found.namespace)
-        try:
-            # The read timeout ends a quiet watch on servers that ignore timeoutSeconds.
-            raw = self.http.send(
-                request,
-                "GET",
-                found.kind.path(found.namespace),
-                query=query,
-                timeout=(REQUEST_TIMEOUT[0], seconds),
-            )
-        except KubeApiError as exc:
-            if exc.status == 410:
-                return None  # our resourceVersion is too old: the caller reads afresh
-            raise
-        try:
-            for line in lines(raw):
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    return None  # e.g. 410 Gone: start over from a fresh read
-                meta = obj.get("metadata") or {}
-                if meta.get("name") != found.name:
-                    continue
-                if kind == "DELETED" or (found.uid and meta.get("uid") != found.uid):
-                    raise self._deleted(found)
-                obj.setdefault("apiVersion", API_VERSION)
-                obj.setdefault("kind", found.kind.kind)
-                if obj == found.raw:
-                    continue  # the current state again (a watch from "now")
-                return Found(found.kind, obj)
-        except Exception as exc:
-            if is_connection_error(exc):
-                return None  # timed out or cut: the caller reads afresh
-            raise
-        finally:
-            with contextlib.suppress(Exception):
-                raw.release_conn()
-        return None
+            changed = watch_once(self.http, found, max(seconds, 0.05))
+            found = changed if changed is not None else refetch(self.http, found)
 
     def _not_acting(self, found: Found) -> OperatorNotActing:
         return OperatorNotActing(
@@ -531,7 +459,7 @@ class KubernetesBackend:
         while True:
             pods = self._pods(found)
             if not pods or time.monotonic() >= deadline:
-                return self._view(self._refetch(found), pods)
+                return self._view(refetch(self.http, found), pods)
             if force:
                 for pod in pods:
                     self._delete_pod(found.namespace, str(pod["metadata"]["name"]))
@@ -585,3 +513,33 @@ def _finished(job: Job) -> bool:
 
 def _acted(job: Job) -> bool:
     return bool(job.status.conditions)
+
+
+@dataclass(frozen=True)
+class _FollowedJobs:
+    """The backend as following logs sees it (:class:`~.logs.JobSource`)."""
+
+    backend: KubernetesBackend
+
+    @property
+    def http(self) -> Http:
+        return self.backend.http
+
+    @property
+    def poll_interval(self) -> float:
+        return self.backend.poll_interval
+
+    def refetch(self, found: Found) -> Found:
+        return refetch(self.backend.http, found)
+
+    def pods(self, found: Found) -> list[dict[str, Any]]:
+        return self.backend._pods(found)
+
+    def acting_deadline(self, found: Found) -> float | None:
+        timeout = self.backend.operator_timeout
+        if not timeout:
+            return None
+        return self.backend._submitted.get(found.uid, time.monotonic()) + timeout
+
+    def not_acting(self, found: Found) -> Exception:
+        return self.backend._not_acting(found)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kubemill.api import Job
 from kubemill.frameworks import Plan
@@ -32,9 +32,6 @@ from kubemill.substrates.kubernetes.observe import (
     parse_time,
 )
 from kubemill.substrates.kubernetes.transport import api_path, is_connection_error, lines
-
-if TYPE_CHECKING:
-    from kubemill.substrates.kubernetes.client.backend import KubernetesBackend
 
 FINISH_GRACE = 5.0
 """After the job has finished, seconds to let log streams of still-running pods end."""
@@ -190,6 +187,39 @@ class _Ended:
     error: BaseException | None = None
 
 
+class JobSource(Protocol):
+    """What :class:`LogFollower` asks of the backend: the API, and the job and its pods as
+    they are now. A protocol, so that following logs needs nothing of how the backend keeps
+    its state (``KubernetesBackend`` hands in an adapter of its own)."""
+
+    @property
+    def http(self) -> Http:
+        """The API the logs are read from."""
+        ...
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between looks at the job and its pods."""
+        ...
+
+    def refetch(self, found: Found) -> Found:
+        """The job as the API has it now; ``JobNotFound`` once it is deleted."""
+        ...
+
+    def pods(self, found: Found) -> list[dict[str, Any]]:
+        """The pods the job controls."""
+        ...
+
+    def acting_deadline(self, found: Found) -> float | None:
+        """The ``time.monotonic()`` by which the operator must have acted on the job (a
+        condition or a pod), ``None`` when that is not watched."""
+        ...
+
+    def not_acting(self, found: Found) -> Exception:
+        """The error to raise when the operator has not acted by then."""
+        ...
+
+
 class LogFollower:
     """Follows every replica's log at once until the job has finished.
 
@@ -203,7 +233,7 @@ class LogFollower:
 
     def __init__(
         self,
-        backend: KubernetesBackend,
+        source: JobSource,
         found: Found,
         wanted: str | None,
         asked: LogQuery | None = None,
@@ -211,7 +241,7 @@ class LogFollower:
         self.asked = asked or LogQuery()
         self.sent: dict[str, int] = {}
         """Bytes given out per pod, against ``limit_bytes``."""
-        self.backend = backend
+        self.source = source
         self.found = found
         self.wanted = wanted
         self.queue: queue.Queue[LogLine | _Ended] = queue.Queue()
@@ -219,30 +249,27 @@ class LogFollower:
         self.ended: dict[tuple[str, int], _Stream] = {}
 
     def lines(self) -> Iterator[LogLine]:
-        backend = self.backend
-        check_at = None
-        if backend.operator_timeout:
-            since = backend._submitted.get(self.found.uid, time.monotonic())
-            check_at = since + backend.operator_timeout
+        source = self.source
+        check_at = source.acting_deadline(self.found)
         finished_at: float | None = None
         try:
             while True:
                 if finished_at is None:
                     try:
-                        self.found = backend._refetch(self.found)
+                        self.found = source.refetch(self.found)
                     except JobNotFound:
                         finished_at = time.monotonic()  # deleted: its pods go too
                     else:
                         if self.found.job().status.finished:
                             finished_at = time.monotonic()
                 job = self.found.job()
-                pods = backend._pods(self.found)
+                pods = source.pods(self.found)
                 if check_at is not None and time.monotonic() >= check_at:
                     if not job.status.conditions and not pods:
-                        raise backend._not_acting(self.found)
+                        raise source.not_acting(self.found)
                     check_at = None
                 self._start_streams(job, pods)
-                yield from self._drain(backend.poll_interval)
+                yield from self._drain(source.poll_interval)
                 if finished_at is not None:
                     if not self.active and self.queue.empty():
                         return
@@ -301,7 +328,7 @@ class LogFollower:
                 if limit <= 0:
                     return
             response = open_log(
-                self.backend.http,
+                self.source.http,
                 self.found.namespace,
                 stream.pod,
                 container,

@@ -38,8 +38,8 @@ from kubemill.kinds import controllers
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
 from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
+from kubemill.substrates.kubernetes.operator.caches import Caches
 from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
-from kubemill.substrates.kubernetes.operator.reconciler import Caches
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.schedules import RunKey, run_key, run_labels
 from kubemill.substrates.kubernetes.operator.settings import JobResource

@@ -6,13 +6,8 @@ on an unchanged world writes nothing: children are created only when missing, an
 status is patched (through the status subresource, as a JSON merge patch of the fields that
 changed) only when it differs from the recorded one.
 
-The caches lag behind the operator's own writes (the watch event of a pod it just created
-arrives later), so the reconciler keeps *expectations*, as Kubernetes' own controllers do:
-after creating or deleting children it waits until the caches show that, or until
-:data:`EXPECTATION_TIMEOUT` passes, before it judges the job again; and it reads its own
-status writes back from the patch answer until the job's watch event catches up. Without
-them a fast second pass would create a pod twice (409) and post its event twice, or decide
-on a status it has already replaced.
+The caches lag behind the operator's own writes, so the reconciler keeps *expectations*, as
+Kubernetes' own controllers do (:class:`~.memory.JobMemory`, which says how).
 
 A creation the API refuses for good (403, 422, ...) is retried with backoff, except for a
 job whose lifecycle judges refusals (a SparkApplication's, run again as a whole): there it
@@ -26,10 +21,10 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any
 
 from kubemill.api import Job, JobStatus
 from kubemill.core import (
@@ -55,7 +50,6 @@ from kubemill.core import (
 from kubemill.frameworks import Plan, PlanError
 from kubemill.kinds import lifecycle_for, load_document
 from kubemill.substrates.kubernetes.build import (
-    CHILD_RESOURCES,
     GangScheduler,
     Owner,
     UnsupportedPlanError,
@@ -67,6 +61,7 @@ from kubemill.substrates.kubernetes.observe import (
     observe,
     observe_service,
 )
+from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -74,8 +69,22 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
     Outcome,
     classify,
 )
+from kubemill.substrates.kubernetes.operator.memory import JobMemory
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
 from kubemill.substrates.kubernetes.operator.settings import JobResource
+from kubemill.substrates.kubernetes.operator.waves import (
+    child_ref,
+    created_child,
+    creation_wave,
+    object_resource,
+)
+from kubemill.substrates.kubernetes.operator.writes import (
+    EventPoster,
+    RetryLater,
+    coalesce_events,
+    merge_patch,
+    pair_events,
+)
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
 from kubemill.substrates.kubernetes.restarts import (
     COUNT_FIELDS,
@@ -95,118 +104,6 @@ EXPECTATION_TIMEOUT = 30.0
 STATUS_WRITE_ATTEMPTS = 3
 """Tries of a status patch within one pass: a restart is counted in the very pass that
 deletes the pod, so losing that status write would lose the count."""
-JobKey = tuple[str, str, str, str]
-"""(group, plural, namespace, name) of a job."""
-ChildKey = tuple[str, str]
-"""(namespace, job name): how the child caches are keyed."""
-
-EventType = Literal["Normal", "Warning"]
-EventPoster = Callable[[Mapping[str, Any], EventType, str, str], None]
-
-
-def creation_wave(action: Action) -> int:
-    """The order in which a pass's actions may run, lowest first; one wave runs at once.
-
-    What others need must exist first, or the API server refuses them: a pod names its
-    PodGroup and its ServiceAccount (the ServiceAccount admission plugin refuses a pod whose
-    account does not exist yet), and a RoleBinding names its Role (the RBAC escalation check
-    of a creator without ``bind`` looks the Role up, and answers 404 while it is missing).
-    """
-    if isinstance(action, CreatePodGroup):
-        return 0
-    # A job's access objects, or a service cluster's objects built whole (Mars's Role).
-    kind = action.kind if isinstance(action, CreateChild | CreateObject) else None
-    if kind in ("ServiceAccount", "Role"):
-        return 0
-    if kind == "RoleBinding":
-        return 1
-    return 2
-
-
-class RetryLater(Exception):
-    """Some writes failed; reconcile the job again after a backoff."""
-
-    def __init__(self, errors: list[ApiError], *, blocked: bool) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
-        self.errors = errors
-        self.blocked = blocked
-
-
-@dataclass
-class _Memory:
-    """What the reconciler remembers of one job between passes (lost on restart, by design:
-    everything here can be recovered from the cluster)."""
-
-    stale_rvs: frozenset[str] = frozenset()
-    """The job's resourceVersions before our last status write (two when the restart
-    annotation was written first); the cache still showing one means it has not seen that
-    write yet."""
-    written: dict[str, Any] | None = None
-    """The job as our last status patch returned it."""
-    creating: dict[tuple[str, str], float] = field(default_factory=dict)
-    """(kind, name) -> monotonic deadline: created, not yet in the cache."""
-    updating: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
-    """(kind, name) -> (digest, deadline): files rewritten, the cache not showing them yet."""
-    deleting: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
-    """(kind, name) -> (uid, deadline): deleted, still in the cache."""
-    invalid_rv: str | None = None
-    """The resourceVersion whose validation errors were already reported."""
-    deleted_uid: str | None = None
-    """The uid of the job once we deleted it (TTL): until the watch says it is gone the
-    cache still shows it, and judging it again would delete it twice."""
-    unwritten_counts: dict[str, dict[str, int]] | None = None
-    """Restart counts a failed status write carried (a pod deleted in that pass is never
-    counted again): read back into the job until a write records them."""
-    refused: dict[tuple[str, str], str] = field(default_factory=dict)
-    """(kind, name) -> the API's message: creations it refused for good (4xx), reported to
-    the core (``Observed.refused``) until the core asks for that child again."""
-
-
-@dataclass(frozen=True)
-class Caches:
-    """The kopf indexes the reconcile reads (kopf keeps them current from its watches)."""
-
-    jobs: Mapping[JobKey, Iterable[Mapping[str, Any]]]
-    pods: Mapping[ChildKey, Iterable[PodSnapshot]]
-    services: Mapping[ChildKey, Iterable[ChildSnapshot]]
-    pod_groups: Mapping[ChildKey, Iterable[ChildSnapshot]]
-    files_and_access: Mapping[ChildKind, Mapping[ChildKey, Iterable[ChildSnapshot]]] = field(
-        default_factory=dict
-    )
-    """Delivered files and per-job access, by kind (only the kinds the operator watches)."""
-
-    def job(self, key: JobKey) -> Mapping[str, Any] | None:
-        if key not in self.jobs:
-            return None
-        return next(iter(self.jobs[key]), None)
-
-    def children(self, which: str, key: ChildKey) -> list[Any]:
-        index: Mapping[ChildKey, Iterable[Any]] = getattr(self, which)
-        return list(index[key]) if key in index else []
-
-    def owned(self, key: ChildKey) -> dict[ChildKind, list[ChildSnapshot]]:
-        """The job's files and access objects in the cache, by kind."""
-        return {
-            kind: list(index[key]) for kind, index in self.files_and_access.items() if key in index
-        }
-
-
-def merge_patch(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``; ``{}`` if equal."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    patch: dict[str, Any] = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            if isinstance(old[key], dict) and isinstance(value, dict):
-                patch[key] = merge_patch(old[key], value)
-            else:
-                patch[key] = value
-    return patch
 
 
 def _now() -> datetime:
@@ -238,7 +135,7 @@ class Reconciler:
         # The same plan and options as `kubemill render`, so it shows what is sent here.
         self._options = reconcile_options(self._gang)
         self._clock = clock
-        self._memory: dict[JobKey, _Memory] = {}
+        self._memory: dict[JobKey, JobMemory] = {}
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""
@@ -259,7 +156,7 @@ class Reconciler:
         if raw is None:
             self.forget(key)
             return None
-        memory = self._memory.setdefault(key, _Memory())
+        memory = self._memory.setdefault(key, JobMemory())
         rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
         if memory.written is not None and rv in memory.stale_rvs:
             raw = memory.written  # the cache has not seen our last status write yet
@@ -336,7 +233,7 @@ class Reconciler:
     # -- reading -------------------------------------------------------------------------------
 
     def _with_recorded_counts(
-        self, raw: Mapping[str, Any], resource: JobResource, memory: _Memory
+        self, raw: Mapping[str, Any], resource: JobResource, memory: JobMemory
     ) -> Mapping[str, Any]:
         """The job with the restart counts kept outside its status read back into it: the
         annotation (Kubeflow's CRDs), and counts a failed status write carried."""
@@ -349,7 +246,7 @@ class Reconciler:
                 entry[name] = max(entry.get(name, 0), values.get(name, 0))
         return with_counts(raw, counts) if counts else raw
 
-    def _load(self, raw: Mapping[str, Any], memory: _Memory) -> Job | None:
+    def _load(self, raw: Mapping[str, Any], memory: JobMemory) -> Job | None:
         job, errors = load_document(raw)
         if job is None:
             self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))
@@ -357,7 +254,7 @@ class Reconciler:
         memory.invalid_rv = None
         return job
 
-    def _report_invalid(self, raw: Mapping[str, Any], memory: _Memory, problem: str) -> None:
+    def _report_invalid(self, raw: Mapping[str, Any], memory: JobMemory, problem: str) -> None:
         rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
         if memory.invalid_rv == rv:
             return
@@ -370,7 +267,7 @@ class Reconciler:
 
     def _pending(
         self,
-        memory: _Memory,
+        memory: JobMemory,
         *,
         pods: list[PodSnapshot],
         services: list[ChildSnapshot],
@@ -413,7 +310,7 @@ class Reconciler:
         plan: Plan,
         resource: JobResource,
         result: ReconcileResult,
-        memory: _Memory,
+        memory: JobMemory,
     ) -> None:
         owner = Owner.of(job, api_version=resource.api_version)
         judges_refusals = lifecycle_for(job.KIND).judges_refusals
@@ -491,7 +388,7 @@ class Reconciler:
         resource: JobResource,
         owner: Owner,
         uids: Mapping[tuple[str, str], str],
-        memory: _Memory,
+        memory: JobMemory,
         *,
         versions: Mapping[tuple[str, str], str],
     ) -> None:
@@ -521,7 +418,7 @@ class Reconciler:
             await self._delete_child(ref, ("podgroup", action.name), uids, memory, deadline)
         elif isinstance(action, WriteFiles):
             kind: ChildKind = "Secret" if action.secret else "ConfigMap"
-            ref = _child_ref(kind, namespace, action.name)
+            ref = child_ref(kind, namespace, action.name)
             body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
             assert body is not None
             if not action.update:
@@ -541,12 +438,12 @@ class Reconciler:
         elif isinstance(action, CreateChild):
             body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
             assert body is not None
-            ref = _child_ref(action.kind, namespace, action.name)
+            ref = child_ref(action.kind, namespace, action.name)
             await self._create(ref, body, memory, (action.kind, action.name), deadline)
         elif isinstance(action, CreateObject):
             body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
             assert body is not None
-            api_version, plural = _object_resource(body)
+            api_version, plural = object_resource(body)
             ref = ObjectRef(api_version, plural, namespace, action.name)
             # Services are cached as "service" children, the rest under their kind.
             key = (
@@ -557,7 +454,7 @@ class Reconciler:
             # Rewritten whole at the version the pass read, as delivered files are.
             body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
             assert body is not None
-            api_version, plural = _object_resource(body)
+            api_version, plural = object_resource(body)
             ref = ObjectRef(api_version, plural, namespace, action.name)
             version = versions.get((action.kind, action.name))
             if version:
@@ -569,7 +466,7 @@ class Reconciler:
                 memory.updating.pop((action.kind, action.name), None)
                 raise
         elif isinstance(action, DeleteChild):
-            ref = _child_ref(action.kind, namespace, action.name)
+            ref = child_ref(action.kind, namespace, action.name)
             await self._delete_child(ref, (action.kind, action.name), uids, memory, deadline)
         elif isinstance(action, DeleteJob):
             ref = ObjectRef(resource.api_version, resource.plural, namespace, job.name)
@@ -583,7 +480,7 @@ class Reconciler:
         ref: ObjectRef,
         child: tuple[str, str],
         uids: Mapping[tuple[str, str], str],
-        memory: _Memory,
+        memory: JobMemory,
         deadline: float,
     ) -> None:
         """Delete a child and expect the cache to drop it (no pass judges it meanwhile)."""
@@ -599,7 +496,7 @@ class Reconciler:
         self,
         ref: ObjectRef,
         body: Mapping[str, Any],
-        memory: _Memory,
+        memory: JobMemory,
         child: tuple[str, str],
         deadline: float,
     ) -> None:
@@ -617,7 +514,7 @@ class Reconciler:
         job: Job,
         resource: JobResource,
         status: JobStatus,
-        memory: _Memory,
+        memory: JobMemory,
     ) -> None:
         """Write the new status at the resourceVersion the pass read.
 
@@ -697,68 +594,3 @@ class Reconciler:
         self._metrics.api_errors.labels(
             verb=error.verb, resource=error.ref.plural, code=str(error.status)
         ).inc()
-
-
-def created_child(action: Action) -> tuple[str, str] | None:
-    """(kind, name) of the child an action creates (None for anything else)."""
-    if isinstance(action, CreatePod):
-        return "Pod", action.name
-    if isinstance(action, CreateService):
-        return "Service", action.name
-    if isinstance(action, CreatePodGroup):
-        return "PodGroup", action.name
-    if isinstance(action, WriteFiles) and not action.update:
-        return ("Secret" if action.secret else "ConfigMap"), action.name
-    if isinstance(action, CreateChild):
-        return action.kind, action.name
-    return None
-
-
-def _object_resource(body: Mapping[str, Any]) -> tuple[str, str]:
-    """(apiVersion, plural) of a service cluster's object."""
-    if body["kind"] == "Service":
-        return "v1", "services"
-    return CHILD_RESOURCES[cast(ChildKind, body["kind"])]
-
-
-def _child_ref(kind: ChildKind, namespace: str, name: str) -> ObjectRef:
-    api_version, plural = CHILD_RESOURCES[kind]
-    return ObjectRef(api_version, plural, namespace, name)
-
-
-def coalesce_events(events: Iterable[RecordEvent]) -> list[tuple[EventType, str, str]]:
-    """One Event per (type, reason) of a pass, its messages joined in order.
-
-    A pass that creates four pods posts one ``SuccessfulCreatePod`` Event naming the four,
-    not four Events: the same decisions for ``kubectl describe``, a third of the requests.
-    """
-    grouped: dict[tuple[EventType, str], list[str]] = {}
-    for event in events:
-        grouped.setdefault((event.type, event.reason), []).append(event.message)
-    return [(type_, reason, "; ".join(messages)) for (type_, reason), messages in grouped.items()]
-
-
-def pair_events(
-    actions: Iterable[Action],
-) -> tuple[list[tuple[Action, list[RecordEvent]]], list[RecordEvent]]:
-    """Split the core's actions into (action, its event) steps and the status's own events.
-
-    The core records an action's event right after the action (``CreatePod`` then
-    ``SuccessfulCreatePod``); such an event is posted only once its action succeeded.
-    Every other event (conditions, restarts) announces the new status and is posted only
-    once that status is written.
-    """
-    steps: list[tuple[Action, list[RecordEvent]]] = []
-    status_events: list[RecordEvent] = []
-    previous_was_action = False
-    for action in actions:
-        if isinstance(action, RecordEvent):
-            if previous_was_action:
-                steps[-1][1].append(action)
-            else:
-                status_events.append(action)
-            previous_was_action = False
-        else:
-            steps.append((action, []))
-            previous_was_action = True
-    return steps, status_events

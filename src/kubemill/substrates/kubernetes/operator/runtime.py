@@ -19,19 +19,16 @@ from typing import Any
 
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.substrates.kubernetes.observe import controller_uid
+from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
 from kubemill.substrates.kubernetes.operator.events import EventPoster
 from kubemill.substrates.kubernetes.operator.kubeapi import KubeApi, load_client_configuration
 from kubemill.substrates.kubernetes.operator.leader import LeaderElector
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
-from kubemill.substrates.kubernetes.operator.reconciler import (
-    Caches,
-    JobKey,
-    Reconciler,
-    RetryLater,
-)
+from kubemill.substrates.kubernetes.operator.reconciler import Reconciler
 from kubemill.substrates.kubernetes.operator.schedules import ControllerLoop, RunKey
 from kubemill.substrates.kubernetes.operator.settings import JobResource, OperatorSettings
 from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
+from kubemill.substrates.kubernetes.operator.writes import RetryLater
 
 logger = logging.getLogger("kubemill.operator")
 

@@ -39,6 +39,7 @@ from kubemill.core import (
 )
 from kubemill.kinds import Controller, controllers, load_document, status_type
 from kubemill.substrates.kubernetes.observe import controller_uid
+from kubemill.substrates.kubernetes.operator.caches import JobKey
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -47,14 +48,13 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
     classify,
 )
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
-from kubemill.substrates.kubernetes.operator.reconciler import (
+from kubemill.substrates.kubernetes.operator.settings import JobResource
+from kubemill.substrates.kubernetes.operator.writes import (
     EventPoster,
-    JobKey,
     RetryLater,
     coalesce_events,
     merge_patch,
 )
-from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.zones import resolve_zone
 
 logger = logging.getLogger("kubemill.operator")

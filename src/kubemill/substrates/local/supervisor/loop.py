@@ -1,76 +1,15 @@
-"""The supervisor: the loop that runs one local job from submit to its end.
-
-It watches the replica processes (woken by pidfds the moment one exits, and at least
-every ``poll_interval``), turns them into :class:`~kubemill.core.Observed`, asks
-:func:`kubemill.core.reconcile` what to do, does it, and writes the status and replica
-rows to SQLite only when they changed. Actions map as follows:
-
-- ``CreatePod`` creates the replica's pod (:class:`~.kubelet.ReplicaPod`), whose process
-  starts at once or, past the start rate (:class:`~.kubelet.StartLimits`, from the
-  config file's ``replicaStarts``), stays Pending until its turn;
-- ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
-- there are no services locally (replicas reach each other on 127.0.0.1 ports), so the
-  local Plan asks for none; a PodGroup is admitted at once (no scheduler to wait for);
-- ``DeleteJob`` (ttlSecondsAfterFinished) stops everything and removes the job;
-- ``RecordEvent`` goes to the events table.
-
-Once the job has finished, anything still running is stopped (locally no process
-outlives its job) and the supervisor lets go of the job.
-
-No process outlives its job, even a daemonised one. The supervisor makes the process it
-runs in a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a replica's orphans (a
-``setsid`` child, a double fork) re-parent to it instead of to init. Every replica also
-carries ``KUBEMILL_REPLICA_ID=<job uid>/<replica>`` in its environment. A process is the
-job's if it descends from a replica, or descends from the supervisor's process and
-carries the job's mark; a detached supervisor (``exclusive``: its process runs nothing
-else) takes every process below it as the job's. Those processes get the pod's signals
-(SIGTERM on delete, SIGKILL after the grace period), are SIGKILLed when their replica's
-main process exits (as a container's processes die with it), and whatever is left when
-the job ends (success, failure, interrupt, delete, or a failure of the supervisor) gets
-SIGTERM, then SIGKILL after :data:`SWEEP_GRACE`. No cgroup is created or moved.
-
-The subreaper setting is per process and lasts as long as the process. For a detached
-supervisor and for ``kubemill run`` in the foreground, that process is kubemill's own.
-An SDK program that runs a job in-process (``detach=False``) becomes a subreaper too:
-orphans of its *own* other children then re-parent to it (and stay zombies until it
-waits for them); kubemill only reaps the processes it identified as its jobs', and an
-orphan whose environment was cleared of the mark is not recognised there, so such a
-program should prefer ``detach=True`` for jobs that daemonise.
-
-It runs either inside the submitting process, in a thread (``detach=False``: no
-interpreter start-up on the way to the first replica), or as its own process in a new
-session: ``python -m kubemill.substrates.local.supervisor --state-dir D --job-uid U``.
-That process stops the job cleanly on SIGTERM or SIGINT (a second one kills at once).
-
-The supervisor writes no outcome of its own. Other processes reach it through the
-job's recorded manifest, which it reads again on every request check (every
-``request_interval``), and through the ``request`` column:
-
-- an interrupt (Ctrl-C, a signal to the supervisor, ``JobClient.interrupt``) sets the
-  stop annotation (:data:`~kubemill.api.STOP_ANNOTATION`) on the recorded manifest; the
-  core fails the job with reason ``Interrupted`` and deletes its pods, which the
-  supervisor stops (grace period, then SIGKILL; the ``force`` request skips the grace);
-- suspend and resume set ``spec.runPolicy.suspend``; the core deletes the pods and marks
-  the job Suspended, or creates them again and marks it resumed. While suspended the
-  supervisor stays alive and idle (it runs no process and wakes a few times a second);
-- ``delete`` stops every replica and lets go, for the caller to remove the records.
-
-A job that cannot start here (``NotRunnableLocally``) and a failure of the loop itself
-(``SupervisorError``) reach the core as a :class:`~kubemill.core.Halt`.
+"""The supervisor's loop (:class:`Supervisor`): one local job from submit to its end, as the
+package's documentation describes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
-import signal
-import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -90,19 +29,16 @@ from kubemill.core import (
     ObservedPod,
     ObservedPodGroup,
     ObservedProgress,
-    ReconcileOptions,
     RecordEvent,
     WriteFiles,
     pod_restart_policy,
     reconcile,
 )
-from kubemill.frameworks import Plan
 from kubemill.kinds import lifecycle_for, load_one
 from kubemill.substrates.base import SubstrateError
-from kubemill.substrates.files import resolved_contents
-from kubemill.substrates.local import detached, procinfo
+from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import ExecService
-from kubemill.substrates.local.images import Environment
+from kubemill.substrates.local.file_sets import delete_file_set, write_file_set, written_file_sets
 from kubemill.substrates.local.kubelet import (
     STOPPED_WAITING,
     ReplicaPod,
@@ -110,110 +46,19 @@ from kubemill.substrates.local.kubelet import (
     StartLimits,
     wait_any,
 )
-from kubemill.substrates.local.launch import LaunchSpec, PodContext, prepare
-from kubemill.substrates.local.network import (
-    LocalNetwork,
-    PortAllocator,
-    busy_ports,
-    local_plan,
-    replica_address,
-)
-from kubemill.substrates.local.progress import ProgressTail
-from kubemill.substrates.local.store import JobRecord, PortConflict, ReplicaRecord, Store
-from kubemill.substrates.local.verdict import observed_records, record_events, recorded_plan
+from kubemill.substrates.local.network import busy_ports, replica_address
+from kubemill.substrates.local.prepared import Prepared, move_busy_ports, prepare_recorded
+from kubemill.substrates.local.progress import ProgressTail, progress_tail
+from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
+from kubemill.substrates.local.strays import JobProcesses
+from kubemill.substrates.local.supervisor.options import SupervisorOptions
+from kubemill.substrates.local.supervisor.requests import Requests
+from kubemill.substrates.local.verdict import record_events, recorded_job
 
 log = logging.getLogger("kubemill.local.supervisor")
 
 NOT_RUNNABLE = "NotRunnableLocally"
 SUPERVISOR_ERROR = "SupervisorError"
-SWEEP_GRACE = 1.0
-"""SIGTERM-to-SIGKILL grace of the processes still found once every replica is gone
-(they already had SIGTERM with their replica when it was deleted)."""
-TREE_REUSE = 0.02
-"""Seconds a scan of ``/proc`` is reused for finding a replica's processes."""
-
-
-@dataclass(frozen=True)
-class SupervisorOptions:
-    """How often the supervisor looks at things."""
-
-    poll_interval: float = 0.1
-    """Longest sleep between checks; a replica's exit wakes the loop at once anyway."""
-    request_interval: float = 0.2
-    """How often SQLite is asked whether the job's manifest changed (a stop request,
-    suspend, resume) or someone wants it deleted."""
-    resync_interval: float = 1.0
-    """Reconcile at least this often even when nothing was observed to change."""
-    memory_interval: float = 0.2
-    """How often the memory of replicas with a memory limit is measured."""
-    progress_interval: float = 0.2
-    """How often the replicas' progress files are looked at (and whenever a replica's
-    state changes, so that a program's last report is read before its exit is judged)."""
-    start_limits: StartLimits | None = None
-    """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
-    reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
-
-
-@dataclass
-class Prepared:
-    """A job ready to run: its Plan and the launch spec of every replica."""
-
-    job: Job
-    plan: Plan
-    specs: dict[str, LaunchSpec]
-    network: LocalNetwork
-    ctx: PodContext
-    environments: dict[str, Environment]
-
-
-FILE_KINDS: tuple[ChildKind, ...] = ("ConfigMap", "Secret")
-DIGEST_FILE = ".kubemill-digest"
-"""In each file set's directory: ``<ConfigMap|Secret> <digest>`` of what was written."""
-
-
-def written_file_sets(files_dir: Path) -> dict[tuple[ChildKind, str], str]:
-    """The file sets a job's files directory holds, as the core's observed children."""
-    found: dict[tuple[ChildKind, str], str] = {}
-    if not files_dir.is_dir():
-        return found
-    for marker in sorted(files_dir.glob(f"*/{DIGEST_FILE}")):
-        written, _, digest = marker.read_text(encoding="utf-8").strip().partition(" ")
-        for kind in FILE_KINDS:
-            if written == kind:
-                found[(kind, marker.parent.name)] = digest
-    return found
-
-
-def pod_context(rec: JobRecord) -> PodContext:
-    """What the replicas of a recorded job know about their pods."""
-    return PodContext.for_job(
-        job_uid=rec.uid, namespace=rec.namespace, base_dir=rec.base_dir, job_dir=rec.job_dir
-    )
-
-
-def plan_local(
-    job: Job,
-    network: LocalNetwork,
-    *,
-    ctx: PodContext,
-    environments: Mapping[str, Environment],
-) -> Prepared:
-    """Plan ``job`` on ``network`` and check every replica can start (raises if not)."""
-    plan = local_plan(job, network)
-    network.reserve_plan(plan)
-    specs = prepare(job, plan, ctx=ctx, environments=environments)
-    return Prepared(job, plan, specs, network, ctx, dict(environments))
-
-
-def prepare_recorded(rec: JobRecord, ports: Mapping[tuple[str, int], int]) -> Prepared:
-    """Rebuild a recorded job's Plan with the ports and environments it was given."""
-    environments = {k: Environment.from_json(v) for k, v in rec.environments.items()}
-    return plan_local(
-        rec.load_job(),
-        LocalNetwork(rec.name, ports=ports, files_root=str(rec.files_dir)),
-        ctx=pod_context(rec),
-        environments=environments,
-    )
 
 
 def _utc(moment: float) -> datetime:
@@ -241,11 +86,14 @@ class Supervisor:
         self.uid = uid
         self.exclusive = exclusive
         """This process runs nothing but this job: every process below it is the job's."""
-        self._strays: dict[int, tuple[int, str]] = {}
-        """Processes found to be the job's outside any replica's tree: pid -> start ticks
-        and the mark seen ("" if none), to know them once they die (a zombie's environment
-        can no longer be read) and to reap them."""
         self.options = options or SupervisorOptions()
+        self.processes = JobProcesses(
+            uid,
+            exclusive=exclusive,
+            pods=lambda: self.pods,
+            store=store,
+            memory_interval=self.options.memory_interval,
+        )
         self._prepared = prepared
         self.pods: dict[str, ReplicaPod] = {}
         self.pod_group: ObservedPodGroup | None = None
@@ -257,23 +105,12 @@ class Supervisor:
         self._last_observed: Observed | None = None
         self._next_reconcile = 0.0
         self._next_request_check = 0.0
-        self._next_memory_check = 0.0
-        self._tree: procinfo.ProcessTree | None = None
-        self._tree_at = 0.0
         self._starts = StartBucket(StartLimits())
         self._ever_started = False
-        self._requested: str | None = None
-        self._stop_asked: str | None = None
-        """Why this process was asked to stop the job, until it is on the manifest."""
         self._manifest: dict[str, object] | None = None
         """The recorded manifest as last adopted; a different one is a change to judge."""
         self._dirty = False
-        self._force = False
-        # Reentrant: a signal handler (interrupt) may run while the loop holds it.
-        self._lock = threading.RLock()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._asked = Requests()
         self.finished = threading.Event()
         """Set once the supervisor has let go of the job (every replica stopped)."""
         self._exec: ExecService | None = None
@@ -292,22 +129,11 @@ class Supervisor:
         core records the job Failed with reason ``Interrupted``. Safe from a signal
         handler: nothing but a flag and a wake-up byte are written here.
         """
-        with self._lock:
-            if self._stop_asked is None:
-                self._stop_asked = why
-        self._ask(None, force=force)
+        self._asked.stop(force=force, why=why)
 
     def delete(self, *, force: bool = False) -> None:
         """Stop every replica and let go; the caller removes the job's records."""
-        self._ask("delete", force=force)
-
-    def _ask(self, what: str | None, *, force: bool) -> None:
-        with self._lock:
-            if what is not None:
-                self._requested = what
-            self._force = self._force or force
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+        self._asked.ask("delete", force=force)
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -348,7 +174,7 @@ class Supervisor:
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
         self.children = written_file_sets(rec.files_dir)
-        self._follow_progress(self._prepared.ctx.progress_dir)
+        self._progress = progress_tail(self.store, self.uid, self._prepared.ctx.progress_dir)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -364,22 +190,6 @@ class Supervisor:
                 uid=self.uid,
             )
             self._exec.start()
-
-    def _follow_progress(self, directory: str) -> None:
-        if not directory:
-            return
-        Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
-
-        def on_bad(replica: str, why: str) -> None:
-            self.store.add_event(
-                self.uid,
-                type="Warning",
-                reason="BadProgressReport",
-                message=f"{replica}: a progress report was skipped ({why}); later ones count"
-                " (this is said once per replica, the supervisor's log has every one)",
-            )
-
-        self._progress = ProgressTail(Path(directory), on_bad=on_bad)
 
     @property
     def _files_root(self) -> Path:
@@ -401,7 +211,7 @@ class Supervisor:
                 pod.poll(now)
             self._drop_gone()
             self._start_pending(now)
-            self._watch_memory(now)
+            self.processes.watch_memory(now)
             if self._requests(now) == "delete":
                 self._stop_all("the job is being deleted")
                 return
@@ -476,27 +286,12 @@ class Supervisor:
             )
 
     def _write_files(self, action: WriteFiles) -> None:
-        """A FileSet becomes ``<job dir>/files/<set>/``; each file is replaced atomically, so
-        a replica reading a hostfile while it is rewritten sees the old or the new one.
-        The directory is the one the Plan's env points at (``Network.files_path``)."""
-        target = self._files_root / action.name
-        target.mkdir(parents=True, exist_ok=True)
-        contents = resolved_contents(action.files, owner=f"{self.job.namespace}/{self.job.name}")
-        for file in action.files:
-            for path in file.mounted_as:
-                staged = target / f".{path}.new"
-                staged.write_text(contents[file.name], encoding="utf-8")
-                staged.chmod(file.mode & 0o700 if action.secret else file.mode)
-                staged.replace(target / path)
-        kind: ChildKind = "Secret" if action.secret else "ConfigMap"
-        # The digest beside the files, so that a later supervisor (after a resume) sees
-        # what is there, as the operator reads it from the object's annotation.
-        (target / DIGEST_FILE).write_text(f"{kind} {action.digest}\n", encoding="utf-8")
-        self.children[(kind, action.name)] = action.digest
+        owner = f"{self.job.namespace}/{self.job.name}"
+        kind, digest = write_file_set(self._files_root, action, owner=owner)
+        self.children[(kind, action.name)] = digest
 
     def _delete_file_set(self, action: DeleteChild) -> None:
-        if action.kind in FILE_KINDS:
-            shutil.rmtree(self._files_root / action.name, ignore_errors=True)
+        delete_file_set(self._files_root, action)
         self.children.pop((action.kind, action.name), None)
 
     def _create_pod(self, name: str, now: float) -> None:
@@ -528,7 +323,7 @@ class Supervisor:
             self.prepared.specs[name],
             restart_policy=pod_restart_policy(rep.restart_policy),
             before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
-            strays=self._strays_of,
+            strays=self.processes.of_pod,
             core_offset=int(self.uid.replace("-", "")[:8], 16) if self.uid else 0,
         )
         pod.create(now)
@@ -554,39 +349,17 @@ class Supervisor:
 
     def _check_ports_before_first_start(self) -> None:
         """Move ports taken since submit; safe as no replica has been told an address yet."""
-        for _ in range(5):
-            busy = busy_ports(self.prepared.network.ports)
-            if not busy:
-                return
-            current = self.prepared.network.ports
-            allocator = PortAllocator(avoid=self.store.reserved_ports() | set(current.values()))
-            moved = {key: allocator.allocate() for key in busy}
-            try:
-                self.store.replace_ports(self.uid, moved)
-            except PortConflict:
-                continue
-            p = self.prepared
-            self._prepared = plan_local(
-                p.job,
-                LocalNetwork(
-                    p.job.name,
-                    ports={**current, **moved},
-                    files_root=p.network.files_root,
-                ),
-                ctx=p.ctx,
-                environments=p.environments,
-            )
-            self._readdress()
-            text = ", ".join(
-                f"{r} port {cp}: {busy[(r, cp)]} -> {port}" for (r, cp), port in moved.items()
-            )
-            self.store.add_event(
-                self.uid,
-                type="Normal",
-                reason="PortsReallocated",
-                message=f"ports taken by other processes since submit were moved: {text}",
-            )
+        moved = move_busy_ports(self.store, self.uid, self.prepared)
+        if moved is None:
             return
+        self._prepared, text = moved
+        self._readdress()
+        self.store.add_event(
+            self.uid,
+            type="Normal",
+            reason="PortsReallocated",
+            message=f"ports taken by other processes since submit were moved: {text}",
+        )
 
     def _readdress(self) -> None:
         ports = self.prepared.network.ports
@@ -635,9 +408,7 @@ class Supervisor:
     def _requests(self, now: float) -> str | None:
         """Take in what was asked: ``delete`` is returned; a stop request, suspend and
         resume change the job's manifest, which the next reconcile judges."""
-        with self._lock:
-            requested, why = self._requested, self._stop_asked
-            self._stop_asked = None
+        requested, why = self._asked.take()
         if why is not None:
             self._record_stop(why)
         if requested is not None:
@@ -647,8 +418,7 @@ class Supervisor:
         self._next_request_check = now + self.options.request_interval
         pending = self.store.pending_request(self.uid)
         if pending == "force":
-            with self._lock:
-                self._force = True
+            self._asked.force()
         elif pending == "delete":
             return pending
         manifest = self.store.manifest(self.uid)
@@ -681,9 +451,8 @@ class Supervisor:
         if any(p.pending for p in self.pods.values()):
             deadlines.append(self._starts.next_token(now))
         timeout = min(self.options.poll_interval, max(0.0, min(deadlines) - now))
-        wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._wake_r)
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.read(self._wake_r, 4096)
+        wait_any(list(self.pods.values()), timeout=timeout, wake_fd=self._asked.wake_fd)
+        self._asked.drain()
 
     # --- stopping ----------------------------------------------------------------------
 
@@ -696,8 +465,7 @@ class Supervisor:
             now = time.time()
             # A forced stop may be asked for while the replicas have their grace period.
             self._requests(now)
-            with self._lock:
-                force = self._force
+            force = self._asked.forced
             for pod in list(self.pods.values()):
                 if force and pod.alive:
                     pod.kill()
@@ -707,101 +475,7 @@ class Supervisor:
             if self.pods:
                 self._sleep(now)
         self._save_replicas()
-        self._sweep()
-
-    # --- processes outside the replicas' groups -----------------------------------------------
-
-    def _strays_of(self, pod: ReplicaPod) -> set[int]:
-        """The pod's processes beyond its main one: its tree and its marked orphans."""
-        return self._find_strays(f"{self.uid}/{pod.spec.replica}", pod)
-
-    def _job_strays(self) -> set[int]:
-        """Every process of the job that is not a replica's main process."""
-        return self._find_strays(f"{self.uid}/", None)
-
-    def _find_strays(self, mark: str, only: ReplicaPod | None) -> set[int]:
-        tree = self._process_tree()
-        mains = {p.popen.pid for p in self.pods.values() if p.popen is not None}
-        found: set[int] = set()
-        for pod in [only] if only is not None else list(self.pods.values()):
-            if pod.popen is not None:
-                found |= tree.below(pod.popen.pid, zombies=True)
-        # Orphans re-parent to the nearest subreaper, this process: only its direct
-        # children need a look at their mark, and what is below a stray is the job's too.
-        for pid in tree.children.get(os.getpid(), []):
-            if pid in mains or pid in found:
-                continue
-            seen = self._stray_mark(pid, tree.table[pid], whole_job=only is None)
-            if seen is not None and (seen.startswith(mark) if only is None else seen == mark):
-                orphans = {pid} | tree.below(pid, zombies=True)
-                found |= orphans
-                for orphan in orphans:
-                    self._strays[orphan] = (tree.table[orphan].start_ticks, seen)
-        return found
-
-    def _process_tree(self) -> procinfo.ProcessTree:
-        """A scan of ``/proc``, shared by the calls of one moment (stopping 500 replicas
-        would otherwise scan it 500 times); the final sweep scans again anyway."""
-        now = time.monotonic()
-        if self._tree is None or now - self._tree_at > TREE_REUSE:
-            self._tree, self._tree_at = procinfo.ProcessTree(), now
-        return self._tree
-
-    def _stray_mark(self, pid: int, info: procinfo.ProcStat, *, whole_job: bool) -> str | None:
-        """The mark a child of this process carries, as far as the job is concerned:
-        remembered if seen before, ``f"{uid}/"`` for anything below an exclusive
-        supervisor when the whole job is asked for, ``None`` if it is not the job's."""
-        known = self._strays.get(pid)
-        if known is not None and known[0] == info.start_ticks:
-            return known[1] or f"{self.uid}/"
-        seen = procinfo.mark_of(pid)
-        if seen is None and whole_job and self.exclusive:
-            return f"{self.uid}/"
-        return seen
-
-    def _sweep(self) -> None:
-        """End whatever of the job is still there once its replicas are gone."""
-        self._tree = None
-        left = procinfo.stop_processes(self._job_strays, grace=SWEEP_GRACE)
-        if left:
-            log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
-        self._strays = {p: k for p, k in self._strays.items() if procinfo.stat(p) is not None}
-
-    def _watch_memory(self, now: float) -> None:
-        """OOMKill a replica whose processes together use more memory than its limit.
-
-        Its processes: the main one, everything below it, and its orphans (below the
-        supervisor, with the replica's mark), read from ``/proc``.
-
-        The kubelet's limit is the kernel's, in a cgroup; locally it is a watch every
-        ``memory_interval``, so a replica may briefly go past its limit before it is
-        killed. The kill is reported as the kubelet would report it (reason ``OOMKilled``,
-        exit code 137) and the core judges it like any other exit.
-        """
-        watched = [
-            p
-            for p in self.pods.values()
-            if p.spec.memory_limit is not None and p.alive and not p.oom_killed
-        ]
-        if not watched or now < self._next_memory_check:
-            return
-        self._next_memory_check = now + self.options.memory_interval
-        self._tree = None
-        for pod in watched:
-            assert pod.popen is not None and pod.spec.memory_limit is not None
-            tree = {pod.popen.pid} | self._strays_of(pod)
-            used = procinfo.memory_bytes(tree)
-            if used > pod.spec.memory_limit:
-                message = (
-                    f"{pod.spec.replica} used {used // 2**20}Mi of memory (its processes"
-                    f" together, shared pages once), over its limit of"
-                    f" {pod.spec.memory_limit // 2**20}Mi"
-                    " (resources.limits.memory)"
-                )
-                pod.oom_kill(message)
-                self.store.add_event(
-                    self.uid, type="Warning", reason="OOMKilling", message=message, when=now
-                )
+        self.processes.sweep()
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
@@ -821,13 +495,10 @@ class Supervisor:
             job, plan = self.job, self.prepared.plan
             pods = self._observed().pods
         else:
-            rec = self.store.job_by_uid(self.uid)
-            if rec is None:
+            recorded = recorded_job(self.store, self.uid, self.job_status)
+            if recorded is None:
                 return
-            job = rec.load_job()
-            job.status = self.job_status
-            plan = recorded_plan(job, self.store.ports(self.uid), files_root=str(rec.files_dir))
-            pods = observed_records(self.store.replicas(self.uid), lost=False)
+            job, plan, pods = recorded
         result = reconcile(
             job,
             plan,
@@ -880,15 +551,13 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 self._exec.close()
         with contextlib.suppress(Exception):
-            self._sweep()
+            self.processes.sweep()
         for pod in self.pods.values():
             pod.close()
         with contextlib.suppress(Exception):
             if self.store.job_by_uid(self.uid) is not None:
                 self.store.set_supervisor_state(self.uid, "done")
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._asked.close()
         self.finished.set()
 
     # --- persistence -------------------------------------------------------------------
@@ -903,25 +572,7 @@ class Supervisor:
             self._saved_status = comparable
 
     def _record(self, name: str, pod: ReplicaPod) -> ReplicaRecord:
-        s = pod.state
-        phase: str = s.phase
-        reason, message = s.reason, s.message
-        # A replica that exited 0 on its own while being stopped (it was finishing anyway)
-        # succeeded; only one that the stop actually ended is shown as Stopped.
-        if pod.deleting and not pod.alive and pod.stopped_running and s.phase != "Succeeded":
-            phase, reason, message = "Stopped", "Stopped", pod.stop_reason
-        return replace(
-            self.records[name],
-            phase=phase,
-            process=s.process,
-            exit_code=s.exit_code,
-            restart_count=s.restart_count,
-            created=s.created,
-            started=s.started,
-            finished=None if pod.alive else s.finished,
-            reason=reason,
-            message=message,
-        )
+        return pod.as_record(self.records[name])
 
     def _save_replica(self, name: str, pod: ReplicaPod) -> None:
         record = self._record(name, pod)
@@ -937,36 +588,3 @@ class Supervisor:
                 changed.append(record)
                 self.records[name] = record
         self.store.save_replicas(changed)
-
-
-# --- the detached process ------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of a detached supervisor process."""
-    args = detached.start(
-        argv,
-        prog="python -m kubemill.substrates.local.supervisor",
-        description="Supervise one recorded kubemill job (started by `kubemill run --detach`).",
-    )
-    store = Store(args.state_dir)
-    if not detached.claim(store, args.job_uid):
-        log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
-        return 1
-    # This process runs the one job: whatever ends up below it is the job's.
-    supervisor = Supervisor(store, args.job_uid, exclusive=True)
-    signals_seen = 0
-
-    def on_stop(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        why = f"{signal.Signals(signum).name} to its supervisor (pid {os.getpid()})"
-        supervisor.interrupt(force=signals_seen > 1, why=why)
-
-    detached.on_stop_signals(on_stop)
-    supervisor.run()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

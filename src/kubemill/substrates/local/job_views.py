@@ -1,0 +1,132 @@
+"""What a reader of the local substrate gets of a recorded job (its view, events, progress
+history, one replica by name, its grace period), and a job supervised by a thread of this
+process (:class:`LocalRun`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kubemill.substrates.base import (
+    EventRecord,
+    JobView,
+    ProgressPoint,
+    ReplicaView,
+    SubstrateError,
+)
+from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, progress_dir, progress_file
+from kubemill.substrates.local.prepared import Prepared
+from kubemill.substrates.local.progress import history
+from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
+from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
+
+
+def _utc(moment: float | None) -> datetime | None:
+    return None if moment is None else datetime.fromtimestamp(moment, UTC)
+
+
+@dataclass
+class LocalRun:
+    """A job supervised by a thread of this process (``detach=False``)."""
+
+    supervisor: Supervisor
+    thread: threading.Thread
+
+    @classmethod
+    def of(
+        cls,
+        store: Store,
+        uid: str,
+        prepared: Prepared,
+        *,
+        options: SupervisorOptions,
+        exclusive: bool,
+    ) -> LocalRun:
+        """A supervisor for the recorded job and its thread, not started yet."""
+        supervisor = Supervisor(store, uid, prepared=prepared, options=options, exclusive=exclusive)
+        # Not a daemon: a script that submits with detach=False and ends still sees its
+        # job through. The thread must live as long as the job: replicas get SIGKILL
+        # when the thread that started them ends (PR_SET_PDEATHSIG is per thread).
+        thread = threading.Thread(
+            target=_supervise_quietly, args=(supervisor,), name=f"kubemill-supervisor-{uid[:8]}"
+        )
+        return cls(supervisor, thread)
+
+
+def _supervise_quietly(supervisor: Supervisor) -> None:
+    # A crash is recorded on the job by the supervisor itself; the thread just ends.
+    with contextlib.suppress(Exception):
+        supervisor.run()
+
+
+def job_view(store: Store, rec: JobRecord) -> JobView:
+    """What a reader gets of a recorded job: the job, its status and its replicas."""
+    job = rec.load_job()
+    replicas = tuple(_replica_view(r) for r in store.replicas(rec.uid))
+    return JobView(job=job, status=job.status, replicas=replicas, created=_utc(rec.created))
+
+
+def progress_history(store: Store, rec: JobRecord) -> list[ProgressPoint]:
+    """Every report of the first replica (in plan order) that made one."""
+    directory = Path(progress_dir(str(rec.job_dir)))
+    for replica in store.replicas(rec.uid):
+        points = history(Path(progress_file(str(directory), replica.name)))
+        if points:
+            return points
+    return []
+
+
+def event_records(store: Store, uid: str) -> list[EventRecord]:
+    """The job's events, oldest first."""
+    out: list[EventRecord] = []
+    for row in store.events(uid):
+        out.append(
+            EventRecord(
+                time=datetime.fromtimestamp(row.time, UTC),
+                type="Warning" if row.type == "Warning" else "Normal",
+                reason=row.reason,
+                message=row.message,
+                count=row.count,
+            )
+        )
+    return out
+
+
+def pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:
+    key = wanted.lower()
+    for r in replicas:
+        short = r.name[len(rec.name) + 1 :] if r.name.startswith(rec.name + "-") else r.name
+        if key in (r.name.lower(), short.lower()):
+            return r
+    known = ", ".join(r.name[len(rec.name) + 1 :] for r in replicas)
+    raise SubstrateError(f"job {rec.name} has no replica {wanted!r} (its replicas: {known})")
+
+
+def grace_of(rec: JobRecord) -> float:
+    """The job's longest termination grace period, in seconds."""
+    job = rec.load_job()
+    graces = [
+        spec.template.spec.termination_grace_period_seconds for spec in job.replica_specs.values()
+    ]
+    return max([float(g) for g in graces if g is not None] or [DEFAULT_GRACE_SECONDS])
+
+
+def _replica_view(r: ReplicaRecord) -> ReplicaView:
+    return ReplicaView(
+        name=r.name,
+        replica_type=r.replica_type,
+        index=r.index,
+        phase=r.phase,
+        exit_code=r.exit_code,
+        restarts=r.restart_count + r.retired_restarts,
+        pid=r.process.pid if r.process is not None and r.phase == "Running" else None,
+        started=_utc(r.started),
+        finished=_utc(r.finished),
+        reason=r.reason,
+        message=r.message,
+        address=r.address,
+    )

@@ -1,0 +1,250 @@
+"""What the local state database holds, as records (a job, a replica, an event, a job to
+insert), and their mapping to and from SQLite rows. :class:`~.store.Store` reads and writes
+them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubemill.api import Job
+from kubemill.kinds import load_one
+from kubemill.substrates.local.procinfo import ProcessId
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One row of ``jobs``."""
+
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    manifest: dict[str, Any]
+    status: dict[str, Any]
+    finished: bool
+    base_dir: str
+    job_dir: str
+    environments: dict[str, dict[str, str]]
+    """Image name -> environment (``Environment.to_json``), resolved once at submit."""
+    created: float
+    supervisor: ProcessId | None
+    supervisor_mode: str
+    """``foreground`` (inside the submitting process) or ``detached``."""
+    supervisor_state: str
+    """``starting``, ``running`` or ``done`` (the supervisor has let go of the job)."""
+    request: str | None
+    """``delete`` when someone asked the supervisor to stop the job and let go of it,
+    ``force`` when an interrupt is to skip the replicas' grace period."""
+
+    def load_job(self) -> Job:
+        """The job model, with its recorded status."""
+        job = load_one(self.manifest, name=f"{self.namespace}/{self.name}")
+        job.status = type(job.status).model_validate(self.status)
+        return job
+
+    @property
+    def logs_dir(self) -> Path:
+        return Path(self.job_dir) / "logs"
+
+    @property
+    def files_dir(self) -> Path:
+        return Path(self.job_dir) / "files"
+
+
+@dataclass(frozen=True)
+class ReplicaRecord:
+    """One row of ``replicas``: the last known state of one replica's process."""
+
+    job_uid: str
+    name: str
+    replica_type: str
+    index: int
+    position: int
+    log_path: str
+    phase: str = "Pending"
+    process: ProcessId | None = None
+    """The current (or last) incarnation; its pid is also its process group id."""
+    exit_code: int | None = None
+    restart_count: int = 0
+    """In-place restarts of the current incarnation (pod restartPolicy OnFailure/Always)."""
+    retired_restarts: int = 0
+    """Restarts of earlier incarnations: each recreation (the replica started afresh after
+    being deleted, e.g. under the ExitCode policy) counts 1 plus the in-place restarts that
+    incarnation had."""
+    created: float | None = None
+    started: float | None = None
+    finished: float | None = None
+    reason: str = ""
+    message: str = ""
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One row of ``events``."""
+
+    time: float
+    first_time: float
+    type: str
+    reason: str
+    message: str
+    count: int = 1
+
+
+@dataclass
+class NewJob:
+    """Everything :meth:`Store.insert_job` records for a new job in one transaction."""
+
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    manifest: dict[str, Any]
+    status: dict[str, Any]
+    base_dir: str
+    job_dir: str
+    environments: dict[str, dict[str, str]]
+    replicas: list[ReplicaRecord]
+    ports: dict[tuple[str, int], int]
+    """(replica name, container port) -> host port."""
+    supervisor: ProcessId | None = None
+    supervisor_mode: str = "foreground"
+    created: float = field(default_factory=time.time)
+    wanted: int = 0
+    """The replicas the spec asks for (what ``kubemill get`` shows as the total)."""
+    ttl: float | None = None
+    """``runPolicy.ttlSecondsAfterFinished``."""
+
+
+# --- row mapping ---------------------------------------------------------------------------
+
+
+def exists_message(namespace: str, name: str, status_json: str) -> str:
+    phase = "Pending"
+    try:
+        conditions = json.loads(status_json).get("conditions", [])
+        true_ones = [c["type"] for c in conditions if c.get("status") == "True"]
+        for terminal in ("Failed", "Succeeded"):
+            if terminal in true_ones:
+                true_ones = [terminal]
+        if true_ones:
+            phase = true_ones[-1]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        pass
+    return (
+        f"job {name!r} already exists in namespace {namespace!r} ({phase}); "
+        f"delete it first (`kubemill delete {name}`) or give the new one another name"
+    )
+
+
+def reserved_ports_in(conn: sqlite3.Connection) -> set[int]:
+    rows = conn.execute(
+        "SELECT ports.port FROM ports JOIN jobs ON jobs.uid = ports.job_uid WHERE jobs.finished = 0"
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _process(pid: int | None, start: int | None, boot: str | None) -> ProcessId | None:
+    if pid is None or start is None:
+        return None
+    return ProcessId(pid=pid, start_ticks=start, boot_id=boot or "")
+
+
+def job_record(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        uid=row["uid"],
+        namespace=row["namespace"],
+        name=row["name"],
+        kind=row["kind"],
+        manifest=json.loads(row["manifest"]),
+        status=json.loads(row["status"]),
+        finished=bool(row["finished"]),
+        base_dir=row["base_dir"],
+        job_dir=row["job_dir"],
+        environments=json.loads(row["environments"]),
+        created=row["created"],
+        supervisor=_process(row["supervisor_pid"], row["supervisor_start"], row["supervisor_boot"]),
+        supervisor_mode=row["supervisor_mode"],
+        supervisor_state=row["supervisor_state"],
+        request=row["request"],
+    )
+
+
+def replica_record(row: sqlite3.Row) -> ReplicaRecord:
+    return ReplicaRecord(
+        job_uid=row["job_uid"],
+        name=row["name"],
+        replica_type=row["replica_type"],
+        index=row["idx"],
+        position=row["position"],
+        log_path=row["log_path"],
+        phase=row["phase"],
+        process=_process(row["pid"], row["proc_start"], row["proc_boot"]),
+        exit_code=row["exit_code"],
+        restart_count=row["restart_count"],
+        retired_restarts=row["retired_restarts"],
+        created=row["created"],
+        started=row["started"],
+        finished=row["finished"],
+        reason=row["reason"],
+        message=row["message"],
+        address=row["address"],
+    )
+
+
+def upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
+    proc = rec.process
+    conn.execute(
+        "INSERT INTO replicas (job_uid, name, replica_type, idx, position, phase, pid, pgid,"
+        " proc_start, proc_boot, exit_code, restart_count, retired_restarts, created, started,"
+        " finished, reason, message, address, log_path)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (job_uid, name) DO UPDATE SET phase = excluded.phase,"
+        " pid = excluded.pid, pgid = excluded.pgid, proc_start = excluded.proc_start,"
+        " proc_boot = excluded.proc_boot, exit_code = excluded.exit_code,"
+        " restart_count = excluded.restart_count, retired_restarts = excluded.retired_restarts,"
+        " created = excluded.created, started = excluded.started,"
+        " finished = excluded.finished, reason = excluded.reason,"
+        " message = excluded.message, address = excluded.address",
+        (
+            rec.job_uid,
+            rec.name,
+            rec.replica_type,
+            rec.index,
+            rec.position,
+            rec.phase,
+            proc.pid if proc else None,
+            proc.pid if proc else None,
+            proc.start_ticks if proc else None,
+            proc.boot_id if proc else None,
+            rec.exit_code,
+            rec.restart_count,
+            rec.retired_restarts,
+            rec.created,
+            rec.started,
+            rec.finished,
+            rec.reason,
+            rec.message,
+            rec.address,
+            rec.log_path,
+        ),
+    )
+
+
+def merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a JSON merge patch of nested mappings to ``target`` in place (no deletions)."""
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge_into(target[key], value)
+        elif isinstance(value, Mapping):
+            target[key] = {}
+            merge_into(target[key], value)
+        else:
+            target[key] = value

@@ -1,0 +1,29 @@
+"""How often a supervisor looks at things (:class:`SupervisorOptions`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubemill.core import ReconcileOptions
+from kubemill.substrates.local.kubelet import StartLimits
+
+
+@dataclass(frozen=True)
+class SupervisorOptions:
+    """How often the supervisor looks at things."""
+
+    poll_interval: float = 0.1
+    """Longest sleep between checks; a replica's exit wakes the loop at once anyway."""
+    request_interval: float = 0.2
+    """How often SQLite is asked whether the job's manifest changed (a stop request,
+    suspend, resume) or someone wants it deleted."""
+    resync_interval: float = 1.0
+    """Reconcile at least this often even when nothing was observed to change."""
+    memory_interval: float = 0.2
+    """How often the memory of replicas with a memory limit is measured."""
+    progress_interval: float = 0.2
+    """How often the replicas' progress files are looked at (and whenever a replica's
+    state changes, so that a program's last report is read before its exit is judged)."""
+    start_limits: StartLimits | None = None
+    """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
+    reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
