@@ -6,7 +6,7 @@ import contextlib
 import subprocess
 from collections.abc import Iterator
 
-from kubemill.substrates.kubernetes.install import NON_ROOT_UID
+from kubemill.substrates.kubernetes.install.names import NON_ROOT_UID
 
 USER = f"{NON_ROOT_UID}:{NON_ROOT_UID}"
 
