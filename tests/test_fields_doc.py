@@ -30,13 +30,13 @@ from kubemill.api import (
     MPIJobSpec,
     ObjectMeta,
     PodTemplateSpec,
-    PyTorchJobSpec,
     ReplicaSpec,
     RunPolicy,
     ScheduledSparkApplicationSpec,
     SparkApplicationSpec,
-    TFJobSpec,
 )
+from kubemill.engines.pytorch.api import PyTorchJobSpec
+from kubemill.engines.tensorflow.api import TFJobSpec
 from kubemill.frameworks import Endpoint
 from kubemill.kinds import entry_for, load_one, plan_for
 from kubemill.substrates.local.images import default_environment

@@ -16,9 +16,7 @@ import pytest
 from kubemill.api import (
     API_VERSION,
     MPIJOB,
-    PYTORCHJOB,
     REMOTE_SHELL_ANNOTATION,
-    TFJOB,
     CleanPodPolicy,
     FieldError,
     KindTable,
@@ -30,6 +28,8 @@ from kubemill.api import (
     RestartPolicy,
 )
 from kubemill.api.loader import load, load_one
+from kubemill.engines.pytorch.api import PYTORCHJOB
+from kubemill.engines.tensorflow.api import TFJOB
 
 ROOT = Path(__file__).parents[2]
 SEED = ROOT / "examples" / "seed" / "mpijob-v1alpha2.yaml"

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kubemill.api import MPIJOB, PYTORCHJOB, TFJOB, KindTable, ManifestError, MPIJob
+from kubemill.api import MPIJOB, KindTable, ManifestError, MPIJob
 from kubemill.api.loader import load
+from kubemill.engines.pytorch.api import PYTORCHJOB
+from kubemill.engines.tensorflow.api import TFJOB
 
 MPI = Path(__file__).parents[1] / "manifests" / "mpi"
 GOOD_FILES = sorted((MPI / "good").glob("*.yaml"))

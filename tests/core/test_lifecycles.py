@@ -49,8 +49,8 @@ KIND_API_MODULES = {
     "kubemill.api.spark_pods",
     "kubemill.api.spark_validation",
     "kubemill.api.mars",
-    "kubemill.api.tensorflow",
-    "kubemill.api.pytorch",
+    "kubemill.engines.tensorflow.api",
+    "kubemill.engines.pytorch.api",
     "kubemill.api.mpi",
 }
 KIND_NAMES = {"SparkApplication", "ScheduledSparkApplication", "MarsCluster", "MarsClusterStatus"}

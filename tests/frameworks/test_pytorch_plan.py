@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import PyTorchJob, RestartPolicy
-from kubemill.frameworks import LABEL_JOB_ROLE, PyTorch, ReplicaPlan, SuccessPolicy
+from kubemill.api import RestartPolicy
+from kubemill.engines.pytorch.api import PyTorchJob
+from kubemill.engines.pytorch.framework import PyTorch
+from kubemill.frameworks import LABEL_JOB_ROLE, ReplicaPlan, SuccessPolicy
 from kubemill.kinds import load_one, plan_for
 
 

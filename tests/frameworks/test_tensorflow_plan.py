@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import RestartPolicy, TFJob
+from kubemill.api import RestartPolicy
+from kubemill.engines.tensorflow.api import TFJob
+from kubemill.engines.tensorflow.framework import TensorFlow
 from kubemill.frameworks import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -17,7 +19,6 @@ from kubemill.frameworks import (
     LABEL_REPLICA_TYPE,
     ReplicaPlan,
     SuccessPolicy,
-    TensorFlow,
 )
 from kubemill.kinds import load_one, plan_for
 

@@ -14,7 +14,9 @@ from pydantic import Field
 
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
-from kubemill.frameworks import Mars, Network, Plan, PlanError, PyTorch, Spark, TensorFlow
+from kubemill.engines.pytorch.framework import PyTorch
+from kubemill.engines.tensorflow.framework import TensorFlow
+from kubemill.frameworks import Mars, Network, Plan, PlanError, Spark
 from kubemill.frameworks.mpi import MPI
 from kubemill.kinds import (
     BUILTIN,

@@ -63,7 +63,6 @@ if TYPE_CHECKING:
         MPIJobSpec,
         RemoteShell,
     )
-    from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
     from kubemill.api.runstates import ApplicationStateType
     from kubemill.api.spark import (
         SPARKAPPLICATION,
@@ -101,7 +100,6 @@ if TYPE_CHECKING:
         SparkRestartPolicyType,
     )
     from kubemill.api.spark_submit import SparkSubmit, parse_spark_submit, submission_of
-    from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
     "API_VERSION",
@@ -109,13 +107,11 @@ __all__ = [
     "MARSCLUSTER",
     "MPIJOB",
     "MPI_REPLICA_TYPES",
-    "PYTORCHJOB",
     "REMOTE_SHELL_ANNOTATION",
     "SCHEDULEDSPARKAPPLICATION",
     "SPARKAPPLICATION",
     "SPARK_REPLICA_TYPES",
     "STOP_ANNOTATION",
-    "TFJOB",
     "VERSION",
     "ApiVersion",
     "ApplicationState",
@@ -132,7 +128,6 @@ __all__ = [
     "DeployMode",
     "DriverInfo",
     "DriverSpec",
-    "ElasticPolicy",
     "EnvVar",
     "EnvVarSource",
     "ExecutorSpec",
@@ -155,8 +150,6 @@ __all__ = [
     "ObjectMeta",
     "PodSpec",
     "PodTemplateSpec",
-    "PyTorchJob",
-    "PyTorchJobSpec",
     "RemoteShell",
     "ReplicaSpec",
     "ReplicaStatus",
@@ -179,8 +172,6 @@ __all__ = [
     "SparkSubmit",
     "SparkSubmitError",
     "SubmitArguments",
-    "TFJob",
-    "TFJobSpec",
     "TrainerStatus",
     "parse_cron",
     "parse_spark_master",
@@ -205,14 +196,12 @@ if not TYPE_CHECKING:
             kube,
             mars,
             mpi,
-            pytorch,
             runstates,
             spark,
             spark_argv,
             spark_scheduled,
             spark_spec,
             spark_submit,
-            tensorflow,
         )
 
         for module in (
@@ -223,14 +212,12 @@ if not TYPE_CHECKING:
             kube,
             mars,
             mpi,
-            pytorch,
             runstates,
             spark,
             spark_argv,
             spark_scheduled,
             spark_spec,
             spark_submit,
-            tensorflow,
         ):
             if hasattr(module, name):
                 value = getattr(module, name)

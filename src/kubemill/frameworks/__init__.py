@@ -57,9 +57,7 @@ if TYPE_CHECKING:
         submission_id,
         submitted_spec,
     )
-    from kubemill.frameworks.pytorch import PyTorch
     from kubemill.frameworks.spark import Spark
-    from kubemill.frameworks.tensorflow import TensorFlow
 
 __all__ = [
     "LABEL_JOB_NAME",
@@ -87,7 +85,6 @@ __all__ = [
     "PackagedProgram",
     "Plan",
     "PlanError",
-    "PyTorch",
     "ReplicaPlan",
     "ReplicaSlot",
     "RerunPolicy",
@@ -102,7 +99,6 @@ __all__ = [
     "StatusExtension",
     "StatusView",
     "SuccessPolicy",
-    "TensorFlow",
     "build_replicas",
     "decided_by",
     "env",
@@ -119,9 +115,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, mars, plan, pytorch, spark, tensorflow
+        from kubemill.frameworks import _common, mars, plan, spark
 
-        for module in (_common, mars, plan, pytorch, spark, tensorflow):
+        for module in (_common, mars, plan, spark):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value

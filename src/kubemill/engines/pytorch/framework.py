@@ -26,7 +26,8 @@ elastic generator) appears once, at its first position, with the later value.
 
 from __future__ import annotations
 
-from kubemill.api import EnvVar, Job, PyTorchJob
+from kubemill.api import EnvVar, Job
+from kubemill.engines.pytorch.api import PyTorchJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,

@@ -32,7 +32,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubemill.api import EnvVar, Job, TFJob
+from kubemill.api import EnvVar, Job
+from kubemill.engines.tensorflow.api import TFJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,
