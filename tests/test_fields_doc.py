@@ -27,7 +27,6 @@ from kubemill.api import (
     Job,
     ManifestError,
     MarsClusterSpec,
-    MPIJobSpec,
     ObjectMeta,
     PodTemplateSpec,
     ReplicaSpec,
@@ -35,6 +34,7 @@ from kubemill.api import (
     ScheduledSparkApplicationSpec,
     SparkApplicationSpec,
 )
+from kubemill.engines.mpi.api import MPIJobSpec
 from kubemill.engines.pytorch.api import PyTorchJobSpec
 from kubemill.engines.tensorflow.api import TFJobSpec
 from kubemill.frameworks import Endpoint

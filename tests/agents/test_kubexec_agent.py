@@ -1,4 +1,4 @@
-"""kubexec (``kubemill.agents.mpi_exec``) on its own: where it sends a command, what it runs,
+"""kubexec (``kubemill.engines.mpi.agent``) on its own: where it sends a command, what it runs,
 how it reads an exit status, and its local mode against a small supervisor written here.
 
 The supervisor below is the server side of the local protocol as the brief fixes it: one
@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from kubemill.agents import mpi_exec
+from kubemill.engines.mpi import agent as mpi_exec
 from support.waiting import eventually
 
 AGENT = Path(mpi_exec.__file__)

@@ -15,19 +15,21 @@ import pytest
 
 from kubemill.api import (
     API_VERSION,
-    MPIJOB,
-    REMOTE_SHELL_ANNOTATION,
     CleanPodPolicy,
     FieldError,
     KindTable,
-    LauncherCreationPolicy,
     ManifestError,
-    MPIImplementation,
-    MPIJob,
-    RemoteShell,
     RestartPolicy,
 )
 from kubemill.api.loader import load, load_one
+from kubemill.engines.mpi.api import (
+    MPIJOB,
+    REMOTE_SHELL_ANNOTATION,
+    LauncherCreationPolicy,
+    MPIImplementation,
+    MPIJob,
+    RemoteShell,
+)
 from kubemill.engines.pytorch.api import PYTORCHJOB
 from kubemill.engines.tensorflow.api import TFJOB
 

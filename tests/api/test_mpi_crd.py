@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api import MPIJOB, KindTable
+from kubemill.api import KindTable
 from kubemill.api.crd import build_crd, structural_errors
 from kubemill.api.loader import load_one
+from kubemill.engines.mpi.api import MPIJOB
 from kubemill.engines.pytorch.api import PYTORCHJOB
 from kubemill.engines.tensorflow.api import TFJOB
 from support import manifest_checks

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kubemill.api import MPIJOB, KindTable, ManifestError, MPIJob
+from kubemill.api import KindTable, ManifestError
 from kubemill.api.loader import load
+from kubemill.engines.mpi.api import MPIJOB, MPIJob
 from kubemill.engines.pytorch.api import PYTORCHJOB
 from kubemill.engines.tensorflow.api import TFJOB
 

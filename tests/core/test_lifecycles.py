@@ -51,7 +51,7 @@ KIND_API_MODULES = {
     "kubemill.api.mars",
     "kubemill.engines.tensorflow.api",
     "kubemill.engines.pytorch.api",
-    "kubemill.api.mpi",
+    "kubemill.engines.mpi.api",
 }
 KIND_NAMES = {"SparkApplication", "ScheduledSparkApplication", "MarsCluster", "MarsClusterStatus"}
 

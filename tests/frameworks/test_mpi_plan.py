@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import MPIJob
+from kubemill.engines.mpi.api import MPIJob
+from kubemill.engines.mpi.framework import MPI
 from kubemill.frameworks import (
     ExposedService,
     FileSet,
@@ -16,7 +17,6 @@ from kubemill.frameworks import (
     SshKeyPart,
     SuccessPolicy,
 )
-from kubemill.frameworks.mpi import MPI
 from kubemill.kinds import load_one
 
 SEED_LAUNCHER = {
@@ -144,7 +144,7 @@ def test_exec_mode_delivers_the_agent_and_grants_exec_on_the_workers_only() -> N
     plan = cluster_plan(mpijob())
     config = files(plan, "mj-config")
     agent = next(f for f in config.files if f.name == "kubexec")
-    assert agent.source == PackagedProgram("kubemill.agents.mpi_exec")
+    assert agent.source == PackagedProgram("kubemill.engines.mpi.agent")
     assert agent.mode == 0o755
     assert config.replica_types == ("Launcher",)
     assert [s.name for s in plan.files] == ["mj-config"]  # no keys

@@ -186,9 +186,10 @@ class HostListing:
 class PackagedProgram:
     """Content that is the source of a program shipped with kubemill, read by the substrate.
 
-    ``module`` names a module of :mod:`kubemill.agents` (standalone programs that run inside
-    a job's containers, e.g. MPI's exec agent); frameworks are pure and cannot read files,
-    so the substrate puts the module's source text in the file when it writes the set.
+    ``module`` names an engine's agent, ``kubemill.engines.<engine>.agent`` (a standalone
+    program that runs inside a job's containers, e.g. MPI's exec agent); frameworks are pure
+    and cannot read files, so the substrate puts the module's source text in the file when
+    it writes the set.
     """
 
     module: str

@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 from kubemill.api import (
     MARSCLUSTER,
-    MPIJOB,
     SCHEDULEDSPARKAPPLICATION,
     SPARKAPPLICATION,
     FieldError,
@@ -50,12 +49,12 @@ from kubemill.engines.base import (
     OperatorGrant,
     ServiceEngine,
 )
+from kubemill.engines.mpi import entry as mpi
 from kubemill.engines.pytorch import entry as pytorch
 from kubemill.engines.tensorflow import entry as tensorflow
 from kubemill.frameworks import Network, Plan, PlanError
 from kubemill.frameworks.mars import Mars
 from kubemill.frameworks.mars_local import local_plan as mars_local_plan
-from kubemill.frameworks.mpi import LOCAL_ENV, MPI, run_locally
 from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
 from kubemill.frameworks.spark import DRIVER_VERBS as SPARK_DRIVER_VERBS
 from kubemill.frameworks.spark import Spark
@@ -66,54 +65,7 @@ from kubemill.frameworks.spark_local import refusals as spark_refusals
 BUILTIN: tuple[Engine, ...] = (
     tensorflow.ENGINE,
     pytorch.ENGINE,
-    Engine(
-        MPIJOB,
-        MPI(),
-        "MPI: Worker hosts, then a Launcher whose mpirun reaches them (OpenMPI, Intel, MPICH)",
-        grants=(
-            # No delete: an MPI job keeps its ConfigMap for life; it goes with the job.
-            OperatorGrant(
-                ("",),
-                ("configmaps",),
-                ("list", "watch", "create", "update"),
-                "MPI jobs get their hostfile, discover_hosts.sh and exec agent in a ConfigMap",
-            ),
-            OperatorGrant(
-                ("",),
-                ("secrets",),
-                ("list", "watch", "create", "delete"),
-                "MPI jobs in ssh mode get a key pair of their own in a Secret",
-            ),
-            OperatorGrant(
-                ("",),
-                ("serviceaccounts",),
-                ("list", "watch", "create", "delete"),
-                "an MPI launcher in exec mode runs as an account of its own",
-            ),
-            OperatorGrant(
-                ("rbac.authorization.k8s.io",),
-                ("roles", "rolebindings"),
-                ("list", "watch", "create", "delete"),
-                "an MPI launcher's Role lets it exec into its own workers",
-            ),
-            # RBAC lets the operator grant only what it holds itself.
-            OperatorGrant(
-                ("",),
-                ("pods",),
-                ("get",),
-                "an MPI launcher's Role lets it read pods",
-                delegated=True,
-            ),
-            OperatorGrant(
-                ("",),
-                ("pods/exec",),
-                ("create",),
-                "an MPI launcher's Role lets it exec into its own workers",
-                delegated=True,
-            ),
-        ),
-        local=LocalSupport(env=LOCAL_ENV, adapt=run_locally),
-    ),
+    mpi.ENGINE,
     Engine(
         SPARKAPPLICATION,
         Spark(),

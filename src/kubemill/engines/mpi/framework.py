@@ -12,7 +12,7 @@ the workers, and ``v2beta1``, which uses SSH):
   (``<job>-worker-0.<job>.<ns>.svc``; :meth:`Network.host_name`).
 - **Remote shell**, per job (``spec.remoteShell``):
   - ``exec`` (the seed's design): the ConfigMap also holds ``kubexec``, kubemill's exec
-    agent (:mod:`kubemill.agents.mpi_exec`), which ``mpirun`` runs as its remote shell to
+    agent (:mod:`kubemill.engines.mpi.agent`), which ``mpirun`` runs as its remote shell to
     start ``orted`` in a worker through the Kubernetes exec API. The launcher runs as its
     own ServiceAccount, whose Role allows ``pods/exec`` on the job's own workers only
     (``resourceNames``) and reading pods. A worker container without a command only hosts
@@ -35,15 +35,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kubemill.api import (
-    REMOTE_SHELL_ANNOTATION,
-    Container,
-    EnvVar,
-    Job,
-    MPIImplementation,
-    MPIJob,
-    RemoteShell,
-)
+from kubemill.api import Container, EnvVar, Job
+from kubemill.engines.mpi.api import MPIImplementation, MPIJob, RemoteShell
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
 from kubemill.frameworks.plan import (
     AccessPlan,
@@ -67,35 +60,12 @@ CONFIG_MOUNT_PATH = "/etc/mpi"
 HOSTFILE = "hostfile"
 DISCOVER_HOSTS = "discover_hosts.sh"
 EXEC_AGENT = "kubexec"
-EXEC_AGENT_PROGRAM = "kubemill.agents.mpi_exec"
+EXEC_AGENT_PROGRAM = "kubemill.engines.mpi.agent"
 SSH_SECRET_TYPE = "kubernetes.io/ssh-auth"  # noqa: S105 - a Secret type, not a password
 SSH_RETRIES = "-o ConnectionAttempts=10"
 """Workers' sshd may start after the launcher's first attempt (upstream's retry)."""
 EXEC_CONTAINER_VAR = "KUBEMILL_EXEC_CONTAINER"
 """Tells the exec agent which container of a worker pod to exec into."""
-
-
-LOCAL_ENV = {
-    # kubemill runs the job as whoever runs kubemill, root included; mpirun refuses root
-    # unless told twice.
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    # Every "host" is this machine: MPI traffic and OpenMPI's own control traffic go over
-    # loopback, never out of a real interface.
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-}
-"""What OpenMPI needs on the local substrate, on every replica (``LocalSupport.env``)."""
-
-
-def run_locally(job: Job) -> Job:
-    """The MPIJob as the local substrate runs it: always in exec mode (no sshd here; the
-    supervisor serves exec). Other jobs unchanged."""
-    if not isinstance(job, MPIJob) or job.remote_shell is RemoteShell.EXEC:
-        return job
-    local = job.model_copy(deep=True)
-    local.metadata.annotations[REMOTE_SHELL_ANNOTATION] = RemoteShell.EXEC.value
-    return local
 
 
 def config_name(job: MPIJob) -> str:
@@ -296,7 +266,6 @@ __all__ = [
     "EXEC_CONTAINER_VAR",
     "HOSTFILE",
     "LAUNCHER",
-    "LOCAL_ENV",
     "MPI",
     "WORKER",
     "config_name",
@@ -304,6 +273,5 @@ __all__ = [
     "launcher_access",
     "launcher_account_name",
     "launcher_env",
-    "run_locally",
     "ssh_secret_name",
 ]

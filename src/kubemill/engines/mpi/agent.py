@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""kubexec: the remote-shell agent through which ``mpirun`` starts ``orted`` in a worker pod.
+"""kubexec: the remote-shell agent through which ``mpirun`` starts ``orted`` in a worker pod
+(MPI's agent: standalone, delivered as a file; see :mod:`kubemill.engines`).
 
 OpenMPI's launcher (``plm_rsh``) runs its agent once per host, as it would run ssh::
 
