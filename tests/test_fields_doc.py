@@ -26,7 +26,6 @@ from kubemill.api import (
     FieldError,
     Job,
     ManifestError,
-    MarsClusterSpec,
     ObjectMeta,
     PodTemplateSpec,
     ReplicaSpec,
@@ -34,6 +33,7 @@ from kubemill.api import (
     ScheduledSparkApplicationSpec,
     SparkApplicationSpec,
 )
+from kubemill.engines.mars.api import MarsClusterSpec
 from kubemill.engines.mpi.api import MPIJobSpec
 from kubemill.engines.pytorch.api import PyTorchJobSpec
 from kubemill.engines.tensorflow.api import TFJobSpec

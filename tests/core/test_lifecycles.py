@@ -48,7 +48,7 @@ KIND_API_MODULES = {
     "kubemill.api.spark_spec",
     "kubemill.api.spark_pods",
     "kubemill.api.spark_validation",
-    "kubemill.api.mars",
+    "kubemill.engines.mars.api",
     "kubemill.engines.tensorflow.api",
     "kubemill.engines.pytorch.api",
     "kubemill.engines.mpi.api",

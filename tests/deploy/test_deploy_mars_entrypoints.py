@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kubemill.deploy import mars as entry
-from kubemill.deploy.mars import PodSettings, SeenPod, SettingsError
+from kubemill.engines.mars.pod import entrypoint as entry
+from kubemill.engines.mars.pod.entrypoint import PodSettings, SeenPod, SettingsError
 
 POD = {
     "MARS_K8S_POD_NAME": "c-worker-abc",
@@ -27,7 +27,7 @@ def settings(role: str = "worker", **env: str) -> PodSettings:
 
 
 def test_importing_the_entrypoints_needs_no_mars() -> None:
-    probe = "import sys, kubemill.deploy.mars; print('mars' in sys.modules)"
+    probe = "import sys, kubemill.engines.mars.pod.entrypoint; print('mars' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
@@ -194,7 +194,7 @@ def test_a_stopping_service_drops_its_link_and_a_start_sweeps_dangling_ones(
 
 
 def test_the_contract_constants_are_the_builders() -> None:
-    from kubemill.frameworks import mars as builders
+    from kubemill.engines.mars import framework as builders
 
     assert entry.READY_FILE == builders.READY_FILE
     assert (entry.LABEL_ROLE, entry.LABEL_CLUSTER) == (
@@ -276,7 +276,7 @@ def test_a_worker_waits_until_its_supervisors_answer_and_says_so_once(
         clock.nap(1)
         return replies.pop(0)
 
-    with caplog.at_level("WARNING", logger="kubemill.deploy.mars"):
+    with caplog.at_level("WARNING", logger="kubemill.engines.mars.pod"):
         asyncio.run(
             entry.wait_for_supervisors(
                 ["s:7103"], ask=ask, deadline=clock() + 60, wait=60, clock=clock, nap=0
@@ -319,7 +319,7 @@ def test_the_entrypoint_exits_1_with_the_reason_when_it_gives_up(
     ready.write_text("stale")
     environ = {**POD, "KUBEMILL_MARS_READY_FILE": str(ready)}
     assert entry.run("worker", environ) == 1
-    assert "kubemill.deploy.mars: no plasma here" in capsys.readouterr().err
+    assert "kubemill.engines.mars.pod.entrypoint: no plasma here" in capsys.readouterr().err
     assert not ready.exists()
 
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from kubemill import __version__
-from kubemill.api.mars import (
+from kubemill.engines.mars.api import (
     MarsClusterSpec,
     SizeError,
     cpu_text,
     parse_cache_size,
     parse_size,
 )
-from kubemill.frameworks.mars import (
+from kubemill.engines.mars.framework import (
     ENV_CACHE_MEM_SIZE,
     ENV_CPU_TOTAL,
     ENV_SPILL_DIRS,
@@ -101,7 +101,11 @@ def test_the_pods_run_the_image_kubemill_builds_unless_told_otherwise() -> None:
         for deployment in (supervisors, workers):
             container = deployment["spec"]["template"]["spec"]["containers"][0]
             assert container["image"] == expected
-            assert container["command"][:3] == ["python", "-m", "kubemill.deploy.mars"]
+            assert container["command"][:3] == [
+                "python",
+                "-m",
+                "kubemill.engines.mars.pod.entrypoint",
+            ]
 
 
 def test_extra_env_replaces_the_entrypoints_by_name_and_adds_the_rest() -> None:

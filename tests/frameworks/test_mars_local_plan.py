@@ -10,10 +10,10 @@ from typing import Any
 from framework_networks import LoopbackNetwork
 
 from kubemill.api import ConditionType, JobStatus
-from kubemill.api.mars import MarsCluster
 from kubemill.core import reconcile
 from kubemill.core.model import CreatePod, Observed, ObservedPod
-from kubemill.frameworks.mars import (
+from kubemill.engines.mars.api import MarsCluster
+from kubemill.engines.mars.framework import (
     ENV_READY_FILE,
     ENV_SERVICE_PORT,
     ENV_SPILL_DIRS,
@@ -23,7 +23,7 @@ from kubemill.frameworks.mars import (
     WEB_PORT,
     Mars,
 )
-from kubemill.frameworks.mars_local import local_plan
+from kubemill.engines.mars.local import local_plan
 from kubemill.frameworks.plan import Plan, ServicePolicy
 from kubemill.kinds import load_one
 
@@ -94,7 +94,7 @@ def test_readiness_is_the_entrypoints_file_of_the_replicas_own() -> None:
         assert container.command == [
             "python",
             "-m",
-            "kubemill.deploy.mars",
+            "kubemill.engines.mars.pod.entrypoint",
             rep.replica_type.lower(),
         ]
         files.add(ready)

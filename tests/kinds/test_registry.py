@@ -14,10 +14,11 @@ from pydantic import Field
 
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
+from kubemill.engines.mars.framework import Mars
 from kubemill.engines.mpi.framework import MPI
 from kubemill.engines.pytorch.framework import PyTorch
 from kubemill.engines.tensorflow.framework import TensorFlow
-from kubemill.frameworks import Mars, Network, Plan, PlanError, Spark
+from kubemill.frameworks import Network, Plan, PlanError, Spark
 from kubemill.kinds import (
     BUILTIN,
     CONTROLLERS,

@@ -46,13 +46,6 @@ if TYPE_CHECKING:
         PodSpec,
         PodTemplateSpec,
     )
-    from kubemill.api.mars import (
-        MARSCLUSTER,
-        MarsCluster,
-        MarsClusterSpec,
-        MarsClusterStatus,
-        ServiceStatus,
-    )
     from kubemill.api.runstates import ApplicationStateType
     from kubemill.api.spark import (
         SPARKAPPLICATION,
@@ -94,7 +87,6 @@ if TYPE_CHECKING:
 __all__ = [
     "API_VERSION",
     "GROUP",
-    "MARSCLUSTER",
     "SCHEDULEDSPARKAPPLICATION",
     "SPARKAPPLICATION",
     "SPARK_REPLICA_TYPES",
@@ -125,9 +117,6 @@ __all__ = [
     "KindApi",
     "KindTable",
     "ManifestError",
-    "MarsCluster",
-    "MarsClusterSpec",
-    "MarsClusterStatus",
     "Metric",
     "ObjectFieldSelector",
     "ObjectMeta",
@@ -142,7 +131,6 @@ __all__ = [
     "ScheduledSparkApplicationSpec",
     "ScheduledSparkApplicationStatus",
     "SchedulingPolicy",
-    "ServiceStatus",
     "SparkApplication",
     "SparkApplicationSpec",
     "SparkApplicationStatus",
@@ -176,7 +164,6 @@ if not TYPE_CHECKING:
             errors,
             kinds,
             kube,
-            mars,
             runstates,
             spark,
             spark_argv,
@@ -191,7 +178,6 @@ if not TYPE_CHECKING:
             errors,
             kinds,
             kube,
-            mars,
             runstates,
             spark,
             spark_argv,

@@ -55,15 +55,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubemill.api.mars import (
-    DEFAULT_IMAGE,
-    SizeError,
-    parse_cache_size,
-    parse_fraction,
-    parse_size,
-)
 from kubemill.deploy.client import ClusterClient, ClusterError
-from kubemill.deploy.mars import ready_nodes
 from kubemill.deploy.watchdog import (
     CLUSTER_MARK,
     STOP_GRACE,
@@ -74,6 +66,14 @@ from kubemill.deploy.watchdog import (
     teardown,
     write_record,
 )
+from kubemill.engines.mars.api import (
+    DEFAULT_IMAGE,
+    SizeError,
+    parse_cache_size,
+    parse_fraction,
+    parse_size,
+)
+from kubemill.engines.mars.pod.discovery import ready_nodes
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import ImageConfig

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
-    from kubemill.frameworks.mars import Mars
     from kubemill.frameworks.plan import (
         LABEL_JOB_NAME,
         LABEL_JOB_ROLE,
@@ -77,7 +76,6 @@ __all__ = [
     "ForeignPods",
     "Framework",
     "HostListing",
-    "Mars",
     "Network",
     "NetworkPolicyPlan",
     "ObservedPodView",
@@ -115,9 +113,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, mars, plan, spark
+        from kubemill.frameworks import _common, plan, spark
 
-        for module in (_common, mars, plan, spark):
+        for module in (_common, plan, spark):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value

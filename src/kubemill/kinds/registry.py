@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from kubemill.api import (
-    MARSCLUSTER,
     SCHEDULEDSPARKAPPLICATION,
     SPARKAPPLICATION,
     FieldError,
@@ -33,12 +32,9 @@ from kubemill.api import (
     loader,
 )
 from kubemill.api import crd as crd_generation
-from kubemill.api.mars import cluster_manifest as mars_cluster_manifest
 from kubemill.core import (
-    REPLICA_SET,
     RERUN,
     SCHEDULED_SPARK,
-    SERVICE_CLUSTER,
     Lifecycle,
 )
 from kubemill.engines.base import (
@@ -49,12 +45,11 @@ from kubemill.engines.base import (
     OperatorGrant,
     ServiceEngine,
 )
+from kubemill.engines.mars import entry as mars
 from kubemill.engines.mpi import entry as mpi
 from kubemill.engines.pytorch import entry as pytorch
 from kubemill.engines.tensorflow import entry as tensorflow
 from kubemill.frameworks import Network, Plan, PlanError
-from kubemill.frameworks.mars import Mars
-from kubemill.frameworks.mars_local import local_plan as mars_local_plan
 from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
 from kubemill.frameworks.spark import DRIVER_VERBS as SPARK_DRIVER_VERBS
 from kubemill.frameworks.spark import Spark
@@ -113,41 +108,7 @@ BUILTIN: tuple[Engine, ...] = (
         restarts=False,
         local=LocalSupport(env=SPARK_LOCAL_ENV, replan=spark_local_plan, refusals=spark_refusals),
     ),
-    Engine(
-        MARSCLUSTER,
-        Mars(),
-        "Mars: a cluster of supervisors and workers (Deployments) serving until deleted; "
-        "Ready with its endpoint, never Succeeded",
-        grants=(
-            OperatorGrant(
-                ("apps",),
-                ("deployments",),
-                ("list", "watch", "create", "update"),
-                "a Mars cluster's supervisors and workers are Deployments (updated when its "
-                "spec changes)",
-            ),
-            OperatorGrant(
-                ("rbac.authorization.k8s.io",),
-                ("roles", "rolebindings"),
-                ("list", "watch", "create"),
-                "a Mars cluster's pods may read pods, to find their supervisors",
-            ),
-            # RBAC lets the operator grant only what it holds itself.
-            OperatorGrant(
-                ("",),
-                ("pods",),
-                ("get",),
-                "a Mars cluster's Role lets its pods read pods",
-                delegated=True,
-            ),
-        ),
-        lifecycle=SERVICE_CLUSTER,
-        restarts=False,
-        finishes=False,
-        # Locally its supervisors and workers are replicas the core starts one by one.
-        local=LocalSupport(replan=mars_local_plan, lifecycle=REPLICA_SET),
-        cluster=ServiceEngine("mars", mars_cluster_manifest),
-    ),
+    mars.ENGINE,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 

@@ -46,9 +46,10 @@ MARS_REPLICA_TYPES = ("Supervisor", "Worker")
 
 DEFAULT_IMAGE = f"kubemill-mars:{__version__}"
 """The image every pod runs when ``image`` is not given: the one ``scripts/build-image.sh
-mars`` builds, Mars 0.10.0 with its pins and this kubemill, whose in-pod entrypoints
-(``python -m kubemill.deploy.mars``) the pods run. (Mars's own ``marsproject/mars`` has no
-kubemill.) A cluster pulls it from a registry it can reach: push it there and give that name.
+mars`` builds, Mars 0.10.0 with its pins and this kubemill, whose in-pod entrypoint
+(``python -m kubemill.engines.mars.pod.entrypoint``) the pods run. (Mars's own
+``marsproject/mars`` has no kubemill.) A cluster pulls it from a registry it can reach: push it
+there and give that name.
 The local substrate maps ``kubemill-mars*`` (and ``marsproject/mars*``) to the Mars
 environment."""
 

@@ -9,7 +9,8 @@ the local substrate runs and the core judges pod by pod:
 - **Replicas.** ``Supervisor`` 0..supervisorNum-1 (stage 0), then ``Worker``
   0..workerNum-1 (stage 1, started once every supervisor is ready: ``start_gate`` ready).
   Each runs the same pod template as the Deployment's (its image picks the environment
-  that has Mars, its command is the in-pod entrypoint ``python -m kubemill.deploy.mars``,
+  that has Mars, its command is the in-pod entrypoint
+  ``python -m kubemill.engines.mars.pod.entrypoint``,
   its resources become the local limits), restarted in place (``Always``), as a
   Deployment's pod would be.
 - **Addresses.** Every supervisor and worker serves Mars on a port the local
@@ -38,8 +39,8 @@ from dataclasses import replace
 from typing import Any
 
 from kubemill.api import ConditionType, EnvVar, Job, PodTemplateSpec, RestartPolicy
-from kubemill.api.mars import MarsCluster
-from kubemill.frameworks.mars import (
+from kubemill.engines.mars.api import MarsCluster
+from kubemill.engines.mars.framework import (
     CONTAINER,
     ENV_READY_FILE,
     ENV_SERVICE_PORT,

@@ -11,7 +11,7 @@ entrypoints need to find the supervisors), its RoleBinding to the namespace's ``
 ServiceAccount, the supervisors' and the workers' Deployments, and a NodePort Service
 for the supervisors' web port. :data:`ENV_POD_NAME` and the other ``ENV_*`` names, the
 role label, the readiness file and the command are the contract with the in-pod
-entrypoints (``python -m kubemill.deploy.mars supervisor|worker``).
+entrypoints (``python -m kubemill.engines.mars.pod.entrypoint supervisor|worker``).
 
 The framework (:class:`Mars`) plans a MarsCluster for the core as a service cluster
 (:class:`~kubemill.frameworks.plan.ServiceCluster`): these objects, and how many ready
@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from kubemill.api import Job
-from kubemill.api.mars import (
+from kubemill.engines.mars.api import (
     DEFAULT_IMAGE,
     MarsCluster,
     MarsClusterSpec,
@@ -75,7 +75,7 @@ LABEL_MARS_CLUSTER = LABEL_PREFIX + "mars-cluster"
 READY_FILE = "/tmp/kubemill-mars-ready"  # noqa: S108 - inside the container, by contract
 """The entrypoint writes it once its Mars service is really up."""
 READINESS_COMMAND = ("test", "-f", READY_FILE)
-ENTRYPOINT = ("python", "-m", "kubemill.deploy.mars")
+ENTRYPOINT = ("python", "-m", "kubemill.engines.mars.pod.entrypoint")
 
 SERVICE_PORT = 7103
 """Mars's own default service port (``mars-supervisor -p``)."""

@@ -1,0 +1,5 @@
+"""Mars's in-pod programs: ``python -m kubemill.engines.mars.pod.entrypoint
+supervisor|worker`` in every pod of a MarsCluster (:mod:`~kubemill.engines.mars.pod.entrypoint`
+says what it does), in layers: ``entrypoint`` (the command), ``service`` (Mars's runner),
+``discovery`` (finding the supervisors), ``settings`` (the pod's environment). They run in
+the pod, where kubemill is installed with Mars; nothing in kubemill imports them."""
