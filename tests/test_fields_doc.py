@@ -30,12 +30,12 @@ from kubemill.api import (
     PodTemplateSpec,
     ReplicaSpec,
     RunPolicy,
-    ScheduledSparkApplicationSpec,
-    SparkApplicationSpec,
 )
 from kubemill.engines.mars.api import MarsClusterSpec
 from kubemill.engines.mpi.api import MPIJobSpec
 from kubemill.engines.pytorch.api import PyTorchJobSpec
+from kubemill.engines.spark.api.scheduled import ScheduledSparkApplicationSpec
+from kubemill.engines.spark.api.spec import SparkApplicationSpec
 from kubemill.engines.tensorflow.api import TFJobSpec
 from kubemill.frameworks import Endpoint
 from kubemill.kinds import entry_for, load_one, plan_for

@@ -17,20 +17,16 @@ import yaml
 
 from kubemill.api import (
     API_VERSION,
-    SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
     ApplicationStateType,
-    DeployMode,
-    ExecutorState,
     FieldError,
     KindTable,
     ManifestError,
     RestartPolicy,
-    SparkApplication,
-    SparkApplicationType,
-    SparkRestartPolicyType,
 )
 from kubemill.api.loader import load_one
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, ExecutorState, SparkApplication
+from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
+from kubemill.engines.spark.api.spec import DeployMode, SparkApplicationType, SparkRestartPolicyType
 
 MANIFESTS = Path(__file__).parents[1] / "manifests" / "spark"
 SEED = MANIFESTS / "sparkapplication-v1beta2.yaml"

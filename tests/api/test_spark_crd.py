@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api import SCHEDULEDSPARKAPPLICATION, SPARKAPPLICATION, KindTable
+from kubemill.api import KindTable
 from kubemill.api.crd import build_crd, structural_errors
 from kubemill.api.kinds import KindApi
 from kubemill.api.loader import load_one
+from kubemill.engines.spark.api.application import SPARKAPPLICATION
+from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
 from support import manifest_checks
 
 TESTS = Path(__file__).parents[1]

@@ -13,21 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api import (
-    API_VERSION,
+from kubemill.api import API_VERSION, CronError, FieldError, KindTable, ManifestError, parse_cron
+from kubemill.api.loader import load_one
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, SparkApplication
+from kubemill.engines.spark.api.scheduled import (
     SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
     ConcurrencyPolicy,
-    CronError,
-    FieldError,
-    KindTable,
-    ManifestError,
     ScheduledSparkApplication,
     ScheduleState,
-    SparkApplication,
-    parse_cron,
 )
-from kubemill.api.loader import load_one
 
 EXAMPLE = Path(__file__).parents[1] / "manifests" / "spark" / "scheduled-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])

@@ -14,22 +14,19 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import (
-    API_VERSION,
-    SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
-    KindTable,
-    SparkApplication,
-    SparkApplicationType,
+from kubemill.api import API_VERSION, KindTable
+from kubemill.api.loader import load_one
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, SparkApplication
+from kubemill.engines.spark.api.argv import (
     SparkMaster,
-    SparkSubmit,
     SparkSubmitError,
     parse_spark_master,
     parse_spark_properties,
-    parse_spark_submit,
     parse_submit_arguments,
 )
-from kubemill.api.loader import load_one
+from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
+from kubemill.engines.spark.api.spec import SparkApplicationType
+from kubemill.engines.spark.api.submit import SparkSubmit, parse_spark_submit
 
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 IMAGE = "--conf=spark.kubernetes.container.image=spark:4.0.0"

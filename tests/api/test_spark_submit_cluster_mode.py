@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubemill.api.spark_argv import SparkSubmitError, parse_submit_arguments
-from kubemill.api.spark_submit import ClusterMode, cluster_mode_of
+from kubemill.engines.spark.api.argv import SparkSubmitError, parse_submit_arguments
+from kubemill.engines.spark.api.submit import ClusterMode, cluster_mode_of
 
 MASTER = ["--master", "k8s://h:6443"]
 IMAGE = ["--conf", "spark.kubernetes.container.image=spark:4.0.0"]

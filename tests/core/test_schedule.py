@@ -14,26 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubemill.api import (
+from kubemill.api import ApplicationStateType, KindTable
+from kubemill.api.loader import load_one
+from kubemill.core import CreateRun, DeleteRun, ObservedRun, RecordEvent
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, SparkApplicationStatus
+from kubemill.engines.spark.api.scheduled import (
     SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
-    ApplicationStateType,
-    KindTable,
     ScheduledSparkApplication,
     ScheduleState,
-    SparkApplicationStatus,
 )
-from kubemill.api.loader import load_one
-from kubemill.core import (
-    CreateRun,
-    DeleteRun,
-    ObservedRun,
-    RecordEvent,
-    ScheduleResult,
-    decide,
-    invalid,
-    unix_nanos,
-)
+from kubemill.engines.spark.schedule import ScheduleResult, decide, invalid, unix_nanos
 
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 NOW = datetime(2026, 12, 1, 10, 0, 30, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""A SparkApplication's Plan on one machine (``kubemill.frameworks.spark_local``): the
+"""A SparkApplication's Plan on one machine (``kubemill.engines.spark.local``): the
 driver runs pyspark's spark-submit with local[N] or a standalone Master and Workers, every
 port and path from the Network, the UI's address in driverInfo; and what cannot run here
 is refused at the field the user wrote."""
@@ -11,12 +11,13 @@ from typing import Any
 import yaml
 from framework_networks import LoopbackNetwork
 
-from kubemill.api import SPARKAPPLICATION, DriverInfo, JobStatus, KindTable, SparkApplication
+from kubemill.api import JobStatus, KindTable
 from kubemill.api.loader import load_one
-from kubemill.frameworks import Plan, ReplicaPlan, StatusView
-from kubemill.frameworks.spark import Spark
-from kubemill.frameworks.spark_driver import DRIVER
-from kubemill.frameworks.spark_local import (
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, DriverInfo, SparkApplication
+from kubemill.engines.spark.framework.driver import DRIVER
+from kubemill.engines.spark.framework.planner import Spark
+from kubemill.engines.spark.framework.wire import PROPERTIES, UI_PORT
+from kubemill.engines.spark.local import (
     EXAMPLES_NOTE,
     LOCAL_MASTER_ANNOTATION,
     LOCAL_MODE_ANNOTATION,
@@ -24,7 +25,7 @@ from kubemill.frameworks.spark_local import (
     local_plan,
     refusals,
 )
-from kubemill.frameworks.spark_wire import PROPERTIES, UI_PORT
+from kubemill.frameworks import Plan, ReplicaPlan, StatusView
 
 SEED = Path(__file__).parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION])

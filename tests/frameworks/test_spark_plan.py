@@ -12,21 +12,17 @@ import pytest
 import yaml
 from framework_networks import ClusterNetwork, LoopbackNetwork
 
-from kubemill.api import (
-    SPARKAPPLICATION,
-    ApplicationStateType,
-    Condition,
-    ConditionType,
-    ExecutorState,
-    JobStatus,
-    KindTable,
-    SparkApplication,
-)
+from kubemill.api import ApplicationStateType, Condition, ConditionType, JobStatus, KindTable
 from kubemill.api.loader import load_one
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, ExecutorState, SparkApplication
+from kubemill.engines.spark.framework.driver import (
+    EXECUTOR_TEMPLATE,
+    application_id,
+    driver_service_name,
+)
+from kubemill.engines.spark.framework.planner import Spark, spark_status
+from kubemill.engines.spark.framework.wire import PROPERTIES, PYTHON_RUNNER
 from kubemill.frameworks import ObservedPodView, Plan, StatusView, SuccessPolicy
-from kubemill.frameworks.spark import Spark, spark_status
-from kubemill.frameworks.spark_driver import EXECUTOR_TEMPLATE, application_id, driver_service_name
-from kubemill.frameworks.spark_wire import PROPERTIES, PYTHON_RUNNER
 
 SEED = Path(__file__).parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION])

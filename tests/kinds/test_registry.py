@@ -17,8 +17,9 @@ from kubemill.api.base import KubeModel
 from kubemill.engines.mars.framework import Mars
 from kubemill.engines.mpi.framework import MPI
 from kubemill.engines.pytorch.framework import PyTorch
+from kubemill.engines.spark.framework.planner import Spark
 from kubemill.engines.tensorflow.framework import TensorFlow
-from kubemill.frameworks import Network, Plan, PlanError, Spark
+from kubemill.frameworks import Network, Plan, PlanError
 from kubemill.kinds import (
     BUILTIN,
     CONTROLLERS,

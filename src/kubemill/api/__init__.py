@@ -6,8 +6,10 @@ registered kinds, so load manifests with ``kubemill.kinds.load``/``load_one``.
 The public surface of the API layer; everything else in this package is private.
 
 The names below load on first use, not when a submodule is imported: importing
-``kubemill.api.spark_submit`` (as ``kubemill spark-submit``'s fast path does) does not
-load the job models (pydantic).
+``kubemill.api.cron`` (or an engine's API module that needs no models, as ``kubemill
+spark-submit``'s fast path does) does not load the job models (pydantic).
+
+Each kind's own API lives in its engine's folder (``kubemill.engines.<engine>.api``).
 """
 
 from __future__ import annotations
@@ -47,70 +49,24 @@ if TYPE_CHECKING:
         PodTemplateSpec,
     )
     from kubemill.api.runstates import ApplicationStateType
-    from kubemill.api.spark import (
-        SPARKAPPLICATION,
-        ApplicationState,
-        DriverInfo,
-        ExecutorState,
-        SparkApplication,
-        SparkApplicationStatus,
-    )
-    from kubemill.api.spark_argv import (
-        SparkMaster,
-        SparkSubmitError,
-        SubmitArguments,
-        parse_spark_master,
-        parse_spark_properties,
-        parse_submit_arguments,
-    )
-    from kubemill.api.spark_scheduled import (
-        SCHEDULEDSPARKAPPLICATION,
-        ConcurrencyPolicy,
-        ScheduledSparkApplication,
-        ScheduledSparkApplicationSpec,
-        ScheduledSparkApplicationStatus,
-        ScheduleState,
-    )
-    from kubemill.api.spark_spec import (
-        SPARK_REPLICA_TYPES,
-        DeployMode,
-        DriverSpec,
-        ExecutorSpec,
-        SparkApplicationSpec,
-        SparkApplicationType,
-        SparkPodSpec,
-        SparkRestartPolicy,
-        SparkRestartPolicyType,
-    )
-    from kubemill.api.spark_submit import SparkSubmit, parse_spark_submit, submission_of
 
 __all__ = [
     "API_VERSION",
     "GROUP",
-    "SCHEDULEDSPARKAPPLICATION",
-    "SPARKAPPLICATION",
-    "SPARK_REPLICA_TYPES",
     "STOP_ANNOTATION",
     "VERSION",
     "ApiVersion",
-    "ApplicationState",
     "ApplicationStateType",
     "CleanPodPolicy",
     "ClusterOptions",
-    "ConcurrencyPolicy",
     "Condition",
     "ConditionType",
     "Container",
     "ContainerPort",
     "CronError",
     "CronSchedule",
-    "DeployMode",
-    "DriverInfo",
-    "DriverSpec",
     "EnvVar",
     "EnvVarSource",
-    "ExecutorSpec",
-    "ExecutorState",
     "FieldError",
     "Job",
     "JobStatus",
@@ -126,29 +82,9 @@ __all__ = [
     "ReplicaStatus",
     "RestartPolicy",
     "RunPolicy",
-    "ScheduleState",
-    "ScheduledSparkApplication",
-    "ScheduledSparkApplicationSpec",
-    "ScheduledSparkApplicationStatus",
     "SchedulingPolicy",
-    "SparkApplication",
-    "SparkApplicationSpec",
-    "SparkApplicationStatus",
-    "SparkApplicationType",
-    "SparkMaster",
-    "SparkPodSpec",
-    "SparkRestartPolicy",
-    "SparkRestartPolicyType",
-    "SparkSubmit",
-    "SparkSubmitError",
-    "SubmitArguments",
     "TrainerStatus",
     "parse_cron",
-    "parse_spark_master",
-    "parse_spark_properties",
-    "parse_spark_submit",
-    "parse_submit_arguments",
-    "submission_of",
 ]
 
 
@@ -165,11 +101,6 @@ if not TYPE_CHECKING:
             kinds,
             kube,
             runstates,
-            spark,
-            spark_argv,
-            spark_scheduled,
-            spark_spec,
-            spark_submit,
         )
 
         for module in (
@@ -179,11 +110,6 @@ if not TYPE_CHECKING:
             kinds,
             kube,
             runstates,
-            spark,
-            spark_argv,
-            spark_scheduled,
-            spark_spec,
-            spark_submit,
         ):
             if hasattr(module, name):
                 value = getattr(module, name)

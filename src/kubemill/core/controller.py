@@ -110,7 +110,7 @@ class ControllerContext:
 
 
 class ControllerRules(Protocol):
-    """One controller kind's decisions (:mod:`kubemill.core.schedule`'s for a schedule)."""
+    """One controller kind's decisions (:mod:`kubemill.engines.spark.schedule`'s for a schedule)."""
 
     @property
     def run_label(self) -> str:

@@ -1,11 +1,11 @@
-"""Frameworks: one module per engine, each turning a job into a :class:`Plan`.
-
-The Plan types live in :mod:`kubemill.frameworks.plan`. Which framework plans which kind
-is the registry's business (:func:`kubemill.kinds.plan_for`).
+"""Frameworks: what every engine's planner shares (the Plan types, in
+:mod:`kubemill.frameworks.plan`, and the replica builders); each engine's planner, which
+turns a job into a :class:`Plan`, lives in its folder
+(``kubemill.engines.<engine>.framework``). Which framework plans which kind is the registry's
+business (:func:`kubemill.kinds.plan_for`).
 
 The names below load on first use, not when a submodule is imported: importing
-``kubemill.frameworks.spark_cluster_mode`` (as ``kubemill spark-submit``'s fast path does)
-does not load every planner and the job models.
+``kubemill.frameworks.plan`` does not load the job models.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
         submission_id,
         submitted_spec,
     )
-    from kubemill.frameworks.spark import Spark
 
 __all__ = [
     "LABEL_JOB_NAME",
@@ -92,7 +91,6 @@ __all__ = [
     "ServicePolicy",
     "ServicePort",
     "ServiceView",
-    "Spark",
     "SshKeyPart",
     "StatusExtension",
     "StatusView",
@@ -113,9 +111,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, plan, spark
+        from kubemill.frameworks import _common, plan
 
-        for module in (_common, plan, spark):
+        for module in (_common, plan):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value

@@ -22,21 +22,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from kubemill.api import (
-    SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
-    FieldError,
-    Job,
-    JobStatus,
-    KindTable,
-    loader,
-)
+from kubemill.api import FieldError, Job, JobStatus, KindTable, loader
 from kubemill.api import crd as crd_generation
-from kubemill.core import (
-    RERUN,
-    SCHEDULED_SPARK,
-    Lifecycle,
-)
+from kubemill.core import Lifecycle
 from kubemill.engines.base import (
     Controller,
     Engine,
@@ -48,82 +36,21 @@ from kubemill.engines.base import (
 from kubemill.engines.mars import entry as mars
 from kubemill.engines.mpi import entry as mpi
 from kubemill.engines.pytorch import entry as pytorch
+from kubemill.engines.spark import entry as spark
 from kubemill.engines.tensorflow import entry as tensorflow
 from kubemill.frameworks import Network, Plan, PlanError
-from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
-from kubemill.frameworks.spark import DRIVER_VERBS as SPARK_DRIVER_VERBS
-from kubemill.frameworks.spark import Spark
-from kubemill.frameworks.spark_local import LOCAL_ENV as SPARK_LOCAL_ENV
-from kubemill.frameworks.spark_local import local_plan as spark_local_plan
-from kubemill.frameworks.spark_local import refusals as spark_refusals
 
 BUILTIN: tuple[Engine, ...] = (
     tensorflow.ENGINE,
     pytorch.ENGINE,
     mpi.ENGINE,
-    Engine(
-        SPARKAPPLICATION,
-        Spark(),
-        "Spark: a Driver that creates its own Executors (cluster mode, the spark-operator's "
-        "SparkApplication)",
-        grants=(
-            OperatorGrant(
-                ("",),
-                ("configmaps",),
-                ("list", "watch", "create", "update"),
-                "a Spark application gets its spark.properties in a ConfigMap",
-            ),
-            OperatorGrant(
-                ("",),
-                ("serviceaccounts",),
-                ("list", "watch", "create", "delete"),
-                "a Spark driver runs as an account of its own",
-            ),
-            OperatorGrant(
-                ("rbac.authorization.k8s.io",),
-                ("roles", "rolebindings"),
-                ("list", "watch", "create", "delete"),
-                "a Spark driver's Role lets it create and watch its executors",
-            ),
-            OperatorGrant(
-                ("networking.k8s.io",),
-                ("networkpolicies",),
-                ("list", "watch", "create"),
-                "a Spark application's executors take connections from its own pods only",
-            ),
-            # RBAC lets the operator grant only what it holds itself: the driver manages its
-            # executors' pods, and the ConfigMaps (and services) Spark makes for them.
-            *(
-                OperatorGrant(
-                    ("",),
-                    (resource,),
-                    SPARK_DRIVER_VERBS,
-                    f"a Spark driver's Role lets it manage its executors' {resource}",
-                    delegated=True,
-                )
-                for resource in SPARK_DRIVER_RESOURCES
-            ),
-        ),
-        lifecycle=RERUN,
-        restarts=False,
-        local=LocalSupport(env=SPARK_LOCAL_ENV, replan=spark_local_plan, refusals=spark_refusals),
-    ),
+    spark.ENGINE,
     mars.ENGINE,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 
 
-CONTROLLERS: tuple[Controller, ...] = (
-    Controller(
-        SCHEDULEDSPARKAPPLICATION,
-        "SparkApplication",
-        "Spark on a cron schedule: a SparkApplication per run, under a concurrency policy "
-        "and history limits (the spark-operator's ScheduledSparkApplication)",
-        SCHEDULED_SPARK,
-        # Locally a detached loop asks the same core and submits its runs as local jobs.
-        local=LocalSupport(),
-    ),
-)
+CONTROLLERS: tuple[Controller, ...] = (spark.SCHEDULE,)
 """The controllers kubemill ships, listed after the engines everywhere."""
 
 

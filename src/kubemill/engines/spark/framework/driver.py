@@ -3,8 +3,8 @@ builds it (the spark-operator runs Spark's submission, so its driver pod is Spar
 names Spark and the spark-operator give the application's objects, ``spark.properties``
 (:func:`properties`), the driver's arguments, labels, env, resources and local directory
 (:func:`driver_template`, :func:`driver_env`), and the executors' pod template file.
-The builders shared with Spark's cluster mode are :mod:`kubemill.frameworks.spark_wire`'s;
-the Plan around the driver is :mod:`kubemill.frameworks.spark`'s.
+The builders shared with Spark's cluster mode are :mod:`kubemill.engines.spark.framework.wire`'s;
+the Plan around the driver is :mod:`kubemill.engines.spark.framework.planner`'s.
 """
 
 from __future__ import annotations
@@ -14,28 +14,17 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from kubemill.api import (
-    ContainerPort,
-    EnvVar,
-    PodTemplateSpec,
-    SparkApplication,
-    SparkApplicationType,
-)
-from kubemill.api.spark_names import (
+from kubemill.api import ContainerPort, EnvVar, PodTemplateSpec
+from kubemill.engines.spark.api.application import SparkApplication
+from kubemill.engines.spark.api.names import (
     DRIVER_CONTAINER,
     EXECUTOR_CONTAINER,
     MAX_NAME,
     UI_SERVICE_SUFFIX,
 )
-from kubemill.api.spark_pods import memory_overhead_factor
-from kubemill.frameworks._common import PlanError
-from kubemill.frameworks.plan import (
-    LABEL_JOB_NAME,
-    LABEL_REPLICA_TYPE,
-    Network,
-    replica_name,
-)
-from kubemill.frameworks.spark_wire import (
+from kubemill.engines.spark.api.pods import memory_overhead_factor
+from kubemill.engines.spark.api.spec import SparkApplicationType
+from kubemill.engines.spark.framework.wire import (
     BLOCK_MANAGER_PORT,
     CONF_MOUNT_PATH,
     DRIVER_PORT,
@@ -54,12 +43,17 @@ from kubemill.frameworks.spark_wire import (
     driver_ports,
     local_dir,
 )
-from kubemill.frameworks.spark_wire import (
-    container_ports as spark_container_ports,
+from kubemill.engines.spark.framework.wire import container_ports as spark_container_ports
+from kubemill.engines.spark.framework.wire import driver_args as spark_driver_args
+from kubemill.engines.spark.framework.wire import driver_env as spark_driver_env
+from kubemill.engines.spark.framework.wire import driver_memory_mib as spark_driver_memory_mib
+from kubemill.frameworks._common import PlanError
+from kubemill.frameworks.plan import (
+    LABEL_JOB_NAME,
+    LABEL_REPLICA_TYPE,
+    Network,
+    replica_name,
 )
-from kubemill.frameworks.spark_wire import driver_args as spark_driver_args
-from kubemill.frameworks.spark_wire import driver_env as spark_driver_env
-from kubemill.frameworks.spark_wire import driver_memory_mib as spark_driver_memory_mib
 
 DRIVER = "Driver"
 EXECUTOR = "Executor"

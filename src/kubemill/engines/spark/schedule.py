@@ -45,18 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from kubemill.api import (
-    ConcurrencyPolicy,
-    CronError,
-    CronSchedule,
-    Job,
-    JobStatus,
-    ScheduledSparkApplication,
-    ScheduledSparkApplicationStatus,
-    ScheduleState,
-    parse_cron,
-)
-from kubemill.api.spark_scheduled import SCHEDULED_APP_LABEL
+from kubemill.api import CronError, CronSchedule, Job, JobStatus, parse_cron
 from kubemill.core.controller import (
     ControllerAction,
     ControllerContext,
@@ -68,6 +57,13 @@ from kubemill.core.controller import (
     SampleRun,
 )
 from kubemill.core.model import RecordEvent
+from kubemill.engines.spark.api.scheduled import (
+    SCHEDULED_APP_LABEL,
+    ConcurrencyPolicy,
+    ScheduledSparkApplication,
+    ScheduledSparkApplicationStatus,
+    ScheduleState,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

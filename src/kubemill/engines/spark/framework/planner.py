@@ -2,7 +2,7 @@
 
 What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (measured in
 ``shared/notes/spark-submit-on-kubernetes.md``), built from the spec, with no JVM: the
-driver pod and ``spark.properties`` by :mod:`kubemill.frameworks.spark_driver`, the Plan
+driver pod and ``spark.properties`` by :mod:`kubemill.engines.spark.framework.driver`, the Plan
 around them (services, access, network policy, re-runs, status) here.
 
 - **The driver**: one replica, ``Driver``, in container ``spark-kubernetes-driver``, running
@@ -15,7 +15,7 @@ around them (services, access, network policy, re-runs, status) here.
   IP, ``SPARK_LOCAL_DIRS`` on an emptyDir, ``SPARK_CONF_DIR``), its pull policy and security
   context: the spark-operator runs Spark's own submission, so its driver pod is Spark's,
   and these come from the builders Spark's cluster mode here uses too
-  (:mod:`kubemill.frameworks.spark_wire`). The memory request (heap plus overhead) comes
+  (:mod:`kubemill.engines.spark.framework.wire`). The memory request (heap plus overhead) comes
   from the API's derived pod template.
 - **The configuration**: FileSet ``<app>-spark-conf`` with ``spark.properties``: the user's
   ``sparkConf`` and ``hadoopConf``, and everything the driver needs to create the executors
@@ -51,20 +51,43 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Literal
 
-from kubemill.api import (
+from kubemill.api import ApplicationStateType, ConditionType, Job, JobStatus, RestartPolicy
+from kubemill.engines.spark.api.application import (
     ApplicationState,
-    ApplicationStateType,
-    ConditionType,
     DriverInfo,
     ExecutorState,
-    Job,
-    JobStatus,
-    RestartPolicy,
     SparkApplication,
+    SparkApplicationStatus,
 )
-from kubemill.api.spark import SparkApplicationStatus
-from kubemill.api.spark_names import DRIVER_CONTAINER
-from kubemill.api.spark_spec import SparkRestartPolicyType
+from kubemill.engines.spark.api.names import DRIVER_CONTAINER
+from kubemill.engines.spark.api.spec import SparkRestartPolicyType
+from kubemill.engines.spark.framework.driver import (
+    DRIVER,
+    DRIVER_PORTS,
+    EXECUTOR,
+    EXECUTOR_TEMPLATE,
+    application_id,
+    conf_name,
+    driver_account_name,
+    driver_env,
+    driver_host,
+    driver_service_name,
+    driver_template,
+    executor_template_text,
+    properties,
+    ui_service_name,
+)
+from kubemill.engines.spark.framework.wire import (
+    CONF_MOUNT_PATH,
+    CONNECT_APP_PROTOCOL,
+    CONNECT_PORT_NAME,
+    LABEL_APP_SELECTOR,
+    LABEL_ROLE,
+    PROPERTIES,
+    UI_PORT,
+    UI_PORT_NAME,
+    properties_text,
+)
 from kubemill.frameworks._common import PlanError, container_ports
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
@@ -88,33 +111,6 @@ from kubemill.frameworks.plan import (
     decided_by,
     replica_name,
     submitted_spec,
-)
-from kubemill.frameworks.spark_driver import (
-    DRIVER,
-    DRIVER_PORTS,
-    EXECUTOR,
-    EXECUTOR_TEMPLATE,
-    application_id,
-    conf_name,
-    driver_account_name,
-    driver_env,
-    driver_host,
-    driver_service_name,
-    driver_template,
-    executor_template_text,
-    properties,
-    ui_service_name,
-)
-from kubemill.frameworks.spark_wire import (
-    CONF_MOUNT_PATH,
-    CONNECT_APP_PROTOCOL,
-    CONNECT_PORT_NAME,
-    LABEL_APP_SELECTOR,
-    LABEL_ROLE,
-    PROPERTIES,
-    UI_PORT,
-    UI_PORT_NAME,
-    properties_text,
 )
 
 DRIVER_VERBS = ("create", "get", "list", "watch", "delete", "deletecollection")

@@ -7,7 +7,7 @@ too) repeatable, the first word that is not an option is the application. Option
 cluster managers (``--total-executor-cores``, ``--queue``, ``--supervise``) are refused with
 what to use instead, rather than ignored. :func:`parse_spark_properties` reads a
 ``--properties-file``'s text (the caller reads the file), :func:`parse_spark_master` the
-master. What a submission becomes is :mod:`kubemill.api.spark_submit`'s to say.
+master. What a submission becomes is :mod:`kubemill.engines.spark.api.submit`'s to say.
 
 Pure and model-free (no pydantic): ``kubemill spark-submit``'s fast path imports it.
 """

@@ -2,7 +2,7 @@
 
 Measured against the JVM client of the pyspark 4.3.0 wheel (fabric8 7.6.1; see
 ``shared/notes/spark-submit-on-kubernetes.md``); :func:`driver_objects` builds the same four
-objects from a :class:`~kubemill.api.spark_submit.ClusterMode` (the driver's Spark
+objects from a :class:`~kubemill.engines.spark.api.submit.ClusterMode` (the driver's Spark
 configuration) and the values Spark generates per submission (:class:`Generated`, passed in:
 nothing here reads a clock or draws a random number):
 
@@ -39,14 +39,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api.spark_names import (
+from kubemill.engines.spark.api.names import (
     DRIVER_CONTAINER,
     JVM_OVERHEAD_FACTOR,
     MAX_NAME,
     NON_JVM_OVERHEAD_FACTOR,
 )
-from kubemill.api.spark_submit import ClusterMode
-from kubemill.frameworks.spark_wire import (
+from kubemill.engines.spark.api.submit import ClusterMode
+from kubemill.engines.spark.framework.wire import (
     BLOCK_MANAGER_PORT,
     CONF_MOUNT_PATH,
     CONNECT_APP_PROTOCOL,
@@ -73,7 +73,7 @@ from kubemill.frameworks.spark_wire import (
     properties_text,
     with_prefix,
 )
-from kubemill.frameworks.spark_wire import driver_memory_mib as wire_driver_memory_mib
+from kubemill.engines.spark.framework.wire import driver_memory_mib as wire_driver_memory_mib
 
 SPARK_VERSION = "4.3.0"
 """The Spark release whose cluster-mode submission these builders reproduce (measured
@@ -210,7 +210,8 @@ def overhead_factor(mode: ClusterMode) -> str:
 
 
 def driver_memory_mib(mode: ClusterMode) -> int:
-    """The driver pod's memory (see :func:`kubemill.frameworks.spark_wire.driver_memory_mib`)."""
+    """The driver pod's memory (see
+    :func:`kubemill.engines.spark.framework.wire.driver_memory_mib`)."""
     try:
         return wire_driver_memory_mib(mode.conf, default_factor=overhead_factor(mode))
     except SparkConfError as exc:

@@ -5,7 +5,7 @@
 It runs no pods of its own: each run is a SparkApplication
 (:meth:`ScheduledSparkApplication.run`). Its time zone is checked by syntax here (the API
 layer reads no files; the zone database is the substrate's to consult). What it does when
-is the core's (:mod:`kubemill.core.schedule`).
+is the core's (:mod:`kubemill.engines.spark.schedule`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,14 @@ from kubemill.api.crd import INT_OR_STRING
 from kubemill.api.cron import CronError, CronSchedule, check_time_zone, parse_cron
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, KindApi, PrinterColumn
-from kubemill.api.spark import SparkApplication
-from kubemill.api.spark_names import MAX_NAME, UI_SERVICE_SUFFIX
-from kubemill.api.spark_spec import UPSTREAM_API_VERSION, SparkApplicationSpec, default_spark_spec
-from kubemill.api.spark_validation import name_errors, restart_policy_refusals, spec_errors
+from kubemill.engines.spark.api.application import SparkApplication
+from kubemill.engines.spark.api.names import MAX_NAME, UI_SERVICE_SUFFIX
+from kubemill.engines.spark.api.spec import (
+    UPSTREAM_API_VERSION,
+    SparkApplicationSpec,
+    default_spark_spec,
+)
+from kubemill.engines.spark.api.validation import name_errors, restart_policy_refusals, spec_errors
 
 RUN_NAME_DIGITS = 19
 """A scheduled run is named ``<name>-<unix nanoseconds>``: 19 digits until the year 2286."""

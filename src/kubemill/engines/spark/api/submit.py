@@ -1,12 +1,12 @@
 """What a spark-submit command line becomes: a SparkApplication manifest, or Spark's own
 cluster-mode submission.
 
-The arguments are read as Spark reads them by :mod:`kubemill.api.spark_argv`.
+The arguments are read as Spark reads them by :mod:`kubemill.engines.spark.api.argv`.
 :func:`submission_of` turns them into a ``kubemill.dev/v1`` SparkApplication
 (a plain dict that loads with :data:`kubemill.api.SPARKAPPLICATION`) and the master.
 
 Pure: the caller reads a ``--properties-file`` and hands its text to
-:func:`~kubemill.api.spark_argv.parse_spark_properties`; nothing here touches the
+:func:`~kubemill.engines.spark.api.argv.parse_spark_properties`; nothing here touches the
 environment or files.
 
 Where kubemill differs from Spark, and why:
@@ -14,12 +14,12 @@ Where kubemill differs from Spark, and why:
 - no ``--deploy-mode`` with a ``k8s://`` master means cluster mode (Spark's default is
   client mode, which runs the driver in the submitting process: kubemill creates the
   driver in the cluster, so cluster mode is the only mode it submits);
-- options of other cluster managers are refused (:mod:`kubemill.api.spark_argv`).
+- options of other cluster managers are refused (:mod:`kubemill.engines.spark.api.argv`).
 
 :func:`cluster_mode_of` reads the same arguments as Spark's own cluster-mode submission
 does: the Spark configuration the driver gets (options folded into their confs as
 SparkSubmit folds them), the application file, its class and arguments. The driver's
-objects are built from that by :mod:`kubemill.frameworks.spark_cluster_mode`.
+objects are built from that by :mod:`kubemill.engines.spark.framework.cluster_mode`.
 ``--kill`` and ``--status`` (``[NAMESPACE:]DRIVER-POD``, a glob allowed) are read here and
 carried out by the caller.
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubemill.api.errors import did_you_mean
-from kubemill.api.spark_argv import (
+from kubemill.engines.spark.api.argv import (
     DEFAULT_MASTER,
     SparkMaster,
     SparkSubmitError,
@@ -40,7 +40,7 @@ from kubemill.api.spark_argv import (
     parse_spark_master,
     parse_submit_arguments,
 )
-from kubemill.api.spark_names import MAX_NAME, UI_SERVICE_SUFFIX
+from kubemill.engines.spark.api.names import MAX_NAME, UI_SERVICE_SUFFIX
 
 DEFAULT_SPARK_VERSION = "4.0.0"
 """``spec.sparkVersion`` when the image's tag names no version (spark-submit never says)."""

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from kubemill.api.errors import FieldError, child_path, did_you_mean
-from kubemill.api.spark_spec import (
+from kubemill.engines.spark.api.spec import (
     DENIED_SPARK_CONF,
     SparkApplicationSpec,
     SparkPodSpec,

@@ -1,9 +1,9 @@
 """The SparkApplication kind (``kubemill.dev/v1``, field for field as the spark-operator's
 ``sparkoperator.k8s.io/v1beta2``, which loads unchanged): the job model, its status and
 :data:`SPARKAPPLICATION`, the kind's API description. Its spec is
-:mod:`kubemill.api.spark_spec`, its checks :mod:`kubemill.api.spark_validation`, the pod
-templates it stands for :mod:`kubemill.api.spark_pods`; the ScheduledSparkApplication is
-:mod:`kubemill.api.spark_scheduled`.
+:mod:`kubemill.engines.spark.api.spec`, its checks :mod:`kubemill.engines.spark.api.validation`, the
+pod templates it stands for :mod:`kubemill.engines.spark.api.pods`; the ScheduledSparkApplication is
+:mod:`kubemill.engines.spark.api.scheduled`.
 
 **No replica specs.** A SparkApplication describes a driver and its executors with two
 ``SparkPodSpec``s (cores, memory, labels, volume mounts ...), not pod templates, and Spark's
@@ -52,14 +52,14 @@ from kubemill.api.crd import INT_OR_STRING
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, KindApi, PrinterColumn
 from kubemill.api.runstates import TERMINAL_STATES, ApplicationStateType
-from kubemill.api.spark_names import (
+from kubemill.engines.spark.api.names import (
     DRIVER_CONTAINER,
     EXECUTOR_CONTAINER,
     MAX_NAME,
     UI_SERVICE_SUFFIX,
 )
-from kubemill.api.spark_pods import pod_memory_mib, pod_template
-from kubemill.api.spark_spec import (
+from kubemill.engines.spark.api.pods import pod_memory_mib, pod_template
+from kubemill.engines.spark.api.spec import (
     DEFAULT_EXECUTOR_INSTANCES,
     DEFAULT_MEMORY,
     SPARK_REPLICA_TYPES,
@@ -71,7 +71,7 @@ from kubemill.api.spark_spec import (
     conf_int,
     default_spark_spec,
 )
-from kubemill.api.spark_validation import name_errors, restart_policy_refusals, spec_errors
+from kubemill.engines.spark.api.validation import name_errors, restart_policy_refusals, spec_errors
 
 # --- status -------------------------------------------------------------------------------------
 

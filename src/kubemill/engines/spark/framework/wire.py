@@ -1,8 +1,8 @@
 """What Spark's driver pods are made of, as plain values: labels, ports, paths, env, args,
 and the ``spark.properties`` format.
 
-:mod:`kubemill.frameworks.spark` (the SparkApplication planner, whose driver pod the
-operator creates) and :mod:`kubemill.frameworks.spark_cluster_mode` (Spark's own
+:mod:`kubemill.engines.spark.framework.planner` (the SparkApplication planner, whose driver pod the
+operator creates) and :mod:`kubemill.engines.spark.framework.cluster_mode` (Spark's own
 cluster-mode objects, compared with the JVM's field by field) both build their driver
 container from these, so that the two drivers cannot drift apart: the spark-operator runs
 Spark's own submission, so its driver pod is Spark's. They live apart from the planner,
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubemill.api.spark_names import MIN_MEMORY_OVERHEAD_MIB, spark_memory_mib
+from kubemill.engines.spark.api.names import MIN_MEMORY_OVERHEAD_MIB, spark_memory_mib
 
 CONF_MOUNT_PATH = "/opt/spark/conf"
 PROPERTIES = "spark.properties"

@@ -1,8 +1,8 @@
 """Spark on one machine: a SparkApplication's Plan as the local substrate runs it.
 
 On Kubernetes the driver pod runs the image's entrypoint (``driver --properties-file ...``)
-and creates its executors as pods (:mod:`kubemill.frameworks.spark`). Locally there are no
-images and no API server, so :func:`local_plan` (the engine's ``LocalSupport.replan``)
+and creates its executors as pods (:mod:`kubemill.engines.spark.framework.planner`). Locally there
+are no images and no API server, so :func:`local_plan` (the engine's ``LocalSupport.replan``)
 makes the driver replica run pyspark's own ``spark-submit``, from the Python environment
 the image stands for, in client mode:
 
@@ -55,18 +55,25 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from kubemill.api import (
-    Container,
-    ContainerPort,
-    DriverInfo,
-    FieldError,
-    Job,
-    PodTemplateSpec,
-    RestartPolicy,
-    SparkApplication,
+from kubemill.api import Container, ContainerPort, FieldError, Job, PodTemplateSpec, RestartPolicy
+from kubemill.engines.spark.api.application import DriverInfo, SparkApplication
+from kubemill.engines.spark.api.names import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from kubemill.engines.spark.api.spec import DEFAULT_CORES, DEFAULT_MEMORY, SparkPodSpec
+from kubemill.engines.spark.framework.driver import (
+    DRIVER,
+    EXECUTOR,
+    conf_name,
+    main_class,
+    properties,
 )
-from kubemill.api.spark_names import DRIVER_CONTAINER, EXECUTOR_CONTAINER
-from kubemill.api.spark_spec import DEFAULT_CORES, DEFAULT_MEMORY, SparkPodSpec
+from kubemill.engines.spark.framework.wire import (
+    BLOCK_MANAGER_PORT,
+    CONF_MOUNT_PATH,
+    DRIVER_PORT,
+    PROPERTIES,
+    UI_PORT,
+    properties_text,
+)
 from kubemill.frameworks._common import env
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
@@ -81,15 +88,6 @@ from kubemill.frameworks.plan import (
     StatusExtension,
     StatusView,
     replica_name,
-)
-from kubemill.frameworks.spark_driver import DRIVER, EXECUTOR, conf_name, main_class, properties
-from kubemill.frameworks.spark_wire import (
-    BLOCK_MANAGER_PORT,
-    CONF_MOUNT_PATH,
-    DRIVER_PORT,
-    PROPERTIES,
-    UI_PORT,
-    properties_text,
 )
 
 LOCAL_MODE_ANNOTATION = "kubemill.dev/spark-local-mode"

@@ -4,7 +4,7 @@ memory as Spark requests it.
 These are the model's own derived view (:attr:`SparkApplication.replica_specs`): what the
 user asked of each pod, merged as Spark merges a pod template with its confs. Spark's own
 arguments, labels, ports and configuration are the framework's to add
-(:mod:`kubemill.frameworks.spark`).
+(:mod:`kubemill.engines.spark.framework.planner`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kubemill.api.kube import (
     PodTemplateSpec,
     TemplateMeta,
 )
-from kubemill.api.spark_names import (
+from kubemill.engines.spark.api.names import (
     JVM_OVERHEAD_FACTOR,
     MAX_NAME,
     MIN_MEMORY_OVERHEAD_MIB,
@@ -29,7 +29,7 @@ from kubemill.api.spark_names import (
     SPARK_MEMORY,
     spark_memory_mib,
 )
-from kubemill.api.spark_spec import (
+from kubemill.engines.spark.api.spec import (
     SECRET_ENV,
     DriverSpec,
     SparkApplicationSpec,

@@ -1,7 +1,7 @@
 """Spark's fixed names and sizes, as plain values: no models.
 
-The SparkApplication models (:mod:`kubemill.api.spark` and its spec, pods and validation
-modules) import them from here. They live apart so that ``kubemill spark-submit``'s fast
+The SparkApplication models (:mod:`kubemill.engines.spark.api.application` and its spec, pods and
+validation modules) import them from here. They live apart so that ``kubemill spark-submit``'s fast
 path (:mod:`kubemill.cli.spark_fast`), which builds Spark's own cluster-mode objects from
 plain data, imports them without pydantic.
 """

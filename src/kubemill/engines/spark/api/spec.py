@@ -1,7 +1,7 @@
 """The SparkApplication spec: the spark-operator's fields (``sparkoperator.k8s.io/v1beta2``),
-their value formats, the fields refused with a hint (see :mod:`kubemill.api.spark`) and
-upstream's defaults (:func:`default_spark_spec`). A ScheduledSparkApplication's template is
-the same spec.
+their value formats, the fields refused with a hint (see
+:mod:`kubemill.engines.spark.api.application`) and upstream's defaults (:func:`default_spark_spec`).
+A ScheduledSparkApplication's template is the same spec.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 from kubemill.api.base import KubeModel, invalid, refused
 from kubemill.api.errors import did_you_mean
 from kubemill.api.kube import JSON, Container, EnvVar, PodTemplateSpec
-from kubemill.api.spark_names import spark_memory_mib
+from kubemill.engines.spark.api.names import spark_memory_mib
 
 UPSTREAM_API_VERSION = "sparkoperator.k8s.io/v1beta2"
 """The spark-operator's version: loads unchanged into both kinds."""
