@@ -45,7 +45,7 @@ class LocalSupport:
     loopback). ``adapt``: the job as this machine can run it, before it is planned (an MPI
     job in ssh mode runs in exec mode: there is no sshd here); pure, and the job as
     submitted is what is recorded. ``replan``: the framework's Plan as this machine runs
-    it (a SparkApplication's driver runs pyspark's ``spark-submit`` instead of the image's
+    it (a Spark application's driver runs pyspark's ``spark-submit`` instead of the image's
     entrypoint, with ports from the local :class:`Network`); pure. ``refusals``: why the
     job cannot run on this machine, given a test of whether a path exists here (relative
     paths from the job's base directory), as errors at the manifest's field paths; the
@@ -100,13 +100,13 @@ class Engine:
     one by one (the default), an application run again as a whole, a service cluster."""
     restarts: bool = True
     """Whether the kind's pods are ever restarted or recreated (counts against
-    ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
+    ``backoffLimit``). A kind whose runs are retried as a whole (a Spark application: pods
     ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
     restart-count annotation of its upstream group and is not allowed to patch it there."""
     finishes: bool = True
     """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
     delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
-    (MarsCluster) never does, and the operator is not allowed to delete it."""
+    (a Mars cluster) never does, and the operator is not allowed to delete it."""
     cluster: ServiceEngine | None = None
     """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
     shows)."""
@@ -130,7 +130,7 @@ class Controller:
     ``controls`` is the kind of the jobs it creates, in the group it is served in itself;
     the operator watches them, enqueues their controller on every change, and is allowed
     to create them (and to delete them, as it may every job). Its decisions are its
-    ``rules`` (:class:`kubemill.core.ControllerRules`: ScheduledSparkApplication's are
+    ``rules`` (:class:`kubemill.core.ControllerRules`: a Spark schedule's are
     :data:`kubemill.core.SCHEDULED_SPARK`), which both substrates run in one generic loop.
     """
 

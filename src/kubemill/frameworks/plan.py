@@ -388,7 +388,7 @@ class RunRecordReader(Protocol):
 
 @dataclass(frozen=True)
 class RerunPolicy:
-    """The job is one application that runs again as a whole (a SparkApplication).
+    """The job is one application that runs again as a whole (a Spark application).
 
     Its deciding replica (the :attr:`Plan.outcome`'s type, index 0: the driver) is the
     application: the core submits it, judges its end and, as this policy says, deletes it

@@ -5,7 +5,7 @@ An engine is the whole description of a kind that runs pods: its API (model, ver
 conversions and CRD: :class:`kubemill.api.KindApi`), the framework that plans it, what the
 operator must be allowed to do for it, and whether it runs on the local substrate. A
 controller runs no pods: it creates and deletes jobs of a kind that does (a
-ScheduledSparkApplication creates a SparkApplication on its schedule), decided by a core
+Spark schedule creates a Spark application at each time it is due), decided by a core
 function of its own, not by a Plan. The loader's kind table, the CRDs, the install manifests
 and the Helm chart, the operator's RBAC and watches, the CLI's help and ``kubemill kinds``,
 and the docs' kinds table all derive from :func:`entries` (engines, then controllers);
