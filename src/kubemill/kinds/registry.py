@@ -11,9 +11,10 @@ and the Helm chart, the operator's RBAC and watches, the CLI's help and ``kubemi
 and the docs' kinds table all derive from :func:`entries` (engines, then controllers);
 nothing else lists kinds.
 
-Adding an engine means: its API module (model + ``KindApi``), its framework module, and
-one line in :data:`BUILTIN`. A plugin (or a test) adds one at run time with
-:func:`register`.
+Adding an engine means: its folder, ``kubemill/engines/<engine>/`` (its API, planner, local
+support and an ``entry`` module holding its record, see :mod:`kubemill.engines`), and one
+line here, the import of that ``entry`` (its record listed in :data:`BUILTIN` or
+:data:`CONTROLLERS`). A plugin (or a test) adds one at run time with :func:`register`.
 """
 
 from __future__ import annotations
