@@ -11,8 +11,9 @@ An engine folder holds, in layers (bottom up, import-linter checks them, see
 - ``entry``: the engine's registry record (:class:`~kubemill.engines.base.Engine` or
   :class:`~kubemill.engines.base.Controller`: grants, local support, lifecycle, summary),
   the one thing :mod:`kubemill.kinds.registry` names (pure);
-- its in-pod programs (a Mars pod's entrypoint, MPI's exec agent), run inside a job's
-  containers and never imported by the layers above.
+- its in-pod programs (``pod``: a Mars pod's entrypoint; ``agent``: MPI's exec agent,
+  standalone and delivered as a file), run inside a job's containers; the engine's other
+  layers never import them.
 
 This package sits between :mod:`kubemill.kinds` (the registry, which lists the entries) and
 :mod:`kubemill.core`; :mod:`kubemill.engines.base` holds the record types. Importing a
