@@ -26,7 +26,9 @@ either, the entrypoint stops what it started and exits 1 with the reason on stde
 the pod restarts rather than stay unready. The same spin starves a worker whose supervisor
 stops first (a stop that never ends): :func:`patch_worker_locator` makes Mars's locator
 nap and ask again instead, and Mars's services get 10 s to stop before the actor pool is
-stopped anyway.
+stopped anyway. SIGTERM and SIGINT cancel the runner's main task from its event loop (Mars's
+own stop path), and a stop that still takes over 25 s ends the process with every thread's
+stack on stderr.
 
 **Storage, as Mars's own Kubernetes deployment.** A worker runs with Mars's Kubernetes
 config (``mars/deploy/kubernetes/config.yml``: ``storage: backends: [plasma]``), its

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import hashlib
 import logging
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -105,6 +107,19 @@ def runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) -
             self.config.setdefault("cluster", {})["backend"] = "fixed"
             return args
 
+        async def _main(self, argv: Any) -> Any:
+            # A signal handled by raising KeyboardInterrupt lands in whichever task the loop
+            # is stepping (an uploader's, the locator's): that task ends with it, the main
+            # one is never cancelled, nothing is stopped, and the process outlives its
+            # SIGTERM (seen: a worker still running 60 s on). Cancelling the main task from
+            # the loop runs Mars's own stop path (services, then the actor pool).
+            loop = asyncio.get_running_loop()
+            main = asyncio.current_task()
+            assert main is not None
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, _stop_requested, settings, main)
+            return await super()._main(argv)
+
         async def start_services(self) -> Any:
             started = None
             try:
@@ -162,6 +177,20 @@ def runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) -
     return Runner()
 
 
+def _stop_requested(settings: PodSettings, main: asyncio.Task[Any]) -> None:
+    """Cancel the runner's main task (Mars then stops its services and actor pool), and
+    bound the whole stop: past :data:`_STOP_DEADLINE` every thread's stack goes to stderr
+    and the process exits 1, so a hang is both ended and explained."""
+    if main.cancelling():
+        return
+    log.warning("stopping the Mars %s %s", settings.role, settings.address)
+    faulthandler.dump_traceback_later(_STOP_DEADLINE, exit=True)
+    main.cancel()
+
+
+_STOP_DEADLINE = 25.0
+"""Seconds a stop may take before the process ends itself (a pod's grace period is 30 s by
+default; Mars's own graceful stop takes a few seconds)."""
 _STOP_WAIT = 30.0
 """Seconds to stop what a failed start left, before exiting anyway."""
 _SERVICES_STOP_WAIT = 10.0
