@@ -28,7 +28,7 @@ from kubemill.engines.spark.api.application import SPARKAPPLICATION, ExecutorSta
 from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
 from kubemill.engines.spark.api.spec import DeployMode, SparkApplicationType, SparkRestartPolicyType
 
-MANIFESTS = Path(__file__).parents[1] / "manifests" / "spark"
+MANIFESTS = Path(__file__).parents[2] / "manifests" / "spark"
 SEED = MANIFESTS / "sparkapplication-v1beta2.yaml"
 FULL = MANIFESTS / "full-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from framework_networks import LoopbackNetwork
 
 from kubemill.api import JobStatus, KindTable
 from kubemill.api.loader import load_one
@@ -26,8 +25,9 @@ from kubemill.engines.spark.local import (
     refusals,
 )
 from kubemill.frameworks import Plan, ReplicaPlan, StatusView
+from support.framework_networks import LoopbackNetwork
 
-SEED = Path(__file__).parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
+SEED = Path(__file__).parents[2] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION])
 
 

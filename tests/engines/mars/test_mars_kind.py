@@ -12,7 +12,7 @@ from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import render_job
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mars-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mars-cluster.yaml"
 
 
 def test_the_example_renders_the_cluster_owned_by_it() -> None:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from framework_networks import ClusterNetwork, LoopbackNetwork
 
 from kubemill.api import ApplicationStateType, Condition, ConditionType, JobStatus, KindTable
 from kubemill.api.loader import load_one
@@ -23,8 +22,9 @@ from kubemill.engines.spark.framework.driver import (
 from kubemill.engines.spark.framework.planner import Spark, spark_status
 from kubemill.engines.spark.framework.wire import PROPERTIES, PYTHON_RUNNER
 from kubemill.frameworks import ObservedPodView, Plan, StatusView, SuccessPolicy
+from support.framework_networks import ClusterNetwork, LoopbackNetwork
 
-SEED = Path(__file__).parents[1] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
+SEED = Path(__file__).parents[2] / "manifests" / "spark" / "sparkapplication-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION])
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from framework_networks import ClusterNetwork, LoopbackNetwork
 
 from kubemill.api import RestartPolicy
 from kubemill.engines.tensorflow.api import TFJob
@@ -21,8 +20,16 @@ from kubemill.frameworks import (
     SuccessPolicy,
 )
 from kubemill.kinds import load_one, plan_for
+from support.framework_networks import ClusterNetwork, LoopbackNetwork
 
-SEED = Path(__file__).parents[1] / "manifests" / "good" / "seed-tfjob-v1alpha1.yaml"
+
+@pytest.fixture
+def loopback() -> LoopbackNetwork:
+    """A fresh local-style network (127.0.0.1, distinct ports)."""
+    return LoopbackNetwork()
+
+
+SEED = Path(__file__).parents[2] / "manifests" / "good" / "seed-tfjob-v1alpha1.yaml"
 
 
 def tfjob(name: str = "tj", *, spec: dict[str, Any] | None = None, **replicas: Any) -> TFJob:

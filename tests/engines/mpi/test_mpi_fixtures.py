@@ -19,7 +19,7 @@ from kubemill.engines.mpi.api import MPIJOB, MPIJob
 from kubemill.engines.pytorch.api import PYTORCHJOB
 from kubemill.engines.tensorflow.api import TFJOB
 
-MPI = Path(__file__).parents[1] / "manifests" / "mpi"
+MPI = Path(__file__).parents[2] / "manifests" / "mpi"
 GOOD_FILES = sorted((MPI / "good").glob("*.yaml"))
 BROKEN_FILES = sorted((MPI / "broken").glob("*.yaml"))
 KINDS = KindTable([TFJOB, PYTORCHJOB, MPIJOB])

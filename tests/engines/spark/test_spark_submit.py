@@ -32,7 +32,7 @@ KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 IMAGE = "--conf=spark.kubernetes.container.image=spark:4.0.0"
 PI_PY = "local:///opt/spark/examples/src/main/python/pi.py"
 
-SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
+SEED_S1 = Path(__file__).resolve().parents[3] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
 """SPEC.md S1's command line, after ``spark-submit``."""
 

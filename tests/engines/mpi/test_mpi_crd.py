@@ -21,7 +21,7 @@ from kubemill.engines.pytorch.api import PYTORCHJOB
 from kubemill.engines.tensorflow.api import TFJOB
 from support import manifest_checks
 
-TESTS = Path(__file__).parents[1]
+TESTS = Path(__file__).parents[2]
 MANIFESTS = [
     TESTS.parent / "examples" / "seed" / "mpijob-v1alpha2.yaml",
     *sorted((TESTS / "manifests" / "mpi" / "good").glob("*.yaml")),

@@ -7,8 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from framework_networks import LoopbackNetwork
-
 from kubemill.api import ConditionType, JobStatus
 from kubemill.core import reconcile
 from kubemill.core.model import CreatePod, Observed, ObservedPod
@@ -26,6 +24,7 @@ from kubemill.engines.mars.framework import (
 from kubemill.engines.mars.local import local_plan
 from kubemill.frameworks.plan import Plan, ServicePolicy
 from kubemill.kinds import load_one
+from support.framework_networks import LoopbackNetwork
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ from kubemill.engines.spark.api.application import SPARKAPPLICATION
 from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
 from support import manifest_checks
 
-TESTS = Path(__file__).parents[1]
+TESTS = Path(__file__).parents[2]
 MANIFESTS = sorted((TESTS / "manifests" / "spark").glob("*.yaml"))
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 ENTRIES = {

@@ -33,7 +33,7 @@ from kubemill.engines.mpi.api import (
 from kubemill.engines.pytorch.api import PYTORCHJOB
 from kubemill.engines.tensorflow.api import TFJOB
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 SEED = ROOT / "examples" / "seed" / "mpijob-v1alpha2.yaml"
 GOOD = ROOT / "tests" / "manifests" / "mpi" / "good"
 KINDS = KindTable([TFJOB, PYTORCHJOB, MPIJOB])

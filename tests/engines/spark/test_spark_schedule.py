@@ -23,7 +23,7 @@ from kubemill.engines.spark.api.scheduled import (
     ScheduleState,
 )
 
-EXAMPLE = Path(__file__).parents[1] / "manifests" / "spark" / "scheduled-v1beta2.yaml"
+EXAMPLE = Path(__file__).parents[2] / "manifests" / "spark" / "scheduled-v1beta2.yaml"
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from framework_networks import ClusterNetwork, LoopbackNetwork
 
 from kubemill.api import RestartPolicy
 from kubemill.engines.pytorch.api import PyTorchJob
 from kubemill.engines.pytorch.framework import PyTorch
 from kubemill.frameworks import LABEL_JOB_ROLE, ReplicaPlan, SuccessPolicy
 from kubemill.kinds import load_one, plan_for
+from support.framework_networks import ClusterNetwork, LoopbackNetwork
+
+
+@pytest.fixture
+def loopback() -> LoopbackNetwork:
+    """A fresh local-style network (127.0.0.1, distinct ports)."""
+    return LoopbackNetwork()
 
 
 def ptjob(name: str = "pt", *, spec: dict[str, Any] | None = None, **replicas: Any) -> PyTorchJob:

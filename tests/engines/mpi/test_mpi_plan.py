@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from framework_networks import ClusterNetwork, LoopbackNetwork
 
 from kubemill.engines.mpi.api import MPIJob
 from kubemill.engines.mpi.framework import MPI
@@ -18,6 +17,7 @@ from kubemill.frameworks import (
     SuccessPolicy,
 )
 from kubemill.kinds import load_one
+from support.framework_networks import ClusterNetwork, LoopbackNetwork
 
 SEED_LAUNCHER = {
     "replicas": 1,
