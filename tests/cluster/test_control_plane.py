@@ -7,8 +7,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from support.control_plane import PROCESSES, ControlPlane, absent
+from support.control_plane import PROCESSES, ControlPlane, absent, kubeconfig
 from support.node import NodeStandIn
+from support.real_operator import Refusals, refusals
 from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,3 +187,58 @@ def runs(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_the_audit_log_tells_an_rbac_refusal_from_an_admission_refusal(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    namespace = control_plane.new_namespace()
+    account = "probe"
+    control_plane.request(
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": account}}
+    )
+    role = {
+        "metadata": {"name": "pods"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}],
+    }
+    binding = {
+        "metadata": {"name": "pods"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    control_plane.request("POST", f"{rbac}/roles", role)
+    control_plane.request("POST", f"{rbac}/rolebindings", binding)
+    token = control_plane.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )["status"]["token"]
+    config = tmp_path / "probe.kubeconfig"
+    ca = control_plane.pki.path("ca", "crt")
+    config.write_text(json.dumps(kubeconfig(control_plane.url, ca, user=account, token=token)))
+    # Not granted: the authorizer refuses. Granted, but the pod names a ServiceAccount that
+    # does not exist: the ServiceAccount admission plugin refuses, with the same 403.
+    secrets = control_plane.kubectl(
+        "get", "secrets", "-n", namespace, kubeconfig=config, check=False
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": namespace},
+        "spec": {"serviceAccountName": "missing", "containers": [{"name": "c", "image": "x"}]},
+    }
+    created = control_plane.kubectl(
+        "create", "-f", "-", stdin=json.dumps(pod), kubeconfig=config, check=False
+    )
+    assert secrets.returncode != 0 and created.returncode != 0
+    assert "forbidden" in secrets.stderr.lower() and "forbidden" in created.stderr.lower()
+    user = f"system:serviceaccount:{namespace}:{account}"
+
+    def told() -> Refusals:
+        return refusals(control_plane, user)
+
+    eventually(lambda: told().by_rbac and told().by_admission, timeout=30, what="both refusals")
+    assert told().by_rbac == [f"list /secrets in {namespace}"]
+    [admission] = told().by_admission
+    assert admission.startswith(f"create /pods in {namespace}: ") and "missing" in admission

@@ -1,7 +1,9 @@
 """MPIJobs through the real control plane: the seed's v1alpha2 form (the exec agent) from the
-SDK, and mpi-operator's v2beta1 form (SSH, ``launcherCreationPolicy: WaitForWorkersReady``)
-in its own group, applied by kubectl. The workers come first and the launcher after them,
-the hostfile is a ConfigMap, the SSH keys a Secret; the launcher's exit decides the job."""
+SDK, run for real (mpirun, kubexec and the ranks as processes, each orted exec'd into its
+worker through the real API server), and mpi-operator's v2beta1 form (SSH,
+``launcherCreationPolicy: WaitForWorkersReady``) in its own group, applied by kubectl. The
+workers come first and the launcher after them, the hostfile is a ConfigMap, the SSH keys a
+Secret; the launcher's exit decides the job."""
 
 from __future__ import annotations
 
@@ -49,6 +51,39 @@ spec:
 """
 
 
+RANKS = """
+import os, sys
+from mpi4py import MPI
+world = MPI.COMM_WORLD
+total = world.allreduce(world.rank + 1)
+print(f"rank {world.rank}/{world.size} in {os.environ['HOSTNAME']}: sum {total}", flush=True)
+sys.exit(int(os.environ.get("FAIL_RANK_EXIT", "0")) if world.rank == 1 else 0)
+"""
+"""Each rank adds rank + 1 and reports the pod it ran in (its HOSTNAME, given by the node to
+the worker it was exec'd into); rank 1 exits with ``$FAIL_RANK_EXIT`` (a worker's env)."""
+
+
+def exec_mode_mpijob(name: str, *, fail_rank_exit: int = 0) -> dict[str, Any]:
+    """The seed's v1alpha2 form (the exec agent; workers with ``command: [""]``) with a
+    small mpi4py program for the seed's Horovod one; MPI over loopback TCP only."""
+    manifest = yaml.safe_load((ROOT / "examples" / "seed" / "mpijob-v1alpha2.yaml").read_text())
+    manifest["metadata"]["name"] = name
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher["containers"][0]["args"] = [
+        *("-np", "2", "--allow-run-as-root", "-bind-to", "none", "-map-by", "slot"),
+        *("-mca", "pml", "ob1", "-mca", "btl", "self,tcp"),
+        *("-mca", "btl_tcp_if_include", "lo", "-mca", "oob_tcp_if_include", "lo"),
+        *("python", "-c", RANKS),
+    ]
+    # The launcher's first exit decides (OnFailure, the default, would run mpirun again).
+    manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Never"
+    worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["env"] = [{"name": "FAIL_RANK_EXIT", "value": str(fail_rank_exit)}]
+    for spec in (launcher, manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]):
+        spec["containers"][0].pop("resources")  # 2 cores here, not the seed's 5
+    return manifest  # type: ignore[no-any-return]
+
+
 def pods(plane: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
     listing = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
     return {p["metadata"]["name"]: p for p in listing}
@@ -82,35 +117,6 @@ def workers_first_then_the_launcher(
     return launcher  # type: ignore[no-any-return]
 
 
-def test_the_seeds_v1alpha2_mpijob_runs_its_launcher_after_its_workers(
-    control_plane: ControlPlane, node: NodeStandIn
-) -> None:
-    namespace = control_plane.new_namespace()
-    manifest = yaml.safe_load((ROOT / "examples" / "seed" / "mpijob-v1alpha2.yaml").read_text())
-    client = JobClient(
-        "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
-    )
-    client.submit(manifest)
-    launcher = workers_first_then_the_launcher(control_plane, node, namespace, "tensorflow-mnist")
-    configmaps = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")["items"]
-    hostfiles = [c for c in configmaps if "hostfile" in c.get("data", {})]
-    assert hostfiles, [c["metadata"]["name"] for c in configmaps]
-    assert "tensorflow-mnist-worker-0" in hostfiles[0]["data"]["hostfile"]
-    # The exec agent: mpirun's remote shell execs into the workers through the API.
-    env = {e["name"]: e.get("value") for e in launcher["spec"]["containers"][0].get("env", [])}
-    assert any("plm_rsh_agent" in name.lower() for name in env), sorted(env)
-    node.finish(namespace, launcher["metadata"]["name"], 0)
-    eventually(
-        lambda: client.get("tensorflow-mnist").phase == "Succeeded", timeout=WAIT, what="Succeeded"
-    )
-    # cleanPodPolicy Running: the workers still running are stopped.
-    eventually(
-        lambda: not [n for n in pods(control_plane, namespace) if "worker" in n],
-        timeout=WAIT,
-        what="the workers stopped",
-    )
-
-
 def test_a_v2beta1_mpijob_over_ssh_in_its_own_group(
     control_plane: ControlPlane, node: NodeStandIn
 ) -> None:
@@ -133,3 +139,52 @@ def test_a_v2beta1_mpijob_over_ssh_in_its_own_group(
         return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
 
     eventually(succeeded, timeout=WAIT, what="the upstream MPIJob Succeeded")
+
+
+@pytest.mark.parametrize("fail_rank_exit", [0, 3], ids=["ranks-agree", "a-rank-fails"])
+def test_the_seeds_v1alpha2_mpijob_runs_mpirun_through_the_real_api_servers_exec(
+    control_plane: ControlPlane, node: NodeStandIn, fail_rank_exit: int
+) -> None:
+    """The seed's exec-mode MPIJob with its launcher run for real (the node runs the pods'
+    commands in this test's namespace): the workers run before the launcher exists; mpirun
+    reads the job's hostfile and runs kubexec from the job's ConfigMap as its remote shell,
+    as the launcher's ServiceAccount (the pod's kube-api-access token); each orted reaches
+    its worker through the real API server's pods/exec, authorized by the Role the operator
+    made, and runs there; the ranks compute; the launcher's exit decides the job."""
+    namespace = control_plane.new_namespace("mpi")
+    node.run_commands_in(namespace)
+    name = "allreduce"
+    client = JobClient(
+        "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
+    )
+    client.submit(exec_mode_mpijob(name, fail_rank_exit=fail_rank_exit))
+    launcher = workers_first_then_the_launcher(control_plane, node, namespace, name)
+    launcher_name = launcher["metadata"]["name"]
+    phase = eventually(
+        lambda: client.get(name).phase in ("Succeeded", "Failed") and client.get(name).phase,
+        timeout=WAIT,
+        what="the job ended",
+    )
+    log = control_plane.kubectl("logs", "-n", namespace, launcher_name).stdout
+    assert phase == ("Failed" if fail_rank_exit else "Succeeded"), log
+    ranks = sorted(line for line in log.splitlines() if line.startswith("rank "))
+    assert ranks == [f"rank 0/2 in {name}-worker-0: sum 3", f"rank 1/2 in {name}-worker-1: sum 3"]
+    state = node.pod(namespace, launcher_name)["status"]["containerStatuses"][0]["state"]
+    assert (state["terminated"]["exitCode"] != 0) == bool(fail_rank_exit), state
+    # Each exec was the launcher's own: its ServiceAccount, into its workers' container.
+    account = f"system:serviceaccount:{namespace}:{name}-launcher"
+    execs = {
+        (e["objectRef"]["name"], e["verb"], e["responseStatus"]["code"])
+        for e in control_plane.audit(account)
+        if e.get("stage") == "ResponseComplete" and e["objectRef"].get("subresource") == "exec"
+    }
+    assert execs == {(f"{name}-worker-{i}", "get", 101) for i in range(2)}, execs
+    paths = [r["path"] for r in node.exec_requests if f"/exec/{namespace}/" in r["path"]]
+    targets = {tuple(p.split("?")[0].rsplit("/", 2)[1:]) for p in paths}
+    assert targets == {(f"{name}-worker-{i}", "mpi-worker") for i in range(2)}
+    # cleanPodPolicy Running: the workers, still running, are stopped.
+    eventually(
+        lambda: not [n for n in pods(control_plane, namespace) if "worker" in n],
+        timeout=WAIT,
+        what="the workers stopped",
+    )

@@ -14,9 +14,20 @@ what it may do), what a kubelet does:
   :attr:`NodeStandIn.grace` seconds, then is removed with grace 0, as the kubelet does;
 - the kubelet's HTTPS endpoint that the API server proxies ``kubectl logs`` to
   (``/containerLogs/<ns>/<pod>/<container>`` with ``follow``, ``tailLines``, ``sinceSeconds``,
-  ``timestamps``, ``limitBytes``) serves what a test wrote with :meth:`NodeStandIn.write_log`.
+  ``timestamps``, ``limitBytes``) serves what a test wrote with :meth:`NodeStandIn.write_log`
+  (or what a container's process printed);
+- the kubelet's ``exec`` endpoint (``/exec/<ns>/<pod>/<container>``, WebSocket
+  ``v5.channel.k8s.io`` and ``v4.channel.k8s.io``; :mod:`support.kubelet_exec`) runs the
+  command as a real local process in the container's environment and volumes
+  (:mod:`support.pod_runtime`). The Node declares ``ExtendWebSocketsToKubelet``, as a 1.36
+  kubelet does, so the API server proxies the client's WebSocket here rather than
+  translating it into SPDY.
 
-The pods' commands do not run: a test decides each container's exit.
+By default the pods' own commands do not run: a test decides each container's exit
+(:meth:`NodeStandIn.finish`). With ``run_commands=True`` each container that has a command
+runs it as a process (:mod:`support.pod_runtime`), its output is its log and its exit is the
+container's exit; a container without one (the seed's MPI workers' ``command: [""]``) stays
+running, for what is exec'd into it.
 """
 
 from __future__ import annotations
@@ -24,7 +35,10 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import shutil
 import ssl
+import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -32,9 +46,24 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from support.control_plane import ControlPlane
+from support.kubelet_exec import (
+    ExecRefused,
+    ExecRequest,
+    exit_code,
+    parse_exec,
+    serve_exec,
+    stop,
+)
+from support.pod_runtime import PodRuntime, PodRuntimeError
+
+DECLARED_FEATURES = ["ExtendWebSocketsToKubelet"]
+"""What a 1.36 kubelet with default feature gates declares in its Node's status that
+changes what the API server sends it: with it, exec WebSockets are proxied to the node as
+the client sent them (without it, a v5 exec reaches the node as SPDY)."""
 
 Pod = dict[str, Any]
 
@@ -54,10 +83,23 @@ class ContainerLog:
 class NodeStandIn:
     """Plays the pods bound to ``plane``'s Node (see the module docstring)."""
 
-    def __init__(self, plane: ControlPlane, *, grace: float = 0.3) -> None:
+    def __init__(
+        self, plane: ControlPlane, *, grace: float = 0.3, run_commands: bool = False
+    ) -> None:
         self.plane = plane
         self.grace = grace
         """Seconds a deleted pod takes to stop (its Terminating window)."""
+        self.run_commands = run_commands
+        """Whether containers run their own commands as processes (see the module doc)."""
+        self._command_namespaces: set[str] = set()
+        self._root = Path(tempfile.mkdtemp(prefix="kubemill-node-"))
+        self.runtime = PodRuntime(plane, self._root)
+        self._processes: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        """Each running container's process, by (pod uid, container)."""
+        self._exits: dict[tuple[str, str], int] = {}
+        self.exec_requests: list[dict[str, str]] = []
+        """What the API server sent the exec endpoint: method, path (with the query), the
+        ``Upgrade`` and ``Sec-WebSocket-Protocol`` headers; for tests to see the wire."""
         self.on_start: Callable[[Pod], None] | None = None
         """Called (on the watch thread) once a pod is reported running: a test's script."""
         self._stop = threading.Event()
@@ -74,6 +116,7 @@ class NodeStandIn:
 
     def start(self) -> NodeStandIn:
         self._serve_kubelet_api()
+        self._declare_features()
         watcher = threading.Thread(target=self._watch_forever, name="node-watch", daemon=True)
         watcher.start()
         self._threads.append(watcher)
@@ -86,8 +129,12 @@ class NodeStandIn:
             self._server.server_close()
         with self._lock:
             self._lock.notify_all()
+            processes = list(self._processes.values())
+        for process in processes:
+            stop(process)
         for thread in self._threads:
             thread.join(timeout=10)
+        shutil.rmtree(self._root, ignore_errors=True)
 
     # --- what tests do ---
 
@@ -102,9 +149,9 @@ class NodeStandIn:
         *,
         container: str | None = None,
         reason: str | None = None,
-    ) -> None:
+    ) -> bool:
         """The pod's container (its first, unless named) exits with ``exit_code``; the pod is
-        restarted in place or ends, as its ``restartPolicy`` says."""
+        restarted in place or ends, as its ``restartPolicy`` says. Whether it restarted."""
         pod = self.pod(namespace, name)
         containers = [c["name"] for c in pod["spec"]["containers"]]
         target = container or containers[0]
@@ -124,7 +171,7 @@ class NodeStandIn:
             entry["state"] = {"running": {"startedAt": stamp()}}
             entry["ready"] = True
             self._write_status(pod, phase="Running", statuses=list(statuses.values()))
-            return
+            return True
         entry["state"] = {"terminated": terminated}
         entry["ready"] = False
         entry["started"] = False
@@ -132,7 +179,7 @@ class NodeStandIn:
         self._end_log(namespace, name, target)
         if not others_done:
             self._write_status(pod, phase="Running", statuses=list(statuses.values()), ready=False)
-            return
+            return False
         failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in statuses.values())
         self._write_status(
             pod,
@@ -140,6 +187,7 @@ class NodeStandIn:
             statuses=list(statuses.values()),
             ready=False,
         )
+        return False
 
     def write_log(self, namespace: str, pod: str, container: str, text: str) -> None:
         """Append ``text`` to the container's log, as its process would print it."""
@@ -148,6 +196,16 @@ class NodeStandIn:
             now = datetime.now(tz=UTC)
             log.lines.extend((now, line) for line in text.splitlines())
             self._lock.notify_all()
+
+    def run_commands_in(self, namespace: str) -> None:
+        """Pods started from now on in ``namespace`` run their containers' commands (the
+        ``run_commands`` opt-in for one test's namespace, on a node the tests share)."""
+        with self._lock:
+            self._command_namespaces.add(namespace)
+
+    def _runs_commands(self, namespace: str) -> bool:
+        with self._lock:
+            return self.run_commands or namespace in self._command_namespaces
 
     def running(self, namespace: str, name: str) -> bool:
         """Whether the stand-in has reported the pod running."""
@@ -217,6 +275,7 @@ class NodeStandIn:
                 if log is not None:
                     log.ended = True
             self._lock.notify_all()
+        self.runtime.forget(meta["uid"])
 
     def _spawn(self, target: Callable[[Pod], None], pod: Pod) -> None:
         def guarded() -> None:
@@ -275,13 +334,100 @@ class NodeStandIn:
                     (pod["metadata"]["namespace"], pod["metadata"]["name"], container["name"]),
                     ContainerLog(),
                 )
+        runs = self._runs_commands(pod["metadata"]["namespace"])
+        started = self._start_processes(pod) if runs else {}
         self._write_status(pod, phase="Running", statuses=statuses, init=init, ip=ip, ready=True)
+        for container, process in started.items():
+            if process is None:
+                self.finish(
+                    pod["metadata"]["namespace"],
+                    pod["metadata"]["name"],
+                    128,
+                    container=container,
+                    reason="StartError",
+                )
+            else:
+                self._spawn(self._process_watcher(container, process), pod)
         if self.on_start is not None:
             self.on_start(pod)
 
-    def _terminate(self, pod: Pod) -> None:
-        time.sleep(self.grace)
+    # --- the containers' own processes (run_commands) ---
+
+    def _start_processes(self, pod: Pod) -> dict[str, subprocess.Popen[bytes] | None]:
+        """Each container's command started (None where it could not start: its reason is
+        in its log); containers without one are left out."""
+        started: dict[str, subprocess.Popen[bytes] | None] = {}
+        for container in pod["spec"]["containers"]:
+            name = container["name"]
+            try:
+                argv = self.runtime.command(pod, name)
+                if argv:
+                    started[name] = self._run(pod, name, argv)
+            except (OSError, PodRuntimeError) as exc:
+                meta = pod["metadata"]
+                self.write_log(meta["namespace"], meta["name"], name, f"node stand-in: {exc}")
+                started[name] = None
+        return started
+
+    def _run(self, pod: Pod, container: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        process = self.runtime.spawn(pod, container, argv)
+        with self._lock:
+            self._processes[(pod["metadata"]["uid"], container)] = process
+        return process
+
+    def _process_watcher(
+        self, container: str, process: subprocess.Popen[bytes]
+    ) -> Callable[[Pod], None]:
+        def watch_process(pod: Pod) -> None:
+            self._watch_process(pod, container, process)
+
+        return watch_process
+
+    def _watch_process(self, pod: Pod, container: str, process: subprocess.Popen[bytes]) -> None:
+        """Relay the process's output to the container's log; at its exit the container
+        exits with its code (and runs again if the pod's restartPolicy restarts it)."""
         meta = pod["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        while True:
+            readers = [
+                threading.Thread(target=self._log_lines, args=(namespace, name, container, pipe))
+                for pipe in (process.stdout, process.stderr)
+                if pipe is not None
+            ]
+            for reader in readers:
+                reader.start()
+            code = exit_code(process.wait())
+            for reader in readers:
+                reader.join()
+            with self._lock:
+                self._exits[(uid, container)] = code
+                deleting = uid in self._deleting or self._stop.is_set()
+            if deleting or not self.finish(namespace, name, code, container=container):
+                return
+            process = self._run(pod, container, self.runtime.command(pod, container))
+
+    def _log_lines(self, namespace: str, pod: str, container: str, pipe: Any) -> None:
+        with pipe:
+            for raw in pipe:
+                self.write_log(namespace, pod, container, raw.decode(errors="replace"))
+
+    def _terminate(self, pod: Pod) -> None:
+        meta = pod["metadata"]
+        with self._lock:
+            processes = {
+                container: process
+                for (uid, container), process in self._processes.items()
+                if uid == meta["uid"]
+            }
+        stopping = [
+            threading.Thread(target=stop, args=(process, self.grace), daemon=True)
+            for process in processes.values()
+        ]
+        for thread in stopping:
+            thread.start()
+        time.sleep(self.grace)
+        for thread in stopping:
+            thread.join()
         namespace, name = meta["namespace"], meta["name"]
         try:
             current = self.pod(namespace, name)
@@ -295,10 +441,13 @@ class NodeStandIn:
         for entry in statuses:
             if "terminated" not in entry.get("state", {}):
                 started = entry.get("state", {}).get("running", {}).get("startedAt", stamp())
+                with self._lock:
+                    # SIGTERM's 143 for a container without a process (or still stopping).
+                    code = self._exits.get((meta["uid"], entry["name"]), 143)
                 entry["state"] = {
                     "terminated": {
-                        "exitCode": 143,
-                        "reason": "Error",
+                        "exitCode": code,
+                        "reason": "Error" if code else "Completed",
                         "startedAt": started,
                         "finishedAt": stamp(),
                     }
@@ -383,11 +532,23 @@ class NodeStandIn:
             def do_GET(self) -> None:
                 url = urllib.parse.urlsplit(self.path)
                 parts = url.path.strip("/").split("/")
+                if len(parts) == 4 and parts[0] == "exec":
+                    stand_in._serve_exec(self, url.path, url.query)
+                    return
                 if len(parts) != 4 or parts[0] != "containerLogs":
-                    self.send_error(404, "the node stand-in serves only containerLogs")
+                    self.send_error(404, "the node stand-in serves only containerLogs and exec")
                     return
                 query = dict(urllib.parse.parse_qsl(url.query))
                 stand_in._serve_log(self, parts[1], parts[2], parts[3], query)
+
+            def do_POST(self) -> None:
+                # SPDY upgrades come as POST: what the API server sends a node that does not
+                # declare ExtendWebSocketsToKubelet, or for a client that asks for SPDY.
+                url = urllib.parse.urlsplit(self.path)
+                if url.path.startswith("/exec/"):
+                    stand_in._serve_exec(self, url.path, url.query)
+                    return
+                self.send_error(404, "the node stand-in serves only containerLogs and exec")
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         pki = self.plane.pki
@@ -405,6 +566,67 @@ class NodeStandIn:
         thread = threading.Thread(target=server.serve_forever, name="node-kubelet-api", daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def _declare_features(self) -> None:
+        """Report in the Node's status the features this node declares, as the kubelet does."""
+        self.plane.request(
+            "PATCH",
+            f"/api/v1/nodes/{self.plane.node}/status",
+            {"status": {"declaredFeatures": DECLARED_FEATURES}},
+            identity="node",
+            content_type="application/merge-patch+json",
+        )
+
+    def _serve_exec(
+        self, handler: http.server.BaseHTTPRequestHandler, path: str, query: str
+    ) -> None:
+        seen = {
+            "method": handler.command,
+            "path": handler.path,
+            "upgrade": handler.headers.get("Upgrade", ""),
+            "protocols": handler.headers.get("Sec-WebSocket-Protocol", ""),
+        }
+        with self._lock:
+            self.exec_requests.append(seen)
+        try:
+            request = parse_exec(path, query)
+            pod = self._exec_target(request)
+            serve_exec(handler, request, lambda r: self._exec_process(pod, r))
+        except ExecRefused as exc:
+            body = exc.message.encode()
+            handler.send_response(exc.code)
+            handler.send_header("Content-Type", "text/plain; charset=utf-8")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+    def _exec_target(self, request: ExecRequest) -> Pod:
+        """The pod, if its container runs on this node; else the kubelet's refusal."""
+        with self._lock:
+            known = self._pods.get((request.namespace, request.pod))
+            started = known is not None and known["metadata"]["uid"] in self._started
+        if known is None or not started:
+            raise ExecRefused(404, "pod does not exist")
+        try:
+            pod = self.pod(request.namespace, request.pod)
+        except urllib.error.HTTPError:
+            raise ExecRefused(404, "pod does not exist") from None
+        statuses = {s["name"]: s for s in pod.get("status", {}).get("containerStatuses", [])}
+        if request.container not in statuses:
+            raise ExecRefused(404, f"container not found ({request.container!r})")
+        if "running" not in statuses[request.container].get("state", {}):
+            raise ExecRefused(500, f"container {request.container} is not running")
+        return pod
+
+    def _exec_process(self, pod: Pod, request: ExecRequest) -> subprocess.Popen[bytes]:
+        return self.runtime.spawn(
+            pod,
+            request.container,
+            request.command,
+            stdin=request.stdin,
+            stdout=request.stdout,
+            stderr=request.stderr,
+        )
 
     def _serve_log(
         self,
@@ -470,8 +692,10 @@ class NodeStandIn:
 
 
 @contextlib.contextmanager
-def node_stand_in(plane: ControlPlane, *, grace: float = 0.3) -> Iterator[NodeStandIn]:
-    node = NodeStandIn(plane, grace=grace).start()
+def node_stand_in(
+    plane: ControlPlane, *, grace: float = 0.3, run_commands: bool = False
+) -> Iterator[NodeStandIn]:
+    node = NodeStandIn(plane, grace=grace, run_commands=run_commands).start()
     try:
         yield node
     finally:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -98,15 +99,40 @@ class RealOperator(Operator):
         )
 
     def refused(self) -> list[str]:
-        """Requests of the operator's ServiceAccount the API server refused as forbidden."""
-        return sorted(
-            {
-                f"{e['verb']} {describe(e.get('objectRef', {}))}"
-                for e in self.plane.audit(SERVICE_ACCOUNT)
-                if e.get("stage") == "ResponseComplete"
-                and e.get("responseStatus", {}).get("code") == 403
-            }
-        )
+        """Requests of the operator's ServiceAccount the RBAC authorizer refused: a
+        permission the install lacks."""
+        return refusals(self.plane, SERVICE_ACCOUNT).by_rbac
+
+    def refused_by_admission(self) -> list[str]:
+        """Requests of the operator's ServiceAccount RBAC allowed and an admission plugin then
+        refused (see :class:`Refusals`): no permission is missing, and the operator retries."""
+        return refusals(self.plane, SERVICE_ACCOUNT).by_admission
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """A user's requests the API server answered 403, as its audit log tells: ``by_rbac``
+    where the authorizer's decision was ``forbid`` (``verb group/resource in namespace``),
+    ``by_admission`` where RBAC allowed and an admission plugin refused (a namespace
+    terminating, a ServiceAccount not found, ...), with the server's message."""
+
+    by_rbac: list[str]
+    by_admission: list[str]
+
+
+def refusals(plane: ControlPlane, username: str) -> Refusals:
+    by_rbac: set[str] = set()
+    by_admission: set[str] = set()
+    for event in plane.audit(username):
+        status = event.get("responseStatus", {})
+        if event.get("stage") != "ResponseComplete" or status.get("code") != 403:
+            continue
+        request = f"{event['verb']} {describe(event.get('objectRef', {}))}"
+        if event.get("annotations", {}).get("authorization.k8s.io/decision") == "forbid":
+            by_rbac.add(request)
+        else:
+            by_admission.add(f"{request}: {status.get('message', '')}")
+    return Refusals(sorted(by_rbac), sorted(by_admission))
 
 
 def describe(ref: dict[str, Any]) -> str:

@@ -146,14 +146,15 @@ def test_exec_mode_delivers_the_agent_and_grants_exec_on_the_workers_only() -> N
     agent = next(f for f in config.files if f.name == "kubexec")
     assert agent.source == PackagedProgram("kubemill.engines.mpi.agent")
     assert agent.mode == 0o755
-    assert config.replica_types == ("Launcher",)
+    # The workers get the agent's path too: OpenMPI 4's orted stops where it is missing.
+    assert config.replica_types == ("Launcher", "Worker")
     assert [s.name for s in plan.files] == ["mj-config"]  # no keys
     access = plan.access
     assert access is not None
     assert access.replica_types == ("Launcher",)
     exec_rules = [r for r in access.rules if "pods/exec" in r.resources]
     assert [(r.verbs, r.resource_names) for r in exec_rules] == [
-        (("create",), ("mj-worker-0", "mj-worker-1"))
+        (("get", "create"), ("mj-worker-0", "mj-worker-1"))
     ]
     env = env_of(plan, "mj-launcher-0")
     assert env["OMPI_MCA_plm_rsh_agent"] == "/etc/mpi/kubexec"

@@ -154,7 +154,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["roles", "rolebindings"],
             "verbs": ["list", "watch", "create", "delete"],
         },
-        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
         {
             "apiGroups": ["networking.k8s.io"],
             "resources": ["networkpolicies"],
@@ -269,7 +269,8 @@ def test_upstream_groups_add_kubeflow_jobs() -> None:
         pytest.param("", "pods", "patch", False, id="no-pod-patch"),
         pytest.param("", "pods/log", "get", False, id="no-logs"),
         pytest.param("", "pods/exec", "create", True, id="exec-for-mpi-launcher-roles"),
-        pytest.param("", "pods/exec", "get", False, id="no-exec-get"),
+        # A WebSocket exec is a GET: the real API server checks get and create.
+        pytest.param("", "pods/exec", "get", True, id="exec-get-for-websocket-exec"),
         pytest.param("", "secrets", "get", False, id="no-secrets"),
         pytest.param("", "configmaps", "create", True, id="configmaps-for-mpi-hostfiles"),
         # The operator reads ConfigMaps from its cache; it holds get only to grant it.

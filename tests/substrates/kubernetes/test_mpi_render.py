@@ -120,7 +120,7 @@ def test_seed_renders_the_exec_design() -> None:
         {
             "apiGroups": [""],
             "resources": ["pods/exec"],
-            "verbs": ["create"],
+            "verbs": ["get", "create"],
             "resourceNames": ["tensorflow-mnist-worker-0", "tensorflow-mnist-worker-1"],
         }
     ]
@@ -142,6 +142,9 @@ def test_seed_renders_the_exec_design() -> None:
     assert worker["spec"]["hostname"] == "tensorflow-mnist-worker-0"
     assert "serviceAccountName" not in worker["spec"]
     assert container["resources"]["limits"] == {"cpu": 2, "memory": "4Gi"}
+    # mpirun passes its plm_rsh_agent to each orted, which stops where the path is missing.
+    worker_mounts = container["volumeMounts"]
+    assert any(m["mountPath"] == "/etc/mpi" and m["readOnly"] for m in worker_mounts)
 
     service = named(objects, "Service", "tensorflow-mnist")
     assert service["spec"]["clusterIP"] == "None"

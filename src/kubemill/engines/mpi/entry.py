@@ -48,7 +48,7 @@ ENGINE = Engine(
         OperatorGrant(
             ("",),
             ("pods/exec",),
-            ("create",),
+            ("get", "create"),
             "an MPI launcher's Role lets it exec into its own workers",
             delegated=True,
         ),

@@ -128,10 +128,15 @@ def config_files(job: MPIJob) -> FileSet:
             ),
         ),
     ]
+    mounted_in: tuple[str, ...] = (LAUNCHER,)
     if job.remote_shell is RemoteShell.EXEC:
         files.append(FilePlan(EXEC_AGENT, mode=0o755, source=PackagedProgram(EXEC_AGENT_PROGRAM)))
+        # mpirun hands its plm_rsh_agent to every orted it starts, and OpenMPI 4's orted
+        # stops at once ("plm_rsh_agent ... could not be found") when that path does not
+        # exist where it runs: the workers need the agent's path too (never run there).
+        mounted_in = (LAUNCHER, WORKER)
     return FileSet(
-        config_name(job), tuple(files), mount_path=CONFIG_MOUNT_PATH, replica_types=(LAUNCHER,)
+        config_name(job), tuple(files), mount_path=CONFIG_MOUNT_PATH, replica_types=mounted_in
     )
 
 
@@ -155,11 +160,17 @@ def ssh_keys(job: MPIJob) -> FileSet:
 
 
 def launcher_access(job: MPIJob) -> AccessPlan:
-    """The launcher may read pods, and exec into its own workers (and itself, as a worker)."""
+    """The launcher may read pods, and exec into its own workers (and itself, as a worker).
+
+    Exec needs ``get`` and ``create`` on ``pods/exec``: a WebSocket exec (kubexec's, and
+    kubectl's since 1.30) is a GET, authorized as ``get``, and since 1.35 the API server also
+    checks ``create`` for it; SPDY (a POST) is ``create`` alone."""
     targets = [replica_name(job.name, h.replica_type, h.index) for h in mpi_hosts(job)]
     rules = [AccessRule(("",), ("pods",), ("get", "list", "watch"))]
     if targets:
-        rules.append(AccessRule(("",), ("pods/exec",), ("create",), resource_names=tuple(targets)))
+        rules.append(
+            AccessRule(("",), ("pods/exec",), ("get", "create"), resource_names=tuple(targets))
+        )
     return AccessPlan(launcher_account_name(job), tuple(rules), replica_types=(LAUNCHER,))
 
 

@@ -133,7 +133,7 @@ def test_workers_first_then_the_launcher_which_decides(cluster: Cluster, tmp_pat
             {
                 "apiGroups": [""],
                 "resources": ["pods/exec"],
-                "verbs": ["create"],
+                "verbs": ["get", "create"],
                 "resourceNames": ["m-worker-0", "m-worker-1"],
             },
         ]
