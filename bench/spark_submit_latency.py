@@ -64,8 +64,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from kubemill.api.spark_argv import parse_submit_arguments  # noqa: E402
-from kubemill.api.spark_submit import cluster_mode_of  # noqa: E402
+from kubemill.engines.spark.api.argv import parse_submit_arguments  # noqa: E402
+from kubemill.engines.spark.api.submit import cluster_mode_of  # noqa: E402
 from kubemill.substrates.kubernetes.client import spark_submit as client  # noqa: E402
 from kubemill.substrates.kubernetes.client.connection import Http, connect_to  # noqa: E402
 from support.kmock_cluster import Call, ClusterThread  # noqa: E402

@@ -18,7 +18,7 @@
 # own), with the Mars environment's recipe (kubemill.substrates.local.environments: its pins,
 # pyarrow==11.0.0 among them for the workers' plasma store, pymars built from its sdist with
 # --no-build-isolation here, the environment's check run in the image), without the
-# packages' test suites; entry point `python -m kubemill.deploy.mars`, command `supervisor`,
+# packages' test suites; entry point `python -m kubemill.engines.mars.pod.entrypoint`, command `supervisor`,
 # user 65532.
 #
 # Usage: scripts/build-image.sh [operator|mars] [--builder auto|docker|podman|offline]
@@ -61,7 +61,7 @@ if [ "$target" = mars ]; then
     # (a base of its own, so the operator image's stays as it is).
     base_image="localhost/kubemill-python-base:bookworm-2-cxx"
     base_packages=$base_packages,libstdc++6
-    entrypoint='["python", "-m", "kubemill.deploy.mars"]'; cmd='["supervisor"]'
+    entrypoint='["python", "-m", "kubemill.engines.mars.pod.entrypoint"]'; cmd='["supervisor"]'
 fi
 started=$(date +%s)
 mkdir -p dist

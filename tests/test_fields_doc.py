@@ -26,17 +26,17 @@ from kubemill.api import (
     FieldError,
     Job,
     ManifestError,
-    MarsClusterSpec,
-    MPIJobSpec,
     ObjectMeta,
     PodTemplateSpec,
-    PyTorchJobSpec,
     ReplicaSpec,
     RunPolicy,
-    ScheduledSparkApplicationSpec,
-    SparkApplicationSpec,
-    TFJobSpec,
 )
+from kubemill.engines.mars.api import MarsClusterSpec
+from kubemill.engines.mpi.api import MPIJobSpec
+from kubemill.engines.pytorch.api import PyTorchJobSpec
+from kubemill.engines.spark.api.scheduled import ScheduledSparkApplicationSpec
+from kubemill.engines.spark.api.spec import SparkApplicationSpec
+from kubemill.engines.tensorflow.api import TFJobSpec
 from kubemill.frameworks import Endpoint
 from kubemill.kinds import entry_for, load_one, plan_for
 from kubemill.substrates.local.images import default_environment

@@ -53,11 +53,11 @@ def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
 
 def test_from_import_in_a_fresh_process() -> None:
     code = (
-        "from kubemill.api import Job, SparkApplication, parse_cron\n"
-        "from kubemill.frameworks import Plan, Spark\n"
+        "from kubemill.api import Job, KindApi, parse_cron\n"
+        "from kubemill.frameworks import Plan, PlanError\n"
         "from kubemill.substrates.kubernetes.client import KubernetesBackend, connect\n"
         "import kubemill.api as api\n"
-        "assert api.SparkApplication is SparkApplication\n"
+        "assert api.KindApi is KindApi\n"
         "print('ok')\n"
     )
     done = subprocess.run(

@@ -1,7 +1,10 @@
 """kubemill: run distributed training and big-data engines on Kubernetes or on one machine.
 
-The package is layered (see DESIGN.md): ``api`` (job kinds) -> ``frameworks`` (Plans)
--> ``core`` (pure reconciler) -> ``substrates`` (kubernetes, local) -> ``sdk`` -> ``cli``.
+The package is layered (see DESIGN.md and docs/architecture.md), bottom up: ``api`` (what
+job kinds share) -> ``frameworks`` (the Plan) -> ``core`` (pure reconciler) -> ``engines``
+(one folder per engine: its kind's API, planner, local support, registry record and in-pod
+programs) -> ``kinds`` (the registry) -> ``substrates`` (kubernetes, local) -> ``sdk`` ->
+``deploy`` (engine clusters a program starts) -> ``dashboard`` -> ``cli``.
 Importing ``kubemill`` itself stays cheap: engines and cluster clients load lazily.
 ``kubemill.report`` is a job program's progress report (:mod:`kubemill.progress`, standard
 library only).

@@ -8,14 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api import (
-    API_VERSION,
-    CleanPodPolicy,
-    ManifestError,
-    PyTorchJob,
-    RestartPolicy,
-    TFJob,
-)
+from kubemill.api import API_VERSION, CleanPodPolicy, ManifestError, RestartPolicy
+from kubemill.engines.pytorch.api import PyTorchJob
+from kubemill.engines.tensorflow.api import TFJob
 from kubemill.kinds import kind_table, load, load_one
 from kubemill.sdk.manifests import load_path
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import FieldError, ManifestError, PyTorchJob, RestartPolicy, TFJob
+from kubemill.api import FieldError, ManifestError, RestartPolicy
+from kubemill.engines.pytorch.api import PyTorchJob
+from kubemill.engines.tensorflow.api import TFJob
 from kubemill.kinds import load_one
 
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from kubemill.cli.app import app
 from kubemill.cli.spark_fast import quick_spark_submit
-from kubemill.frameworks.spark_cluster_mode import Generated
+from kubemill.engines.spark.framework.cluster_mode import Generated
 from kubemill.substrates.kubernetes.client import spark_submit as client
 from support.kube_client_support import ClientClusterThread, closed_port, kmock_cluster, status_body
 
@@ -401,5 +401,5 @@ def test_its_modules_load_without_the_heavy_libraries() -> None:
         check=True,
         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
     ).stdout.split()
-    assert "kubemill.frameworks.spark_cluster_mode" in loaded
+    assert "kubemill.engines.spark.framework.cluster_mode" in loaded
     assert [m for m in loaded if m.split(".")[0] in heavy] == []

@@ -23,15 +23,12 @@ import yaml
 from typer.testing import CliRunner
 
 import kubemill.kinds
-from kubemill.api import (
-    SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
-    KindTable,
-    SparkApplication,
-)
+from kubemill.api import KindTable
 from kubemill.api.loader import load_one
 from kubemill.cli.app import app
 from kubemill.cli.settings import Settings
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, SparkApplication
+from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
 from kubemill.kinds import UnknownKind
 from support.kube_client_support import (
     ClientClusterThread,
@@ -226,8 +223,8 @@ def test_a_rerun_of_the_same_command_is_a_submission_of_its_own(
     ],
 )
 def test_a_submissions_name_fits_with_its_ui_service(given: str, expected_base: str) -> None:
-    from kubemill.api.spark_submit import parse_spark_submit
     from kubemill.cli.spark_submit import per_submission
+    from kubemill.engines.spark.api.submit import parse_spark_submit
 
     submission = parse_spark_submit(["--name", given, "app.py"])
     named = per_submission(submission, "0123456789abcdef")

@@ -22,7 +22,7 @@ from support.node import NodeStandIn
 from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-KUBEXEC = ROOT / "src" / "kubemill" / "agents" / "mpi_exec.py"
+KUBEXEC = ROOT / "src" / "kubemill" / "engines" / "mpi" / "agent.py"
 WAIT = 60.0
 """Upper bound on the scheduler and the node acting: a hang guard."""
 

@@ -43,15 +43,15 @@ PROTOCOL_MODULES = (
     "reconcile.py",
 )
 KIND_API_MODULES = {
-    "kubemill.api.spark",
-    "kubemill.api.spark_scheduled",
-    "kubemill.api.spark_spec",
-    "kubemill.api.spark_pods",
-    "kubemill.api.spark_validation",
-    "kubemill.api.mars",
-    "kubemill.api.tensorflow",
-    "kubemill.api.pytorch",
-    "kubemill.api.mpi",
+    "kubemill.engines.spark.api.application",
+    "kubemill.engines.spark.api.scheduled",
+    "kubemill.engines.spark.api.spec",
+    "kubemill.engines.spark.api.pods",
+    "kubemill.engines.spark.api.validation",
+    "kubemill.engines.mars.api",
+    "kubemill.engines.tensorflow.api",
+    "kubemill.engines.pytorch.api",
+    "kubemill.engines.mpi.api",
 }
 KIND_NAMES = {"SparkApplication", "ScheduledSparkApplication", "MarsCluster", "MarsClusterStatus"}
 

@@ -8,7 +8,6 @@ from functools import partial
 import pytest
 
 from kubemill.api import ConditionType
-from kubemill.api.mars import MarsCluster
 from kubemill.core import (
     SERVICE_CLUSTER,
     CreateObject,
@@ -19,8 +18,9 @@ from kubemill.core import (
     UpdateObject,
 )
 from kubemill.core import reconcile as core_reconcile
-from kubemill.frameworks import Mars, Plan
-from kubemill.frameworks.mars import object_names
+from kubemill.engines.mars.api import MarsCluster
+from kubemill.engines.mars.framework import Mars, object_names
+from kubemill.frameworks import Plan
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 reconcile = partial(core_reconcile, lifecycle=SERVICE_CLUSTER)

@@ -28,7 +28,7 @@ from corekit import (
 )
 
 from kubemill.api import ApplicationStateType as S
-from kubemill.api import ConditionType, ExecutorState, Job, SparkApplication
+from kubemill.api import ConditionType, Job
 from kubemill.core import (
     RERUN,
     CreatePod,
@@ -41,6 +41,8 @@ from kubemill.core import (
 )
 from kubemill.core.application import DRIVER_GRACE, Facts, Step
 from kubemill.core.application import step as machine
+from kubemill.engines.spark.api.application import ExecutorState, SparkApplication
+from kubemill.engines.spark.framework.planner import recorded_run, reruns, spark_status
 from kubemill.frameworks import (
     ForeignPods,
     Plan,
@@ -50,7 +52,6 @@ from kubemill.frameworks import (
     submission_id,
     submitted_spec,
 )
-from kubemill.frameworks.spark import recorded_run, reruns, spark_status
 from kubemill.kinds import load_one
 
 NOW = at(100)

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from kubemill.deploy.client import ClusterError
 from kubemill.deploy.kubernetes import KubernetesClusterClient, new_cluster
-from kubemill.frameworks.mars import (
+from kubemill.engines.mars.framework import (
     ENV_CACHE_MEM_SIZE,
     ENV_CPU_TOTAL,
     ENV_MEMORY_TOTAL,

@@ -3,9 +3,9 @@ mars`` and ``kubemill run examples/mars-cluster.yaml`` return once the cluster i
 print its endpoint; the seed's computation runs against it in the Mars environment; ``cluster
 stop`` and ``interrupt`` leave no process.
 
-The replicas run the in-pod entrypoint (``python -m kubemill.deploy.mars``) in the Mars
-environment; ``--env PYTHONPATH=...`` makes them import this tree's kubemill rather than the
-checkout the environment was created from (the replicas' own PYTHONPATH is not inherited).
+The replicas run the in-pod entrypoint (``python -m kubemill.engines.mars.pod.entrypoint``)
+in the Mars environment; ``--env PYTHONPATH=...`` makes them import this tree's kubemill rather
+than the checkout the environment was created from (the replicas' own PYTHONPATH is not inherited).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import kubemill
-from kubemill.deploy.mars import LINK_DIR, LINK_PREFIX
+from kubemill.engines.mars.pod.entrypoint import LINK_DIR, LINK_PREFIX
 from kubemill.substrates.local import environments
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
 from support.engines import needs_mars_environment
@@ -106,7 +106,7 @@ def test_cluster_create_serves_the_seed_program_and_stop_leaves_nothing(cli: Cli
     assert single.stdout.splitlines()[0] == header
 
     replicas = processes_with_token(cli.token)
-    assert any("kubemill.deploy.mars worker" in cmd for cmd in replicas.values())
+    assert any("kubemill.engines.mars.pod.entrypoint worker" in cmd for cmd in replicas.values())
     done = subprocess.run(
         [str(MARS.python), "-c", SEED, endpoint],
         capture_output=True,

@@ -257,7 +257,7 @@ def test_the_pod_entrypoints_start_mars_and_say_when_it_is_ready(tmp_path: Path)
             temps[name] = env["TMPDIR"]
             with (home / "log").open("wb") as out:
                 started[name] = subprocess.Popen(
-                    [str(MARS.python), "-m", "kubemill.deploy.mars", role],
+                    [str(MARS.python), "-m", "kubemill.engines.mars.pod.entrypoint", role],
                     env=env,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -314,7 +314,7 @@ def test_a_worker_whose_supervisor_never_answers_exits_1_saying_so(tmp_path: Pat
     )
     try:
         child = subprocess.Popen(
-            [str(MARS.python), "-m", "kubemill.deploy.mars", "worker"],
+            [str(MARS.python), "-m", "kubemill.engines.mars.pod.entrypoint", "worker"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -327,7 +327,10 @@ def test_a_worker_whose_supervisor_never_answers_exits_1_saying_so(tmp_path: Pat
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
         assert child.returncode == 1, err[-3000:]
-        assert f"kubemill.deploy.mars: the supervisor(s) 127.0.0.1:{nobody} did not answer" in err
+        assert (
+            "kubemill.engines.mars.pod.entrypoint: the supervisor(s) "
+            f"127.0.0.1:{nobody} did not answer" in err
+        )
         assert "KUBEMILL_MARS_SUPERVISOR_WAIT" in err
         assert not (home / "ready").exists()
         assert not group_left(child.pid)  # its actor pool was stopped

@@ -1,9 +1,10 @@
 """The Mars image (``scripts/build-image.sh mars``), run as a MarsCluster's pods would run it.
 
-Its pods run ``python -m kubemill.deploy.mars supervisor|worker``, so the image must hold
-kubemill beside Mars. Here the Deployments ``kubemill.deploy.kubernetes.new_cluster``
-creates are carried out by hand, from inside the image: for each role a working container
-(``buildah run --isolation chroot`` on the host's network, loopback only, as uid 65532)
+Its pods run ``python -m kubemill.engines.mars.pod.entrypoint supervisor|worker``, so the
+image must hold kubemill beside Mars. Here the Deployments
+``kubemill.deploy.kubernetes.new_cluster`` creates are carried out by hand, from inside the
+image: for each role a working container (``buildah run --isolation chroot`` on the host's
+network, loopback only, as uid 65532)
 runs the Deployment's command with its environment (the downward API's fields filled in as
 a kubelet would: pod IP 127.0.0.1; the supervisors named by ``KUBEMILL_MARS_SUPERVISORS``,
 as there is no API server), and the readiness probe is the Deployment's own command. Then
@@ -28,8 +29,8 @@ from image_support import USER, buildah, container, run_in
 
 from kubemill import __version__
 from kubemill.deploy.kubernetes import cluster_spec
-from kubemill.deploy.mars import ENV_SERVICE_PORT, ENV_SUPERVISORS, ENV_WEB_PORT
-from kubemill.frameworks.mars import build_supervisors, build_workers
+from kubemill.engines.mars.framework import build_supervisors, build_workers
+from kubemill.engines.mars.pod.entrypoint import ENV_SERVICE_PORT, ENV_SUPERVISORS, ENV_WEB_PORT
 from kubemill.substrates.local import environments
 from support.operator_support import free_ports
 from support.waiting import eventually
@@ -182,7 +183,7 @@ def test_the_mars_image_runs_the_entrypoints_as_uid_65532(mars_image: str) -> No
     config = json.loads(buildah("inspect", "--type", "image", mars_image))["OCIv1"]["config"]
 
     assert config["User"] == USER
-    assert config["Entrypoint"] == ["python", "-m", "kubemill.deploy.mars"]
+    assert config["Entrypoint"] == ["python", "-m", "kubemill.engines.mars.pod.entrypoint"]
     assert config["Labels"]["org.opencontainers.image.version"] == __version__
     assert config["Labels"]["org.opencontainers.image.title"] == "kubemill-mars"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kubemill.api import TFJOB
-from kubemill.frameworks import TensorFlow
+from kubemill.engines.tensorflow.api import TFJOB
+from kubemill.engines.tensorflow.framework import TensorFlow
 from kubemill.kinds import Engine, engines, unregister
 from kubemill.substrates.plugins import PluginError, load_plugins
 

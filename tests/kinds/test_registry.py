@@ -14,8 +14,12 @@ from pydantic import Field
 
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
-from kubemill.frameworks import Mars, Network, Plan, PlanError, PyTorch, Spark, TensorFlow
-from kubemill.frameworks.mpi import MPI
+from kubemill.engines.mars.framework import Mars
+from kubemill.engines.mpi.framework import MPI
+from kubemill.engines.pytorch.framework import PyTorch
+from kubemill.engines.spark.framework.planner import Spark
+from kubemill.engines.tensorflow.framework import TensorFlow
+from kubemill.frameworks import Network, Plan, PlanError
 from kubemill.kinds import (
     BUILTIN,
     CONTROLLERS,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kubemill.api import ManifestError, TFJob
+from kubemill.api import ManifestError
+from kubemill.engines.tensorflow.api import TFJob
 from kubemill.sdk.manifests import load_path, manifest_files
 
 GOOD = Path(__file__).parents[1] / "manifests" / "good"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kubemill.api import Condition, ConditionType
-from kubemill.api.mars import MarsClusterStatus
+from kubemill.engines.mars.api import MarsClusterStatus
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient, JobView, NeverFinishes, SubstrateError
 from kubemill.substrates.base import SubmitOptions

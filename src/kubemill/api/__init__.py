@@ -6,8 +6,10 @@ registered kinds, so load manifests with ``kubemill.kinds.load``/``load_one``.
 The public surface of the API layer; everything else in this package is private.
 
 The names below load on first use, not when a submodule is imported: importing
-``kubemill.api.spark_submit`` (as ``kubemill spark-submit``'s fast path does) does not
-load the job models (pydantic).
+``kubemill.api.cron`` (or an engine's API module that needs no models, as ``kubemill
+spark-submit``'s fast path does) does not load the job models (pydantic).
+
+Each kind's own API lives in its engine's folder (``kubemill.engines.<engine>.api``).
 """
 
 from __future__ import annotations
@@ -46,148 +48,43 @@ if TYPE_CHECKING:
         PodSpec,
         PodTemplateSpec,
     )
-    from kubemill.api.mars import (
-        MARSCLUSTER,
-        MarsCluster,
-        MarsClusterSpec,
-        MarsClusterStatus,
-        ServiceStatus,
-    )
-    from kubemill.api.mpi import (
-        MPI_REPLICA_TYPES,
-        MPIJOB,
-        REMOTE_SHELL_ANNOTATION,
-        LauncherCreationPolicy,
-        MPIImplementation,
-        MPIJob,
-        MPIJobSpec,
-        RemoteShell,
-    )
-    from kubemill.api.pytorch import PYTORCHJOB, ElasticPolicy, PyTorchJob, PyTorchJobSpec
     from kubemill.api.runstates import ApplicationStateType
-    from kubemill.api.spark import (
-        SPARKAPPLICATION,
-        ApplicationState,
-        DriverInfo,
-        ExecutorState,
-        SparkApplication,
-        SparkApplicationStatus,
-    )
-    from kubemill.api.spark_argv import (
-        SparkMaster,
-        SparkSubmitError,
-        SubmitArguments,
-        parse_spark_master,
-        parse_spark_properties,
-        parse_submit_arguments,
-    )
-    from kubemill.api.spark_scheduled import (
-        SCHEDULEDSPARKAPPLICATION,
-        ConcurrencyPolicy,
-        ScheduledSparkApplication,
-        ScheduledSparkApplicationSpec,
-        ScheduledSparkApplicationStatus,
-        ScheduleState,
-    )
-    from kubemill.api.spark_spec import (
-        SPARK_REPLICA_TYPES,
-        DeployMode,
-        DriverSpec,
-        ExecutorSpec,
-        SparkApplicationSpec,
-        SparkApplicationType,
-        SparkPodSpec,
-        SparkRestartPolicy,
-        SparkRestartPolicyType,
-    )
-    from kubemill.api.spark_submit import SparkSubmit, parse_spark_submit, submission_of
-    from kubemill.api.tensorflow import TFJOB, TFJob, TFJobSpec
 
 __all__ = [
     "API_VERSION",
     "GROUP",
-    "MARSCLUSTER",
-    "MPIJOB",
-    "MPI_REPLICA_TYPES",
-    "PYTORCHJOB",
-    "REMOTE_SHELL_ANNOTATION",
-    "SCHEDULEDSPARKAPPLICATION",
-    "SPARKAPPLICATION",
-    "SPARK_REPLICA_TYPES",
     "STOP_ANNOTATION",
-    "TFJOB",
     "VERSION",
     "ApiVersion",
-    "ApplicationState",
     "ApplicationStateType",
     "CleanPodPolicy",
     "ClusterOptions",
-    "ConcurrencyPolicy",
     "Condition",
     "ConditionType",
     "Container",
     "ContainerPort",
     "CronError",
     "CronSchedule",
-    "DeployMode",
-    "DriverInfo",
-    "DriverSpec",
-    "ElasticPolicy",
     "EnvVar",
     "EnvVarSource",
-    "ExecutorSpec",
-    "ExecutorState",
     "FieldError",
     "Job",
     "JobStatus",
     "KindApi",
     "KindTable",
-    "LauncherCreationPolicy",
-    "MPIImplementation",
-    "MPIJob",
-    "MPIJobSpec",
     "ManifestError",
-    "MarsCluster",
-    "MarsClusterSpec",
-    "MarsClusterStatus",
     "Metric",
     "ObjectFieldSelector",
     "ObjectMeta",
     "PodSpec",
     "PodTemplateSpec",
-    "PyTorchJob",
-    "PyTorchJobSpec",
-    "RemoteShell",
     "ReplicaSpec",
     "ReplicaStatus",
     "RestartPolicy",
     "RunPolicy",
-    "ScheduleState",
-    "ScheduledSparkApplication",
-    "ScheduledSparkApplicationSpec",
-    "ScheduledSparkApplicationStatus",
     "SchedulingPolicy",
-    "ServiceStatus",
-    "SparkApplication",
-    "SparkApplicationSpec",
-    "SparkApplicationStatus",
-    "SparkApplicationType",
-    "SparkMaster",
-    "SparkPodSpec",
-    "SparkRestartPolicy",
-    "SparkRestartPolicyType",
-    "SparkSubmit",
-    "SparkSubmitError",
-    "SubmitArguments",
-    "TFJob",
-    "TFJobSpec",
     "TrainerStatus",
     "parse_cron",
-    "parse_spark_master",
-    "parse_spark_properties",
-    "parse_spark_submit",
-    "parse_submit_arguments",
-    "submission_of",
 ]
 
 
@@ -203,16 +100,7 @@ if not TYPE_CHECKING:
             errors,
             kinds,
             kube,
-            mars,
-            mpi,
-            pytorch,
             runstates,
-            spark,
-            spark_argv,
-            spark_scheduled,
-            spark_spec,
-            spark_submit,
-            tensorflow,
         )
 
         for module in (
@@ -221,16 +109,7 @@ if not TYPE_CHECKING:
             errors,
             kinds,
             kube,
-            mars,
-            mpi,
-            pytorch,
             runstates,
-            spark,
-            spark_argv,
-            spark_scheduled,
-            spark_spec,
-            spark_submit,
-            tensorflow,
         ):
             if hasattr(module, name):
                 value = getattr(module, name)

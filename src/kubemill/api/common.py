@@ -1,7 +1,7 @@
 """The vocabulary every job kind shares, named as in Kubeflow ``kubeflow.org/v1``.
 
 ``ReplicaSpec``, ``RunPolicy`` (with ``SchedulingPolicy``), ``JobStatus``, ``Condition``
-and ``ReplicaStatus`` mean the same for TFJob, PyTorchJob and the kinds that follow, so
+and ``ReplicaStatus`` mean the same for every replica-set kind, Kubeflow's and those that follow, so
 the core reconciler handles all of them with one set of rules. :class:`Job` is the base
 of every kind and exposes what the frameworks and the core need without knowing the kind.
 """
@@ -74,7 +74,7 @@ class SchedulingPolicy(KubeModel):
 
 MANAGED_BY_KUBEMILL = frozenset({"kubeflow.org/training-operator", "kubeflow.org/mpi-operator"})
 """``runPolicy.managedBy`` values that mean "the built-in controller": kubemill is that
-(mpi-operator's own value for MPIJobs)."""
+(mpi-operator's own value for its jobs)."""
 
 
 class RunPolicy(KubeModel):
@@ -224,7 +224,7 @@ class Job(KubeModel):
     """Canonical replica type names, in the order replicas are listed and started."""
     DEFAULT_CONTAINER: ClassVar[str] = ""
     """The container that gets the framework's environment (``tensorflow``, ``pytorch``).
-    Empty for kinds that take the first container of each template (MPIJob): see
+    Empty for kinds that take the first container of each template (MPI's): see
     :meth:`main_container_name`. Such kinds have no framework port either."""
     DEFAULT_PORT_NAME: ClassVar[str] = ""
     DEFAULT_PORT: ClassVar[int] = 0
@@ -284,7 +284,7 @@ class Job(KubeModel):
 
     def default_restart_policy(self, replica_type: str) -> RestartPolicy:
         """The restart policy a replica type gets when it names none (a kind whose types
-        differ, e.g. MPIJob's Launcher, overrides this)."""
+        differ, e.g. MPI's Launcher, overrides this)."""
         return self.DEFAULT_RESTART_POLICY
 
     def main_container_name(self, replica_type: str) -> str:

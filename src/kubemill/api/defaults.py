@@ -66,7 +66,7 @@ def default_replica_specs(
         if spec.restart_policy is None:
             spec.restart_policy = restart_policy
         if not port_name:
-            continue  # a kind without a framework port (MPIJob)
+            continue  # a kind without a framework port (MPI's)
         for c in spec.template.spec.containers:
             if c.name != container:
                 continue

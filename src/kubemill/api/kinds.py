@@ -89,7 +89,8 @@ class KindApi:
     """Upstream ``apiVersion``s whose manifests load unchanged into ``model``
     (``kubeflow.org/v1``); the operator serves them with ``--serve-upstream-groups``."""
     legacy: Mapping[str, ApiVersion] = field(default_factory=dict)
-    """Older ``apiVersion``s, converted on load (the seed's ``kubeflow.org/v1alpha1`` TFJob)."""
+    """Older ``apiVersion``s, converted on load (the seed's ``kubeflow.org/v1alpha1`` TensorFlow
+    jobs)."""
     categories: tuple[str, ...] = ("kubemill", "all")
     """``kubectl get kubemill`` lists every kubemill job; ``all`` adds them to ``get all``."""
     printer_columns: tuple[PrinterColumn, ...] = (STATE_COLUMN, AGE_COLUMN)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
@@ -27,6 +26,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from kubemill.api.common import API_VERSION, Job
 from kubemill.api.errors import FieldError, ManifestError, child_path, did_you_mean, join_path
+from kubemill.api.field_errors import (
+    annotation_at,
+    clean_loc,
+    known_fields,
+    parse_errors,
+    strip_optional,
+)
 from kubemill.api.kinds import ApiVersion, KindTable
 
 MAX_NAME = 63
@@ -205,7 +211,7 @@ def load_document(doc: Any, *, kinds: KindTable) -> tuple[Job | None, list[Field
     try:
         model = entry.model.model_validate(dict(doc))
     except PydanticValidationError as exc:
-        errors = _parse_errors(entry.model, exc)
+        errors = parse_errors(entry.model, exc)
         return None, errors + _checks_despite_parse_errors(entry, doc, exc)
     job, errors = _checked(entry, model)
     return (None, errors) if errors else (job, [])
@@ -281,7 +287,7 @@ class _Cut:
 
 def _prune_target(data: Any, model: type[BaseModel], err: Any) -> _Cut | None:
     """Where to cut for one pydantic error: the deepest part of its loc present in ``data``."""
-    clean = _clean_loc(model, tuple(err["loc"]))
+    clean = clean_loc(model, tuple(err["loc"]))
     parent: Any = None
     key: Any = None
     current = data
@@ -304,7 +310,7 @@ def _prune_target(data: Any, model: type[BaseModel], err: Any) -> _Cut | None:
         # A misspelt field (`contianers`) leaves the field it meant unset: errors about
         # that one are the same problem (unless the document also sets it).
         meant = difflib.get_close_matches(
-            str(clean[-1]), _known_fields(model, clean[:-1]), n=1, cutoff=0.6
+            str(clean[-1]), known_fields(model, clean[:-1]), n=1, cutoff=0.6
         )
         shadows += tuple(join_path((*clean[:-1], m)) for m in meant if m not in parent)
     return _Cut(parent, key, shadows)
@@ -330,8 +336,8 @@ def _is_collection_entry(model: type[BaseModel], loc: tuple[Any, ...]) -> bool:
     """Whether ``loc`` names an entry of a dict field (a replica type, a label ...)."""
     if not loc:
         return False
-    parent = _annotation_at(model, loc[:-1])
-    return parent is not None and typing.get_origin(_strip_optional(parent)) is dict
+    parent = annotation_at(model, loc[:-1])
+    return parent is not None and typing.get_origin(strip_optional(parent)) is dict
 
 
 def _apply_cuts(cuts: list[_Cut]) -> None:
@@ -444,7 +450,7 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
                 )
             )
     names = [c.name for c in containers]
-    # Kinds without a DEFAULT_CONTAINER take the first one (MPIJob): any name will do.
+    # Kinds without a DEFAULT_CONTAINER take the first one (MPI's): any name will do.
     if job.DEFAULT_CONTAINER and job.DEFAULT_CONTAINER not in names:
         errors.append(
             FieldError(
@@ -456,156 +462,3 @@ def _validate_template(job: Job, path: str, template: Any) -> list[FieldError]:
             )
         )
     return errors
-
-
-# --- pydantic errors -> field errors -------------------------------------------------------
-
-
-def _parse_errors(model: type[BaseModel], exc: PydanticValidationError) -> list[FieldError]:
-    """One FieldError per problem; a value no member of a union accepts is one problem."""
-    grouped: dict[tuple[Any, ...], list[Any]] = {}
-    for err in exc.errors():
-        grouped.setdefault(_clean_loc(model, tuple(err["loc"])), []).append(err)
-    out: list[FieldError] = []
-    for loc, errs in grouped.items():
-        if len(errs) == 1 or any(e["type"] in _STRUCTURAL for e in errs):
-            out.extend(_field_error(model, loc, err) for err in errs)
-        else:
-            out.append(_union_error(loc, errs))
-    return out
-
-
-_STRUCTURAL = frozenset({"extra_forbidden", "missing"})
-
-_TYPE_WORDS: dict[str, tuple[str, str]] = {
-    "int_type": ("a whole number", "write a number without quotes, e.g. 2"),
-    "int_parsing": ("a whole number", "write a number without quotes, e.g. 2"),
-    "int_from_float": ("a whole number", "drop the fraction"),
-    "float_type": ("a number", "write a number without quotes"),
-    "float_parsing": ("a number", "write a number without quotes"),
-    "string_type": ("a string", "quote the value"),
-    "bool_type": ("true or false", "write true or false"),
-    "bool_parsing": ("true or false", "write true or false"),
-    "list_type": ("a list", "write a YAML list, one '- item' per line"),
-    "dict_type": ("a mapping", "write 'key: value' pairs"),
-    "model_type": ("a mapping", "write 'key: value' pairs"),
-    "model_attributes_type": ("a mapping", "write 'key: value' pairs"),
-}
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
-
-
-def _field_error(model: type[BaseModel], loc: tuple[Any, ...], err: Any) -> FieldError:
-    path = join_path(loc)
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        known = _known_fields(model, loc[:-1])
-        hint = did_you_mean(str(loc[-1]), known) or (
-            f"known fields here: {', '.join(sorted(known))}" if known else "remove it"
-        )
-        return FieldError(path, "unknown field", hint)
-    if kind == "missing":
-        return FieldError(path, "required field is missing", f"set {loc[-1]}")
-    ctx = err.get("ctx") or {}
-    got = err.get("input")
-    if kind.startswith("kubemill_"):
-        # Our own checks inside validators: the message is final, the hint is in ctx.
-        return FieldError(path, str(err["msg"]), str(ctx.get("hint", "")))
-    if kind == "greater_than_equal":
-        return FieldError(path, f"must be >= {ctx.get('ge')}, got {got!r}")
-    if kind == "less_than_equal":
-        return FieldError(path, f"must be <= {ctx.get('le')}, got {got!r}")
-    if kind in ("enum", "literal_error"):
-        return FieldError(path, f"got {got!r}", f"use one of {ctx.get('expected')}")
-    if kind in _TYPE_WORDS:
-        words, hint = _TYPE_WORDS[kind]
-        return FieldError(path, f"must be {words}, got {_describe(got)}", hint)
-    message = str(err["msg"]).replace("Input should be", "must be", 1)
-    return FieldError(path, f"{message}, got {_describe(got)}")
-
-
-def _union_error(loc: tuple[Any, ...], errs: list[Any]) -> FieldError:
-    words = []
-    for err in errs:
-        word = _TYPE_WORDS.get(err["type"], (str(err["msg"]).replace("Input should be ", ""), ""))[
-            0
-        ]
-        if word not in words:
-            words.append(word)
-    return FieldError(
-        join_path(loc), f"must be {' or '.join(words)}, got {_describe(errs[0].get('input'))}"
-    )
-
-
-def _clean_loc(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``loc`` without the union-member tags pydantic inserts (``minResources.cpu.str``)."""
-    out: list[Any] = []
-    current: Any = model
-    for part in loc:
-        if current is not None and _is_real_union(current) and _unwrap(current, part) is None:
-            # A tag naming the union member pydantic tried, not a field: skip it and
-            # follow that member if we can tell which one it is.
-            current = next(
-                (a for a in typing.get_args(current) if getattr(a, "__name__", None) == part), None
-            )
-            continue
-        out.append(part)
-        current = _unwrap(current, part) if current is not None else None
-    return tuple(out)
-
-
-def _is_real_union(annotation: Any) -> bool:
-    if typing.get_origin(annotation) not in (Union, types.UnionType):
-        return False
-    return len([a for a in typing.get_args(annotation) if a is not type(None)]) > 1
-
-
-def _strip_optional(annotation: Any) -> Any:
-    if typing.get_origin(annotation) in (Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(members) == 1:
-            return members[0]
-    return annotation
-
-
-def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
-    current: Any = model
-    for part in loc:
-        current = _unwrap(current, part)
-        if current is None:
-            return None
-    return current
-
-
-def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The wire names of the fields of the model found at ``loc`` (for "did you mean")."""
-    current = _strip_optional(_annotation_at(model, loc))
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return [f.alias or n for n, f in current.model_fields.items()]
-    return []
-
-
-def _unwrap(annotation: Any, part: Any) -> Any:
-    """Step from a type into the element named by one location part."""
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            if arg is not type(None):
-                found = _unwrap(arg, part)
-                if found is not None:
-                    return found
-        return None
-    if origin in (list, tuple) and isinstance(part, int):
-        return typing.get_args(annotation)[0]
-    if origin is dict:
-        return typing.get_args(annotation)[1]
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(part, str):
-        for name, info in annotation.model_fields.items():
-            if part in (name, info.alias):
-                return info.annotation
-    return None

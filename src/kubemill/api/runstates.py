@@ -1,7 +1,7 @@
 """The states of a job that runs again as a whole: the spark-operator's names.
 
 Any kind whose engine chooses the re-run lifecycle (:mod:`kubemill.core.rerun`) reports
-these states; SparkApplication is the one today. They live apart from the Spark models so
+these states; Spark's application is the one today. They live apart from the Spark models so
 that the core's lifecycle and state machine name no kind's API.
 """
 

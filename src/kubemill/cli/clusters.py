@@ -9,7 +9,7 @@ of their kind, on either substrate.
 the registry's: every ``Engine`` with a ``cluster``, ``ServiceEngine``: Mars's is a
 ``MarsCluster``) and submits it through the SDK, so on
 Kubernetes the operator reconciles it and locally the supervisor runs its replicas (see
-:mod:`kubemill.frameworks.mars_local`). It then waits until the core judges it Ready and
+:mod:`kubemill.engines.mars.local`). It then waits until the core judges it Ready and
 prints the endpoint (``--no-wait``: returns once submitted). The cluster keeps serving in
 the background: locally under a detached supervisor, until ``cluster stop`` (or
 ``kubemill interrupt``/``delete``).

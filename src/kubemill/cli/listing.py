@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.table import Table
 
-from kubemill.api import ScheduledSparkApplication
 from kubemill.cli.settings import Settings
 from kubemill.cli.views import age, jobs_table, phase_text, stdout_console, timestamp
+from kubemill.engines.spark.api.scheduled import ScheduledSparkApplication
 from kubemill.sdk.summary import has_schedule_columns
 from kubemill.substrates.base import JobView
 

@@ -2,7 +2,7 @@
 first, and the full command in :mod:`.spark_submit` and :mod:`.spark_cluster`): kubemill's own
 flags among Spark's, the confs the CLI acts on, and which namespace and mode they mean.
 
-The standard library and :mod:`kubemill.api.spark_argv` only: the fast path imports it.
+The standard library and :mod:`kubemill.engines.spark.api.argv` only: the fast path imports it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from kubemill.api.spark_argv import SparkSubmitError, SubmitArguments, parse_spark_master
+from kubemill.engines.spark.api.argv import SparkSubmitError, SubmitArguments, parse_spark_master
 
 DRY_RUN = "--dry-run"
 OPERATOR = "--operator"

@@ -1,7 +1,7 @@
 """`kubemill spark-submit --master k8s://URL`: Spark's own cluster mode, with no JVM.
 
 The driver pod, its headless service, NetworkPolicy and ConfigMap are built as Spark's
-client builds them (:mod:`kubemill.frameworks.spark_cluster_mode`) and sent to the master's
+client builds them (:mod:`kubemill.engines.spark.framework.cluster_mode`) and sent to the master's
 API server (:mod:`kubemill.substrates.kubernetes.client.spark_submit`): no operator, no
 SparkApplication. The API server is the master's URL, with the kubeconfig's credentials
 when there is a kubeconfig (its cluster must be that server), else without any. The
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kubemill.api.spark_argv import SparkSubmitError, SubmitArguments, parse_spark_master
-from kubemill.api.spark_submit import cluster_mode_of
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
 from kubemill.cli.spark_args import GRACE_CONF, WAIT_CONF, in_namespace
+from kubemill.engines.spark.api.argv import SparkSubmitError, SubmitArguments, parse_spark_master
+from kubemill.engines.spark.api.submit import cluster_mode_of
 
 if TYPE_CHECKING:
     from kubemill.substrates.kubernetes.client import spark_submit as client
@@ -46,7 +46,7 @@ def submit_cluster(
     dry_run: bool,
 ) -> int:
     """Build the driver's objects and create them (or print them with ``dry_run``)."""
-    from kubemill.frameworks.spark_cluster_mode import (
+    from kubemill.engines.spark.framework.cluster_mode import (
         SPARK_VERSION,
         ClusterModeError,
         driver_objects,

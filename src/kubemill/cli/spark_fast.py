@@ -6,8 +6,8 @@ the job models (pydantic), the client package, typer and rich; the work itself -
 arguments, build four objects, send four requests -- takes milliseconds. Here the console
 script reads ``kubemill [-n NS] spark-submit ARGS...`` itself, builds the driver's objects
 with the very functions the full command uses
-(:func:`~kubemill.api.spark_submit.cluster_mode_of`,
-:func:`~kubemill.frameworks.spark_cluster_mode.driver_objects`), and sends them with
+(:func:`~kubemill.engines.spark.api.submit.cluster_mode_of`,
+:func:`~kubemill.engines.spark.framework.cluster_mode.driver_objects`), and sends them with
 :func:`kubemill.substrates.kubernetes.client.spark_submit.submit` through the transport's
 :class:`~kubemill.substrates.kubernetes.transport.PlainClient` (the requests the
 ``kubernetes`` client would send, over a socket of its own). It prints what the full
@@ -34,14 +34,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
-from kubemill.api.spark_argv import (
-    SparkSubmitError,
-    SubmitArguments,
-    parse_spark_master,
-    parse_spark_properties,
-    parse_submit_arguments,
-)
-from kubemill.api.spark_submit import cluster_mode_of
 from kubemill.cli.spark_args import (
     GRACE_CONF,
     NAMESPACE_CONF,
@@ -51,7 +43,19 @@ from kubemill.cli.spark_args import (
     in_namespace,
     properties_text,
 )
-from kubemill.frameworks.spark_cluster_mode import SPARK_VERSION, ClusterModeError, driver_objects
+from kubemill.engines.spark.api.argv import (
+    SparkSubmitError,
+    SubmitArguments,
+    parse_spark_master,
+    parse_spark_properties,
+    parse_submit_arguments,
+)
+from kubemill.engines.spark.api.submit import cluster_mode_of
+from kubemill.engines.spark.framework.cluster_mode import (
+    SPARK_VERSION,
+    ClusterModeError,
+    driver_objects,
+)
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client import spark_submit as client
 from kubemill.substrates.kubernetes.client.connection import Http, plain_connection

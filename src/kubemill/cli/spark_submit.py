@@ -1,7 +1,7 @@
 """``kubemill spark-submit``: spark-submit's own command line, as a SparkApplication.
 
 The arguments reach this module untouched (the command takes no options of its own
-through typer) and are read by :mod:`kubemill.api.spark_argv`, as Spark reads them.
+through typer) and are read by :mod:`kubemill.engines.spark.api.argv`, as Spark reads them.
 kubemill's own flags stand among the options, before the application file:
 ``--dry-run`` prints the SparkApplication as YAML and submits nothing.
 
@@ -36,9 +36,6 @@ from pathlib import Path
 import typer
 
 from kubemill.api import Job
-from kubemill.api.spark_argv import SparkSubmitError, parse_spark_properties, parse_submit_arguments
-from kubemill.api.spark_names import MAX_NAME, UI_SERVICE_SUFFIX
-from kubemill.api.spark_submit import SparkSubmit, submission_of
 from kubemill.cli import spark_cluster
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings, Substrate
@@ -50,6 +47,13 @@ from kubemill.cli.spark_args import (
     cluster_mode_wanted,
     read_properties_file,
 )
+from kubemill.engines.spark.api.argv import (
+    SparkSubmitError,
+    parse_spark_properties,
+    parse_submit_arguments,
+)
+from kubemill.engines.spark.api.names import MAX_NAME, UI_SERVICE_SUFFIX
+from kubemill.engines.spark.api.submit import SparkSubmit, submission_of
 
 NOT_REGISTERED = (
     "the SparkApplication kind is not registered in this kubemill yet; --dry-run shows the manifest"
@@ -134,7 +138,7 @@ def spark_submit(settings: Settings, argv: list[str]) -> int:
 def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
     """The manifest with ``local[...]`` as given in its annotation (a SparkApplication has
     no field for it; locally it otherwise runs local[instances x cores])."""
-    from kubemill.frameworks.spark_local import LOCAL_MASTER_ANNOTATION
+    from kubemill.engines.spark.local import LOCAL_MASTER_ANNOTATION
 
     manifest = copy.deepcopy(submission.manifest)
     annotations = manifest.setdefault("metadata", {}).setdefault("annotations", {})

@@ -19,7 +19,6 @@ from rich.table import Table
 from rich.text import Text
 
 from kubemill.api import ConditionType
-from kubemill.api.spark_scheduled import ScheduledSparkApplicationStatus as ScheduledSparkStatus
 from kubemill.cli.errors import fail
 from kubemill.cli.quick import HEADERS as JOB_HEADERS
 from kubemill.cli.quick import (
@@ -33,6 +32,9 @@ from kubemill.cli.quick import (
     progress_cells,
 )
 from kubemill.cli.settings import Settings
+from kubemill.engines.spark.api.scheduled import (
+    ScheduledSparkApplicationStatus as ScheduledSparkStatus,
+)
 from kubemill.sdk.summary import (
     endpoint,
     has_schedule_columns,

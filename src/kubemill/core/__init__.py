@@ -9,6 +9,9 @@ from kubemill.core.controller import (
     ControllerContext,
     ControllerResult,
     ControllerRules,
+    CreateRun,
+    DeleteRun,
+    ObservedRun,
     SampleRun,
 )
 from kubemill.core.lifecycle import Lifecycle
@@ -52,17 +55,6 @@ from kubemill.core.reconcile import (
 )
 from kubemill.core.replicaset import REPLICA_SET
 from kubemill.core.rerun import RERUN
-from kubemill.core.schedule import (
-    SCHEDULED_SPARK,
-    CreateRun,
-    DeleteRun,
-    ObservedRun,
-    ScheduleAction,
-    ScheduleResult,
-    decide,
-    invalid,
-    unix_nanos,
-)
 from kubemill.core.service import SERVICE_CLUSTER, reconcile_service, stopped_body
 
 __all__ = [
@@ -72,7 +64,6 @@ __all__ = [
     "REPLICA_SET",
     "REPORT_GRACE",
     "RERUN",
-    "SCHEDULED_SPARK",
     "SERVICE_CLUSTER",
     "Action",
     "ChildKind",
@@ -107,13 +98,9 @@ __all__ = [
     "Refusal",
     "RenderedFile",
     "SampleRun",
-    "ScheduleAction",
-    "ScheduleResult",
     "UpdateObject",
     "WriteFiles",
-    "decide",
     "describe_failure",
-    "invalid",
     "is_retryable_exit_code",
     "pod_restart_policy",
     "reconcile",
@@ -121,5 +108,4 @@ __all__ = [
     "set_condition",
     "short_name",
     "stopped_body",
-    "unix_nanos",
 ]

@@ -1,6 +1,6 @@
 """The state machine of a job that runs again as a whole (``Plan.reruns``).
 
-A SparkApplication is one application: its driver pod. The spark-operator moves it through
+A Spark application is one application: its driver pod. The spark-operator moves it through
 NEW, SUBMITTED, RUNNING, SUCCEEDING/FAILING, COMPLETED/FAILED, re-runs it (PENDING_RERUN)
 after a failure, a refused submission (SUBMISSION_FAILED) or a spec change (INVALIDATING),
 suspends and resumes it (SUSPENDING, SUSPENDED, RESUMING), and says UNKNOWN while its

@@ -1,6 +1,6 @@
 """The controller protocol: kinds that run no pods but create and delete jobs of another kind.
 
-A controller (a ScheduledSparkApplication creates a SparkApplication each time its schedule
+A controller (a Spark schedule creates a Spark application each time its schedule
 is due) is decided by its own pure :meth:`ControllerRules.decide`: from the controller's
 object (with its last status), the runs it owns as last seen and ``now``, to runs to create
 and delete, the new status, and when to look again. The registry names each controller
@@ -110,7 +110,7 @@ class ControllerContext:
 
 
 class ControllerRules(Protocol):
-    """One controller kind's decisions (:mod:`kubemill.core.schedule`'s for a schedule)."""
+    """One controller kind's decisions (:mod:`kubemill.engines.spark.schedule`'s for a schedule)."""
 
     @property
     def run_label(self) -> str:

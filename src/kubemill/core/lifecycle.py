@@ -4,13 +4,13 @@ Every job is reconciled by one :class:`Lifecycle`, which its engine's registry e
 (``Engine.lifecycle``), never a flag of its Plan. kubemill has three:
 
 - :data:`kubemill.core.replicaset.REPLICA_SET`: pods the core creates one by one and judges
-  by a success policy (TFJob, PyTorchJob, MPIJob, and any service replanned into replicas
-  with a ``ServicePolicy``);
+  by a success policy (TensorFlow's, PyTorch's and MPI's jobs, and any service replanned into
+  replicas with a ``ServicePolicy``);
 - :data:`kubemill.core.rerun.RERUN`: an application that runs again as a whole, the
-  spark-operator's state machine over one deciding replica (SparkApplication);
+  spark-operator's state machine over one deciding replica (a Spark application);
 - :data:`kubemill.core.service.SERVICE_CLUSTER`: objects a Kubernetes controller keeps
   running (Deployments), Ready while enough of their pods serve, never Succeeded
-  (MarsCluster).
+  (a Mars cluster).
 
 None of them names a kind: what one kind needs of its lifecycle is data in its Plan (a
 ``RerunPolicy``, a ``ServiceCluster``), and what a lifecycle decided beyond the common

@@ -268,7 +268,7 @@ class CreateObject:
 @dataclass(frozen=True)
 class UpdateObject:
     """Rewrite one object of a service cluster whose body in the Plan changed (its recorded
-    digest differs from ``digest``): a MarsCluster scaled or given other resources."""
+    digest differs from ``digest``): a Mars cluster scaled or given other resources."""
 
     kind: str
     name: str

@@ -1,7 +1,7 @@
 """The replica-set lifecycle: pods the core creates one by one and judges by a success policy.
 
-The lifecycle of TFJob, PyTorchJob, MPIJob and every kind whose Plan is a set of replicas
-(a service replanned into replicas too, with a ``ServicePolicy``: Ready, never Succeeded).
+The lifecycle of TensorFlow's, PyTorch's and MPI's jobs and every kind whose Plan is a set of
+replicas (a service replanned into replicas too, with a ``ServicePolicy``: Ready, never Succeeded).
 It is level-triggered: it looks only at the job (with its last status), the
 Plan and what the substrate observed, and says what to do now. Running it again on the same
 inputs after its actions took effect yields no actions at all (not even events), so a

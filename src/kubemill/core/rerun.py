@@ -1,4 +1,4 @@
-"""The re-run lifecycle: an application that runs again as a whole (SparkApplication).
+"""The re-run lifecycle: an application that runs again as a whole (a Spark application).
 
 The Plan declares what the machine needs as data (``Plan.reruns``: a
 :class:`~kubemill.frameworks.RerunPolicy` and a reader of the kind's status into a

@@ -27,7 +27,7 @@ with ``endpoint`` and ``ready_replicas``), so nothing here names a kind.
 A stop request (the ``kubemill.dev/stop`` annotation: ``kubemill interrupt``) fails the
 cluster with reason ``Interrupted``, as it fails a job, and scales its Deployments to no
 replicas (:attr:`~kubemill.core.model.UpdateObject.stopped`); nothing is created after.
-Not decided yet (so not claimed): ``suspend`` (a MarsCluster has none).
+Not decided yet (so not claimed): ``suspend`` (a Mars cluster has none).
 """
 
 from __future__ import annotations

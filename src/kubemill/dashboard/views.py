@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api import Job, ManifestError, ScheduledSparkApplication
+from kubemill.api import Job, ManifestError
+from kubemill.engines.spark.api.scheduled import ScheduledSparkApplication
 from kubemill.kinds import load_one
 from kubemill.sdk.client import is_service
 from kubemill.sdk.summary import (

@@ -12,7 +12,7 @@
 :func:`new_cluster` validates its arguments through the MarsCluster model (so a bad size
 is refused before anything is created, naming the argument), creates a namespace of the
 cluster's own (refusing one that exists), then the objects the pure builders of
-:mod:`kubemill.frameworks.mars` describe -- the same the operator creates for a
+:mod:`kubemill.engines.mars.framework` describe -- the same the operator creates for a
 ``MarsCluster`` -- and waits, showing progress with rich, until every supervisor and at
 least ``min_worker_num`` workers are ready. On a timeout or a failing pod it raises
 :class:`~kubemill.deploy.client.ClusterError` with the failing pods' last log lines and
@@ -38,9 +38,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from kubemill.api.errors import FieldError
-from kubemill.api.mars import MarsCluster, MarsClusterSpec
 from kubemill.deploy.client import ClusterClient, ClusterError
-from kubemill.frameworks.mars import (
+from kubemill.engines.mars.api import MarsCluster, MarsClusterSpec
+from kubemill.engines.mars.framework import (
     LABEL_MARS_CLUSTER,
     LABEL_MARS_ROLE,
     ROLES,

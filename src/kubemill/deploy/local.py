@@ -9,7 +9,7 @@
     a.dot(a.T).execute()          # runs in the workers: new_cluster made the session default
     cluster.stop()
 
-**Which Mars.** ``image`` (a MarsCluster's default, ``kubemill-mars:<version>``) selects a Python
+**Which Mars.** ``image`` (a Mars cluster's default, ``kubemill-mars:<version>``) selects a Python
 environment as every local image does (:mod:`kubemill.substrates.local.images`): a mapping in
 the config file, else the managed ``mars`` environment (``kubemill env create mars``), else
 the interpreter running this program if it has Mars.
@@ -55,15 +55,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubemill.api.mars import (
-    DEFAULT_IMAGE,
-    SizeError,
-    parse_cache_size,
-    parse_fraction,
-    parse_size,
-)
 from kubemill.deploy.client import ClusterClient, ClusterError
-from kubemill.deploy.mars import ready_nodes
 from kubemill.deploy.watchdog import (
     CLUSTER_MARK,
     STOP_GRACE,
@@ -74,6 +66,14 @@ from kubemill.deploy.watchdog import (
     teardown,
     write_record,
 )
+from kubemill.engines.mars.api import (
+    DEFAULT_IMAGE,
+    SizeError,
+    parse_cache_size,
+    parse_fraction,
+    parse_size,
+)
+from kubemill.engines.mars.pod.discovery import ready_nodes
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import ImageConfig
@@ -246,7 +246,7 @@ def _count(value: object, field: str, *, least: int) -> int:
 
 
 def _size(value: object, field: str, of: int | None = None) -> int:
-    """Bytes of a size as the MarsCluster kind reads it (``api.mars``: bytes or with a
+    """Bytes of a size as the Mars cluster kind reads it (``engines/mars/api.py``: bytes or with a
     binary unit; with ``of``, the worker's memory, also a percentage of it)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ClusterError(f"{field}: expected a size (bytes, or with a unit: '2g'), got {value!r}")

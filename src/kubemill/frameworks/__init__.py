@@ -1,11 +1,11 @@
-"""Frameworks: one module per engine, each turning a job into a :class:`Plan`.
-
-The Plan types live in :mod:`kubemill.frameworks.plan`. Which framework plans which kind
-is the registry's business (:func:`kubemill.kinds.plan_for`).
+"""Frameworks: what every engine's planner shares (the Plan types, in
+:mod:`kubemill.frameworks.plan`, and the replica builders); each engine's planner, which
+turns a job into a :class:`Plan`, lives in its folder
+(``kubemill.engines.<engine>.framework``). Which framework plans which kind is the registry's
+business (:func:`kubemill.kinds.plan_for`).
 
 The names below load on first use, not when a submodule is imported: importing
-``kubemill.frameworks.spark_cluster_mode`` (as ``kubemill spark-submit``'s fast path does)
-does not load every planner and the job models.
+``kubemill.frameworks.plan`` does not load the job models.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
-    from kubemill.frameworks.mars import Mars
     from kubemill.frameworks.plan import (
         LABEL_JOB_NAME,
         LABEL_JOB_ROLE,
@@ -57,9 +56,6 @@ if TYPE_CHECKING:
         submission_id,
         submitted_spec,
     )
-    from kubemill.frameworks.pytorch import PyTorch
-    from kubemill.frameworks.spark import Spark
-    from kubemill.frameworks.tensorflow import TensorFlow
 
 __all__ = [
     "LABEL_JOB_NAME",
@@ -79,7 +75,6 @@ __all__ = [
     "ForeignPods",
     "Framework",
     "HostListing",
-    "Mars",
     "Network",
     "NetworkPolicyPlan",
     "ObservedPodView",
@@ -87,7 +82,6 @@ __all__ = [
     "PackagedProgram",
     "Plan",
     "PlanError",
-    "PyTorch",
     "ReplicaPlan",
     "ReplicaSlot",
     "RerunPolicy",
@@ -97,12 +91,10 @@ __all__ = [
     "ServicePolicy",
     "ServicePort",
     "ServiceView",
-    "Spark",
     "SshKeyPart",
     "StatusExtension",
     "StatusView",
     "SuccessPolicy",
-    "TensorFlow",
     "build_replicas",
     "decided_by",
     "env",
@@ -119,9 +111,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, mars, plan, pytorch, spark, tensorflow
+        from kubemill.frameworks import _common, plan
 
-        for module in (_common, mars, plan, pytorch, spark, tensorflow):
+        for module in (_common, plan):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value

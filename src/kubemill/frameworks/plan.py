@@ -186,9 +186,10 @@ class HostListing:
 class PackagedProgram:
     """Content that is the source of a program shipped with kubemill, read by the substrate.
 
-    ``module`` names a module of :mod:`kubemill.agents` (standalone programs that run inside
-    a job's containers, e.g. MPI's exec agent); frameworks are pure and cannot read files,
-    so the substrate puts the module's source text in the file when it writes the set.
+    ``module`` names an engine's agent, ``kubemill.engines.<engine>.agent`` (a standalone
+    program that runs inside a job's containers, e.g. MPI's exec agent); frameworks are pure
+    and cannot read files, so the substrate puts the module's source text in the file when
+    it writes the set.
     """
 
     module: str
@@ -387,7 +388,7 @@ class RunRecordReader(Protocol):
 
 @dataclass(frozen=True)
 class RerunPolicy:
-    """The job is one application that runs again as a whole (a SparkApplication).
+    """The job is one application that runs again as a whole (a Spark application).
 
     Its deciding replica (the :attr:`Plan.outcome`'s type, index 0: the driver) is the
     application: the core submits it, judges its end and, as this policy says, deletes it

@@ -5,344 +5,54 @@ An engine is the whole description of a kind that runs pods: its API (model, ver
 conversions and CRD: :class:`kubemill.api.KindApi`), the framework that plans it, what the
 operator must be allowed to do for it, and whether it runs on the local substrate. A
 controller runs no pods: it creates and deletes jobs of a kind that does (a
-ScheduledSparkApplication creates a SparkApplication on its schedule), decided by a core
+Spark schedule creates a Spark application at each time it is due), decided by a core
 function of its own, not by a Plan. The loader's kind table, the CRDs, the install manifests
 and the Helm chart, the operator's RBAC and watches, the CLI's help and ``kubemill kinds``,
 and the docs' kinds table all derive from :func:`entries` (engines, then controllers);
 nothing else lists kinds.
 
-Adding an engine means: its API module (model + ``KindApi``), its framework module, and
-one line in :data:`BUILTIN`. A plugin (or a test) adds one at run time with
-:func:`register`.
+Adding an engine means: its folder, ``kubemill/engines/<engine>/`` (its API, planner, local
+support and an ``entry`` module holding its record, see :mod:`kubemill.engines`), and one
+line here, the import of that ``entry`` (its record listed in :data:`BUILTIN` or
+:data:`CONTROLLERS`). A plugin (or a test) adds one at run time with :func:`register`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kubemill.api import (
-    MARSCLUSTER,
-    MPIJOB,
-    PYTORCHJOB,
-    SCHEDULEDSPARKAPPLICATION,
-    SPARKAPPLICATION,
-    TFJOB,
-    ClusterOptions,
-    FieldError,
-    Job,
-    JobStatus,
-    KindApi,
-    KindTable,
-    loader,
-)
+from kubemill.api import FieldError, Job, JobStatus, KindTable, loader
 from kubemill.api import crd as crd_generation
-from kubemill.api.mars import cluster_manifest as mars_cluster_manifest
-from kubemill.core import (
-    REPLICA_SET,
-    RERUN,
-    SCHEDULED_SPARK,
-    SERVICE_CLUSTER,
-    ControllerRules,
-    Lifecycle,
+from kubemill.core import Lifecycle
+from kubemill.engines.base import (
+    Controller,
+    Engine,
+    Entry,
+    LocalSupport,
+    OperatorGrant,
+    ServiceEngine,
 )
-from kubemill.frameworks import Framework, Network, Plan, PlanError
-from kubemill.frameworks.mars import Mars
-from kubemill.frameworks.mars_local import local_plan as mars_local_plan
-from kubemill.frameworks.mpi import LOCAL_ENV, MPI, run_locally
-from kubemill.frameworks.pytorch import PyTorch
-from kubemill.frameworks.spark import DRIVER_RESOURCES as SPARK_DRIVER_RESOURCES
-from kubemill.frameworks.spark import DRIVER_VERBS as SPARK_DRIVER_VERBS
-from kubemill.frameworks.spark import Spark
-from kubemill.frameworks.spark_local import LOCAL_ENV as SPARK_LOCAL_ENV
-from kubemill.frameworks.spark_local import local_plan as spark_local_plan
-from kubemill.frameworks.spark_local import refusals as spark_refusals
-from kubemill.frameworks.tensorflow import TensorFlow
-
-
-@dataclass(frozen=True)
-class OperatorGrant:
-    """Something the operator must be allowed to do for a kind (an RBAC rule and why).
-
-    Every kind gets pods, services and events; a kind whose Plans deliver files, create
-    per-job access or exec into pods names those resources here, and the install manifests
-    grant them. (RBAC forbids granting what one does not hold, so an engine whose per-job
-    Role allows ``pods/exec`` must list ``pods/exec`` for the operator too.)
-    """
-
-    api_groups: tuple[str, ...]
-    resources: tuple[str, ...]
-    verbs: tuple[str, ...]
-    why: str
-    delegated: bool = False
-    """Held only so that a per-job Role can grant it: the operator never uses it itself."""
-
-
-@dataclass(frozen=True)
-class LocalSupport:
-    """Whether the kind runs on the local substrate, and what it needs there.
-
-    ``env``: variables every local replica of the kind gets unless its container sets them
-    (what the engine needs on one machine, never the user's business: OpenMPI as root, on
-    loopback). ``adapt``: the job as this machine can run it, before it is planned (an MPI
-    job in ssh mode runs in exec mode: there is no sshd here); pure, and the job as
-    submitted is what is recorded. ``replan``: the framework's Plan as this machine runs
-    it (a SparkApplication's driver runs pyspark's ``spark-submit`` instead of the image's
-    entrypoint, with ports from the local :class:`Network`); pure. ``refusals``: why the
-    job cannot run on this machine, given a test of whether a path exists here (relative
-    paths from the job's base directory), as errors at the manifest's field paths; the
-    substrate asks before anything starts.
-    """
-
-    runs: bool = True
-    why_not: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    adapt: Callable[[Job], Job] | None = None
-    replan: Callable[[Job, Plan, Network], Plan] | None = None
-    refusals: Callable[[Job, Callable[[str], bool]], list[FieldError]] | None = None
-    lifecycle: Lifecycle | None = None
-    """The lifecycle of the local Plan when ``replan`` changes its shape (a service cluster
-    replanned into replicas runs the replica-set rules); None: the engine's own."""
-
-    def adapted(self, job: Job) -> Job:
-        """``job`` as the local substrate plans it."""
-        return self.adapt(job) if self.adapt is not None else job
-
-    def planned(self, job: Job, plan: Plan, network: Network) -> Plan:
-        """The Plan of ``job`` (already :meth:`adapted`) as the local substrate runs it."""
-        return self.replan(job, plan, network) if self.replan is not None else plan
-
-    def refused(self, job: Job, exists: Callable[[str], bool]) -> list[FieldError]:
-        """Why ``job`` cannot run on this machine (empty: nothing the engine knows of)."""
-        return self.refusals(job, exists) if self.refusals is not None else []
-
-
-@dataclass(frozen=True)
-class ServiceEngine:
-    """How ``kubemill cluster create <name>`` makes a cluster of a service kind."""
-
-    name: str
-    """The engine's name on the command line (``mars``)."""
-    manifest: Callable[[str, ClusterOptions], Mapping[str, Any]]
-    """The kind's manifest (of that name) from the command's options."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """One job kind, whole."""
-
-    api: KindApi
-    framework: Framework
-    summary: str
-    """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
-    grants: tuple[OperatorGrant, ...] = ()
-    local: LocalSupport = LocalSupport()
-    lifecycle: Lifecycle = REPLICA_SET
-    """How the core decides for the kind's jobs (:mod:`kubemill.core.lifecycle`): pods
-    one by one (the default), an application run again as a whole, a service cluster."""
-    restarts: bool = True
-    """Whether the kind's pods are ever restarted or recreated (counts against
-    ``backoffLimit``). A kind whose runs are retried as a whole (SparkApplication: pods
-    ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
-    restart-count annotation of its upstream group and is not allowed to patch it there."""
-    finishes: bool = True
-    """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
-    delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
-    (MarsCluster) never does, and the operator is not allowed to delete it."""
-    cluster: ServiceEngine | None = None
-    """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
-    shows)."""
-
-    @property
-    def kind(self) -> str:
-        return self.api.kind
-
-    def __post_init__(self) -> None:
-        if self.framework.kind != self.api.kind:
-            raise ValueError(
-                f"engine {self.api.kind}: its framework plans {self.framework.kind!r}, not "
-                f"{self.api.kind!r}"
-            )
-
+from kubemill.engines.mars import entry as mars
+from kubemill.engines.mpi import entry as mpi
+from kubemill.engines.pytorch import entry as pytorch
+from kubemill.engines.spark import entry as spark
+from kubemill.engines.tensorflow import entry as tensorflow
+from kubemill.frameworks import Network, Plan, PlanError
 
 BUILTIN: tuple[Engine, ...] = (
-    Engine(TFJOB, TensorFlow(), "TensorFlow: Chief/Master, PS, Worker, Evaluator (TF_CONFIG)"),
-    Engine(PYTORCHJOB, PyTorch(), "PyTorch: Master and Workers, elastic torchrun (PET_*)"),
-    Engine(
-        MPIJOB,
-        MPI(),
-        "MPI: Worker hosts, then a Launcher whose mpirun reaches them (OpenMPI, Intel, MPICH)",
-        grants=(
-            # No delete: an MPI job keeps its ConfigMap for life; it goes with the job.
-            OperatorGrant(
-                ("",),
-                ("configmaps",),
-                ("list", "watch", "create", "update"),
-                "MPI jobs get their hostfile, discover_hosts.sh and exec agent in a ConfigMap",
-            ),
-            OperatorGrant(
-                ("",),
-                ("secrets",),
-                ("list", "watch", "create", "delete"),
-                "MPI jobs in ssh mode get a key pair of their own in a Secret",
-            ),
-            OperatorGrant(
-                ("",),
-                ("serviceaccounts",),
-                ("list", "watch", "create", "delete"),
-                "an MPI launcher in exec mode runs as an account of its own",
-            ),
-            OperatorGrant(
-                ("rbac.authorization.k8s.io",),
-                ("roles", "rolebindings"),
-                ("list", "watch", "create", "delete"),
-                "an MPI launcher's Role lets it exec into its own workers",
-            ),
-            # RBAC lets the operator grant only what it holds itself.
-            OperatorGrant(
-                ("",),
-                ("pods",),
-                ("get",),
-                "an MPI launcher's Role lets it read pods",
-                delegated=True,
-            ),
-            OperatorGrant(
-                ("",),
-                ("pods/exec",),
-                ("get", "create"),
-                "an MPI launcher's Role lets it exec into its own workers",
-                delegated=True,
-            ),
-        ),
-        local=LocalSupport(env=LOCAL_ENV, adapt=run_locally),
-    ),
-    Engine(
-        SPARKAPPLICATION,
-        Spark(),
-        "Spark: a Driver that creates its own Executors (cluster mode, the spark-operator's "
-        "SparkApplication)",
-        grants=(
-            OperatorGrant(
-                ("",),
-                ("configmaps",),
-                ("list", "watch", "create", "update"),
-                "a Spark application gets its spark.properties in a ConfigMap",
-            ),
-            OperatorGrant(
-                ("",),
-                ("serviceaccounts",),
-                ("list", "watch", "create", "delete"),
-                "a Spark driver runs as an account of its own",
-            ),
-            OperatorGrant(
-                ("rbac.authorization.k8s.io",),
-                ("roles", "rolebindings"),
-                ("list", "watch", "create", "delete"),
-                "a Spark driver's Role lets it create and watch its executors",
-            ),
-            OperatorGrant(
-                ("networking.k8s.io",),
-                ("networkpolicies",),
-                ("list", "watch", "create"),
-                "a Spark application's executors take connections from its own pods only",
-            ),
-            # RBAC lets the operator grant only what it holds itself: the driver manages its
-            # executors' pods, and the ConfigMaps (and services) Spark makes for them.
-            *(
-                OperatorGrant(
-                    ("",),
-                    (resource,),
-                    SPARK_DRIVER_VERBS,
-                    f"a Spark driver's Role lets it manage its executors' {resource}",
-                    delegated=True,
-                )
-                for resource in SPARK_DRIVER_RESOURCES
-            ),
-        ),
-        lifecycle=RERUN,
-        restarts=False,
-        local=LocalSupport(env=SPARK_LOCAL_ENV, replan=spark_local_plan, refusals=spark_refusals),
-    ),
-    Engine(
-        MARSCLUSTER,
-        Mars(),
-        "Mars: a cluster of supervisors and workers (Deployments) serving until deleted; "
-        "Ready with its endpoint, never Succeeded",
-        grants=(
-            OperatorGrant(
-                ("apps",),
-                ("deployments",),
-                ("list", "watch", "create", "update"),
-                "a Mars cluster's supervisors and workers are Deployments (updated when its "
-                "spec changes)",
-            ),
-            OperatorGrant(
-                ("rbac.authorization.k8s.io",),
-                ("roles", "rolebindings"),
-                ("list", "watch", "create"),
-                "a Mars cluster's pods may read pods, to find their supervisors",
-            ),
-            # RBAC lets the operator grant only what it holds itself.
-            OperatorGrant(
-                ("",),
-                ("pods",),
-                ("get",),
-                "a Mars cluster's Role lets its pods read pods",
-                delegated=True,
-            ),
-        ),
-        lifecycle=SERVICE_CLUSTER,
-        restarts=False,
-        finishes=False,
-        # Locally its supervisors and workers are replicas the core starts one by one.
-        local=LocalSupport(replan=mars_local_plan, lifecycle=REPLICA_SET),
-        cluster=ServiceEngine("mars", mars_cluster_manifest),
-    ),
+    tensorflow.ENGINE,
+    pytorch.ENGINE,
+    mpi.ENGINE,
+    spark.ENGINE,
+    mars.ENGINE,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 
 
-@dataclass(frozen=True)
-class Controller:
-    """A kind that runs no pods of its own but creates and deletes jobs of another kind.
-
-    ``controls`` is the kind of the jobs it creates, in the group it is served in itself;
-    the operator watches them, enqueues their controller on every change, and is allowed
-    to create them (and to delete them, as it may every job). Its decisions are its
-    ``rules`` (:class:`kubemill.core.ControllerRules`: ScheduledSparkApplication's are
-    :data:`kubemill.core.SCHEDULED_SPARK`), which both substrates run in one generic loop.
-    """
-
-    api: KindApi
-    controls: str
-    summary: str
-    rules: ControllerRules
-    local: LocalSupport = LocalSupport(runs=False)
-    restarts: bool = False
-    """Never: it has no pods (the field every registry entry answers)."""
-
-    @property
-    def kind(self) -> str:
-        return self.api.kind
-
-
-CONTROLLERS: tuple[Controller, ...] = (
-    Controller(
-        SCHEDULEDSPARKAPPLICATION,
-        "SparkApplication",
-        "Spark on a cron schedule: a SparkApplication per run, under a concurrency policy "
-        "and history limits (the spark-operator's ScheduledSparkApplication)",
-        SCHEDULED_SPARK,
-        # Locally a detached loop asks the same core and submits its runs as local jobs.
-        local=LocalSupport(),
-    ),
-)
+CONTROLLERS: tuple[Controller, ...] = (spark.SCHEDULE,)
 """The controllers kubemill ships, listed after the engines everywhere."""
-
-Entry = Engine | Controller
-"""Any registered kind: what the loader, the CRDs, the RBAC and the kinds table read."""
 
 
 class UnknownKind(PlanError, LookupError):

@@ -4,8 +4,11 @@ replicas, restarts, where it can be reached, and its replicas' short names."""
 
 from __future__ import annotations
 
-from kubemill.api import ScheduledSparkApplication, SparkApplicationStatus
-from kubemill.api.spark_scheduled import ScheduledSparkApplicationStatus
+from kubemill.engines.spark.api.application import SparkApplicationStatus
+from kubemill.engines.spark.api.scheduled import (
+    ScheduledSparkApplication,
+    ScheduledSparkApplicationStatus,
+)
 from kubemill.kinds import is_controller
 from kubemill.substrates.base import JobView
 from kubemill.substrates.local.summary import (

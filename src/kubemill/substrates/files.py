@@ -10,14 +10,16 @@ locally. Both substrates use :func:`resolved_contents`, so a file reads the same
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from kubemill.core import RenderedFile
 from kubemill.frameworks import PackagedProgram, SshKeyPart
 
-AGENTS_PACKAGE = "kubemill.agents"
-"""Only programs of this package may be delivered: they import nothing from kubemill."""
+AGENT_MODULE = re.compile(r"kubemill\.engines\.[a-z0-9_]+\.agent")
+"""Only an engine's agent module may be delivered (``kubemill.engines.<engine>.agent``):
+agents import nothing from kubemill (import-linter checks it)."""
 
 
 class FileSourceError(RuntimeError):
@@ -25,9 +27,11 @@ class FileSourceError(RuntimeError):
 
 
 def packaged_program(module: str) -> str:
-    """The source text of ``module``, a program of :data:`AGENTS_PACKAGE`."""
-    if module != AGENTS_PACKAGE and not module.startswith(AGENTS_PACKAGE + "."):
-        raise FileSourceError(f"{module} is not a program of {AGENTS_PACKAGE}")
+    """The source text of ``module``, an engine's agent (:data:`AGENT_MODULE`)."""
+    if not AGENT_MODULE.fullmatch(module):
+        raise FileSourceError(
+            f"{module} is not an engine's agent (kubemill.engines.<engine>.agent)"
+        )
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise FileSourceError(f"the program {module} is not installed with kubemill")
@@ -83,7 +87,7 @@ def resolved_contents(files: Iterable[RenderedFile], *, owner: str) -> dict[str,
 
 
 __all__ = [
-    "AGENTS_PACKAGE",
+    "AGENT_MODULE",
     "FileSourceError",
     "packaged_program",
     "resolved_contents",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import MPIJob
+from kubemill.engines.mpi.api import MPIJob
 from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.build import HOST_ONLY_COMMAND

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from samples import elastic_pytorchjob, pytorchjob, tfjob
 
-from kubemill.api import Job, ScheduledSparkApplication
+from kubemill.api import Job
+from kubemill.engines.spark.api.scheduled import ScheduledSparkApplication
 from kubemill.kinds import crds, load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import dump_yaml, plan_on_kubernetes, render_job

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemill.api import ScheduledSparkApplication
-from kubemill.core import unix_nanos
+from kubemill.engines.spark.api.scheduled import ScheduledSparkApplication
+from kubemill.engines.spark.schedule import unix_nanos
 from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.build import UnsupportedPlanError
 from kubemill.substrates.kubernetes.render import render_job

@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 
-from kubemill.api.spark_argv import SparkSubmitError, parse_spark_properties, parse_submit_arguments
-from kubemill.api.spark_submit import ClusterMode, cluster_mode_of
-from kubemill.frameworks.spark_cluster_mode import (
+from kubemill.engines.spark.api.argv import (
+    SparkSubmitError,
+    parse_spark_properties,
+    parse_submit_arguments,
+)
+from kubemill.engines.spark.api.submit import ClusterMode, cluster_mode_of
+from kubemill.engines.spark.framework.cluster_mode import (
     ClusterModeError,
     DriverObjects,
     Generated,

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import SparkApplication
-from kubemill.api.spark_argv import parse_spark_properties, parse_submit_arguments
-from kubemill.api.spark_submit import cluster_mode_of, submission_of
-from kubemill.frameworks.spark_cluster_mode import (
+from kubemill.engines.spark.api.application import SparkApplication
+from kubemill.engines.spark.api.argv import parse_spark_properties, parse_submit_arguments
+from kubemill.engines.spark.api.submit import cluster_mode_of, submission_of
+from kubemill.engines.spark.framework.cluster_mode import (
     SPARK_VERSION,
     Generated,
     app_name_label,

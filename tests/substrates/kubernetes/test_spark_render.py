@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import SparkApplication
+from kubemill.engines.spark.api.application import SparkApplication
 from kubemill.kinds import load_one
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.kubernetes.render import render_job

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from local_support import container, log_text, pytorch_job
 
-from kubemill.api.mars import DEFAULT_IMAGE as DEFAULT_MARS_IMAGE
+from kubemill.engines.mars.api import DEFAULT_IMAGE as DEFAULT_MARS_IMAGE
 from kubemill.substrates.base import SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, SupervisorOptions, environments
 from kubemill.substrates.local.images import ImageConfig, managed_environment

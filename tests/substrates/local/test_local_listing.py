@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from local_support import SLEEPER, pytorch_job
 
-from kubemill.api import Job, JobStatus, SparkApplicationStatus
+from kubemill.api import Job, JobStatus
 from kubemill.cli import views
 from kubemill.cli.quick import _parse, age_text, jobs_text
+from kubemill.engines.spark.api.application import SparkApplicationStatus
 from kubemill.kinds import load_one
 from kubemill.sdk import summary
 from kubemill.substrates.base import SubmitOptions

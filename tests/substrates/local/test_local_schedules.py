@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from kubemill.api import ScheduledSparkApplication
-from kubemill.api.spark_scheduled import SCHEDULED_APP_LABEL
-from kubemill.core import unix_nanos
+from kubemill.engines.spark.api.scheduled import SCHEDULED_APP_LABEL, ScheduledSparkApplication
+from kubemill.engines.spark.schedule import unix_nanos
 from kubemill.kinds import load_one
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo

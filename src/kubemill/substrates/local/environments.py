@@ -115,8 +115,8 @@ MARS_PINS = (
 on ``np.unicode_``, with numpy 1.26 ``describe()`` breaks; Cython 3 and setuptools >= 64
 cannot build its sdist (there is no wheel for 3.11). pyarrow 11 is the last with
 ``pyarrow.plasma``: the plasma store Mars's Kubernetes config gives its workers (as the
-in-pod worker of :mod:`kubemill.deploy.mars` does), and what Mars's own Kubernetes image
-pins."""
+in-pod worker of :mod:`kubemill.engines.mars.pod.entrypoint` does), and what Mars's own
+Kubernetes image pins."""
 
 MARS_BUILD_ONLY = ("cython<3", "wheel")
 """The pins only pymars's build needs: the Mars image (``scripts/build-image.sh mars``)

@@ -5,7 +5,7 @@ agent (``plm_rsh_agent``) that asks the kubelet, through the API server, to exec
 command in the pod. Locally the supervisor is the job's kubelet, so it serves the same
 request on a unix socket, given to every replica as ``KUBEMILL_EXEC_SOCKET``.
 
-The protocol (the client is ``kubemill.agents.mpi_exec`` in local mode):
+The protocol (the client is ``kubemill.engines.mpi.agent`` in local mode):
 
 - connect a ``SOCK_STREAM`` unix socket at that path and send ONE message with
   ``socket.send_fds(sock, [line], [stdin, stdout, stderr])``, where ``line`` is a UTF-8

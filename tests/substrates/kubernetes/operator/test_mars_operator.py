@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kubemill.api.mars import MarsClusterSpec
-from kubemill.frameworks.mars import (
+from kubemill.engines.mars.api import MarsClusterSpec
+from kubemill.engines.mars.framework import (
     LABEL_MARS_ROLE,
     build_role,
     build_role_binding,

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from mpi_support import ALLREDUCE, role_allows
 
-from kubemill.frameworks.mpi import LOCAL_ENV
+from kubemill.engines.mpi.local import LOCAL_ENV
 from support.engines import needs_mpi4py, needs_mpirun
 from support.kmock_cluster import write_kubeconfig
 from support.operator_jobs import mpijob

@@ -1,6 +1,6 @@
 """kubexec against the test API server's exec endpoint, and a real ``mpirun`` through both.
 
-The agent (``kubemill.agents.mpi_exec``) runs as ``mpirun`` runs it, a separate program with
+The agent (``kubemill.engines.mpi.agent``) runs as ``mpirun`` runs it, a separate program with
 ``KUBECONFIG`` pointing at the kmock cluster; the endpoint runs each command as a local
 process in the named pod's environment (only the kubelet is emulated). The MPI run is the
 seed's design end to end: ``mpirun -np 4`` over two worker pods with two slots each,
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from mpi_support import ALLREDUCE, role_allows
 
-from kubemill.agents import mpi_exec
+from kubemill.engines.mpi import agent as mpi_exec
 from support.engines import needs_mpirun
 from support.kmock_cluster import Call, write_kubeconfig
 from support.operator_support import Cluster, Kubelet, free_port

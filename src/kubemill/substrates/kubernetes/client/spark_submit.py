@@ -1,6 +1,6 @@
 """Spark's cluster-mode submission to an API server, as Spark's own client sends it, with no JVM.
 
-:func:`submit` sends what :func:`kubemill.frameworks.spark_cluster_mode.driver_objects`
+:func:`submit` sends what :func:`kubemill.engines.spark.framework.cluster_mode.driver_objects`
 built, in Spark's order: ``POST`` the driver pod, then a server-side apply (``PATCH`` with
 ``application/apply-patch+yaml``, forced) of its service, NetworkPolicy and ConfigMap, each
 owned by the pod just created. If one of those fails the driver pod is deleted again (its
@@ -8,7 +8,7 @@ dependents go with it), as Spark's client does, and the error is raised.
 
 :func:`generated` draws the per-submission values (ids, the local directory's UUID, the
 time, the user) that the pure builder takes; :func:`submit_mode` draws, builds and sends
-for a :class:`~kubemill.api.spark_submit.ClusterMode` (a program's entry).
+for a :class:`~kubemill.engines.spark.api.submit.ClusterMode` (a program's entry).
 :func:`find_drivers`, :func:`kill` and :func:`driver_state` serve ``--kill`` and
 ``--status`` (``[NAMESPACE:]POD``, a glob allowed), as Spark's ``K8SSparkSubmitOperation``
 does: driver pods, by their ``spark-role=driver`` label.
@@ -25,15 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubemill.api.spark_names import DRIVER_CONTAINER
-from kubemill.api.spark_submit import ClusterMode
-from kubemill.frameworks.spark_cluster_mode import (
+from kubemill.engines.spark.api.names import DRIVER_CONTAINER
+from kubemill.engines.spark.api.submit import ClusterMode
+from kubemill.engines.spark.framework.cluster_mode import (
     SPARK_VERSION,
     DriverObjects,
     Generated,
     driver_objects,
 )
-from kubemill.frameworks.spark_wire import LABEL_ROLE
+from kubemill.engines.spark.framework.wire import LABEL_ROLE
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.client.connection import Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
@@ -140,7 +140,7 @@ def submit(http: Http, objects: DriverObjects) -> Submitted:
 
 def submit_mode(http: Http, mode: ClusterMode) -> Submitted:
     """One cluster-mode submission: fresh ids, the objects built, sent (:func:`submit`).
-    Raises :class:`~kubemill.frameworks.spark_cluster_mode.ClusterModeError` for confs
+    Raises :class:`~kubemill.engines.spark.framework.cluster_mode.ClusterModeError` for confs
     that cannot be built, :class:`SubstrateError` for what the API server refused."""
     return submit(http, driver_objects(mode, generated(spark_version=SPARK_VERSION)))
 

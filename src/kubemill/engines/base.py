@@ -1,0 +1,153 @@
+"""What an engine folder declares: the :class:`Engine` record of a kind that runs pods, or
+the :class:`Controller` record of a kind that creates jobs of another, and the parts they
+are made of (:class:`OperatorGrant`, :class:`LocalSupport`, :class:`ServiceEngine`).
+
+Each engine's ``entry`` module builds its record from these; :mod:`kubemill.kinds.registry`
+lists the built-in entries (one line an engine) and derives everything else from them.
+Pure, as the layers below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubemill.api import ClusterOptions, FieldError, Job, KindApi
+from kubemill.core import REPLICA_SET, ControllerRules, Lifecycle
+from kubemill.frameworks import Framework, Network, Plan
+
+
+@dataclass(frozen=True)
+class OperatorGrant:
+    """Something the operator must be allowed to do for a kind (an RBAC rule and why).
+
+    Every kind gets pods, services and events; a kind whose Plans deliver files, create
+    per-job access or exec into pods names those resources here, and the install manifests
+    grant them. (RBAC forbids granting what one does not hold, so an engine whose per-job
+    Role allows ``pods/exec`` must list ``pods/exec`` for the operator too.)
+    """
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str
+    delegated: bool = False
+    """Held only so that a per-job Role can grant it: the operator never uses it itself."""
+
+
+@dataclass(frozen=True)
+class LocalSupport:
+    """Whether the kind runs on the local substrate, and what it needs there.
+
+    ``env``: variables every local replica of the kind gets unless its container sets them
+    (what the engine needs on one machine, never the user's business: OpenMPI as root, on
+    loopback). ``adapt``: the job as this machine can run it, before it is planned (an MPI
+    job in ssh mode runs in exec mode: there is no sshd here); pure, and the job as
+    submitted is what is recorded. ``replan``: the framework's Plan as this machine runs
+    it (a Spark application's driver runs pyspark's ``spark-submit`` instead of the image's
+    entrypoint, with ports from the local :class:`Network`); pure. ``refusals``: why the
+    job cannot run on this machine, given a test of whether a path exists here (relative
+    paths from the job's base directory), as errors at the manifest's field paths; the
+    substrate asks before anything starts.
+    """
+
+    runs: bool = True
+    why_not: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    adapt: Callable[[Job], Job] | None = None
+    replan: Callable[[Job, Plan, Network], Plan] | None = None
+    refusals: Callable[[Job, Callable[[str], bool]], list[FieldError]] | None = None
+    lifecycle: Lifecycle | None = None
+    """The lifecycle of the local Plan when ``replan`` changes its shape (a service cluster
+    replanned into replicas runs the replica-set rules); None: the engine's own."""
+
+    def adapted(self, job: Job) -> Job:
+        """``job`` as the local substrate plans it."""
+        return self.adapt(job) if self.adapt is not None else job
+
+    def planned(self, job: Job, plan: Plan, network: Network) -> Plan:
+        """The Plan of ``job`` (already :meth:`adapted`) as the local substrate runs it."""
+        return self.replan(job, plan, network) if self.replan is not None else plan
+
+    def refused(self, job: Job, exists: Callable[[str], bool]) -> list[FieldError]:
+        """Why ``job`` cannot run on this machine (empty: nothing the engine knows of)."""
+        return self.refusals(job, exists) if self.refusals is not None else []
+
+
+@dataclass(frozen=True)
+class ServiceEngine:
+    """How ``kubemill cluster create <name>`` makes a cluster of a service kind."""
+
+    name: str
+    """The engine's name on the command line (``mars``)."""
+    manifest: Callable[[str, ClusterOptions], Mapping[str, Any]]
+    """The kind's manifest (of that name) from the command's options."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One job kind, whole."""
+
+    api: KindApi
+    framework: Framework
+    summary: str
+    """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
+    grants: tuple[OperatorGrant, ...] = ()
+    local: LocalSupport = LocalSupport()
+    lifecycle: Lifecycle = REPLICA_SET
+    """How the core decides for the kind's jobs (:mod:`kubemill.core.lifecycle`): pods
+    one by one (the default), an application run again as a whole, a service cluster."""
+    restarts: bool = True
+    """Whether the kind's pods are ever restarted or recreated (counts against
+    ``backoffLimit``). A kind whose runs are retried as a whole (a Spark application: pods
+    ``Never`` restart, ``backoffLimit`` 0) never is, so the operator never writes the
+    restart-count annotation of its upstream group and is not allowed to patch it there."""
+    finishes: bool = True
+    """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
+    delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
+    (a Mars cluster) never does, and the operator is not allowed to delete it."""
+    cluster: ServiceEngine | None = None
+    """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
+    shows)."""
+
+    @property
+    def kind(self) -> str:
+        return self.api.kind
+
+    def __post_init__(self) -> None:
+        if self.framework.kind != self.api.kind:
+            raise ValueError(
+                f"engine {self.api.kind}: its framework plans {self.framework.kind!r}, not "
+                f"{self.api.kind!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Controller:
+    """A kind that runs no pods of its own but creates and deletes jobs of another kind.
+
+    ``controls`` is the kind of the jobs it creates, in the group it is served in itself;
+    the operator watches them, enqueues their controller on every change, and is allowed
+    to create them (and to delete them, as it may every job). Its decisions are its
+    ``rules`` (:class:`kubemill.core.ControllerRules`: a Spark schedule's are
+    :data:`kubemill.core.SCHEDULED_SPARK`), which both substrates run in one generic loop.
+    """
+
+    api: KindApi
+    controls: str
+    summary: str
+    rules: ControllerRules
+    local: LocalSupport = LocalSupport(runs=False)
+    restarts: bool = False
+    """Never: it has no pods (the field every registry entry answers)."""
+
+    @property
+    def kind(self) -> str:
+        return self.api.kind
+
+
+Entry = Engine | Controller
+"""Any registered kind: what the loader, the CRDs, the RBAC and the kinds table read."""
+
+__all__ = ["Controller", "Engine", "Entry", "LocalSupport", "OperatorGrant", "ServiceEngine"]

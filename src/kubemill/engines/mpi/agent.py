@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""kubexec: the remote-shell agent through which ``mpirun`` starts ``orted`` in a worker pod
+(MPI's agent: standalone, delivered as a file; see :mod:`kubemill.engines`).
+
+OpenMPI's launcher (``plm_rsh``) runs its agent once per host, as it would run ssh::
+
+    AGENT <host> <word>...
+
+where the words are a shell command line (`` orted -mca ess "env" ... -mca orte_hnp_uri
+"...;tcp://10.0.0.5:41119" ...``); it expects the agent to run that command on the host, relay
+its stdout and stderr, and exit with its exit code. The seed's launcher used ``kubectl exec
+<pod> -- /bin/sh -c ...`` for this; kubexec does the same through the Kubernetes exec API
+with the official Python client, so no kubectl binary has to be delivered into the launcher.
+It arrives in the job's ConfigMap (mode 0755) and runs as ``<mountPath>/kubexec <host> <words>``
+(``OMPI_MCA_plm_rsh_agent``) through its ``#!/usr/bin/env python3`` line. The image's
+``python3`` needs only the standard library and the ``kubernetes`` client: the agent must not
+import kubemill, which is not installed in the job's image.
+
+- **Where.** The pod is the first DNS label of ``<host>`` (``job-worker-0.job.ns.svc`` ->
+  ``job-worker-0``), as the hostfile names workers. Its namespace is the third label of a
+  qualified host, else the pod's own (the service-account namespace file), else
+  ``default``. The container is ``$KUBEMILL_EXEC_CONTAINER``, else the API's default.
+- **What.** ``["/bin/sh", "-c", " ".join(words)]``. This is the remote-shell contract, not
+  a shell string built from user input: the words come from ``mpirun`` itself, already
+  quoted for a POSIX shell on the far side, exactly as ssh (and kubectl exec in the seed)
+  would hand them over; running them any other way would break ``orted``'s quoted options.
+- **How.** In-cluster configuration, else ``$KUBECONFIG``/``~/.kube/config``; the exec
+  websocket with stdout and stderr only (``orted`` reads no stdin: none is sent);
+  bytes are relayed as they arrive; the exit code is the one in the final ``Status`` on
+  the error channel (``Success`` -> 0, ``NonZeroExitCode`` -> its ``ExitCode`` cause).
+- **Failures** as ssh reports its own: one line ``kubexec: <pod>: <reason>`` on stderr and
+  exit 255 (``mpirun`` then reports the daemon as failed to start). SIGTERM and SIGINT close
+  the stream and exit 143 and 130. Closing an exec stream does not stop the process on a
+  real cluster; ``orted`` exits by itself once it loses its connection to ``mpirun``.
+- **Locally** (``$KUBEMILL_EXEC_SOCKET`` set by the local substrate) there is no API: the
+  agent connects to that unix socket, sends one line ``{"pod": ..., "command": [...]}``
+  with its stdin, stdout and stderr attached (``SCM_RIGHTS``), so the process the local
+  supervisor starts in the worker's environment writes straight to ``mpirun``; it then
+  reads one line back, ``{"exitCode": N}`` or ``{"error": "...", "exitCode": N}``.
+  Closing the socket (on a signal) asks the supervisor to stop the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+NAME = "kubexec"
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+CONTAINER_ENV = "KUBEMILL_EXEC_CONTAINER"
+SOCKET_ENV = "KUBEMILL_EXEC_SOCKET"
+AGENT_FAILED = 255
+"""What ssh exits with when it, not the remote command, failed."""
+EXIT_ON_SIGNAL = {signal.SIGTERM: 143, signal.SIGINT: 130}
+STDOUT, STDERR, STATUS = 1, 2, 3
+"""The ``channel.k8s.io`` channels kubexec reads."""
+MAX_ANSWER = 64 * 1024
+"""Bytes of the local supervisor's one-line answer read at most."""
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+USAGE = f"usage: {NAME} <host> <command word>... (mpirun's plm_rsh_agent)"
+
+
+class AgentError(Exception):
+    """Something kept the command from running; reported as one line, exit 255."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT arrived: close the stream and exit with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+# --- where and what ---------------------------------------------------------------------------
+
+
+def pod_name(host: str) -> str:
+    """The pod a hostfile entry names: its first DNS label."""
+    pod = host.split(".", 1)[0]
+    if len(pod) > 63 or not _DNS_LABEL.fullmatch(pod):
+        raise AgentError(f"host {host!r} does not start with a pod name (a DNS label)")
+    return pod
+
+
+def namespace_of(host: str, namespace_file: str = NAMESPACE_FILE) -> str:
+    """The namespace of a qualified host (``pod.service.namespace[.svc...]``), else this
+    pod's own namespace, else ``default``."""
+    labels = host.split(".")
+    if len(labels) >= 3 and labels[2]:
+        if not _DNS_LABEL.fullmatch(labels[2]):
+            raise AgentError(f"host {host!r}: {labels[2]!r} is not a namespace name")
+        return labels[2]
+    with contextlib.suppress(OSError):
+        own = Path(namespace_file).read_text(encoding="utf-8").strip()
+        if own:
+            return own
+    return "default"
+
+
+def remote_command(words: Sequence[str]) -> list[str]:
+    """The argv that runs ``words`` on the far side: ssh's contract (``/bin/sh -c`` of the
+    words joined by spaces). The words are mpirun's own, quoted by it for a POSIX shell."""
+    if not words or not "".join(words).strip():
+        raise AgentError(f"no command to run ({USAGE})")
+    return ["/bin/sh", "-c", " ".join(words)]
+
+
+# --- relaying bytes ---------------------------------------------------------------------------
+
+
+class _Sink:
+    """One of our output descriptors; once its reader is gone, output is dropped (the exit
+    code still matters to mpirun)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.broken = False
+
+    def write(self, data: bytes | str) -> None:
+        if isinstance(data, str):
+            data = data.encode()
+        view = memoryview(data)
+        while view and not self.broken:
+            try:
+                written = os.write(self.fd, view)
+            except (BrokenPipeError, OSError):
+                self.broken = True
+                return
+            view = view[written:]
+
+
+def _say(line: str) -> None:
+    _Sink(2).write(line.rstrip("\n") + "\n")
+
+
+# --- the Kubernetes exec API ------------------------------------------------------------------
+
+
+def _status_exit_code(raw: bytes | str) -> int:
+    """The exit code in the exec's final ``Status`` (channel 3)."""
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    if not text.strip():
+        raise AgentError("the exec stream closed before the command's exit status arrived")
+    try:
+        status = json.loads(text)
+    except ValueError:
+        raise AgentError(f"unreadable exit status from the API server: {text[:200]}") from None
+    if not isinstance(status, dict):
+        raise AgentError(f"unreadable exit status from the API server: {text[:200]}")
+    if status.get("status") == "Success":
+        return 0
+    if status.get("reason") == "NonZeroExitCode":
+        for cause in (status.get("details") or {}).get("causes") or []:
+            if cause.get("reason") == "ExitCode":
+                try:
+                    return min(max(int(cause.get("message")), 0), 255)
+                except (TypeError, ValueError):
+                    break
+    raise AgentError(str(status.get("message") or text[:200]))
+
+
+def _api_failure(exc: Any) -> str:
+    """Why the exec websocket could not be opened: the API server's Status message and
+    HTTP code when it answered, else the connection error."""
+    handshake = exc.__context__
+    code = getattr(handshake, "status_code", None)
+    if code is not None:
+        body = getattr(handshake, "resp_body", b"") or b""
+        message = ""
+        with contextlib.suppress(ValueError, AttributeError):
+            message = str(json.loads(body).get("message") or "")
+        if not message:
+            message = body.decode(errors="replace").strip() if isinstance(body, bytes) else ""
+        return f"{message or 'exec refused'} (HTTP {code})"
+    return str(getattr(exc, "reason", "") or exc)
+
+
+def _relay(ws: Any) -> int:
+    """Copy stdout and stderr as frames arrive until the stream closes; the exit code."""
+    from websocket import WebSocketException  # the kubernetes client's own dependency
+
+    out, err = _Sink(1), _Sink(2)
+
+    def drain() -> None:
+        for channel, sink in ((STDOUT, out), (STDERR, err)):
+            data = ws.read_channel(channel)
+            if data:
+                sink.write(data)
+
+    try:
+        while ws.is_open():
+            ws.update(timeout=None)  # blocks until frames arrive or the stream closes
+            drain()
+    except (WebSocketException, OSError) as exc:
+        drain()
+        raise AgentError(f"the exec stream broke: {exc}") from None
+    drain()
+    return _status_exit_code(ws.read_channel(STATUS))
+
+
+def run_kubernetes(pod: str, namespace: str, command: list[str], container: str | None) -> int:
+    """Run ``command`` in the pod through the exec API; its exit code."""
+    try:
+        from kubernetes import client, config
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.stream import stream
+    except ImportError as exc:
+        raise AgentError(f"the kubernetes client is not installed ({exc})") from None
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        try:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError, TypeError, ValueError) as exc:
+            raise AgentError(
+                f"no cluster to reach: not in a pod, and no kubeconfig ({exc})"
+            ) from None
+    options: dict[str, Any] = {
+        "command": command,
+        "stdin": False,
+        "stdout": True,
+        "stderr": True,
+        "tty": False,
+        "binary": True,
+        "_preload_content": False,
+    }
+    if container:
+        options["container"] = container
+    # orted reads nothing: let go of mpirun's stdin (fd 0 stays valid, on /dev/null).
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    try:
+        ws = stream(client.CoreV1Api().connect_get_namespaced_pod_exec, pod, namespace, **options)
+    except ApiException as exc:
+        raise AgentError(_api_failure(exc)) from None
+    try:
+        return _relay(ws)
+    finally:
+        with contextlib.suppress(Exception):
+            ws.close()
+
+
+# --- the local supervisor ---------------------------------------------------------------------
+
+
+def _passable(fd: int) -> int:
+    """``fd`` if it is open, else /dev/null in its place (a closed descriptor cannot be
+    passed)."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        return os.open(os.devnull, os.O_RDWR)
+    return fd
+
+
+def _answer_line(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\n" not in data and len(data) < MAX_ANSWER:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+def run_local(path: str, pod: str, command: list[str]) -> int:
+    """Ask the local supervisor at ``path`` to run ``command`` in the pod's environment,
+    with our stdin, stdout and stderr; its exit code."""
+    line = json.dumps({"pod": pod, "command": command}).encode() + b"\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise AgentError(
+                f"cannot reach the local supervisor at {path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            sent = socket.send_fds(sock, [line], [_passable(fd) for fd in (0, 1, 2)])
+            if sent < len(line):
+                sock.sendall(line[sent:])
+            raw = _answer_line(sock)
+        except OSError as exc:
+            raise AgentError(f"the local supervisor connection broke: {exc}") from None
+    if not raw:
+        raise AgentError("the local supervisor closed the connection without an exit code")
+    try:
+        answer = json.loads(raw)
+        code = int(answer["exitCode"])
+    except (ValueError, TypeError, KeyError):
+        raise AgentError(f"unreadable answer from the local supervisor: {raw[:200]!r}") from None
+    if answer.get("error"):
+        _say(f"{NAME}: {pod}: {answer['error']}")
+    return min(max(code, 0), 255)
+
+
+# --- the program ------------------------------------------------------------------------------
+
+
+def _interrupt(code: int) -> Callable[[int, FrameType | None], None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(code)
+
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``kubexec <host> <word>...``: run the words on the host's pod; the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    who = args[0].split(".", 1)[0] if args else "?"
+    for signum, code in EXIT_ON_SIGNAL.items():
+        signal.signal(signum, _interrupt(code))
+    try:
+        if len(args) < 2 or args[0].startswith("-"):
+            raise AgentError(USAGE)
+        host, words = args[0], args[1:]
+        command = remote_command(words)
+        who = pod_name(host)
+        socket_path = os.environ.get(SOCKET_ENV)
+        if socket_path:
+            return run_local(socket_path, who, command)
+        container = os.environ.get(CONTAINER_ENV) or None
+        return run_kubernetes(who, namespace_of(host), command, container)
+    except Interrupted as stop:
+        return stop.code
+    except AgentError as exc:
+        _say(f"{NAME}: {who}: {exc}")
+        return AGENT_FAILED
+    except Exception as exc:  # whatever else, mpirun must get one line and ssh's 255
+        _say(f"{NAME}: {who}: {type(exc).__name__}: {exc}")
+        return AGENT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
