@@ -108,6 +108,27 @@ def test_state_survives_a_new_store_and_uses_wal(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_replicas_of_several_jobs_are_read_together_in_plan_order(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    two = _new_job("u2", "two", {})
+    # Recorded out of plan order: the read orders by position, as replicas() does.
+    two.replicas = [
+        ReplicaRecord("u2", "two-worker-0", "Worker", 0, 1, "/tmp/w.log"),
+        ReplicaRecord("u2", "two-master-0", "Master", 0, 0, "/tmp/m.log"),
+    ]
+    store.insert_job(_new_job("u1", "one", {}))
+    store.insert_job(two)
+    store.insert_job(_new_job("u3", "three", {}))
+    found = store.replicas_of(["u2", "u1", "gone"])
+    assert {uid: [r.name for r in rows] for uid, rows in found.items()} == {
+        "u2": ["two-master-0", "two-worker-0"],
+        "u1": ["one-master-0"],
+        "gone": [],
+    }
+    assert found["u2"] == store.replicas("u2")
+    assert store.replicas_of([]) == {}
+
+
 def test_repeated_events_are_counted_not_duplicated(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.insert_job(_new_job("u1", "ev", {}))

@@ -245,12 +245,12 @@ class LocalBackend:
 
     def list(self, namespace: str | None = None) -> list[JobView]:
         """Every job (of ``namespace``, or all), oldest first."""
-        views = []
-        for rec in self.store.jobs(None if namespace is None else checked_namespace(namespace)):
-            fresh = self._fresh(rec)
-            if fresh is not None:
-                views.append(job_view(self.store, fresh))
-        return views
+        records = self.store.jobs(None if namespace is None else checked_namespace(namespace))
+        # Heal and expire first (both may write replicas or remove the job), then read
+        # what is left of every job's replicas in one query rather than one per job.
+        fresh = [f for f in map(self._fresh, records) if f is not None]
+        replicas = self.store.replicas_of([rec.uid for rec in fresh])
+        return [job_view(self.store, rec, replicas[rec.uid]) for rec in fresh]
 
     def wait(
         self, name: str, namespace: str | None = None, timeout: float | None = None
@@ -538,9 +538,11 @@ class LocalBackend:
 
     def _expire(self, rec: JobRecord) -> JobRecord | None:
         """Delete a finished job whose ttlSecondsAfterFinished has passed (the core decides)."""
-        job = rec.load_job()
-        if job.run_policy.ttl_seconds_after_finished is None:
+        if rec.ttl is None:
+            # Recorded with the manifest, which no patch changes there: the core would
+            # find no TTL to apply, so the manifest is not loaded just to be told so.
             return rec
+        job = rec.load_job()
         prepared = prepare_recorded(rec, self.store.ports(rec.uid))
         result = reconcile(
             job,

@@ -63,11 +63,17 @@ def _supervise_quietly(supervisor: Supervisor) -> None:
         supervisor.run()
 
 
-def job_view(store: Store, rec: JobRecord) -> JobView:
-    """What a reader gets of a recorded job: the job, its status and its replicas."""
+def job_view(store: Store, rec: JobRecord, replicas: list[ReplicaRecord] | None = None) -> JobView:
+    """What a reader gets of a recorded job: the job, its status and its replicas.
+
+    ``replicas``: the job's replica records when the caller read them already (a listing
+    reads every job's in one query); else they are read here.
+    """
     job = rec.load_job()
-    replicas = tuple(_replica_view(r) for r in store.replicas(rec.uid))
-    return JobView(job=job, status=job.status, replicas=replicas, created=_utc(rec.created))
+    if replicas is None:
+        replicas = store.replicas(rec.uid)
+    views = tuple(_replica_view(r) for r in replicas)
+    return JobView(job=job, status=job.status, replicas=views, created=_utc(rec.created))
 
 
 def progress_history(store: Store, rec: JobRecord) -> list[ProgressPoint]:

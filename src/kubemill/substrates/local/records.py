@@ -42,6 +42,10 @@ class JobRecord:
     request: str | None
     """``delete`` when someone asked the supervisor to stop the job and let go of it,
     ``force`` when an interrupt is to skip the replicas' grace period."""
+    ttl: float | None = None
+    """``runPolicy.ttlSecondsAfterFinished``, kept beside the manifest when it was recorded
+    (no patch changes it): a read with ``None`` here knows no TTL can delete the job
+    without loading the manifest into its model."""
 
     def load_job(self) -> Job:
         """The job model, with its recorded status."""
@@ -174,6 +178,7 @@ def job_record(row: sqlite3.Row) -> JobRecord:
         supervisor_mode=row["supervisor_mode"],
         supervisor_state=row["supervisor_state"],
         request=row["request"],
+        ttl=row["ttl"],
     )
 
 
