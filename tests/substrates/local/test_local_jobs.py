@@ -348,3 +348,31 @@ def test_sidecars_do_not_run_locally_and_an_event_says_so(
     assert warnings == [
         "Master: only container 'pytorch' runs on the local substrate; not run: logger"
     ]
+
+
+def test_a_listing_expires_jobs_past_their_ttl_and_shows_each_job_its_own_replicas(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    options = SubmitOptions(detach=False, base_dir=str(tmp_path))
+    backend.submit(pytorch_job("kept", master="pass", worker="pass", workers=2), options)
+    expiring = pytorch_job("gone", master="pass", run_policy={"ttlSecondsAfterFinished": 1})
+    backend.submit(expiring, options)
+    lasting = pytorch_job("later", master="pass", run_policy={"ttlSecondsAfterFinished": 3600})
+    backend.submit(lasting, options)
+    for name in ("kept", "gone", "later"):
+        assert backend.wait(name, timeout=60).phase == "Succeeded"
+
+    # Nothing else reads the jobs: the listing is what lets the core delete the one past
+    # its TTL, and it lists the others with their own replicas.
+    eventually(
+        lambda: [v.name for v in backend.list()] == ["kept", "later"],
+        what="a listing to delete the job past its TTL",
+    )
+    views = backend.list()
+    assert [[r.name for r in v.replicas] for v in views] == [
+        ["kept-master-0", "kept-worker-0", "kept-worker-1"],
+        ["later-master-0"],
+    ]
+    assert all(v.phase == "Succeeded" for v in views)
+    with pytest.raises(JobNotFound):
+        backend.get("gone")
