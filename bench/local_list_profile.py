@@ -93,12 +93,16 @@ def summary(samples: list[float]) -> str:
 def compare(state: Path, sources: list[str], runs: int, history: int) -> None:
     """Each source tree measured in its own interpreter over the same state, side by side."""
     results = []
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # Every tree's bytecode cached alike, outside the trees, by the uncounted first runs:
+    # a tree without it would pay the compilation in each `kubemill get`.
+    env["PYTHONPYCACHEPREFIX"] = str(state.parent / "pycache")
     for source in sources:
         path = os.pathsep.join([str(Path(source).resolve()), str(BENCH)])
         argv = [sys.executable, str(Path(__file__).resolve()), "--measure", str(state)]
         out = subprocess.run(
             [*argv, "--runs", str(runs)],
-            env={**os.environ, "PYTHONPATH": path},
+            env={**env, "PYTHONPATH": path},
             check=True,
             capture_output=True,
             text=True,
