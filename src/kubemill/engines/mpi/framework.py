@@ -3,7 +3,8 @@
 Semantics of Kubeflow's mpi-operator (the seed's ``v1alpha2`` controller, which execs into
 the workers, and ``v2beta1``, which uses SSH):
 
-- **Files.** ConfigMap ``<job>-config``, mounted at ``/etc/mpi`` in the launcher:
+- **Files.** ConfigMap ``<job>-config``, mounted at ``/etc/mpi`` in the launcher (and in
+  exec mode in the workers too, where ``orted`` looks for the agent's path):
   ``hostfile`` lists every worker (the launcher first with ``runLauncherAsWorker``) as
   ``<host> slots=N`` for OpenMPI or ``<host>:N`` for Intel MPI and MPICH;
   ``discover_hosts.sh`` prints the *running* workers, one ``<host>:N`` per line, rewritten
