@@ -89,6 +89,7 @@ from kmock._internal import aiobus, rendering  # the emulator's own types, for o
 from kmock._internal import dicts as kmock_dicts
 
 from support import kube_schema
+from support.kubelet_exec import V4, exit_code, status_json
 
 TEST_USER_AGENT = "kubemill-tests"
 CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
@@ -300,7 +301,7 @@ class Gate:
 # --- pods/exec ---------------------------------------------------------------------------------
 
 _EXEC_PATH = re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)/exec/?")
-_EXEC_PROTOCOL = "v4.channel.k8s.io"
+_EXEC_PROTOCOL = V4
 _EXEC_FLAGS = ("stdin", "stdout", "stderr", "tty")
 _EXEC_DRAIN_SECONDS = 5.0
 """How long an exited command's pipes may stay open (held by what it started)."""
@@ -392,20 +393,6 @@ def _check_running(pod: Mapping[str, Any], container: str) -> None:
             "BadRequest",
             f'unable to upgrade connection: container not found ("{container}")',
         )
-
-
-def _exit_status(command: list[str], code: int) -> dict[str, Any]:
-    """The ``Status`` the kubelet sends on channel 3 when the command ends."""
-    if code == 0:
-        return {"metadata": {}, "status": "Success"}
-    return {
-        "metadata": {},
-        "status": "Failure",
-        "message": f"command terminated with non-zero exit code: error executing command "
-        f"{command}, exit code {code}",
-        "reason": "NonZeroExitCode",
-        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-    }
 
 
 async def _end_process_group(proc: asyncio.subprocess.Process, grace: float = 5.0) -> None:
@@ -1924,7 +1911,7 @@ class KubeCluster(kmock.KubernetesEmulator):
             reason = f"exec failed: unable to start container process: {command[0]}: {exc}\n"
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await ws.send_bytes(bytes([2]) + reason.encode())
-                await ws.send_bytes(bytes([3]) + json.dumps(_exit_status(command, code)).encode())
+                await ws.send_bytes(bytes([3]) + status_json(command, V4, code))
                 await ws.close()
             return
         self._execs.add(proc)
@@ -1963,10 +1950,9 @@ class KubeCluster(kmock.KubernetesEmulator):
             if pending:
                 await _end_process_group(proc)
                 await asyncio.wait(pumps)
-            returncode = proc.returncode if proc.returncode is not None else 1
-            code = returncode if returncode >= 0 else 128 - returncode
+            code = exit_code(proc.returncode if proc.returncode is not None else 1)
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await ws.send_bytes(bytes([3]) + json.dumps(_exit_status(command, code)).encode())
+                await ws.send_bytes(bytes([3]) + status_json(command, V4, code))
                 await ws.close()
         finally:
             for task in (*pumps, exited, client):

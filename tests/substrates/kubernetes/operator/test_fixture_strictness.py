@@ -781,14 +781,15 @@ def test_exec_streams_stdout_stderr_and_a_final_status_over_v4(
     assert json.loads(frames[-1][1]) == {
         "metadata": {},
         "status": "Failure",
+        # containerd's wording: Go prints the argv as [a b c]
         "message": "command terminated with non-zero exit code: error executing command "
-        f"{['/bin/sh', '-c', script]}, exit code 3",
+        f"[/bin/sh -c {script}], exit code 3",
         "reason": "NonZeroExitCode",
         "details": {"causes": [{"reason": "ExitCode", "message": "3"}]},
     }
     ws = open_exec(served, exec_path(ns, "talk", "echo", "fine", stdout="true", stderr="true"))
     frames = channels(ws)
-    assert frames == [(1, b"fine\n"), (3, b'{"metadata": {}, "status": "Success"}')]
+    assert frames == [(1, b"fine\n"), (3, b'{"metadata":{},"status":"Success"}')]
     # stdin on channel 0; a signal's death is 128 + the signal, as the runtime reports it
     ws = open_exec(served, exec_path(ns, "talk", "head", "-c", "5", stdin="1", stdout="1"))
     ws.send_binary(b"\x00hello, more than five")
