@@ -7,9 +7,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from support.control_plane import PROCESSES, ControlPlane, absent, kubeconfig
+from support.control_plane import PROCESSES, ControlPlane, absent
 from support.node import NodeStandIn
-from support.real_operator import Refusals, refusals
+from support.real_operator import Refusals, refusals, service_account_kubeconfig
 from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,14 +209,9 @@ def test_the_audit_log_tells_an_rbac_refusal_from_an_admission_refusal(
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
     control_plane.request("POST", f"{rbac}/roles", role)
     control_plane.request("POST", f"{rbac}/rolebindings", binding)
-    token = control_plane.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )["status"]["token"]
-    config = tmp_path / "probe.kubeconfig"
-    ca = control_plane.pki.path("ca", "crt")
-    config.write_text(json.dumps(kubeconfig(control_plane.url, ca, user=account, token=token)))
+    config = service_account_kubeconfig(
+        control_plane, tmp_path / "probe.kubeconfig", namespace=namespace, account=account
+    )
     # Not granted: the authorizer refuses. Granted, but the pod names a ServiceAccount that
     # does not exist: the ServiceAccount admission plugin refuses, with the same 403.
     secrets = control_plane.kubectl(

@@ -27,18 +27,26 @@ KUBEMILL = str(Path(sys.executable).with_name("kubemill"))
 """The console script of the Python running the tests (the operator image's entry point)."""
 
 
-def service_account_kubeconfig(plane: ControlPlane, path: Path, *, seconds: int = 7200) -> Path:
-    """A kubeconfig holding a token for the installed operator's ServiceAccount."""
+def service_account_kubeconfig(
+    plane: ControlPlane,
+    path: Path,
+    *,
+    seconds: int = 7200,
+    namespace: str = DEFAULT_NAMESPACE,
+    account: str = NAME,
+) -> Path:
+    """A kubeconfig holding a TokenRequest token for a ServiceAccount (by default the
+    installed operator's)."""
     request = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenRequest",
         "spec": {"expirationSeconds": seconds},
     }
     answer = plane.request(
-        "POST", f"/api/v1/namespaces/{DEFAULT_NAMESPACE}/serviceaccounts/{NAME}/token", request
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request
     )
     config = kubeconfig(
-        plane.url, plane.pki.path("ca", "crt"), user=NAME, token=answer["status"]["token"]
+        plane.url, plane.pki.path("ca", "crt"), user=account, token=answer["status"]["token"]
     )
     path.write_text(json.dumps(config, indent=2) + "\n")
     path.chmod(0o600)
