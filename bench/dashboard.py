@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 from kubemill.dashboard import pages
 from kubemill.sdk import JobClient
-from local_scale import fill_history, kubemill_command
+from local_scale import fill_history, kubemill_command, manifest
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -127,23 +127,6 @@ while time.time() - start < seconds:
         time.sleep(delay)
 print("writer done", flush=True)
 """
-
-
-def job_manifest(name: str, argv: list[str]) -> dict[str, Any]:
-    container = {"name": "pytorch", "image": "local", "command": argv}
-    return {
-        "apiVersion": "kubemill.dev/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {
-            "pytorchReplicaSpecs": {
-                "Master": {
-                    "restartPolicy": "Never",
-                    "template": {"spec": {"containers": [container]}},
-                }
-            }
-        },
-    }
 
 
 # --- the dashboard process -------------------------------------------------------------------
@@ -337,7 +320,7 @@ def measure_status(state: Path, jobs: int, parallel: int, work: Path) -> StatusF
         for start in range(0, jobs, parallel):
             batch = names[start : start + parallel]
             for name in batch:
-                client.submit(job_manifest(name, program), detach=True, base_dir=str(work))
+                client.submit(manifest(name, program), detach=True, base_dir=str(work))
             for name in batch:
                 client.wait(name, timeout=120)
         page.wait_for_timeout(2000)  # the last change has been pushed
@@ -471,7 +454,7 @@ def measure_memory(state: Path, follow_seconds: float, work: Path) -> MemoryFigu
     name = "writer"
     argv = [sys.executable, "-c", WRITER, str(follow_seconds + 5)]
     with dashboard(state) as served:
-        client.submit(job_manifest(name, argv), detach=True, base_dir=str(work))
+        client.submit(manifest(name, argv), detach=True, base_dir=str(work))
         follower = Follower(served.url, f"/api/jobs/default/{name}/logs/stream?replica=master-0")
         follower.start()
         start = time.monotonic()

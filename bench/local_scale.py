@@ -31,8 +31,10 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -43,8 +45,9 @@ GOAL_GET = 0.1
 GOAL_SUBMIT = 0.1
 
 
-def manifest(name: str) -> dict[str, object]:
-    container = {"name": "pytorch", "image": "local", "command": ["python", "-c", "pass"]}
+def manifest(name: str, argv: Sequence[str] = ("python", "-c", "pass")) -> dict[str, Any]:
+    """A one-replica PyTorchJob named ``name`` running ``argv``."""
+    container = {"name": "pytorch", "image": "local", "command": list(argv)}
     return {
         "apiVersion": "kubemill.dev/v1",
         "kind": "PyTorchJob",
