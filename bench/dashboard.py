@@ -63,6 +63,7 @@ from urllib.parse import urlsplit
 from kubemill.dashboard import pages
 from kubemill.sdk import JobClient
 from local_scale import fill_history, kubemill_command, manifest
+from process_stats import cpu_seconds, rss_mib
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -398,19 +399,6 @@ class MemoryFigures:
     written_seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time (user and system) the dashboard process used while followed."""
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of ``pid`` so far (/proc/PID/stat, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise SystemExit(f"no VmRSS for {pid}")
 
 
 class Follower(threading.Thread):

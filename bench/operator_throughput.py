@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kubemill.kinds import crds  # noqa: E402
+from process_stats import cpu_seconds, rss_mib  # noqa: E402
 from support.control_plane import build, running_control_plane  # noqa: E402
 from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 
@@ -71,19 +72,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_healthy(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:

@@ -1,0 +1,22 @@
+"""What a benchmark reads of a process it started: its CPU time and resident memory, from
+``/proc`` (the figures the bench scripts print beside each other)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` in MiB (VmRSS); a process that has none (exited, a
+    zombie) stops the benchmark, whose figure would mean nothing."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no VmRSS for {pid}: the process is gone")
