@@ -63,7 +63,7 @@ from urllib.parse import urlsplit
 from kubemill.dashboard import pages
 from kubemill.sdk import JobClient
 from local_scale import fill_history, kubemill_command, manifest
-from process_stats import cpu_seconds, rss_mib
+from measure import cpu_seconds, rss_mib, timed
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -191,12 +191,6 @@ def get(url: str, path: str) -> bytes:
         return body
     finally:
         connection.close()
-
-
-def timed(work: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    work()
-    return time.perf_counter() - start
 
 
 def summary(samples: list[float], scale: float = 1000.0) -> str:

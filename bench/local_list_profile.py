@@ -33,9 +33,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from measure import timed
 
 BENCH = Path(__file__).resolve().parent
 
@@ -61,12 +61,6 @@ def measure(state: Path, runs: int) -> dict[str, list[float]]:
     get()  # one not counted: the page cache
     gets = [timed(get) for _ in range(runs)]
     return {"first": firsts, "again": again, "get": gets}
-
-
-def timed(work: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    work()
-    return time.perf_counter() - start
 
 
 def profile(state: Path, runs: int, top: int) -> None:
@@ -109,8 +103,11 @@ def compare(state: Path, sources: list[str], runs: int, history: int) -> None:
         ).stdout
         results.append((source, json.loads(out.splitlines()[-1])))
     print(f"\n{history} finished jobs; median (min-max) ms of {runs}, ratio to the first source")
-    columns = (("first", "list(), fresh client"), ("again", "list(), same client"))
-    columns += (("get", "kubemill get"),)
+    columns = (
+        ("first", "list(), fresh client"),
+        ("again", "list(), same client"),
+        ("get", "kubemill get"),
+    )
     print(f"{'source':<32}" + "".join(f" {title:<30}" for _, title in columns))
     for source, figures in results:
         cells = []

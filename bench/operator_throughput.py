@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kubemill.kinds import crds  # noqa: E402
-from process_stats import cpu_seconds, rss_mib  # noqa: E402
+from measure import cpu_seconds, rss_mib  # noqa: E402
 from support.control_plane import build, running_control_plane  # noqa: E402
 from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 

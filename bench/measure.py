@@ -1,10 +1,19 @@
-"""What a benchmark reads of a process it started: its CPU time and resident memory, from
-``/proc`` (the figures the bench scripts print beside each other)."""
+"""What the bench scripts measure: the wall time of a call, and a process's CPU time and
+resident memory (from ``/proc``)."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+
+def timed(work: Callable[[], object]) -> float:
+    """Seconds ``work()`` took (wall clock)."""
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
 
 
 def cpu_seconds(pid: int) -> float:
