@@ -29,8 +29,8 @@ than :data:`MAX_LINE` bytes) is skipped with a warning, and the reports before a
 count as usual. Without the variable (not run by kubemill) :func:`report` does nothing.
 
 Which replica counts: every replica may report, and the job's status follows the first
-replica in the job's order that did (a PyTorchJob's master, a TFJob's chief, worker 0,
-an MPIJob's launcher, a Spark driver); reporting from rank 0 only is enough.
+replica in the job's order that did (the replica type its engine lists first: a master, a
+chief, worker 0, a launcher, a driver); reporting from rank 0 only is enough.
 
 How often: the program may report as often as it likes (each report is one small line);
 kubemill reads the file as it supervises the job and writes the status at most once per

@@ -5,7 +5,7 @@ exit code says whether the job Succeeded. Ctrl-C stops the job and records it as
 Failed with reason ``Interrupted`` (exit 130); a second Ctrl-C skips the grace period.
 SIGTERM and SIGHUP (a closed terminal) stop the job the same way.
 ``--detach`` submits, prints the commands to follow the job, and returns at once.
-A service cluster (a MarsCluster: it never ends) is submitted detached and ``run`` returns
+A service cluster (Mars's: it never ends) is submitted detached and ``run`` returns
 once the core judges it Ready, printing its endpoint; it keeps serving in the background
 until ``kubemill cluster stop``, ``interrupt`` or ``delete`` (:mod:`kubemill.cli.clusters`).
 """

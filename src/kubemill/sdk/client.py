@@ -11,12 +11,12 @@ options differ (``state_dir`` for local, ``kubeconfig``/``context`` for a cluste
         print(line.replica, line.text)
     print(client.wait(view.name).phase)                   # Succeeded / Failed
 
-Not every kind finishes. A schedule (ScheduledSparkApplication) starts a job at each due
+Not every kind finishes. A schedule (a controller kind) starts a job at each due
 time and never ends itself: :meth:`JobClient.wait` and :meth:`JobClient.run` refuse it
 with :class:`NeverFinishes` (wait for one of its runs instead, named in its status'
-``lastRunName``). A service cluster (MarsCluster) serves until it is stopped: ``wait``
-returns once the core judges it Ready (or it ended), which is what a program waits for
-before it connects; it has no suspend (:meth:`JobClient.suspend` refuses it).
+``lastRunName``). A service cluster (an engine whose jobs never finish) serves until it
+is stopped: ``wait`` returns once the core judges it Ready (or it ended), which is what a
+program waits for before it connects; it has no suspend (:meth:`JobClient.suspend` refuses it).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def runs_of(kind: str) -> str | None:
 
 
 def is_service(kind: str) -> bool:
-    """Whether jobs of ``kind`` serve until stopped (a MarsCluster), never finishing."""
+    """Whether jobs of ``kind`` serve until stopped (a service cluster), never finishing."""
     try:
         return getattr(entry_for(kind), "finishes", True) is False
     except UnknownKind:
@@ -232,10 +232,10 @@ class JobClient:
         """Block until the job has finished and its processes stopped, or ``timeout``.
 
         Check ``view.finished`` on the result after a timeout. A service cluster
-        (MarsCluster) never finishes by itself: for one, this returns once it is Ready
+        never finishes by itself: for one, this returns once it is Ready
         (its ``Ready`` condition True, the endpoint in its status), or once it ended
-        (stopped or failed), or at ``timeout``; check ``view.status`` for which. A schedule
-        (ScheduledSparkApplication) never finishes at all: :class:`NeverFinishes` is
+        (stopped or failed), or at ``timeout``; check ``view.status`` for which. A schedule (a
+        controller kind) never finishes at all: :class:`NeverFinishes` is
         raised at once, naming what to wait for instead (one of its runs).
         """
         _check_timeout(timeout)

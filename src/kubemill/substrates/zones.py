@@ -1,6 +1,6 @@
 """Time zones by name, from the zone database (files: the core cannot read them).
 
-A ScheduledSparkApplication's ``spec.timeZone`` is resolved here for both substrates (the
+A schedule's ``spec.timeZone`` is resolved here for both substrates (the
 operator and the local schedule loop) and for
 ``kubemill render``; unset or ``Local`` is the zone of the process that runs the schedule.
 """

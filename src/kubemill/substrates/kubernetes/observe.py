@@ -331,7 +331,7 @@ def observe_service(
     services: Iterable[ChildSnapshot],
     children: Mapping[ChildKind, Iterable[ChildSnapshot]] | None = None,
 ) -> Observed:
-    """What a service cluster (a MarsCluster's Deployments) has, from the caches.
+    """What a service cluster (Mars's Deployments) has, from the caches.
 
     Its objects count when this job controls them (as in :func:`observe`); its pods belong
     to the Deployments' ReplicaSets, so they count by the job's label alone, with the

@@ -9,7 +9,7 @@ operator calls, from the same Plan (:func:`kubemill.kinds.plan_for` with a
 ones), a volcano PodGroup that pods wait for, or a suspended job (nothing at all) render
 exactly as the operator would create them.
 
-A controller (a ScheduledSparkApplication) creates no pods: its render is the runs the
+A controller (a Spark schedule) creates no pods: its render is the runs the
 operator creates on its first pass that creates any (decided by the same rules of the
 registry, a schedule's when it is next due), each followed by that run's own objects.
 """

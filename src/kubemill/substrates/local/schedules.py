@@ -1,4 +1,4 @@
-"""The local loop of any controller kind (a ScheduledSparkApplication, a plugin's): its
+"""The local loop of any controller kind (a Spark schedule, a plugin's): its
 rules' ``decide`` (:class:`kubemill.core.ControllerRules`) on this machine.
 
 A controller's object is recorded as a job with no replicas; a detached process (``python -m

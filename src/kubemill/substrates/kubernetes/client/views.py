@@ -94,7 +94,7 @@ def replica_views(
     job: Job, pods: Iterable[Mapping[str, Any]], *, plan: Plan | None = None
 ) -> tuple[ReplicaView, ...]:
     """Every replica of the Plan in start order, then pods it no longer asks for (scaled
-    down), by name. None for a controller kind (a ScheduledSparkApplication): its runs are
+    down), by name. None for a controller kind (a schedule): its runs are
     jobs of their own."""
     if plan is None and job.KIND in {c.kind for c in controllers()}:
         return ()

@@ -12,8 +12,8 @@ Indexes (the informer cache):
 
 - ``kubemill_jobs``: (group, plural, namespace, name) -> the job's body;
 - ``kubemill_runs``: (group, namespace, controller name) -> the bodies of the jobs a
-  controller kind created, found by its rules' run label (a ScheduledSparkApplication's
-  SparkApplications by ``sparkoperator.k8s.io/scheduled-app-name``);
+  controller kind created, found by its rules' run label (a Spark schedule's applications by
+  ``sparkoperator.k8s.io/scheduled-app-name``);
 - ``kubemill_pods`` / ``kubemill_services``: (namespace, job name) -> snapshots of the
   children labelled ``kubemill.dev/job-name`` (a server-side label selector keeps other
   pods out of the operator's memory);

@@ -10,7 +10,7 @@ The caches lag behind the operator's own writes, so the reconciler keeps *expect
 Kubernetes' own controllers do (:class:`~.memory.JobMemory`, which says how).
 
 A creation the API refuses for good (403, 422, ...) is retried with backoff, except for a
-job whose lifecycle judges refusals (a SparkApplication's, run again as a whole): there it
+job whose lifecycle judges refusals (a Spark application's, run again as a whole): there it
 is a failed submission, the core's to judge. The reconciler remembers the refusal and reports it
 (``Observed.refused``) until the core asks for that child again, and writes the status.
 """

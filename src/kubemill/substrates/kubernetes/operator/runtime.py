@@ -3,7 +3,7 @@
 kopf owns the watches and the caches (indexes) and calls :meth:`Runtime.job_changed` /
 :meth:`Runtime.child_changed` on every event; those only put the job's key on the
 :class:`~.workqueue.WorkQueue` (and a job's controlling owner's, when that is a served kind:
-a ScheduledSparkApplication hears of its runs). ``settings.workers`` tasks take keys off the
+a schedule hears of its runs). ``settings.workers`` tasks take keys off the
 queue and run :meth:`Reconciler.reconcile` (or, for a controller kind,
 :meth:`~.schedules.ControllerLoop.reconcile`), requeueing on ``requeue_after`` and
 backing off on API errors.
@@ -34,7 +34,7 @@ logger = logging.getLogger("kubemill.operator")
 
 _LABELLED_OWNERS = frozenset({("v1", "Pod"), ("apps/v1", "ReplicaSet")})
 """Controllers of pods that belong to a job without the job controlling them: a Spark
-driver's executors, a MarsCluster's Deployments' pods. Such a pod names its job by label."""
+driver's executors, a service cluster's Deployments' pods. Such a pod names its job by label."""
 
 
 class Runtime:
@@ -159,7 +159,7 @@ class Runtime:
 
     def _enqueue_owner(self, meta: Mapping[str, Any]) -> None:
         """A job changed: its controlling owner, if a served kind, hears of it (a
-        ScheduledSparkApplication's runs wake it, their deletion too)."""
+        schedule's runs wake it, their deletion too)."""
         for ref in meta.get("ownerReferences") or ():
             if not ref.get("controller"):
                 continue

@@ -1,4 +1,4 @@
-"""One pass of any controller kind (a ScheduledSparkApplication, a plugin's): caches -> its
+"""One pass of any controller kind (a Spark schedule, a plugin's): caches -> its
 rules' ``decide`` (:class:`kubemill.core.ControllerRules`) -> API writes.
 
 A controller runs no pods: it creates and deletes jobs of another kind (its *runs*), which
@@ -67,7 +67,7 @@ WAKE_MARGIN = 0.005
 
 def run_labels(kind: str) -> tuple[str, ...]:
     """The labels that name the controller of a run of ``kind`` (one per controller kind
-    that creates such runs: a SparkApplication's is upstream's ``scheduled-app-name``)."""
+    that creates such runs: a Spark application's is upstream's ``scheduled-app-name``)."""
     return tuple(dict.fromkeys(c.rules.run_label for c in controllers() if c.controls == kind))
 
 
@@ -98,7 +98,7 @@ class _Memory:
 
 
 class ControllerLoop:
-    """Reconciles the registered controllers' objects (ScheduledSparkApplications, a
+    """Reconciles the registered controllers' objects (Spark schedules, a
     plugin's controllers) by key, each by its registry entry's rules."""
 
     def __init__(

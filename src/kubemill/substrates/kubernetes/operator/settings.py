@@ -62,8 +62,9 @@ class OperatorSettings:
     """Address the metrics and health endpoints listen on."""
 
     serve_upstream_groups: bool = False
-    """Also reconcile ``kubeflow.org/v1`` TFJob and PyTorchJob objects (replaces the Kubeflow
-    training operator without touching its manifests). Never run both operators at once."""
+    """Also reconcile the upstream groups the engines declare (``kubeflow.org/v1``'s TF
+    and PyTorch jobs: replaces the Kubeflow training operator without touching its
+    manifests). Never run both operators at once."""
 
     leader_election: bool = False
     """Take a ``coordination.k8s.io`` Lease before reconciling, so that several replicas of the
