@@ -5,7 +5,7 @@
 
 Serves the kmock cluster of the operator tests (tests/support/kmock_cluster.py: server-side
 apply creates missing objects, as a real API server does) on 127.0.0.1 in this process, and
-submits SPEC.md S1's command line (``--master k8s://http://127.0.0.1:PORT --deploy-mode
+submits the seed's spark-submit command line (``--master k8s://http://127.0.0.1:PORT --deploy-mode
 cluster --name spark-pi --class org.apache.spark.examples.SparkPi --conf
 spark.executor.instances=5 --conf spark.kubernetes.container.image=IMG
 local:///path/to/examples.jar``) to it four ways, interleaved round by round:
@@ -78,7 +78,7 @@ GOAL_PER_MINUTE = 1000.0
 SEED_S1 = Path(__file__).resolve().parents[1] / "examples" / "seed" / "spark-submit-s1.txt"
 _SEED_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
 S1 = [*_SEED_S1[:-1], "--conf", "spark.kubernetes.submission.waitAppCompletion=false", _SEED_S1[-1]]
-"""SPEC.md S1's command line after ``--master``, not waiting for the application (as
+"""The seed's spark-submit command line after ``--master``, not waiting for the application (as
 the note's measurement of the JVM path did)."""
 
 

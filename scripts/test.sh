@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up kubemill with every extra the tests need, then run the checks and the tests:
-# ruff (lint and format), mypy --strict, import-linter (the layering of DESIGN.md), pytest
+# ruff (lint and format), mypy --strict, import-linter (the layering of docs/architecture.md), pytest
 # (tests/cluster against a real kube-apiserver, etcd, controller manager and scheduler).
 #
 #   scripts/test.sh [--fast] [PYTEST ARGS...]

@@ -1,7 +1,7 @@
 """Every outcome comes out of the core: no module outside ``kubemill.core`` writes one.
 
-A job's conditions and completion time are the core's verdict (DESIGN.md: "a substrate
-reports what it saw and never writes a phase itself"). This scans the source with
+A job's conditions and completion time are the core's verdict (docs/architecture.md:
+a substrate reports what it saw and never writes a phase or a condition). This scans the source with
 ``ast`` and fails on any module outside ``src/kubemill/core`` that calls
 ``set_condition``, constructs a ``Condition``, assigns to ``.conditions`` or
 ``.completion_time``, or mutates ``.conditions`` in place.

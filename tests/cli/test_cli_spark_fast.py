@@ -30,7 +30,7 @@ from support.kube_client_support import ClientClusterThread, closed_port, kmock_
 
 SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
 S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
-"""SPEC.md S1's command line after ``--master``."""
+"""The seed's spark-submit command line after ``--master``."""
 NO_WAIT = ["--conf", "spark.kubernetes.submission.waitAppCompletion=false"]
 PYTHON_APP = [
     "--name",

@@ -41,7 +41,7 @@ from support.kube_client_support import (
 KINDS = KindTable([SPARKAPPLICATION, SCHEDULEDSPARKAPPLICATION])
 SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
-"""SPEC.md S1's command line, after ``spark-submit``."""
+"""The seed's spark-submit command line, after ``spark-submit``."""
 SUBMITTED_NAME = re.compile(r"[a-z][-a-z0-9]*-[0-9a-f]{16}")
 """A submission's job name: the name given, then Spark's 16-hex unique id."""
 

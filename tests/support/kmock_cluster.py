@@ -2,7 +2,7 @@
 
 kmock (``kmock.KubernetesEmulator``) stores objects, serves list/watch/fetch/create/patch/
 delete over real HTTP and honours finalizers. A real API server does more, and the operator
-depends on some of it (see shared/notes/kmock-gaps.md). :class:`KubeCluster` subclasses
+depends on some of it (see docs/notes/kmock-gaps.md). :class:`KubeCluster` subclasses
 the emulator (kmock's documented extension point: "inherit and implement for your cases")
 and adds, for tests only:
 

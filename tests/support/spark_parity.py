@@ -24,7 +24,7 @@ from kubemill.engines.spark.api.argv import parse_spark_properties
 
 SEED_S1 = Path(__file__).resolve().parents[2] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:][2:]
-"""SPEC.md S1's command line after ``--master``."""
+"""The seed's spark-submit command line after ``--master``."""
 
 PYTHON_WITH_OPTIONS = [
     "--name",

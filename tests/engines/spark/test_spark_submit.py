@@ -34,7 +34,7 @@ PI_PY = "local:///opt/spark/examples/src/main/python/pi.py"
 
 SEED_S1 = Path(__file__).resolve().parents[3] / "examples" / "seed" / "spark-submit-s1.txt"
 SPEC_S1 = shlex.split(SEED_S1.read_text(encoding="utf-8"), comments=True)[1:]
-"""SPEC.md S1's command line, after ``spark-submit``."""
+"""The seed's spark-submit command line (SEED_S1's file), after ``spark-submit``."""
 
 
 def submit(*argv: str, **options: Any) -> SparkSubmit:

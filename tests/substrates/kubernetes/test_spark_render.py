@@ -1,7 +1,7 @@
 """`kubemill render` of SparkApplications: the seed's v1beta2 (Scala) and a Python one.
 
 What the operator creates, each valid for Kubernetes (kubernetes-validate), shaped like what
-Spark's own cluster-mode submission creates (shared/notes/spark-submit-on-kubernetes.md):
+Spark's own cluster-mode submission creates (docs/notes/spark-submit-on-kubernetes.md):
 the ``spark.properties`` ConfigMap, the driver's ServiceAccount/Role/RoleBinding, the
 headless driver service and the UI service, and the driver pod with Spark's labels, ports,
 args, env and memory (heap plus overhead: 1433Mi for Python's 1g, 1024+384 for the JVM's).

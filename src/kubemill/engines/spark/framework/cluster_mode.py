@@ -1,7 +1,7 @@
 """What Spark's own ``spark-submit --deploy-mode cluster`` creates on Kubernetes, built with no JVM.
 
 Measured against the JVM client of the pyspark 4.3.0 wheel (fabric8 7.6.1; see
-``shared/notes/spark-submit-on-kubernetes.md``); :func:`driver_objects` builds the same four
+``docs/notes/spark-submit-on-kubernetes.md``); :func:`driver_objects` builds the same four
 objects from a :class:`~kubemill.engines.spark.api.submit.ClusterMode` (the driver's Spark
 configuration) and the values Spark generates per submission (:class:`Generated`, passed in:
 nothing here reads a clock or draws a random number):

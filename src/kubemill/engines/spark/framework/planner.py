@@ -1,7 +1,7 @@
 """Spark: a SparkApplication becomes a driver pod that creates its own executors.
 
 What Spark's own ``spark-submit --deploy-mode cluster`` sends to an API server (measured in
-``shared/notes/spark-submit-on-kubernetes.md``), built from the spec, with no JVM: the
+``docs/notes/spark-submit-on-kubernetes.md``), built from the spec, with no JVM: the
 driver pod and ``spark.properties`` by :mod:`kubemill.engines.spark.framework.driver`, the Plan
 around them (services, access, network policy, re-runs, status) here.
 
