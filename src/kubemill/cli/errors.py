@@ -17,6 +17,37 @@ if TYPE_CHECKING:
 
 EXIT_FAILURE = 1
 
+EXTRA_OF_MODULE: dict[str, str] = {
+    "kubernetes": "kubernetes",
+    "kopf": "kubernetes",
+    "prometheus_client": "kubernetes",
+    "websocket": "kubernetes",
+    "torch": "torch",
+    "sklearn": "torch",
+    "tensorflow": "tensorflow",
+    "mpi4py": "mpi",
+    "pyspark": "spark",
+}
+"""The extra (``pip install 'kubemill[EXTRA]'``) that brings each optional module kubemill
+imports; ``tests/test_extras.py`` checks it against every import in ``src/`` and the
+extras ``pyproject.toml`` declares."""
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """What to install when ``exc`` (or what caused it) is a module of an extra missing."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ModuleNotFoundError) and seen.name:
+            module = seen.name.split(".", 1)[0]
+            extra = EXTRA_OF_MODULE.get(module)
+            if extra is not None:
+                return (
+                    f"this needs the `{module}` module, which kubemill's `{extra}` extra "
+                    f"brings: pip install 'kubemill[{extra}]'"
+                )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
 
 def stderr_console() -> Console:
     """The console for errors and hints (stderr, so stdout stays parseable)."""
@@ -28,6 +59,8 @@ def explain(exc: BaseException) -> str | None:
     from kubemill.api import ManifestError
     from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
 
+    if (install := missing_extra(exc)) is not None:
+        return install
     if isinstance(exc, JobNotFound):
         return f"{_text(exc)} (list jobs with `kubemill get`)"
     if isinstance(exc, JobExists):

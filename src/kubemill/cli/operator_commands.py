@@ -177,6 +177,13 @@ def version(
     typer.echo(f"kubemill {_version()} (Python {platform.python_version()})")
     if client:
         return
+    from kubemill.cli.errors import missing_extra
+
+    try:
+        import kubernetes  # noqa: F401  (asking a cluster needs the official client)
+    except ModuleNotFoundError as exc:
+        typer.echo(f"operator: not asked ({missing_extra(exc)})", err=True)
+        return
     from kubemill.substrates.base import SubstrateError
     from kubemill.substrates.kubernetes import install as installer
     from kubemill.substrates.kubernetes.client.connection import Http, connect

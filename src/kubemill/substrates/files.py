@@ -44,14 +44,10 @@ def ssh_key_pair(comment: str) -> tuple[str, str]:
     ECDSA P-521, as mpi-operator generates: small, fast to make, and accepted by every
     OpenSSH in use.
     """
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-    except ImportError as exc:
-        raise FileSourceError(
-            "SSH keys for MPI's ssh mode need the `cryptography` package: install "
-            "kubemill[kubernetes]"
-        ) from exc
+    # Imported here: only an ssh-mode MPIJob needs it, and it costs ~20 ms to import.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(
         serialization.Encoding.PEM,
