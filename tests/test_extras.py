@@ -94,6 +94,30 @@ def test_every_example_renders(venv_bin: Path) -> None:
         assert "kind:" in result.stdout, (example.name, result.stdout)
 
 
+NEEDS_A_CLUSTER_CLIENT = (
+    ("--substrate", "kubernetes", "get"),
+    ("--substrate", "kubernetes", "delete", "no-such-job"),
+    ("--substrate", "kubernetes", "cluster", "list"),
+    ("install", "--dry-run"),
+    ("uninstall",),
+    ("operator", "--help"),
+)
+
+
+def test_a_cluster_command_without_the_kubernetes_extra_says_to_install_it(
+    venv_bin: Path, request: pytest.FixtureRequest
+) -> None:
+    has_client = "kubernetes" in request.node.callspec.id
+    for args in NEEDS_A_CLUSTER_CLIENT:
+        result = smoke(venv_bin, *args)
+        said = result.stdout + result.stderr
+        assert "Traceback" not in said, (args, said)
+        asks = "pip install 'kubemill[kubernetes]'" in said
+        assert asks != has_client, (args, said)
+        if not has_client:
+            assert result.returncode != 0, (args, said)
+
+
 def test_the_wheel_carries_the_dashboard_assets_and_the_agents(venv_bin: Path) -> None:
     listing = subprocess.run(
         [

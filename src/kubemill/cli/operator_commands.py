@@ -150,6 +150,7 @@ def _version() -> str:
     return __version__
 
 
+@user_errors
 def operator(ctx: typer.Context) -> None:
     """Run the kubemill operator against a cluster (options: kubemill operator --help)."""
     # Its options live with the operator (one definition for `kubemill operator` and
