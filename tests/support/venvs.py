@@ -16,6 +16,7 @@ To test that for the bare package and for each extra alone, each environment her
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,11 +31,25 @@ from packaging.utils import canonicalize_name
 
 
 def build_wheel(source: Path, out: Path) -> Path:
-    """``python -m build --wheel`` of ``source`` into ``out``, with this interpreter's
-    setuptools (no isolated build environment: no network here)."""
+    """``python -m build --wheel`` of the files git tracks in ``source``, into ``out``.
+
+    The tracked files are copied first, as a clone has them: the build writes its
+    ``build/`` and egg-info beside them, not into the checkout, and an untracked file
+    cannot slip into the wheel. This interpreter's setuptools builds it (no isolated
+    build environment: no network here)."""
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=source, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    tree = out / "source"
+    for name in filter(None, tracked):
+        if (source / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / name, tree / name)
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out)],
-        cwd=source,
+        cwd=tree,
         check=True,
         capture_output=True,
     )
