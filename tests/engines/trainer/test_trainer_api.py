@@ -197,7 +197,7 @@ def test_the_trainer_overrides_the_runtime_node_container() -> None:
     )
     assert [(e.name, e.value) for e in container.env or []] == [("A", "1")]
     assert container.resources == {"limits": {"cpu": "2"}}
-    assert [(p.name, p.container_port) for p in container.ports or []] == [("trainjob-port", 29400)]
+    assert [(p.name, p.container_port) for p in container.ports or []] == [("trainjob-port", 29500)]
     assert job.spec.trainer is not None and job.spec.trainer.num_proc_per_node == "2"
 
 

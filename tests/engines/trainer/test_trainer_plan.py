@@ -49,9 +49,9 @@ def test_every_node_gets_torchruns_variables_on_kubernetes() -> None:
             ("PET_NPROC_PER_NODE", "2"),
             ("PET_NODE_RANK", str(rank)),
             ("PET_MASTER_ADDR", "tj-node-0"),
-            ("PET_MASTER_PORT", "29400"),
+            ("PET_MASTER_PORT", "29500"),
         ]
-        assert replica.ports == {"trainjob-port": 29400}
+        assert replica.ports == {"trainjob-port": 29500}
     assert plan.replicas[0].labels[LABEL_JOB_ROLE] == "master"
     assert LABEL_JOB_ROLE not in plan.replicas[1].labels
     assert plan.outcome == SuccessPolicy("node", "all")
@@ -60,7 +60,7 @@ def test_every_node_gets_torchruns_variables_on_kubernetes() -> None:
 def test_locally_the_master_is_node_0s_own_port() -> None:
     network = LoopbackNetwork()
     plan = plan_for(trainjob(numNodes=2), network)
-    master_port = network.ports[("node", 0, 29400)]
+    master_port = network.ports[("node", 0, 29500)]
     for replica in plan.replicas:
         env = dict(env_items(replica))
         assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("127.0.0.1", str(master_port))

@@ -59,7 +59,7 @@ def test_the_operator_runs_an_upstream_trainjob(cluster: Cluster, tmp_path: Path
             env = {e["name"]: e.get("value") for e in container["env"]}
             assert env["PET_NODE_RANK"] == str(rank)
             assert (env["PET_NNODES"], env["PET_NPROC_PER_NODE"]) == ("2", "auto")
-            assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("tj-node-0", "29400")
+            assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == ("tj-node-0", "29500")
 
         kubelet = Kubelet(cluster, namespace)
         for rank in (0, 1):

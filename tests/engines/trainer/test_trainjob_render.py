@@ -35,7 +35,7 @@ def test_the_example_renders_into_valid_pods_and_services() -> None:
             "PET_NPROC_PER_NODE": "1",
             "PET_NODE_RANK": str(rank),
             "PET_MASTER_ADDR": "torch-allreduce-node-0",
-            "PET_MASTER_PORT": "29400",
+            "PET_MASTER_PORT": "29500",
         }
         assert pod["spec"]["restartPolicy"] == "OnFailure"
 

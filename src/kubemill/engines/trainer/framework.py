@@ -15,7 +15,7 @@ node torchrun's variables, which this planner sets the same way:
   limits but no requests becomes 1: upstream's behaviour, kept so that both agree);
 - ``PET_NODE_RANK``: the node's index (upstream reads it from the Job's completion index);
 - ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``: node 0's short address and its trainer port
-  (29400), as the substrate's network maps them (upstream's ``<job>-node-0-0.<job>``;
+  (29500), as the substrate's network maps them (upstream's ``<job>-node-0-0.<job>``;
   kubemill's ``<job>-node-0`` on Kubernetes, 127.0.0.1 and a port of the job's own locally).
 
 A runtime without an ML policy runs its template as it is. The job succeeds when every
@@ -91,7 +91,7 @@ def _from_resources(
 
 
 def trainer_port(job: TrainJob, container: Container) -> int:
-    """The trainer container's port upstream gives it (29400), as the model declared it."""
+    """The trainer container's port upstream gives it (29500), as the model declared it."""
     for port in container.ports or []:
         if port.container_port == TRAINER_PORT:
             return port.container_port

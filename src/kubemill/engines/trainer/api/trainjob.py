@@ -55,7 +55,7 @@ STEPS = (DATASET_INITIALIZER, MODEL_INITIALIZER, NODE, LAUNCHER)
 TRAINER_STEP = "trainer"
 """The ancestor label's value on the replicated job the trainer's values apply to."""
 TRAINER_CONTAINER = "node"
-TRAINER_PORT = 29400
+TRAINER_PORT = 29500
 """The port upstream gives the trainer container (torchrun's master port)."""
 TRAINER_PORT_NAME = "trainjob-port"
 DEFAULT_BACKOFF_LIMIT = 6
