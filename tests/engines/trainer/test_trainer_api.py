@@ -291,6 +291,21 @@ def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
             id="reserved-env",
         ),
         pytest.param(
+            {
+                "runtimeRef": {"name": "xgboost-distributed"},
+                "trainer": {"env": [{"name": "A", "value": "1"}, {"name": "DMLC_TASK_ID"}]},
+            },
+            "spec.trainer.env[1].name",
+            "set by the xgboost policy",
+            id="xgboost-reserved-env",
+        ),
+        pytest.param(
+            {"runtimeRef": {"name": "jax-distributed"}},
+            "spec.runtimeRef.name",
+            "spec.mlPolicy.jax",
+            id="jax-not-yet",
+        ),
+        pytest.param(
             {"runtimePatches": [{"manager": "me"}]},
             "spec.runtimePatches",
             "runtime patches",

@@ -18,14 +18,14 @@ from kubemill.kinds import load_one, plan_for
 from support.framework_networks import ClusterNetwork, LoopbackNetwork
 
 
-def trainjob(name: str = "tj", **trainer: Any) -> TrainJob:
+def trainjob(name: str = "tj", runtime: str = "torch-distributed", **trainer: Any) -> TrainJob:
     job = load_one(
         {
             "apiVersion": "trainer.kubeflow.org/v1alpha1",
             "kind": "TrainJob",
             "metadata": {"name": name},
             "spec": {
-                "runtimeRef": {"name": "torch-distributed"},
+                "runtimeRef": {"name": runtime},
                 "trainer": {"image": "img", "command": ["torchrun", "train.py"], **trainer},
             },
         }
@@ -111,6 +111,40 @@ def test_processes_per_node_as_upstream_computes_them(
     trainer: dict[str, Any], expected: str
 ) -> None:
     assert num_proc_per_node(trainjob(**trainer)) == expected
+
+
+def test_xgboost_nodes_get_the_collectives_variables() -> None:
+    job = trainjob("xg", "xgboost-distributed", numNodes=3)
+    plan = plan_for(job, ClusterNetwork("xg"))
+    assert [r.name for r in plan.replicas] == ["xg-node-0", "xg-node-1", "xg-node-2"]
+    for rank, replica in enumerate(plan.replicas):
+        assert env_items(replica) == [
+            ("DMLC_TRACKER_URI", "xg-node-0"),
+            ("DMLC_TRACKER_PORT", "29500"),
+            ("DMLC_TASK_ID", str(rank)),
+            ("DMLC_NUM_WORKER", "3"),
+        ]
+        assert replica.ports == {"trainjob-port": 29500}
+    assert plan.outcome == SuccessPolicy("node", "all")
+
+
+@pytest.mark.parametrize(
+    ("resources", "workers"),
+    [
+        pytest.param(None, "2", id="cpu-one-per-node"),
+        pytest.param({"limits": {"nvidia.com/gpu": "4"}}, "8", id="gpus-in-limits"),
+        pytest.param(
+            {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "4"}},
+            "4",
+            id="requests-first",
+        ),
+    ],
+)
+def test_xgboost_counts_a_worker_per_gpu(resources: Any, workers: str) -> None:
+    extra = {"resourcesPerNode": resources} if resources is not None else {}
+    job = trainjob("xg", "xgboost-distributed", numNodes=2, **extra)
+    env = dict(env_items(plan_for(job, ClusterNetwork("xg")).replicas[0]))
+    assert env["DMLC_NUM_WORKER"] == workers
 
 
 def counted(view: StatusView) -> list[ChildJobStatus]:

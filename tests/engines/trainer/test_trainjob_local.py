@@ -1,6 +1,7 @@
-"""A TrainJob runs for real on the local substrate: ``kubemill run`` of the example, a
-2-node torch TrainJob through upstream's ``torch-distributed`` runtime, is two real torchrun
-processes (one per node, one worker each) whose gloo all-reduce sums across both."""
+"""TrainJobs run for real on the local substrate: ``kubemill run`` of the examples. A 2-node
+torch TrainJob through upstream's ``torch-distributed`` runtime is two real torchrun
+processes (one per node, one worker each) whose gloo all-reduce sums across both; a 2-node
+TrainJob through ``xgboost-distributed`` trains one XGBoost model over its collective."""
 
 from __future__ import annotations
 
@@ -58,4 +59,27 @@ def test_a_two_node_torch_trainjob_all_reduces_over_gloo(cli: Cli) -> None:
     assert status["jobsStatus"] == [
         {"name": "node", "ready": 1, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
     ]
+    assert not processes_with_token(cli.token), "a process outlived its job"
+
+
+XGBOOST = re.compile(
+    r"^(?P<replica>node-\d) \| \[worker (?P<rank>\d)/(?P<world>\d)\] rounds=\d+ "
+    r"test_accuracy=(?P<accuracy>[0-9.]+) model=(?P<digest>[0-9a-f]+)$"
+)
+
+
+def test_a_two_node_xgboost_trainjob_trains_one_model(cli: Cli) -> None:
+    pytest.importorskip("xgboost", reason="the XGBoost example needs xgboost")
+    pytest.importorskip("sklearn", reason="the XGBoost example needs scikit-learn")
+    done = cli.run(EXAMPLES / "trainjob" / "xgboost.yaml")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "TrainJob xgboost-digits Succeeded" in done.stdout, done.stdout
+    results = [m for line in done.stdout.splitlines() if (m := XGBOOST.match(line.strip()))]
+    # Node i is worker i of 2 (DMLC_TASK_ID); the collective made both grow the same trees.
+    assert sorted((m["replica"], m["rank"], m["world"]) for m in results) == [
+        ("node-0", "0", "2"),
+        ("node-1", "1", "2"),
+    ], done.stdout
+    assert len({m["digest"] for m in results}) == 1, done.stdout
+    assert all(float(m["accuracy"]) >= 0.8 for m in results), done.stdout
     assert not processes_with_token(cli.token), "a process outlived its job"

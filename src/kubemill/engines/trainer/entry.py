@@ -8,7 +8,7 @@ from kubemill.engines.trainer.framework import Trainer
 ENGINE = Engine(
     TRAINJOB,
     Trainer(),
-    "Kubeflow Trainer v2: a training runtime's steps, torchrun's PET_* on the trainer's nodes",
+    "Kubeflow Trainer v2: a training runtime's steps; torch (PET_*) or xgboost (DMLC_*) nodes",
 )
 
 __all__ = ["ENGINE"]

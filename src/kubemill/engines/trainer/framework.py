@@ -18,7 +18,11 @@ node torchrun's variables, which this planner sets the same way:
   (29500), as the substrate's network maps them (upstream's ``<job>-node-0-0.<job>``;
   kubemill's ``<job>-node-0`` on Kubernetes, 127.0.0.1 and a port of the job's own locally).
 
-A runtime without an ML policy runs its template as it is. The job succeeds when every
+Upstream's xgboost plugin gives them XGBoost's collective (Rabit) variables instead:
+``DMLC_TRACKER_URI`` and ``DMLC_TRACKER_PORT`` (node 0's address and trainer port: the
+tracker runs there), ``DMLC_TASK_ID`` (the node's index) and ``DMLC_NUM_WORKER`` (nodes
+times the GPUs each asks for, or times 1 on CPUs). A runtime without an ML policy runs its
+template as it is. The job succeeds when every
 replica of the trainer step succeeds (the JobSet's success policy's target, when the
 runtime names one), as a JobSet with its default success policy does; any replica failing
 for good fails it.
@@ -98,7 +102,9 @@ def trainer_port(job: TrainJob, container: Container) -> int:
     raise PlanError(f"TrainJob {job.name}: the trainer container has no port {TRAINER_PORT}")
 
 
-def torch_env(job: TrainJob, network: Network, slot: ReplicaSlot, port: int) -> list[EnvVar]:
+def torch_env(
+    job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
+) -> list[EnvVar]:
     """torchrun's PET_* variables for one node."""
     master = network.endpoint(NODE, 0, port, qualified=False)
     return [
@@ -108,6 +114,43 @@ def torch_env(job: TrainJob, network: Network, slot: ReplicaSlot, port: int) -> 
         env("PET_MASTER_ADDR", master.host),
         env("PET_MASTER_PORT", str(master.port)),
     ]
+
+
+def gpus_per_node(container: Container) -> int:
+    """The GPUs a node's trainer container asks for, as upstream counts them: the first
+    resource whose name says ``gpu``, in the requests, else in the limits (0 if none)."""
+    resources = container.resources or {}
+
+    def counted(found: Any) -> int:
+        if not isinstance(found, dict):
+            return 0
+        for name, quantity in found.items():
+            if "gpu" in name.lower():
+                value = parse_quantity(quantity) or Decimal(0)
+                return int(value.to_integral_value(rounding=ROUND_CEILING))
+        return 0
+
+    return counted(resources.get("requests")) or counted(resources.get("limits"))
+
+
+def xgboost_env(
+    job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
+) -> list[EnvVar]:
+    """XGBoost's collective (Rabit) variables for one node: the tracker is node 0's, and
+    every node runs a worker per GPU, or one on a CPU."""
+    tracker = network.endpoint(NODE, 0, port, qualified=False)
+    workers = job.num_nodes * (gpus_per_node(container) or 1)
+    return [
+        env("DMLC_TRACKER_URI", tracker.host),
+        env("DMLC_TRACKER_PORT", str(tracker.port)),
+        env("DMLC_TASK_ID", str(slot.index)),
+        env("DMLC_NUM_WORKER", str(workers)),
+    ]
+
+
+PolicyEnv = Callable[[TrainJob, Network, ReplicaSlot, int, Container], list[EnvVar]]
+_POLICY_ENV: dict[str, PolicyEnv] = {"torch": torch_env, "xgboost": xgboost_env}
+"""The env each ML policy kubemill runs gives the trainer's nodes."""
 
 
 def success_policy(job: TrainJob) -> SuccessPolicy:
@@ -157,7 +200,7 @@ class Trainer:
     kind = TrainJob.KIND
 
     def plan(self, job: Job, network: Network) -> Plan:
-        """The Plan of a TrainJob: its runtime's steps, torchrun's env on the trainer's."""
+        """The Plan of a TrainJob: its runtime's steps, the policy's env on the trainer's."""
         if not isinstance(job, TrainJob):
             raise PlanError(f"the Trainer framework plans TrainJobs, not {job.KIND}")
         trainer_job = job.trainer_job()
@@ -167,18 +210,19 @@ class Trainer:
                 "has no trainer step; run `kubemill validate` on the manifest"
             )
         trainer_type = trainer_job.name
-        torch = job.framework == "torch"
+        policy_env = _POLICY_ENV.get(job.framework or "")
 
         def container_for(replica_type: str) -> Container:
             wanted = job.main_container_name(replica_type)
             spec = job.replica_specs[replica_type]
             return next(c for c in spec.template.spec.containers if c.name == wanted)
 
-        port = trainer_port(job, container_for(trainer_type)) if torch else 0
+        trainer_container = container_for(trainer_type)
+        port = trainer_port(job, trainer_container) if policy_env is not None else 0
 
         def env_for(slot: ReplicaSlot) -> list[EnvVar]:
-            if torch and slot.replica_type == trainer_type:
-                return torch_env(job, network, slot, port)
+            if policy_env is not None and slot.replica_type == trainer_type:
+                return policy_env(job, network, slot, port, trainer_container)
             return []
 
         replicas = build_replicas(
@@ -198,4 +242,12 @@ class Trainer:
         )
 
 
-__all__ = ["Trainer", "jobs_status", "num_proc_per_node", "success_policy", "torch_env"]
+__all__ = [
+    "Trainer",
+    "gpus_per_node",
+    "jobs_status",
+    "num_proc_per_node",
+    "success_policy",
+    "torch_env",
+    "xgboost_env",
+]

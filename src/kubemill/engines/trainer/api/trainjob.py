@@ -66,6 +66,15 @@ TORCH_RESERVED_ENV = frozenset(
     {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 )
 """What the torch policy sets itself; a trainer's env may not (upstream refuses them too)."""
+XGBOOST_RESERVED_ENV = frozenset(
+    {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
+)
+"""What the xgboost policy sets itself (upstream's ``XGBoostReservedEnvNames``)."""
+RESERVED_ENV = {"torch": TORCH_RESERVED_ENV, "xgboost": XGBOOST_RESERVED_ENV}
+RUN_POLICIES = ("torch", "xgboost")
+"""The ML policies kubemill plans (a runtime with another is refused, naming it)."""
+PORTED_POLICIES = ("torch", "xgboost")
+"""The policies whose trainer container upstream gives the trainer port."""
 
 _RUNTIME_PATH = "spec.runtimeRef.name"
 _DERIVED_PATH = re.compile(
@@ -204,7 +213,7 @@ class TrainJob(Job):
                     container.env = upsert_env(container.env or [], trainer.env)
                 if trainer.resources_per_node is not None:
                     container.resources = dict(trainer.resources_per_node)
-            if self.framework == "torch":
+            if self.framework in PORTED_POLICIES:
                 ports = container.ports or []
                 if not any(p.container_port == TRAINER_PORT for p in ports):
                     ports.append(ContainerPort(name=TRAINER_PORT_NAME, container_port=TRAINER_PORT))
@@ -367,17 +376,17 @@ class TrainJob(Job):
             )
         if trainer is None:
             return errors
-        if self.framework == "torch":
-            for i, var in enumerate(trainer.env or []):
-                if var.name in TORCH_RESERVED_ENV:
-                    errors.append(
-                        FieldError(
-                            f"spec.trainer.env[{i}].name",
-                            f"{var.name} is set by the torch policy",
-                            "remove it; use numNodes and numProcPerNode",
-                        )
+        reserved = RESERVED_ENV.get(self.framework or "", frozenset())
+        for i, var in enumerate(trainer.env or []):
+            if var.name in reserved:
+                errors.append(
+                    FieldError(
+                        f"spec.trainer.env[{i}].name",
+                        f"{var.name} is set by the {self.framework} policy",
+                        "remove it; use numNodes (and numProcPerNode)",
                     )
-        elif trainer.num_proc_per_node in NUM_PROC_WORDS:
+                )
+        if self.framework != "torch" and trainer.num_proc_per_node in NUM_PROC_WORDS:
             errors.append(
                 FieldError(
                     "spec.trainer.numProcPerNode",
@@ -435,12 +444,12 @@ def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
     found: list[tuple[str, str, str]] = []
     policy = runtime.spec.ml_policy
     framework = policy.framework if policy is not None else None
-    if framework not in (None, "torch"):
+    if framework not in (None, *RUN_POLICIES):
         found.append(
             (
                 f"spec.mlPolicy.{framework}",
                 f"kubemill does not run the {framework} policy yet",
-                "name a torch runtime (torch-distributed)",
+                "name a torch or xgboost runtime (torch-distributed, xgboost-distributed)",
             )
         )
     spec = runtime.spec.template.spec
@@ -518,10 +527,12 @@ __all__ = [
     "LAUNCHER",
     "MODEL_INITIALIZER",
     "NODE",
+    "RUN_POLICIES",
     "STEPS",
     "TORCH_RESERVED_ENV",
     "TRAINER_CONTAINER",
     "TRAINER_PORT",
+    "XGBOOST_RESERVED_ENV",
     "TrainJob",
     "upsert_env",
 ]
