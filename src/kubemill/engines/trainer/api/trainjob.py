@@ -13,8 +13,9 @@ yet, is refused at ``spec.runtimeRef`` with the runtime's own field path in the 
 
 Upstream's conditions are ``Suspended``, ``Complete`` and ``Failed``; kubemill's core writes
 its shared vocabulary (``Succeeded`` where upstream says ``Complete``), as for every kind.
-The reasons upstream gives are :data:`.spec.REASONS`. ``status.jobsStatus`` is filled by the
-planner's status extension, one entry per replicated job.
+The reasons upstream gives (:data:`.spec.REASONS`) are the core's too where both have the
+condition: ``Suspended``/``Resumed`` and ``DeadlineExceeded``. ``status.jobsStatus`` is
+filled by the planner's status extension, one entry per replicated job.
 """
 
 from __future__ import annotations
