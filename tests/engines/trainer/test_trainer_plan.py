@@ -4,11 +4,14 @@ them, and succeeds when every node does."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from kubemill.api import Condition, ConditionType, JobStatus, ReplicaStatus
+from kubemill.engines.trainer.api import runtimes
+from kubemill.engines.trainer.api.defaults import DEFAULT_RUNTIMES
 from kubemill.engines.trainer.api.spec import ChildJobStatus
 from kubemill.engines.trainer.api.trainjob import TrainJob
 from kubemill.engines.trainer.framework import Trainer, jobs_status, num_proc_per_node
@@ -55,6 +58,28 @@ def test_every_node_gets_torchruns_variables_on_kubernetes() -> None:
     assert plan.replicas[0].labels[LABEL_JOB_ROLE] == "master"
     assert LABEL_JOB_ROLE not in plan.replicas[1].labels
     assert plan.outcome == SuccessPolicy("node", "all")
+
+
+def test_the_master_is_the_trainer_steps_first_replica_whatever_its_name() -> None:
+    runtime = copy.deepcopy(DEFAULT_RUNTIMES[0])
+    runtime["metadata"]["name"] = "launcher-trains"
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "launcher"
+    added = runtimes.add(runtime)
+    try:
+        job = load_one(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "tj"},
+                "spec": {"runtimeRef": {"name": "launcher-trains"}, "trainer": {"numNodes": 2}},
+            }
+        )
+        plan = plan_for(job, ClusterNetwork("tj"))
+    finally:
+        runtimes.remove(added)
+    assert [r.name for r in plan.replicas] == ["tj-launcher-0", "tj-launcher-1"]
+    assert dict(env_items(plan.replicas[1]))["PET_MASTER_ADDR"] == "tj-launcher-0"
+    assert plan.outcome == SuccessPolicy("launcher", "all")
 
 
 def test_locally_the_master_is_node_0s_own_port() -> None:

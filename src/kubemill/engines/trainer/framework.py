@@ -37,7 +37,7 @@ from typing import Any
 from kubemill.api import ConditionType, Container, EnvVar, Job
 from kubemill.core.quantity import parse_quantity
 from kubemill.engines.trainer.api.spec import ChildJobStatus
-from kubemill.engines.trainer.api.trainjob import NODE, TRAINER_PORT, TrainJob
+from kubemill.engines.trainer.api.trainjob import TRAINER_PORT, TrainJob
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
 from kubemill.frameworks.plan import Network, Plan, StatusView, SuccessPolicy
 
@@ -106,7 +106,7 @@ def torch_env(
     job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
 ) -> list[EnvVar]:
     """torchrun's PET_* variables for one node."""
-    master = network.endpoint(NODE, 0, port, qualified=False)
+    master = network.endpoint(slot.replica_type, 0, port, qualified=False)
     return [
         env("PET_NNODES", str(job.num_nodes)),
         env("PET_NPROC_PER_NODE", num_proc_per_node(job)),
@@ -138,7 +138,7 @@ def xgboost_env(
 ) -> list[EnvVar]:
     """XGBoost's collective (Rabit) variables for one node: the tracker is node 0's, and
     every node runs a worker per GPU, or one on a CPU."""
-    tracker = network.endpoint(NODE, 0, port, qualified=False)
+    tracker = network.endpoint(slot.replica_type, 0, port, qualified=False)
     workers = job.num_nodes * (gpus_per_node(container) or 1)
     return [
         env("DMLC_TRACKER_URI", tracker.host),
