@@ -365,10 +365,28 @@ def test_a_runtime_feature_not_realised_is_named_by_its_runtime_path(added: list
     assert {e.path for e in caught.value.errors} == {"spec.runtimeRef.name"}
     for words in (
         "spec.template.spec.replicatedJobs[1].name",
-        "spec.template.spec.replicatedJobs[1].dependsOn",
+        "spec.template.spec.replicatedJobs[1].dependsOn[0].status",
         "spec.template.spec.replicatedJobs[1].template.spec.template.spec.containers[0].image",
     ):
         assert any(words in m for m in messages), messages
+
+
+def test_dependencies_that_go_round_are_refused(added: list[Any]) -> None:
+    doc = torch_runtime()
+    jobs = doc["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[0]["dependsOn"] = [{"name": "launcher", "status": "Ready"}]
+    jobs.append(
+        {
+            "name": "launcher",
+            "dependsOn": [{"name": "node", "status": "Ready"}],
+            "template": {
+                "spec": {"template": {"spec": {"containers": [{"name": "l", "image": "i"}]}}}
+            },
+        }
+    )
+    added.append(runtimes.add(doc))
+    found = errors_of(trainjob(runtimeRef={"name": "mine"}))
+    assert "depend on each other in a circle" in found["spec.runtimeRef.name"]
 
 
 def test_a_trainjob_in_kubemills_group_loads_the_same() -> None:

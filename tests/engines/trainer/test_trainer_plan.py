@@ -82,6 +82,41 @@ def test_the_master_is_the_trainer_steps_first_replica_whatever_its_name() -> No
     assert plan.outcome == SuccessPolicy("launcher", "all")
 
 
+def test_a_job_depending_on_another_being_ready_starts_after_it() -> None:
+    runtime = copy.deepcopy(DEFAULT_RUNTIMES[0])
+    runtime["metadata"]["name"] = "with-launcher"
+    runtime["spec"].pop("mlPolicy")  # a plain JobSet template: no policy's env
+    runtime["spec"]["template"]["spec"]["replicatedJobs"].append(
+        {
+            "name": "launcher",
+            "dependsOn": [{"name": "node", "status": "Ready"}],
+            "template": {
+                "spec": {"template": {"spec": {"containers": [{"name": "l", "image": "i"}]}}}
+            },
+        }
+    )
+    added = runtimes.add(runtime)
+    try:
+        job = load_one(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "tj"},
+                "spec": {"runtimeRef": {"name": "with-launcher"}, "trainer": {"numNodes": 2}},
+            }
+        )
+        plan = plan_for(job, ClusterNetwork("tj"))
+    finally:
+        runtimes.remove(added)
+    assert [(r.name, r.stage, r.env) for r in plan.replicas] == [
+        ("tj-node-0", 0, ()),
+        ("tj-node-1", 0, ()),
+        ("tj-launcher-0", 1, ()),
+    ]
+    assert plan.start_gate == "ready"
+    assert plan.outcome == SuccessPolicy("node", "all")
+
+
 def test_locally_the_master_is_node_0s_own_port() -> None:
     network = LoopbackNetwork()
     plan = plan_for(trainjob(numNodes=2), network)

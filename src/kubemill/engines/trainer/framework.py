@@ -22,22 +22,25 @@ Upstream's xgboost plugin gives them XGBoost's collective (Rabit) variables inst
 ``DMLC_TRACKER_URI`` and ``DMLC_TRACKER_PORT`` (node 0's address and trainer port: the
 tracker runs there), ``DMLC_TASK_ID`` (the node's index) and ``DMLC_NUM_WORKER`` (nodes
 times the GPUs each asks for, or times 1 on CPUs). A runtime without an ML policy runs its
-template as it is. The job succeeds when every
-replica of the trainer step succeeds (the JobSet's success policy's target, when the
-runtime names one), as a JobSet with its default success policy does; any replica failing
-for good fails it.
+template as it is. A replicated job that ``dependsOn`` another being Ready starts once that
+one's replicas are Running and ready (a later start stage; ``Complete`` is refused yet).
+
+The job succeeds when every replica of the trainer step succeeds (the JobSet's success
+policy's target, when the runtime names one), as a JobSet with its default success policy
+does; any replica failing for good fails it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from kubemill.api import ConditionType, Container, EnvVar, Job
 from kubemill.core.quantity import parse_quantity
 from kubemill.engines.trainer.api.spec import ChildJobStatus
-from kubemill.engines.trainer.api.trainjob import TRAINER_PORT, TrainJob
+from kubemill.engines.trainer.api.trainjob import TRAINER_PORT, TrainJob, start_stages
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
 from kubemill.frameworks.plan import Network, Plan, StatusView, SuccessPolicy
 
@@ -232,12 +235,19 @@ class Trainer:
             is_master=lambda slot: slot.replica_type == trainer_type and slot.index == 0,
             container_for=container_for,
         )
+        stages = start_stages(job.runtime.spec.template.spec.replicated_jobs)
+        if stages is None:
+            raise PlanError(f"TrainJob {job.name}: its runtime's dependsOn go round")
+        ordered = any(stages.values())
         return Plan(
             kind=job.KIND,
             name=job.name,
             namespace=job.namespace,
-            replicas=replicas,
+            replicas=tuple(replace(r, stage=stages[r.replica_type]) for r in replicas),
             outcome=success_policy(job),
+            # dependsOn (status Ready, the only one kubemill runs): a replicated job's
+            # replicas start once those of the job it depends on are Running and ready.
+            start_gate="ready" if ordered else "running",
             status_extension=jobs_status,
         )
 

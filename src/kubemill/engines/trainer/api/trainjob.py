@@ -454,6 +454,7 @@ def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
             )
         )
     spec = runtime.spec.template.spec
+    names = [job.name for job in spec.replicated_jobs]
     for i, job in enumerate(spec.replicated_jobs):
         path = f"spec.template.spec.replicatedJobs[{i}]"
         if job.name not in STEPS:
@@ -464,14 +465,25 @@ def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
                     "rename the replicated job to the step it runs",
                 )
             )
-        if job.depends_on:
-            found.append(
-                (
-                    f"{path}.dependsOn",
-                    "not supported yet: kubemill does not order replicated jobs",
-                    "remove dependsOn",
+        for d, dependency in enumerate(job.depends_on or []):
+            where_dep = f"{path}.dependsOn[{d}]"
+            if dependency.status == "Complete":
+                found.append(
+                    (
+                        f"{where_dep}.status",
+                        "not supported yet: kubemill starts a replicated job once another is "
+                        "Ready, not once it is Complete",
+                        "remove dependsOn, or depend on Ready",
+                    )
                 )
-            )
+            if dependency.name == job.name or dependency.name not in names:
+                found.append(
+                    (
+                        f"{where_dep}.name",
+                        f"{dependency.name!r} is no other replicated job of the template",
+                        "name one of " + ", ".join(n for n in names if n != job.name),
+                    )
+                )
         policy_written = job.template.spec.template.spec.restart_policy
         if policy_written is not None and policy_written not in _JOB_RESTART_POLICIES:
             found.append(
@@ -494,10 +506,17 @@ def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
             found.append(
                 (f"{path}.template.spec.template.spec.containers", "no container", "add one")
             )
+    if start_stages(spec.replicated_jobs) is None:
+        found.append(
+            (
+                "spec.template.spec.replicatedJobs",
+                "the replicated jobs depend on each other in a circle (dependsOn)",
+                "let one of them start first",
+            )
+        )
     success = spec.success_policy
     if success is not None:
         targets = success.target_replicated_jobs or []
-        names = {job.name for job in spec.replicated_jobs}
         if len(targets) != 1 or targets[0] not in names:
             found.append(
                 (
@@ -514,6 +533,26 @@ def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
         FieldError("spec.runtimeRef.name", f"{where}: {path}: {message}", hint)
         for path, message, hint in found
     ]
+
+
+def start_stages(jobs: list[ReplicatedJob]) -> dict[str, int] | None:
+    """Each replicated job's start stage: 0 without ``dependsOn``, else one past the job it
+    depends on (whose replicas must be Ready first); None if the dependencies go round."""
+    by_name = {job.name: job for job in jobs}
+    stages: dict[str, int] = {}
+    for job in jobs:
+        chain: list[str] = []
+        current: ReplicatedJob | None = job
+        while current is not None and current.name not in stages:
+            if current.name in chain:
+                return None
+            chain.append(current.name)
+            parents = current.depends_on or []
+            current = by_name.get(parents[0].name) if parents else None
+        base = stages[current.name] + 1 if current is not None else 0
+        for offset, name in enumerate(reversed(chain)):
+            stages[name] = base + offset
+    return stages
 
 
 def upsert_env(current: list[EnvVar], new: list[EnvVar]) -> list[EnvVar]:
@@ -535,5 +574,6 @@ __all__ = [
     "TRAINER_PORT",
     "XGBOOST_RESERVED_ENV",
     "TrainJob",
+    "start_stages",
     "upsert_env",
 ]
