@@ -37,6 +37,9 @@ from kubemill.engines.pytorch.api import PyTorchJobSpec
 from kubemill.engines.spark.api.scheduled import ScheduledSparkApplicationSpec
 from kubemill.engines.spark.api.spec import SparkApplicationSpec
 from kubemill.engines.tensorflow.api import TFJobSpec
+from kubemill.engines.trainer.api import runtimes
+from kubemill.engines.trainer.api.defaults import DEFAULT_RUNTIMES
+from kubemill.engines.trainer.api.spec import TrainJobSpec
 from kubemill.frameworks import Endpoint
 from kubemill.kinds import entry_for, load_one, plan_for
 from kubemill.substrates.local.images import default_environment
@@ -52,6 +55,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "SparkApplication": SparkApplicationSpec,
     "MarsCluster": MarsClusterSpec,
     "ScheduledSparkApplication": ScheduledSparkApplicationSpec,
+    "TrainJob": TrainJobSpec,
     "Run policy": RunPolicy,
     "Replica spec": ReplicaSpec,
     "Pod template": PodTemplateSpec,
@@ -152,7 +156,43 @@ def test_the_walk_reaches_nested_fields() -> None:
 # --- refused rows are refused --------------------------------------------------------------
 
 
+def steps_runtime() -> dict[str, Any]:
+    """Upstream's torch runtime with both initializer steps added (run beside the trainer,
+    as no default runtime has them without ``dependsOn``), so every TrainJob field has a
+    container to go to."""
+    runtime = copy.deepcopy(DEFAULT_RUNTIMES[0])
+    runtime["metadata"]["name"] = "fields-steps"
+    for step in ("dataset-initializer", "model-initializer"):
+        container = {"name": step, "image": "local", "command": ["true"]}
+        runtime["spec"]["template"]["spec"]["replicatedJobs"].append(
+            {
+                "name": step,
+                "template": {"spec": {"template": {"spec": {"containers": [container]}}}},
+            }
+        )
+    return runtime
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _steps_runtime() -> Iterator[None]:
+    """The TrainJob rows' runtime, known while this module's tests run."""
+    added = runtimes.add(steps_runtime())
+    yield
+    runtimes.remove(added)
+
+
 def base_manifest(kind: str) -> dict[str, Any]:
+    if kind == "TrainJob":
+        return {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "fields"},
+            "spec": {
+                "runtimeRef": {"name": "fields-steps"},
+                "trainer": {"image": "local", "command": ["true"]},
+                "initializer": {"dataset": {}, "model": {}},
+            },
+        }
     if kind == "SparkApplication":
         return {
             "apiVersion": "sparkoperator.k8s.io/v1beta2",
@@ -182,6 +222,7 @@ SECTION_ROOT: dict[str, tuple[str, str]] = {
     "TFJob": ("TFJob", "spec"),
     "PyTorchJob": ("PyTorchJob", "spec"),
     "SparkApplication": ("SparkApplication", "spec"),
+    "TrainJob": ("TrainJob", "spec"),
     "Run policy": ("TFJob", "spec.runPolicy"),
     "Replica spec": ("TFJob", "spec.tfReplicaSpecs.Worker"),
     "Pod template": ("TFJob", "spec.tfReplicaSpecs.Worker.template"),
@@ -198,6 +239,21 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("Container", "env[].valueFrom.configMapKeyRef"): {"name": "settings", "key": "k"},
     ("Container", "env[].valueFrom.secretKeyRef"): {"name": "secret", "key": "k"},
     ("Container", "env[].valueFrom.resourceFieldRef"): {"resource": "limits.cpu"},
+    ("TrainJob", "runtimePatches"): [{"manager": "me"}],
+    **{
+        ("TrainJob", f"{owner}.{field}"): value
+        for owner in ("trainer", "initializer.dataset", "initializer.model")
+        for field, value in (
+            ("env[].valueFrom.configMapKeyRef", {"name": "settings", "key": "k"}),
+            ("env[].valueFrom.secretKeyRef", {"name": "secret", "key": "k"}),
+            ("env[].valueFrom.resourceFieldRef", {"resource": "limits.cpu"}),
+        )
+    },
+    **{
+        ("TrainJob", f"initializer.{which}.{field}"): value
+        for which in ("dataset", "model")
+        for field, value in (("secretRef", {"name": "creds"}), ("secretRef.name", "creds"))
+    },
     ("SparkApplication", "driver.podName"): "my-driver",
     ("SparkApplication", "failureRetries"): 3,
     ("SparkApplication", "retryInterval"): 10,

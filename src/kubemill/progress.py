@@ -1,8 +1,8 @@
 """Progress reports from a job's program: ``kubemill.report(step=..., total=..., **metrics)``.
 
 A replica's program says how far it got and what its scalar metrics are; kubemill turns
-the reports into the job's ``status.trainerStatus`` (the shape of Kubeflow Trainer v2's
-TrainJob: ``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``,
+the reports into the job's ``status.trainerStatus`` (the shape Kubeflow Trainer v2 gives
+its jobs' trainer status: ``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``,
 ``lastUpdatedTime``), which ``kubemill get`` shows as PROGRESS and ETA and the dashboard
 plots over steps.
 

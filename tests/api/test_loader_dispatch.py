@@ -87,6 +87,15 @@ spec:
   workerMem: 1g
 """
 
+TRAIN_JOB = """
+apiVersion: {api}
+kind: TrainJob
+metadata: {{name: {name}}}
+spec:
+  runtimeRef: {{name: torch-distributed}}
+  trainer: {{image: pytorch/pytorch, command: [torchrun, train.py]}}
+"""
+
 TEMPLATES = {
     "TFJob": TF_WORKER,
     "PyTorchJob": PT_MASTER,
@@ -94,6 +103,7 @@ TEMPLATES = {
     "SparkApplication": SPARK_APP,
     "ScheduledSparkApplication": SCHEDULED_SPARK_APP,
     "MarsCluster": MARS_CLUSTER,
+    "TrainJob": TRAIN_JOB,
 }
 SUSPENDABLE = {kind: TEMPLATES[kind] for kind in TEMPLATES if kind != "MarsCluster"}
 """A MarsCluster is a service kept running until deleted: it has no suspend (yet)."""

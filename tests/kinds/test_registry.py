@@ -19,6 +19,7 @@ from kubemill.engines.mpi.framework import MPI
 from kubemill.engines.pytorch.framework import PyTorch
 from kubemill.engines.spark.framework.planner import Spark
 from kubemill.engines.tensorflow.framework import TensorFlow
+from kubemill.engines.trainer.framework import Trainer
 from kubemill.frameworks import Network, Plan, PlanError
 from kubemill.kinds import (
     BUILTIN,
@@ -102,7 +103,7 @@ def probe() -> Iterator[Engine]:
 
 
 def test_the_builtins_are_one_entry_each() -> None:
-    kinds = ["TFJob", "PyTorchJob", "MPIJob", "SparkApplication", "MarsCluster"]
+    kinds = ["TFJob", "PyTorchJob", "MPIJob", "SparkApplication", "MarsCluster", "TrainJob"]
     assert [e.kind for e in BUILTIN] == kinds
     assert engines()[: len(BUILTIN)] == BUILTIN
     assert isinstance(engine_for("TFJob").framework, TensorFlow)
@@ -110,6 +111,7 @@ def test_the_builtins_are_one_entry_each() -> None:
     assert isinstance(engine_for("MPIJob").framework, MPI)
     assert isinstance(engine_for("SparkApplication").framework, Spark)
     assert isinstance(engine_for("MarsCluster").framework, Mars)
+    assert isinstance(engine_for("TrainJob").framework, Trainer)
     assert [c["spec"]["names"]["kind"] for c in crds()] == [*kinds, "ScheduledSparkApplication"]
 
 
@@ -174,7 +176,14 @@ def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
         in rules[
             (
                 ("kubemill.dev",),
-                ("tfjobs", "pytorchjobs", "mpijobs", "sparkapplications", "probejobs"),
+                (
+                    "tfjobs",
+                    "pytorchjobs",
+                    "mpijobs",
+                    "sparkapplications",
+                    "trainjobs",
+                    "probejobs",
+                ),
             )
         ].resources
     )

@@ -155,7 +155,7 @@ class Metric(KubeModel):
 
 class TrainerStatus(KubeModel):
     """How far a job's program got, from its progress reports (:mod:`kubemill.progress`),
-    in the shape of Kubeflow Trainer v2's ``TrainJob.status.trainerStatus``."""
+    in the shape of Kubeflow Trainer v2's ``status.trainerStatus``."""
 
     progress_percentage: int | None = Field(default=None, ge=0, le=100)
     estimated_remaining_seconds: int | None = Field(default=None, ge=0)

@@ -39,6 +39,7 @@ from kubemill.engines.mpi import entry as mpi
 from kubemill.engines.pytorch import entry as pytorch
 from kubemill.engines.spark import entry as spark
 from kubemill.engines.tensorflow import entry as tensorflow
+from kubemill.engines.trainer import entry as trainer
 from kubemill.frameworks import Network, Plan, PlanError
 
 BUILTIN: tuple[Engine, ...] = (
@@ -47,6 +48,7 @@ BUILTIN: tuple[Engine, ...] = (
     mpi.ENGINE,
     spark.ENGINE,
     mars.ENGINE,
+    trainer.ENGINE,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 

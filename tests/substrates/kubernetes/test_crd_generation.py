@@ -49,6 +49,7 @@ def test_both_kinds_registered_with_expected_names() -> None:
         "ScheduledSparkApplication",
         "SparkApplication",
         "TFJob",
+        "TrainJob",
     ]
     assert CRDS["TFJob"]["metadata"]["name"] == "tfjobs.kubemill.dev"
     assert CRDS["PyTorchJob"]["metadata"]["name"] == "pytorchjobs.kubemill.dev"

@@ -301,6 +301,7 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
         "/apis/kubemill.dev/v1/mpijobs",
         "/apis/kubemill.dev/v1/sparkapplications",
         "/apis/kubemill.dev/v1/marsclusters",
+        "/apis/kubemill.dev/v1/trainjobs",
         "/apis/kubemill.dev/v1/scheduledsparkapplications",
         "/api/v1/pods",
     ]

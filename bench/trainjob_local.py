@@ -1,0 +1,128 @@
+"""What does running a 2-node torch TrainJob through kubemill's local substrate cost?
+
+Runs the same program, ``examples/trainjob/allreduce.py`` under ``torchrun`` on each of two
+nodes (one process each, a gloo all-reduce), two ways, interleaved round by round (the
+order alternates so that neither always runs first on a warm or cold cache):
+
+- ``kubemill``: ``kubemill run examples/trainjob/trainjob.yaml`` in the foreground, with a
+  fresh state directory per run: the TrainJob is resolved against the ``torch-distributed``
+  runtime and its nodes get ``PET_*`` from the planner;
+- ``by hand``: two ``torchrun allreduce.py`` processes started directly, with the
+  ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and
+  ``PET_MASTER_PORT`` a user would have to set themselves.
+
+The figure is the wall time from starting the launcher(s) until every process has exited
+and both nodes printed ``ok=True``; it prints the median (and min-max) of each over
+``--runs`` rounds side by side and the ratio kubemill / by hand (issue 19's goal: <= 1.05).
+Run on demand, never from the test suite::
+
+    python bench/trainjob_local.py --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "trainjob"
+MANIFEST = EXAMPLE / "trainjob.yaml"
+NODES = 2
+ARGS = ["--timeout", "120"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def beside_python(name: str) -> str:
+    """A console script of this interpreter's environment (``kubemill``, ``torchrun``)."""
+    path = Path(sys.executable).with_name(name)
+    if not path.exists():
+        sys.exit(f"error: {name} is not installed in this environment")
+    return str(path)
+
+
+def run_kubemill(workdir: Path) -> str:
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(workdir / "state")}
+    done = subprocess.run(
+        [beside_python("kubemill"), "run", str(MANIFEST)],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"kubemill run failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def run_by_hand(workdir: Path) -> str:
+    port = str(free_port())
+    processes = []
+    for rank in range(NODES):
+        env = {
+            **os.environ,
+            "PET_NNODES": str(NODES),
+            "PET_NPROC_PER_NODE": "1",
+            "PET_NODE_RANK": str(rank),
+            "PET_MASTER_ADDR": "127.0.0.1",
+            "PET_MASTER_PORT": port,
+        }
+        processes.append(
+            subprocess.Popen(
+                [beside_python("torchrun"), "allreduce.py", *ARGS],
+                env=env,
+                cwd=EXAMPLE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    outputs = [p.communicate()[0] for p in processes]
+    if any(p.returncode != 0 for p in processes):
+        sys.exit("torchrun by hand failed:\n" + "\n".join(outputs))
+    return "\n".join(outputs)
+
+
+def timed_run(run: Callable[[Path], str]) -> float:
+    with tempfile.TemporaryDirectory(prefix="trainjob-bench-") as tmp:
+        start = time.perf_counter()
+        output = run(Path(tmp))
+        wall = time.perf_counter() - start
+    if output.count("ok=True") != NODES:
+        sys.exit(f"expected {NODES} nodes to print ok=True:\n{output}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    ways: dict[str, Callable[[Path], str]] = {"kubemill": run_kubemill, "by hand": run_by_hand}
+    walls: dict[str, list[float]] = {name: [] for name in ways}
+    for round_ in range(args.runs):
+        order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
+        for name in order:
+            walls[name].append(timed_run(ways[name]))
+            print(f"round {round_ + 1}: {name:9} {walls[name][-1]:.2f} s", file=sys.stderr)
+    print(f"{'launcher':10} {'median s':>9} {'min-max s':>13}")
+    for name, values in walls.items():
+        print(f"{name:10} {statistics.median(values):9.2f} {min(values):6.2f}-{max(values):.2f}")
+    ratio = statistics.median(walls["kubemill"]) / statistics.median(walls["by hand"])
+    print(f"kubemill / by hand: {ratio:.3f} (goal <= 1.05)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""Kubeflow Trainer v2: a TrainJob and its resolved runtime become a Plan of replicas.
+
+Each replicated job of the runtime is one replica type (``node``, ...), with as many
+replicas as it has pods (the trainer step: ``numNodes``); the TrainJob's trainer values are
+applied by the model (:attr:`~.api.trainjob.TrainJob.replica_specs`). Upstream's torch
+plugin (``pkg/runtime/framework/plugins/torch``) then gives the trainer container of every
+node torchrun's variables, which this planner sets the same way:
+
+- ``PET_NNODES``: the number of nodes;
+- ``PET_NPROC_PER_NODE``: the trainer's ``numProcPerNode``, else the policy's, else
+  ``auto``; with ``resourcesPerNode``, ``auto`` becomes the CPU count of the limits (or
+  requests) when no GPU is asked for and ``cpu`` the CPU count, as upstream computes it
+  (at least 1, rounded up); as upstream's plugin, whenever the limits do not decide, the
+  requests do, and a list not given counts as 1 process (so ``numProcPerNode: 2`` with
+  limits but no requests becomes 1: upstream's behaviour, kept so that both agree);
+- ``PET_NODE_RANK``: the node's index (upstream reads it from the Job's completion index);
+- ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``: node 0's short address and its trainer port
+  (29500), as the substrate's network maps them (upstream's ``<job>-node-0-0.<job>``;
+  kubemill's ``<job>-node-0`` on Kubernetes, 127.0.0.1 and a port of the job's own locally).
+
+Upstream's xgboost plugin gives them XGBoost's collective (Rabit) variables instead:
+``DMLC_TRACKER_URI`` and ``DMLC_TRACKER_PORT`` (node 0's address and trainer port: the
+tracker runs there), ``DMLC_TASK_ID`` (the node's index) and ``DMLC_NUM_WORKER`` (nodes
+times the GPUs each asks for, or times 1 on CPUs). A runtime without an ML policy runs its
+template as it is. A replicated job that ``dependsOn`` another being Ready starts once that
+one's replicas are Running and ready (a later start stage; ``Complete`` is refused yet).
+
+The job succeeds when every replica of the trainer step succeeds (the JobSet's success
+policy's target, when the runtime names one), as a JobSet with its default success policy
+does; any replica failing for good fails it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from kubemill.api import ConditionType, Container, EnvVar, Job
+from kubemill.core.quantity import parse_quantity
+from kubemill.engines.trainer.api.spec import ChildJobStatus
+from kubemill.engines.trainer.api.trainjob import TRAINER_PORT, TrainJob, start_stages
+from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+from kubemill.frameworks.plan import Network, Plan, StatusView, SuccessPolicy
+
+DEFAULT_NUM_PROC = "auto"
+
+
+def num_proc_per_node(job: TrainJob) -> str:
+    """``PET_NPROC_PER_NODE`` as upstream's torch plugin computes it."""
+    runtime = job.runtime
+    policy = runtime.spec.ml_policy if runtime is not None else None
+    torch = policy.torch if policy is not None else None
+    value = (torch.num_proc_per_node if torch is not None else None) or DEFAULT_NUM_PROC
+    trainer = job.spec.trainer
+    if trainer is not None and trainer.num_proc_per_node is not None:
+        value = trainer.num_proc_per_node
+    if trainer is None or trainer.resources_per_node is None:
+        return value
+    resources = trainer.resources_per_node
+    if value == "auto":
+        fallback = "auto"
+
+        def use_cpu(found: dict[str, Any]) -> bool:
+            return not any("gpu" in name.lower() for name in found)
+    elif value == "cpu":
+        fallback = "1"
+
+        def use_cpu(found: dict[str, Any]) -> bool:
+            return "cpu" in found
+    else:
+        fallback = value
+
+        def use_cpu(found: dict[str, Any]) -> bool:
+            return False
+
+    counted, used = _from_resources(fallback, resources.get("limits"), use_cpu)
+    if not used:
+        counted, _ = _from_resources(fallback, resources.get("requests"), use_cpu)
+    return counted
+
+
+def _from_resources(
+    fallback: str, found: Any, use_cpu: Callable[[dict[str, Any]], bool]
+) -> tuple[str, bool]:
+    """(processes, whether the CPU count decided) from one resource list, as upstream: no
+    list at all gives 1."""
+    if found is None:
+        return "1", False
+    if not isinstance(found, dict):
+        return fallback, False
+    if use_cpu(found):
+        cpu = parse_quantity(found.get("cpu", 0)) or Decimal(0)
+        cores = int(cpu.to_integral_value(rounding=ROUND_CEILING))
+        return str(max(1, cores)), True
+    return fallback, False
+
+
+def trainer_port(job: TrainJob, container: Container) -> int:
+    """The trainer container's port upstream gives it (29500), as the model declared it."""
+    for port in container.ports or []:
+        if port.container_port == TRAINER_PORT:
+            return port.container_port
+    raise PlanError(f"TrainJob {job.name}: the trainer container has no port {TRAINER_PORT}")
+
+
+def torch_env(
+    job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
+) -> list[EnvVar]:
+    """torchrun's PET_* variables for one node."""
+    master = network.endpoint(slot.replica_type, 0, port, qualified=False)
+    return [
+        env("PET_NNODES", str(job.num_nodes)),
+        env("PET_NPROC_PER_NODE", num_proc_per_node(job)),
+        env("PET_NODE_RANK", str(slot.index)),
+        env("PET_MASTER_ADDR", master.host),
+        env("PET_MASTER_PORT", str(master.port)),
+    ]
+
+
+def gpus_per_node(container: Container) -> int:
+    """The GPUs a node's trainer container asks for, as upstream counts them: the first
+    resource whose name says ``gpu``, in the requests, else in the limits (0 if none)."""
+    resources = container.resources or {}
+
+    def counted(found: Any) -> int:
+        if not isinstance(found, dict):
+            return 0
+        for name, quantity in found.items():
+            if "gpu" in name.lower():
+                value = parse_quantity(quantity) or Decimal(0)
+                return int(value.to_integral_value(rounding=ROUND_CEILING))
+        return 0
+
+    return counted(resources.get("requests")) or counted(resources.get("limits"))
+
+
+def xgboost_env(
+    job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
+) -> list[EnvVar]:
+    """XGBoost's collective (Rabit) variables for one node: the tracker is node 0's, and
+    every node runs a worker per GPU, or one on a CPU."""
+    tracker = network.endpoint(slot.replica_type, 0, port, qualified=False)
+    workers = job.num_nodes * (gpus_per_node(container) or 1)
+    return [
+        env("DMLC_TRACKER_URI", tracker.host),
+        env("DMLC_TRACKER_PORT", str(tracker.port)),
+        env("DMLC_TASK_ID", str(slot.index)),
+        env("DMLC_NUM_WORKER", str(workers)),
+    ]
+
+
+PolicyEnv = Callable[[TrainJob, Network, ReplicaSlot, int, Container], list[EnvVar]]
+_POLICY_ENV: dict[str, PolicyEnv] = {"torch": torch_env, "xgboost": xgboost_env}
+"""The env each ML policy kubemill runs gives the trainer's nodes."""
+
+
+def success_policy(job: TrainJob) -> SuccessPolicy:
+    """Every replica of the success policy's target (the trainer step by default)."""
+    runtime = job.runtime
+    trainer_job = job.trainer_job()
+    if runtime is None or trainer_job is None:
+        raise PlanError(f"TrainJob {job.name}: its runtime is unknown or has no trainer step")
+    policy = runtime.spec.template.spec.success_policy
+    targets = policy.target_replicated_jobs if policy is not None else None
+    target = targets[0] if targets else trainer_job.name
+    return SuccessPolicy(
+        target, "any" if policy is not None and policy.operator == "Any" else "all"
+    )
+
+
+def jobs_status(view: StatusView) -> Mapping[str, object]:
+    """``status.jobsStatus``: per replicated job, its child Job counted as upstream's JobSet
+    counts it (one Job per replicated job here): active while a pod runs, ready when every
+    pod is ready or done, succeeded when every pod succeeded, failed when one failed for
+    good, suspended while the TrainJob is."""
+    suspended = view.status.is_true(ConditionType.SUSPENDED)
+    out: list[ChildJobStatus] = []
+    for rtype in dict.fromkeys(r.replica_type for r in view.plan.replicas):
+        wanted = len(view.plan.of_type(rtype))
+        counts = view.status.replica_statuses.get(rtype)
+        active = counts.active if counts is not None else 0
+        succeeded = counts.succeeded if counts is not None else 0
+        failed = counts.failed if counts is not None else 0
+        ready = sum(1 for pod in view.pods if pod.replica_type == rtype and pod.ready)
+        out.append(
+            ChildJobStatus(
+                name=rtype,
+                active=1 if active else 0,
+                ready=1 if wanted and ready + succeeded >= wanted else 0,
+                succeeded=1 if wanted and succeeded >= wanted else 0,
+                failed=1 if failed else 0,
+                suspended=1 if suspended else 0,
+            )
+        )
+    return {"jobs_status": out}
+
+
+class Trainer:
+    """The TrainJob framework."""
+
+    kind = TrainJob.KIND
+
+    def plan(self, job: Job, network: Network) -> Plan:
+        """The Plan of a TrainJob: its runtime's steps, the policy's env on the trainer's."""
+        if not isinstance(job, TrainJob):
+            raise PlanError(f"the Trainer framework plans TrainJobs, not {job.KIND}")
+        trainer_job = job.trainer_job()
+        if job.runtime is None or trainer_job is None:
+            raise PlanError(
+                f"TrainJob {job.name}: runtime {job.spec.runtime_ref.name!r} is unknown or "
+                "has no trainer step; run `kubemill validate` on the manifest"
+            )
+        trainer_type = trainer_job.name
+        policy_env = _POLICY_ENV.get(job.framework or "")
+
+        def container_for(replica_type: str) -> Container:
+            wanted = job.main_container_name(replica_type)
+            spec = job.replica_specs[replica_type]
+            return next(c for c in spec.template.spec.containers if c.name == wanted)
+
+        trainer_container = container_for(trainer_type)
+        port = trainer_port(job, trainer_container) if policy_env is not None else 0
+
+        def env_for(slot: ReplicaSlot) -> list[EnvVar]:
+            if policy_env is not None and slot.replica_type == trainer_type:
+                return policy_env(job, network, slot, port, trainer_container)
+            return []
+
+        replicas = build_replicas(
+            job,
+            network,
+            env_for=env_for,
+            is_master=lambda slot: slot.replica_type == trainer_type and slot.index == 0,
+            container_for=container_for,
+        )
+        stages = start_stages(job.runtime.spec.template.spec.replicated_jobs)
+        if stages is None:
+            raise PlanError(f"TrainJob {job.name}: its runtime's dependsOn go round")
+        ordered = any(stages.values())
+        return Plan(
+            kind=job.KIND,
+            name=job.name,
+            namespace=job.namespace,
+            replicas=tuple(replace(r, stage=stages[r.replica_type]) for r in replicas),
+            outcome=success_policy(job),
+            # dependsOn (status Ready, the only one kubemill runs): a replicated job's
+            # replicas start once those of the job it depends on are Running and ready.
+            start_gate="ready" if ordered else "running",
+            status_extension=jobs_status,
+        )
+
+
+__all__ = [
+    "Trainer",
+    "gpus_per_node",
+    "jobs_status",
+    "num_proc_per_node",
+    "success_policy",
+    "torch_env",
+    "xgboost_env",
+]

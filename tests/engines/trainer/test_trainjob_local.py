@@ -1,0 +1,85 @@
+"""TrainJobs run for real on the local substrate: ``kubemill run`` of the examples. A 2-node
+torch TrainJob through upstream's ``torch-distributed`` runtime is two real torchrun
+processes (one per node, one worker each) whose gloo all-reduce sums across both; a 2-node
+TrainJob through ``xgboost-distributed`` trains one XGBoost model over its collective."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+
+pytestmark = pytest.mark.engine
+
+RESULT = re.compile(
+    r"^(?P<replica>node-\d) \| \[rank (?P<rank>\d)/(?P<world>\d)\] node=(?P<node>\d) "
+    r"allreduce=(?P<sum>\d+) expected=(?P<expected>\d+) ok=(?P<ok>\w+)$"
+)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    """The real CLI over a state directory of its own; nothing it started outlives the test."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "cwd").mkdir()
+    runner = Cli(state_dir=tmp_path / "state", cwd=tmp_path / "cwd")
+    yield runner
+    for name in runner.job_names():
+        runner("delete", name)
+    for pid in processes_with_token(runner.token):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_two_node_torch_trainjob_all_reduces_over_gloo(cli: Cli) -> None:
+    pytest.importorskip("torch", reason="the TrainJob example needs kubemill[torch]")
+    done = cli.run(EXAMPLES / "trainjob" / "trainjob.yaml")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "TrainJob torch-allreduce Succeeded" in done.stdout, done.stdout
+
+    results = [m for line in done.stdout.splitlines() if (m := RESULT.match(line.strip()))]
+    # One process per node (numProcPerNode 1), node i holding global rank i, world size 2,
+    # and 1 + 2 = 3 in both after the all-reduce.
+    assert sorted((m["replica"], m["rank"], m["node"], m["world"]) for m in results) == [
+        ("node-0", "0", "0", "2"),
+        ("node-1", "1", "1", "2"),
+    ], done.stdout
+    assert {(m["sum"], m["expected"], m["ok"]) for m in results} == {("3", "3", "True")}
+
+    shown = cli("get", "torch-allreduce", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)["status"]
+    assert status["replicaStatuses"]["node"]["succeeded"] == 2
+    assert status["jobsStatus"] == [
+        {"name": "node", "ready": 1, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+    ]
+    assert not processes_with_token(cli.token), "a process outlived its job"
+
+
+XGBOOST = re.compile(
+    r"^(?P<replica>node-\d) \| \[worker (?P<rank>\d)/(?P<world>\d)\] rounds=\d+ "
+    r"test_accuracy=(?P<accuracy>[0-9.]+) model=(?P<digest>[0-9a-f]+)$"
+)
+
+
+def test_a_two_node_xgboost_trainjob_trains_one_model(cli: Cli) -> None:
+    pytest.importorskip("xgboost", reason="the XGBoost example needs xgboost")
+    pytest.importorskip("sklearn", reason="the XGBoost example needs scikit-learn")
+    done = cli.run(EXAMPLES / "trainjob" / "xgboost.yaml")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "TrainJob xgboost-digits Succeeded" in done.stdout, done.stdout
+    results = [m for line in done.stdout.splitlines() if (m := XGBOOST.match(line.strip()))]
+    # Node i is worker i of 2 (DMLC_TASK_ID); the collective made both grow the same trees.
+    assert sorted((m["replica"], m["rank"], m["world"]) for m in results) == [
+        ("node-0", "0", "2"),
+        ("node-1", "1", "2"),
+    ], done.stdout
+    assert len({m["digest"] for m in results}) == 1, done.stdout
+    assert all(float(m["accuracy"]) >= 0.8 for m in results), done.stdout
+    assert not processes_with_token(cli.token), "a process outlived its job"
