@@ -22,6 +22,7 @@ FOREIGN_PREFIXES = (
     "mars/",  # Mars's own package (its Kubernetes config)
     "pkg/",  # Kubernetes' source tree
     "DIR/",  # a directory the reader chooses
+    "kubeflow/",  # Kubeflow's repositories (kubeflow/trainer/...)
 )
 
 SCANNED = (".py", ".md", ".sh", ".toml", ".txt", ".yaml", ".yml")

@@ -44,7 +44,7 @@ def ssh_key_pair(comment: str) -> tuple[str, str]:
     ECDSA P-521, as mpi-operator generates: small, fast to make, and accepted by every
     OpenSSH in use.
     """
-    # Imported here: only an ssh-mode MPIJob needs it, and it costs ~20 ms to import.
+    # Imported here: only MPI's ssh mode needs it, and it costs ~20 ms to import.
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 

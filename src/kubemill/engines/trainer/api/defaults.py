@@ -1,8 +1,9 @@
 """The ClusterTrainingRuntimes Kubeflow Trainer ships for CPU-capable frameworks, as data.
 
-Each is the manifest upstream installs (``manifests/base/runtimes/`` of kubeflow/trainer:
-``torch_distributed.yaml``, ``jax_distributed.yaml``, ``xgboost_distributed.yaml``, and
-``pretraining/mpi_distributed.yaml`` for ``mpi-distributed``), values unchanged, so that a
+Each is the manifest upstream installs (``kubeflow/trainer/manifests/base/runtimes/``:
+``torch_distributed.yaml``, ``jax_distributed.yaml``, ``xgboost_distributed.yaml``, and for
+``mpi-distributed`` the older ``mpi_distributed.yaml`` of its pretraining runtimes), values
+unchanged, so that a
 TrainJob naming one runs without a cluster (:mod:`.runtimes`). The torch runtime's default
 command only prints its environment, as upstream's does: a TrainJob brings its own.
 """
