@@ -218,6 +218,8 @@ def test_the_cli_runs_describes_suspends_resumes_follows_interrupts_and_deletes(
         if follower.poll() is None:
             follower.kill()
             follower.wait()
+        if follower.stdout is not None:
+            follower.stdout.close()
     eventually(
         lambda: client.get("pause").phase == "Failed", timeout=WAIT, what="Failed (Interrupted)"
     )
