@@ -9,6 +9,7 @@ import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from support.control_plane import PROCESSES, ControlPlane, absent
 from support.node import NodeStandIn
@@ -79,6 +80,25 @@ def test_a_deployment_becomes_pods_the_scheduler_binds_and_the_node_plays(
         assert pod["spec"]["nodeName"] == control_plane.node  # type: ignore[index]
         owner = pod["metadata"]["ownerReferences"][0]  # type: ignore[index]
         assert owner["kind"] == "ReplicaSet"
+        status: dict[str, Any] = pod["status"]  # type: ignore[assignment]
+        assert status["podIP"] and status["hostIP"] == "127.0.0.1" and status["startTime"]
+        [container] = status["containerStatuses"]
+        assert container["ready"] and "running" in container["state"]
+        assert container["restartCount"] == 0
+    assert len({p["status"]["podIP"] for p in running}) == 2  # type: ignore[index]
+    # The node wrote those statuses as itself (the Node authorizer and NodeRestriction
+    # let it, for pods bound to it), never as admin.
+    writers = {
+        e["user"]["username"]
+        for e in control_plane.audit(None)
+        if e.get("stage") == "ResponseComplete"
+        and e.get("objectRef", {}).get("namespace") == namespace
+        and e["objectRef"].get("resource") == "pods"
+        and e["objectRef"].get("subresource") == "status"
+        and e["verb"] in ("patch", "update")
+        and e.get("responseStatus", {}).get("code") == 200
+    }
+    assert writers == {f"system:node:{control_plane.node}"}
     eventually(
         lambda: (
             control_plane.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")[
