@@ -30,7 +30,7 @@ from kubemill.substrates.kubernetes.restarts import RESTARTS_ANNOTATION
 from support.control_plane import ControlPlane, absent
 from support.node import NodeStandIn
 from support.operator_jobs import mpijob, pytorchjob, tfjob
-from support.real_operator import RealOperator
+from support.real_operator import RealOperator, delete_schedule
 from support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("operator")
@@ -497,7 +497,7 @@ def schedule_runs_one_application(
     assert through_status_subresource(schedule.get(), "pastSuccessfulRunNames")
     assert not operator.failed_creates(schedule.namespace)
     # The schedule goes on: stop it here, so that it does not run into the next tests.
-    plane.request("DELETE", schedule.path)
+    delete_schedule(plane, schedule.path)
 
 
 # --- suspend and resume, then the TTL and the garbage collector ---
@@ -610,7 +610,7 @@ def test_a_schedule_suspended_starts_no_run_and_resumed_starts_again(
     client.resume("tick")
     eventually(lambda: names() - before, timeout=WAIT, what="a new run after resume")
     uid = schedule.get()["metadata"]["uid"]
-    client.delete("tick")
+    delete_schedule(control_plane, schedule.path)
     eventually(
         lambda: not owned_by(control_plane, namespace, uid),
         timeout=WAIT,
