@@ -376,6 +376,12 @@ def test_a_job_created_by_the_sdk_or_kubectl_runs_to_its_outcome_in_the_status(
             timeout=WAIT,
             what="the pod created again and running",
         )
+        # A recreation counts as a restart (its retiredRestarts part), as in place.
+        eventually(
+            lambda: job.restarts(kind.restarted or "") == 1,
+            timeout=WAIT,
+            what="the recreation counted",
+        )
     else:
         node.finish(namespace, worker, 1)
         eventually(
