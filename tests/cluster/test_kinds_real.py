@@ -9,8 +9,9 @@ are bound by the real kube-scheduler and played by the node, and its outcome is 
 through the status subresource. Along the way: restarts (in place under OnFailure,
 recreated under ExitCode, counted in the status or, in an upstream group whose schema has
 no such field, in kubemill's annotation), cleanPodPolicy (All and None here; Running in
-test_jobs_real and test_mpi_real), and then, kind by kind, suspend and resume and the TTL
-with every owned child collected by the real garbage collector.
+test_jobs_real and test_mpi_real), the SDK's ``logs``, ``wait`` and ``events`` for what it
+created, and then, kind by kind, suspend and resume and the TTL with every owned child
+collected by the real garbage collector.
 """
 
 from __future__ import annotations
@@ -391,6 +392,18 @@ def test_a_job_created_by_the_sdk_or_kubectl_runs_to_its_outcome_in_the_status(
         )
         assert namespace_pods(control_plane, namespace)[worker]["metadata"]["uid"] == first_uid
 
+    if how == "sdk":
+        # The SDK's logs, through the API server's proxy to the node.
+        client = JobClient("kubernetes", kubeconfig=str(control_plane.admin_kubeconfig))
+        container = started[worker]["spec"]["containers"][0]["name"]
+        node.write_log(namespace, worker, container, "step 1\nstep 2")
+        replica = f"{kind.restarted.lower()}-0"
+        lines = eventually(
+            lambda: [line.text for line in client.logs(name, namespace, replica=replica, tail=1)],
+            timeout=WAIT,
+            what="the worker's last log line",
+        )
+        assert lines == ["step 2"], lines
     finish(control_plane, node, namespace, kind.ends)
     done = eventually(
         lambda: true(job.get(), "Succeeded") and job.get(), timeout=WAIT, what="Succeeded"
@@ -398,8 +411,10 @@ def test_a_job_created_by_the_sdk_or_kubectl_runs_to_its_outcome_in_the_status(
     assert through_status_subresource(done, "conditions")
     assert done["status"]["completionTime"]
     if how == "sdk":
-        client = JobClient("kubernetes", kubeconfig=str(control_plane.admin_kubeconfig))
-        assert client.get(name, namespace).phase == "Succeeded"
+        ended = client.wait(name, namespace, timeout=WAIT)
+        assert ended.finished and ended.phase == "Succeeded", ended.phase
+        reasons = {event.reason for event in client.events(name, namespace)}
+        assert reasons, "no Event on the job"
     if policy == "All":
         eventually(
             lambda: not namespace_pods(control_plane, namespace),
