@@ -390,7 +390,12 @@ def test_a_job_created_by_the_sdk_or_kubectl_runs_to_its_outcome_in_the_status(
             timeout=WAIT,
             what="the in-place restart counted",
         )
-        assert namespace_pods(control_plane, namespace)[worker]["metadata"]["uid"] == first_uid
+        restarted = namespace_pods(control_plane, namespace)[worker]
+        assert restarted["metadata"]["uid"] == first_uid
+        # The node's pod status, as a kubelet writes it after an in-place restart.
+        [container] = restarted["status"]["containerStatuses"]
+        assert container["restartCount"] == 1 and "running" in container["state"]
+        assert container["lastState"]["terminated"]["exitCode"] == 1
 
     if how == "sdk":
         # The SDK's logs, through the API server's proxy to the node.
