@@ -1,11 +1,15 @@
 """The real control plane itself: version, readiness, the scheduler, the controllers, the
-API server's proxy to the node, and ``scripts/kube-control-plane.sh up``/``down``."""
+API server's proxy to the node's logs (follow, tail, since, timestamps, limitBytes), and
+``scripts/kube-control-plane.sh up``/``down`` (with the node stand-in on the plane it starts)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from support.control_plane import PROCESSES, ControlPlane, absent
 from support.node import NodeStandIn
@@ -76,6 +80,25 @@ def test_a_deployment_becomes_pods_the_scheduler_binds_and_the_node_plays(
         assert pod["spec"]["nodeName"] == control_plane.node  # type: ignore[index]
         owner = pod["metadata"]["ownerReferences"][0]  # type: ignore[index]
         assert owner["kind"] == "ReplicaSet"
+        status: dict[str, Any] = pod["status"]  # type: ignore[assignment]
+        assert status["podIP"] and status["hostIP"] == "127.0.0.1" and status["startTime"]
+        [container] = status["containerStatuses"]
+        assert container["ready"] and "running" in container["state"]
+        assert container["restartCount"] == 0
+    assert len({p["status"]["podIP"] for p in running}) == 2  # type: ignore[index]
+    # The node wrote those statuses as itself (the Node authorizer and NodeRestriction
+    # let it, for pods bound to it), never as admin.
+    writers = {
+        e["user"]["username"]
+        for e in control_plane.audit(None)
+        if e.get("stage") == "ResponseComplete"
+        and e.get("objectRef", {}).get("namespace") == namespace
+        and e["objectRef"].get("resource") == "pods"
+        and e["objectRef"].get("subresource") == "status"
+        and e["verb"] in ("patch", "update")
+        and e.get("responseStatus", {}).get("code") == 200
+    }
+    assert writers == {f"system:node:{control_plane.node}"}
     eventually(
         lambda: (
             control_plane.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")[
@@ -107,7 +130,18 @@ def test_logs_reach_the_node_through_the_api_servers_proxy(
     }
     control_plane.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
     eventually(lambda: node.running(namespace, "talker"), what="the pod to run")
-    node.write_log(namespace, "talker", "main", "one\ntwo\nthree")
+    node.write_log(namespace, "talker", "main", "one\ntwo")
+    # --since and --since-time: a line written seconds after the others is the only one
+    # within the last 2 s, and the only one at or after the whole second before it.
+    time.sleep(3)
+    cut = datetime.now(tz=UTC).replace(microsecond=0)
+    node.write_log(namespace, "talker", "main", "three")
+    recent = control_plane.kubectl("logs", "-n", namespace, "talker", "--since=2s").stdout
+    assert recent == "three\n"
+    after = control_plane.kubectl(
+        "logs", "-n", namespace, "talker", f"--since-time={cut.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    ).stdout
+    assert after == "three\n"
     logs = control_plane.kubectl("logs", "-n", namespace, "talker")
     assert logs.stdout.splitlines() == ["one", "two", "three"]
     assert control_plane.kubectl("logs", "-n", namespace, "talker", "--tail=1").stdout == "three\n"
@@ -140,6 +174,8 @@ def test_logs_reach_the_node_through_the_api_servers_proxy(
         if follower.poll() is None:
             follower.kill()
             follower.wait()
+        if follower.stdout is not None:
+            follower.stdout.close()
     finished = node.pod(namespace, "talker")
     assert finished["status"]["phase"] == "Succeeded"
 
@@ -171,6 +207,20 @@ def test_the_script_brings_a_control_plane_up_and_down(
         assert readyz.stdout.strip() == "ok"
         started = dict(plane.state.pids) if plane.state else {}
         assert set(started) == set(PROCESSES)
+        # The fixture's node stand-in plays the script's plane too, and its stop ends every
+        # thread it started, the watch blocked on its stream included.
+        node = NodeStandIn(plane).start()
+        try:
+            namespace = plane.new_namespace()
+            pod = {
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "example:1"}]},
+            }
+            plane.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+            eventually(lambda: node.running(namespace, "p"), what="the pod played")
+        finally:
+            node.stop()
+        assert not [thread.name for thread in node.threads() if thread.is_alive()]
     finally:
         down = subprocess.run(
             [script, "down", str(where)], capture_output=True, text=True, timeout=120

@@ -16,7 +16,7 @@ from kubernetes import config
 from kubemill.deploy.kubernetes import KubernetesClusterClient, new_cluster
 from support.control_plane import ControlPlane, absent
 from support.node import NodeStandIn
-from support.real_operator import RealOperator
+from support.real_operator import RealOperator, delete_schedule
 from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,9 +168,7 @@ def test_a_scheduled_spark_application_runs_one_application_at_a_time(
     assert len(runs()) == 1, [r["metadata"]["name"] for r in runs()]
     node.finish(namespace, driver, 0)
     eventually(lambda: len(runs()) >= 2, timeout=WAIT, what="a second run after the first ended")
-    control_plane.kubectl(
-        "delete", "-n", namespace, "scheduledsparkapplications.sparkoperator.k8s.io/tick"
-    )
+    delete_schedule(control_plane, f"{group}/scheduledsparkapplications/tick")
     # Its runs are owned by it: the real garbage collector takes them.
     eventually(lambda: not runs(), timeout=WAIT, what="the runs collected with their schedule")
 

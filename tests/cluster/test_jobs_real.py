@@ -218,6 +218,8 @@ def test_the_cli_runs_describes_suspends_resumes_follows_interrupts_and_deletes(
         if follower.poll() is None:
             follower.kill()
             follower.wait()
+        if follower.stdout is not None:
+            follower.stdout.close()
     eventually(
         lambda: client.get("pause").phase == "Failed", timeout=WAIT, what="Failed (Interrupted)"
     )
@@ -340,6 +342,21 @@ def test_kubectl_prints_the_kinds_columns_explains_them_and_agrees_with_the_rbac
         # Server-side tables: the CRD's printer columns, in order, after NAME.
         assert " ".join(printed[0].split()) == " ".join(["NAME", *columns]), (name, printed[0])
         assert len(printed) == 2, printed
+    # `kubectl explain` of every kind shows its CRD's descriptions (the kind's, and its
+    # fields' one level down), as the real server publishes them in its OpenAPI v3.
+    for crd in crds():
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        plural = crd["spec"]["names"]["plural"]
+        for path, node in ((plural, schema), (f"{plural}.spec", schema["properties"]["spec"])):
+            explained = control_plane.kubectl(
+                "explain", path, "--api-version=kubemill.dev/v1"
+            ).stdout
+            assert f"KIND:       {crd['spec']['names']['kind']}" in explained, explained
+            # kubectl wraps the text: compare the words.
+            assert " ".join(node["description"].split()) in " ".join(explained.split()), (
+                path,
+                explained,
+            )
     explained = control_plane.kubectl(
         "explain", "pytorchjobs.spec.runPolicy", "--api-version=kubemill.dev/v1"
     ).stdout

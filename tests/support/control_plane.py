@@ -579,15 +579,16 @@ class ControlPlane:
     def audit_log(self) -> Path:
         return self.dir / "logs" / "audit.log"
 
-    def audit(self, username: str) -> list[dict[str, Any]]:
-        """The audit events of requests ``username`` made, as the API server logged them."""
+    def audit(self, username: str | None) -> list[dict[str, Any]]:
+        """The audit events of requests ``username`` made (everyone's for None), as the API
+        server logged them."""
         if not self.audit_log.exists():
             return []
         events = []
         with self.audit_log.open() as log:
             for line in log:
                 event = json.loads(line)
-                if event.get("user", {}).get("username") == username:
+                if username is None or event.get("user", {}).get("username") == username:
                     events.append(event)
         return events
 

@@ -14,8 +14,8 @@ what it may do), what a kubelet does:
   :attr:`NodeStandIn.grace` seconds, then is removed with grace 0, as the kubelet does;
 - the kubelet's HTTPS endpoint that the API server proxies ``kubectl logs`` to
   (``/containerLogs/<ns>/<pod>/<container>`` with ``follow``, ``tailLines``, ``sinceSeconds``,
-  ``timestamps``, ``limitBytes``) serves what a test wrote with :meth:`NodeStandIn.write_log`
-  (or what a container's process printed);
+  ``sinceTime``, ``timestamps``, ``limitBytes``) serves what a test wrote with
+  :meth:`NodeStandIn.write_log` (or what a container's process printed);
 - the kubelet's ``exec`` endpoint (``/exec/<ns>/<pod>/<container>``, WebSocket
   ``v5.channel.k8s.io`` and ``v4.channel.k8s.io``; :mod:`support.kubelet_exec`) runs the
   command as a real local process in the container's environment and volumes
@@ -33,9 +33,11 @@ running, for what is exec'd into it.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import http.server
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -106,11 +108,16 @@ class NodeStandIn:
         self._lock = threading.Condition()
         self._pods: dict[tuple[str, str], Pod] = {}
         self._started: set[str] = set()
+        """Pods (by uid) the node has taken on: each is started once."""
+        self._reported: set[str] = set()
+        """Pods (by uid) whose Running status the API server has accepted."""
         self._deleting: set[str] = set()
         self._logs: dict[tuple[str, str, str], ContainerLog] = {}
         self._next_ip = 10
         self._threads: list[threading.Thread] = []
         self._server: http.server.ThreadingHTTPServer | None = None
+        self._watch_connection: http.client.HTTPSConnection | None = None
+        """The watch's connection while one is open, for :meth:`stop` to end."""
 
     # --- life ---
 
@@ -123,6 +130,8 @@ class NodeStandIn:
         return self
 
     def stop(self) -> None:
+        """Stop everything it started, and return once its threads have ended (a thread
+        still running after 10 s is an error: it would outlive the control plane)."""
         self._stop.set()
         if self._server is not None:
             self._server.shutdown()
@@ -130,11 +139,24 @@ class NodeStandIn:
         with self._lock:
             self._lock.notify_all()
             processes = list(self._processes.values())
+            watch = self._watch_connection
+        # The watch thread blocks reading its stream (up to the watch's 60 s): shutting the
+        # socket down ends that read at once, where closing it from here would not.
+        if watch is not None and watch.sock is not None:
+            with contextlib.suppress(OSError):
+                watch.sock.shutdown(socket.SHUT_RDWR)
         for process in processes:
             stop(process)
         for thread in self._threads:
             thread.join(timeout=10)
         shutil.rmtree(self._root, ignore_errors=True)
+        left = [thread.name for thread in self._threads if thread.is_alive()]
+        if left:
+            raise RuntimeError(f"node stand-in threads still running after stop: {left}")
+
+    def threads(self) -> list[threading.Thread]:
+        """The long-lived threads it started (the watch and the kubelet API's server)."""
+        return list(self._threads)
 
     # --- what tests do ---
 
@@ -210,7 +232,7 @@ class NodeStandIn:
     def running(self, namespace: str, name: str) -> bool:
         """Whether the stand-in has reported the pod running."""
         with self._lock:
-            return self._uid(namespace, name) in self._started
+            return self._uid(namespace, name) in self._reported
 
     # --- the pods ---
 
@@ -220,6 +242,7 @@ class NodeStandIn:
 
     def _watch_forever(self) -> None:
         selector = urllib.parse.quote(f"spec.nodeName={self.plane.node}")
+        assert self.plane.state is not None
         while not self._stop.is_set():
             try:
                 listing = self.plane.request(
@@ -232,9 +255,24 @@ class NodeStandIn:
                     f"/api/v1/pods?fieldSelector={selector}&watch=1"
                     f"&resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=60"
                 )
-                request = urllib.request.Request(self.plane.url + path)
-                context = self.plane.ssl_context("node")
-                with urllib.request.urlopen(request, context=context, timeout=90) as stream:
+                connection = http.client.HTTPSConnection(
+                    "127.0.0.1",
+                    self.plane.state.apiserver_port,
+                    context=self.plane.ssl_context("node"),
+                    timeout=90,
+                )
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    self._watch_connection = connection
+                try:
+                    connection.request("GET", path, headers={"Accept": "application/json"})
+                    # Connected: a stop() from now on sees the socket and shuts it down.
+                    if self._stop.is_set():
+                        return
+                    stream = connection.getresponse()
+                    if stream.status != 200:
+                        raise OSError(f"watch answered {stream.status}: {stream.read()[:300]!r}")
                     for line in stream:
                         if self._stop.is_set():
                             return
@@ -243,7 +281,11 @@ class NodeStandIn:
                             self._seen(event["object"])
                         elif event["type"] == "DELETED":
                             self._gone(event["object"])
-            except (OSError, urllib.error.URLError, ValueError) as exc:
+                finally:
+                    with self._lock:
+                        self._watch_connection = None
+                    connection.close()
+            except (OSError, http.client.HTTPException, urllib.error.URLError, ValueError) as exc:
                 if self._stop.is_set():
                     return
                 print(f"node stand-in: watch ended ({exc}); listing again")
@@ -337,6 +379,9 @@ class NodeStandIn:
         runs = self._runs_commands(pod["metadata"]["namespace"])
         started = self._start_processes(pod) if runs else {}
         self._write_status(pod, phase="Running", statuses=statuses, init=init, ip=ip, ready=True)
+        with self._lock:
+            # Only now may a test end its containers: their statuses are there to change.
+            self._reported.add(pod["metadata"]["uid"])
         for container, process in started.items():
             if process is None:
                 self.finish(
@@ -604,7 +649,7 @@ class NodeStandIn:
         """The pod, if its container runs on this node; else the kubelet's refusal."""
         with self._lock:
             known = self._pods.get((request.namespace, request.pod))
-            started = known is not None and known["metadata"]["uid"] in self._started
+            started = known is not None and known["metadata"]["uid"] in self._reported
         if known is None or not started:
             raise ExecRefused(404, "pod does not exist")
         try:
@@ -669,8 +714,13 @@ class NodeStandIn:
 
         with self._lock:
             lines = list(log.lines)
+        since = None
         if "sinceSeconds" in query:
             since = datetime.now(tz=UTC) - timedelta(seconds=int(query["sinceSeconds"]))
+        elif "sinceTime" in query:
+            # RFC 3339, as the API server passes the client's time on (Z or an offset).
+            since = datetime.fromisoformat(query["sinceTime"].replace("Z", "+00:00"))
+        if since is not None:
             lines = [(t, text) for t, text in lines if t >= since]
         if "tailLines" in query:
             lines = lines[-int(query["tailLines"]) :] if int(query["tailLines"]) else []

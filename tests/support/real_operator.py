@@ -21,6 +21,7 @@ from typing import Any
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE, NAME
 from support.control_plane import ControlPlane, kubeconfig
 from support.operator_support import Operator
+from support.waiting import eventually
 
 SERVICE_ACCOUNT = f"system:serviceaccount:{DEFAULT_NAMESPACE}:{NAME}"
 KUBEMILL = str(Path(sys.executable).with_name("kubemill"))
@@ -152,3 +153,35 @@ def describe(ref: dict[str, Any]) -> str:
         + (f"/{sub}" if sub else "")
         + (f" in {ref['namespace']}" if ref.get("namespace") else "")
     )
+
+
+def delete_schedule(plane: ControlPlane, path: str, *, timeout: float = 60.0) -> None:
+    """Delete the ScheduledSparkApplication at ``path`` once it is quiet: suspended first,
+    and deleted once each of its runs has its driver pod. Deleted while the operator is
+    still creating a run's children, the garbage collector would take the run's
+    ServiceAccount from under the driver pod's create, which admission then refuses (a 403
+    the operator fixture reports)."""
+    plane.request(
+        "PATCH", path, {"spec": {"suspend": True}}, content_type="application/merge-patch+json"
+    )
+    group, namespace = path.split("/namespaces/")[0], path.split("/namespaces/")[1].split("/")[0]
+    schedule = plane.request("GET", path)
+
+    def runs_have_drivers() -> bool:
+        runs = plane.request("GET", f"{group}/namespaces/{namespace}/sparkapplications")["items"]
+        ours = [
+            r["metadata"]["name"]
+            for r in runs
+            if any(
+                o["uid"] == schedule["metadata"]["uid"]
+                for o in r["metadata"].get("ownerReferences", [])
+            )
+        ]
+        pods = [
+            p["metadata"]["name"]
+            for p in plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+        ]
+        return all(any(pod.startswith(f"{run}-driver") for pod in pods) for run in ours)
+
+    eventually(runs_have_drivers, timeout=timeout, what="every run's driver pod created")
+    plane.request("DELETE", path)
