@@ -54,6 +54,8 @@ from kubemill.engines.mars.deploy.cluster import (
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import JobExists, JobNotFound, JobView, ReplicaView, SubstrateError
 
+DEFAULT_NAMESPACE = "default"
+"""The local namespace of every cluster's job (the cluster's ``namespace`` is its name)."""
 LOG_LINES = 20
 """How many of a failing replica's last log lines an error shows."""
 Progress = Callable[[str], None]
@@ -72,11 +74,12 @@ def _checked_namespace(namespace: object) -> str:
 
 
 def list_clusters(state_dir: str | os.PathLike[str] | None = None) -> list[LocalClusterClient]:
-    """The local clusters recorded under the state dir, Ready or not."""
+    """The clusters ``new_cluster`` can reattach to (its jobs' namespace, ``default``),
+    Ready or not."""
     client = JobClient(state_dir=state_dir)
     return [
         LocalClusterClient(view.name, state_dir=state_dir, view=view)
-        for view in client.list()
+        for view in client.list(namespace=DEFAULT_NAMESPACE)
         if view.kind == CLUSTER_KIND
     ]
 
@@ -96,7 +99,7 @@ class LocalClusterClient(ClusterClient):
         state_dir: str | os.PathLike[str] | None = None,
         view: JobView | None = None,
     ) -> None:
-        self.jobs = JobClient(state_dir=state_dir)
+        self.jobs = JobClient(state_dir=state_dir, namespace=DEFAULT_NAMESPACE)
         """The SDK's client of the state dir the cluster is recorded in."""
         name = _checked_namespace(namespace)
         found = view or self._view(name)
@@ -222,7 +225,7 @@ def new_cluster(
         worker_extra_env=_with_path(worker_extra_env, path),
     )
     say = progress or (lambda _line: None)
-    jobs = JobClient(state_dir=state_dir)
+    jobs = JobClient(state_dir=state_dir, namespace=DEFAULT_NAMESPACE)
     try:
         jobs.submit(cluster_job(name, spec), owner_pid=None if detach else os.getpid())
     except JobExists:
