@@ -1,88 +1,63 @@
-"""A stand-in for Mars's ``mars-supervisor`` and ``mars-worker``, for testing what
-``kubemill.deploy.local`` does with the processes rather than what Mars does.
+"""A stand-in for the Mars environment's ``python``, for testing what
+``kubemill.deploy.local.new_cluster`` does with the cluster's job rather than what Mars does.
 
-Installed as both commands in a fake environment's ``bin/``. The supervisor serves Mars's
-``/api/cluster/nodes`` on its web port and lists as ready the workers that have registered
-(a file each in ``$FAKE_MARS_REGISTRY``); a worker registers, starts a child (as Mars's
-sub-pools are) and waits. ``FAKE_MARS_MODE``: ``crash`` makes workers fail, ``shy`` keeps
-them from registering. Each records its TMPDIR and argv in its registry file.
+Installed as ``bin/python`` of a fake environment, it answers the one command a cluster's
+replicas run, ``python -m kubemill.engines.mars.pod.entrypoint supervisor|worker``, as the
+entrypoint's contract says: it writes the readiness file (``KUBEMILL_MARS_READY_FILE``) once
+"up", removes it and exits 0 on SIGTERM. Each starts a child first (as Mars's sub-pools are)
+and records its pid, its child's and its Mars environment in ``$FAKE_MARS_REGISTRY/<role>-<pid>``.
+``FAKE_MARS_MODE``: ``crash`` makes workers exit 3 at once, saying so; ``shy`` keeps them from
+ever getting ready.
 """
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
+import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
-SHOWN = {"MARS_SPILL_DIRS", "MARS_CACHE_MEM_SIZE", "OMP_NUM_THREADS", "KUBEMILL_MARS_CLUSTER", "X"}
-"""The environment variables a worker reports."""
-
-
-def arg(argv: list[str], flag: str) -> str:
-    return argv[argv.index(flag) + 1]
+SHOWN = ("MARS_", "KUBEMILL_MARS_", "PYTHONPATH", "X")
+"""The environment variables a replica reports (by prefix)."""
 
 
-def supervisor(argv: list[str], registry: Path) -> None:
-    web = int(arg(argv, "-w"))
-
-    class Nodes(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            role = parse_qs(urlparse(self.path).query).get("role", ["1"])[0]
-            if role == "0":
-                nodes = {f"127.0.0.1:{arg(argv, '-p')}": {"status": 1}}
-            else:
-                nodes = {p.name: {"status": 1} for p in registry.glob("worker-*")}
-            body = json.dumps({"nodes": nodes}).encode()
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    (registry / f"supervisor-{os.getpid()}").write_text(
-        json.dumps({"tmpdir": os.environ.get("TMPDIR"), "argv": argv})
-    )
-    server = http.server.HTTPServer(("127.0.0.1", web), Nodes)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    child.wait()
-
-
-def worker(argv: list[str], registry: Path, mode: str) -> None:
-    if mode == "crash":
-        print("boom: this worker cannot start", flush=True)
-        sys.exit(3)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    time.sleep(0.3)
-    if mode != "shy":
-        (registry / f"worker-{arg(argv, '-p')}").write_text(
-            json.dumps(
-                {
-                    "tmpdir": os.environ.get("TMPDIR"),
-                    "argv": argv,
-                    "child": child.pid,
-                    "env": {k: v for k, v in os.environ.items() if k in SHOWN},
-                }
-            )
-        )
-    child.wait()
-
-
-def main() -> None:
-    registry = Path(os.environ["FAKE_MARS_REGISTRY"])
+def main() -> int:
+    if sys.argv[1:3] != ["-m", "kubemill.engines.mars.pod.entrypoint"] or len(sys.argv) != 4:
+        sys.stderr.write(f"fake Mars python: unexpected command {sys.argv[1:]}\n")
+        return 2
+    role = sys.argv[3]
     mode = os.environ.get("FAKE_MARS_MODE", "")
-    if Path(sys.argv[0]).name == "mars-supervisor":
-        supervisor(sys.argv[1:], registry)
-    else:
-        worker(sys.argv[1:], registry, mode)
+    if role == "worker" and mode == "crash":
+        print("boom: this worker cannot start", flush=True)
+        return 3
+    ready = Path(os.environ["KUBEMILL_MARS_READY_FILE"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    registry = Path(os.environ["FAKE_MARS_REGISTRY"])
+    (registry / f"{role}-{os.getpid()}").write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "child": child.pid,
+                "env": {k: v for k, v in os.environ.items() if k.startswith(SHOWN)},
+            }
+        )
+    )
+
+    def stop(signum: int, frame: object) -> None:
+        ready.unlink(missing_ok=True)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    time.sleep(0.2)
+    if not (role == "worker" and mode == "shy"):
+        ready.parent.mkdir(parents=True, exist_ok=True)
+        ready.write_text("ready\n")
+    while True:
+        time.sleep(60)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,6 @@
-"""The seed's Mars program on this machine: ``kubemill.deploy.local.new_cluster`` with real
-``mars-supervisor`` and ``mars-worker`` processes, run by the Mars environment's interpreter.
+"""The seed's Mars program on this machine: ``kubemill.deploy.local.new_cluster`` runs a real
+Mars cluster (its supervisors and workers the in-pod entrypoint, as replicas of a job of the
+local substrate), and the program runs in the Mars environment's interpreter.
 
 The program is the seed's, unchanged except for the import path (``kubemill.deploy.local``
 for ``mars.deploy.kubernetes``, and no Kubernetes client); what it adds only reports what
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 import kubemill
-from kubemill.deploy.watchdog import CLUSTER_MARK
+from kubemill.sdk import JobClient
 from kubemill.substrates.local import environments, procinfo
 from kubemill.substrates.local.network import PortAllocator
 from support.engines import needs_mars_environment
@@ -59,7 +60,8 @@ print(json.dumps({
     "data": data.tolist(),
     "result": result.tolist(),
     "task_groups": sorted(set(groups.execute().fetch())),
-    "roles": {r.name: r.pid for r in cluster.roles},
+    "roles": cluster.replica_pids(),
+    "uid": cluster.uid,
     "client": os.getpid(),
 }), flush=True)
 """
@@ -81,15 +83,16 @@ def program_env(state_dir: Path) -> dict[str, str]:
     }
 
 
-def marked(namespace: str) -> set[int]:
-    return procinfo.marked(namespace, CLUSTER_MARK)
+def marked(uid: str) -> set[int]:
+    """The live processes of the cluster's job (each carries ``<job uid>/<replica>``)."""
+    return procinfo.marked(f"{uid}/")
 
 
-def wait_until_gone(namespace: str, pids: list[int], limit: float = 60.0) -> set[int]:
+def wait_until_gone(uid: str, pids: list[int], limit: float = 60.0) -> set[int]:
     """The cluster's processes still alive once they are gone or ``limit`` s have passed."""
     give_up = time.monotonic() + limit
     while True:
-        left = marked(namespace) | {p for p in pids if procinfo.stat(p) is not None}
+        left = marked(uid) | {p for p in pids if procinfo.stat(p) is not None}
         left = {p for p in left if (info := procinfo.stat(p)) and info.state != "Z"}
         if not left or time.monotonic() > give_up:
             return left
@@ -109,9 +112,10 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
     yield state
     # Never leave a cluster behind, whatever failed.
-    for directory in (state / "mars-clusters").glob("*"):
-        for pid in marked(directory.name):
-            os.kill(pid, signal.SIGKILL)
+    if state.exists():
+        jobs = JobClient(state_dir=state)
+        for view in jobs.list():
+            jobs.delete(view.name, view.namespace)
 
 
 def test_the_seed_program_runs_in_the_workers_and_stop_leaves_nothing(state_dir: Path) -> None:
@@ -127,17 +131,17 @@ def test_the_seed_program_runs_in_the_workers_and_stop_leaves_nothing(state_dir:
     data = np.array(report["data"])
     assert data.shape == (10, 10)
     assert np.allclose(np.array(report["result"]), data @ data.T)
-    workers = {pid for name, pid in report["roles"].items() if name.startswith("worker-")}
+    workers = {pid for name, pid in report["roles"].items() if "-worker-" in name}
     assert len(workers) == 2 and len(report["roles"]) == 3
     # Every task ran in a process of a worker's group: not the client, not the supervisor.
     assert report["task_groups"], report
     assert set(report["task_groups"]) <= workers, report
     assert report["endpoint"].startswith("http://127.0.0.1:")
-    # stop() returned: nothing of the cluster is left, and its directory is gone.
-    assert not wait_until_gone(report["namespace"], list(report["roles"].values()), limit=0)
+    # stop() returned: nothing of the cluster is left, and its job is gone.
+    assert not wait_until_gone(report["uid"], list(report["roles"].values()), limit=0)
     for pgid in report["roles"].values():
         assert not procinfo.group_members(pgid)
-    assert not (state_dir / "mars-clusters" / report["namespace"]).exists()
+    assert JobClient(state_dir=state_dir).list() == []
 
 
 def test_a_killed_program_leaves_no_process_of_its_cluster(state_dir: Path) -> None:
@@ -156,12 +160,12 @@ def test_a_killed_program_leaves_no_process_of_its_cluster(state_dir: Path) -> N
         report = json.loads(line)
         roles = list(report["roles"].values())
         assert all(procinfo.stat(pid) is not None for pid in roles)
-        assert len(marked(report["namespace"])) > len(roles)  # Mars's sub-pools too
+        assert len(marked(report["uid"])) > len(roles)  # Mars's sub-pools too
     finally:
         program.kill()
         program.wait()
-    # No stop() was called: the watchdog stops the cluster once its creator is gone.
-    assert not wait_until_gone(report["namespace"], roles)
+    # No stop() was called: the job's supervisor stops the cluster once its owner is gone.
+    assert not wait_until_gone(report["uid"], roles)
     for pgid in roles:
         assert not procinfo.group_members(pgid)
 

@@ -1,42 +1,36 @@
-"""``kubemill cluster``: service clusters (Mars, and any service engine registered) as jobs
-of their kind, on either substrate.
+"""``kubemill cluster``: service clusters as jobs of their kind, on either substrate; every
+service engine the registry has (each ``Engine`` with a ``cluster``, a ``ServiceEngine``).
 
-    kubemill cluster create mars --workers 2     # a MarsCluster; returns once Ready
+    kubemill cluster create ENGINE --workers 2   # the engine's cluster; returns once Ready
     kubemill cluster list                        # the clusters, Ready or not, and endpoints
     kubemill cluster stop NAME                   # deletes it: no process, no object left
 
-``create <engine>`` builds that service engine's manifest from its options (the engines are
-the registry's: every ``Engine`` with a ``cluster``, ``ServiceEngine``: Mars's is a
-``MarsCluster``) and submits it through the SDK, so on
-Kubernetes the operator reconciles it and locally the supervisor runs its replicas (see
-:mod:`kubemill.engines.mars.local`). It then waits until the core judges it Ready and
-prints the endpoint (``--no-wait``: returns once submitted). The cluster keeps serving in
-the background: locally under a detached supervisor, until ``cluster stop`` (or
-``kubemill interrupt``/``delete``).
+``create <engine>`` builds that service engine's manifest from its options (its
+``ServiceEngine.manifest``) and submits it through the SDK, so on Kubernetes the operator
+reconciles it and locally the supervisor runs its replicas (the engine's ``LocalSupport``).
+It then waits until the core judges it Ready and prints the endpoint
+(:func:`kubemill.deploy.serving.wait_serving`; ``--no-wait``: returns once submitted). The
+cluster keeps serving in the background: locally under a detached supervisor, until
+``cluster stop`` (or ``kubemill interrupt``/``delete``).
 
-``kubemill run`` of a MarsCluster manifest does the same as ``create``: a service never
-ends, so ``run`` returns once it is Ready (:func:`serve`).
+``kubemill run`` of a service cluster's manifest does the same as ``create``: a service
+never ends, so ``run`` returns once it is Ready (:func:`serve`).
 
 Only typer is imported at the top, as in :mod:`kubemill.cli.app`.
 """
 
 # No `from __future__ import annotations`: typer reads the annotations (see app.py).
-import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from kubemill.api import ClusterOptions, Job
     from kubemill.cli.settings import Settings
-    from kubemill.sdk import JobClient
-    from kubemill.substrates.base import JobView
 
 cluster_app = typer.Typer(
     name="cluster",
-    help="Service clusters (Mars, ...) as jobs: create one and wait until it serves, list, stop.",
+    help="Service clusters as jobs: create one and wait until it serves, list, stop.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -44,10 +38,6 @@ cluster_app = typer.Typer(
 )
 
 DEFAULT_TIMEOUT = 600.0
-POLL_SECONDS = 0.5
-CRASH_RESTARTS = 3
-"""A replica restarted this often before the cluster is Ready is reported, not waited on
-(an environment without Mars or kubemill crashes every start)."""
 
 
 def service_kinds() -> frozenset[str]:
@@ -58,10 +48,6 @@ def service_kinds() -> frozenset[str]:
     return frozenset(engine.kind for engine in service_engines().values())
 
 
-class NotServing(Exception):
-    """The cluster ended, or did not get Ready in time; the message says which."""
-
-
 def is_service(kind: str) -> bool:
     """Whether jobs of ``kind`` serve until stopped (never finish): ``run`` waits for
     Ready rather than for the end."""
@@ -70,60 +56,13 @@ def is_service(kind: str) -> bool:
     return serves(kind)
 
 
-def wait_serving(
-    client: "JobClient",
-    name: str,
-    namespace: str | None,
-    *,
-    timeout: float,
-    console: "Console | None" = None,
-) -> "JobView":
-    """Poll the job until the core judges it Ready with an endpoint; raise
-    :class:`NotServing` if it finishes first, a replica keeps failing
-    (:data:`CRASH_RESTARTS`) or ``timeout`` passes. The cluster is left as it is."""
-    from kubemill.api import ConditionType
-
-    deadline = time.monotonic() + timeout
-    status = console.status(f"waiting for {name} to be ready") if console is not None else None
-    if status is not None:
-        status.start()
-    try:
-        while True:
-            view = client.get(name, namespace=namespace)
-            ready = view.status.condition(ConditionType.READY)
-            endpoint = getattr(view.status, "endpoint", None)
-            if ready is not None and ready.status == "True" and endpoint:
-                return view
-            if view.finished:
-                last = view.status.conditions[-1].message if view.status.conditions else ""
-                raise NotServing(
-                    f"{view.kind} {name} ended {view.phase} before it was ready: {last}"
-                )
-            crashing = [r for r in view.replicas if r.restarts >= CRASH_RESTARTS]
-            if crashing:
-                first = crashing[0]
-                raise NotServing(
-                    f"{view.kind} {name} is not ready: replica {first.name} keeps failing"
-                    f" ({first.restarts} restarts, last exit code {first.exit_code});"
-                    f" see `kubemill logs {name} --replica {first.name}`"
-                )
-            if time.monotonic() >= deadline:
-                why = ready.message if ready is not None else f"it is {view.phase}"
-                raise NotServing(f"{view.kind} {name} is not ready after {timeout:g} s: {why}")
-            if status is not None and ready is not None:
-                status.update(ready.message)
-            time.sleep(POLL_SECONDS)
-    finally:
-        if status is not None:
-            status.stop()
-
-
 def serve(settings: "Settings", job: "Job", *, base_dir: str, timeout: float, wait: bool) -> int:
     """Submit a service cluster (detached) and, with ``wait``, return once it is Ready,
     printing its endpoint. Returns the exit code."""
     from rich.text import Text
 
     from kubemill.cli.views import stdout_console
+    from kubemill.deploy.serving import NotServing, wait_serving
 
     console = stdout_console()
     client = settings.client()
@@ -135,7 +74,10 @@ def serve(settings: "Settings", job: "Job", *, base_dir: str, timeout: float, wa
         console.print(Text.assemble(("Next: ", "dim"), settings.next_command("get", name)))
         return 0
     try:
-        view = wait_serving(client, name, view.namespace, timeout=timeout, console=console)
+        with console.status(f"waiting for {name} to be ready") as status:
+            view = wait_serving(
+                client, name, view.namespace, timeout=timeout, progress=status.update
+            )
     except NotServing as exc:
         console.print(Text(str(exc), style="red"))
         console.print(
@@ -176,7 +118,8 @@ def _settings(ctx: typer.Context) -> "Settings":
 def create_command(
     ctx: typer.Context,
     engine: Annotated[
-        str, typer.Argument(help="The engine: mars, or another service engine registered.")
+        str,
+        typer.Argument(help="A service engine of the registry (another is refused, naming them)."),
     ],
     name: Annotated[
         str | None, typer.Option("--name", help="The cluster's name (default: generated).")
@@ -214,8 +157,7 @@ def create_command(
         bool, typer.Option("--wait/--no-wait", help="Wait until it is Ready (default).")
     ] = True,
 ) -> None:
-    """Create a cluster (a MarsCluster, or the engine's kind) and wait until it is Ready;
-    print its endpoint."""
+    """Create a cluster of the engine's kind and wait until it is Ready; print its endpoint."""
     from kubemill.api import ClusterOptions
     from kubemill.cli.commands import user_errors
 

@@ -162,6 +162,7 @@ class JobClient:
         detach: bool = True,
         namespace: str | None = None,
         base_dir: str | os.PathLike[str] | None = None,
+        owner_pid: int | None = None,
     ) -> JobView:
         """Record the job and start it; returns at once with the job as just created.
 
@@ -170,16 +171,24 @@ class JobClient:
         the job stops if this process dies): follow it with :meth:`logs`, :meth:`wait`,
         and stop it with :meth:`interrupt`. ``base_dir`` is where relative
         ``workingDir`` resolve (default: the manifest's directory for a path, else the
-        current directory). Raises ``ManifestError`` for a bad manifest,
+        current directory). ``owner_pid`` (local substrate only) names the process that
+        owns the job, usually ``os.getpid()``: once that process has ended, however it
+        ended, the job is stopped and deleted. Raises ``ManifestError`` for a bad manifest,
         ``JobExists`` if the name is taken, ``NotRunnableLocally`` if the local
         substrate cannot run it (e.g. a container without ``command``).
         """
+        if owner_pid is not None and self.substrate != "local":
+            raise SubstrateError(
+                f"owner_pid: only the local substrate stops a job when a process ends; on"
+                f" {self.substrate} the job outlives this program until it is deleted"
+            )
         model, source_dir = load_source(job)
         chosen = base_dir if base_dir is not None else source_dir
         options = SubmitOptions(
             detach=detach,
             namespace=self._ns(namespace),
             base_dir=None if chosen is None else str(chosen),
+            owner_pid=owner_pid,
         )
         return self.backend.submit(model, options)
 

@@ -152,6 +152,10 @@ class SubmitOptions:
     base_dir: str | None = None
     """Local only: relative ``workingDir`` and the default working directory resolve here
     (the CLI passes the manifest's directory; the SDK defaults to the current directory)."""
+    owner_pid: int | None = None
+    """Local only: the process that owns the job; once it has ended, however it ended, the
+    job is stopped and deleted (as Kubernetes' garbage collector deletes an object whose
+    owner is gone). See :mod:`kubemill.substrates.local.owner`."""
     extra: dict[str, str] = field(default_factory=dict)
 
 

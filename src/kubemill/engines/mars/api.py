@@ -11,7 +11,7 @@ unit whose case does not matter (``16g`` is 16 GiB, as in Mars; Kubernetes' ``Gi
 the same), and for ``workerCacheMem`` also a percentage of ``workerMem``. The units differ
 from Kubernetes quantities (``m`` is mebibytes here, milli there), so this is a parser of
 its own rather than :mod:`kubemill.core.quantity`, which the API layer cannot import
-either; ``kubemill.deploy.local.new_cluster`` reads its arguments with it too.
+either. Both substrates' ``new_cluster`` read their arguments through this model.
 
 A MarsCluster never succeeds: it is ``Ready`` while every supervisor and at least
 ``minWorkerNum`` workers are ready, with ``status.endpoint`` the supervisors' web address.
@@ -178,6 +178,8 @@ class MarsClusterSpec(KubeModel):
         for path in value or ():
             if not path.startswith("/"):
                 raise ValueError(f"{path!r} is not an absolute path on the node")
+            if ":" in path:
+                raise ValueError(f"{path!r} has a ':', which separates MARS_SPILL_DIRS")
         return value
 
     @field_validator("supervisor_extra_env", "worker_extra_env")

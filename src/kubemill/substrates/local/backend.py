@@ -68,6 +68,7 @@ from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import PodContext, exec_socket_path
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
+from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
@@ -149,6 +150,7 @@ class LocalBackend:
         job_dir = inside_state_dir(
             self.state_dir, self.state_dir / "jobs" / job.namespace / f"{job.name}-{uid[:8]}"
         )
+        owner = None if options.owner_pid is None else owner_process(job, options.owner_pid)
         if is_controller(job.KIND):
             record_controller(self.store, self.state_dir, job, uid, base_dir, job_dir)
             self._start_detached(uid, job_dir, kind=job.KIND)
@@ -197,6 +199,8 @@ class LocalBackend:
             raise SubstrateError("could not reserve ports for the job; try again")
         try:
             log_policy.save(job_dir / "logs")
+            if owner is not None:
+                write_owner(job_dir, owner)
         except OSError as exc:
             # Nothing can run without its log files: forget the job rather than leave a
             # record no supervisor will ever take.

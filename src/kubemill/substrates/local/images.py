@@ -54,8 +54,8 @@ IMAGE_NOTES: tuple[tuple[str, str], ...] = (
     (
         "*horovod*",
         "Horovod images cannot stand in locally: Horovod does not build against the torch this"
-        " project pins (2.13), so no environment here has it; examples/mpi-allreduce.yaml is an"
-        " MPIJob that runs here (mpi4py)",
+        " project pins (2.13), so no environment here has it; examples/mpi-allreduce.yaml runs"
+        " the same kind of job here (mpi4py)",
     ),
 )
 """What to know about well-known images that cannot run locally (glob, note)."""

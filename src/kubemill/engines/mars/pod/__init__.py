@@ -2,6 +2,5 @@
 supervisor|worker`` in every pod of a MarsCluster (:mod:`~kubemill.engines.mars.pod.entrypoint`
 says what it does), in layers: ``entrypoint`` (the command), ``service`` (Mars's runner),
 ``discovery`` (finding the supervisors), ``settings`` (the pod's environment). They run in
-the pod, where kubemill is installed with Mars; the engine's other layers never import them
-(the local ``new_cluster``, :mod:`kubemill.deploy.local`, asks supervisors with
-:func:`~kubemill.engines.mars.pod.discovery.ready_nodes`)."""
+the pod (or, locally, in a replica's process in the Mars environment), where kubemill is
+installed with Mars; nothing else in kubemill imports them."""

@@ -37,10 +37,9 @@ plasma store (``pyarrow==11.0.0``, the last pyarrow with plasma) of ``MARS_CACHE
 bytes (Mars takes 95% of it), in /dev/shm, which the Deployment makes a memory emptyDir of
 the cache's size. A worker without pyarrow's plasma, or whose /dev/shm cannot hold the
 store, exits 1 saying so before Mars starts. Supervisors keep Mars's default config.
-``kubemill.deploy.local.new_cluster`` does not run these entrypoints: its workers are
-Mars's own ``mars-worker`` with Mars's local default, shared-memory storage. The local
-substrate's MarsCluster replicas do run them, with a plasma store each in this machine's
-/dev/shm.
+The local substrate's replicas of a cluster (``kubemill cluster create``, and the local
+``new_cluster``, which runs its cluster as such a job) run them too, with a plasma store
+each in this machine's /dev/shm.
 
 **The environment** (set by the Deployments; all but the first three have defaults):
 

@@ -38,7 +38,9 @@ job's recorded manifest, which it reads again on every request check (every
 - suspend and resume set ``spec.runPolicy.suspend``; the core deletes the pods and marks
   the job Suspended, or creates them again and marks it resumed. While suspended the
   supervisor stays alive and idle (it runs no process and wakes a few times a second);
-- ``delete`` stops every replica and lets go, for the caller to remove the records.
+- ``delete`` stops every replica and lets go, for the caller to remove the records;
+- a job with an owner process (``SubmitOptions.owner_pid``, :mod:`..owner`) is stopped and
+  removed by its supervisor once that process has ended.
 
 A job that cannot start here (``NotRunnableLocally``) and a failure of the loop itself
 (``SupervisorError``) reach the core as a :class:`~kubemill.core.Halt`.

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 
+from kubemill.process_exit import exit_at_once
 from kubemill.substrates.local import detached
 from kubemill.substrates.local.store import Store
 from kubemill.substrates.local.supervisor.loop import Supervisor
@@ -42,4 +43,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # JobClient.delete returns once this process is gone: no teardown to wait for.
+    logging.shutdown()
+    exit_at_once(code)
+    sys.exit(code)

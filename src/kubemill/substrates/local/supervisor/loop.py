@@ -47,6 +47,7 @@ from kubemill.substrates.local.kubelet import (
     wait_any,
 )
 from kubemill.substrates.local.network import busy_ports, replica_address
+from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, move_busy_ports, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
@@ -66,8 +67,7 @@ def _utc(moment: float) -> datetime:
 
 
 def _comparable(status: JobStatus) -> dict[str, object]:
-    # lastReconcileTime alone changing is not worth a write.
-    return status.model_dump(exclude={"last_reconcile_time"})
+    return status.model_dump(exclude={"last_reconcile_time"})  # alone, not worth a write
 
 
 class Supervisor:
@@ -119,6 +119,7 @@ class Supervisor:
         """The replicas' progress reports (:mod:`.progress`)."""
         self._reports: tuple[ObservedProgress, ...] = ()
         self._next_progress_check = 0.0
+        self._owner: procinfo.ProcessId | None = None
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -173,6 +174,7 @@ class Supervisor:
             # Submitted by this process: the manifest may have changed since it was planned.
             self._adopt(rec.manifest)
         self._manifest = rec.manifest
+        self._owner = owner_of(rec.job_dir)  # whose end removes the job (see owner.py)
         self.children = written_file_sets(rec.files_dir)
         self._progress = progress_tail(self.store, self.uid, self._prepared.ctx.progress_dir)
         self.job_status = self._prepared.job.status
@@ -212,8 +214,12 @@ class Supervisor:
             self._drop_gone()
             self._start_pending(now)
             self.processes.watch_memory(now)
-            if self._requests(now) == "delete":
+            requested = self._requests(now)
+            if requested == "delete":
                 self._stop_all("the job is being deleted")
+                return
+            if requested == OWNER_GONE:
+                self._remove_job(f"its owner, process {self._owner and self._owner.pid}, ended")
                 return
             observed = self._observed()
             due = self._dirty or observed != self._last_observed or now >= self._next_reconcile
@@ -256,13 +262,15 @@ class Supervisor:
             resync = min(resync, max(0.0, result.requeue_after.total_seconds()))
         self._next_reconcile = now + resync
         if delete_job:
-            self._stop_all("the job's ttlSecondsAfterFinished passed")
-            rec = self.store.job_by_uid(self.uid)
-            self.store.remove_job(self.uid)
-            if rec is not None:
-                shutil.rmtree(rec.job_dir, ignore_errors=True)
-            return True
-        return False
+            self._remove_job("the job's ttlSecondsAfterFinished passed")
+        return delete_job
+
+    def _remove_job(self, reason: str) -> None:
+        self._stop_all(reason)
+        rec = self.store.job_by_uid(self.uid)
+        self.store.remove_job(self.uid)
+        if rec is not None:
+            shutil.rmtree(rec.job_dir, ignore_errors=True)
 
     def _apply(self, action: Action, now: float) -> None:
         if isinstance(action, CreatePod):
@@ -406,8 +414,8 @@ class Supervisor:
         return self._reports
 
     def _requests(self, now: float) -> str | None:
-        """Take in what was asked: ``delete`` is returned; a stop request, suspend and
-        resume change the job's manifest, which the next reconcile judges."""
+        """Take in what was asked: ``delete`` (or ``OWNER_GONE``) is returned; a stop request,
+        suspend and resume change the job's manifest, which the next reconcile judges."""
         requested, why = self._asked.take()
         if why is not None:
             self._record_stop(why)
@@ -424,6 +432,8 @@ class Supervisor:
         manifest = self.store.manifest(self.uid)
         if manifest is not None and manifest != self._manifest:
             self._adopt(manifest)
+        if self._owner is not None and not procinfo.is_alive(self._owner):
+            return OWNER_GONE
         return None
 
     def _record_stop(self, why: str) -> None:
