@@ -78,7 +78,7 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.images import ImageConfig
 from kubemill.substrates.local.network import LOCAL_HOST, PortAllocator
-from kubemill.substrates.local.summary import default_state_dir
+from kubemill.substrates.local.store import default_state_dir
 
 _POLL = 0.1
 _LOG_LINES = 20
