@@ -25,8 +25,6 @@ STILL_NAMED: dict[str, int] = {
     "cli/run.py": 1,
     "cli/spark_cluster.py": 1,
     "cli/spark_submit.py": 9,
-    "dashboard/pages.py": 1,
-    "dashboard/views.py": 3,
     "deploy/kubernetes.py": 9,
     "progress.py": 3,
     "sdk/client.py": 5,
