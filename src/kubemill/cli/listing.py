@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubemill.cli.settings import Settings, Substrate
 from kubemill.cli.table import colour_wanted, empty_text, jobs_text, write
-from kubemill.substrates.base import JobSummary
+from kubemill.substrates.rows import JobSummary
 
 if TYPE_CHECKING:
     from rich.table import Table

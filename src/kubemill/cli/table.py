@@ -5,7 +5,7 @@ Drawn here rather than by rich: rich measured every cell of a thousand rows and 
 much to import as the listing itself. Columns are padded to their widest cell, three
 spaces apart, the way ``kubectl get`` lays them out; a phase is coloured (ANSI) on a
 terminal, as :func:`colour_wanted` decides. Only the standard library and the plain
-records of :mod:`kubemill.substrates.base` are imported.
+records of :mod:`kubemill.substrates.rows` are imported.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from kubemill.substrates.base import NOT_KNOWN, JobSummary, ProgressSummary
+from kubemill.substrates.rows import NOT_KNOWN, JobSummary, ProgressSummary
 
 HEADERS = ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE")
 PROGRESS_HEADERS = ("PROGRESS", "ETA")
@@ -137,7 +137,8 @@ def jobs_text(
         )
         for r in rows
     ]
-    widths = [max([len(h), *(len(line[i]) for line in lines)]) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(line[i]) for line in lines)]) + GAP for i, h in enumerate(headers)]
+    widths[-1] -= GAP
     state = headers.index("STATE")
     drawn = [_line(headers, widths, colour, bold=True, state=-1)]
     drawn += [_line(line, widths, colour, bold=False, state=state) for line in lines]
@@ -190,12 +191,13 @@ def _last_run(row: JobSummary, moment: float) -> str:
 
 
 def _line(cells: Sequence[str], widths: list[int], colour: bool, *, bold: bool, state: int) -> str:
+    if not colour:
+        # Every cell padded to its column and the gap (the last one to its column only).
+        return "".join(map(str.ljust, cells, widths)) + "\n"
     parts = []
-    last = len(cells) - 1
     for i, cell in enumerate(cells):
-        pad = " " * (widths[i] - len(cell) + (0 if i == last else GAP))
         style = "bold" if bold else (PHASE_STYLES.get(cell, "") if i == state else "")
-        parts.append(styled(cell, style, colour) + pad)
+        parts.append(styled(cell, style, colour) + " " * (widths[i] - len(cell)))
     return "".join(parts) + "\n"
 
 

@@ -11,8 +11,9 @@ listing says its state word and its last run.
 from __future__ import annotations
 
 from kubemill.kinds import is_controller, listing_of, web_ui_of
-from kubemill.substrates.base import NOT_KNOWN, JobSummary, JobView, ProgressSummary
+from kubemill.substrates.base import JobView
 from kubemill.substrates.local.records import READY_PHASES
+from kubemill.substrates.rows import NOT_KNOWN, JobSummary, ProgressSummary
 
 
 def short_replica_name(job_name: str, replica: str) -> str:

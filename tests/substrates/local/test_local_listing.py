@@ -24,10 +24,11 @@ from kubemill.engines.spark.api.application import SparkApplicationStatus
 from kubemill.kinds import load_one
 from kubemill.sdk import summary
 from kubemill.sdk.summary import row_of
-from kubemill.substrates.base import JobSummary, SubmitOptions
+from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.records import phase_of
 from kubemill.substrates.local.store import DB_NAME, SCHEMA_VERSION, Store
+from kubemill.substrates.rows import JobSummary
 from support.waiting import eventually
 
 KUBEMILL = Path(sys.executable).parent / "kubemill"
@@ -437,3 +438,67 @@ def test_a_schedule_is_listed_with_its_state_and_last_run(
         assert listed_by_the_console_script(backend)["yearly"][1] == "Scheduled"
     finally:
         backend.delete("yearly")
+
+
+def test_the_coloured_table_is_the_plain_one_with_its_phases_coloured() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0).timestamp()
+    rows = [
+        JobSummary("default", "a", "PyTorchJob", "Succeeded", 3, 3, 0, now - 30),
+        JobSummary("team-a", "long-name", "TFJob", "Failed", 0, 12, 4, now - 7200),
+        JobSummary(
+            "default",
+            "sched",
+            "ScheduledThing",
+            "Scheduled",
+            0,
+            0,
+            0,
+            now,
+            "",
+            controller=True,
+            last_run_name="",
+        ),
+    ]
+    plain = jobs_text(rows, now=now)
+    coloured = jobs_text(rows, colour=True, now=now)
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+    assert "\x1b[32mSucceeded\x1b[0m" in coloured and "\x1b[1;31mFailed\x1b[0m" in coloured
+    header, *lines = plain.splitlines()
+    assert header.split() == [
+        "NAMESPACE",
+        "NAME",
+        "KIND",
+        "STATE",
+        "REPLICAS",
+        "RESTARTS",
+        "AGE",
+        "LAST",
+        "RUN",
+    ]
+    # Columns start where the header's do, three spaces after the widest cell before them.
+    starts = [header.index(h) for h in ("NAME", "KIND", "STATE", "REPLICAS", "AGE")]
+    for line in lines:
+        assert all(line[i - 3 : i] == "   " and line[i] != " " for i in starts[1:]), line
+    assert lines[2].split()[4:7] == ["-", "-", "0s"]
+
+
+def test_the_listing_loads_no_job_model_and_no_typer_rich_or_pydantic(tmp_path: Path) -> None:
+    """The one path of `kubemill get` stays cheap to start: the store's rows, the text table."""
+    code = (
+        "import sys\n"
+        "from kubemill.cli.listing import plain_get\n"
+        "assert plain_get(['get']) == 0\n"
+        "heavy = ('pydantic', 'typer', 'rich', 'yaml', 'kubemill.api', 'kubemill.kinds',"
+        " 'kubemill.sdk', 'kubemill.core')\n"
+        "print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.')"
+        " for h in heavy)))\n"
+    )
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(tmp_path / "state")}
+    env.pop("KUBEMILL_SUBSTRATE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    listed, loaded = done.stdout.splitlines()
+    assert listed == "No jobs found."
+    assert loaded == "[]"

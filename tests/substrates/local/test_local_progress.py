@@ -21,10 +21,11 @@ from kubemill.core import ReconcileOptions
 from kubemill.progress import MAX_LINE
 from kubemill.sdk import JobClient
 from kubemill.sdk.summary import row_of
-from kubemill.substrates.base import JobSummary, SubmitOptions
+from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, SupervisorOptions
 from kubemill.substrates.local.progress import ProgressTail, history
 from kubemill.substrates.local.store import Store
+from kubemill.substrates.rows import JobSummary
 from support.waiting import eventually
 
 

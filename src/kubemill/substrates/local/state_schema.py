@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.errors import SubstrateError
 
 if TYPE_CHECKING:
     from kubemill.api import Job

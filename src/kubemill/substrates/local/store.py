@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from kubemill.substrates.base import JobExists, JobNotFound, JobSummary, SubstrateError
+from kubemill.substrates.errors import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
 from kubemill.substrates.local.records import (
     READY_PHASES,
@@ -67,6 +67,7 @@ from kubemill.substrates.local.state_schema import (
     listing_fields,
     run_script,
 )
+from kubemill.substrates.rows import JobSummary
 
 
 class PortConflict(SubstrateError):
@@ -300,7 +301,9 @@ class Store:
         marks = ",".join("?" for _ in READY_PHASES)
         where, args = ("WHERE jobs.namespace = ?", (namespace,)) if namespace else ("", ())
         query = LISTING_QUERY.format(ready=marks, where=where, schedule_state=SCHEDULE_STATE)
-        rows = self._connection().execute(query, (*READY_PHASES, *args)).fetchall()
+        cursor = self._connection().cursor()
+        cursor.row_factory = None  # plain tuples, in the query's order
+        rows = cursor.execute(query, (*READY_PHASES, *args)).fetchall()
         found = []
         for row in rows:
             summary = job_summary(row, moment)
