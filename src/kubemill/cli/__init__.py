@@ -26,6 +26,10 @@ def main() -> None:
         # plain, and runs the very command typer would.
         code = plain_get(argv)
         if code is not None:
+            from kubemill.cli.ending import end_at_once
+
+            # Freeing a thousand rows on the way out costs more than printing them.
+            end_at_once(SystemExit(code))
             sys.exit(code)
     from kubemill.cli.app import run_app
 

@@ -22,6 +22,7 @@ from kubemill.cli.commands import (
     settings_of,
     user_errors,
 )
+from kubemill.cli.ending import end_at_once
 from kubemill.cli.operator_commands import install, operator, uninstall, version
 from kubemill.cli.settings import Settings, Substrate
 
@@ -421,36 +422,5 @@ def run_app(argv: list[str] | None = None, *, exit_at_once: bool = False) -> Non
         app(args=argv if argv is not None else sys.argv[1:], prog_name="kubemill")
     except SystemExit as done:
         if exit_at_once:
-            _exit_at_once(done)
+            end_at_once(done)
         raise
-
-
-def _exit_at_once(done: SystemExit) -> None:
-    """End the process now that the command has said everything, skipping the teardown.
-
-    Freeing every module's objects on the way out took 30-70 ms after `kubemill run` had
-    printed its verdict, which a script waiting for the job's end pays each time; the
-    kernel frees the memory at once. Only when nothing is left to do: the exit handlers
-    run, the output is flushed, and no other (non-daemon) thread is still working, such
-    as a supervisor that has not let go of its job, and no profiler or debugger is
-    attached. Otherwise the usual exit happens.
-    """
-    import atexit
-    import os
-    import threading
-
-    code = done.code
-    if code is not None and not isinstance(code, int):
-        return  # a message to print: the usual exit does that
-    if sys.getprofile() is not None or sys.gettrace() is not None:
-        return  # a profiler or debugger writes its results once the program returns
-    main = threading.main_thread()
-    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        return
-    try:
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except Exception:
-        return  # e.g. a closed pipe: let the usual exit report it as it always did
-    os._exit(code or 0)
