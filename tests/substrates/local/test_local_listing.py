@@ -502,3 +502,42 @@ def test_the_listing_loads_no_job_model_and_no_typer_rich_or_pydantic(tmp_path: 
     listed, loaded = done.stdout.splitlines()
     assert listed == "No jobs found."
     assert loaded == "[]"
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (["get"], {}),
+        (["get", "-o", "table"], {}),
+        (["get", "-otable", "-nteam"], {"namespace": "team"}),
+        (
+            ["--state-dir", "/s", "-n", "a", "get", "--namespace=b"],
+            {"state_dir": "/s", "namespace": "b"},
+        ),
+        (["--substrate=LOCAL", "get"], {}),
+        (["--substrate", "kubernetes", "get"], {"substrate": "kubernetes"}),
+        (["get", "myjob"], None),
+        (["get", "--help"], None),
+        (["get", "-o"], None),
+        (["get", "-o", "yaml"], None),
+        (["--substrate", "moon", "get"], None),
+        (["--kubeconfig", "k", "get"], None),
+        (["describe", "x"], None),
+        (["get", "get"], None),
+        ([], None),
+    ],
+)
+def test_only_the_plain_listing_skips_typer(
+    argv: list[str], options: dict[str, str] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubemill.cli.listing import plain_get_settings
+    from kubemill.cli.settings import Settings, Substrate
+
+    monkeypatch.delenv("KUBEMILL_SUBSTRATE", raising=False)
+    monkeypatch.delenv("KUBEMILL_STATE_DIR", raising=False)
+    settings = plain_get_settings(argv)
+    if options is None:
+        assert settings is None
+        return
+    substrate = Substrate(options.pop("substrate", "local"))
+    assert settings == Settings(substrate=substrate, **options)
