@@ -7,7 +7,8 @@ real run, recorded again under new names), then:
   client, and the following ones of the same client (what a long-lived reader, the
   dashboard, pays on each poll);
 - times ``kubemill get`` as a command (the console script, start-up included),
-  which lists from one SQL query when no job needs healing (:mod:`.summary`), for reference;
+  which lists from one SQL query when no job needs healing (``Store.summaries``), for
+  reference;
 - with ``--profile``, runs cProfile over ``--profile-runs`` listings of one client and
   prints the functions by cumulative and by own time.
 

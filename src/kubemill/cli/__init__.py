@@ -16,13 +16,21 @@ def main() -> None:
         code = quick_spark_submit(argv)
         if code is not None:
             sys.exit(code)
-    from kubemill.cli.quick import quick_get
-
-    # `kubemill get` (the list) answers without typer, rich or the job models when it can.
-    if quick_get(argv) is not None:
-        return
-    from kubemill.cli.app import run_app
     from kubemill.cli.errors import exit_on_plugin_error
 
     exit_on_plugin_error()
+    if "get" in argv:
+        from kubemill.cli.listing import plain_get
+
+        # `kubemill get` (the list) skips typer's option coercion when its command line is
+        # plain, and runs the very command typer would.
+        code = plain_get(argv)
+        if code is not None:
+            from kubemill.cli.ending import end_at_once
+
+            # Freeing a thousand rows on the way out costs more than printing them.
+            end_at_once(SystemExit(code))
+            sys.exit(code)
+    from kubemill.cli.app import run_app
+
     run_app(exit_at_once=True)

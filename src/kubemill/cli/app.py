@@ -22,6 +22,7 @@ from kubemill.cli.commands import (
     settings_of,
     user_errors,
 )
+from kubemill.cli.ending import end_at_once
 from kubemill.cli.operator_commands import install, operator, uninstall, version
 from kubemill.cli.settings import Settings, Substrate
 
@@ -421,18 +422,5 @@ def run_app(argv: list[str] | None = None, *, exit_at_once: bool = False) -> Non
         app(args=argv if argv is not None else sys.argv[1:], prog_name="kubemill")
     except SystemExit as done:
         if exit_at_once:
-            _exit_at_once(done)
+            end_at_once(done)
         raise
-
-
-def _exit_at_once(done: SystemExit) -> None:
-    """End the process now that the command has said everything, skipping the teardown
-    (:func:`kubemill.process_exit.exit_at_once`: 30-70 ms after `kubemill run` had printed
-    its verdict, which a script waiting for the job's end pays each time), unless there is
-    a message to print or something left to do."""
-    from kubemill.process_exit import exit_at_once
-
-    code = done.code
-    if code is not None and not isinstance(code, int):
-        return  # a message to print: the usual exit does that
-    exit_at_once(code or 0)

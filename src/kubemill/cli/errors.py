@@ -9,10 +9,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.text import Text
-
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kubemill.api import ManifestError
 
 EXIT_FAILURE = 1
@@ -51,6 +50,9 @@ def missing_extra(exc: BaseException) -> str | None:
 
 def stderr_console() -> Console:
     """The console for errors and hints (stderr, so stdout stays parseable)."""
+    # rich is imported when something is to be said: every command imports this module.
+    from rich.console import Console
+
     return Console(stderr=True, soft_wrap=True, highlight=False)
 
 
@@ -81,13 +83,13 @@ def report(exc: BaseException) -> int | None:
     message = explain(exc)
     if message is None:
         return None
-    stderr_console().print(Text(f"error: {message}", style="bold red"))
+    _print_error(message)
     return EXIT_FAILURE
 
 
 def fail(message: str, *, code: int = EXIT_FAILURE) -> None:
     """Print ``message`` as an error and leave with ``code``."""
-    stderr_console().print(Text(f"error: {message}", style="bold red"))
+    _print_error(message)
     sys.exit(code)
 
 
@@ -111,6 +113,12 @@ def _text(exc: BaseException) -> str:
     if exc.args and isinstance(exc.args[0], str):
         return exc.args[0]
     return str(exc) or type(exc).__name__
+
+
+def _print_error(message: str) -> None:
+    from rich.text import Text
+
+    stderr_console().print(Text(f"error: {message}", style="bold red"))
 
 
 def exit_on_plugin_error() -> None:

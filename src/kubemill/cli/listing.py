@@ -1,51 +1,161 @@
-"""``kubemill get``: the job list, a schedule kind's own table, and ``-o yaml|json``.
+"""``kubemill get``: the job list, a controller kind's own table, and ``-o yaml|json``.
 
-The job table itself is :func:`kubemill.cli.views.jobs_table` (``run`` prints it too).
+The job list is one path on every substrate: one row per job (:func:`job_rows`), drawn by
+:func:`kubemill.cli.table.jobs_text`. It is also the command's hot path (a thousand jobs
+in history), so this module imports only the standard library, the table and the local
+store at first: on the local substrate the rows come from one query of the store, without
+the job models; the SDK, rich and the registry are imported only when the store says a
+job needs the core first, for another substrate, a named job or kind, or ``-o``.
+
+The console script hands the plain forms of the command line (``kubemill [--state-dir D]
+[--substrate S] [-n NS] get [-n NS] [-o table]``) to :func:`get_jobs` itself
+(:func:`plain_get`): typer runs every option of a command through a pydantic TypeAdapter
+(its ``_adapters`` module imports pydantic), which took longer than the listing of a
+thousand jobs. Any other form, ``--help`` included, goes through typer to the same
+:func:`get_jobs`.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
+from kubemill.cli.settings import Settings, Substrate
+from kubemill.cli.table import colour_wanted, empty_text, jobs_text, write
+from kubemill.substrates.rows import JobSummary
 
-from kubemill.cli.settings import Settings
-from kubemill.cli.views import age, jobs_table, phase_text, stdout_console, timestamp
-from kubemill.engines.spark.api.scheduled import ScheduledSparkApplication
-from kubemill.sdk.summary import has_schedule_columns
-from kubemill.substrates.base import JobView
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from kubemill.substrates.base import JobView
 
 
 def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
     """``kubemill get [NAME | KIND] [-o yaml|json]``: a kind's plural, singular or short name
-    (``scheduledsparkapplications``, ``tfj``), as with kubectl, lists the jobs of that kind."""
-    client = settings.client()
+    (``tfjobs``, ``tfj``), as with kubectl, lists the jobs of that kind."""
     kind = kind_named(name) if name else None
+    one_namespace = settings.namespace is not None
+    if name is None and output == "table":
+        rows = job_rows(settings)
+        colour = colour_wanted(sys.stdout)
+        text = jobs_text(rows, one_namespace=one_namespace, colour=colour) if rows else ""
+        write(text or empty_text("job", colour=colour), sys.stdout)
+        return
+    client = settings.client()
     if name and kind is None:
         views = [client.get(name, namespace=settings.namespace)]
     else:
         views = client.list(namespace=settings.namespace)
         if kind is not None:
             views = [view for view in views if view.kind == kind]
-    single = name is not None and kind is None
     if output != "table":
-        _print_objects(views, single=single, fmt=output)
+        _print_objects(views, single=name is not None and kind is None, fmt=output)
         return
-    console = stdout_console()
-    one_namespace = settings.namespace is not None
+    from kubemill.sdk.summary import has_own_table, row_of
+
+    colour = colour_wanted(sys.stdout)
     if not views:
-        console.print(f"No {kind or 'job'}s found.", style="dim")
-    elif kind is not None and all(has_schedule_columns(view) for view in views):
-        console.print(schedules_table(views, one_namespace=one_namespace))
+        write(empty_text(kind or "job", colour=colour), sys.stdout)
+    elif kind is not None and all(has_own_table(view) for view in views):
+        from kubemill.cli.views import stdout_console
+
+        stdout_console().print(own_table(views, one_namespace=one_namespace))
     else:
-        console.print(jobs_table(views, one_namespace=one_namespace))
+        rows = [row_of(view) for view in views]
+        write(jobs_text(rows, one_namespace=one_namespace, colour=colour), sys.stdout)
+
+
+_GLOBAL = {"--state-dir": "state_dir", "--substrate": "substrate", "--namespace": "namespace"}
+_GET = {"--namespace": "namespace", "--output": "output"}
+_SHORT = {"-n": "--namespace", "-o": "--output"}
+
+
+def plain_get(argv: Sequence[str]) -> int | None:
+    """Run ``kubemill get`` of a plain command line (see the module) and return its exit
+    code; ``None`` for any other command line, which typer runs."""
+    settings = plain_get_settings(argv)
+    if settings is None:
+        return None
+    try:
+        get_jobs(settings, None, output="table")
+    except Exception as exc:
+        from kubemill.cli.errors import report
+
+        code = report(exc)
+        if code is None:
+            raise
+        return code
+    return 0
+
+
+def plain_get_settings(argv: Sequence[str]) -> Settings | None:
+    """The settings of ``[global options] get [options]`` as typer reads them (an option's
+    environment variable when it is not given), for the options :func:`plain_get` takes;
+    ``None`` for anything else (another verb or option, a job or kind, ``--help``, a value
+    typer would refuse)."""
+    import os
+
+    found: dict[str, str] = {}
+    args = list(argv)
+    allowed = _GLOBAL
+    seen_get = False
+    while args:
+        arg = args.pop(0)
+        if arg == "get" and not seen_get:
+            seen_get, allowed = True, _GET
+            continue
+        name, eq, value = arg.partition("=")
+        name = _SHORT.get(name, name)
+        if not eq and arg[:2] in _SHORT and len(arg) > 2 and not arg.startswith("--"):
+            name, value, eq = _SHORT[arg[:2]], arg[2:], "="  # -nNS, -otable
+        if name not in allowed:
+            return None
+        if not eq:
+            if not args:
+                return None
+            value = args.pop(0)
+        found[allowed[name]] = value
+    if not seen_get or found.get("output", "table") != "table":
+        return None
+    substrate = found.get("substrate") or os.environ.get("KUBEMILL_SUBSTRATE") or "local"
+    if substrate.lower() not in {s.value for s in Substrate}:
+        return None
+    return Settings(
+        substrate=Substrate(substrate.lower()),
+        namespace=found.get("namespace"),
+        state_dir=found.get("state_dir") or os.environ.get("KUBEMILL_STATE_DIR") or None,
+    )
+
+
+def job_rows(settings: Settings) -> list[JobSummary]:
+    """Every job's row (of the chosen namespace), oldest first.
+
+    The local store answers from one query when no job needs the core; otherwise (a
+    supervisor died, a TTL may have passed, a record it cannot read as it is) the SDK lists
+    the jobs, which has the core heal, delete or report them, and the rows are theirs, as
+    on every other substrate.
+    """
+    if settings.substrate is Substrate.LOCAL:
+        from kubemill.substrates.local.store import Store
+
+        store = Store(settings.state_dir)
+        try:
+            rows = store.summaries(settings.namespace)
+        finally:
+            store.close()
+        if rows is not None:
+            return rows
+    from kubemill.sdk.summary import row_of
+
+    return [row_of(view) for view in settings.client().list(namespace=settings.namespace)]
 
 
 def kind_named(name: str) -> str | None:
     """The registered kind ``name`` names as kubectl would take it (``tfjobs``, ``tfjob``,
-    ``tfj``, ``TFJob``, ``tfjobs.kubemill.dev``), or None: then it names a job."""
+    ``tfj``, the kind's own name in any case, ``tfjobs.kubemill.dev``), or None: then it
+    names a job."""
     from kubemill.api import GROUP
     from kubemill.kinds import entries
 
@@ -59,26 +169,31 @@ def kind_named(name: str) -> str | None:
     return None
 
 
-def schedules_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
-    """NAME, SCHEDULE, SUSPEND, LAST RUN, LAST RUN NAME, STATE, AGE: one row per schedule
-    (upstream's printer columns, and its state)."""
+def own_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
+    """NAME, the kind's own columns (a schedule's: SCHEDULE, SUSPEND, LAST RUN, LAST RUN
+    NAME, upstream's printer columns), STATE, AGE: one row per object of a controller's
+    kind, as its registry record lists them."""
+    from rich.table import Table
+
+    from kubemill.cli.views import age, phase_text
+    from kubemill.kinds import listing_of
+
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
     namespaced = not one_namespace and any(view.namespace != "default" for view in views)
-    headers = ("NAME", "SCHEDULE", "SUSPEND", "LAST RUN", "LAST RUN NAME", "STATE", "AGE")
+    rows = []
+    for view in views:
+        listing = listing_of(view.kind)
+        assert listing is not None, f"{view.kind} has no table of its own"
+        rows.append((view, listing.columns(view.job)))
+    own = [header for header, _ in rows[0][1]] if rows else []
+    headers = ("NAME", *own, "STATE", "AGE")
     for header in ("NAMESPACE", *headers) if namespaced else headers:
         table.add_column(header, no_wrap=True)
-    for view in views:
-        assert isinstance(view.job, ScheduledSparkApplication)
-        spec = view.job.spec
-        status = view.job.status
-        zone = f" ({spec.time_zone})" if spec.time_zone else ""
+    for view, columns in rows:
         table.add_row(
             *([view.namespace] if namespaced else []),
             view.name,
-            f"{spec.schedule}{zone}",
-            "true" if spec.suspend else "false",
-            age(status.last_run),
-            status.last_run_name or "-",
+            *(cell if isinstance(cell, str) else age(cell) for _, cell in columns),
             phase_text(view.phase),
             age(view.created),
         )
@@ -87,6 +202,8 @@ def schedules_table(views: Sequence[JobView], *, one_namespace: bool = False) ->
 
 def job_object(view: JobView) -> dict[str, Any]:
     """The job as Kubernetes would return it: spec plus the status observed now."""
+    from kubemill.cli.views import timestamp
+
     obj = view.job.to_wire()
     obj["status"] = view.status.to_wire()
     if view.created is not None:
@@ -110,4 +227,12 @@ def _print_objects(views: Sequence[JobView], *, single: bool, fmt: str) -> None:
         typer.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
 
 
-__all__ = ["get_jobs", "job_object", "kind_named", "schedules_table"]
+__all__ = [
+    "get_jobs",
+    "job_object",
+    "job_rows",
+    "kind_named",
+    "own_table",
+    "plain_get",
+    "plain_get_settings",
+]

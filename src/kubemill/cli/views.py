@@ -1,5 +1,6 @@
-"""How jobs look in a terminal: ``get``'s job table, ``describe``, ``logs`` and ``delete``
-(``get`` itself, a schedule's own table and ``-o`` are :mod:`kubemill.cli.listing`'s).
+"""How jobs look in a terminal: ``describe``, ``logs``, ``delete`` and the live view of
+``run`` (``get`` and its job table are :mod:`kubemill.cli.listing` and
+:mod:`kubemill.cli.table`, whose phase colours and ages are used here too).
 
 The same tables and log prefixes serve ``run``, so a job reads the same whether it is
 being followed live or looked up afterwards, on either substrate.
@@ -20,30 +21,12 @@ from rich.text import Text
 
 from kubemill.api import ConditionType
 from kubemill.cli.errors import fail
-from kubemill.cli.quick import HEADERS as JOB_HEADERS
-from kubemill.cli.quick import (
-    LAST_RUN,
-    NONE,
-    PHASE_STYLES,
-    PIPE_WIDTH,
-    PROGRESS_HEADERS,
-    age_text,
-    last_run_text,
-    progress_cells,
-)
 from kubemill.cli.settings import Settings
-from kubemill.engines.spark.api.scheduled import (
-    ScheduledSparkApplicationStatus as ScheduledSparkStatus,
-)
+from kubemill.cli.table import PHASE_STYLES, PIPE_WIDTH, age_text
 from kubemill.sdk.summary import (
-    endpoint,
-    has_schedule_columns,
-    progress,
     progress_words,
     ready_replicas,
     restarts,
-    runs_no_pods,
-    schedule_state,
     short_replica_name,
     total_replicas,
     web_ui,
@@ -156,54 +139,6 @@ class LogPrinter:
 
 
 # --- commands ----------------------------------------------------------------------------------
-
-
-def jobs_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
-    """NAME, KIND, STATE, REPLICAS ready/total, RESTARTS, AGE (PROGRESS and ETA when a job
-    has reported progress, ENDPOINT when a service cluster has one): one row per job."""
-    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0))
-    # Like `kubectl get -A`: name the namespace once jobs live in more than the default one.
-    namespaced = not one_namespace and any(view.namespace != "default" for view in views)
-    # A service cluster's endpoint (MarsCluster) gets a column only when one is listed;
-    # so does a schedule's last run. A schedule has no replicas (its runs are jobs of
-    # their own, listed beside it): its state says whether runs start (Scheduled) or not.
-    endpoints = any(endpoint(view) for view in views)
-    schedules = any(has_schedule_columns(view) for view in views)
-    # So do a program's progress reports (PROGRESS, ETA), once a listed job has made one.
-    reports = any(progress(view) is not None for view in views)
-    headers = (
-        *(("NAMESPACE",) if namespaced else ()),
-        *JOB_HEADERS,
-        *(PROGRESS_HEADERS if reports else ()),
-        *(("ENDPOINT",) if endpoints else ()),
-        *((LAST_RUN,) if schedules else ()),
-    )
-    for header in headers:
-        table.add_column(header, no_wrap=True)
-    for view in views:
-        schedule = has_schedule_columns(view)
-        podless = runs_no_pods(view)
-        table.add_row(
-            *([view.namespace] if namespaced else []),
-            view.name,
-            view.kind,
-            phase_text(schedule_state(view) if schedule else view.phase),
-            NONE if podless else f"{ready_replicas(view)}/{total_replicas(view)}",
-            NONE if podless else str(restarts(view)),
-            age(view.created or view.status.start_time),
-            *(progress_cells(progress(view), finished=view.status.finished) if reports else []),
-            *([endpoint(view)] if endpoints else []),
-            *([last_run(view)] if schedules else []),
-        )
-    return table
-
-
-def last_run(view: JobView) -> str:
-    status = view.status
-    if not isinstance(status, ScheduledSparkStatus):
-        return last_run_text("", "", schedule=False)
-    ago = "" if status.last_run is None else age(status.last_run)
-    return last_run_text(status.last_run_name or "", ago, schedule=True)
 
 
 def timestamp(moment: datetime) -> str:

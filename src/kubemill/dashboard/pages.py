@@ -27,6 +27,7 @@ from kubemill.dashboard.views import (
 )
 from kubemill.sdk.summary import (
     progress_words,
+    runs_no_pods,
     short_replica_name,
     state_of,
 )
@@ -401,7 +402,7 @@ JOB_SECTIONS: tuple[Section, ...] = (
     Section("conditions", "Conditions", _conditions),
     Section("progress", "Progress and metrics", _progress, shown=_has_progress),
     Section("replicas", "Replicas", _replicas),
-    Section("runs", "Runs", _runs, shown=lambda d: d.view.kind == "ScheduledSparkApplication"),
+    Section("runs", "Runs", _runs, shown=lambda d: runs_no_pods(d.view)),
     Section("events", "Events", _events),
     Section("manifest", "Manifest", _manifest, live=False),
 )

@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubemill.api import Job, ManifestError
-from kubemill.engines.spark.api.scheduled import ScheduledSparkApplication
-from kubemill.kinds import load_one
+from kubemill.kinds import is_controller, load_one
 from kubemill.sdk.client import is_service
 from kubemill.sdk.summary import (
     endpoint,
@@ -82,9 +81,8 @@ def job_row(view: JobView) -> JobRow:
 
 
 def suspended(view: JobView) -> bool:
-    """Whether the job (or schedule) is asked to be suspended now."""
-    if isinstance(view.job, ScheduledSparkApplication):
-        return bool(view.job.spec.suspend)
+    """Whether the job (or a controller's object: its run policy says whether it starts
+    runs) is asked to be suspended now."""
     return bool(view.job.run_policy.suspend) or view.phase == "Suspended"
 
 
@@ -139,7 +137,8 @@ def operator_objects(job: Job) -> tuple[list[dict[str, Any]], str]:
     wire.pop("status", None)
     try:
         fresh = load_one(wire, name=f"{job.KIND} {job.name}")
-        if not isinstance(fresh, ScheduledSparkApplication) and fresh.run_policy.suspend:
+        # A controller's run policy is its spec's, read only (it creates jobs, not pods).
+        if not is_controller(fresh.kind) and fresh.run_policy.suspend:
             fresh.run_policy.suspend = False
         # show_secrets stays False: nothing on this page may carry a key or a token.
         objects = render_job(fresh, show_secrets=False)

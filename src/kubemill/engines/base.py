@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kubemill.api import ClusterOptions, FieldError, Job, KindApi
@@ -110,6 +111,9 @@ class Engine:
     cluster: ServiceEngine | None = None
     """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
     shows)."""
+    web_ui: Callable[[Job], str] | None = None
+    """Where a job's web UI serves (``host:port``) once its status says so, else "" (a
+    Spark driver's UI); None for a kind without one."""
 
     @property
     def kind(self) -> str:
@@ -121,6 +125,22 @@ class Engine:
                 f"engine {self.api.kind}: its framework plans {self.framework.kind!r}, not "
                 f"{self.api.kind!r}"
             )
+
+
+@dataclass(frozen=True)
+class ControllerListing:
+    """How a list shows an object of a controller's kind, which has no replicas of its own
+    (its runs are jobs of their own, listed beside it). Each field is a pure function of
+    the object (its model, with its status)."""
+
+    state: Callable[[Job], str]
+    """Its one word in a job list (a schedule's ``Suspended`` while it starts no run)."""
+    last_run: Callable[[Job], tuple[str, datetime | None]]
+    """The name of the last run it created and when that run was due ("" and None before
+    its first)."""
+    columns: Callable[[Job], tuple[tuple[str, str | datetime | None], ...]]
+    """The columns of the kind's own table (``kubemill get <kind>``) between NAME and
+    STATE, in order, as (header, cell); a time is shown as an age, None as ``-``."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +161,9 @@ class Controller:
     local: LocalSupport = LocalSupport(runs=False)
     restarts: bool = False
     """Never: it has no pods (the field every registry entry answers)."""
+    listing: ControllerListing | None = None
+    """How lists show its objects beyond its status's phase (its state word, its last run,
+    a table of its own); None: by their phase alone."""
 
     @property
     def kind(self) -> str:
@@ -150,4 +173,12 @@ class Controller:
 Entry = Engine | Controller
 """Any registered kind: what the loader, the CRDs, the RBAC and the kinds table read."""
 
-__all__ = ["Controller", "Engine", "Entry", "LocalSupport", "OperatorGrant", "ServiceEngine"]
+__all__ = [
+    "Controller",
+    "ControllerListing",
+    "Engine",
+    "Entry",
+    "LocalSupport",
+    "OperatorGrant",
+    "ServiceEngine",
+]

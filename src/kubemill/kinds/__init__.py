@@ -9,6 +9,7 @@ from kubemill.kinds.registry import (
     BUILTIN,
     CONTROLLERS,
     Controller,
+    ControllerListing,
     Engine,
     Entry,
     LocalSupport,
@@ -27,6 +28,7 @@ from kubemill.kinds.registry import (
     is_service,
     kind_table,
     lifecycle_for,
+    listing_of,
     load,
     load_document,
     load_one,
@@ -37,12 +39,14 @@ from kubemill.kinds.registry import (
     service_engines,
     status_type,
     unregister,
+    web_ui_of,
 )
 
 __all__ = [
     "BUILTIN",
     "CONTROLLERS",
     "Controller",
+    "ControllerListing",
     "Engine",
     "Entry",
     "LocalSupport",
@@ -61,6 +65,7 @@ __all__ = [
     "is_service",
     "kind_table",
     "lifecycle_for",
+    "listing_of",
     "load",
     "load_document",
     "load_one",
@@ -71,4 +76,5 @@ __all__ = [
     "service_engines",
     "status_type",
     "unregister",
+    "web_ui_of",
 ]

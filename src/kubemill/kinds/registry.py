@@ -28,6 +28,7 @@ from kubemill.api import crd as crd_generation
 from kubemill.core import Lifecycle
 from kubemill.engines.base import (
     Controller,
+    ControllerListing,
     Engine,
     Entry,
     LocalSupport,
@@ -162,6 +163,20 @@ def controller_for(kind: str) -> Controller:
         ) from None
 
 
+def listing_of(kind: str) -> ControllerListing | None:
+    """How lists show objects of ``kind`` beyond their phase (a controller's state word,
+    last run and table of its own); None for a kind that shows its phase alone."""
+    controller = _controllers.get(kind)
+    return None if controller is None else controller.listing
+
+
+def web_ui_of(job: Job) -> str:
+    """Where ``job``'s web UI serves (``host:port``), "" when its kind has none or its
+    status does not say yet."""
+    engine = _engines.get(job.kind)
+    return "" if engine is None or engine.web_ui is None else engine.web_ui(job)
+
+
 def status_type(kind: str) -> type[JobStatus]:
     """The status model of ``kind``'s jobs (how a controller reads its runs' statuses)."""
     annotation = engine_for(kind).api.model.model_fields["status"].annotation
@@ -254,6 +269,7 @@ __all__ = [
     "BUILTIN",
     "CONTROLLERS",
     "Controller",
+    "ControllerListing",
     "Engine",
     "Entry",
     "LocalSupport",
@@ -272,6 +288,7 @@ __all__ = [
     "is_service",
     "kind_table",
     "lifecycle_for",
+    "listing_of",
     "load",
     "load_document",
     "load_one",
@@ -282,4 +299,5 @@ __all__ = [
     "service_engines",
     "status_type",
     "unregister",
+    "web_ui_of",
 ]

@@ -1,7 +1,7 @@
 """``kubemill get`` lists from one summary row per job (issue 7's benchmark): the schema
 migration keeps a database of the old schema working, the listing tells the same truth
 as a full read (it gives way when a job needs healing or its TTL has passed), and the
-console script's quick table is the very table rich draws.
+rows the store reads as they are draw the very table of the jobs the full read sees.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ import pytest
 from local_support import SLEEPER, pytorch_job
 
 from kubemill.api import Job, JobStatus
-from kubemill.cli import views
-from kubemill.cli.quick import _parse, age_text, jobs_text
+from kubemill.cli.table import jobs_text
 from kubemill.engines.spark.api.application import SparkApplicationStatus
 from kubemill.kinds import load_one
 from kubemill.sdk import summary
+from kubemill.sdk.summary import row_of
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, procinfo
-from kubemill.substrates.local.store import DB_NAME, Store
-from kubemill.substrates.local.summary import SCHEMA_VERSION, phase_of, read_summaries
+from kubemill.substrates.local.records import phase_of
+from kubemill.substrates.local.store import DB_NAME, SCHEMA_VERSION, Store
+from kubemill.substrates.rows import JobSummary
 from support.waiting import eventually
 
 KUBEMILL = Path(sys.executable).parent / "kubemill"
@@ -123,33 +124,42 @@ def finished_jobs(backend: LocalBackend, tmp_path: Path) -> None:
         assert backend.wait(name, namespace, timeout=60).finished
 
 
-def rich_table(backend: LocalBackend, namespace: str | None = None) -> str:
-    """What the full `kubemill get` prints: the job views in rich's table."""
-    console = views.stdout_console()
-    with console.capture() as captured:
-        console.print(views.jobs_table(backend.list(namespace), one_namespace=bool(namespace)))
-    return captured.get()
+def read_summaries(
+    state_dir: Path, namespace: str | None = None, *, now: float | None = None
+) -> list[JobSummary] | None:
+    """The rows ``kubemill get`` lists from the store as it is (None: the core first)."""
+    store = Store(state_dir)
+    try:
+        return store.summaries(namespace, now=now)
+    finally:
+        store.close()
+
+
+def rich_table(backend: LocalBackend, namespace: str | None = None, *, now: float) -> str:
+    """The table of the jobs as the full read sees them (the rows of the job views, as on
+    every other substrate)."""
+    rows = [row_of(view) for view in backend.list(namespace)]
+    return jobs_text(rows, one_namespace=bool(namespace), now=now)
 
 
 @pytest.fixture
-def fixed_age(monkeypatch: pytest.MonkeyPatch) -> float:
+def fixed_age() -> float:
     """Both tables measure ages from the same moment."""
-    now = datetime.now().timestamp() + 5
-    monkeypatch.setattr(views, "age", lambda since, now=None: age_text(moment - since.timestamp()))
-    moment = now
-    return now
+    return datetime.now().timestamp() + 5
 
 
-def test_the_quick_table_is_the_table_rich_draws(
+def test_the_stored_rows_draw_the_table_of_the_full_read(
     backend: LocalBackend, tmp_path: Path, fixed_age: float
 ) -> None:
     finished_jobs(backend, tmp_path)
     summaries = read_summaries(backend.state_dir)
     assert summaries is not None
-    assert jobs_text(summaries, now=fixed_age) == rich_table(backend)
+    assert jobs_text(summaries, now=fixed_age) == rich_table(backend, now=fixed_age)
     only = read_summaries(backend.state_dir, "default")
     assert only is not None and [s.name for s in only] == ["good", "bad"]
-    assert jobs_text(only, one_namespace=True, now=fixed_age) == rich_table(backend, "default")
+    assert jobs_text(only, one_namespace=True, now=fixed_age) == rich_table(
+        backend, "default", now=fixed_age
+    )
     by_name = {s.name: s for s in summaries}
     assert (by_name["good"].phase, by_name["good"].ready, by_name["good"].total) == (
         "Succeeded",
@@ -165,7 +175,7 @@ def test_a_database_of_the_old_schema_is_migrated_and_lists_the_same(
     backend: LocalBackend, tmp_path: Path, fixed_age: float
 ) -> None:
     finished_jobs(backend, tmp_path)
-    expected = rich_table(backend)
+    expected = rich_table(backend, now=fixed_age)
     old_dir = tmp_path / "old-state"
     old_dir.mkdir()
     old = sqlite3.connect(old_dir / DB_NAME)
@@ -181,8 +191,7 @@ def test_a_database_of_the_old_schema_is_migrated_and_lists_the_same(
         old.execute(f"INSERT INTO main.{table} SELECT {columns} FROM new.{table}")
     old.commit()
     old.close()
-    # Not migrated yet: the listing gives way to the full read, which migrates.
-    assert read_summaries(old_dir) is None
+    # The store migrates it as it opens it, for every reader.
     migrated = LocalBackend(old_dir)
     assert migrated.store.path.exists()
     with sqlite3.connect(old_dir / DB_NAME) as conn:
@@ -284,32 +293,6 @@ def test_a_spark_application_is_listed_by_its_state(
     assert SparkApplicationStatus.model_validate(wire).phase == listed
 
 
-@pytest.mark.parametrize(
-    ("argv", "options"),
-    [
-        (["get"], {}),
-        (["get", "-o", "table"], {"output": "table"}),
-        (["get", "-otable", "-nteam"], {"output": "table", "namespace": "team"}),
-        (
-            ["--state-dir", "/s", "-n", "a", "get", "--namespace=b"],
-            {"state_dir": "/s", "namespace": "b"},
-        ),
-        (["--substrate=local", "get"], {"substrate": "local"}),
-        (["get", "myjob"], None),
-        (["get", "--help"], None),
-        (["get", "-o"], None),
-        (["--kubeconfig", "k", "get"], None),
-        (["describe", "x"], None),
-        (["get", "get"], None),
-        ([], None),
-    ],
-)
-def test_only_the_plain_listing_takes_the_quick_path(
-    argv: list[str], options: dict[str, str] | None
-) -> None:
-    assert _parse(argv) == options
-
-
 def test_a_bad_namespace_is_refused_by_the_console_script(tmp_path: Path) -> None:
     env = {**os.environ, "KUBEMILL_STATE_DIR": str(tmp_path / "state")}
     env.pop("KUBEMILL_SUBSTRATE", None)
@@ -345,12 +328,9 @@ def test_the_listed_phase_follows_the_status_whoever_wrote_it(
     assert listed is not None and [s.phase for s in listed] == ["Failed"]
 
 
-def test_an_endpoint_column_appears_in_both_tables_only_when_a_cluster_serves(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_endpoint_column_appears_in_both_tables_only_when_a_cluster_serves() -> None:
     from kubemill.kinds import load_one
     from kubemill.substrates.base import JobView
-    from kubemill.substrates.local.summary import JobSummary
 
     created = datetime(2026, 1, 1, 12, 0, 0).astimezone()
     now = created.timestamp() + 30
@@ -371,12 +351,8 @@ def test_an_endpoint_column_appears_in_both_tables_only_when_a_cluster_serves(
         return JobSummary("default", name, "MarsCluster", "Pending", 0, 3, 0, now - 30, endpoint)
 
     def rich(listed: list[JobView]) -> str:
-        console = views.stdout_console()
-        with console.capture() as captured:
-            console.print(views.jobs_table(listed))
-        return captured.get()
+        return jobs_text([row_of(view) for view in listed], now=now)
 
-    monkeypatch.setattr(views, "age", lambda since, now=None: age_text(30))
     serving = [mars("a", None), mars("b", "http://127.0.0.1:4242")]
     text = jobs_text([summary("a", ""), summary("b", "http://127.0.0.1:4242")], now=now)
     assert text == rich(serving)
@@ -408,7 +384,7 @@ def yearly_schedule(name: str) -> Job:
 
 
 def listed_by_the_console_script(backend: LocalBackend) -> dict[str, list[str]]:
-    """``kubemill get`` as a user runs it (the quick listing): its rows, by name."""
+    """``kubemill get`` as a user runs it: its rows, by name."""
     env = {**os.environ, "KUBEMILL_STATE_DIR": str(backend.state_dir)}
     env.pop("KUBEMILL_SUBSTRATE", None)
     done = subprocess.run(
@@ -426,7 +402,7 @@ def test_a_schedule_is_listed_with_its_state_and_last_run(
     backend: LocalBackend, tmp_path: Path, fixed_age: float
 ) -> None:
     """Beside jobs, a schedule shows whether runs start (Scheduled / Suspended) and its
-    last run, never replicas it cannot have; the quick table is still rich's."""
+    last run, never replicas it cannot have; the stored rows draw the full read's table."""
     backend.submit(pytorch_job("good", master="pass"), SubmitOptions(base_dir=str(tmp_path)))
     assert backend.wait("good", timeout=60).finished
     (tmp_path / "app.py").write_text("print('never run here')\n")
@@ -439,7 +415,7 @@ def test_a_schedule_is_listed_with_its_state_and_last_run(
         assert rows["good"][:2] == ["PyTorchJob", "Succeeded"] and rows["good"][-1] == "-"
         summaries = read_summaries(backend.state_dir)
         assert summaries is not None
-        assert jobs_text(summaries, now=fixed_age) == rich_table(backend)
+        assert jobs_text(summaries, now=fixed_age) == rich_table(backend, now=fixed_age)
 
         backend.suspend("yearly")
         # Suspended: the core clears nextRun; once it has, the loop writes nothing more.
@@ -455,10 +431,113 @@ def test_a_schedule_is_listed_with_its_state_and_last_run(
         assert rows["yearly"][-1] == "yearly-1 (5m ago)"
         summaries = read_summaries(backend.state_dir)
         assert summaries is not None
-        assert jobs_text(summaries, now=fixed_age) == rich_table(backend)
+        assert jobs_text(summaries, now=fixed_age) == rich_table(backend, now=fixed_age)
 
         backend.resume("yearly")
         eventually(lambda: backend.get("yearly").job.status.next_run is not None, what="resumed")
         assert listed_by_the_console_script(backend)["yearly"][1] == "Scheduled"
     finally:
         backend.delete("yearly")
+
+
+def test_the_coloured_table_is_the_plain_one_with_its_phases_coloured() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0).timestamp()
+    rows = [
+        JobSummary("default", "a", "PyTorchJob", "Succeeded", 3, 3, 0, now - 30),
+        JobSummary("team-a", "long-name", "TFJob", "Failed", 0, 12, 4, now - 7200),
+        JobSummary(
+            "default",
+            "sched",
+            "ScheduledThing",
+            "Scheduled",
+            0,
+            0,
+            0,
+            now,
+            "",
+            controller=True,
+            last_run_name="",
+        ),
+    ]
+    plain = jobs_text(rows, now=now)
+    coloured = jobs_text(rows, colour=True, now=now)
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+    assert "\x1b[32mSucceeded\x1b[0m" in coloured and "\x1b[1;31mFailed\x1b[0m" in coloured
+    header, *lines = plain.splitlines()
+    assert header.split() == [
+        "NAMESPACE",
+        "NAME",
+        "KIND",
+        "STATE",
+        "REPLICAS",
+        "RESTARTS",
+        "AGE",
+        "LAST",
+        "RUN",
+    ]
+    # Columns start where the header's do, three spaces after the widest cell before them.
+    starts = [header.index(h) for h in ("NAME", "KIND", "STATE", "REPLICAS", "AGE")]
+    for line in lines:
+        assert all(line[i - 3 : i] == "   " and line[i] != " " for i in starts[1:]), line
+    assert lines[2].split()[4:7] == ["-", "-", "0s"]
+
+
+def test_the_listing_loads_no_job_model_and_no_typer_rich_or_pydantic(tmp_path: Path) -> None:
+    """The one path of `kubemill get` stays cheap to start: the store's rows, the text table."""
+    code = (
+        "import sys\n"
+        "from kubemill.cli.listing import plain_get\n"
+        "assert plain_get(['get']) == 0\n"
+        "heavy = ('pydantic', 'typer', 'rich', 'yaml', 'kubemill.api', 'kubemill.kinds',"
+        " 'kubemill.sdk', 'kubemill.core')\n"
+        "print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.')"
+        " for h in heavy)))\n"
+    )
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(tmp_path / "state")}
+    env.pop("KUBEMILL_SUBSTRATE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    listed, loaded = done.stdout.splitlines()
+    assert listed == "No jobs found."
+    assert loaded == "[]"
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (["get"], {}),
+        (["get", "-o", "table"], {}),
+        (["get", "-otable", "-nteam"], {"namespace": "team"}),
+        (
+            ["--state-dir", "/s", "-n", "a", "get", "--namespace=b"],
+            {"state_dir": "/s", "namespace": "b"},
+        ),
+        (["--substrate=LOCAL", "get"], {}),
+        (["--substrate", "kubernetes", "get"], {"substrate": "kubernetes"}),
+        (["get", "myjob"], None),
+        (["get", "--help"], None),
+        (["get", "-o"], None),
+        (["get", "-o", "yaml"], None),
+        (["--substrate", "moon", "get"], None),
+        (["--kubeconfig", "k", "get"], None),
+        (["describe", "x"], None),
+        (["get", "get"], None),
+        ([], None),
+    ],
+)
+def test_only_the_plain_listing_skips_typer(
+    argv: list[str], options: dict[str, str] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubemill.cli.listing import plain_get_settings
+    from kubemill.cli.settings import Settings, Substrate
+
+    monkeypatch.delenv("KUBEMILL_SUBSTRATE", raising=False)
+    monkeypatch.delenv("KUBEMILL_STATE_DIR", raising=False)
+    settings = plain_get_settings(argv)
+    if options is None:
+        assert settings is None
+        return
+    substrate = Substrate(options.pop("substrate", "local"))
+    assert settings == Settings(substrate=substrate, **options)

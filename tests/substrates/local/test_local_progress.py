@@ -16,15 +16,16 @@ from pathlib import Path
 import pytest
 from local_support import container, pytorch_job
 
-from kubemill.cli import views
-from kubemill.cli.quick import age_text, jobs_text
+from kubemill.cli.table import jobs_text
 from kubemill.core import ReconcileOptions
 from kubemill.progress import MAX_LINE
 from kubemill.sdk import JobClient
+from kubemill.sdk.summary import row_of
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend, SupervisorOptions
 from kubemill.substrates.local.progress import ProgressTail, history
-from kubemill.substrates.local.summary import read_summaries
+from kubemill.substrates.local.store import Store
+from kubemill.substrates.rows import JobSummary
 from support.waiting import eventually
 
 
@@ -45,19 +46,24 @@ def lines_program(reports: list[dict[str, object]], *, then_wait_for: str = "") 
     return "\n".join(code)
 
 
-def rich_table(backend: LocalBackend) -> str:
-    console = views.stdout_console()
-    with console.capture() as captured:
-        console.print(views.jobs_table(backend.list()))
-    return captured.get()
+def read_summaries(state_dir: Path) -> list[JobSummary] | None:
+    """The rows ``kubemill get`` lists from the store as it is (None: the core first)."""
+    store = Store(state_dir)
+    try:
+        return store.summaries()
+    finally:
+        store.close()
+
+
+def rich_table(backend: LocalBackend, now: float | None = None) -> str:
+    """The table of the jobs as the full read sees them (what every other substrate lists)."""
+    return jobs_text([row_of(view) for view in backend.list()], now=now)
 
 
 @pytest.fixture
-def fixed_age(monkeypatch: pytest.MonkeyPatch) -> float:
+def fixed_age() -> float:
     """Both tables measure ages from the same moment."""
-    moment = datetime.now().timestamp() + 5
-    monkeypatch.setattr(views, "age", lambda since, now=None: age_text(moment - since.timestamp()))
-    return moment
+    return datetime.now().timestamp() + 5
 
 
 def test_reports_reach_the_status_get_and_the_sdk(
@@ -94,7 +100,7 @@ def test_reports_reach_the_status_get_and_the_sdk(
     summaries = read_summaries(backend.state_dir)
     assert summaries is not None
     quick = jobs_text(summaries, now=fixed_age)
-    assert quick == rich_table(backend)
+    assert quick == rich_table(backend, fixed_age)
     header, row = quick.splitlines()
     assert header.split()[-2:] == ["PROGRESS", "ETA"]
     assert row.split()[-2:] == ["50%", "20s"]

@@ -3,13 +3,34 @@ executors, run again as a whole on failure: the re-run lifecycle; locally by pys
 ``spark-submit``) and the ScheduledSparkApplication controller, which creates
 SparkApplications on a cron schedule by the rules of :mod:`kubemill.engines.spark.schedule`."""
 
+from datetime import datetime
+
+from kubemill.api import Job
 from kubemill.core import RERUN
-from kubemill.engines.base import Controller, Engine, LocalSupport, OperatorGrant
-from kubemill.engines.spark.api.application import SPARKAPPLICATION
-from kubemill.engines.spark.api.scheduled import SCHEDULEDSPARKAPPLICATION
+from kubemill.engines.base import (
+    Controller,
+    ControllerListing,
+    Engine,
+    LocalSupport,
+    OperatorGrant,
+)
+from kubemill.engines.spark.api.application import SPARKAPPLICATION, SparkApplicationStatus
+from kubemill.engines.spark.api.scheduled import (
+    SCHEDULEDSPARKAPPLICATION,
+    ScheduledSparkApplication,
+)
 from kubemill.engines.spark.framework.planner import DRIVER_RESOURCES, DRIVER_VERBS, Spark
 from kubemill.engines.spark.local import LOCAL_ENV, local_plan, refusals
 from kubemill.engines.spark.schedule import SCHEDULED_SPARK
+
+
+def _web_ui(job: Job) -> str:
+    """The driver's UI, once the driver has said where it serves."""
+    status = job.status
+    if isinstance(status, SparkApplicationStatus):
+        return status.driver_info.web_ui_address or ""
+    return ""
+
 
 ENGINE = Engine(
     SPARKAPPLICATION,
@@ -57,7 +78,43 @@ ENGINE = Engine(
     lifecycle=RERUN,
     restarts=False,
     local=LocalSupport(env=LOCAL_ENV, replan=local_plan, refusals=refusals),
+    web_ui=_web_ui,
 )
+
+
+def _schedule(job: Job) -> ScheduledSparkApplication:
+    if not isinstance(job, ScheduledSparkApplication):
+        raise TypeError(f"{job.kind} {job.name} is no ScheduledSparkApplication")
+    return job
+
+
+def _state(job: Job) -> str:
+    """``Suspended`` while ``spec.suspend`` keeps new runs from starting (upstream's state
+    stays ``Scheduled`` then, with ``suspend`` in a column of its own, which the job list
+    has not), else the schedule's state (``New`` before its first pass, ``Scheduled``,
+    ``FailedValidation``)."""
+    schedule = _schedule(job)
+    word = schedule.status.phase
+    return "Suspended" if schedule.spec.suspend and word in ("New", "Scheduled") else word
+
+
+def _last_run(job: Job) -> tuple[str, datetime | None]:
+    status = _schedule(job).status
+    return status.last_run_name or "", status.last_run
+
+
+def _columns(job: Job) -> tuple[tuple[str, str | datetime | None], ...]:
+    """Upstream's printer columns."""
+    schedule = _schedule(job)
+    spec, status = schedule.spec, schedule.status
+    zone = f" ({spec.time_zone})" if spec.time_zone else ""
+    return (
+        ("SCHEDULE", f"{spec.schedule}{zone}"),
+        ("SUSPEND", "true" if spec.suspend else "false"),
+        ("LAST RUN", status.last_run),
+        ("LAST RUN NAME", status.last_run_name or "-"),
+    )
+
 
 SCHEDULE = Controller(
     SCHEDULEDSPARKAPPLICATION,
@@ -67,6 +124,7 @@ SCHEDULE = Controller(
     SCHEDULED_SPARK,
     # Locally a detached loop asks the same core and submits its runs as local jobs.
     local=LocalSupport(),
+    listing=ControllerListing(state=_state, last_run=_last_run, columns=_columns),
 )
 
 __all__ = ["ENGINE", "SCHEDULE"]

@@ -1,14 +1,15 @@
 """The local substrate: a job's replicas as processes on this machine, state in SQLite.
 
 :class:`LocalBackend` is what the SDK uses; the modules behind it are private:
-``store`` (SQLite and the state directory), ``summary`` (where state lives, and what
-``kubemill get`` lists, without the job models), ``network`` (127.0.0.1 and reserved
+``store`` (SQLite and the state directory; what ``kubemill get`` lists is read there
+without the job models), ``records`` (its rows), ``network`` (127.0.0.1 and reserved
 ports), ``launch`` (argv, env, working directory, spawning), ``kubelet`` (one replica's
 process and its in-place restarts), ``supervisor`` (the reconcile loop), ``verdict`` (the
 core's verdict when no loop can ask for it) and ``logs``.
 
 The names below are imported when first used, so that a lean module of this package
-(``summary``, ``procinfo``) is imported without the models and the core behind the rest.
+(``store``, ``records``, ``procinfo``) is imported without the models and the core behind
+the rest.
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ if TYPE_CHECKING:
     from kubemill.substrates.local.images import CONFIG_ENV, Environment, ImageConfig
     from kubemill.substrates.local.launch import NotRunnableLocally
     from kubemill.substrates.local.network import LocalNetwork
-    from kubemill.substrates.local.store import Store
-    from kubemill.substrates.local.summary import STATE_DIR_ENV, default_state_dir
+    from kubemill.substrates.local.store import STATE_DIR_ENV, Store, default_state_dir
     from kubemill.substrates.local.supervisor import SupervisorOptions
 
 _WHERE = {
     "CONFIG_ENV": "kubemill.substrates.local.images",
     "INTERRUPTED": "kubemill.core",
-    "STATE_DIR_ENV": "kubemill.substrates.local.summary",
+    "STATE_DIR_ENV": "kubemill.substrates.local.store",
     "Environment": "kubemill.substrates.local.images",
     "ImageConfig": "kubemill.substrates.local.images",
     "LocalBackend": "kubemill.substrates.local.backend",
@@ -37,7 +37,7 @@ _WHERE = {
     "NotRunnableLocally": "kubemill.substrates.local.launch",
     "Store": "kubemill.substrates.local.store",
     "SupervisorOptions": "kubemill.substrates.local.supervisor",
-    "default_state_dir": "kubemill.substrates.local.summary",
+    "default_state_dir": "kubemill.substrates.local.store",
 }
 
 

@@ -70,16 +70,17 @@ from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_a
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
+from kubemill.substrates.local.records import SUPERVISOR_START_GRACE
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
     JobRecord,
     NewJob,
     PortConflict,
     Store,
+    checked_namespace,
     listing_fields,
 )
 from kubemill.substrates.local.submission import (
-    checked_namespace,
     environments_for,
     inside_state_dir,
     manifest_of,
@@ -89,7 +90,6 @@ from kubemill.substrates.local.submission import (
     start_detached,
     warn_ignored_containers,
 )
-from kubemill.substrates.local.summary import SUPERVISOR_START_GRACE
 from kubemill.substrates.local.supervisor import SupervisorOptions
 from kubemill.substrates.local.verdict import heal, judge_unsupervised, kill_leftovers
 

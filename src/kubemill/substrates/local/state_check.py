@@ -10,12 +10,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubemill.substrates.local.store import BrokenState, Store
-from kubemill.substrates.local.summary import (
+from kubemill.substrates.local.store import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
     SCHEMA_VERSION,
     STATE_DIR_ENV,
+    BrokenState,
+    Store,
     default_state_dir,
 )
 

@@ -36,35 +36,38 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from kubemill.kinds import load_one
-from kubemill.substrates.base import JobExists, JobNotFound, SubstrateError
+from kubemill.substrates.errors import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
 from kubemill.substrates.local.records import (
+    READY_PHASES,
+    SCHEDULE_STATE,
     EventRow,
     JobRecord,
     NewJob,
     ReplicaRecord,
     exists_message,
     job_record,
+    job_summary,
     merge_into,
     replica_record,
     reserved_ports_in,
     upsert_replica,
 )
 from kubemill.substrates.local.state_schema import (
+    BUSY_TIMEOUT_MS,
+    DB_NAME,
+    LISTING_QUERY,
     SCHEMA,
+    SCHEMA_VERSION,
+    STATE_DIR_ENV,
     TO_2,
+    checked_namespace,
+    default_state_dir,
     fill_summaries,
     listing_fields,
     run_script,
 )
-from kubemill.substrates.local.summary import (
-    BUSY_TIMEOUT_MS,
-    DB_NAME,
-    SCHEMA_VERSION,
-    STATE_DIR_ENV,
-    default_state_dir,
-)
+from kubemill.substrates.rows import JobSummary
 
 
 class PortConflict(SubstrateError):
@@ -286,6 +289,30 @@ class Store:
         return [job_record(r) for r in rows]
 
     @_translated
+    def summaries(
+        self, namespace: str | None = None, *, now: float | None = None
+    ) -> list[JobSummary] | None:
+        """Every job's row of a job list (of ``namespace``), oldest first, from one query
+        and without the job models; None when a job needs the core first (a supervisor died,
+        a TTL may have passed) or its record cannot be read as it is: then the caller reads
+        the jobs whole (:meth:`jobs`), through the core, which heals, deletes or reports."""
+        moment = time.time() if now is None else now
+        namespace = None if namespace is None else checked_namespace(namespace)
+        marks = ",".join("?" for _ in READY_PHASES)
+        where, args = ("WHERE jobs.namespace = ?", (namespace,)) if namespace else ("", ())
+        query = LISTING_QUERY.format(ready=marks, where=where, schedule_state=SCHEDULE_STATE)
+        cursor = self._connection().cursor()
+        cursor.row_factory = None  # plain tuples, in the query's order
+        rows = cursor.execute(query, (*READY_PHASES, *args)).fetchall()
+        found = []
+        for row in rows:
+            summary = job_summary(row, moment)
+            if summary is None:
+                return None
+            found.append(summary)
+        return found
+
+    @_translated
     def set_status(self, uid: str, status: Mapping[str, Any], *, finished: bool) -> None:
         """Record the job's status (the supervisor calls this only when it changed)."""
         with self._write() as tx:
@@ -378,6 +405,8 @@ class Store:
                         current[key] = value
                 meta["annotations"] = current
             if suspend is not None:
+                from kubemill.kinds import load_one
+
                 # Each kind says where its suspend field is (Spark's is spec.suspend).
                 merge_into(manifest, type(load_one(manifest)).suspend_patch(suspend))
             tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
@@ -542,7 +571,10 @@ class Store:
 
 
 __all__ = [
+    "BUSY_TIMEOUT_MS",
     "DB_NAME",
+    "LISTING_QUERY",
+    "SCHEMA_VERSION",
     "STATE_DIR_ENV",
     "BrokenState",
     "EventRow",
@@ -551,6 +583,7 @@ __all__ = [
     "PortConflict",
     "ReplicaRecord",
     "Store",
+    "checked_namespace",
     "default_state_dir",
     "listing_fields",
     "state_error",

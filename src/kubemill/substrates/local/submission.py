@@ -8,7 +8,6 @@ starting a detached supervisor (``python -m kubemill.substrates.local.supervisor
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -34,24 +33,9 @@ from kubemill.substrates.local.store import (
     NewJob,
     ReplicaRecord,
     Store,
+    checked_namespace,
     listing_fields,
 )
-
-DEFAULT_NAMESPACE = "default"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-def checked_namespace(namespace: str | None) -> str:
-    """The namespace to use (``default`` when none is given); every method that takes one
-    checks it here, so a name such as ``../..`` is refused the same way everywhere."""
-    if not namespace:
-        return DEFAULT_NAMESPACE
-    if not _DNS_LABEL.match(namespace):
-        raise SubstrateError(
-            f"namespace {namespace!r} is not a valid name; use lowercase letters,"
-            " digits and '-', starting and ending with a letter or digit"
-        )
-    return namespace
 
 
 def inside_state_dir(state_dir: Path, path: Path) -> Path:
