@@ -75,7 +75,8 @@ def mentions() -> dict[str, int]:
 def test_every_builtin_kind_lives_in_an_engine_folder() -> None:
     folders = kinds_by_folder()
     assert set(folders.values()) == {
-        f"engines/{name}/" for name in ("tensorflow", "pytorch", "mpi", "spark", "mars")
+        f"engines/{name}/"
+        for name in ("tensorflow", "pytorch", "mpi", "spark", "mars", "jax", "xgboost", "paddle")
     }
     for folder in folders.values():
         assert (SRC / folder / "entry.py").is_file(), folder

@@ -301,6 +301,9 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
         "/apis/kubemill.dev/v1/mpijobs",
         "/apis/kubemill.dev/v1/sparkapplications",
         "/apis/kubemill.dev/v1/marsclusters",
+        "/apis/kubemill.dev/v1/jaxjobs",
+        "/apis/kubemill.dev/v1/xgboostjobs",
+        "/apis/kubemill.dev/v1/paddlejobs",
         "/apis/kubemill.dev/v1/scheduledsparkapplications",
         "/api/v1/pods",
     ]
