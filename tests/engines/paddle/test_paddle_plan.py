@@ -108,7 +108,11 @@ def test_locally_each_replica_gets_the_loopback_address_and_a_log_directory_of_i
     plan = local_plan(paddlejob(Worker=2), loopback)
     port = loopback.ports[("Worker", 0, 36543)]
     first, second = (dict(env_items(rep)) for rep in plan.replicas)
-    assert first["PADDLE_MASTER"] == f"$(POD_IP_DUMMY):{port}"
+    # The pod IP the rendezvous master serves on is the Network's address, as a value.
+    assert (first["POD_IP_DUMMY"], first["PADDLE_MASTER"]) == (
+        "127.0.0.1",
+        f"$(POD_IP_DUMMY):{port}",
+    )
     assert second["PADDLE_MASTER"] == f"127.0.0.1:{port}"
     assert (first["POD_IP"], first["PADDLE_LOG_DIR"]) == ("127.0.0.1", "log/pd-worker-0")
     assert (second["POD_IP"], second["PADDLE_LOG_DIR"]) == ("127.0.0.1", "log/pd-worker-1")

@@ -1,6 +1,11 @@
 """PaddlePaddle on the local substrate: every replica is a "node" of
 ``paddle.distributed.launch`` on this one machine.
 
+The rendezvous master's ``POD_IP_DUMMY`` (its pod's IP, a ``valueFrom.fieldRef`` on
+Kubernetes) is the replica's address from the substrate's
+:class:`~kubemill.frameworks.Network`, written as a plain value: the launcher reads
+``PADDLE_MASTER=$(POD_IP_DUMMY):<port>`` after expansion.
+
 Two things a pod has of its own that local replicas share, so each gets them here:
 
 - ``POD_IP`` (the launcher's ``--host``): the replica's address from the substrate's
@@ -20,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kubemill.api import Job
+from kubemill.engines.paddle.framework import POD_IP_VARIABLE
 from kubemill.frameworks import Network, Plan, ReplicaPlan
 from kubemill.frameworks._common import env
 
@@ -27,14 +33,15 @@ LOG_ROOT = "log"
 
 
 def _with_local_env(rep: ReplicaPlan, network: Network) -> ReplicaPlan:
-    wanted = {
-        "POD_IP": network.replica_host(rep.replica_type, rep.index),
-        "PADDLE_LOG_DIR": f"{LOG_ROOT}/{rep.name}",
-    }
+    address = network.replica_host(rep.replica_type, rep.index)
+    planned = tuple(
+        env(var.name, address) if var.name == POD_IP_VARIABLE else var for var in rep.env
+    )
+    wanted = {"POD_IP": address, "PADDLE_LOG_DIR": f"{LOG_ROOT}/{rep.name}"}
     containers = [c for c in rep.template.spec.containers if c.name == rep.container]
-    own = {var.name for c in containers for var in c.env or []} | {var.name for var in rep.env}
+    own = {var.name for c in containers for var in c.env or []} | {var.name for var in planned}
     extra = [env(name, value) for name, value in wanted.items() if name not in own]
-    return replace(rep, env=(*rep.env, *extra))
+    return replace(rep, env=(*planned, *extra))
 
 
 def local_plan(job: Job, plan: Plan, network: Network) -> Plan:
