@@ -65,7 +65,18 @@ def mentions() -> dict[str, int]:
 def test_every_builtin_kind_lives_in_an_engine_folder() -> None:
     folders = kinds_by_folder()
     assert set(folders.values()) == {
-        f"engines/{name}/" for name in ("tensorflow", "pytorch", "mpi", "spark", "mars", "trainer")
+        f"engines/{name}/"
+        for name in (
+            "tensorflow",
+            "pytorch",
+            "mpi",
+            "spark",
+            "mars",
+            "jax",
+            "xgboost",
+            "paddle",
+            "trainer",
+        )
     }
     for folder in folders.values():
         assert (SRC / folder / "entry.py").is_file(), folder

@@ -31,8 +31,10 @@ from kubemill.api import (
     ReplicaSpec,
     RunPolicy,
 )
+from kubemill.engines.jax.api import JAXJobSpec
 from kubemill.engines.mars.api import MarsClusterSpec
 from kubemill.engines.mpi.api import MPIJobSpec
+from kubemill.engines.paddle.api import PaddleJobSpec
 from kubemill.engines.pytorch.api import PyTorchJobSpec
 from kubemill.engines.spark.api.scheduled import ScheduledSparkApplicationSpec
 from kubemill.engines.spark.api.spec import SparkApplicationSpec
@@ -40,6 +42,7 @@ from kubemill.engines.tensorflow.api import TFJobSpec
 from kubemill.engines.trainer.api import runtimes
 from kubemill.engines.trainer.api.defaults import DEFAULT_RUNTIMES
 from kubemill.engines.trainer.api.spec import TrainJobSpec
+from kubemill.engines.xgboost.api import XGBoostJobSpec
 from kubemill.frameworks import Endpoint
 from kubemill.kinds import entry_for, load_one, plan_for
 from kubemill.substrates.local.images import default_environment
@@ -56,6 +59,9 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "MarsCluster": MarsClusterSpec,
     "ScheduledSparkApplication": ScheduledSparkApplicationSpec,
     "TrainJob": TrainJobSpec,
+    "JAXJob": JAXJobSpec,
+    "XGBoostJob": XGBoostJobSpec,
+    "PaddleJob": PaddleJobSpec,
     "Run policy": RunPolicy,
     "Replica spec": ReplicaSpec,
     "Pod template": PodTemplateSpec,
@@ -205,10 +211,10 @@ def base_manifest(kind: str) -> dict[str, Any]:
                 "mainApplicationFile": "local:///opt/spark/app.py",
             },
         }
-    container = "tensorflow" if kind == "TFJob" else "pytorch"
-    field = "tfReplicaSpecs" if kind == "TFJob" else "pytorchReplicaSpecs"
+    model = entry_for(kind).api.model
+    container, field = model.DEFAULT_CONTAINER, model.REPLICA_SPECS_FIELD
     pod = {"containers": [{"name": container, "image": "local", "command": ["true"]}]}
-    types_ = ("Worker",) if kind == "TFJob" else ("Master", "Worker")
+    types_ = ("Worker",) if kind in ("TFJob", "JAXJob") else ("Master", "Worker")
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": kind,
@@ -221,6 +227,7 @@ SECTION_ROOT: dict[str, tuple[str, str]] = {
     "Job metadata": ("TFJob", "metadata"),
     "TFJob": ("TFJob", "spec"),
     "PyTorchJob": ("PyTorchJob", "spec"),
+    "PaddleJob": ("PaddleJob", "spec"),
     "SparkApplication": ("SparkApplication", "spec"),
     "TrainJob": ("TrainJob", "spec"),
     "Run policy": ("TFJob", "spec.runPolicy"),
@@ -233,6 +240,7 @@ SECTION_ROOT: dict[str, tuple[str, str]] = {
 SAMPLES: dict[tuple[str, str], Any] = {
     ("TFJob", "enableDynamicWorker"): True,
     ("PyTorchJob", "elasticPolicy.metrics"): [],
+    ("PaddleJob", "elasticPolicy"): {"minReplicas": 1, "maxReplicas": 2},
     ("Run policy", "managedBy"): "kueue.x-k8s.io/multikueue",
     ("Pod template", "metadata.name"): "mine",
     ("Container", "envFrom"): [{"configMapRef": {"name": "settings"}}],

@@ -78,6 +78,44 @@ spec:
     mainApplicationFile: local:///opt/spark/examples/src/main/python/pi.py
 """
 
+JAX_WORKERS = """
+apiVersion: {api}
+kind: JAXJob
+metadata: {{name: {name}}}
+spec:
+  jaxReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{{name: jax, image: local}}]
+"""
+
+XGBOOST_MASTER = """
+apiVersion: {api}
+kind: XGBoostJob
+metadata: {{name: {name}}}
+spec:
+  xgbReplicaSpecs:
+    Master:
+      template:
+        spec:
+          containers: [{{name: xgboost, image: local}}]
+"""
+
+PADDLE_WORKERS = """
+apiVersion: {api}
+kind: PaddleJob
+metadata: {{name: {name}}}
+spec:
+  paddleReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{{name: paddle, image: local}}]
+"""
+
 MARS_CLUSTER = """
 apiVersion: {api}
 kind: MarsCluster
@@ -103,6 +141,9 @@ TEMPLATES = {
     "SparkApplication": SPARK_APP,
     "ScheduledSparkApplication": SCHEDULED_SPARK_APP,
     "MarsCluster": MARS_CLUSTER,
+    "JAXJob": JAX_WORKERS,
+    "XGBoostJob": XGBOOST_MASTER,
+    "PaddleJob": PADDLE_WORKERS,
     "TrainJob": TRAIN_JOB,
 }
 SUSPENDABLE = {kind: TEMPLATES[kind] for kind in TEMPLATES if kind != "MarsCluster"}

@@ -315,6 +315,10 @@ def every_kind(namespace: str) -> list[dict[str, Any]]:
     ]
     for example in ("spark-pi.yaml", "scheduled-spark-pi.yaml", "mars-cluster.yaml"):
         manifests.append(yaml.safe_load((ROOT / "examples" / example).read_text()))
+    for example in ("jax-psum.yaml", "xgboost-collective.yaml", "paddle-collective.yaml"):
+        manifest = yaml.safe_load((ROOT / "examples" / example).read_text())
+        manifest["spec"]["runPolicy"]["suspend"] = True
+        manifests.append(manifest)
     for manifest in manifests:
         manifest["apiVersion"] = "kubemill.dev/v1"
         manifest["metadata"]["namespace"] = namespace

@@ -14,12 +14,15 @@ from pydantic import Field
 
 from kubemill.api import Job, KindApi, ReplicaSpec, RunPolicy
 from kubemill.api.base import KubeModel
+from kubemill.engines.jax.framework import Jax
 from kubemill.engines.mars.framework import Mars
 from kubemill.engines.mpi.framework import MPI
+from kubemill.engines.paddle.framework import Paddle
 from kubemill.engines.pytorch.framework import PyTorch
 from kubemill.engines.spark.framework.planner import Spark
 from kubemill.engines.tensorflow.framework import TensorFlow
 from kubemill.engines.trainer.framework import Trainer
+from kubemill.engines.xgboost.framework import XGBoost
 from kubemill.frameworks import Network, Plan, PlanError
 from kubemill.kinds import (
     BUILTIN,
@@ -103,7 +106,17 @@ def probe() -> Iterator[Engine]:
 
 
 def test_the_builtins_are_one_entry_each() -> None:
-    kinds = ["TFJob", "PyTorchJob", "MPIJob", "SparkApplication", "MarsCluster", "TrainJob"]
+    kinds = [
+        "TFJob",
+        "PyTorchJob",
+        "MPIJob",
+        "SparkApplication",
+        "MarsCluster",
+        "JAXJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "TrainJob",
+    ]
     assert [e.kind for e in BUILTIN] == kinds
     assert engines()[: len(BUILTIN)] == BUILTIN
     assert isinstance(engine_for("TFJob").framework, TensorFlow)
@@ -111,6 +124,9 @@ def test_the_builtins_are_one_entry_each() -> None:
     assert isinstance(engine_for("MPIJob").framework, MPI)
     assert isinstance(engine_for("SparkApplication").framework, Spark)
     assert isinstance(engine_for("MarsCluster").framework, Mars)
+    assert isinstance(engine_for("JAXJob").framework, Jax)
+    assert isinstance(engine_for("XGBoostJob").framework, XGBoost)
+    assert isinstance(engine_for("PaddleJob").framework, Paddle)
     assert isinstance(engine_for("TrainJob").framework, Trainer)
     assert [c["spec"]["names"]["kind"] for c in crds()] == [*kinds, "ScheduledSparkApplication"]
 
@@ -138,7 +154,7 @@ def test_a_controller_is_an_entry_of_its_own_after_the_engines() -> None:
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
     with pytest.raises(
-        UnknownKind, match=r"no engine runs 'SparkJob'.*MPIJob, MarsCluster, PyTorchJob"
+        UnknownKind, match=r"no engine runs 'SparkJob'.*MPIJob, MarsCluster, PaddleJob, PyTorchJob"
     ):
         engine_for("SparkJob")
     job = ProbeJob(metadata={"name": "x"})
@@ -181,6 +197,9 @@ def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
                     "pytorchjobs",
                     "mpijobs",
                     "sparkapplications",
+                    "jaxjobs",
+                    "xgboostjobs",
+                    "paddlejobs",
                     "trainjobs",
                     "probejobs",
                 ),

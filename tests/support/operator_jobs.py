@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kubemill.kinds import entry_for
+
 
 def _replica(replicas: int, policy: str | None, container: str) -> dict[str, Any]:
     spec: dict[str, Any] = {
@@ -102,3 +104,27 @@ def mpijob(*, launcher: list[str] | None = None, **spec: Any) -> dict[str, Any]:
         replica = job["spec"]["mpiReplicaSpecs"]["Launcher"]
         replica["template"]["spec"]["containers"][0]["command"] = launcher
     return job
+
+
+def replica_job(
+    kind: str,
+    name: str,
+    replicas: dict[str, int],
+    *,
+    run_policy: dict[str, Any] | None = None,
+    api_version: str = "kubemill.dev/v1",
+) -> tuple[dict[str, Any], str]:
+    """A job of a kind whose replica map is its only required field (JAXJob, XGBoostJob,
+    PaddleJob), every replica OnFailure, and the name of the container it runs in."""
+    model = entry_for(kind).api.model
+    container = model.DEFAULT_CONTAINER
+    pod = {"spec": {"containers": [{"name": container, "image": "example:latest"}]}}
+    specs = {
+        rtype: {"replicas": count, "restartPolicy": "OnFailure", "template": pod}
+        for rtype, count in replicas.items()
+    }
+    spec: dict[str, Any] = {model.REPLICA_SPECS_FIELD: specs}
+    if run_policy:
+        spec["runPolicy"] = run_policy
+    manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
+    return manifest, container

@@ -35,12 +35,15 @@ from kubemill.engines.base import (
     OperatorGrant,
     ServiceEngine,
 )
+from kubemill.engines.jax import entry as jax
 from kubemill.engines.mars import entry as mars
 from kubemill.engines.mpi import entry as mpi
+from kubemill.engines.paddle import entry as paddle
 from kubemill.engines.pytorch import entry as pytorch
 from kubemill.engines.spark import entry as spark
 from kubemill.engines.tensorflow import entry as tensorflow
 from kubemill.engines.trainer import entry as trainer
+from kubemill.engines.xgboost import entry as xgboost
 from kubemill.frameworks import Network, Plan, PlanError
 
 BUILTIN: tuple[Engine, ...] = (
@@ -49,6 +52,9 @@ BUILTIN: tuple[Engine, ...] = (
     mpi.ENGINE,
     spark.ENGINE,
     mars.ENGINE,
+    jax.ENGINE,
+    xgboost.ENGINE,
+    paddle.ENGINE,
     trainer.ENGINE,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""

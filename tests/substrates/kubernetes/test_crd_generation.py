@@ -43,13 +43,16 @@ def schema_at(schema: dict[str, Any], json_path: str) -> dict[str, Any]:
 
 def test_both_kinds_registered_with_expected_names() -> None:
     assert sorted(CRDS) == [
+        "JAXJob",
         "MPIJob",
         "MarsCluster",
+        "PaddleJob",
         "PyTorchJob",
         "ScheduledSparkApplication",
         "SparkApplication",
         "TFJob",
         "TrainJob",
+        "XGBoostJob",
     ]
     assert CRDS["TFJob"]["metadata"]["name"] == "tfjobs.kubemill.dev"
     assert CRDS["PyTorchJob"]["metadata"]["name"] == "pytorchjobs.kubemill.dev"

@@ -73,6 +73,9 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "mpijobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "sparkapplications.kubemill.dev"),
         ("CustomResourceDefinition", None, "marsclusters.kubemill.dev"),
+        ("CustomResourceDefinition", None, "jaxjobs.kubemill.dev"),
+        ("CustomResourceDefinition", None, "xgboostjobs.kubemill.dev"),
+        ("CustomResourceDefinition", None, "paddlejobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "trainjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "scheduledsparkapplications.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
@@ -98,7 +101,16 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
     assert rules == [
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["tfjobs", "pytorchjobs", "mpijobs", "sparkapplications", "trainjobs"],
+            "resources": [
+                "tfjobs",
+                "pytorchjobs",
+                "mpijobs",
+                "sparkapplications",
+                "jaxjobs",
+                "xgboostjobs",
+                "paddlejobs",
+                "trainjobs",
+            ],
             "verbs": ["list", "watch", "delete"],
         },
         # A MarsCluster never finishes and a ScheduledSparkApplication never ends: no TTL
@@ -116,6 +128,9 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "mpijobs/status",
                 "sparkapplications/status",
                 "marsclusters/status",
+                "jaxjobs/status",
+                "xgboostjobs/status",
+                "paddlejobs/status",
                 "trainjobs/status",
                 "scheduledsparkapplications/status",
             ],

@@ -60,6 +60,9 @@ EVERY_KIND = [
     "mpijobs.kubemill.dev",
     "sparkapplications.kubemill.dev",
     "marsclusters.kubemill.dev",
+    "jaxjobs.kubemill.dev",
+    "xgboostjobs.kubemill.dev",
+    "paddlejobs.kubemill.dev",
     "scheduledsparkapplications.kubemill.dev",
 ]
 
@@ -106,10 +109,11 @@ def test_a_partial_install_names_the_missing_crd(
     assert backend.list() == []
     with pytest.raises(
         JobNotFound,
-        match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication, MarsCluster or "
-        r"ScheduledSparkApplication .*"
+        match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication, MarsCluster, JAXJob, XGBoostJob, "
+        r"PaddleJob or ScheduledSparkApplication .*"
         r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev, "
-        r"marsclusters.kubemill.dev, scheduledsparkapplications.kubemill.dev are not "
+        r"marsclusters.kubemill.dev, jaxjobs.kubemill.dev, xgboostjobs.kubemill.dev, "
+        r"paddlejobs.kubemill.dev, scheduledsparkapplications.kubemill.dev are not "
         r"installed\)",
     ):
         backend.get("ddp")

@@ -16,7 +16,7 @@ from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
 from kubemill.substrates.kubernetes.render import render_job
 from support.kmock_cluster import Gate
-from support.operator_jobs import mpijob, pytorchjob, tfjob
+from support.operator_jobs import mpijob, pytorchjob, replica_job, tfjob
 from support.operator_support import (
     KUBELET_FINISHES_AFTER,
     Cluster,
@@ -29,6 +29,10 @@ from support.operator_support import (
     writes,
 )
 from support.waiting import eventually
+
+V1_KINDS_ONE_REPLICA = {"JAXJob": "Worker", "XGBoostJob": "Master", "PaddleJob": "Worker"}
+"""The kubeflow.org/v1 kinds of issue 19 and the replica type one replica of which is a
+whole job (what decides it when alone)."""
 
 
 def pods_of(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:
@@ -398,6 +402,11 @@ def test_suspend_deletes_the_pods_and_resume_creates_them_again_with_a_new_start
         pytest.param("PyTorchJob", True, id="kubeflow-pytorchjob"),
         pytest.param("MPIJob", False, id="mpijob"),
         pytest.param("MPIJob", True, id="kubeflow-mpijob"),
+        *(
+            pytest.param(kind, upstream, id=("kubeflow-" if upstream else "") + kind.lower())
+            for kind in V1_KINDS_ONE_REPLICA
+            for upstream in (False, True)
+        ),
     ],
 )
 def test_ttl_after_finished_deletes_the_job_and_its_children_go_with_it(
@@ -420,6 +429,12 @@ def test_ttl_after_finished_deletes_the_job_and_its_children_go_with_it(
         manifest["metadata"]["name"] = "ttl"
         del manifest["spec"]["mpiReplicaSpecs"]["Worker"]
         first, container = "ttl-launcher-0", "launcher"
+    elif kind in V1_KINDS_ONE_REPLICA:
+        only = V1_KINDS_ONE_REPLICA[kind]
+        manifest, container = replica_job(
+            kind, "ttl", {only: 1}, run_policy=run_policy, api_version=api_version
+        )
+        first = f"ttl-{only.lower()}-0"
     else:
         manifest = pytorchjob("ttl", workers=0, run_policy=run_policy, api_version=api_version)
         first, container = "ttl-master-0", "pytorch"
@@ -520,7 +535,7 @@ def test_scaling_workers_down_removes_the_extra_replica_and_up_adds_it_again(
     assert env["WORLD_SIZE"] == "3" and env["RANK"] == "2"
 
 
-@pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob"])
+@pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "PaddleJob"])
 def test_upstream_jobs_keep_restart_counts_in_an_annotation_and_the_backoff_limit_holds(
     cluster: Cluster, operator: Operator, namespace: str, kubelet: Kubelet, kind: str
 ) -> None:
@@ -530,9 +545,16 @@ def test_upstream_jobs_keep_restart_counts_in_an_annotation_and_the_backoff_limi
     if kind == "TFJob":
         manifest = tfjob("kb", workers=1, run_policy=run_policy, api_version="kubeflow.org/v1")
         first, container = "kb-chief-0", "tensorflow"
-    else:
+    elif kind == "PyTorchJob":
         manifest = pytorchjob("kb", run_policy=run_policy, api_version="kubeflow.org/v1")
         first, container = "kb-master-0", "pytorch"
+    else:
+        # Two replicas, worker 0 among them (an XGBoostJob's other one is its Master).
+        replicas = {"Master": 1, "Worker": 1} if kind == "XGBoostJob" else {"Worker": 2}
+        manifest, container = replica_job(
+            kind, "kb", replicas, run_policy=run_policy, api_version="kubeflow.org/v1"
+        )
+        first = "kb-master-0" if kind == "XGBoostJob" else "kb-worker-1"
     cluster.create(job_path(kind, namespace, upstream=True), manifest)
     path = job_path(kind, namespace, "kb", upstream=True)
     pods = wait_pods(cluster, namespace, {first, "kb-worker-0"})

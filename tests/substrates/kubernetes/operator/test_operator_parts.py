@@ -366,12 +366,20 @@ def test_settings_name_the_served_resources() -> None:
         "mpijobs.v1.kubemill.dev",
         "sparkapplications.v1.kubemill.dev",
         "marsclusters.v1.kubemill.dev",
+        "jaxjobs.v1.kubemill.dev",
+        "xgboostjobs.v1.kubemill.dev",
+        "paddlejobs.v1.kubemill.dev",
+        "trainjobs.v1.kubemill.dev",
         "scheduledsparkapplications.v1.kubemill.dev",
         "tfjobs.v1.kubeflow.org",
         "pytorchjobs.v1.kubeflow.org",
+        "jaxjobs.v1.kubeflow.org",
+        "xgboostjobs.v1.kubeflow.org",
+        "paddlejobs.v1.kubeflow.org",
         "mpijobs.v2beta1.kubeflow.org",
         "sparkapplications.v1beta2.sparkoperator.k8s.io",
         "scheduledsparkapplications.v1beta2.sparkoperator.k8s.io",
+        "trainjobs.v1alpha1.trainer.kubeflow.org",
     ]
 
 
