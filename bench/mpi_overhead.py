@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kubemill.engines.mpi.framework import LOCAL_ENV
+from kubemill.engines.mpi.local import LOCAL_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
