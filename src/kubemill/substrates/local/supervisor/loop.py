@@ -224,7 +224,8 @@ class Supervisor:
                 self._stop_all(f"the job {self.job_status.phase.lower()}")
                 self._settle()
                 return
-            self._sleep(now)
+            if not self._dirty:  # else something is to be judged at once (_create_pod)
+                self._sleep(now)
 
     def _reconcile(self, observed: Observed, now: float) -> bool:
         """One reconcile; applies its actions. True if the job was deleted (TTL)."""
@@ -329,6 +330,10 @@ class Supervisor:
         pod.create(now)
         self.pods[name] = pod
         self._start_pending(now)
+        # A pod of our own making is news to the core (on Kubernetes, the watch event of
+        # its creation): judged at once, not a poll interval later, so a later stage (an
+        # MPI launcher after its workers) starts without waiting on a timer.
+        self._dirty = True
 
     def _start_pending(self, now: float) -> None:
         """Start the processes of Pending pods, in creation order, at the start rate."""
