@@ -575,10 +575,12 @@ def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Ite
     if run is not None:
         # Supervised by a thread of this process (`kubemill run`): its own flag says when it
         # let go of the job (no replica can write any more), without a database read, so
-        # it is asked on every pass and the last lines are printed as soon as the job ends.
+        # it is asked on every pass, and setting it ends the pause between two passes: the
+        # last lines are printed as soon as the job ends.
         interval = QUICK_FOLLOW_INTERVAL if len(logs) <= QUICK_FOLLOW_LOGS else FOLLOW_INTERVAL
+        ended = run.supervisor.finished
         yield from follow(
-            logs, finished=run.supervisor.finished.is_set, interval=interval, check_every=0.0
+            logs, finished=ended.is_set, interval=interval, check_every=0.0, pause=ended.wait
         )
         return
 
