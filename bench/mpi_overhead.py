@@ -14,7 +14,7 @@ round by round (the order rotates so that none always runs first on a warm or co
   machine (``--oversubscribe``: 4 ranks on 2 cores), with the environment kubemill gives
   MPI replicas here (``LOCAL_ENV``: loopback only, allowed to run as root);
 - ``mpirun, 2 hosts``: mpirun by hand over two host names with the cheapest remote shell,
-  ``/bin/sh`` (each host an ``orted`` on this machine, its own shared-memory directory as
+  ``/bin/sh`` (each host an ``orted`` on this machine, its own temporary directory as
   kubemill gives each worker): what exec mode costs MPI itself, with no kubemill at all --
   the floor for a launcher that reaches its workers through a remote shell.
 
@@ -54,11 +54,13 @@ SH_AGENT = """\
 #!/bin/sh
 # mpirun's remote shell for two "hosts" on this machine: AGENT <host> <words>.
 host=$1; shift
-mkdir -p "{shm}/$host"
-OMPI_MCA_btl_vader_backing_directory="{shm}/$host" exec /bin/sh -c "$*"
+mkdir -p "{tmp}/$host"
+export TMPDIR="{tmp}/$host" OMPI_MCA_btl_vader_backing_directory="{tmp}/$host"
+exec /bin/sh -c "$*"
 """
-"""The cheapest remote shell: run the words here, each host its own shared-memory
-directory (as kubemill gives each worker; two hosts sharing one crash OpenMPI's vader)."""
+"""The cheapest remote shell: run the words here, each host with a temporary directory of
+its own, as kubemill gives each worker (sharing one, OpenMPI's session directories and
+shared-memory files of two hosts collide: vader crashes, a launch hangs now and then)."""
 
 
 def timed(argv: list[str], *, env: dict[str, str], cwd: Path) -> float:
@@ -99,7 +101,7 @@ def run_by_hand(work: Path) -> float:
 def run_two_hosts(work: Path) -> float:
     agent, hostfile = work / "sh-agent", work / "hostfile"
     if not agent.exists():
-        agent.write_text(SH_AGENT.format(shm=work / "shm"))
+        agent.write_text(SH_AGENT.format(tmp=work / "hosts"))
         agent.chmod(0o755)
         hostfile.write_text("worker-0 slots=2\nworker-1 slots=2\n")
     # The settings kubemill's launcher gets in exec mode (engines/mpi/framework.py).
