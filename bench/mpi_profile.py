@@ -23,14 +23,17 @@ service received kubexec's request and started ``orted``) and the verdict event.
   prints the table and exits).
 
 By hand the same marks give ``to ranks`` (the process started -> the last rank's first
-line), ``user code`` and ``end``. Medians over ``--runs`` rounds, side by side.
+line), ``user code`` and ``end``. Medians over ``--runs`` rounds (after a warm-up round),
+side by side; with ``--baseline SRC`` another ``src`` tree's ``kubemill run`` too (an
+earlier commit's: ``git archive <commit> src | tar -x -C /tmp/base``), for a before and
+after in one run.
 
 ``--cprofile FILE`` also runs one job in this process (``kubemill run``'s own code, with its
 output discarded) with cProfile on the supervisor's thread and the exec service's
 threads, saves the stats to FILE and prints the functions with the most own time and
 the most cumulative time of the supervisor. Run on demand, never from the test suite::
 
-    python bench/mpi_profile.py --runs 5 --cprofile /tmp/mpi.prof
+    python bench/mpi_profile.py --runs 9 [--baseline /tmp/base/src] [--cprofile /tmp/mpi.prof]
 """
 
 from __future__ import annotations
@@ -124,11 +127,13 @@ def marked_manifest(work: Path, wrapper: Path) -> Path:
     return path
 
 
-def kubemill_phases(work: Path, manifest: Path) -> dict[str, float]:
-    """One ``kubemill run``, cut into :data:`KUBEMILL_PHASES` (seconds each)."""
+def kubemill_phases(work: Path, manifest: Path, src: Path) -> dict[str, float]:
+    """One ``kubemill run`` with the package from ``src``, cut into
+    :data:`KUBEMILL_PHASES` (seconds each)."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
-    env = {**os.environ, "KUBEMILL_STATE_DIR": str(state)}
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(state), "PYTHONPATH": str(src)}
     env.pop("KUBEMILL_SUBSTRATE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: from bytecode
     start, end, output = run_marked([str(KUBEMILL), "run", str(manifest)], env=env, cwd=work)
     first_line, last_line = rank_marks(output)
     store = Store(state)
@@ -174,30 +179,33 @@ def median(samples: list[dict[str, float]], phase: str) -> float:
     return statistics.median(s[phase] for s in samples)
 
 
-def report(kubemill: list[dict[str, float]], by_hand: list[dict[str, float]]) -> None:
-    print(f"phase (median of {len(kubemill)} rounds, s)   kubemill run   mpirun by hand")
+def report(trees: dict[str, list[dict[str, float]]], by_hand: list[dict[str, float]]) -> None:
+    """The phases' medians, one column per kubemill tree, then mpirun by hand's."""
+    rounds = len(by_hand)
+    print(f"phase (median of {rounds} rounds, s)".ljust(38), end="")
+    print("".join(f"{name:>12}" for name in trees), "  mpirun by hand")
     hand_start = median(by_hand, "to ranks")
-    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
+    hand = {
+        "to ranks": f"{hand_start:8.3f} (all start-up)",
+        "user code": f"{median(by_hand, 'user code'):8.3f}",
+        "launcher exit": f"{median(by_hand, 'end'):8.3f} (all the end)",
+    }
     for phase in KUBEMILL_PHASES:
-        hand = ""
-        if phase == "to ranks":
-            hand = f"{hand_start:8.3f} (all start-up)"
-        elif phase == "user code":
-            hand = f"{median(by_hand, phase):8.3f}"
-        elif phase == "launcher exit":
-            hand = f"{median(by_hand, 'end'):8.3f} (all the end)"
         indent = "    " if phase in END_PHASES else "  "
-        print(f"{indent}{phase:<{38 - len(indent)}}{median(kubemill, phase):8.3f}       {hand}")
-    start_total = statistics.median(sum(s[p] for p in start_phases) for s in kubemill)
-    end_total = statistics.median(sum(s[p] for p in END_PHASES) for s in kubemill)
-    wall = statistics.median(sum(s.values()) for s in kubemill)
-    hand_wall = statistics.median(sum(s.values()) for s in by_hand)
-    print(f"  {'start-up (to the last rank):':<36}{start_total:8.3f}       {hand_start:8.3f}")
-    print(
-        f"  {'end latency (last line -> exit):':<36}{end_total:8.3f}"
-        f"       {median(by_hand, 'end'):8.3f}"
-    )
-    print(f"  {'wall time:':<36}{wall:8.3f}       {hand_wall:8.3f}")
+        cells = "".join(f"{median(samples, phase):12.3f}" for samples in trees.values())
+        print(f"{indent}{phase:<{36 - len(indent)}}{cells}   {hand.get(phase, '')}")
+    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
+    totals = {
+        "start-up (to the last rank)": (start_phases, hand_start),
+        "end latency (last line -> exit)": (END_PHASES, median(by_hand, "end")),
+        "wall time": (KUBEMILL_PHASES, statistics.median(sum(s.values()) for s in by_hand)),
+    }
+    for title, (phases, by_hand_total) in totals.items():
+        cells = "".join(
+            f"{statistics.median(sum(s[p] for p in phases) for s in samples):12.3f}"
+            for samples in trees.values()
+        )
+        print(f"  {title + ':':<34}{cells}   {by_hand_total:8.3f}")
 
 
 # --- cProfile of one job run in this process --------------------------------------------
@@ -270,25 +278,34 @@ def cprofile_one(work: Path, manifest: Path, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--baseline", type=Path, help="another src tree to profile beside")
     parser.add_argument("--cprofile", type=Path, help="profile one in-process run into FILE")
     args = parser.parse_args()
     if shutil.which("mpirun") is None:
         sys.exit("mpirun is not installed: scripts/setup.sh mpi")
-    kubemill: list[dict[str, float]] = []
-    by_hand: list[dict[str, float]] = []
+    trees = {"kubemill": ROOT / "src"}
+    if args.baseline is not None:
+        trees["baseline"] = args.baseline.resolve()
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, "mpirun"]}
     with tempfile.TemporaryDirectory(prefix="mpi-profile-") as tmp:
         work = Path(tmp)
         wrapper = work / "marked.py"
         wrapper.write_text(WRAPPER)
         manifest = marked_manifest(work, wrapper)
+
+        def run(name: str) -> dict[str, float]:
+            if name == "mpirun":
+                return by_hand_phases(wrapper)
+            return kubemill_phases(work, manifest, trees[name])
+
+        names = list(samples)
+        for name in names:
+            run(name)  # warm-up, not counted
         for round_ in range(max(args.runs, 1)):
-            if round_ % 2 == 0:
-                kubemill.append(kubemill_phases(work, manifest))
-                by_hand.append(by_hand_phases(wrapper))
-            else:
-                by_hand.append(by_hand_phases(wrapper))
-                kubemill.append(kubemill_phases(work, manifest))
-        report(kubemill, by_hand)
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(run(name))
+        report({name: samples[name] for name in trees}, samples["mpirun"])
         if args.cprofile is not None:
             cprofile_one(work, manifest, args.cprofile)
 
