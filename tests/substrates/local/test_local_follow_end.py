@@ -37,7 +37,7 @@ def test_the_followers_pause_ends_with_the_job(
     backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Looks an hour apart: only the supervisor letting go can end the follow in time.
-    monkeypatch.setattr(local_backend, "QUICK_FOLLOW_INTERVAL", 3600.0)
+    monkeypatch.setattr(local_backend, "FOLLOW_INTERVAL", 3600.0)
     job = pytorch_job("brief", master="print('master done', flush=True)")
     backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
     lines: list[str] = []
