@@ -110,6 +110,9 @@ class Supervisor:
         self._manifest: dict[str, object] | None = None
         """The recorded manifest as last adopted; a different one is a change to judge."""
         self._dirty = False
+        self._swept = False
+        """Every replica is gone and so is whatever of the job was found after them: no
+        process of the job is left, and none can start (the exec service has no pod)."""
         self._asked = Requests()
         self.finished = threading.Event()
         """Set once the supervisor has let go of the job (every replica stopped)."""
@@ -481,6 +484,7 @@ class Supervisor:
                 self._sleep(now)
         self._save_replicas()
         self.processes.sweep()
+        self._swept = True
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
@@ -555,8 +559,9 @@ class Supervisor:
         if self._exec is not None:
             with contextlib.suppress(Exception):
                 self._exec.close()
-        with contextlib.suppress(Exception):
-            self.processes.sweep()
+        if not self._swept:  # else nothing of the job is left to find: a scan spared
+            with contextlib.suppress(Exception):
+                self.processes.sweep()
         for pod in self.pods.values():
             pod.close()
         with contextlib.suppress(Exception):
