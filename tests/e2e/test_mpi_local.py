@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kubemill.substrates.local.launch import host_argv
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
 from support.engines import needs_mpirun
 
@@ -123,16 +124,16 @@ def test_killing_a_worker_mid_run_fails_the_job_naming_it(cli: Cli, tmp_path: Pa
     while not ranks_up():
         assert time.monotonic() < deadline, cli("logs", "slow").stdout
         time.sleep(0.2)
-    # The worker's own process: the idle host carries the replica's mark.
+    # The worker's own process: the idle host (what host_argv runs) with the replica's mark.
     mark = "/slow-worker-1"
+    idle = "\0".join(host_argv()) + "\0"
     hosts = [
         pid
         for pid in processes_with_token(cli.token)
         if mark in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
-        and "orted" not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        and "python" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        and Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") == idle
     ]
-    host = min(hosts)  # the host started before anything exec'd into it
+    (host,) = hosts
     os.kill(host, signal.SIGKILL)
 
     def failed_condition() -> dict[str, str] | None:

@@ -96,11 +96,8 @@ from kubemill.substrates.local.verdict import heal, judge_unsupervised, kill_lef
 STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
 FOLLOW_INTERVAL = 0.05
-"""Seconds between two looks for new log lines when following a job."""
-QUICK_FOLLOW_INTERVAL = 0.02
-"""The same while following a job supervised here with few replicas: each look reads every
-replica's log, cheap for a few, and the job's end is seen this much sooner."""
-QUICK_FOLLOW_LOGS = 32
+"""Seconds between two looks for new log lines when following a job (the end of a job
+supervised here cuts the pause short: its last lines need no quicker looks)."""
 FOLLOW_CHECK_EVERY = 0.1
 """How often a follower of a job supervised elsewhere asks the database whether it ended."""
 
@@ -579,10 +576,11 @@ def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Ite
     if run is not None:
         # Supervised by a thread of this process (`kubemill run`): its own flag says when it
         # let go of the job (no replica can write any more), without a database read, so
-        # it is asked on every pass and the last lines are printed as soon as the job ends.
-        interval = QUICK_FOLLOW_INTERVAL if len(logs) <= QUICK_FOLLOW_LOGS else FOLLOW_INTERVAL
+        # it is asked on every pass, and setting it ends the pause between two passes: the
+        # last lines are printed as soon as the job ends.
+        ended = run.supervisor.finished
         yield from follow(
-            logs, finished=run.supervisor.finished.is_set, interval=interval, check_every=0.0
+            logs, finished=ended.is_set, interval=FOLLOW_INTERVAL, check_every=0.0, pause=ended.wait
         )
         return
 

@@ -7,7 +7,7 @@ This is the local stand-in for the container runtime:
   the seed's ``command: [""]``) cannot run here: there is no image to take an entrypoint
   from. The one exception is a replica its framework plans *host only*
   (``ReplicaPlan.host_only``, e.g. an MPI worker in exec mode): it runs
-  :data:`HOST_PROGRAM`, an idle process that lives until the job ends, and other
+  :func:`host_argv`, an idle process that lives until the job ends, and other
   replicas run commands in it through the supervisor's exec service
   (:mod:`.exec_service`), as ``kubectl exec`` does in a pod.
 - the environment is this process's environment (minus variables that would tie the
@@ -56,7 +56,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
@@ -108,7 +107,7 @@ class LaunchSpec:
     tmp_dir: str | None = None
     """The replica's private temporary directory, created (0700) when it starts."""
     host: bool = False
-    """A host replica: it runs :data:`HOST_PROGRAM` and waits for exec'd commands."""
+    """A host replica: it runs :func:`host_argv` and waits for exec'd commands."""
     message_from_logs: bool = False
     """The container's ``terminationMessagePolicy`` is ``FallbackToLogsOnError``: a failed
     run's message is the tail of its log, as the kubelet makes it."""
@@ -195,20 +194,26 @@ def exec_socket_path(job_dir: str, job_uid: str) -> str:
     )
 
 
-HOST_PROGRAM = "import signal\nwhile True:\n    signal.pause()\n"
-"""What a host replica runs: nothing, until a signal ends it.
-
-SIGTERM ends it as it ends most programs (exit code 143), not with exit 0: stopped by
-kubemill (the job's end, a delete, a suspend) the replica is shown ``Stopped`` as any
-other, and killed by anything else mid-run it has failed, so an MPI job whose worker is
-killed fails naming that worker (exit 0 would count as a success, and the launcher
-would only fail later, retrying a worker that is gone; a suspended job's resume would
-count a restart)."""
+HOST_SECONDS = str(2**31 - 1)
+"""How long a host's ``sleep`` lasts: longer than any job (and a number every ``sleep``
+takes, GNU's and BusyBox's)."""
 
 
 def host_argv() -> tuple[str, ...]:
-    """The argv of a host replica: this interpreter, isolated from the user's site."""
-    return (sys.executable, "-I", "-S", "-c", HOST_PROGRAM)
+    """What a host replica runs: nothing, until a signal ends it (``sleep`` for 68 years,
+    the system's own from ``/bin`` or ``/usr/bin``).
+
+    SIGTERM ends it as it ends most programs (exit code 143), not with exit 0: stopped by
+    kubemill (the job's end, a delete, a suspend) the replica is shown ``Stopped`` as any
+    other, and killed by anything else mid-run it has failed, so an MPI job whose worker is
+    killed fails naming that worker (exit 0 would count as a success, and the launcher
+    would only fail later, retrying a worker that is gone; a suspended job's resume would
+    count a restart).
+
+    Not a Python interpreter, which took 10 ms of a core per host just as the job's next
+    stage (an MPI launcher's mpirun) starts beside it, and 8 MiB more of memory each.
+    """
+    return (shutil.which("sleep", path=os.defpath) or "sleep", HOST_SECONDS)
 
 
 def container_path(job: Job, rep: ReplicaPlan, index: int) -> str:
@@ -286,7 +291,7 @@ def build_launch(
 ) -> tuple[LaunchSpec | None, list[FieldError]]:
     """The launch spec of one replica, or the problems that prevent it.
 
-    A host-only replica (``rep.host_only``) runs :data:`HOST_PROGRAM`. ``engine_env`` is
+    A host-only replica (``rep.host_only``) runs :func:`host_argv`. ``engine_env`` is
     what the job's engine needs on this machine (``LocalSupport.env``), set unless the
     container's ``env`` sets it.
     """

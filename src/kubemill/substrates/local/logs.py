@@ -535,11 +535,14 @@ def follow(
     finished: Callable[[], bool],
     interval: float = 0.05,
     check_every: float = 0.25,
+    pause: Callable[[float], object] = time.sleep,
 ) -> Iterator[LogLine]:
     """Lines of all replicas as they are written, until ``finished()`` and all is read.
 
     ``finished`` must only turn True once no replica process can write any more (the
     supervisor has let go of the job); then the files are drained one last time.
+    ``pause(interval)`` waits between two looks: a sleep, or a wait that the job's end
+    cuts short (the supervisor's own flag), so that its last lines come at once.
     """
     for log in logs:
         yield from log.backlog(final=False)
@@ -559,4 +562,4 @@ def follow(
                 for log in logs:
                     yield from log.new_lines(final=True)
                 return
-        time.sleep(interval)
+        pause(interval)

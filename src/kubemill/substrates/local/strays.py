@@ -104,9 +104,11 @@ class JobProcesses:
     def _process_tree(self) -> procinfo.ProcessTree:
         """A scan of ``/proc``, shared by the calls of one moment (stopping 500 replicas
         would otherwise scan it 500 times); the final sweep scans again anyway."""
-        now = time.monotonic()
-        if self._tree is None or now - self._tree_at > TREE_REUSE:
-            self._tree, self._tree_at = procinfo.ProcessTree(), now
+        if self._tree is None or time.monotonic() - self._tree_at > TREE_REUSE:
+            # Timed from the scan's end: on a loaded machine one scan may take longer than
+            # TREE_REUSE, and the calls of one moment would each scan again.
+            self._tree = procinfo.ProcessTree()
+            self._tree_at = time.monotonic()
         return self._tree
 
     def _stray_mark(self, pid: int, info: procinfo.ProcStat, *, whole_job: bool) -> str | None:

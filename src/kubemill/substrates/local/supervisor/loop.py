@@ -110,6 +110,9 @@ class Supervisor:
         self._manifest: dict[str, object] | None = None
         """The recorded manifest as last adopted; a different one is a change to judge."""
         self._dirty = False
+        self._swept = False
+        """Every replica is gone and so is whatever of the job was found after them: no
+        process of the job is left, and none can start (the exec service has no pod)."""
         self._asked = Requests()
         self.finished = threading.Event()
         """Set once the supervisor has let go of the job (every replica stopped)."""
@@ -230,7 +233,8 @@ class Supervisor:
                 self._stop_all(f"the job {self.job_status.phase.lower()}")
                 self._settle()
                 return
-            self._sleep(now)
+            if not self._dirty:  # else something is to be judged at once (_create_pod)
+                self._sleep(now)
 
     def _reconcile(self, observed: Observed, now: float) -> bool:
         """One reconcile; applies its actions. True if the job was deleted (TTL)."""
@@ -337,6 +341,10 @@ class Supervisor:
         pod.create(now)
         self.pods[name] = pod
         self._start_pending(now)
+        # A pod of our own making is news to the core (on Kubernetes, the watch event of
+        # its creation): judged at once, not a poll interval later, so a later stage (an
+        # MPI launcher after its workers) starts without waiting on a timer.
+        self._dirty = True
 
     def _start_pending(self, now: float) -> None:
         """Start the processes of Pending pods, in creation order, at the start rate."""
@@ -486,6 +494,7 @@ class Supervisor:
                 self._sleep(now)
         self._save_replicas()
         self.processes.sweep()
+        self._swept = True
 
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
@@ -560,8 +569,9 @@ class Supervisor:
         if self._exec is not None:
             with contextlib.suppress(Exception):
                 self._exec.close()
-        with contextlib.suppress(Exception):
-            self.processes.sweep()
+        if not self._swept:  # else nothing of the job is left to find: a scan spared
+            with contextlib.suppress(Exception):
+                self.processes.sweep()
         for pod in self.pods.values():
             pod.close()
         with contextlib.suppress(Exception):

@@ -1,0 +1,314 @@
+"""Where does a local MPIJob's time go, next to ``mpirun`` by hand? Phase by phase.
+
+``bench/mpi_overhead.py`` says how much a local MPIJob costs over ``mpirun``; this says
+where. It runs the same 4-rank allreduce (``examples/mpi_allreduce.py``) both ways, rounds
+interleaved, with each rank wrapped so it prints ``rank R started at unix=T`` as its very
+first statement and ``rank R ended at unix=T`` once the example's code has returned
+(before MPI_Finalize, which runs at the interpreter's exit). For ``kubemill run`` (foreground,
+fresh state directory) the moments between come from what the supervisor records: the
+job's creation, each replica's ``started`` and ``finished``, the ``Exec`` events (the exec
+service received kubexec's request and started ``orted``) and the verdict event. Phases:
+
+- ``cli+submit``: the process started -> the job is recorded (interpreter, imports,
+  manifest, planning, the first SQLite writes);
+- ``to workers``: recorded -> the worker hosts' processes started;
+- ``gate``: the workers started -> the launcher started (the core's start gate);
+- ``mpirun+kubexec``: the launcher started -> the last ``orted`` exec'd (mpirun's own
+  start, then kubexec's interpreter and its request to the exec service);
+- ``to ranks``: that exec -> the last rank's first line (``orted``, the ranks' interpreters);
+- ``user code``: the last rank's first line -> the last rank's last line;
+- ``end``: the last rank's last line -> the process exited, split into ``launcher exit``
+  (mpirun's own teardown, noticed by the supervisor), ``verdict`` (the core's judgement),
+  ``workers stop`` (the hosts stopped) and ``exit`` (the supervisor lets go, ``run``
+  prints the table and exits).
+
+By hand the same marks give ``to ranks`` (the process started -> the last rank's first
+line), ``user code`` and ``end``. Medians over ``--runs`` rounds (after a warm-up round),
+side by side; with ``--baseline SRC`` another ``src`` tree's ``kubemill run`` too (an
+earlier commit's: ``git archive <commit> src | tar -x -C /tmp/base``), for a before and
+after in one run.
+
+``--cprofile FILE`` also runs one job in this process (``kubemill run``'s own code, with its
+output discarded) with cProfile on the supervisor's thread and the exec service's
+threads, saves the stats to FILE and prints the functions with the most own time and
+the most cumulative time of the supervisor. Run on demand, never from the test suite::
+
+    python bench/mpi_profile.py --runs 9 [--baseline /tmp/base/src] [--cprofile /tmp/mpi.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import os
+import pstats
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubemill.engines.mpi.local import LOCAL_ENV
+from kubemill.substrates.local.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+MANIFEST = EXAMPLES / "mpi-allreduce.yaml"
+KUBEMILL = Path(sys.executable).with_name("kubemill")
+RANKS = 4
+WRAPPER = """\
+import os, runpy, sys, time
+rank = os.environ.get("OMPI_COMM_WORLD_RANK", "?")
+print(f"rank {rank} started at unix={time.time()}", flush=True)
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+print(f"rank {rank} ended at unix={time.time()}", flush=True)
+"""
+"""Each rank's program: the example, between two marks (its own start, its code's end)."""
+MARK = re.compile(r"rank (\d+) (started|ended) at unix=([0-9.]+)")
+KUBEMILL_PHASES = (
+    "cli+submit",
+    "to workers",
+    "gate",
+    "mpirun+kubexec",
+    "to ranks",
+    "user code",
+    "launcher exit",
+    "verdict",
+    "workers stop",
+    "exit",
+)
+"""The phases of ``kubemill run`` in order: they add up to its wall time."""
+END_PHASES = ("launcher exit", "verdict", "workers stop", "exit")
+
+
+def rank_marks(output: str) -> tuple[float, float]:
+    """The last rank's first line and the last rank's last line (unix times)."""
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    for rank, what, moment in MARK.findall(output):
+        (started if what == "started" else ended)[rank] = float(moment)
+    if len(started) != RANKS or len(ended) != RANKS:
+        sys.exit(f"expected a start and an end mark of {RANKS} ranks, got:\n{output}")
+    return max(started.values()), max(ended.values())
+
+
+def run_marked(argv: list[str], *, env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Run ``argv`` to its end: (unix time started, unix time exited, stdout)."""
+    start = time.time()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    end = time.time()
+    if done.returncode != 0 or "allreduce: 10 (expected 10)" not in done.stdout:
+        sys.exit(f"{argv[0]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return start, end, done.stdout
+
+
+def marked_manifest(work: Path, wrapper: Path) -> Path:
+    """The example's manifest, its launcher running the wrapped example."""
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    container = launcher["containers"][0]
+    container["command"] = ["mpirun", "-np", str(RANKS), "python", str(wrapper), "mpi_allreduce.py"]
+    container["workingDir"] = str(EXAMPLES)
+    for spec in manifest["spec"]["mpiReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["workingDir"] = str(EXAMPLES)
+    path = work / "mpi-allreduce-marked.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    return path
+
+
+def kubemill_phases(work: Path, manifest: Path, src: Path) -> dict[str, float]:
+    """One ``kubemill run`` with the package from ``src``, cut into
+    :data:`KUBEMILL_PHASES` (seconds each)."""
+    state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(state), "PYTHONPATH": str(src)}
+    env.pop("KUBEMILL_SUBSTRATE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: from bytecode
+    start, end, output = run_marked([str(KUBEMILL), "run", str(manifest)], env=env, cwd=work)
+    first_line, last_line = rank_marks(output)
+    store = Store(state)
+    (job,) = store.jobs(None)
+    replicas = {r.replica_type: r for r in store.replicas(job.uid)}
+    workers = [r for r in store.replicas(job.uid) if r.replica_type == "Worker"]
+    launcher = replicas["Launcher"]
+    events = store.events(job.uid)
+    execs = [e.time for e in events if e.reason == "Exec"]
+    verdict = [e.time for e in events if e.reason.endswith(("Succeeded", "Failed"))]
+    store.close()
+    moments = [
+        start,
+        job.created,
+        max(w.started or 0.0 for w in workers),
+        launcher.started or 0.0,
+        max(execs),
+        first_line,
+        last_line,
+        launcher.finished or 0.0,
+        verdict[-1],
+        max(w.finished or 0.0 for w in workers),
+        end,
+    ]
+    steps = zip(KUBEMILL_PHASES, moments[:-1], moments[1:], strict=True)
+    return {name: after - before for name, before, after in steps}
+
+
+def by_hand_phases(wrapper: Path) -> dict[str, float]:
+    """One ``mpirun`` by hand: to ranks, user code, end (seconds each)."""
+    env = {**os.environ, **LOCAL_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    argv = ["mpirun", "-np", str(RANKS), "--oversubscribe", "python", str(wrapper)]
+    start, end, output = run_marked([*argv, "mpi_allreduce.py"], env=env, cwd=EXAMPLES)
+    first_line, last_line = rank_marks(output)
+    return {
+        "to ranks": first_line - start,
+        "user code": last_line - first_line,
+        "end": end - last_line,
+    }
+
+
+def median(samples: list[dict[str, float]], phase: str) -> float:
+    return statistics.median(s[phase] for s in samples)
+
+
+def report(trees: dict[str, list[dict[str, float]]], by_hand: list[dict[str, float]]) -> None:
+    """The phases' medians, one column per kubemill tree, then mpirun by hand's."""
+    rounds = len(by_hand)
+    print(f"phase (median of {rounds} rounds, s)".ljust(38), end="")
+    print("".join(f"{name:>12}" for name in trees), "  mpirun by hand")
+    hand_start = median(by_hand, "to ranks")
+    hand = {
+        "to ranks": f"{hand_start:8.3f} (all start-up)",
+        "user code": f"{median(by_hand, 'user code'):8.3f}",
+        "launcher exit": f"{median(by_hand, 'end'):8.3f} (all the end)",
+    }
+    for phase in KUBEMILL_PHASES:
+        indent = "    " if phase in END_PHASES else "  "
+        cells = "".join(f"{median(samples, phase):12.3f}" for samples in trees.values())
+        print(f"{indent}{phase:<{36 - len(indent)}}{cells}   {hand.get(phase, '')}")
+    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
+    totals = {
+        "start-up (to the last rank)": (start_phases, hand_start),
+        "end latency (last line -> exit)": (END_PHASES, median(by_hand, "end")),
+        "wall time": (KUBEMILL_PHASES, statistics.median(sum(s.values()) for s in by_hand)),
+    }
+    for title, (phases, by_hand_total) in totals.items():
+        cells = "".join(
+            f"{statistics.median(sum(s[p] for p in phases) for s in samples):12.3f}"
+            for samples in trees.values()
+        )
+        print(f"  {title + ':':<34}{cells}   {by_hand_total:8.3f}")
+
+
+# --- cProfile of one job run in this process --------------------------------------------
+
+
+@contextlib.contextmanager
+def profiled_threads(profiles: list[cProfile.Profile]) -> Iterator[None]:
+    """cProfile on the supervisor's thread and the exec service's threads, each profile
+    added to ``profiles`` at its thread's end (cProfile sees only the thread that enables
+    it, so each of those threads enables one of its own)."""
+    from kubemill.substrates.local.exec_service import ExecService
+    from kubemill.substrates.local.supervisor.loop import Supervisor
+
+    lock = threading.Lock()
+
+    def wrap(owner: Any, name: str) -> Callable[[], None]:
+        original = getattr(owner, name)
+
+        def profiled(*args: Any, **kwargs: Any) -> Any:
+            mine = cProfile.Profile()
+            mine.enable()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                mine.disable()
+                with lock:
+                    profiles.append(mine)
+
+        setattr(owner, name, profiled)
+        return lambda: setattr(owner, name, original)
+
+    undo = [wrap(Supervisor, "run"), wrap(ExecService, "_serve_quietly")]
+    try:
+        yield
+    finally:
+        for step in undo:
+            step()
+
+
+def cprofile_one(work: Path, manifest: Path, out: Path) -> None:
+    """Run one job in this process with its supervisor profiled; print and save the stats."""
+    from kubemill.cli.app import run_app
+
+    state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
+    os.environ["KUBEMILL_STATE_DIR"] = str(state)
+    os.environ.pop("KUBEMILL_SUBSTRATE", None)
+    profiles: list[cProfile.Profile] = []
+    sink = io.StringIO()
+    with profiled_threads(profiles), contextlib.redirect_stdout(sink):
+        started = time.perf_counter()
+        with contextlib.suppress(SystemExit):
+            run_app(["run", str(manifest)])
+        took = time.perf_counter() - started
+    if "allreduce: 10 (expected 10)" not in sink.getvalue():
+        sys.exit(f"the profiled run failed:\n{sink.getvalue()}")
+    stats = pstats.Stats(profiles[0])
+    for more in profiles[1:]:
+        stats.add(more)
+    stats.dump_stats(str(out))
+    print(f"\ncProfile of one in-process run ({took:.3f} s), supervisor and exec threads:")
+    for key, title in (("tottime", "own time"), ("cumulative", "cumulative")):
+        text = io.StringIO()
+        pstats.Stats(str(out), stream=text).sort_stats(key).print_stats(15)
+        body = text.getvalue()
+        print(f"-- by {title}:")
+        print(body[body.find("   ncalls") :].rstrip())
+    print(f"(saved to {out}: python -m pstats {out})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--baseline", type=Path, help="another src tree to profile beside")
+    parser.add_argument("--cprofile", type=Path, help="profile one in-process run into FILE")
+    args = parser.parse_args()
+    if shutil.which("mpirun") is None:
+        sys.exit("mpirun is not installed: scripts/setup.sh mpi")
+    trees = {"kubemill": ROOT / "src"}
+    if args.baseline is not None:
+        trees["baseline"] = args.baseline.resolve()
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, "mpirun"]}
+    with tempfile.TemporaryDirectory(prefix="mpi-profile-") as tmp:
+        work = Path(tmp)
+        wrapper = work / "marked.py"
+        wrapper.write_text(WRAPPER)
+        manifest = marked_manifest(work, wrapper)
+
+        def run(name: str) -> dict[str, float]:
+            if name == "mpirun":
+                return by_hand_phases(wrapper)
+            return kubemill_phases(work, manifest, trees[name])
+
+        names = list(samples)
+        for name in names:
+            run(name)  # warm-up, not counted
+        for round_ in range(max(args.runs, 1)):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(run(name))
+        report({name: samples[name] for name in trees}, samples["mpirun"])
+        if args.cprofile is not None:
+            cprofile_one(work, manifest, args.cprofile)
+
+
+if __name__ == "__main__":
+    main()
