@@ -26,7 +26,7 @@ STILL_NAMED: dict[str, int] = {
     "cli/quick.py": 1,
     "cli/run.py": 1,
     "cli/spark_cluster.py": 1,
-    "cli/spark_submit.py": 9,
+    "cli/spark_submit.py": 5,
     "cli/views.py": 2,
     "dashboard/pages.py": 1,
     "dashboard/views.py": 3,

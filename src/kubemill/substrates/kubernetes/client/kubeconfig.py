@@ -21,7 +21,6 @@ PyYAML is imported only when there is a kubeconfig to read.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import time
@@ -256,6 +255,8 @@ class _Reader:
             token_file = _path(user, "tokenFile", user_dir)
             authorization = _reading(token_file)
         elif user.get("username"):
+            import base64
+
             pair = f"{user['username']}:{user.get('password') or ''}"
             authorization = _constant("Basic " + base64.b64encode(pair.encode()).decode())
         tls = Tls(
@@ -282,6 +283,8 @@ def _data(section: Mapping[str, Any], key: str) -> bytes | None:
     value = section.get(key)
     if not value:
         return None
+    import base64  # here: a kubeconfig without PEM data (or none at all) does not need it
+
     try:
         return base64.b64decode(str(value), validate=False)
     except ValueError:
