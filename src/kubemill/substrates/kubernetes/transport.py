@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
@@ -138,21 +137,46 @@ class DirectResponse:
             yield self.data[start : start + amount]
 
 
-@dataclass(frozen=True)
 class Tls:
     """How an ``https`` server is trusted and told who we are: a kubeconfig cluster's
     certificate authority (PEM data or a file; the system's certificates when neither),
     ``insecure-skip-tls-verify``, ``tls-server-name``, and its user's client certificate
-    and key (PEM data or files)."""
+    and key (PEM data or files).
 
-    ca_data: bytes | None = None
-    ca_file: str | None = None
-    insecure: bool = False
-    server_name: str | None = None
-    cert_data: bytes | None = None
-    key_data: bytes | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
+    (A plain class, not a dataclass: generating a dataclass's methods costs a CLI
+    submission a millisecond at import.)"""
+
+    __slots__ = (
+        "ca_data",
+        "ca_file",
+        "cert_data",
+        "cert_file",
+        "insecure",
+        "key_data",
+        "key_file",
+        "server_name",
+    )
+
+    def __init__(
+        self,
+        *,
+        ca_data: bytes | None = None,
+        ca_file: str | None = None,
+        insecure: bool = False,
+        server_name: str | None = None,
+        cert_data: bytes | None = None,
+        key_data: bytes | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+    ) -> None:
+        self.ca_data = ca_data
+        self.ca_file = ca_file
+        self.insecure = insecure
+        self.server_name = server_name
+        self.cert_data = cert_data
+        self.key_data = key_data
+        self.cert_file = cert_file
+        self.key_file = key_file
 
     def context(self) -> ssl.SSLContext:
         """An SSL context of these settings; ``OSError``/``ssl.SSLError`` if unusable."""
@@ -331,12 +355,12 @@ class DirectClient:
             self._reader = None
 
 
-@dataclass(frozen=True)
 class _Proxy:
     """An ``http://[user:password@]host:port`` proxy."""
 
-    address: tuple[str, int]
-    authorization: str | None
+    def __init__(self, address: tuple[str, int], authorization: str | None) -> None:
+        self.address = address
+        self.authorization = authorization
 
     @classmethod
     def of(cls, url: str) -> _Proxy:

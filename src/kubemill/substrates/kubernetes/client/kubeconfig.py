@@ -25,7 +25,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,19 +37,28 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 
 
-@dataclass(frozen=True)
 class Credentials:
-    """Where the chosen cluster is and how to talk to it."""
+    """Where the chosen cluster is and how to talk to it (a plain class: see
+    :class:`~kubemill.substrates.kubernetes.transport.Tls`)."""
 
-    server: str
-    context: str | None
-    namespace: str
-    tls: Tls = field(default_factory=Tls)
-    authorization: Callable[[], str | None] | None = None
-    """The ``Authorization`` header's value, asked before each request."""
-    proxy: str | None = None
-    where: str = field(default="", compare=False)
-    """The kubeconfig's path(s) as errors name them."""
+    __slots__ = ("authorization", "context", "namespace", "proxy", "server", "tls")
+
+    def __init__(
+        self,
+        server: str,
+        context: str | None,
+        namespace: str,
+        tls: Tls | None = None,
+        authorization: Callable[[], str | None] | None = None,
+        proxy: str | None = None,
+    ) -> None:
+        self.server = server
+        self.context = context
+        self.namespace = namespace
+        self.tls = tls or Tls()
+        self.authorization = authorization
+        """The ``Authorization`` header's value, asked before each request."""
+        self.proxy = proxy
 
 
 def default_paths() -> list[Path]:
@@ -117,7 +125,7 @@ def service_account(directory: Path | None = None) -> Credentials:
         return f"Bearer {token.read_text().strip()}"
 
     return Credentials(
-        server, None, namespace, Tls(ca_file=str(ca)), bearer, proxy_for(server, None), "pod"
+        server, None, namespace, Tls(ca_file=str(ca)), bearer, proxy_for(server, None)
     )
 
 
