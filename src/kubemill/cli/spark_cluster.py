@@ -26,7 +26,6 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from kubemill.cli.settings import Settings
 from kubemill.cli.spark_args import GRACE_CONF, WAIT_CONF, in_namespace
 from kubemill.engines.spark.api.argv import SparkSubmitError, SubmitArguments, parse_spark_master
 from kubemill.engines.spark.api.submit import cluster_mode_of
@@ -40,13 +39,31 @@ from kubemill.substrates.kubernetes.client import spark_submit as client
 from kubemill.substrates.kubernetes.client.connection import Http, connect_to
 
 if TYPE_CHECKING:
+    from kubemill.cli.settings import Settings
     from kubemill.substrates.kubernetes.observe import PodSnapshot
 
 INTERVAL_CONF = "spark.kubernetes.report.interval"
 
 
+class Where:
+    """The global options this code reads (a :class:`~kubemill.cli.settings.Settings` has
+    them too): the console script's way in passes this, without the settings module."""
+
+    __slots__ = ("context", "kubeconfig", "namespace")
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.kubeconfig = kubeconfig
+        self.context = context
+
+
 def submit_cluster(
-    settings: Settings,
+    settings: Settings | Where,
     args: SubmitArguments,
     properties: Mapping[str, str] | None,
     *,
@@ -89,7 +106,7 @@ def submit_cluster(
 
 
 def follow_driver(
-    settings: Settings, server: str, conf: Mapping[str, str], submitted: client.Submitted
+    settings: Settings | Where, server: str, conf: Mapping[str, str], submitted: client.Submitted
 ) -> int:
     """Follow the driver until it ends, as Spark's client does by default; exit 1 if it
     failed. Interrupting stops the waiting, not the application."""
@@ -140,7 +157,7 @@ def report_interval(text: str) -> float:
 
 
 def kill_or_status(
-    settings: Settings, args: SubmitArguments, properties: Mapping[str, str] | None
+    settings: Settings | Where, args: SubmitArguments, properties: Mapping[str, str] | None
 ) -> int:
     """``--kill`` or ``--status`` of the matching driver pods."""
     args = in_namespace(args, properties, settings.namespace)
@@ -190,7 +207,7 @@ def kill_or_status(
     return 0
 
 
-def _http(settings: Settings, server: str) -> Http:
+def _http(settings: Settings | Where, server: str) -> Http:
     return Http(connect_to(server, kubeconfig=settings.kubeconfig, context=settings.context))
 
 

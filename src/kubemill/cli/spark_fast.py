@@ -55,9 +55,8 @@ def quick_spark_submit(argv: Sequence[str]) -> int | None:
     if not kill_or_status and not cluster_mode_wanted(args, properties):
         return None
     from kubemill.cli import spark_cluster
-    from kubemill.cli.settings import Settings
 
-    settings = Settings(namespace=namespace)
+    settings = spark_cluster.Where(namespace=namespace)
     if kill_or_status:
         return spark_cluster.kill_or_status(settings, args, properties)
     return spark_cluster.submit_cluster(settings, args, properties, dry_run=False)
