@@ -12,10 +12,12 @@ local:///path/to/examples.jar``) to it four ways, interleaved round by round:
 
 - ``jvm``: pyspark's own ``spark-submit`` (with ``waitAppCompletion=false``, so it returns
   once the objects exist), a subprocess;
-- ``kubemill cli``: ``kubemill spark-submit`` with the same arguments, a subprocess (its
-  fast path, :mod:`kubemill.cli.spark_fast`: no typer, rich, pydantic or ``kubernetes``);
-- ``kubemill full``: the same through the full typer command (what the CLI ran before the
-  fast path, and still runs for what the fast path leaves to it), a subprocess;
+- ``kubemill cli``: ``kubemill spark-submit`` with the same arguments, a subprocess (the
+  console script reaches the command's code, :mod:`kubemill.cli.spark_cluster`, through
+  :mod:`kubemill.cli.spark_fast` before typer loads: no typer, rich, pydantic or
+  ``kubernetes``);
+- ``kubemill full``: the same code through the full typer command (what runs when other
+  global options are given), a subprocess;
 - ``kubemill sdk``: the same submission in this process (parse, build, send through one
   connection kept open: what a program or service calling kubemill pays).
 

@@ -1,12 +1,13 @@
-"""``kubemill spark-submit --master k8s://...``'s fast path sends what the full command sends.
+"""``kubemill spark-submit --master k8s://...`` from the console script sends what the full
+command sends.
 
-The fast path (:func:`kubemill.cli.spark_fast.quick_spark_submit`, what the console script
-tries first) and the full typer command submit the same command lines to two fixture API
-servers; with Spark's per-submission values fixed, the requests each server received
-(method, path, query, user agent, body) and what each printed are the same. Anything the
-fast path does not handle returns ``None`` with nothing sent, so the full command answers;
-an error the server answers is printed as the full command prints it. The fast path's
-modules load without typer, rich, pydantic, PyYAML or the ``kubernetes`` package.
+The console script's way in (:func:`kubemill.cli.spark_fast.quick_spark_submit`, tried
+before typer loads) and the full typer command submit the same command lines to two
+fixture API servers; with Spark's per-submission values fixed, the requests each server
+received (method, path, query, user agent, body) and what each printed are the same, with
+or without a kubeconfig, a proxy, a server that answers an error or none at all. What it
+leaves to typer returns ``None`` with nothing sent. Its modules load without typer, rich,
+pydantic, PyYAML or the ``kubernetes`` package.
 """
 
 from __future__ import annotations
@@ -114,9 +115,32 @@ def seen(kube: ClientClusterThread) -> list[dict[str, Any]]:
 
 
 def fast_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | None, str, str]:
-    code = quick_spark_submit(argv)
+    try:
+        code = quick_spark_submit(argv)
+    except SystemExit as exited:
+        code = int(exited.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def both_run(
+    servers: tuple[ClientClusterThread, ClientClusterThread],
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> list[tuple[int | None, str, str]]:
+    """``argv`` (``k8s://URL`` standing for each server's) through the console script's way
+    in, then through the typer command: (exit code, stdout, stderr) of each, URL neutral."""
+    fast, full = servers
+    code, out, err = fast_run([w.replace("URL", fast.url) for w in argv], capsys)
+    result = CliRunner().invoke(app, [w.replace("URL", full.url) for w in argv])
+    return [
+        (code, out.replace(fast.url, "URL"), err.replace(fast.url, "URL")),
+        (
+            result.exit_code,
+            result.stdout.replace(full.url, "URL"),
+            result.stderr.replace(full.url, "URL"),
+        ),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -193,36 +217,9 @@ def test_it_waits_for_the_driver_with_the_full_commands_code(
         pytest.param(["spark-submit", "--help"], id="help"),
         pytest.param(["spark-submit", "--dry-run", "--master", "k8s://URL", *S1], id="dry-run"),
         pytest.param(["spark-submit", "--operator", "--master", "k8s://URL", *S1], id="operator"),
-        pytest.param(["spark-submit", "--verbose", "--master", "k8s://URL", *S1], id="verbose"),
         pytest.param(["spark-submit", "--master", "local[2]", "p.py"], id="local-master"),
         pytest.param(["spark-submit", "p.py"], id="no-master"),
-        pytest.param(
-            ["spark-submit", "--master", "k8s://URL", "--kill", "x", "--status", "x"],
-            id="kill-and-status",
-        ),
-        pytest.param(["spark-submit", "--kill", "x"], id="kill-without-master"),
-        pytest.param(["spark-submit", "--master", "k8s://URL", "--kill", ":x"], id="kill-bad-id"),
-        pytest.param(
-            [
-                "spark-submit",
-                *["--master", "k8s://URL", "--kill", "x"],
-                *["--conf", "spark.kubernetes.appKillPodDeletionGracePeriod=soon"],
-            ],
-            id="kill-bad-grace",
-        ),
         pytest.param(["spark-submit", "--bogus", "--master", "k8s://URL", *S1], id="bad-option"),
-        pytest.param(
-            ["spark-submit", "--master", "k8s://URL", "--deploy-mode", "client", *S1[2:]],
-            id="client-mode",
-        ),
-        pytest.param(
-            ["spark-submit", "--master", "k8s://URL", "--conf", "other.key=1", *S1],
-            id="a-warning-to-print",
-        ),
-        pytest.param(
-            ["spark-submit", "--master", "k8s://URL", "--conf", "spark.local.dir=/x", *S1],
-            id="a-conf-not-built",
-        ),
         pytest.param(
             ["spark-submit", "--master", "k8s://URL", "--properties-file", "/nonexistent", *S1],
             id="unreadable-properties-file",
@@ -245,11 +242,55 @@ def test_what_it_does_not_handle_goes_to_the_full_command_unsent(
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["spark-submit", "--verbose", "--master", "k8s://URL", *S1], id="verbose"),
+        pytest.param(
+            ["spark-submit", "--master", "k8s://URL", "--kill", "x", "--status", "x"],
+            id="kill-and-status",
+        ),
+        pytest.param(["spark-submit", "--kill", "x"], id="kill-without-master"),
+        pytest.param(["spark-submit", "--master", "k8s://URL", "--kill", ":x"], id="kill-bad-id"),
+        pytest.param(
+            [
+                "spark-submit",
+                *["--master", "k8s://URL", "--kill", "x"],
+                *["--conf", "spark.kubernetes.appKillPodDeletionGracePeriod=soon"],
+            ],
+            id="kill-bad-grace",
+        ),
+        pytest.param(
+            ["spark-submit", "--master", "k8s://URL", "--deploy-mode", "client", *S1[2:]],
+            id="client-mode",
+        ),
+        pytest.param(
+            ["spark-submit", "--master", "k8s://URL", "--conf", "other.key=1", *S1],
+            id="a-warning-to-print",
+        ),
+        pytest.param(
+            ["spark-submit", "--master", "k8s://URL", "--conf", "spark.local.dir=/x", *S1],
+            id="a-conf-not-built",
+        ),
+    ],
+)
+def test_what_it_handles_it_answers_as_the_full_command_does(
+    servers: tuple[ClientClusterThread, ClientClusterThread],
+    fixed_ids: None,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    """Warnings, --verbose and argument errors included: one code says them."""
+    fast, full = servers
+    argv = [argv[0], *NO_WAIT, *argv[1:]]
+    by_fast, by_full = both_run(servers, argv, capsys)
+    assert by_fast[0] is not None  # answered here, not left to typer
+    assert by_fast == by_full
+    assert seen(fast) == seen(full)
+
+
+@pytest.mark.parametrize(
     ("variable", "value"),
     [
-        ("HTTPS_PROXY", "http://127.0.0.1:1"),
-        ("http_proxy", "http://127.0.0.1:1"),
-        ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
         ("KUBEMILL_ENGINES", "somepkg.engine:ENGINE"),
         ("KUBEMILL_SUBSTRATE", "mars"),
     ],
@@ -268,24 +309,68 @@ def test_an_environment_it_does_not_handle_goes_to_the_full_command(
     assert fast.client_calls() == []
 
 
-def test_a_kubeconfig_goes_to_the_full_command(
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("HTTPS_PROXY", "http://127.0.0.1:1"),
+        ("http_proxy", "http://127.0.0.1:1"),
+        ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+    ],
+)
+def test_a_proxy_or_a_pod_is_answered_as_the_full_command_does(
     servers: tuple[ClientClusterThread, ClientClusterThread],
+    fixed_ids: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+) -> None:
+    """An https proxy is not for an http server; an http one that refuses is said; in a
+    pod without its service account's files, that is said."""
+    monkeypatch.setenv(variable, value)
+    fast, full = servers
+    by_fast, by_full = both_run(
+        servers, ["spark-submit", "--master", "k8s://URL", *NO_WAIT, *S1], capsys
+    )
+    assert by_fast == by_full
+    assert seen(fast) == seen(full)
+    assert by_fast[0] == (0 if variable == "HTTPS_PROXY" else 1)
+
+
+def test_with_a_kubeconfig_it_sends_what_the_full_command_sends(
+    servers: tuple[ClientClusterThread, ClientClusterThread],
+    fixed_ids: None,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fast, _ = servers
-    (tmp_path / ".kube").mkdir()
-    kmock_cluster.write_kubeconfig(tmp_path / ".kube" / "config", fast.url)
-    argv = ["spark-submit", "--master", f"k8s://{fast.url}", *NO_WAIT, *S1]
-    assert fast_run(argv, capsys) == (None, "", "")
-    assert fast.client_calls() == []
+    """The kubeconfig's cluster must be the master: each server gets a kubeconfig of its own."""
+    fast, full = servers
+
+    def argv(kube: ClientClusterThread) -> list[str]:
+        config = kmock_cluster.write_kubeconfig(tmp_path / f"{id(kube)}.kubeconfig", kube.url)
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        return ["spark-submit", "--master", f"k8s://{kube.url}", *NO_WAIT, *S1]
+
+    code, out, err = fast_run(argv(fast), capsys)
+    result = CliRunner().invoke(app, argv(full))
+    assert (code, err) == (0, "")
+    assert result.exit_code == 0, result.output
+    assert out.replace(fast.url, "URL") == result.stdout.replace(full.url, "URL")
+    assert seen(fast) == seen(full)
+    assert [c.method for c in fast.client_calls()] == ["POST", "PATCH", "PATCH", "PATCH"]
 
 
-def test_a_server_that_cannot_be_reached_goes_to_the_full_command(
+def test_a_server_that_cannot_be_reached_is_said_as_the_full_command_says_it(
     no_kubeconfig: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["spark-submit", "--master", f"k8s://http://127.0.0.1:{closed_port()}", *NO_WAIT, *S1]
-    assert fast_run(argv, capsys) == (None, "", "")
+    url = f"http://127.0.0.1:{closed_port()}"
+    argv = ["spark-submit", "--master", f"k8s://{url}", *NO_WAIT, *S1]
+    code, out, err = fast_run(argv, capsys)
+    result = CliRunner().invoke(app, argv)
+    assert (code, out, err) == (result.exit_code, result.stdout, result.stderr)
+    assert code == 1
+    assert "Connection refused" in err
 
 
 def test_an_answered_error_is_said_as_the_full_command_says_it(
@@ -388,13 +473,15 @@ def test_the_console_script_takes_the_fast_path(
 
 
 def test_its_modules_load_without_the_heavy_libraries() -> None:
-    """What makes it fast: none of typer, rich, pydantic, PyYAML, kubernetes, urllib3."""
+    """What makes it fast: none of typer, rich, pydantic, PyYAML, kubernetes, urllib3, in the
+    way in or in the code it runs."""
     heavy = ("typer", "rich", "pydantic", "yaml", "kubernetes", "urllib3", "click")
     loaded = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import sys, kubemill.cli.spark_fast; print('\\n'.join(sorted(sys.modules)))",
+            "import sys, kubemill.cli.spark_fast, kubemill.cli.spark_cluster; "
+            "print('\\n'.join(sorted(sys.modules)))",
         ],
         capture_output=True,
         text=True,

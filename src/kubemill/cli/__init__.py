@@ -8,8 +8,8 @@ def main() -> None:
     import sys
 
     argv = sys.argv[1:]
-    # `kubemill spark-submit --master k8s://...` submits without typer, rich, the job models
-    # or the kubernetes package when it can (only then are its modules imported).
+    # `kubemill spark-submit --master k8s://...` (Spark's cluster mode) runs the command's own
+    # code before typer, rich and the job models load (only then are its modules imported).
     if "spark-submit" in argv[:3]:
         from kubemill.cli.spark_fast import quick_spark_submit
 

@@ -1,8 +1,8 @@
-"""spark-submit's arguments as both of the CLI's paths read them (:mod:`.spark_fast`, tried
-first, and the full command in :mod:`.spark_submit` and :mod:`.spark_cluster`): kubemill's own
+"""spark-submit's arguments as the CLI reads them (:mod:`.spark_fast`, the console script's
+way in, and the command in :mod:`.spark_submit` and :mod:`.spark_cluster`): kubemill's own
 flags among Spark's, the confs the CLI acts on, and which namespace and mode they mean.
 
-The standard library and :mod:`kubemill.engines.spark.api.argv` only: the fast path imports it.
+The standard library and :mod:`kubemill.engines.spark.api.argv` only: the way in imports it.
 """
 
 from __future__ import annotations

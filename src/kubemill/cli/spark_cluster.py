@@ -4,9 +4,11 @@ The driver pod, its headless service, NetworkPolicy and ConfigMap are built as S
 client builds them (:mod:`kubemill.engines.spark.framework.cluster_mode`) and sent to the master's
 API server (:mod:`kubemill.substrates.kubernetes.client.spark_submit`): no operator, no
 SparkApplication. The API server is the master's URL, with the kubeconfig's credentials
-when there is a kubeconfig (its cluster must be that server), else without any. The
-namespace is ``spark.kubernetes.namespace``, else kubemill's ``--namespace``, else
-``default`` (as Spark: not the kubeconfig context's).
+when there is a kubeconfig (its cluster must be that server), else without any, all
+through the transport's one client
+(:func:`~kubemill.substrates.kubernetes.client.connection.connect_to`). The namespace is
+``spark.kubernetes.namespace``, else kubemill's ``--namespace``, else ``default`` (as
+Spark: not the kubeconfig context's).
 
 ``--kill`` and ``--status`` take Spark's submission ids, ``[NAMESPACE:]DRIVER-POD`` (a glob
 such as ``spark-pi-*`` allowed): they delete the matching driver pods, or print their state.
@@ -18,71 +20,85 @@ submitted) and sends nothing. As Spark's client, it then waits for the driver to
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-import typer
-
-from kubemill.cli.errors import fail, stderr_console
-from kubemill.cli.settings import Settings
 from kubemill.cli.spark_args import GRACE_CONF, WAIT_CONF, in_namespace
 from kubemill.engines.spark.api.argv import SparkSubmitError, SubmitArguments, parse_spark_master
 from kubemill.engines.spark.api.submit import cluster_mode_of
+from kubemill.engines.spark.framework.cluster_mode import (
+    SPARK_VERSION,
+    ClusterModeError,
+    driver_objects,
+)
+from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.kubernetes.client import spark_submit as client
+from kubemill.substrates.kubernetes.client.connection import Http, connect_to
 
 if TYPE_CHECKING:
-    from kubemill.substrates.kubernetes.client import spark_submit as client
-    from kubemill.substrates.kubernetes.client.connection import Http
+    from kubemill.cli.settings import Settings
     from kubemill.substrates.kubernetes.observe import PodSnapshot
 
 INTERVAL_CONF = "spark.kubernetes.report.interval"
 
 
+class Where:
+    """The global options this code reads (a :class:`~kubemill.cli.settings.Settings` has
+    them too): the console script's way in passes this, without the settings module."""
+
+    __slots__ = ("context", "kubeconfig", "namespace")
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.kubeconfig = kubeconfig
+        self.context = context
+
+
 def submit_cluster(
-    settings: Settings,
+    settings: Settings | Where,
     args: SubmitArguments,
     properties: Mapping[str, str] | None,
     *,
     dry_run: bool,
 ) -> int:
     """Build the driver's objects and create them (or print them with ``dry_run``)."""
-    from kubemill.engines.spark.framework.cluster_mode import (
-        SPARK_VERSION,
-        ClusterModeError,
-        driver_objects,
-    )
-    from kubemill.substrates.base import SubstrateError
-    from kubemill.substrates.kubernetes.client import spark_submit as client
-
     args = in_namespace(args, properties, settings.namespace)
     try:
         mode = cluster_mode_of(args, properties=properties)
         for warning in mode.warnings:
-            stderr_console().print(f"warning: {warning}", style="yellow")
+            _warn(f"warning: {warning}", style="yellow")
         if mode.verbose:
-            stderr_console().print(f"master: kubernetes ({mode.server}), cluster mode")
+            _warn(f"master: kubernetes ({mode.server}), cluster mode")
         objects = driver_objects(mode, client.generated(spark_version=SPARK_VERSION))
     except (SparkSubmitError, ClusterModeError) as exc:
-        fail(str(exc))
-        return 1  # not reached: fail() exits
+        _fail(str(exc))
     if dry_run:
         from kubemill.cli.manifests import print_yaml
 
         print_yaml([objects.pod, objects.service, objects.network_policy, objects.config_map])
         return 0
     try:
-        submitted = client.submit(_http(settings, mode.server), objects)
+        http = _http(settings, mode.server)
+        try:
+            submitted = client.submit(http, objects)
+        finally:
+            http.connection.api_client.close()
     except SubstrateError as exc:
-        fail(str(exc))
-        return 1
+        _fail(str(exc))
     name = mode.conf.get("spark.app.name", "")
-    typer.echo(
+    _say(
         f"Deployed Spark application {name} with application ID {submitted.app_id} and "
-        f"submission ID {submitted.submission_id} into Kubernetes"
-    )
-    master = f"k8s://{mode.server}"
-    typer.echo(
-        f"  its state: kubemill spark-submit --master {master} --status {submitted.submission_id}"
+        f"submission ID {submitted.submission_id} into Kubernetes\n"
+        f"  its state: kubemill spark-submit --master k8s://{mode.server} "
+        f"--status {submitted.submission_id}\n"
     )
     if mode.conf.get(WAIT_CONF, "true").strip().lower() == "false":
         return 0
@@ -90,41 +106,38 @@ def submit_cluster(
 
 
 def follow_driver(
-    settings: Settings, server: str, conf: Mapping[str, str], submitted: client.Submitted
+    settings: Settings | Where, server: str, conf: Mapping[str, str], submitted: client.Submitted
 ) -> int:
     """Follow the driver until it ends, as Spark's client does by default; exit 1 if it
     failed. Interrupting stops the waiting, not the application."""
-    from kubemill.substrates.base import SubstrateError
-    from kubemill.substrates.kubernetes.client import spark_submit as client
-
     try:
         interval = report_interval(conf.get(INTERVAL_CONF, "1s"))
     except ValueError:
-        fail(f"--conf {INTERVAL_CONF}: {conf[INTERVAL_CONF]!r} is not a time (1s, 500ms)")
-    typer.echo(f"  waiting for the driver to end (--conf {WAIT_CONF}=false returns at once)")
+        _fail(f"--conf {INTERVAL_CONF}: {conf[INTERVAL_CONF]!r} is not a time (1s, 500ms)")
+    _say(f"  waiting for the driver to end (--conf {WAIT_CONF}=false returns at once)\n")
 
     def said(pod: PodSnapshot) -> None:
-        typer.echo(f"Application status for {submitted.app_id} (phase: {pod.phase})")
+        _say(f"Application status for {submitted.app_id} (phase: {pod.phase})\n")
 
     try:
         pod = client.wait_for_driver(
             _http(settings, server), submitted, interval=interval, on_phase=said
         )
     except KeyboardInterrupt:
-        stderr_console().print(
+        _warn(
             f"stopped waiting; {submitted.submission_id} keeps running "
             f"(--kill {submitted.submission_id} stops it)"
         )
         return 130
     except SubstrateError as exc:
-        fail(f"while waiting for the driver: {exc}")
-        return 1
+        _fail(f"while waiting for the driver: {exc}")
     code, reason = client.driver_exit(pod)
     phase = pod.phase
-    typer.echo(
+    _say(
         f"Application {conf.get('spark.app.name', '')} with application ID {submitted.app_id} "
         f"and submission ID {submitted.submission_id} finished: {phase}"
         + (f" (exit code {code}{', ' + reason if reason else ''})" if code is not None else "")
+        + "\n"
     )
     return 0 if phase == "Succeeded" else 1
 
@@ -144,12 +157,9 @@ def report_interval(text: str) -> float:
 
 
 def kill_or_status(
-    settings: Settings, args: SubmitArguments, properties: Mapping[str, str] | None
+    settings: Settings | Where, args: SubmitArguments, properties: Mapping[str, str] | None
 ) -> int:
     """``--kill`` or ``--status`` of the matching driver pods."""
-    from kubemill.substrates.base import SubstrateError
-    from kubemill.substrates.kubernetes.client import spark_submit as client
-
     args = in_namespace(args, properties, settings.namespace)
     option, target = ("--kill", args.kill) if args.kill is not None else ("--status", args.status)
     assert target is not None
@@ -180,28 +190,47 @@ def kill_or_status(
             deleted = client.kill(
                 http, namespace, pattern, grace=None if grace is None else int(grace)
             )
-            for name in deleted:
-                typer.echo(f"Deleting driver pod: {namespace}:{name}")
             if not deleted:
-                fail(f"no driver pod matches {namespace}:{pattern}")
+                _fail(f"no driver pod matches {namespace}:{pattern}")
+            _say("".join(f"Deleting driver pod: {namespace}:{name}\n" for name in deleted))
             return 0
         pods = client.find_drivers(http, namespace, pattern)
-    except SparkSubmitError as exc:
-        fail(str(exc))
-        return 1
-    except SubstrateError as exc:
-        fail(str(exc))
-        return 1
+    except (SparkSubmitError, SubstrateError) as exc:
+        _fail(str(exc))
     if not pods:
-        fail(f"no driver pod matches {namespace}:{pattern}")
+        _fail(f"no driver pod matches {namespace}:{pattern}")
+    lines = []
     for pod in pods:
-        typer.echo("Application status (driver):")
-        for key, value in client.driver_state(pod):
-            typer.echo(f"\t {key}: {value}")
+        lines.append("Application status (driver):")
+        lines += [f"\t {key}: {value}" for key, value in client.driver_state(pod)]
+    _say("".join(f"{line}\n" for line in lines))
     return 0
 
 
-def _http(settings: Settings, server: str) -> Http:
-    from kubemill.substrates.kubernetes.client.connection import Http, connect_to
-
+def _http(settings: Settings | Where, server: str) -> Http:
     return Http(connect_to(server, kubeconfig=settings.kubeconfig, context=settings.context))
+
+
+def _say(text: str) -> None:
+    """``text`` on stdout, at once."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nobody reads the output any more: not an error (later flushes go nowhere).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _warn(text: str, *, style: str | None = None) -> None:
+    """A line on stderr (rich loads only now)."""
+    from kubemill.cli.errors import stderr_console
+
+    stderr_console().print(text, style=style)
+
+
+def _fail(message: str) -> NoReturn:
+    """The CLI's one red line (rich loads only now), and exit 1."""
+    from kubemill.cli.errors import EXIT_FAILURE, fail
+
+    fail(message)
+    raise SystemExit(EXIT_FAILURE)  # not reached: fail() exits

@@ -48,53 +48,18 @@ from kubemill.cli.spark_args import (
     read_properties_file,
 )
 from kubemill.engines.spark.api.argv import (
+    SUBMIT_USAGE,
     SparkSubmitError,
     parse_spark_properties,
     parse_submit_arguments,
 )
-from kubemill.engines.spark.api.names import MAX_NAME, UI_SERVICE_SUFFIX
+from kubemill.engines.spark.api.names import APPLICATION_KIND, MAX_NAME, UI_SERVICE_SUFFIX
 from kubemill.engines.spark.api.submit import SparkSubmit, submission_of
 
 NOT_REGISTERED = (
-    "the SparkApplication kind is not registered in this kubemill yet; --dry-run shows the manifest"
+    f"the {APPLICATION_KIND} kind is not registered in this kubemill yet; --dry-run shows the "
+    "manifest"
 )
-
-USAGE = """\
-Usage: kubemill spark-submit [kubemill flags] [spark-submit options] APP [APP ARGS]...
-
-  Submit a Spark application with spark-submit's own arguments.
-
-kubemill flags:
-  --dry-run                 Print what would be created (YAML; a SparkApplication is
-                            named as given, without the submission's -<id>); submit nothing.
-  --operator                With k8s://: a SparkApplication for kubemill's operator
-                            (retries, status), instead of Spark's own cluster mode.
-  -h, --help                Show this message.
-
-spark-submit options:
-  --master MASTER           k8s://https://HOST:PORT, local, local[N] or local[*] (default).
-                            k8s:// creates the driver pod, its service, NetworkPolicy and
-                            ConfigMap as Spark's cluster mode does (no JVM, no operator).
-  --deploy-mode MODE        cluster (with k8s://; the default here), or client with local.
-  --kill [NS:]DRIVER-POD    Delete the driver pods of a k8s:// submission (a glob allowed).
-  --status [NS:]DRIVER-POD  Print the state of those driver pods.
-  --name NAME               The application's name. Each submission is a job of its own,
-                            named NAME-<id> (cleaned; printed), so a re-run never
-                            touches an earlier one.
-  --class CLASS             The main class of a jar application.
-  --conf, -c KEY=VALUE      A Spark property (repeatable).
-  --properties-file FILE    Spark properties to load (--conf wins over them).
-  --jars, --files, --py-files, --archives LIST      Comma-separated dependencies.
-  --packages, --exclude-packages, --repositories LIST   Maven dependencies.
-  --driver-memory MEM, --driver-cores N
-  --executor-memory MEM, --executor-cores N, --num-executors N
-  --proxy-user NAME, --principal NAME, --keytab FILE
-  --driver-java-options, --driver-library-path, --driver-class-path
-  --verbose, -v             Print what was parsed.
-
-APP is the application's jar (with --class), .py or .R file; local:// is a path in the
-image. Everything after it goes to the application.
-"""
 
 
 def spark_submit(settings: Settings, argv: list[str]) -> int:
@@ -102,7 +67,7 @@ def spark_submit(settings: Settings, argv: list[str]) -> int:
     try:
         args = parse_submit_arguments(argv, own_flags=OWN_FLAGS)
         if not argv or args.own_flags & set(HELP):
-            typer.echo(USAGE, nl=False)
+            typer.echo(SUBMIT_USAGE, nl=False)
             return 0
         properties = None
         if args.properties_file is not None:
@@ -186,7 +151,7 @@ def _submit(settings: Settings, submission: SparkSubmit) -> int:
     from kubemill.kinds import UnknownKind, engine_for, load_one
 
     try:
-        engine_for("SparkApplication")
+        engine_for(APPLICATION_KIND)
     except UnknownKind:
         fail(NOT_REGISTERED)
     submission = per_submission(submission, _unique_id())

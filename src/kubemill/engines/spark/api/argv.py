@@ -36,6 +36,46 @@ class SparkSubmitError(ValueError):
         super().__init__(f"{text} ({hint})" if hint else text)
 
 
+SUBMIT_USAGE = """\
+Usage: kubemill spark-submit [kubemill flags] [spark-submit options] APP [APP ARGS]...
+
+  Submit a Spark application with spark-submit's own arguments.
+
+kubemill flags:
+  --dry-run                 Print what would be created (YAML; a SparkApplication is
+                            named as given, without the submission's -<id>); submit nothing.
+  --operator                With k8s://: a SparkApplication for kubemill's operator
+                            (retries, status), instead of Spark's own cluster mode.
+  -h, --help                Show this message.
+
+spark-submit options:
+  --master MASTER           k8s://https://HOST:PORT, local, local[N] or local[*] (default).
+                            k8s:// creates the driver pod, its service, NetworkPolicy and
+                            ConfigMap as Spark's cluster mode does (no JVM, no operator).
+  --deploy-mode MODE        cluster (with k8s://; the default here), or client with local.
+  --kill [NS:]DRIVER-POD    Delete the driver pods of a k8s:// submission (a glob allowed).
+  --status [NS:]DRIVER-POD  Print the state of those driver pods.
+  --name NAME               The application's name. Each submission is a job of its own,
+                            named NAME-<id> (cleaned; printed), so a re-run never
+                            touches an earlier one.
+  --class CLASS             The main class of a jar application.
+  --conf, -c KEY=VALUE      A Spark property (repeatable).
+  --properties-file FILE    Spark properties to load (--conf wins over them).
+  --jars, --files, --py-files, --archives LIST      Comma-separated dependencies.
+  --packages, --exclude-packages, --repositories LIST   Maven dependencies.
+  --driver-memory MEM, --driver-cores N
+  --executor-memory MEM, --executor-cores N, --num-executors N
+  --proxy-user NAME, --principal NAME, --keytab FILE
+  --driver-java-options, --driver-library-path, --driver-class-path
+  --verbose, -v             Print what was parsed.
+
+APP is the application's jar (with --class), .py or .R file; local:// is a path in the
+image. Everything after it goes to the application.
+"""
+"""``kubemill spark-submit --help``: kubemill's own flags (read by the CLI), then the
+options this module reads."""
+
+
 # --- the options -------------------------------------------------------------------------------
 
 _VALUE_OPTIONS = {

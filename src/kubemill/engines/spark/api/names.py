@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+APPLICATION_KIND = "SparkApplication"
+"""The kind a submission makes (``--dry-run``, ``--operator``, a local master), by name."""
 DRIVER_CONTAINER = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 """The container names Spark's own cluster mode gives the driver and executor pods."""

@@ -40,7 +40,7 @@ from kubemill.engines.spark.api.argv import (
     parse_spark_master,
     parse_submit_arguments,
 )
-from kubemill.engines.spark.api.names import MAX_NAME, UI_SERVICE_SUFFIX
+from kubemill.engines.spark.api.names import APPLICATION_KIND, MAX_NAME, UI_SERVICE_SUFFIX
 
 DEFAULT_SPARK_VERSION = "4.0.0"
 """``spec.sparkVersion`` when the image's tag names no version (spark-submit never says)."""
@@ -197,7 +197,7 @@ def submission_of(
 
     manifest = {
         "apiVersion": API_VERSION,
-        "kind": "SparkApplication",
+        "kind": APPLICATION_KIND,
         "metadata": metadata,
         "spec": spec,
     }

@@ -5,6 +5,8 @@
 of those, its service account). :class:`Http` sends requests through it by the substrate's
 one HTTP layer (:mod:`kubemill.substrates.kubernetes.transport`) and turns what goes wrong
 into :mod:`.errors`: the API's status, reason and message kept, the verb and resource named.
+:func:`connect_to` (Spark's cluster mode) chooses the same way but talks through the
+transport's own ``DirectClient``, the kubeconfig read by :mod:`.kubeconfig`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kubemill.substrates.kubernetes import transport
+from kubemill.substrates.kubernetes.client import kubeconfig as kubeconfig_files
 from kubemill.substrates.kubernetes.client.errors import (
     KubeconfigError,
     Request,
@@ -38,7 +41,8 @@ class Connection:
     """A configured API client and where it points."""
 
     api_client: Any
-    """A ``kubernetes.client.ApiClient``."""
+    """A ``kubernetes.client.ApiClient`` (:func:`connect`), or the transport's
+    ``DirectClient`` (:func:`connect_to`)."""
     server: str
     context: str | None
     namespace: str
@@ -113,57 +117,42 @@ def connect(*, kubeconfig: str | os.PathLike[str] | None, context: str | None) -
 def connect_to(
     server: str, *, kubeconfig: str | os.PathLike[str] | None, context: str | None
 ) -> Connection:
-    """An API client for ``server`` (a ``spark-submit --master k8s://`` URL): the kubeconfig's
-    when it has one (its cluster must be that server: its credentials belong to it), else a
-    plain client of ``server`` with no credentials, as Spark's client goes to its master
-    when no kubeconfig says more (a local test server, ``kubectl proxy``)."""
-    from kubernetes import client
-
+    """A :class:`~kubemill.substrates.kubernetes.transport.DirectClient` of ``server`` (a
+    ``spark-submit --master k8s://`` URL): with the kubeconfig's credentials when there is
+    one, or the pod's service account (:mod:`.kubeconfig` reads them; the kubeconfig's
+    cluster must be that server: its credentials belong to it), else with none, as Spark's
+    client goes to its master when no kubeconfig says more (a local test server,
+    ``kubectl proxy``)."""
     wanted = server.rstrip("/")
-    if uses_kubeconfig(kubeconfig):
-        connection = connect(kubeconfig=kubeconfig, context=context)
-        if connection.server.rstrip("/") != wanted:
-            raise KubeconfigError(
-                f"--master k8s://{wanted}: the kubeconfig's cluster is {connection.server}; "
-                "choose the context of that server with `kubemill --context NAME ...`"
-            )
-        return connection
-    configuration = client.Configuration()
-    configuration.host = wanted
-    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
-    api_client = client.ApiClient(configuration)
-    api_client.user_agent = USER_AGENT
-    return Connection(api_client, wanted, None, "default")
+    if not uses_kubeconfig(kubeconfig):
+        direct = transport.DirectClient(
+            wanted, user_agent=USER_AGENT, proxy=kubeconfig_files.proxy_for(wanted, None)
+        )
+        return Connection(direct, wanted, None, "default")
+    found = kubeconfig_files.load(kubeconfig=kubeconfig, context=context)
+    if found.server != wanted:
+        raise KubeconfigError(
+            f"--master k8s://{wanted}: the kubeconfig's cluster is {found.server}; "
+            "choose the context of that server with `kubemill --context NAME ...`"
+        )
+    direct = transport.DirectClient(
+        found.server,
+        user_agent=USER_AGENT,
+        tls=found.tls,
+        authorization=found.authorization,
+        proxy=found.proxy,
+    )
+    return Connection(direct, found.server, found.context, found.namespace)
 
 
 def uses_kubeconfig(kubeconfig: str | os.PathLike[str] | None) -> bool:
     """Whether :func:`connect_to` goes through a kubeconfig (or the pod's service account):
     one is given, ``$KUBECONFIG``/``~/.kube/config`` exists, or this runs in a cluster."""
-    default_exists = any(
-        Path(p).expanduser().is_file()
-        for p in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
-        if p
-    )
     return (
-        kubeconfig is not None or default_exists or bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        kubeconfig is not None
+        or any(p.is_file() for p in kubeconfig_files.default_paths())
+        or kubeconfig_files.in_a_pod()
     )
-
-
-def plain_connection(server: str) -> Connection | None:
-    """:func:`connect_to`'s plain client of ``server`` without the ``kubernetes`` package
-    (:class:`~kubemill.substrates.kubernetes.transport.PlainClient`), when that is what it
-    would make: no kubeconfig, and no proxy from the environment (the client would take
-    it). ``None`` otherwise: use :func:`connect_to`."""
-    if uses_kubeconfig(None) or any(
-        value and key.lower().endswith("_proxy") and key.lower() != "no_proxy"
-        for key, value in os.environ.items()
-    ):
-        return None
-    try:
-        api_client = transport.PlainClient(server, user_agent=USER_AGENT)
-    except ValueError:
-        return None
-    return Connection(api_client, api_client.server, None, "default")
 
 
 class Http:

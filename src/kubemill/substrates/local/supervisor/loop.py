@@ -46,13 +46,16 @@ from kubemill.substrates.local.kubelet import (
     StartLimits,
     wait_any,
 )
-from kubemill.substrates.local.network import busy_ports, replica_address
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
-from kubemill.substrates.local.prepared import Prepared, move_busy_ports, prepare_recorded
+from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
 from kubemill.substrates.local.supervisor.options import SupervisorOptions
+from kubemill.substrates.local.supervisor.ports import (
+    reallocate_before_first_start,
+    warn_busy_ports,
+)
 from kubemill.substrates.local.supervisor.requests import Requests
 from kubemill.substrates.local.verdict import record_events, recorded_job
 
@@ -364,39 +367,12 @@ class Supervisor:
                 )
 
     def _check_ports_before_first_start(self) -> None:
-        """Move ports taken since submit; safe as no replica has been told an address yet."""
-        moved = move_busy_ports(self.store, self.uid, self.prepared)
-        if moved is None:
-            return
-        self._prepared, text = moved
-        self._readdress()
-        self.store.add_event(
-            self.uid,
-            type="Normal",
-            reason="PortsReallocated",
-            message=f"ports taken by other processes since submit were moved: {text}",
-        )
-
-    def _readdress(self) -> None:
-        ports = self.prepared.network.ports
-        default_port = self.job.DEFAULT_PORT_NAME
-        for rep in self.prepared.plan.replicas:
-            address = replica_address(rep.ports, ports, replica=rep.name, preferred=default_port)
-            self.records[rep.name] = replace(self.records[rep.name], address=address)
-        self.store.save_replicas(list(self.records.values()))
+        moved = reallocate_before_first_start(self.store, self.uid, self.prepared, self.records)
+        if moved is not None:
+            self._prepared = moved
 
     def _warn_busy_ports(self, replica: str) -> None:
-        ports = {k: v for k, v in self.prepared.network.ports.items() if k[0] == replica}
-        busy = busy_ports(ports)
-        if busy:
-            listed = ", ".join(str(p) for p in sorted(busy.values()))
-            self.store.add_event(
-                self.uid,
-                type="Warning",
-                reason="PortInUse",
-                message=f"{replica}: port(s) {listed} on 127.0.0.1 are in use by another process;"
-                " the replica may fail to listen on them",
-            )
+        warn_busy_ports(self.store, self.uid, self.prepared, replica)
 
     def _observed(self) -> Observed:
         pods = []

@@ -1,4 +1,4 @@
-"""The transport's :class:`PlainClient` sends the bytes ``kubernetes.client.ApiClient`` sends.
+"""The transport's :class:`DirectClient` sends the bytes ``kubernetes.client.ApiClient`` sends.
 
 A recording HTTP server on 127.0.0.1 takes the same requests from both clients through
 :func:`kubemill.substrates.kubernetes.transport.send` (the official client configured with
@@ -24,8 +24,8 @@ from kubemill.substrates.kubernetes.client.connection import USER_AGENT
 from kubemill.substrates.kubernetes.client.errors import unreachable
 from support.kube_client_support import closed_port
 
-READ_HEADERS = ("Host", "Content-Type", "Accept", "User-Agent", "Content-Length")
-"""What an API server reads of a request's headers."""
+READ_HEADERS = ("Host", "Content-Type", "Accept", "User-Agent", "Content-Length", "authorization")
+"""What an API server reads of a request's headers (the official client spells the last so)."""
 
 REQUESTS: list[dict[str, Any]] = [
     {
@@ -127,21 +127,37 @@ def test_the_same_bytes_as_the_official_client(server: tuple[str, type[Recorder]
     answers = send_all(official(url))
     by_official = list(handler.seen)
     handler.seen.clear()
-    plain = transport.PlainClient(url, user_agent=USER_AGENT)
-    assert send_all(plain) == answers
+    direct = transport.DirectClient(url, user_agent=USER_AGENT)
+    assert send_all(direct) == answers
     assert handler.seen == by_official
     assert len(by_official) == len(REQUESTS)
     assert by_official[1][0].startswith(
         "PATCH /api/v1/namespaces/default/configmaps/c?fieldManager=kubemill&force=true "
     )
-    assert plain.sent == len(REQUESTS)
+    assert direct.sent == len(REQUESTS)
+
+
+def test_with_a_token_the_same_bytes_too(server: tuple[str, type[Recorder]]) -> None:
+    """A kubeconfig user's token, as the official client sends it."""
+    url, handler = server
+    api_client = official(url)
+    api_client.configuration.api_key = {"BearerToken": "Bearer s3cret"}
+    answers = send_all(api_client)
+    by_official = list(handler.seen)
+    handler.seen.clear()
+    direct = transport.DirectClient(
+        url, user_agent=USER_AGENT, authorization=lambda: "Bearer s3cret"
+    )
+    assert send_all(direct) == answers
+    assert handler.seen == by_official
+    assert all(headers["authorization"] == "Bearer s3cret" for _, headers, _ in by_official)
 
 
 def test_an_error_answer_is_the_same(server: tuple[str, type[Recorder]]) -> None:
     url, handler = server
     handler.answer = 409
     answers = []
-    for api_client in (official(url), transport.PlainClient(url, user_agent=USER_AGENT)):
+    for api_client in (official(url), transport.DirectClient(url, user_agent=USER_AGENT)):
         with pytest.raises(transport.HttpAnswer) as raised:
             transport.send(api_client, "POST", "/api/v1/namespaces/default/pods", body={})
         answers.append((raised.value.status, raised.value.reason, bytes(raised.value.body or b"")))
@@ -152,7 +168,7 @@ def test_an_error_answer_is_the_same(server: tuple[str, type[Recorder]]) -> None
 def test_nothing_listening_is_no_answer_with_the_same_words() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     said = []
-    for api_client in (official(url), transport.PlainClient(url, user_agent=USER_AGENT)):
+    for api_client in (official(url), transport.DirectClient(url, user_agent=USER_AGENT)):
         with pytest.raises(transport.NoAnswer) as raised:
             transport.send(api_client, "GET", "/api/v1/namespaces", timeout=(2.0, 2.0))
         cause = raised.value.__cause__ or raised.value
@@ -166,15 +182,15 @@ def test_a_kept_connection_the_server_closed_is_opened_again(
 ) -> None:
     url, handler = server
     handler.close_after = True
-    plain = transport.PlainClient(url, user_agent=USER_AGENT)
+    direct = transport.DirectClient(url, user_agent=USER_AGENT)
     for _ in range(3):
-        transport.read(transport.send(plain, "GET", "/api/v1/namespaces"))
+        transport.read(transport.send(direct, "GET", "/api/v1/namespaces"))
     assert len(handler.seen) == 3
 
 
 def test_a_server_that_is_no_http_url_is_refused() -> None:
     with pytest.raises(ValueError, match="not an http"):
-        transport.PlainClient("ftp://host", user_agent=USER_AGENT)
+        transport.DirectClient("ftp://host", user_agent=USER_AGENT)
 
 
 CHUNKED = (
@@ -203,12 +219,12 @@ def test_answers_without_a_length_are_read_whole(answer: bytes) -> None:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    plain = transport.PlainClient(url, user_agent=USER_AGENT)
+    direct = transport.DirectClient(url, user_agent=USER_AGENT)
     try:
         for _ in range(2):
-            raw = transport.send(plain, "GET", "/api/v1/namespaces", timeout=(5.0, 5.0))
+            raw = transport.send(direct, "GET", "/api/v1/namespaces", timeout=(5.0, 5.0))
             assert transport.read_json(raw) == {"a": 1, "b": 2}
-            plain.close()
+            direct.close()
     finally:
         listener.close()
     thread.join(timeout=5)
