@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from datetime import UTC, datetime
 from typing import Any
 
+import kopf
 import pytest
 
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
@@ -14,7 +16,11 @@ from kubemill.kinds import load_one
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
 from kubemill.substrates.kubernetes.operator.events import build_event
-from kubemill.substrates.kubernetes.operator.handlers import connection_info
+from kubemill.substrates.kubernetes.operator.handlers import (
+    build_registry,
+    configure,
+    connection_info,
+)
 from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, ObjectRef, Outcome, classify
 from kubemill.substrates.kubernetes.operator.leader import timings
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
@@ -27,6 +33,7 @@ from kubemill.substrates.kubernetes.operator.reconciler import (
     merge_patch,
     pair_events,
 )
+from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
 from support.operator_jobs import pytorchjob, tfjob
@@ -401,6 +408,25 @@ def test_kopf_logs_in_with_the_same_credentials_as_the_client() -> None:
     info = connection_info(configuration)
     assert (info.server, info.scheme, info.token) == ("https://10.0.0.1:6443", "Bearer", "s3cret")
     assert info.ca_path == "/ca.crt" and info.insecure is False
+
+
+def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> None:
+    """Per event, kopf calls the indexes and ``on.event`` handlers: a plain function would
+    run on its thread pool (a hop per event, and the work queue touched off its loop), and
+    the default diff base deep-copies every body for handlers the operator does not have."""
+    runtime = Runtime(OperatorSettings(serve_upstream_groups=True, gang_scheduler_name="volcano"))
+    registry = build_registry(runtime)
+    per_event = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
+    assert len(per_event) > 4
+    assert [h.id for h in per_event if not inspect.iscoroutinefunction(h.fn)] == []
+
+    settings = kopf.OperatorSettings()
+    configure(settings, runtime)
+    storage = settings.persistence.diffbase_storage
+    body = kopf.Body(tfjob("j"))
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert (storage.build(body=body), storage.fetch(body=body), dict(patch)) == ({}, None, {})
 
 
 # --- status writes: resourceVersion, conflicts, restart counts --------------------------------
