@@ -12,7 +12,7 @@ import kopf
 import pytest
 
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
-from kubemill.kinds import load_one
+from kubemill.kinds import load_document, load_one
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
 from kubemill.substrates.kubernetes.operator.events import build_event
@@ -546,3 +546,51 @@ def test_restart_counts_are_read_back_from_the_annotation_of_a_kubeflow_job() ->
         "BackoffLimitExceeded"
     ]
     assert not [c for c in api.calls if c[0] == "annotate"]  # nothing new to record
+
+
+def test_a_job_is_validated_and_planned_once_per_resource_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its children's events wake a job many times at one version: the passes reuse the
+    job and plan of the first; a new version (or counts read back into it) loads again."""
+    import kubemill.substrates.kubernetes.operator.reconciler as reconciler_module
+
+    loads: list[str] = []
+
+    def counted(raw: Any) -> Any:
+        loads.append(raw["metadata"]["resourceVersion"])
+        return load_document(raw)
+
+    monkeypatch.setattr(reconciler_module, "load_document", counted)
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    job = _job("kubemill.dev")
+    jobs = {key: [job]}
+    api = FakeApi()
+    pods = {("ns", "j"): [PodSnapshot.of(pod_body(name, owner="uid-1")) for name in NAMES]}
+    reconciler = _reconciler(api, jobs, pods)
+
+    def at(version: str) -> None:
+        jobs[key] = [{**job, "metadata": {**job["metadata"], "resourceVersion": version}}]
+        asyncio.run(reconciler.reconcile(key))
+
+    at("7")
+    (written,) = [c[2] for c in api.calls if c[0] == "status"]
+    job["status"] = written  # as the watch brings it back
+    for version in ("8", "8", "8", "9"):
+        at(version)
+    assert loads == ["7", "8", "9"]
+    # The reused job is the one a load would give: its status is the one written, so no
+    # pass writes it again.
+    assert [c[0] for c in api.calls] == ["status"]
+
+
+def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    job = _job("kubemill.dev")
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = "many"
+    events: list[tuple[str, str]] = []
+    reconciler = _reconciler(FakeApi(), {key: [job]}, _pods(worker_failed=False))
+    reconciler._post_event = lambda _job, type_, reason, _msg: events.append((type_, reason))
+    for _ in range(3):
+        assert asyncio.run(reconciler.reconcile(key)) is None
+    assert events == [("Warning", "InvalidSpec")]

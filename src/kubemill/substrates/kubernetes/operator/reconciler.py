@@ -183,14 +183,12 @@ class Reconciler:
         started = time.monotonic()
         stored = raw
         raw = self._with_recorded_counts(raw, resource, memory)
-        job = self._load(raw, memory)
-        if job is None:
+        # (``stored`` may be our last status write's answer: its version, not the cache's.)
+        version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        loaded = self._load_and_plan(raw, version if raw is stored else None, memory)
+        if loaded is None:
             return None
-        try:
-            plan = plan_on_kubernetes(job)
-        except PlanError as exc:
-            self._report_invalid(raw, memory, str(exc))
-            return None
+        job, plan = loaded
 
         lifecycle = lifecycle_for(job.KIND)
         if lifecycle.pods_by_label:
@@ -246,13 +244,28 @@ class Reconciler:
                 entry[name] = max(entry.get(name, 0), values.get(name, 0))
         return with_counts(raw, counts) if counts else raw
 
-    def _load(self, raw: Mapping[str, Any], memory: JobMemory) -> Job | None:
+    def _load_and_plan(
+        self, raw: Mapping[str, Any], rv: str | None, memory: JobMemory
+    ) -> tuple[Job, Plan] | None:
+        """The job and its plan, or None (reported) when either is invalid. ``rv``: the
+        resourceVersion ``raw`` is exactly the stored object of (None when counts were read
+        back into it): the same version as the last pass reuses that pass's job and plan."""
+        if rv and memory.loaded is not None and memory.loaded[0] == rv:
+            return memory.loaded[1], memory.loaded[2]
+        memory.loaded = None
         job, errors = load_document(raw)
         if job is None:
             self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))
             return None
         memory.invalid_rv = None
-        return job
+        try:
+            plan = plan_on_kubernetes(job)
+        except PlanError as exc:
+            self._report_invalid(raw, memory, str(exc))
+            return None
+        if rv:
+            memory.loaded = (rv, job, plan)
+        return job, plan
 
     def _report_invalid(self, raw: Mapping[str, Any], memory: JobMemory, problem: str) -> None:
         rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
