@@ -9,10 +9,10 @@ operator's own process, so that its figures are the operator's:
   pool), and on ``SIGUSR1`` (sent by the bench once every pod exists) writes the merged
   profile to ``DIR/cpu.pstats`` and the functions by own and by cumulative time to
   ``DIR/cpu.txt``. cProfile doubles the operator's CPU; its shares are what to read.
-- ``memory``: the same with tracemalloc from before the operator's imports; on ``SIGUSR1``
+- ``memory``: the same with tracemalloc (from after the operator's imports); on ``SIGUSR1``
   (sent once the operator is idle and again once every pod exists) writes the biggest
-  holders by file and by line to ``DIR/memory-1.txt`` (imports included: they are most of
-  the idle RSS), then ``DIR/memory-2.txt`` with what grew since.
+  holders by file and by line to ``DIR/memory-1.txt``, then ``DIR/memory-2.txt`` with what
+  grew since, by line and by the allocating call stack.
 - ``py-spy``: the bench attaches ``py-spy record --gil`` (a sampler outside the process, if
   installed) to the operator for the burst only and writes ``DIR/py-spy.txt`` (folded
   stacks); ``python bench/operator_profile.py summary DIR/py-spy.txt`` prints the
@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 TOP = 60
+DEPTH = 8
+"""Frames kept of each allocation (the grown memory is also shown by its callers)."""
 
 
 def _profile_every_thread(out: Path) -> None:
@@ -86,7 +88,7 @@ def _profile_every_thread(out: Path) -> None:
 def _trace_memory(out: Path) -> None:
     """tracemalloc from now on; each SIGUSR1 writes the biggest holders of memory to
     ``memory-N.txt`` and, from the second on, what grew since the first (idle) one."""
-    tracemalloc.start(1)
+    tracemalloc.start(DEPTH)
     snapshots: list[tracemalloc.Snapshot] = []
 
     def dump(*_: Any) -> None:
@@ -109,6 +111,11 @@ def _trace_memory(out: Path) -> None:
                     f"{diff.size_diff / 2**20:+8.2f} MiB {diff.count_diff:+8d} blocks"
                     f"  {frame.filename}:{frame.lineno}"
                 )
+            lines.append("")
+            lines.append("-- grown since the first snapshot, by who allocated it (innermost last)")
+            for diff in snapshot.compare_to(snapshots[0], "traceback")[:15]:
+                lines.append(f"{diff.size_diff / 2**20:+8.2f} MiB {diff.count_diff:+8d} blocks")
+                lines += [f"      {frame.filename}:{frame.lineno}" for frame in diff.traceback]
         (out / f"memory-{len(snapshots)}.txt").write_text("\n".join(lines))
         (out / "memory.done").touch()
 
@@ -146,13 +153,15 @@ def main() -> None:
         return
     out = Path(rest[0])
     operator_args = rest[rest.index("--") + 1 :]
-    if mode == "memory":
-        _trace_memory(out)  # before the imports: they are most of the idle RSS
+    # After the imports (most of the idle RSS, kopf's and the kubernetes client's: see
+    # ``python -X importtime``), which tracing DEPTH frames would slow past the bench's wait.
     from kubemill.substrates.kubernetes.operator.__main__ import app
 
-    if mode == "cpu":
+    if mode == "memory":
+        _trace_memory(out)
+    elif mode == "cpu":
         _profile_every_thread(out)
-    elif mode != "memory":
+    else:
         raise SystemExit(f"unknown mode {mode!r}: cpu, memory or summary")
     app(args=operator_args, prog_name="operator")
 

@@ -583,6 +583,15 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
     # pass writes it again.
     assert [c[0] for c in api.calls] == ["status"]
 
+    # Only the most recently reconciled jobs are kept (a model and plan each).
+    monkeypatch.setattr(reconciler_module, "LOADED_JOBS", 1)
+    other = ("kubeflow.org", "pytorchjobs", "ns", "j")
+    jobs[other] = [_job("kubeflow.org")]
+    loads.clear()
+    for which in (key, other, key):
+        asyncio.run(reconciler.reconcile(which))
+    assert loads == ["7", "9"]  # the other job, then this one again
+
 
 def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
     key = ("kubemill.dev", "pytorchjobs", "ns", "j")

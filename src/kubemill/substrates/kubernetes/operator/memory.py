@@ -14,11 +14,7 @@ twice, or decide on a status it has already replaced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kubemill.api import Job
-    from kubemill.frameworks import Plan
+from typing import Any
 
 
 @dataclass
@@ -46,10 +42,6 @@ class JobMemory:
     unwritten_counts: dict[str, dict[str, int]] | None = None
     """Restart counts a failed status write carried (a pod deleted in that pass is never
     counted again): read back into the job until a write records them."""
-    loaded: tuple[str, Job, Plan] | None = None
-    """(resourceVersion, job, plan) of the last pass that loaded the job as stored: a
-    resourceVersion names one content of the object, so the next pass over the same version
-    (its children's events wake it) neither validates the manifest nor plans it again."""
     refused: dict[tuple[str, str], str] = field(default_factory=dict)
     """(kind, name) -> the API's message: creations it refused for good (4xx), reported to
     the core (``Observed.refused``) until the core asks for that child again."""
