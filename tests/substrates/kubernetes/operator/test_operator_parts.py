@@ -17,6 +17,7 @@ from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, o
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
 from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import (
+    JOBS_INDEX,
     build_registry,
     configure,
     connection_info,
@@ -427,6 +428,20 @@ def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> N
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert (storage.build(body=body), storage.fetch(body=body), dict(patch)) == ({}, None, {})
+
+
+def test_the_job_cache_keeps_no_managed_fields() -> None:
+    registry = build_registry(Runtime(OperatorSettings()))
+    (index_job, *_) = [h.fn for h in registry._indexing.get_all_handlers() if h.id == JOBS_INDEX]
+    body = tfjob("j")
+    body["metadata"] |= {
+        "namespace": "ns",
+        "uid": "u",
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+    }
+    (cached,) = asyncio.run(index_job(body=kopf.Body(body))).values()
+    assert cached == {**body, "metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
+    assert "managedFields" in body["metadata"]  # the watch's own body is left alone
 
 
 # --- status writes: resourceVersion, conflicts, restart counts --------------------------------

@@ -38,7 +38,7 @@ from kubemill.kinds import controllers
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
 from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
-from kubemill.substrates.kubernetes.operator.caches import Caches
+from kubemill.substrates.kubernetes.operator.caches import Caches, cached_job
 from kubemill.substrates.kubernetes.operator.kubeapi import load_client_configuration
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.schedules import RunKey, run_key, run_labels
@@ -238,7 +238,7 @@ def _register_runs(registry: Any, resource: JobResource) -> None:
 
     async def index_run(body: Any, **_: Any) -> dict[RunKey, dict[str, Any]]:
         key = run_key(body, resource.group, labels)
-        return {key: dict(body)} if key else {}
+        return {key: cached_job(body)} if key else {}
 
     # The API server filters by one label; runs of several controller kinds (labels) are
     # told apart by run_key.
@@ -256,7 +256,7 @@ def _register_job(registry: Any, runtime: Runtime, resource: JobResource) -> Non
     async def index_job(body: Any, **_: Any) -> dict[tuple[str, str, str, str], dict[str, Any]]:
         meta = body.get("metadata", {})
         key = (resource.group, resource.plural, meta.get("namespace", ""), meta.get("name", ""))
-        return {key: dict(body)}
+        return {key: cached_job(body)}
 
     async def job_event(event: Any, **_: Any) -> None:
         runtime.job_changed(resource, event)

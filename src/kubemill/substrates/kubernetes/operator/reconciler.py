@@ -62,7 +62,7 @@ from kubemill.substrates.kubernetes.observe import (
     observe,
     observe_service,
 )
-from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
+from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey, cached_job
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -599,7 +599,7 @@ class Reconciler:
             raise RetryLater([exc], blocked=classify(exc) is Outcome.BLOCKED) from None
         memory.unwritten_counts = None
         memory.stale_rvs = frozenset(versions)
-        memory.written = written
+        memory.written = cached_job(written) if written is not None else None
         self._metrics.count_transitions(resource.kind, job.status, status)
 
     async def _retrying(self, call: Callable[[], Any]) -> dict[str, Any]:
