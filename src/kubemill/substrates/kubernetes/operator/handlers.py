@@ -10,7 +10,8 @@ login and the health endpoint; the reconcile itself runs on the
 
 Indexes (the informer cache):
 
-- ``kubemill_jobs``: (group, plural, namespace, name) -> the job's body;
+- ``kubemill_jobs``: (group, plural, namespace, name) -> the job's body (as
+  :func:`~.caches.cached_job` keeps it);
 - ``kubemill_runs``: (group, namespace, controller name) -> the bodies of the jobs a
   controller kind created, found by its rules' run label (a Spark schedule's applications by
   ``sparkoperator.k8s.io/scheduled-app-name``);
