@@ -20,6 +20,17 @@ Either server shares the 2 cores with the operator (the real one also schedules 
 its Node), so figures are a lower bound of what the operator does on a cluster. The real
 server's writes are read from its audit log (the operator's user agent). Nothing is
 asserted: this is a measurement, run on demand (never in CI).
+
+``--operator-src SRC [SRC ...]`` runs the operator of each source tree (a ``src`` folder: the
+main worktree's and this one's) against the same kind of server, one after the other, and
+prints them side by side: a before/after in one period of a shared, noisy machine (CPU per job
+is steadier than jobs/s).
+
+``--profile cpu|memory|py-spy --profile-dir DIR`` says where the operator's CPU goes and what
+holds its memory (bench/operator_profile.py says how); for example::
+
+    python bench/operator_throughput.py --server kmock --profile py-spy --profile-dir /tmp/p
+    python bench/operator_profile.py summary /tmp/p/kmock/py-spy.txt
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kubemill.kinds import crds  # noqa: E402
@@ -200,24 +213,41 @@ def real_server(tmp: Path) -> Iterator[Server]:
         )
 
 
-def run(server: Server, args: argparse.Namespace, tmp: Path) -> Figures:
+def run(
+    server: Server, args: argparse.Namespace, tmp: Path, src: Path | None, profile: Path | None
+) -> Figures:
+    """One run of the operator (of ``src``, else this tree's) against ``server``; with
+    ``args.profile``, its profile is written to the folder ``profile``."""
     figures = Figures()
     expected_pods = args.jobs * args.replicas
     health = free_port()
     log = (tmp / "operator.log").open("wb")
-    argv = [
-        sys.executable, "-m", "kubemill.substrates.kubernetes.operator",
+    options = [
         "--all-namespaces", "--metrics-port", "0", "--health-port", str(health),
         "--bind-address", "127.0.0.1", "--workers", str(args.workers),
     ]  # fmt: skip
+    argv = [sys.executable, "-m", "kubemill.substrates.kubernetes.operator", *options]
+    if profile is not None and args.profile in ("cpu", "memory"):
+        profile.mkdir(parents=True, exist_ok=True)
+        script = str(BENCH / "operator_profile.py")
+        argv = [sys.executable, script, args.profile, str(profile), "--", *options]
     env = dict(os.environ, KUBECONFIG=str(server.kubeconfig))
     env.pop("KUBERNETES_SERVICE_HOST", None)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(src), *env.get("PYTHONPATH", "").split(os.pathsep)]
+        )
     operator = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    sampler: subprocess.Popen[bytes] | None = None
     try:
         wait_healthy(health, operator)
         figures.rss_idle = rss_mib(operator.pid)
         cpu_idle = cpu_seconds(operator.pid)
         path = f"/apis/kubemill.dev/v1/namespaces/{NAMESPACE}/tfjobs"
+        if profile is not None and args.profile == "py-spy":
+            sampler = start_py_spy(operator.pid, profile)
+        if profile is not None and args.profile == "memory":
+            dump_profile(operator, profile / "memory.done")  # the idle snapshot
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
             list(
@@ -233,10 +263,18 @@ def run(server: Server, args: argparse.Namespace, tmp: Path) -> Figures:
             time.sleep(0.05)
         figures.elapsed = time.monotonic() - started
         figures.cpu_busy = cpu_seconds(operator.pid) - cpu_idle
+        if sampler is not None:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
+            sampler.wait(timeout=60)
         # Let the Created status writes and events still queued land before counting.
         time.sleep(3.0)
         figures.rss_end = rss_mib(operator.pid)
+        if profile is not None and args.profile in ("cpu", "memory"):
+            dump_profile(operator, profile / f"{args.profile}.done")
     finally:
+        if sampler is not None and sampler.poll() is None:
+            sampler.kill()
+            sampler.wait()
         operator.send_signal(signal.SIGTERM)
         try:
             operator.wait(timeout=30)
@@ -248,6 +286,33 @@ def run(server: Server, args: argparse.Namespace, tmp: Path) -> Figures:
     return figures
 
 
+def start_py_spy(pid: int, folder: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` until SIGINT: the thread holding the GIL (the Python CPU),
+    50 times a second, as folded stacks in ``folder/py-spy.txt``."""
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        raise SystemExit("--profile py-spy: no py-spy on PATH (pip install py-spy, anywhere)")
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [
+        py_spy, "record", "--pid", str(pid), "--gil", "--rate", "50",
+        "--format", "raw", "--output", str(folder / "py-spy.txt"),
+    ]  # fmt: skip
+    sampler = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the first job
+    return sampler
+
+
+def dump_profile(operator: subprocess.Popen[bytes], done: Path) -> None:
+    """Ask the operator (run by bench/operator_profile.py) to write its profile, and wait."""
+    done.unlink(missing_ok=True)
+    operator.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while not done.exists():
+        if time.monotonic() > deadline or operator.poll() is not None:
+            raise SystemExit(f"the operator wrote no profile ({done})")
+        time.sleep(0.2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
@@ -256,13 +321,30 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8, help="parallel job submitters")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--server", choices=("kmock", "real", "both"), default="both")
+    parser.add_argument(
+        "--operator-src",
+        nargs="+",
+        type=Path,
+        metavar="SRC",
+        help="run the operator of each of these src folders, side by side (default: this tree)",
+    )
+    parser.add_argument("--profile", choices=("cpu", "memory", "py-spy"))
+    parser.add_argument(
+        "--profile-dir", type=Path, help="where --profile writes (one folder a run)"
+    )
     args = parser.parse_args()
+    if args.profile and not args.profile_dir:
+        parser.error("--profile needs --profile-dir")
     servers = {"kmock": kmock_server, "real": real_server}
     chosen = list(servers) if args.server == "both" else [args.server]
+    sources: list[Path | None] = list(args.operator_src or [None])
     results = {}
     for name in chosen:
-        with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
-            results[name] = run(server, args, Path(tmp))
+        for number, src in enumerate(sources):
+            column = name if src is None else f"{name} {number + 1}"
+            profile = args.profile_dir / column.replace(" ", "-") if args.profile else None
+            with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
+                results[column] = run(server, args, Path(tmp), src, profile)
 
     minimum = args.jobs * (2 * args.replicas + 1)
     print(
@@ -289,6 +371,8 @@ def main() -> None:
     for label, show in rows:
         print(f"{label:24}" + "".join(f"{show(f):>28}" for f in results.values()))
     print(f"minimum object writes per job: {minimum / args.jobs:.0f}")
+    for number, src in enumerate(args.operator_src or ()):
+        print(f"operator {number + 1}: {src.resolve()}")
     for name, f in results.items():
         print(f"{name}: writes by resource {dict(sorted(f.writes.items()))}")
         print(f"{name}: error answers {dict(f.errors) or 'none'}")

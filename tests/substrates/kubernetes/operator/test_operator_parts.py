@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from datetime import UTC, datetime
 from typing import Any
 
+import kopf
 import pytest
 
 from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
-from kubemill.kinds import load_one
+from kubemill.kinds import load_document, load_one
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
 from kubemill.substrates.kubernetes.operator.events import build_event
-from kubemill.substrates.kubernetes.operator.handlers import connection_info
+from kubemill.substrates.kubernetes.operator.handlers import (
+    JOBS_INDEX,
+    build_registry,
+    configure,
+    connection_info,
+)
 from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, ObjectRef, Outcome, classify
 from kubemill.substrates.kubernetes.operator.leader import timings
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
@@ -27,6 +34,7 @@ from kubemill.substrates.kubernetes.operator.reconciler import (
     merge_patch,
     pair_events,
 )
+from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.workqueue import WorkQueue
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
 from support.operator_jobs import pytorchjob, tfjob
@@ -411,6 +419,39 @@ def test_kopf_logs_in_with_the_same_credentials_as_the_client() -> None:
     assert info.ca_path == "/ca.crt" and info.insecure is False
 
 
+def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> None:
+    """Per event, kopf calls the indexes and ``on.event`` handlers: a plain function would
+    run on its thread pool (a hop per event, and the work queue touched off its loop), and
+    the default diff base deep-copies every body for handlers the operator does not have."""
+    runtime = Runtime(OperatorSettings(serve_upstream_groups=True, gang_scheduler_name="volcano"))
+    registry = build_registry(runtime)
+    per_event = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
+    assert len(per_event) > 4
+    assert [h.id for h in per_event if not inspect.iscoroutinefunction(h.fn)] == []
+
+    settings = kopf.OperatorSettings()
+    configure(settings, runtime)
+    storage = settings.persistence.diffbase_storage
+    body = kopf.Body(tfjob("j"))
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert (storage.build(body=body), storage.fetch(body=body), dict(patch)) == ({}, None, {})
+
+
+def test_the_job_cache_keeps_no_managed_fields() -> None:
+    registry = build_registry(Runtime(OperatorSettings()))
+    (index_job, *_) = [h.fn for h in registry._indexing.get_all_handlers() if h.id == JOBS_INDEX]
+    body = tfjob("j")
+    body["metadata"] |= {
+        "namespace": "ns",
+        "uid": "u",
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+    }
+    (cached,) = asyncio.run(index_job(body=kopf.Body(body))).values()
+    assert cached == {**body, "metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
+    assert "managedFields" in body["metadata"]  # the watch's own body is left alone
+
+
 # --- status writes: resourceVersion, conflicts, restart counts --------------------------------
 
 
@@ -528,3 +569,60 @@ def test_restart_counts_are_read_back_from_the_annotation_of_a_kubeflow_job() ->
         "BackoffLimitExceeded"
     ]
     assert not [c for c in api.calls if c[0] == "annotate"]  # nothing new to record
+
+
+def test_a_job_is_validated_and_planned_once_per_resource_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its children's events wake a job many times at one version: the passes reuse the
+    job and plan of the first; a new version (or counts read back into it) loads again."""
+    import kubemill.substrates.kubernetes.operator.reconciler as reconciler_module
+
+    loads: list[str] = []
+
+    def counted(raw: Any) -> Any:
+        loads.append(raw["metadata"]["resourceVersion"])
+        return load_document(raw)
+
+    monkeypatch.setattr(reconciler_module, "load_document", counted)
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    job = _job("kubemill.dev")
+    jobs = {key: [job]}
+    api = FakeApi()
+    pods = {("ns", "j"): [PodSnapshot.of(pod_body(name, owner="uid-1")) for name in NAMES]}
+    reconciler = _reconciler(api, jobs, pods)
+
+    def at(version: str) -> None:
+        jobs[key] = [{**job, "metadata": {**job["metadata"], "resourceVersion": version}}]
+        asyncio.run(reconciler.reconcile(key))
+
+    at("7")
+    (written,) = [c[2] for c in api.calls if c[0] == "status"]
+    job["status"] = written  # as the watch brings it back
+    for version in ("8", "8", "8", "9"):
+        at(version)
+    assert loads == ["7", "8", "9"]
+    # The reused job is the one a load would give: its status is the one written, so no
+    # pass writes it again.
+    assert [c[0] for c in api.calls] == ["status"]
+
+    # Only the most recently reconciled jobs are kept (a model and plan each).
+    monkeypatch.setattr(reconciler_module, "LOADED_JOBS", 1)
+    other = ("kubeflow.org", "pytorchjobs", "ns", "j")
+    jobs[other] = [_job("kubeflow.org")]
+    loads.clear()
+    for which in (key, other, key):
+        asyncio.run(reconciler.reconcile(which))
+    assert loads == ["7", "9"]  # the other job, then this one again
+
+
+def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    job = _job("kubemill.dev")
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = "many"
+    events: list[tuple[str, str]] = []
+    reconciler = _reconciler(FakeApi(), {key: [job]}, _pods(worker_failed=False))
+    reconciler._post_event = lambda _job, type_, reason, _msg: events.append((type_, reason))
+    for _ in range(3):
+        assert asyncio.run(reconciler.reconcile(key)) is None
+    assert events == [("Warning", "InvalidSpec")]

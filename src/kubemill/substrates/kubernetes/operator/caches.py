@@ -1,5 +1,5 @@
-"""The kopf indexes a reconcile reads (:class:`Caches`), and the keys of a job and of its
-children in them.
+"""The kopf indexes a reconcile reads (:class:`Caches`), the keys of a job and of its
+children in them, and what of a job body is kept (:func:`cached_job`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,17 @@ JobKey = tuple[str, str, str, str]
 """(group, plural, namespace, name) of a job."""
 ChildKey = tuple[str, str]
 """(namespace, job name): how the child caches are keyed."""
+
+
+def cached_job(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A job as the operator keeps it (its cache, its last status write's answer): the body
+    less ``metadata.managedFields``, the API server's record of which client wrote which
+    field, often the larger part of the metadata, that nothing in the operator reads."""
+    job = dict(body)
+    meta = job.get("metadata")
+    if isinstance(meta, Mapping) and "managedFields" in meta:
+        job["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return job
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -61,7 +62,7 @@ from kubemill.substrates.kubernetes.observe import (
     observe,
     observe_service,
 )
-from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
+from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey, cached_job
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -101,6 +102,10 @@ logger = logging.getLogger("kubemill.operator")
 
 EXPECTATION_TIMEOUT = 30.0
 """Seconds to wait for the caches to show the operator's own creates and deletes."""
+LOADED_JOBS = 128
+"""Jobs whose loaded manifest and plan are kept (the most recently reconciled): a job's
+model and plan are ~20 KiB, too much to keep for every job, and the passes that reuse them
+(the job's children's events at one version) come close together."""
 STATUS_WRITE_ATTEMPTS = 3
 """Tries of a status patch within one pass: a restart is counted in the very pass that
 deletes the pod, so losing that status write would lose the count."""
@@ -136,6 +141,10 @@ class Reconciler:
         self._options = reconcile_options(self._gang)
         self._clock = clock
         self._memory: dict[JobKey, JobMemory] = {}
+        self._loaded: OrderedDict[JobKey, tuple[str, Job, Plan]] = OrderedDict()
+        """job -> (resourceVersion, job, plan) of the last pass that loaded it as stored, for
+        the :data:`LOADED_JOBS` most recent: a resourceVersion names one content of the
+        object, so a pass over the same version neither validates nor plans it again."""
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""
@@ -144,6 +153,7 @@ class Reconciler:
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop what was remembered of it."""
         self._memory.pop(key, None)
+        self._loaded.pop(key, None)
 
     async def reconcile(self, key: JobKey) -> float | None:
         """One pass over the job ``key``; returns seconds until it must be looked at again.
@@ -183,14 +193,12 @@ class Reconciler:
         started = time.monotonic()
         stored = raw
         raw = self._with_recorded_counts(raw, resource, memory)
-        job = self._load(raw, memory)
-        if job is None:
+        # (``stored`` may be our last status write's answer: its version, not the cache's.)
+        version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        loaded = self._load_and_plan(key, raw, version if raw is stored else None, memory)
+        if loaded is None:
             return None
-        try:
-            plan = plan_on_kubernetes(job)
-        except PlanError as exc:
-            self._report_invalid(raw, memory, str(exc))
-            return None
+        job, plan = loaded
 
         lifecycle = lifecycle_for(job.KIND)
         if lifecycle.pods_by_label:
@@ -246,13 +254,32 @@ class Reconciler:
                 entry[name] = max(entry.get(name, 0), values.get(name, 0))
         return with_counts(raw, counts) if counts else raw
 
-    def _load(self, raw: Mapping[str, Any], memory: JobMemory) -> Job | None:
+    def _load_and_plan(
+        self, key: JobKey, raw: Mapping[str, Any], rv: str | None, memory: JobMemory
+    ) -> tuple[Job, Plan] | None:
+        """The job and its plan, or None (reported) when either is invalid. ``rv``: the
+        resourceVersion ``raw`` is exactly the stored object of (None when counts were read
+        back into it): the same version as the last pass reuses that pass's job and plan."""
+        loaded = self._loaded.get(key)
+        if rv and loaded is not None and loaded[0] == rv:
+            self._loaded.move_to_end(key)
+            return loaded[1], loaded[2]
+        self._loaded.pop(key, None)
         job, errors = load_document(raw)
         if job is None:
             self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))
             return None
         memory.invalid_rv = None
-        return job
+        try:
+            plan = plan_on_kubernetes(job)
+        except PlanError as exc:
+            self._report_invalid(raw, memory, str(exc))
+            return None
+        if rv:
+            self._loaded[key] = (rv, job, plan)
+            if len(self._loaded) > LOADED_JOBS:
+                self._loaded.popitem(last=False)
+        return job, plan
 
     def _report_invalid(self, raw: Mapping[str, Any], memory: JobMemory, problem: str) -> None:
         rv = str(raw.get("metadata", {}).get("resourceVersion", ""))
@@ -572,7 +599,7 @@ class Reconciler:
             raise RetryLater([exc], blocked=classify(exc) is Outcome.BLOCKED) from None
         memory.unwritten_counts = None
         memory.stale_rvs = frozenset(versions)
-        memory.written = written
+        memory.written = cached_job(written) if written is not None else None
         self._metrics.count_transitions(resource.kind, job.status, status)
 
     async def _retrying(self, call: Callable[[], Any]) -> dict[str, Any]:

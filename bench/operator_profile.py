@@ -1,0 +1,170 @@
+"""Where the operator spends its CPU and what holds its memory, under the throughput bench.
+
+Not run by hand: ``bench/operator_throughput.py --profile cpu|memory|py-spy DIR`` runs the
+operator through it and writes the results to DIR (see there). Three ways, each in the
+operator's own process, so that its figures are the operator's:
+
+- ``cpu``: this script runs the operator (``python bench/operator_profile.py cpu DIR --
+  OPERATOR-ARGS``) under cProfile in every thread (the event loop and the API client's
+  pool), and on ``SIGUSR1`` (sent by the bench once every pod exists) writes the merged
+  profile to ``DIR/cpu.pstats`` and the functions by own and by cumulative time to
+  ``DIR/cpu.txt``. cProfile doubles the operator's CPU; its shares are what to read.
+- ``memory``: the same with tracemalloc (from after the operator's imports); on ``SIGUSR1``
+  (sent once the operator is idle and again once every pod exists) writes the biggest
+  holders by file and by line to ``DIR/memory-1.txt``, then ``DIR/memory-2.txt`` with what
+  grew since, by line and by the allocating call stack.
+- ``py-spy``: the bench attaches ``py-spy record --gil`` (a sampler outside the process, if
+  installed) to the operator for the burst only and writes ``DIR/py-spy.txt`` (folded
+  stacks); ``python bench/operator_profile.py summary DIR/py-spy.txt`` prints the
+  functions by own and by inclusive share of the samples.
+
+Each writes ``DIR/MODE.done`` when its files are complete (the bench removes it first).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import re
+import signal
+import sys
+import threading
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+TOP = 60
+DEPTH = 8
+"""Frames kept of each allocation (the grown memory is also shown by its callers)."""
+
+
+def _profile_every_thread(out: Path) -> None:
+    """cProfile in the main thread and in every thread started from now on; SIGUSR1 writes
+    their merged statistics."""
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+    original_run = threading.Thread.run
+
+    def profiled_run(self: threading.Thread) -> None:
+        profile = cProfile.Profile()
+        with lock:
+            profiles.append(profile)
+        profile.enable()
+        try:
+            original_run(self)
+        finally:
+            profile.disable()
+
+    threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    main = cProfile.Profile()
+    profiles.append(main)
+
+    def dump(*_: Any) -> None:
+        main.disable()
+        stats: pstats.Stats | None = None
+        with lock:
+            for profile in profiles:
+                # Another thread's profiler stays enabled: read what it has so far.
+                profile.snapshot_stats()
+                if stats is None:
+                    stats = pstats.Stats(profile)
+                else:
+                    stats.add(profile)
+        assert stats is not None
+        stats.dump_stats(out / "cpu.pstats")
+        text = io.StringIO()
+        stats.stream = text  # type: ignore[attr-defined]
+        stats.sort_stats("tottime").print_stats(TOP)
+        stats.sort_stats("cumulative").print_stats(TOP)
+        (out / "cpu.txt").write_text(text.getvalue())
+        (out / "cpu.done").touch()
+
+    signal.signal(signal.SIGUSR1, dump)
+    main.enable()
+
+
+def _trace_memory(out: Path) -> None:
+    """tracemalloc from now on; each SIGUSR1 writes the biggest holders of memory to
+    ``memory-N.txt`` and, from the second on, what grew since the first (idle) one."""
+    tracemalloc.start(DEPTH)
+    snapshots: list[tracemalloc.Snapshot] = []
+
+    def dump(*_: Any) -> None:
+        snapshot = tracemalloc.take_snapshot()
+        snapshots.append(snapshot)
+        current, peak = tracemalloc.get_traced_memory()
+        lines = [f"traced now {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB", ""]
+        for key in ("filename", "lineno"):
+            lines.append(f"-- by {key}")
+            for stat in snapshot.statistics(key)[:TOP]:
+                frame = stat.traceback[0]
+                where = frame.filename if key == "filename" else f"{frame.filename}:{frame.lineno}"
+                lines.append(f"{stat.size / 2**20:8.2f} MiB {stat.count:8d} blocks  {where}")
+            lines.append("")
+        if len(snapshots) > 1:
+            lines.append("-- grown since the first snapshot, by line")
+            for diff in snapshot.compare_to(snapshots[0], "lineno")[:TOP]:
+                frame = diff.traceback[0]
+                lines.append(
+                    f"{diff.size_diff / 2**20:+8.2f} MiB {diff.count_diff:+8d} blocks"
+                    f"  {frame.filename}:{frame.lineno}"
+                )
+            lines.append("")
+            lines.append("-- grown since the first snapshot, by who allocated it (innermost last)")
+            for diff in snapshot.compare_to(snapshots[0], "traceback")[:15]:
+                lines.append(f"{diff.size_diff / 2**20:+8.2f} MiB {diff.count_diff:+8d} blocks")
+                lines += [f"      {frame.filename}:{frame.lineno}" for frame in diff.traceback]
+        (out / f"memory-{len(snapshots)}.txt").write_text("\n".join(lines))
+        (out / "memory.done").touch()
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
+def summary(folded: Path, top: int = TOP) -> str:
+    """Own and inclusive shares of the functions in py-spy's folded stacks (``--format
+    raw``: one ``frame;frame;... COUNT`` per line)."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in folded.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        samples = int(count)
+        total += samples
+        # Shorter names: site-packages and the interpreter's library paths add nothing.
+        frames = [re.sub(r"\(/\S*/(site-packages|python3\.\d+)/", "(", f) for f in stack.split(";")]
+        own[frames[-1]] += samples
+        for frame in set(frames):
+            inclusive[frame] += samples
+    out = [f"{total} samples"]
+    for title, counter in (("own", own), ("inclusive", inclusive)):
+        out.append(f"-- by {title} share")
+        out += [f"{100 * n / total:5.1f}%  {f}" for f, n in counter.most_common(top)]
+    return "\n".join(out)
+
+
+def main() -> None:
+    mode, *rest = sys.argv[1:]
+    if mode == "summary":
+        print(summary(Path(rest[0])))
+        return
+    out = Path(rest[0])
+    operator_args = rest[rest.index("--") + 1 :]
+    # After the imports (most of the idle RSS, kopf's and the kubernetes client's: see
+    # ``python -X importtime``), which tracing DEPTH frames would slow past the bench's wait.
+    from kubemill.substrates.kubernetes.operator.__main__ import app
+
+    if mode == "memory":
+        _trace_memory(out)
+    elif mode == "cpu":
+        _profile_every_thread(out)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}: cpu, memory or summary")
+    app(args=operator_args, prog_name="operator")
+
+
+if __name__ == "__main__":
+    main()
