@@ -1,6 +1,7 @@
 """A TrainJob under the real operator (a subprocess) against the strict test API server, in
 Kubeflow Trainer's own group (``--serve-upstream-groups``): the nodes' pods carry torchrun's
-variables, the job succeeds once every node has, and ``status.jobsStatus`` says so."""
+variables, the job is Complete (upstream's condition) once every node has succeeded, and
+``status.jobsStatus`` says so."""
 
 from __future__ import annotations
 
@@ -64,19 +65,26 @@ def test_the_operator_runs_an_upstream_trainjob(cluster: Cluster, tmp_path: Path
         kubelet = Kubelet(cluster, namespace)
         for rank in (0, 1):
             kubelet.set(f"tj-node-{rank}", "Running", container="node")
-        eventually(lambda: is_true(cluster.get(path), "Running"), what="Running")
+        eventually(
+            lambda: cluster.get(path)["status"]["replicaStatuses"]["node"]["active"] == 2,
+            what="both nodes active",
+        )
         kubelet.set("tj-node-0", "Succeeded", container="node", exit_code=0)
         # One node done is not the job done: every node must succeed.
         eventually(
             lambda: cluster.get(path)["status"]["replicaStatuses"]["node"]["succeeded"] == 1,
             what="one node counted",
         )
-        assert not is_true(cluster.get(path), "Succeeded")
+        assert not is_true(cluster.get(path), "Complete")
         kubelet.set("tj-node-1", "Succeeded", container="node", exit_code=0)
         done = eventually(
-            lambda: (job := cluster.get(path)) and is_true(job, "Succeeded") and job,
-            what="Succeeded",
+            lambda: (job := cluster.get(path)) and is_true(job, "Complete") and job,
+            what="Complete",
         )
+        # Upstream's words: Complete, and no Created/Running/Restarting, which it lacks.
+        assert [(c["type"], c["reason"]) for c in done["status"]["conditions"]] == [
+            ("Complete", "AllJobsCompleted")
+        ]
         assert done["status"]["jobsStatus"] == [
             {"name": "node", "ready": 1, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
         ]

@@ -59,11 +59,16 @@ def default_state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     return base / "kubemill"
 
 
-def phase_of(status: Mapping[str, Any]) -> str:
+def phase_of(status: Mapping[str, Any], *, finished: bool = False) -> str:
     """The phase of a job status in its wire form, as ``JobStatus.phase`` words it: the
     last True condition (Failed, then Succeeded, win), else ``Pending``; for a kind with
     an application state (Spark's ``applicationState``), that state, as its status words
-    it (unless the conditions say it finished and the state does not)."""
+    it (unless the conditions say it finished and the state does not).
+
+    ``finished`` is the core's verdict recorded beside the status: a finished job that did
+    not fail is ``Succeeded`` whatever word its kind's conditions give success on the wire
+    (a kind's :class:`~kubemill.api.ConditionVocabulary`), which this listing, free of the
+    models, does not read."""
     conditions = status.get("conditions") or []
     true_ones = [
         str(c.get("type"))
@@ -79,6 +84,8 @@ def phase_of(status: Mapping[str, Any]) -> str:
     for terminal in ("Failed", "Succeeded"):
         if terminal in true_ones:
             return terminal
+    if finished:
+        return "Succeeded"
     return true_ones[-1] if true_ones else "Pending"
 
 
@@ -232,7 +239,7 @@ def read_summaries(
                 ns,
                 name,
                 kind,
-                phase_of(wire),
+                phase_of(wire, finished=bool(finished)),
                 ready,
                 max(wanted, present),
                 restarts,
