@@ -21,10 +21,11 @@ def allreduce(base: int = 1) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
+    rank, world = dist.get_rank(), dist.get_world_size()
     total = torch.tensor([base + rank])
     dist.all_reduce(total)
-    print(f"rank={rank} world={dist.get_world_size()} sum={int(total)}", flush=True)
+    expected = sum(base + r for r in range(world))
+    print(f"rank={rank} world={world} sum={int(total)} ok={int(total) == expected}", flush=True)
     dist.destroy_process_group()
 
 
