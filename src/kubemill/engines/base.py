@@ -34,6 +34,9 @@ class OperatorGrant:
     why: str
     delegated: bool = False
     """Held only so that a per-job Role can grant it: the operator never uses it itself."""
+    cluster_scoped: bool = False
+    """The resources are cluster-scoped (a ClusterRole grants them even when the operator
+    watches chosen namespaces with Roles)."""
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,17 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["deployments"],
             "verbs": ["list", "watch", "create", "update"],
         },
+        # A TrainJob's runtime, read only: namespaced, then cluster-wide.
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["trainingruntimes"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["clustertrainingruntimes"],
+            "verbs": ["get", "list", "watch"],
+        },
     ]
     lease = next(
         o

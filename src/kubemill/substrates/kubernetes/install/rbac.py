@@ -219,7 +219,8 @@ def _merge_grants(rules: list[Rule], grants: Sequence[OperatorGrant]) -> list[Ru
         key = (grant.api_groups, grant.resources)
         at = next((i for i, r in enumerate(out) if (r.api_groups, r.resources) == key), None)
         if at is None:
-            out.append(Rule(grant.api_groups, grant.resources, grant.verbs, grant.why))
+            scope: Scope = "cluster" if grant.cluster_scoped else "namespace"
+            out.append(Rule(grant.api_groups, grant.resources, grant.verbs, grant.why, scope))
             continue
         rule = out[at]
         verbs = tuple(dict.fromkeys((*rule.verbs, *grant.verbs)))
