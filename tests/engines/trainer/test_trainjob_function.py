@@ -17,6 +17,7 @@ from kubemill.engines.trainer.api.function import function_script, function_trai
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient, MissingPackages
 from kubemill.substrates.kubernetes.render import render_job
+from support.kube_client_support import ClientClusterThread, kmock_cluster
 from support.manifest_checks import k8s_errors
 
 
@@ -127,6 +128,26 @@ def test_on_kubernetes_the_trainjob_carries_the_source_and_the_install() -> None
         assert rest.endswith('exec torchrun "${TMPDIR:-.}"/notebook.py\n')
         assert container["resources"] == {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
         assert {"name": "LR", "value": "0.1"} in container["env"]
+
+
+def test_on_a_cluster_train_creates_the_trainjob_with_the_source(tmp_path: Path) -> None:
+    with ClientClusterThread() as cluster:
+        cluster.install_crds()
+        cluster.create_namespaces("ml")
+        config = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
+        client = JobClient("kubernetes", kubeconfig=str(config), context="kmock", namespace="ml")
+        # Packages are the nodes' to install on a cluster: none is looked for here.
+        view = client.train(greet, num_nodes=2, func_args={"who": "x"}, packages=["nope-pkg"])
+        assert (view.kind, view.namespace) == ("TrainJob", "ml")
+        stored = client.get(view.name).job.to_wire()["spec"]
+        assert stored["runtimeRef"]["name"] == "torch-distributed"
+        assert stored["trainer"]["numNodes"] == 2
+        bash, dash_c, script = stored["trainer"]["command"]
+        assert (bash, dash_c) == ("bash", "-c")
+        assert "nope-pkg" in script.split("\n", 1)[0]
+        assert "def greet(who: str = " in script and "greet(**{'who': 'x'})" in script
+        client.delete(view.name)
+        assert client.list() == []
 
 
 def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
