@@ -9,7 +9,7 @@ Pure, as the layers below it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,22 @@ class ServiceEngine:
 
 
 @dataclass(frozen=True)
+class InstallExtra:
+    """Objects an engine adds to ``kubemill install`` when asked for by name
+    (``--runtimes``): CRDs of its own and objects of them (defaults an administrator would
+    otherwise apply), applied once their CRDs are established."""
+
+    name: str
+    """The name an install asks for it by (``runtimes``)."""
+    about: str
+    """One line for the command's help."""
+    crds: Callable[[], Sequence[Mapping[str, Any]]]
+    objects: Callable[[], Sequence[Mapping[str, Any]]]
+    resources: Mapping[str, tuple[str, bool]]
+    """Each kind of :attr:`objects` -> (its resource name, whether it is namespaced)."""
+
+
+@dataclass(frozen=True)
 class Engine:
     """One job kind, whole."""
 
@@ -113,6 +129,8 @@ class Engine:
     cluster: ServiceEngine | None = None
     """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
     shows)."""
+    extras: tuple[InstallExtra, ...] = ()
+    """What ``kubemill install`` adds for the engine when asked (see :class:`InstallExtra`)."""
 
     @property
     def kind(self) -> str:
@@ -153,4 +171,12 @@ class Controller:
 Entry = Engine | Controller
 """Any registered kind: what the loader, the CRDs, the RBAC and the kinds table read."""
 
-__all__ = ["Controller", "Engine", "Entry", "LocalSupport", "OperatorGrant", "ServiceEngine"]
+__all__ = [
+    "Controller",
+    "Engine",
+    "Entry",
+    "InstallExtra",
+    "LocalSupport",
+    "OperatorGrant",
+    "ServiceEngine",
+]
