@@ -9,14 +9,14 @@ from typing import ClassVar
 
 import pytest
 
-from kubemill.api import ConditionType, ConditionVocabulary, JobStatus
+from kubemill.api import ConditionType, ConditionVocabulary, JobStatus, WordedStatus
 from kubemill.core import set_condition
 from kubemill.substrates.local.summary import phase_of
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class WordedStatus(JobStatus):
+class DoneStatus(WordedStatus):
     """A status whose kind says Done for Succeeded, has no Created or Running, and words
     two of the core's reasons its own way."""
 
@@ -28,7 +28,7 @@ class WordedStatus(JobStatus):
 
 
 def test_the_core_writes_no_condition_the_kind_lacks() -> None:
-    status = WordedStatus()
+    status = DoneStatus()
     for kind in (ConditionType.CREATED, ConditionType.RUNNING):
         changed = set_condition(status, kind, "True", reason="X", message="m", now=NOW)
         assert not changed
@@ -40,7 +40,7 @@ def test_the_core_writes_no_condition_the_kind_lacks() -> None:
 
 
 def test_the_core_writes_the_kinds_reasons_and_keeps_others() -> None:
-    status = WordedStatus()
+    status = DoneStatus()
     set_condition(
         status, ConditionType.SUSPENDED, "True", reason="XSuspended", message="m", now=NOW
     )
@@ -63,14 +63,14 @@ def test_the_core_writes_the_kinds_reasons_and_keeps_others() -> None:
 
 
 def test_the_wire_carries_the_kinds_names_both_ways() -> None:
-    status = WordedStatus()
+    status = DoneStatus()
     set_condition(status, ConditionType.SUSPENDED, "False", reason="R", message="m", now=NOW)
     set_condition(
         status, ConditionType.SUCCEEDED, "True", reason="XSucceeded", message="m", now=NOW
     )
     wire = status.to_wire()
     assert [c["type"] for c in wire["conditions"]] == ["Suspended", "Done"]
-    back = WordedStatus.model_validate(wire)
+    back = DoneStatus.model_validate(wire)
     assert back == status
     assert back.finished and back.phase == "Succeeded"
     assert back.to_wire() == wire
@@ -82,7 +82,7 @@ def test_the_wire_carries_the_kinds_names_both_ways() -> None:
 
 
 def test_the_listing_reads_a_finished_job_in_the_core_words() -> None:
-    status = WordedStatus()
+    status = DoneStatus()
     set_condition(
         status, ConditionType.SUCCEEDED, "True", reason="XSucceeded", message="m", now=NOW
     )
@@ -103,3 +103,18 @@ def test_the_listing_reads_a_finished_job_in_the_core_words() -> None:
 def test_a_wire_word_names_one_condition(words: dict[ConditionType, str]) -> None:
     with pytest.raises(ValueError, match="name two conditions"):
         ConditionVocabulary(words=words)
+
+
+def test_only_a_worded_status_may_rename_conditions() -> None:
+    with pytest.raises(TypeError, match="is a WordedStatus"):
+
+        class Renaming(JobStatus):
+            VOCABULARY: ClassVar[ConditionVocabulary] = DoneStatus.VOCABULARY
+
+    # Leaving conditions out or rewording reasons costs no renaming: any status may.
+    class Quiet(JobStatus):
+        VOCABULARY: ClassVar[ConditionVocabulary] = ConditionVocabulary(
+            unused=frozenset({ConditionType.CREATED})
+        )
+
+    assert Quiet().to_wire() == {"conditions": [], "replicaStatuses": {}}

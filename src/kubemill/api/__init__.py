@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         RunPolicy,
         SchedulingPolicy,
         TrainerStatus,
+        WordedStatus,
     )
     from kubemill.api.cron import CronError, CronSchedule, parse_cron
     from kubemill.api.errors import FieldError, ManifestError
@@ -86,6 +87,7 @@ __all__ = [
     "RunPolicy",
     "SchedulingPolicy",
     "TrainerStatus",
+    "WordedStatus",
     "parse_cron",
 ]
 

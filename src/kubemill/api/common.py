@@ -242,39 +242,12 @@ class JobStatus(KubeModel):
     trainer_status: TrainerStatus | None = None
     """The program's latest progress report, if it reports any (written by the core)."""
 
-    @model_validator(mode="before")
     @classmethod
-    def _read_in_core_words(cls, data: Any) -> Any:
-        if not cls.VOCABULARY.words or not isinstance(data, dict):
-            return data
-        conditions = data.get("conditions")
-        if not isinstance(conditions, list):
-            return data
-        read = [
-            {**c, "type": cls.VOCABULARY.core_word(str(c.get("type")))}
-            if isinstance(c, dict)
-            else c
-            for c in conditions
-        ]
-        return {**data, "conditions": read}
-
-    @model_serializer(mode="wrap")
-    def _write_in_kind_words(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> Any:
-        dumped = handler(self)
-        vocabulary = type(self).VOCABULARY
-        if not vocabulary.words or not isinstance(dumped, dict):
-            return dumped
-        conditions = dumped.get("conditions")
-        if isinstance(conditions, list):
-            dumped["conditions"] = [
-                {**c, "type": vocabulary.wire_word(str(c["type"]))}
-                if isinstance(c, dict) and "type" in c
-                else c
-                for c in conditions
-            ]
-        return dumped
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.VOCABULARY.words and not issubclass(cls, WordedStatus):
+            # Renaming costs every write and read of a status: only a kind that renames pays.
+            raise TypeError(f"{cls.__name__}: a status that renames conditions is a WordedStatus")
 
     def condition(self, kind: ConditionType) -> Condition | None:
         """The condition of this type, if the job has one."""
@@ -311,6 +284,46 @@ class JobStatus(KubeModel):
                 return terminal.value
         true_ones = [c for c in self.conditions if c.status == "True"]
         return true_ones[-1].type.value if true_ones else "Pending"
+
+
+class WordedStatus(JobStatus):
+    """A status whose kind names some conditions its own way on the wire
+    (:attr:`ConditionVocabulary.words`): written in the kind's words, read back into the
+    core's. Only such a kind's status pays for the renaming."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_in_core_words(cls, data: Any) -> Any:
+        if not cls.VOCABULARY.words or not isinstance(data, dict):
+            return data
+        conditions = data.get("conditions")
+        if not isinstance(conditions, list):
+            return data
+        read = [
+            {**c, "type": cls.VOCABULARY.core_word(str(c.get("type")))}
+            if isinstance(c, dict)
+            else c
+            for c in conditions
+        ]
+        return {**data, "conditions": read}
+
+    @model_serializer(mode="wrap")
+    def _write_in_kind_words(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        dumped = handler(self)
+        vocabulary = type(self).VOCABULARY
+        if not vocabulary.words or not isinstance(dumped, dict):
+            return dumped
+        conditions = dumped.get("conditions")
+        if isinstance(conditions, list):
+            dumped["conditions"] = [
+                {**c, "type": vocabulary.wire_word(str(c["type"]))}
+                if isinstance(c, dict) and "type" in c
+                else c
+                for c in conditions
+            ]
+        return dumped
 
 
 class Job(KubeModel):

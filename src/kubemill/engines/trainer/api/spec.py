@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from kubemill.api.base import KubeModel, refused
-from kubemill.api.common import ConditionType, ConditionVocabulary, JobStatus
+from kubemill.api.common import ConditionType, ConditionVocabulary, WordedStatus
 from kubemill.api.kube import EnvVar
 from kubemill.engines.trainer.api.runtime import (
     CLUSTER_TRAINING_RUNTIME,
@@ -202,7 +202,7 @@ class ChildJobStatus(KubeModel):
     suspended: int = 0
 
 
-class TrainJobStatus(JobStatus):
+class TrainJobStatus(WordedStatus):
     """The shared status, its conditions named as upstream names them (Complete, no
     Created/Running), plus upstream's ``jobsStatus``."""
 
