@@ -288,7 +288,7 @@ def run(
 
 def start_py_spy(pid: int, folder: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling ``pid`` until SIGINT: the thread holding the GIL (the Python CPU),
-    50 times a second, as folded stacks in ``folder/py-spy.txt``."""
+    50 times a second, as folded stacks in ``DIR/py-spy.txt`` (``folder``)."""
     py_spy = shutil.which("py-spy")
     if py_spy is None:
         raise SystemExit("--profile py-spy: no py-spy on PATH (pip install py-spy, anywhere)")

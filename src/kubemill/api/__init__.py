@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         CleanPodPolicy,
         Condition,
         ConditionType,
+        ConditionVocabulary,
         Job,
         JobStatus,
         Metric,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
         RunPolicy,
         SchedulingPolicy,
         TrainerStatus,
+        WordedStatus,
     )
     from kubemill.api.cron import CronError, CronSchedule, parse_cron
     from kubemill.api.errors import FieldError, ManifestError
@@ -61,6 +63,7 @@ __all__ = [
     "ClusterOptions",
     "Condition",
     "ConditionType",
+    "ConditionVocabulary",
     "Container",
     "ContainerPort",
     "CronError",
@@ -84,6 +87,7 @@ __all__ = [
     "RunPolicy",
     "SchedulingPolicy",
     "TrainerStatus",
+    "WordedStatus",
     "parse_cron",
 ]
 

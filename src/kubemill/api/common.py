@@ -8,12 +8,21 @@ of every kind and exposes what the frameworks and the core need without knowing 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from kubemill.api.base import KubeModel, refused
 from kubemill.api.errors import FieldError, child_path
@@ -168,8 +177,62 @@ class TrainerStatus(KubeModel):
     """The step at which the program is done. kubemill only."""
 
 
+@dataclass(frozen=True)
+class ConditionVocabulary:
+    """How one kind words the core's conditions, declared by its engine on its status model
+    (:attr:`JobStatus.VOCABULARY`). The core decides in its own words (:class:`ConditionType`)
+    for every kind; a kind whose upstream words them otherwise declares the difference here:
+
+    - :attr:`words`: the wire name of a condition whose name differs (a status is written
+      with it and read back from it, so a round trip is exact);
+    - :attr:`unused`: the conditions the kind does not have: the core never writes them
+      (:func:`kubemill.core.conditions.set_condition`), so no reader ever meets them;
+    - :attr:`reasons`: upstream's reason for a reason the core gives (the core's reason
+      -> the kind's), applied by the core as it writes the condition.
+
+    The job's phase (``JobStatus.phase``, what ``kubemill get`` and ``wait`` show) stays in
+    the core's words for every kind: a finished job is ``Succeeded`` or ``Failed``.
+    """
+
+    words: Mapping[ConditionType, str] = field(default_factory=dict)
+    unused: frozenset[ConditionType] = frozenset()
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        wire = list(self.words.values())
+        clashes = [w for w in wire if wire.count(w) > 1 or w in _CORE_WORDS]
+        if clashes:
+            # A wire word must name one condition only, or reading it back would guess.
+            raise ValueError(f"condition words {sorted(set(clashes))} name two conditions")
+
+    def wire_word(self, kind: str) -> str:
+        """The wire name of the core's condition ``kind`` (its own value when unchanged)."""
+        return self.words.get(ConditionType(kind), str(kind)) if self.words else str(kind)
+
+    def wire_types(self) -> list[str]:
+        """The wire names of every condition the kind has, in the core's order (a CRD's
+        enum of ``status.conditions[].type``)."""
+        return [self.wire_word(c.value) for c in ConditionType if c not in self.unused]
+
+    def core_word(self, wire: str) -> str:
+        """The core's name of a condition read as ``wire`` (unknown words are left as they
+        are, for the model to refuse)."""
+        for core, word in self.words.items():
+            if word == wire:
+                return core.value
+        return wire
+
+
+_CORE_WORDS = frozenset(c.value for c in ConditionType)
+CORE_VOCABULARY = ConditionVocabulary()
+"""The core's own words, unchanged: every kind's unless its status model says otherwise."""
+
+
 class JobStatus(KubeModel):
     """The observed state of a job, as the status subresource carries it."""
+
+    VOCABULARY: ClassVar[ConditionVocabulary] = CORE_VOCABULARY
+    """How the kind words its conditions on the wire (see :class:`ConditionVocabulary`)."""
 
     conditions: list[Condition] = Field(default_factory=list)
     replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
@@ -178,6 +241,13 @@ class JobStatus(KubeModel):
     last_reconcile_time: datetime | None = None
     trainer_status: TrainerStatus | None = None
     """The program's latest progress report, if it reports any (written by the core)."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.VOCABULARY.words and not issubclass(cls, WordedStatus):
+            # Renaming costs every write and read of a status: only a kind that renames pays.
+            raise TypeError(f"{cls.__name__}: a status that renames conditions is a WordedStatus")
 
     def condition(self, kind: ConditionType) -> Condition | None:
         """The condition of this type, if the job has one."""
@@ -214,6 +284,46 @@ class JobStatus(KubeModel):
                 return terminal.value
         true_ones = [c for c in self.conditions if c.status == "True"]
         return true_ones[-1].type.value if true_ones else "Pending"
+
+
+class WordedStatus(JobStatus):
+    """A status whose kind names some conditions its own way on the wire
+    (:attr:`ConditionVocabulary.words`): written in the kind's words, read back into the
+    core's. Only such a kind's status pays for the renaming."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_in_core_words(cls, data: Any) -> Any:
+        if not cls.VOCABULARY.words or not isinstance(data, dict):
+            return data
+        conditions = data.get("conditions")
+        if not isinstance(conditions, list):
+            return data
+        read = [
+            {**c, "type": cls.VOCABULARY.core_word(str(c.get("type")))}
+            if isinstance(c, dict)
+            else c
+            for c in conditions
+        ]
+        return {**data, "conditions": read}
+
+    @model_serializer(mode="wrap")
+    def _write_in_kind_words(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        dumped = handler(self)
+        vocabulary = type(self).VOCABULARY
+        if not vocabulary.words or not isinstance(dumped, dict):
+            return dumped
+        conditions = dumped.get("conditions")
+        if isinstance(conditions, list):
+            dumped["conditions"] = [
+                {**c, "type": vocabulary.wire_word(str(c["type"]))}
+                if isinstance(c, dict) and "type" in c
+                else c
+                for c in conditions
+            ]
+        return dumped
 
 
 class Job(KubeModel):

@@ -18,6 +18,8 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from kubemill.api.common import GROUP, VERSION
 from kubemill.api.kinds import KindApi
 
@@ -56,11 +58,30 @@ class SchemaError(ValueError):
 
 def openapi_schema(entry: KindApi) -> dict[str, Any]:
     """The structural ``openAPIV3Schema`` of one kind."""
-    source = entry.model.model_json_schema(by_alias=True, mode="validation")
+    return model_openapi_schema(
+        entry.model,
+        kind=entry.kind,
+        api_version=f"{GROUP}/{VERSION}",
+        required=entry.required,
+        overrides=entry.schema_overrides,
+    )
+
+
+def model_openapi_schema(
+    model: type[BaseModel],
+    *,
+    kind: str,
+    api_version: str,
+    required: Iterable[str] = ("spec",),
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The structural ``openAPIV3Schema`` of an object modelled by ``model`` (its ``spec``
+    and ``status``): a job kind's, or another object an engine defines (a runtime)."""
+    source = model.model_json_schema(by_alias=True, mode="validation")
     defs: Mapping[str, Any] = source.get("$defs", {})
     properties: dict[str, Any] = {
-        "apiVersion": {"type": "string", "description": "The API version (kubemill.dev/v1)."},
-        "kind": {"type": "string", "description": f"Always {entry.kind}."},
+        "apiVersion": {"type": "string", "description": f"The API version ({api_version})."},
+        "kind": {"type": "string", "description": f"Always {kind}."},
         # The API server owns metadata's schema; a CRD may not describe it further.
         "metadata": {"type": "object"},
     }
@@ -70,9 +91,9 @@ def openapi_schema(entry: KindApi) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if source.get("description"):
         schema["description"] = source["description"]
-    if entry.required:
-        schema["required"] = list(entry.required)
-    for path, keywords in entry.schema_overrides.items():
+    if required:
+        schema["required"] = list(required)
+    for path, keywords in (overrides or {}).items():
         _override(schema, path, keywords)
     return schema
 
@@ -316,6 +337,7 @@ __all__ = [
     "SchemaError",
     "build_crd",
     "crds",
+    "model_openapi_schema",
     "openapi_schema",
     "structural_errors",
 ]

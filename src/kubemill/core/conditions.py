@@ -10,7 +10,10 @@ One function, :func:`set_condition`, is the only way the reconciler touches
 - Running and Restarting replace each other (the job is one or the other);
 - Succeeded or Failed turn a True Running (or a service's True Ready) into False;
 - Succeeded and Failed are terminal: once either is True nothing changes any more
-  (upstream guards Failed only; kubemill guards both so a job has one final verdict).
+  (upstream guards Failed only; kubemill guards both so a job has one final verdict);
+- the kind's declared vocabulary (:class:`~kubemill.api.ConditionVocabulary`, on its status
+  model) is applied here: a condition the kind does not have is never written, and a
+  reason the kind words otherwise is written in its words.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ def set_condition(
     """Set one condition on ``status`` in place; returns whether anything changed."""
     if status.finished:
         return False
+    vocabulary = type(status).VOCABULARY
+    if kind in vocabulary.unused:
+        return False
+    reason = vocabulary.reasons.get(reason, reason)
     current = status.condition(kind)
     if current is not None and current.status == value and current.reason == reason:
         return False

@@ -9,7 +9,7 @@ Pure, as the layers below it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -87,6 +87,22 @@ class ServiceEngine:
 
 
 @dataclass(frozen=True)
+class InstallExtra:
+    """Objects an engine adds to ``kubemill install`` when asked for by name
+    (``--runtimes``): CRDs of its own and objects of them (defaults an administrator would
+    otherwise apply), applied once their CRDs are established."""
+
+    name: str
+    """The name an install asks for it by (``runtimes``)."""
+    about: str
+    """One line for the command's help."""
+    crds: Callable[[], Sequence[Mapping[str, Any]]]
+    objects: Callable[[], Sequence[Mapping[str, Any]]]
+    resources: Mapping[str, tuple[str, bool]]
+    """Each kind of :attr:`objects` -> (its resource name, whether it is namespaced)."""
+
+
+@dataclass(frozen=True)
 class Engine:
     """One job kind, whole."""
 
@@ -108,12 +124,18 @@ class Engine:
     """Whether the kind's objects ever finish (Succeeded or Failed), so that the operator may
     delete one whose ``ttlSecondsAfterFinished`` passed. A service that runs until deleted
     (a Mars cluster) never does, and the operator is not allowed to delete it."""
+    expires: bool = True
+    """Whether a finished job of the kind may set ``ttlSecondsAfterFinished``, so that the
+    operator deletes it. A kind with no such field (Kubeflow Trainer's) never
+    expires, and the operator is not allowed to delete it."""
     cluster: ServiceEngine | None = None
     """Set for a service that ``kubemill cluster create`` makes (and ``cluster list``
     shows)."""
     web_ui: Callable[[Job], str] | None = None
     """Where a job's web UI serves (``host:port``) once its status says so, else "" (a
     Spark driver's UI); None for a kind without one."""
+    extras: tuple[InstallExtra, ...] = ()
+    """What ``kubemill install`` adds for the engine when asked (see :class:`InstallExtra`)."""
 
     @property
     def kind(self) -> str:
@@ -178,6 +200,7 @@ __all__ = [
     "ControllerListing",
     "Engine",
     "Entry",
+    "InstallExtra",
     "LocalSupport",
     "OperatorGrant",
     "ServiceEngine",

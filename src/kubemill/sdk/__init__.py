@@ -5,7 +5,13 @@ and :func:`register_backend` for substrates that plug in.
 """
 
 from kubemill.sdk.backends import BACKENDS, BackendFactory, backend_for, register_backend
-from kubemill.sdk.client import JobClient, JobSource, NeverFinishes, load_source
+from kubemill.sdk.client import (
+    JobClient,
+    JobSource,
+    MissingPackages,
+    NeverFinishes,
+    load_source,
+)
 from kubemill.substrates.base import (
     EventRecord,
     JobExists,
@@ -26,6 +32,7 @@ __all__ = [
     "JobSource",
     "JobView",
     "LogLine",
+    "MissingPackages",
     "NeverFinishes",
     "ReplicaView",
     "SubstrateError",

@@ -11,6 +11,11 @@ options differ (``state_dir`` for local, ``kubeconfig``/``context`` for a cluste
         print(line.replica, line.text)
     print(client.wait(view.name).phase)                   # Succeeded / Failed
 
+A Python function runs as a distributed training job, as the Kubeflow SDK's
+``TrainerClient.train(trainer=CustomTrainer(func=...))`` runs one: ``client.train(func,
+num_nodes=2)`` sends the function's source through a training runtime (``torch-distributed``:
+each node runs it under torchrun) and returns at once; :meth:`JobClient.wait` for its end.
+
 Not every kind finishes. A schedule (a controller kind) starts a job at each due
 time and never ends itself: :meth:`JobClient.wait` and :meth:`JobClient.run` refuse it
 with :class:`NeverFinishes` (wait for one of its runs instead, named in its status'
@@ -22,14 +27,23 @@ program waits for before it connects; it has no suspend (:meth:`JobClient.suspen
 from __future__ import annotations
 
 import builtins
+import importlib.metadata
+import inspect
 import os
+import textwrap
 import time
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from kubemill.api import ConditionType, FieldError, Job, ManifestError
+from kubemill.engines.trainer.api.function import (
+    DEFAULT_PIP_INDEX_URL,
+    function_trainjob,
+    requirement_name,
+)
 from kubemill.kinds import UnknownKind, controllers, entry_for, load_one
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
@@ -49,6 +63,40 @@ JobSource = Job | str | os.PathLike[str] | Mapping[str, Any]
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 SERVICE_POLL_SECONDS = 0.25
 """How often :meth:`JobClient.wait` looks at a service cluster until it is Ready."""
+
+
+class MissingPackages(SubstrateError):
+    """Packages a function's job needs that the local environment lacks; the local
+    substrate installs none (no per-job virtualenv, no reinstall), so the message names
+    them and says how to install them."""
+
+
+def missing_packages(packages: Sequence[str]) -> builtins.list[str]:
+    """The requirements of ``packages`` this interpreter's environment does not satisfy
+    (not installed, or, where ``packaging`` is importable, at a version outside the
+    requirement's)."""
+    missing = []
+    for requirement in packages:
+        name = requirement_name(requirement)
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(requirement)
+            continue
+        if requirement.strip() != name and not _satisfies(requirement, installed):
+            missing.append(requirement)
+    return missing
+
+
+def _satisfies(requirement: str, installed: str) -> bool:
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # no way to read the specifier: the name alone was asked for
+        return True
+    try:
+        return Requirement(requirement).specifier.contains(installed, prereleases=True)
+    except InvalidRequirement as exc:
+        raise ValueError(f"packages: {requirement!r} is no pip requirement: {exc}") from None
 
 
 class NeverFinishes(SubstrateError):
@@ -226,6 +274,72 @@ class JobClient:
         except KeyboardInterrupt:
             self.interrupt(view.name, view.namespace, why="Ctrl-C in JobClient.run")
             raise
+
+    def train(
+        self,
+        func: Callable[..., Any],
+        *,
+        num_nodes: int | None = None,
+        runtime: str = "torch-distributed",
+        packages: Sequence[str] = (),
+        num_proc_per_node: int | str | None = None,
+        func_args: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        resources_per_node: Mapping[str, Any] | None = None,
+        image: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        pip_index_urls: Sequence[str] = (DEFAULT_PIP_INDEX_URL,),
+    ) -> JobView:
+        """Run ``func`` as a training job of ``num_nodes`` nodes (the runtime's count when
+        None) through the training runtime ``runtime``; returns at once, as the Kubeflow
+        SDK's ``TrainerClient.train`` does (:meth:`wait` for the end, :meth:`logs` for the
+        output).
+
+        The function's source (it must be self-contained: its imports inside it) is sent
+        in the job's command and called with ``func_args`` as keyword arguments, on every
+        node, under the runtime's entry point (torchrun for ``torch-distributed``, with
+        ``num_proc_per_node`` processes per node: the runtime's, ``auto``, when None).
+        ``packages`` are pip requirements: on Kubernetes each node installs them first (from
+        ``pip_index_urls``); locally nothing is installed: they must be installed already,
+        and :class:`MissingPackages` names those that are not. ``name`` defaults to a
+        fresh one, like upstream's.
+        """
+        if not callable(func):
+            raise TypeError(f"func must be a function, got {type(func).__name__}")
+        try:
+            source = textwrap.dedent(inspect.getsource(func))
+            func_file = Path(inspect.getfile(func)).name
+        except (OSError, TypeError) as exc:
+            raise ValueError(f"func: the source of {func!r} cannot be read ({exc})") from None
+        to_install = tuple(packages)
+        if self.substrate == "local":
+            missing = missing_packages(to_install)
+            if missing:
+                raise MissingPackages(
+                    f"packages: {', '.join(missing)} not installed in this environment, and"
+                    " the local substrate installs none; install them first (pip install "
+                    + " ".join(missing)
+                    + ")"
+                )
+            to_install = ()
+        manifest = function_trainjob(
+            source,
+            func.__name__,
+            name=name or f"t{uuid.uuid4().hex[:11]}",
+            func_file=func_file if func_file.endswith(".py") else "train.py",
+            runtime=runtime,
+            namespace=self._ns(namespace),
+            num_nodes=num_nodes,
+            num_proc_per_node=num_proc_per_node,
+            func_args=func_args,
+            packages=to_install,
+            pip_index_urls=pip_index_urls,
+            env=env,
+            resources_per_node=resources_per_node,
+            image=image,
+        )
+        return self.submit(manifest, namespace=namespace)
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job now. Raises ``JobNotFound``."""

@@ -59,6 +59,16 @@ def test_a_two_node_torch_trainjob_all_reduces_over_gloo(cli: Cli) -> None:
     assert status["jobsStatus"] == [
         {"name": "node", "ready": 1, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
     ]
+    # Upstream's conditions: Complete with the reason upstream carries over from its JobSet,
+    # and none of the Created/Running that upstream's TrainJob does not have.
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+        ("Complete", "True", "AllJobsCompleted")
+    ]
+    # The listing (which reads the stored status without the models) shows it finished.
+    listed = cli("get")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line.split() for line in listed.stdout.splitlines() if "torch-allreduce" in line]
+    assert "Succeeded" in row, listed.stdout
     assert not processes_with_token(cli.token), "a process outlived its job"
 
 

@@ -1,15 +1,18 @@
 """A TrainJob under the real operator (a subprocess) against the strict test API server, in
 Kubeflow Trainer's own group (``--serve-upstream-groups``): the nodes' pods carry torchrun's
-variables, the job succeeds once every node has, and ``status.jobsStatus`` says so."""
+variables, the job is Complete (upstream's condition) once every node has succeeded, and
+``status.jobsStatus`` says so."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubemill.substrates.kubernetes.restarts import RESTARTS_ANNOTATION as RESTARTS
 from support.operator_support import (
     Cluster,
     Kubelet,
@@ -27,9 +30,9 @@ def cluster() -> Iterator[Cluster]:
         yield served
 
 
-def trainjob(name: str) -> dict[str, Any]:
+def trainjob(name: str, api_version: str = "trainer.kubeflow.org/v1alpha1") -> dict[str, Any]:
     return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "apiVersion": api_version,
         "kind": "TrainJob",
         "metadata": {"name": name},
         "spec": {
@@ -43,12 +46,14 @@ def trainjob(name: str) -> dict[str, Any]:
     }
 
 
-def test_the_operator_runs_an_upstream_trainjob(cluster: Cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("upstream", [True, False], ids=["trainer.kubeflow.org", "kubemill.dev"])
+def test_the_operator_runs_a_trainjob(cluster: Cluster, tmp_path: Path, upstream: bool) -> None:
     namespace = cluster.namespace()
     pods = f"/api/v1/namespaces/{namespace}/pods"
+    manifest = trainjob("tj") if upstream else trainjob("tj", "kubemill.dev/v1")
     with running_operator(cluster, tmp_path, "--all-namespaces", "--serve-upstream-groups"):
-        cluster.create(job_path("TrainJob", namespace, upstream=True), trainjob("tj"))
-        path = job_path("TrainJob", namespace, "tj", upstream=True)
+        cluster.create(job_path("TrainJob", namespace, upstream=upstream), manifest)
+        path = job_path("TrainJob", namespace, "tj", upstream=upstream)
 
         def pod_names() -> set[str]:
             return {p["metadata"]["name"] for p in cluster.list(pods)}
@@ -64,19 +69,40 @@ def test_the_operator_runs_an_upstream_trainjob(cluster: Cluster, tmp_path: Path
         kubelet = Kubelet(cluster, namespace)
         for rank in (0, 1):
             kubelet.set(f"tj-node-{rank}", "Running", container="node")
-        eventually(lambda: is_true(cluster.get(path), "Running"), what="Running")
+        eventually(
+            lambda: cluster.get(path)["status"]["replicaStatuses"]["node"]["active"] == 2,
+            what="both nodes active",
+        )
+        # A node restarted in place is counted: in the status, or in Kubeflow's group (whose
+        # status schema has no restart counts) in the job's annotation.
+        kubelet.set("tj-node-1", "Running", container="node", restart_count=1)
+
+        def counted() -> bool:
+            job = cluster.get(path)
+            if upstream:
+                return '"restarts":1' in json.dumps(
+                    json.loads(job["metadata"].get("annotations", {}).get(RESTARTS, "{}")),
+                    separators=(",", ":"),
+                )
+            return job["status"]["replicaStatuses"]["node"].get("restarts") == 1
+
+        eventually(counted, what="the restart counted")
         kubelet.set("tj-node-0", "Succeeded", container="node", exit_code=0)
         # One node done is not the job done: every node must succeed.
         eventually(
             lambda: cluster.get(path)["status"]["replicaStatuses"]["node"]["succeeded"] == 1,
             what="one node counted",
         )
-        assert not is_true(cluster.get(path), "Succeeded")
+        assert not is_true(cluster.get(path), "Complete")
         kubelet.set("tj-node-1", "Succeeded", container="node", exit_code=0)
         done = eventually(
-            lambda: (job := cluster.get(path)) and is_true(job, "Succeeded") and job,
-            what="Succeeded",
+            lambda: (job := cluster.get(path)) and is_true(job, "Complete") and job,
+            what="Complete",
         )
+        # Upstream's words: Complete, and no Created/Running/Restarting, which it lacks.
+        assert [(c["type"], c["reason"]) for c in done["status"]["conditions"]] == [
+            ("Complete", "AllJobsCompleted")
+        ]
         assert done["status"]["jobsStatus"] == [
             {"name": "node", "ready": 1, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
         ]

@@ -109,7 +109,6 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "jaxjobs",
                 "xgboostjobs",
                 "paddlejobs",
-                "trainjobs",
             ],
             "verbs": ["list", "watch", "delete"],
         },
@@ -117,7 +116,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         # deletes them.
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["marsclusters", "scheduledsparkapplications"],
+            "resources": ["trainjobs", "marsclusters", "scheduledsparkapplications"],
             "verbs": ["list", "watch"],
         },
         {

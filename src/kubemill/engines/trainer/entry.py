@@ -1,14 +1,35 @@
-"""Kubeflow Trainer v2's registry record: a replica-set engine with no grants beyond pods
-and services, run locally as it is planned."""
+"""Kubeflow Trainer v2's registry record: a replica-set engine, run locally as it is planned,
+whose runtimes an install adds when asked (``--runtimes``).
 
-from kubemill.engines.base import Engine
+The operator resolves a TrainJob's runtime from the defaults it knows; it does not read
+runtimes from the cluster yet, so it is granted nothing on them (least privilege: a grant
+no code uses fails tests/substrates/kubernetes/operator/test_rbac.py)."""
+
+from kubemill.engines.base import Engine, InstallExtra
 from kubemill.engines.trainer.api.kind import TRAINJOB
+from kubemill.engines.trainer.api.runtime_crds import (
+    RUNTIME_PLURALS,
+    default_runtime_objects,
+    runtime_crds,
+)
 from kubemill.engines.trainer.framework import Trainer
+
+RUNTIMES = InstallExtra(
+    "runtimes",
+    "Also install Kubeflow Trainer's runtime CRDs and its default ClusterTrainingRuntimes.",
+    runtime_crds,
+    default_runtime_objects,
+    {kind: (plural, kind != "ClusterTrainingRuntime") for kind, plural in RUNTIME_PLURALS.items()},
+)
+"""``kubemill install --runtimes``: the runtimes' CRDs, then the default runtimes."""
 
 ENGINE = Engine(
     TRAINJOB,
     Trainer(),
     "Kubeflow Trainer v2: a training runtime's steps; torch (PET_*) or xgboost (DMLC_*) nodes",
+    # No TrainJob field says ttlSecondsAfterFinished (JobSet's is refused): none expires.
+    expires=False,
+    extras=(RUNTIMES,),
 )
 
-__all__ = ["ENGINE"]
+__all__ = ["ENGINE", "RUNTIMES"]

@@ -57,6 +57,22 @@ def stored_counts(raw: Mapping[str, Any], group: str) -> dict[str, dict[str, int
         return {}
 
 
+def counts_read_back(
+    raw: Mapping[str, Any],
+    group: str,
+    unwritten: Mapping[str, Mapping[str, int]] | None,
+) -> Mapping[str, Any]:
+    """The job with the restart counts kept outside its status read back into it: the
+    annotation (Kubeflow's CRDs, :func:`stored_counts`), and ``unwritten``, the counts a
+    failed status write carried (the larger of each wins)."""
+    counts = {} if keeps_counts_in_status(group) else stored_counts(raw, group)
+    for rtype, values in (unwritten or {}).items():
+        entry = counts.setdefault(rtype, {})
+        for name in COUNT_FIELDS:
+            entry[name] = max(entry.get(name, 0), values.get(name, 0))
+    return with_counts(raw, counts) if counts else raw
+
+
 def replace_counts(
     status: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]]
 ) -> dict[str, Any]:

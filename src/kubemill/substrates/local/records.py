@@ -266,11 +266,16 @@ def upsert_replica(conn: sqlite3.Connection, rec: ReplicaRecord) -> None:
 # cheaper than an abstract ``Mapping``'s, a thousand times over in a listing.
 
 
-def phase_of(status: Mapping[str, Any]) -> str:
+def phase_of(status: Mapping[str, Any], *, finished: bool = False) -> str:
     """The phase of a job status in its wire form, as ``JobStatus.phase`` words it: the
     last True condition (Failed, then Succeeded, win), else ``Pending``; for a kind with
     an application state (Spark's ``applicationState``), that state, as its status words
-    it (unless the conditions say it finished and the state does not)."""
+    it (unless the conditions say it finished and the state does not).
+
+    ``finished`` is the core's verdict recorded beside the status: a finished job that did
+    not fail is ``Succeeded`` whatever word its kind's conditions give success on the wire
+    (a kind's :class:`~kubemill.api.ConditionVocabulary`), which this listing, free of the
+    models, does not read."""
     conditions = status.get("conditions") or []
     true_ones = [
         str(c.get("type")) for c in conditions if isinstance(c, dict) and c.get("status") == "True"
@@ -284,6 +289,8 @@ def phase_of(status: Mapping[str, Any]) -> str:
     for terminal in ("Failed", "Succeeded"):
         if terminal in true_ones:
             return terminal
+    if finished:
+        return "Succeeded"
     return true_ones[-1] if true_ones else "Pending"
 
 
@@ -338,7 +345,7 @@ def job_summary(row: tuple[Any, ...], now: float) -> JobSummary | None:
         namespace,
         name,
         kind,
-        phase_of(wire),
+        phase_of(wire, finished=bool(finished)),
         ready,
         max(wanted, present),
         restarts,

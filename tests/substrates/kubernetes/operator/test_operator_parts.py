@@ -576,6 +576,7 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
 ) -> None:
     """Its children's events wake a job many times at one version: the passes reuse the
     job and plan of the first; a new version (or counts read back into it) loads again."""
+    import kubemill.substrates.kubernetes.operator.loaded as loaded_module
     import kubemill.substrates.kubernetes.operator.reconciler as reconciler_module
 
     loads: list[str] = []
@@ -607,7 +608,7 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
     assert [c[0] for c in api.calls] == ["status"]
 
     # Only the most recently reconciled jobs are kept (a model and plan each).
-    monkeypatch.setattr(reconciler_module, "LOADED_JOBS", 1)
+    monkeypatch.setattr(loaded_module, "LOADED_JOBS", 1)
     other = ("kubeflow.org", "pytorchjobs", "ns", "j")
     jobs[other] = [_job("kubeflow.org")]
     loads.clear()

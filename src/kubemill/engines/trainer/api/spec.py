@@ -10,12 +10,12 @@ are not typed further),
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
 from kubemill.api.base import KubeModel, refused
-from kubemill.api.common import JobStatus
+from kubemill.api.common import ConditionType, ConditionVocabulary, WordedStatus
 from kubemill.api.kube import EnvVar
 from kubemill.engines.trainer.api.runtime import (
     CLUSTER_TRAINING_RUNTIME,
@@ -30,9 +30,32 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 REASONS = {
     "Suspended": ("Suspended", "Resumed"),
+    "Complete": ("AllJobsCompleted",),
     "Failed": ("TrainingRuntimeNotSupported", "DeadlineExceeded"),
 }
-"""Upstream's condition reasons, by condition type."""
+"""Upstream's condition reasons, by condition type (``Complete``'s is the one upstream
+carries over from the JobSet it runs)."""
+
+VOCABULARY = ConditionVocabulary(
+    words={ConditionType.SUCCEEDED: "Complete"},
+    unused=frozenset(
+        {
+            ConditionType.CREATED,
+            ConditionType.RUNNING,
+            ConditionType.RESTARTING,
+            ConditionType.READY,
+        }
+    ),
+    reasons={
+        "TrainJobSuspended": "Suspended",
+        "TrainJobResumed": "Resumed",
+        "TrainJobSucceeded": "AllJobsCompleted",
+    },
+)
+"""A TrainJob's conditions as upstream words them: ``Suspended``, ``Complete`` (the core's
+Succeeded) and ``Failed``, with upstream's reasons; upstream has no Created, Running,
+Restarting (nor a service's Ready), so the core writes none (how far a TrainJob got is in
+``jobsStatus``)."""
 
 _STORAGE_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://.+|/.*)$")
 
@@ -179,8 +202,11 @@ class ChildJobStatus(KubeModel):
     suspended: int = 0
 
 
-class TrainJobStatus(JobStatus):
-    """The shared status, plus upstream's ``jobsStatus``."""
+class TrainJobStatus(WordedStatus):
+    """The shared status, its conditions named as upstream names them (Complete, no
+    Created/Running), plus upstream's ``jobsStatus``."""
+
+    VOCABULARY: ClassVar[ConditionVocabulary] = VOCABULARY
 
     jobs_status: list[ChildJobStatus] = Field(default_factory=list, max_length=100)
 
@@ -189,6 +215,7 @@ __all__ = [
     "MANAGED_BY_TRAINER",
     "MULTIKUEUE",
     "REASONS",
+    "VOCABULARY",
     "ChildJobStatus",
     "DatasetInitializer",
     "Initializer",

@@ -11,11 +11,11 @@ derived too (:attr:`TrainJob.run_policy`). The runtime comes from the cluster-le
 (:mod:`.runtimes`); a TrainJob whose runtime is unknown, or uses what kubemill does not run
 yet, is refused at ``spec.runtimeRef`` with the runtime's own field path in the message.
 
-Upstream's conditions are ``Suspended``, ``Complete`` and ``Failed``; kubemill's core writes
-its shared vocabulary (``Succeeded`` where upstream says ``Complete``), as for every kind.
-The reasons upstream gives (:data:`.spec.REASONS`) are the core's too where both have the
-condition: ``Suspended``/``Resumed`` and ``DeadlineExceeded``. ``status.jobsStatus`` is
-filled by the planner's status extension, one entry per replicated job.
+Upstream's conditions are ``Suspended``, ``Complete`` and ``Failed``, with its reasons
+(:data:`.spec.REASONS`): the status model declares them (:data:`.spec.VOCABULARY`) and the
+core writes them so (``Complete`` for its Succeeded, no Created/Running/Restarting).
+``status.jobsStatus`` is filled by the planner's status extension, one entry per
+replicated job.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from kubemill.substrates.kubernetes.install.manifests import (
     build_namespace,
     build_rbac,
     build_service_account,
+    install_extras,
     install_manifests,
     operator_args,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "count_jobs",
     "deploy_files",
     "install",
+    "install_extras",
     "install_manifests",
     "installed_objects",
     "main",

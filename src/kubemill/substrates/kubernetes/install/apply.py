@@ -80,7 +80,24 @@ class Applied:
 
 
 def _target(obj: Mapping[str, Any]) -> Target:
-    return TARGETS[str(obj["kind"])]
+    kind = str(obj["kind"])
+    if kind in TARGETS:
+        return TARGETS[kind]
+    return _extra_target(obj)
+
+
+def _extra_target(obj: Mapping[str, Any]) -> Target:
+    """Where an object an engine's install extra adds lives (its group and version from the
+    object, its resource from the extra)."""
+    from kubemill.substrates.kubernetes.install.manifests import install_extras
+
+    kind = str(obj["kind"])
+    for extra in install_extras().values():
+        if kind in extra.resources:
+            plural, namespaced = extra.resources[kind]
+            group, _, version = str(obj["apiVersion"]).rpartition("/")
+            return Target(group, version, plural, namespaced)
+    raise KeyError(f"{kind}: no install writes objects of this kind")
 
 
 def _path(obj: Mapping[str, Any]) -> str:
@@ -197,7 +214,14 @@ def install(
 ) -> list[Applied]:
     """Apply :func:`install_manifests`' objects in order; each result goes to ``progress``."""
     done: list[Applied] = []
+    crds: list[Mapping[str, Any]] = []
     for obj in objects:
+        if obj["kind"] == "CustomResourceDefinition":
+            crds.append(obj)
+        elif obj["kind"] not in TARGETS and crds and not dry_run:
+            # An object of an extra's own kind is served once its CRD is established.
+            wait_ready(http, crds, progress=progress)
+            crds = []
         if obj["kind"] == "Namespace":
             owned = _owned_namespace(http, str(obj["metadata"]["name"]))
             if owned is None:

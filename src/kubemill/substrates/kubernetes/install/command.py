@@ -28,6 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--watch-namespace", action="append", dest="watch_namespaces")
     parser.add_argument("--gang-scheduler-name", dest="gang_scheduler")
     parser.add_argument("--serve-upstream-groups", action="store_true")
+    parser.add_argument(
+        "--extra", action="append", dest="extras", default=[], help="e.g. runtimes (repeatable)"
+    )
     options = parser.parse_args(argv)
     if options.write is not None:
         write_deploy(options.write)
@@ -39,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             watch_namespaces=options.watch_namespaces,
             gang_scheduler=options.gang_scheduler,
             serve_upstream_groups=options.serve_upstream_groups,
+            extras=options.extras,
         ),
         sys.stdout,
     )

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kubemill.kinds import crds
+from kubemill.engines.base import InstallExtra
+from kubemill.kinds import crds, engines
 from kubemill.substrates.kubernetes import build
 from kubemill.substrates.kubernetes.build import GangScheduler
 from kubemill.substrates.kubernetes.install.names import (
@@ -224,6 +225,11 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
+def install_extras() -> dict[str, InstallExtra]:
+    """What an install may add when asked, by name (``runtimes``), from every engine."""
+    return {extra.name: extra for engine in engines() for extra in engine.extras}
+
+
 def install_manifests(
     *,
     namespace: str = DEFAULT_NAMESPACE,
@@ -232,14 +238,24 @@ def install_manifests(
     gang_scheduler: str | GangScheduler | None = None,
     serve_upstream_groups: bool = False,
     replicas: int = DEFAULT_REPLICAS,
+    extras: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Everything ``kubectl apply -f`` needs, in apply order.
 
     Namespace, CRDs (ours only: with ``serve_upstream_groups`` the ``kubeflow.org`` CRDs
-    come from Kubeflow), ServiceAccount, RBAC, the operator Deployment.
+    come from Kubeflow), the ``extras``' CRDs, ServiceAccount, RBAC, the operator
+    Deployment, then the ``extras``' objects (:func:`install_extras`: ``runtimes``).
     """
     if replicas < 1:
         raise ValueError(f"replicas: {replicas} is too few; the operator needs at least 1")
+    known = install_extras()
+    unknown = [name for name in extras if name not in known]
+    if unknown:
+        raise ValueError(
+            f"extras: {', '.join(unknown)} unknown; an install can add "
+            + (", ".join(sorted(known)) or "nothing")
+        )
+    chosen = [known[name] for name in dict.fromkeys(extras)]
     args = operator_args(
         watch_namespaces=watch_namespaces,
         gang_scheduler=gang_scheduler,
@@ -249,6 +265,7 @@ def install_manifests(
     return [
         build_namespace(namespace),
         *crds(),
+        *(dict(crd) for extra in chosen for crd in extra.crds()),
         build_service_account(namespace),
         *build_rbac(
             namespace=namespace,
@@ -257,4 +274,5 @@ def install_manifests(
             serve_upstream_groups=serve_upstream_groups,
         ),
         build_deployment(namespace=namespace, image=image, replicas=replicas, args=args),
+        *(dict(obj) for extra in chosen for obj in extra.objects()),
     ]

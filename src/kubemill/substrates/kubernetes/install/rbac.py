@@ -83,8 +83,9 @@ def all_rules() -> tuple[Rule, ...]:
     controlling = controllers()
     controls = tuple(c.api.plural for c in controlling)
     status = tuple(f"{plural}/status" for plural in (*jobs, *controls))
-    ending = tuple(engine.api.plural for engine in kinds if engine.finishes)
+    ending = tuple(engine.api.plural for engine in kinds if engine.finishes and engine.expires)
     services = tuple(engine.api.plural for engine in kinds if not engine.finishes)
+    lasting = tuple(engine.api.plural for engine in kinds if engine.finishes and not engine.expires)
     rules = [
         Rule(
             (GROUP,),
@@ -93,14 +94,16 @@ def all_rules() -> tuple[Rule, ...]:
             "watch jobs (kopf); delete a job whose ttlSecondsAfterFinished has passed",
         ),
     ]
-    if services or controls:
-        # A service never finishes and a schedule has no TTL: nothing ever deletes them.
+    if services or controls or lasting:
+        # A service never finishes, and a schedule or a kind without a TTL never expires:
+        # nothing ever deletes them.
         rules.append(
             Rule(
                 (GROUP,),
-                (*services, *controls),
+                (*lasting, *services, *controls),
                 ("list", "watch"),
-                "watch services, and the kinds that create jobs of another kind (kopf)",
+                "watch services, jobs without a TTL, and the kinds that create jobs of "
+                "another kind (kopf)",
             )
         )
     rules.append(
@@ -109,6 +112,9 @@ def all_rules() -> tuple[Rule, ...]:
     rules += _controlled_rules(controlling, GROUP, when="always")
     upstream: dict[str, list[str]] = {}
     restarting: set[str] = {engine.api.plural for engine in kinds if engine.restarts}
+    expiring: set[str] = {
+        engine.api.plural for engine in kinds if engine.finishes and engine.expires
+    }
     for engine in kinds:
         for group, _ in engine.api.upstream_groups:
             upstream.setdefault(group, []).append(engine.api.plural)
@@ -118,28 +124,27 @@ def all_rules() -> tuple[Rule, ...]:
             upstream_controls.setdefault(group, []).append(controller)
             upstream.setdefault(group, [])
     for group, plurals in upstream.items():
-        annotated = tuple(p for p in plurals if p in restarting)
-        if annotated:
-            rules.append(
-                Rule(
-                    (group,),
-                    annotated,
-                    ("list", "watch", "patch", "delete"),
-                    f"--serve-upstream-groups: the same for {group} jobs, and patch their "
-                    "kubemill.dev/restarts annotation (upstream status schemas have no "
-                    "restart counts)",
-                    when="upstream",
-                )
+        # A kind whose pods never restart has no restart counts to annotate, and one
+        # without a TTL is never deleted.
+        for patching, deleting in ((True, True), (True, False), (False, True), (False, False)):
+            chosen = tuple(
+                p for p in plurals if (p in restarting) == patching and (p in expiring) == deleting
             )
-        # A kind whose pods never restart has no restart counts to annotate.
-        others = tuple(p for p in plurals if p not in restarting)
-        if others:
+            if not chosen:
+                continue
+            why = f"--serve-upstream-groups: the same for {group} jobs"
+            if patching:
+                why += (
+                    ", and patch their kubemill.dev/restarts annotation (upstream status "
+                    "schemas have no restart counts)"
+                )
+            verbs = ("list", "watch", *(("patch",) if patching else ()))
             rules.append(
                 Rule(
                     (group,),
-                    others,
-                    ("list", "watch", "delete"),
-                    f"--serve-upstream-groups: the same for {group} jobs",
+                    chosen,
+                    (*verbs, *(("delete",) if deleting else ())),
+                    why,
                     when="upstream",
                 )
             )

@@ -21,7 +21,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -70,6 +69,7 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
     Outcome,
     classify,
 )
+from kubemill.substrates.kubernetes.operator.loaded import LoadedJobs
 from kubemill.substrates.kubernetes.operator.memory import JobMemory
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
 from kubemill.substrates.kubernetes.operator.settings import JobResource
@@ -88,13 +88,12 @@ from kubemill.substrates.kubernetes.operator.writes import (
 )
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
 from kubemill.substrates.kubernetes.restarts import (
-    COUNT_FIELDS,
     RESTARTS_ANNOTATION,
+    counts_read_back,
     keeps_counts_in_status,
     replace_counts,
     restart_counts,
     stored_counts,
-    with_counts,
     without_counts,
 )
 
@@ -102,10 +101,6 @@ logger = logging.getLogger("kubemill.operator")
 
 EXPECTATION_TIMEOUT = 30.0
 """Seconds to wait for the caches to show the operator's own creates and deletes."""
-LOADED_JOBS = 128
-"""Jobs whose loaded manifest and plan are kept (the most recently reconciled): a job's
-model and plan are ~20 KiB, too much to keep for every job, and the passes that reuse them
-(the job's children's events at one version) come close together."""
 STATUS_WRITE_ATTEMPTS = 3
 """Tries of a status patch within one pass: a restart is counted in the very pass that
 deletes the pod, so losing that status write would lose the count."""
@@ -141,10 +136,7 @@ class Reconciler:
         self._options = reconcile_options(self._gang)
         self._clock = clock
         self._memory: dict[JobKey, JobMemory] = {}
-        self._loaded: OrderedDict[JobKey, tuple[str, Job, Plan]] = OrderedDict()
-        """job -> (resourceVersion, job, plan) of the last pass that loaded it as stored, for
-        the :data:`LOADED_JOBS` most recent: a resourceVersion names one content of the
-        object, so a pass over the same version neither validates nor plans it again."""
+        self._loaded = LoadedJobs()
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""
@@ -153,7 +145,7 @@ class Reconciler:
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop what was remembered of it."""
         self._memory.pop(key, None)
-        self._loaded.pop(key, None)
+        self._loaded.forget(key)
 
     async def reconcile(self, key: JobKey) -> float | None:
         """One pass over the job ``key``; returns seconds until it must be looked at again.
@@ -192,7 +184,7 @@ class Reconciler:
 
         started = time.monotonic()
         stored = raw
-        raw = self._with_recorded_counts(raw, resource, memory)
+        raw = counts_read_back(raw, resource.group, memory.unwritten_counts)
         # (``stored`` may be our last status write's answer: its version, not the cache's.)
         version = str(stored.get("metadata", {}).get("resourceVersion", ""))
         loaded = self._load_and_plan(key, raw, version if raw is stored else None, memory)
@@ -240,31 +232,15 @@ class Reconciler:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _with_recorded_counts(
-        self, raw: Mapping[str, Any], resource: JobResource, memory: JobMemory
-    ) -> Mapping[str, Any]:
-        """The job with the restart counts kept outside its status read back into it: the
-        annotation (Kubeflow's CRDs), and counts a failed status write carried."""
-        counts = (
-            {} if keeps_counts_in_status(resource.group) else stored_counts(raw, resource.group)
-        )
-        for rtype, values in (memory.unwritten_counts or {}).items():
-            entry = counts.setdefault(rtype, {})
-            for name in COUNT_FIELDS:
-                entry[name] = max(entry.get(name, 0), values.get(name, 0))
-        return with_counts(raw, counts) if counts else raw
-
     def _load_and_plan(
         self, key: JobKey, raw: Mapping[str, Any], rv: str | None, memory: JobMemory
     ) -> tuple[Job, Plan] | None:
         """The job and its plan, or None (reported) when either is invalid. ``rv``: the
         resourceVersion ``raw`` is exactly the stored object of (None when counts were read
         back into it): the same version as the last pass reuses that pass's job and plan."""
-        loaded = self._loaded.get(key)
-        if rv and loaded is not None and loaded[0] == rv:
-            self._loaded.move_to_end(key)
-            return loaded[1], loaded[2]
-        self._loaded.pop(key, None)
+        loaded = self._loaded.get(key, rv)
+        if loaded is not None:
+            return loaded
         job, errors = load_document(raw)
         if job is None:
             self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))
@@ -275,10 +251,7 @@ class Reconciler:
         except PlanError as exc:
             self._report_invalid(raw, memory, str(exc))
             return None
-        if rv:
-            self._loaded[key] = (rv, job, plan)
-            if len(self._loaded) > LOADED_JOBS:
-                self._loaded.popitem(last=False)
+        self._loaded.keep(key, rv, job, plan)
         return job, plan
 
     def _report_invalid(self, raw: Mapping[str, Any], memory: JobMemory, problem: str) -> None:
