@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -200,6 +201,35 @@ def test_install_print_has_crds_rbac_and_deployment(runner: CliRunner) -> None:
     assert kinds & {"ClusterRoleBinding", "RoleBinding"}
     crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
     assert {"tfjobs.kubemill.dev", "pytorchjobs.kubemill.dev"} <= crds
+
+
+def test_install_runtimes_adds_the_runtime_crds_and_the_default_runtimes(
+    runner: CliRunner,
+) -> None:
+    def installed(*flags: str) -> list[dict[str, Any]]:
+        result = runner.invoke(app, ["install", "--print", *flags])
+        assert result.exit_code == 0, result.output
+        return [o for o in yaml.safe_load_all(result.stdout) if o]
+
+    runtime_crds = {
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
+    }
+    plain, with_runtimes = installed(), installed("--runtimes")
+    assert not {o["metadata"]["name"] for o in plain} & runtime_crds
+    assert runtime_crds <= {o["metadata"]["name"] for o in with_runtimes}
+    runtimes = [
+        o["metadata"]["name"] for o in with_runtimes if o["kind"] == "ClusterTrainingRuntime"
+    ]
+    assert runtimes == [
+        "torch-distributed",
+        "mpi-distributed",
+        "jax-distributed",
+        "xgboost-distributed",
+    ]
+    # The runtimes come after the Deployment, once their CRDs can be Established.
+    kinds = [o["kind"] for o in with_runtimes]
+    assert kinds.index("Deployment") < kinds.index("ClusterTrainingRuntime")
 
 
 def test_install_without_print_needs_a_cluster(runner: CliRunner, tmp_path: Path) -> None:

@@ -59,6 +59,14 @@ def install(
     timeout: Annotated[
         float, typer.Option(min=0, help="Seconds to wait for readiness (--wait).")
     ] = 300.0,
+    runtimes: Annotated[
+        bool,
+        typer.Option(
+            "--runtimes",
+            help="Also install the training runtimes the engines offer (Kubeflow Trainer's "
+            "runtime CRDs and its default ClusterTrainingRuntimes).",
+        ),
+    ] = False,
 ) -> None:
     """Install the operator into the cluster: CRDs, RBAC and Deployment (YAML with --print).
 
@@ -73,6 +81,7 @@ def install(
         watch_namespaces=watch_namespace or None,
         gang_scheduler=gang_scheduler.value if gang_scheduler else None,
         serve_upstream_groups=serve_upstream_groups,
+        extras=("runtimes",) if runtimes else (),
         **{key: value for key, value in given.items() if value is not None},  # type: ignore[arg-type]
     )
     if print_only:
