@@ -132,6 +132,8 @@ def make_venv(where: Path, wheel: Path, extras: tuple[str, ...]) -> Path:
         ],
         check=True,
         capture_output=True,
+        # Without this checkout's sources on the path, or pip finds kubemill installed.
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

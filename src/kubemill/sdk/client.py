@@ -89,10 +89,8 @@ def missing_packages(packages: Sequence[str]) -> builtins.list[str]:
 
 
 def _satisfies(requirement: str, installed: str) -> bool:
-    try:
-        from packaging.requirements import InvalidRequirement, Requirement
-    except ImportError:  # no way to read the specifier: the name alone was asked for
-        return True
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         return Requirement(requirement).specifier.contains(installed, prereleases=True)
     except InvalidRequirement as exc:
