@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,3 +93,20 @@ def processes_with_token(token: str) -> dict[int, str]:
         if state != "Z":
             found[int(proc.name)] = cmdline.strip()
     return found
+
+
+@contextmanager
+def fresh_cli(tmp_path: Path) -> Iterator[Cli]:
+    """The CLI with a fresh state directory and working directory under ``tmp_path``; at
+    the end it deletes every job left, and kills any process still carrying its token."""
+    state_dir, workdir = tmp_path / "state", tmp_path / "cwd"
+    state_dir.mkdir()
+    workdir.mkdir()
+    runner = Cli(state_dir=state_dir, cwd=workdir)
+    try:
+        yield runner
+    finally:
+        for name in runner.job_names():
+            runner("delete", name)
+        for pid in processes_with_token(runner.token):  # never leave a process behind
+            os.kill(pid, signal.SIGKILL)

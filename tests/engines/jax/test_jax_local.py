@@ -7,11 +7,7 @@ with ``psum`` each step) leaves the same weights on both.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,18 +16,6 @@ from support.e2e_support import EXAMPLES, Cli, processes_with_token
 pytestmark = pytest.mark.engine
 
 LINE = re.compile(r"^worker-(\d) \| \[process (\d)/2\] (.*)$")
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    (tmp_path / "state").mkdir()
-    (tmp_path / "cwd").mkdir()
-    runner = Cli(state_dir=tmp_path / "state", cwd=tmp_path / "cwd")
-    yield runner
-    for name in runner.job_names():
-        runner("delete", name)
-    for pid in processes_with_token(runner.token):
-        os.kill(pid, signal.SIGKILL)
 
 
 def test_two_jax_processes_psum_over_cpu_collectives_and_train_alike(cli: Cli) -> None:

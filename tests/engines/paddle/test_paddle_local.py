@@ -9,16 +9,14 @@ weights on both.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.e2e_support import EXAMPLES, Cli, fresh_cli, processes_with_token
 
 pytestmark = pytest.mark.engine
 
@@ -28,14 +26,8 @@ LOGS = EXAMPLES / "log"
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    (tmp_path / "state").mkdir()
-    (tmp_path / "cwd").mkdir()
-    runner = Cli(state_dir=tmp_path / "state", cwd=tmp_path / "cwd")
-    yield runner
-    for name in runner.job_names():
-        runner("delete", name)
-    for pid in processes_with_token(runner.token):
-        os.kill(pid, signal.SIGKILL)
+    with fresh_cli(tmp_path) as runner:
+        yield runner
     shutil.rmtree(LOGS, ignore_errors=True)  # the launchers' logs, next to the example
 
 

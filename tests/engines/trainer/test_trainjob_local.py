@@ -6,11 +6,7 @@ TrainJob through ``xgboost-distributed`` trains one XGBoost model over its colle
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,19 +18,6 @@ RESULT = re.compile(
     r"^(?P<replica>node-\d) \| \[rank (?P<rank>\d)/(?P<world>\d)\] node=(?P<node>\d) "
     r"allreduce=(?P<sum>\d+) expected=(?P<expected>\d+) ok=(?P<ok>\w+)$"
 )
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    """The real CLI over a state directory of its own; nothing it started outlives the test."""
-    (tmp_path / "state").mkdir()
-    (tmp_path / "cwd").mkdir()
-    runner = Cli(state_dir=tmp_path / "state", cwd=tmp_path / "cwd")
-    yield runner
-    for name in runner.job_names():
-        runner("delete", name)
-    for pid in processes_with_token(runner.token):
-        os.kill(pid, signal.SIGKILL)
 
 
 def test_a_two_node_torch_trainjob_all_reduces_over_gloo(cli: Cli) -> None:

@@ -5,28 +5,12 @@ fails it (the runtime's pods restart ``OnFailure`` up to the Job's ``backoffLimi
 from __future__ import annotations
 
 import json
-import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from support.e2e_support import Cli, processes_with_token
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    (tmp_path / "state").mkdir()
-    (tmp_path / "cwd").mkdir()
-    runner = Cli(state_dir=tmp_path / "state", cwd=tmp_path / "cwd")
-    yield runner
-    for name in runner.job_names():
-        runner("delete", name)
-    for pid in processes_with_token(runner.token):
-        os.kill(pid, signal.SIGKILL)
 
 
 def write_trainjob(cli: Cli, name: str, command: list[str], **spec: Any) -> Path:

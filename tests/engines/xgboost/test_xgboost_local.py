@@ -8,11 +8,7 @@ every split) can leave the two with the same model.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,18 +17,6 @@ from support.e2e_support import EXAMPLES, Cli, processes_with_token
 pytestmark = pytest.mark.engine
 
 LINE = re.compile(r"^(master-0|worker-0) \| \[rank (\d)/2\] (.*)$")
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    (tmp_path / "state").mkdir()
-    (tmp_path / "cwd").mkdir()
-    runner = Cli(state_dir=tmp_path / "state", cwd=tmp_path / "cwd")
-    yield runner
-    for name in runner.job_names():
-        runner("delete", name)
-    for pid in processes_with_token(runner.token):
-        os.kill(pid, signal.SIGKILL)
 
 
 def test_two_ranks_train_one_model_through_the_tracker(cli: Cli) -> None:
