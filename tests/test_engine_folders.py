@@ -2,10 +2,9 @@
 
 Every kind an engine (or a controller) of the registry serves is named in its folder,
 ``src/kubemill/engines/<engine>/``, and its registry line points there; no other module of
-``src/`` should know it. Where a module still does, it is listed in :data:`STILL_NAMED`
-with how many times: the count may only go down (this test fails if a module not in the
-table names a kind, or names kinds more often than the table allows), and a module whose
-mentions are gone must leave the table, so that it cannot come back unnoticed.
+``src/`` should know it, not even in a docstring: a module that needs to tell kinds apart
+asks the registry, and one that gives an example names the shape (a schedule, a service
+cluster) or the engine.
 """
 
 from __future__ import annotations
@@ -16,14 +15,6 @@ from pathlib import Path
 from kubemill.kinds import BUILTIN, CONTROLLERS
 
 SRC = Path(__file__).parents[1] / "src" / "kubemill"
-
-# The remaining work of issue 17 ("nothing outside an engine's folder names that engine's
-# kind"): module (under src/kubemill) -> mentions of another folder's kind still allowed.
-# Lower a count when you remove mentions; never raise one or add a module.
-STILL_NAMED: dict[str, int] = {
-    "cli/spark_cluster.py": 1,
-    "cli/spark_submit.py": 5,
-}
 
 
 def _folder(module: str) -> str:
@@ -82,24 +73,13 @@ def test_every_builtin_kind_lives_in_an_engine_folder() -> None:
         assert (SRC / folder / "entry.py").is_file(), folder
 
 
-def test_no_module_outside_an_engine_folder_names_more_kinds_than_it_did() -> None:
+def test_no_module_outside_an_engine_folder_names_its_kind() -> None:
     found = mentions()
-    new = sorted(set(found) - set(STILL_NAMED))
-    assert not new, f"these modules name an engine's kind outside its folder: {new}"
-    risen = {m: (STILL_NAMED[m], n) for m, n in found.items() if n > STILL_NAMED[m]}
-    assert not risen, f"more mentions of kinds than allowed (allowed, found): {risen}"
+    assert not found, f"these modules name an engine's kind outside its folder: {found}"
 
 
-def test_the_table_lists_only_what_is_left() -> None:
-    found = mentions()
-    done = {m: n for m, n in STILL_NAMED.items() if found.get(m, 0) < n}
-    assert not done, (
-        f"fewer mentions now (allowed -> found): "
-        f"{ {m: (n, found.get(m, 0)) for m, n in done.items()} }; lower the table to match"
-    )
-
-
-def test_a_kind_is_found_by_its_name_and_not_inside_another() -> None:
+def test_a_kind_is_found_as_a_word_and_in_derived_names_only() -> None:
     pattern = kind_pattern("SparkApplication")
-    assert len(pattern.findall("a SparkApplication, SparkApplications, SparkApplicationSpec")) == 3
-    assert not pattern.findall("a ScheduledSparkApplication")
+    assert pattern.search("a SparkApplication's driver")
+    assert pattern.search("SparkApplicationSpec")  # a derived name names it too
+    assert not pattern.search("ScheduledSparkApplication")  # another kind

@@ -3,7 +3,7 @@
 The driver pod, its headless service, NetworkPolicy and ConfigMap are built as Spark's
 client builds them (:mod:`kubemill.engines.spark.framework.cluster_mode`) and sent to the master's
 API server (:mod:`kubemill.substrates.kubernetes.client.spark_submit`): no operator, no
-SparkApplication. The API server is the master's URL, with the kubeconfig's credentials
+application object. The API server is the master's URL, with the kubeconfig's credentials
 when there is a kubeconfig (its cluster must be that server), else without any, all
 through the transport's one client
 (:func:`~kubemill.substrates.kubernetes.client.connection.connect_to`). The namespace is

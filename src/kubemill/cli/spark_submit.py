@@ -1,14 +1,14 @@
-"""``kubemill spark-submit``: spark-submit's own command line, as a SparkApplication.
+"""``kubemill spark-submit``: spark-submit's own command line, as a Spark application.
 
 The arguments reach this module untouched (the command takes no options of its own
 through typer) and are read by :mod:`kubemill.engines.spark.api.argv`, as Spark reads them.
 kubemill's own flags stand among the options, before the application file:
-``--dry-run`` prints the SparkApplication as YAML and submits nothing.
+``--dry-run`` prints the application's manifest as YAML and submits nothing.
 
 Otherwise the application goes where ``--master`` says. ``k8s://`` (cluster mode) creates
 the driver's objects as Spark's own client does, with no JVM and no operator
 (:mod:`kubemill.cli.spark_cluster`, which also serves ``--kill`` and ``--status``);
-with ``--operator`` it is a SparkApplication for the operator instead, on the Kubernetes
+with ``--operator`` it is an application object for the operator instead, on the Kubernetes
 substrate (the kubeconfig's cluster must be that server). ``local[...]`` runs it here and
 now, as spark-submit does: in the foreground (its output as it comes, Ctrl-C stops it),
 exiting with the application's verdict; the master as given is kept in the annotation
@@ -101,8 +101,8 @@ def spark_submit(settings: Settings, argv: list[str]) -> int:
 
 
 def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
-    """The manifest with ``local[...]`` as given in its annotation (a SparkApplication has
-    no field for it; locally it otherwise runs local[instances x cores])."""
+    """The manifest with ``local[...]`` as given in its annotation (the application's kind
+    has no field for it; locally it otherwise runs local[instances x cores])."""
     from kubemill.engines.spark.local import LOCAL_MASTER_ANNOTATION
 
     manifest = copy.deepcopy(submission.manifest)
@@ -114,7 +114,7 @@ def _keep_local_master(submission: SparkSubmit) -> SparkSubmit:
 SUBMISSION_ID_LENGTH = 16
 """Spark's ``uniqueID``: 16 hex digits."""
 MAX_SUBMITTED_NAME = MAX_NAME - len(UI_SERVICE_SUFFIX)
-"""A SparkApplication's name leaves room for its ``<name>-ui-svc`` service."""
+"""An application's name leaves room for its ``<name>-ui-svc`` service."""
 
 
 def per_submission(submission: SparkSubmit, unique_id: str) -> SparkSubmit:
