@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import skip_without
 
 pytestmark = pytest.mark.e2e
 
@@ -78,7 +79,7 @@ ALLREDUCE = re.compile(
 
 @pytest.mark.engine
 def test_pytorch_ddp_trains_on_both_ranks(cli: Cli) -> None:
-    pytest.importorskip("torch", reason="the PyTorch example needs kubemill[torch]")
+    skip_without("torch", "torch")
     done = cli.run(EXAMPLES / "pytorch-ddp.yaml")
 
     assert done.returncode == 0, explain(done)
@@ -138,7 +139,7 @@ def tf_config_of(lines: list[str]) -> dict[str, object]:
 
 @pytest.mark.engine
 def test_tf_parameter_server_trains_and_every_replica_gets_upstream_tf_config(cli: Cli) -> None:
-    pytest.importorskip("tensorflow", reason="the TF example needs kubemill[tensorflow]")
+    skip_without("tensorflow", "tensorflow")
     done = cli.run(EXAMPLES / "tf-parameter-server.yaml")
 
     assert done.returncode == 0, explain(done)
@@ -185,7 +186,7 @@ SEED_DONE = re.compile(r"^\[worker-0\] done: global_step=(\d+) .* test_accuracy=
 
 @pytest.mark.engine
 def test_tf_seed_style_flags_come_from_the_tf_variables(cli: Cli) -> None:
-    pytest.importorskip("tensorflow", reason="the TF example needs kubemill[tensorflow]")
+    skip_without("tensorflow", "tensorflow")
     done = cli.run(EXAMPLES / "tf-seed-style.yaml")
 
     assert done.returncode == 0, explain(done)

@@ -21,7 +21,7 @@ import pytest
 
 from kubemill.substrates.local.launch import host_argv
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
-from support.engines import needs_mpirun
+from support.engines import needs_mpirun, skip_without
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_mpirun]
 
@@ -36,7 +36,7 @@ def explain(done: object) -> str:
 
 
 def test_the_allreduce_example_runs_ranks_in_both_workers_through_the_agent(cli: Cli) -> None:
-    pytest.importorskip("mpi4py")
+    skip_without("mpi4py", "mpi")
     done = cli.run(EXAMPLES / "mpi-allreduce.yaml")
     assert done.returncode == 0, explain(done)
     ranks = [m.groups() for m in RANK.finditer(done.stdout)]
@@ -70,7 +70,7 @@ world.Barrier()
 
 
 def test_killing_a_worker_mid_run_fails_the_job_naming_it(cli: Cli, tmp_path: Path) -> None:
-    pytest.importorskip("mpi4py")
+    skip_without("mpi4py", "mpi")
     program = cli.cwd / "slow_ranks.py"
     program.write_text(SLOW_RANKS)
     manifest = cli.cwd / "slow.yaml"

@@ -19,6 +19,7 @@ import pytest
 from kubemill.api import ConditionType
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient
+from support.engines import skip_without
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +69,7 @@ def _job(name: str) -> dict[str, object]:
 def test_a_worker_failing_as_the_master_succeeds_fails_the_job_every_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("torch", reason="the race needs kubemill[torch]")
+    skip_without("torch", "torch")
     monkeypatch.setenv("KUBEMILL_CONFIG", str(tmp_path / "no-config.yaml"))
     (tmp_path / "race.py").write_text(RACE, encoding="utf-8")
     client = JobClient(state_dir=tmp_path / "state")

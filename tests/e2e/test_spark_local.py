@@ -24,10 +24,9 @@ import pytest
 import yaml
 
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
-from support.engines import needs_java
+from support.engines import needs_java, needs_spark_submit
 
-pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_java]
-pytest.importorskip("pyspark")
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_java, needs_spark_submit]
 
 PI = re.compile(r"Pi is roughly (\d\.\d+)")
 WEB_UI = re.compile(r"Web UI: (http://127\.0\.0\.1:(\d+))")

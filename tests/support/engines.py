@@ -35,6 +35,17 @@ needs_spark_submit = pytest.mark.skipif(
 )
 
 
+def skip_without(module: str, extra: str) -> None:
+    """Skip the test, saying which extra to install, where ``module`` is not installed.
+
+    Found without importing it: an engine's native libraries loaded into the test process
+    can clash with another engine's (importing paddle segfaulted a test run once torch's
+    and scikit-learn's were in), and the test runs the engine in its own processes anyway.
+    """
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (pip install 'kubemill[{extra}]')")
+
+
 def needs_mars_environment() -> list[pytest.MarkDecorator]:
     """The marks of a test module that runs real Mars in the environment kubemill builds
     for it: skipped, saying how to build it, where that environment is not ready."""

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import skip_without
 
 pytestmark = pytest.mark.engine
 
@@ -19,7 +20,7 @@ LINE = re.compile(r"^worker-(\d) \| \[process (\d)/2\] (.*)$")
 
 
 def test_two_jax_processes_psum_over_cpu_collectives_and_train_alike(cli: Cli) -> None:
-    pytest.importorskip("jax", reason="the JAX example needs kubemill[jax]")
+    skip_without("jax", "jax")
     done = cli.run(EXAMPLES / "jax-psum.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "JAXJob jax-psum Succeeded" in done.stdout

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from support.e2e_support import EXAMPLES, Cli, fresh_cli, processes_with_token
+from support.engines import skip_without
 
 pytestmark = pytest.mark.engine
 
@@ -32,7 +33,7 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
 
 def test_two_paddle_workers_all_reduce_and_train_alike(cli: Cli) -> None:
-    pytest.importorskip("paddle", reason="the Paddle example needs kubemill[paddle]")
+    skip_without("paddle", "paddle")
     done = cli.run(EXAMPLES / "paddle-collective.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PaddleJob paddle-collective Succeeded" in done.stdout

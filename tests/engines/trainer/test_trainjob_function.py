@@ -17,6 +17,7 @@ from kubemill.engines.trainer.api.function import function_script, function_trai
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient, MissingPackages
 from kubemill.substrates.kubernetes.render import render_job
+from support.engines import skip_without
 from support.kube_client_support import ClientClusterThread, kmock_cluster
 from support.manifest_checks import k8s_errors
 
@@ -51,7 +52,7 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobClien
 
 @pytest.mark.engine
 def test_a_function_all_reduces_on_two_local_nodes(client: JobClient) -> None:
-    pytest.importorskip("torch", reason="the function needs kubemill[torch]")
+    skip_without("torch", "torch")
     view = client.train(
         allreduce, num_nodes=2, num_proc_per_node=1, func_args={"base": 10}, packages=["torch"]
     )

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import skip_without
 
 pytestmark = pytest.mark.engine
 
@@ -21,7 +22,7 @@ RESULT = re.compile(
 
 
 def test_a_two_node_torch_trainjob_all_reduces_over_gloo(cli: Cli) -> None:
-    pytest.importorskip("torch", reason="the TrainJob example needs kubemill[torch]")
+    skip_without("torch", "torch")
     done = cli.run(EXAMPLES / "trainjob" / "trainjob.yaml")
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert "TrainJob torch-allreduce Succeeded" in done.stdout, done.stdout
@@ -62,8 +63,8 @@ XGBOOST = re.compile(
 
 
 def test_a_two_node_xgboost_trainjob_trains_one_model(cli: Cli) -> None:
-    pytest.importorskip("xgboost", reason="the XGBoost example needs xgboost")
-    pytest.importorskip("sklearn", reason="the XGBoost example needs scikit-learn")
+    skip_without("xgboost", "xgboost")
+    skip_without("sklearn", "torch")
     done = cli.run(EXAMPLES / "trainjob" / "xgboost.yaml")
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert "TrainJob xgboost-digits Succeeded" in done.stdout, done.stdout

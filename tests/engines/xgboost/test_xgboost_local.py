@@ -13,6 +13,7 @@ import re
 import pytest
 
 from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import skip_without
 
 pytestmark = pytest.mark.engine
 
@@ -20,7 +21,7 @@ LINE = re.compile(r"^(master-0|worker-0) \| \[rank (\d)/2\] (.*)$")
 
 
 def test_two_ranks_train_one_model_through_the_tracker(cli: Cli) -> None:
-    pytest.importorskip("xgboost", reason="the XGBoost example needs kubemill[xgboost]")
+    skip_without("xgboost", "xgboost")
     done = cli.run(EXAMPLES / "xgboost-collective.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "XGBoostJob xgboost-collective Succeeded" in done.stdout
