@@ -319,6 +319,9 @@ def every_kind(namespace: str) -> list[dict[str, Any]]:
         manifest = yaml.safe_load((ROOT / "examples" / example).read_text())
         manifest["spec"]["runPolicy"]["suspend"] = True
         manifests.append(manifest)
+    trainjob = yaml.safe_load((ROOT / "examples" / "trainjob" / "trainjob.yaml").read_text())
+    trainjob["spec"]["suspend"] = True
+    manifests.append(trainjob)
     for manifest in manifests:
         manifest["apiVersion"] = "kubemill.dev/v1"
         manifest["metadata"]["namespace"] = namespace
