@@ -63,6 +63,7 @@ EVERY_KIND = [
     "jaxjobs.kubemill.dev",
     "xgboostjobs.kubemill.dev",
     "paddlejobs.kubemill.dev",
+    "trainjobs.kubemill.dev",
     "scheduledsparkapplications.kubemill.dev",
 ]
 
@@ -110,10 +111,11 @@ def test_a_partial_install_names_the_missing_crd(
     with pytest.raises(
         JobNotFound,
         match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication, MarsCluster, JAXJob, XGBoostJob, "
-        r"PaddleJob or ScheduledSparkApplication .*"
+        r"PaddleJob, TrainJob or ScheduledSparkApplication .*"
         r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev, "
         r"marsclusters.kubemill.dev, jaxjobs.kubemill.dev, xgboostjobs.kubemill.dev, "
-        r"paddlejobs.kubemill.dev, scheduledsparkapplications.kubemill.dev are not "
+        r"paddlejobs.kubemill.dev, trainjobs.kubemill.dev, "
+        r"scheduledsparkapplications.kubemill.dev are not "
         r"installed\)",
     ):
         backend.get("ddp")
