@@ -256,3 +256,18 @@ def test_without_mars_it_says_how_to_get_it(
     with pytest.raises(ClusterError, match="kubemill env create mars"):
         new_cluster(timeout=5)
     assert JobClient().list() == []
+
+
+def test_a_directory_called_mars_on_the_path_is_not_mars(
+    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Mars keeps its sockets in /tmp/mars: with /tmp on the path, `import mars` gives an
+    # empty namespace package, which must not pass for Mars (no session is made then).
+    (tmp_path / "shadow" / "mars").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "shadow"))
+    monkeypatch.delitem(sys.modules, "mars", raising=False)
+    cluster = new_cluster(IMAGE, worker_num=1, worker_mem="1g", timeout=60)
+    try:
+        assert cluster.endpoint.startswith("http://127.0.0.1:")
+    finally:
+        cluster.stop()

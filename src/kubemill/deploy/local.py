@@ -280,7 +280,10 @@ def _default_session(client: LocalClusterClient) -> None:
     """Make a session on the cluster the default one, as Mars's ``new_cluster`` does, when
     this program has Mars (a CLI without it just gets the endpoint)."""
     try:
-        import mars  # type: ignore[import-not-found]  # noqa: F401
+        # Mars's session module, not just a `mars` name: a directory called `mars` on the
+        # path (Mars's own socket directory /tmp/mars, with /tmp as the working directory)
+        # imports as an empty namespace package.
+        import mars.session  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         return
     try:
