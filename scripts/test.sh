@@ -45,7 +45,7 @@ fi
 kube_log=$(mktemp)
 scripts/kube-control-plane.sh build >"$kube_log" 2>&1 &
 kube_build=$!
-scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,jax,xgboost,paddle,dev,image,mars"
+scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,jax,xgboost,paddle,ray,dev,image,mars"
 echo "== kube control plane"
 if ! wait "$kube_build"; then
     cat "$kube_log" >&2
