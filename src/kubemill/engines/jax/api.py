@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from kubemill.api.base import KubeModel
-from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
-from kubemill.api.defaults import apply_job_defaults, normalise_replica_keys
+from kubemill.api.common import ReplicaSpec, RestartPolicy
+from kubemill.api.defaults import normalise_replica_keys
 from kubemill.api.kinds import KindApi, ScaleSubresource
+from kubemill.api.training import ReplicaMapJob, ReplicaMapSpec
 
 JAX_REPLICA_TYPES = ("Worker",)
 
 
-class JAXJobSpec(KubeModel):
+class JAXJobSpec(ReplicaMapSpec):
     """What a JAXJob asks for."""
 
-    run_policy: RunPolicy = Field(default_factory=RunPolicy)
     jax_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
 
     @field_validator("jax_replica_specs", mode="before")
@@ -28,7 +27,7 @@ class JAXJobSpec(KubeModel):
         return normalise_replica_keys(raw, JAX_REPLICA_TYPES)
 
 
-class JAXJob(Job):
+class JAXJob(ReplicaMapJob):
     """A multi-process JAX job: N Workers, one JAX process each, worker 0 coordinating."""
 
     KIND: ClassVar[str] = "JAXJob"
@@ -41,19 +40,6 @@ class JAXJob(Job):
 
     kind: str = "JAXJob"
     spec: JAXJobSpec = Field(default_factory=JAXJobSpec)
-
-    @model_validator(mode="after")
-    def _defaults(self) -> JAXJob:
-        apply_job_defaults(self)
-        return self
-
-    @property
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.spec.jax_replica_specs
-
-    @property
-    def run_policy(self) -> RunPolicy:
-        return self.spec.run_policy
 
 
 JAXJOB = KindApi(

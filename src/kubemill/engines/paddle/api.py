@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from kubemill.api.base import KubeModel, refused
-from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
-from kubemill.api.defaults import apply_job_defaults, normalise_replica_keys
+from kubemill.api.common import ReplicaSpec, RestartPolicy
+from kubemill.api.defaults import normalise_replica_keys
 from kubemill.api.kinds import KindApi, ScaleSubresource
+from kubemill.api.training import ReplicaMapJob, ReplicaMapSpec
 
 PADDLE_REPLICA_TYPES = ("Master", "Worker")
 
@@ -26,10 +27,9 @@ class PaddleElasticPolicy(KubeModel):
     metrics: list[Any] | None = None
 
 
-class PaddleJobSpec(KubeModel):
+class PaddleJobSpec(ReplicaMapSpec):
     """What a PaddleJob asks for."""
 
-    run_policy: RunPolicy = Field(default_factory=RunPolicy)
     elastic_policy: PaddleElasticPolicy | None = None
     """Refused. Upstream's schema has it but its controller realises none of it (no env,
     no scaling, no autoscaler): accepting it would promise workers that come and go."""
@@ -52,7 +52,7 @@ class PaddleJobSpec(KubeModel):
         return value
 
 
-class PaddleJob(Job):
+class PaddleJob(ReplicaMapJob):
     """A distributed PaddlePaddle job: collective Workers, or a Master and Workers."""
 
     KIND: ClassVar[str] = "PaddleJob"
@@ -65,19 +65,6 @@ class PaddleJob(Job):
 
     kind: str = "PaddleJob"
     spec: PaddleJobSpec = Field(default_factory=PaddleJobSpec)
-
-    @model_validator(mode="after")
-    def _defaults(self) -> PaddleJob:
-        apply_job_defaults(self)
-        return self
-
-    @property
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.spec.paddle_replica_specs
-
-    @property
-    def run_policy(self) -> RunPolicy:
-        return self.spec.run_policy
 
     @property
     def collective(self) -> bool:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from kubemill.api.base import KubeModel, refused
-from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
+from kubemill.api.common import ReplicaSpec, RestartPolicy
 from kubemill.api.crd import INT_OR_STRING
 from kubemill.api.defaults import (
-    apply_job_defaults,
     normalise_replica_keys,
 )
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import KindApi, ScaleSubresource
+from kubemill.api.training import ReplicaMapJob, ReplicaMapSpec
 
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
 
@@ -58,10 +58,9 @@ class ElasticPolicy(KubeModel):
         return value
 
 
-class PyTorchJobSpec(KubeModel):
+class PyTorchJobSpec(ReplicaMapSpec):
     """What a PyTorchJob asks for."""
 
-    run_policy: RunPolicy = Field(default_factory=RunPolicy)
     elastic_policy: ElasticPolicy | None = None
     pytorch_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
     nproc_per_node: str | None = None
@@ -79,7 +78,7 @@ class PyTorchJobSpec(KubeModel):
         return str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else raw
 
 
-class PyTorchJob(Job):
+class PyTorchJob(ReplicaMapJob):
     """A distributed PyTorch job: one Master and N Workers, or elastic Workers only."""
 
     KIND: ClassVar[str] = "PyTorchJob"
@@ -92,19 +91,6 @@ class PyTorchJob(Job):
 
     kind: str = "PyTorchJob"
     spec: PyTorchJobSpec = Field(default_factory=PyTorchJobSpec)
-
-    @model_validator(mode="after")
-    def _defaults(self) -> PyTorchJob:
-        apply_job_defaults(self)
-        return self
-
-    @property
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.spec.pytorch_replica_specs
-
-    @property
-    def run_policy(self) -> RunPolicy:
-        return self.spec.run_policy
 
     @property
     def elastic_bounds(self) -> tuple[int, int]:

@@ -6,21 +6,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from kubemill.api.base import KubeModel
-from kubemill.api.common import Job, ReplicaSpec, RestartPolicy, RunPolicy
-from kubemill.api.defaults import apply_job_defaults, normalise_replica_keys
+from kubemill.api.common import ReplicaSpec, RestartPolicy
+from kubemill.api.defaults import normalise_replica_keys
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import KindApi
+from kubemill.api.training import ReplicaMapJob, ReplicaMapSpec
 
 XGBOOST_REPLICA_TYPES = ("Master", "Worker")
 
 
-class XGBoostJobSpec(KubeModel):
+class XGBoostJobSpec(ReplicaMapSpec):
     """What an XGBoostJob asks for."""
 
-    run_policy: RunPolicy = Field(default_factory=RunPolicy)
     xgb_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
 
     @field_validator("xgb_replica_specs", mode="before")
@@ -29,7 +28,7 @@ class XGBoostJobSpec(KubeModel):
         return normalise_replica_keys(raw, XGBOOST_REPLICA_TYPES)
 
 
-class XGBoostJob(Job):
+class XGBoostJob(ReplicaMapJob):
     """A distributed XGBoost job: one Master (the tracker, rank 0) and N Workers."""
 
     KIND: ClassVar[str] = "XGBoostJob"
@@ -42,19 +41,6 @@ class XGBoostJob(Job):
 
     kind: str = "XGBoostJob"
     spec: XGBoostJobSpec = Field(default_factory=XGBoostJobSpec)
-
-    @model_validator(mode="after")
-    def _defaults(self) -> XGBoostJob:
-        apply_job_defaults(self)
-        return self
-
-    @property
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.spec.xgb_replica_specs
-
-    @property
-    def run_policy(self) -> RunPolicy:
-        return self.spec.run_policy
 
     def kind_errors(self) -> list[FieldError]:
         """A Master is required, and there is one (upstream's validation)."""
