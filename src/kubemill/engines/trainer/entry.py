@@ -6,6 +6,7 @@ runtimes from the cluster yet, so it is granted nothing on them (least privilege
 no code uses fails tests/substrates/kubernetes/operator/test_rbac.py)."""
 
 from kubemill.engines.base import Engine, InstallExtra
+from kubemill.engines.trainer.api import runtimes
 from kubemill.engines.trainer.api.kind import TRAINJOB
 from kubemill.engines.trainer.api.runtime_crds import (
     RUNTIME_PLURALS,
@@ -20,8 +21,11 @@ RUNTIMES = InstallExtra(
     runtime_crds,
     default_runtime_objects,
     {kind: (plural, kind != "ClusterTrainingRuntime") for kind, plural in RUNTIME_PLURALS.items()},
+    known=lambda doc, source: runtimes.add(doc, source=source),
 )
-"""``kubemill install --runtimes``: the runtimes' CRDs, then the default runtimes."""
+"""``kubemill install --runtimes``: the runtimes' CRDs, then the default runtimes; without a
+cluster, a runtime manifest given to a run (``--runtime``, the config file's ``runtimes:``)
+joins the registry the TrainJobs resolve against, before the default of its name."""
 
 ENGINE = Engine(
     TRAINJOB,

@@ -338,7 +338,10 @@ class TrainJob(Job):
                 FieldError(
                     "spec.runtimeRef.name",
                     f"no {ref.runtime_kind} named {ref.name!r} is known",
-                    "kubemill knows " + (", ".join(names) if names else "none of this kind"),
+                    "kubemill knows "
+                    + (", ".join(names) if names else "none of this kind")
+                    + "; give another with `kubemill run --runtime FILE` or the config"
+                    " file's runtimes: list",
                 )
             ]
         errors = _runtime_errors(runtime, ref.name)
