@@ -300,10 +300,19 @@ def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
             id="xgboost-reserved-env",
         ),
         pytest.param(
-            {"runtimeRef": {"name": "jax-distributed"}},
-            "spec.runtimeRef.name",
-            "spec.mlPolicy.jax",
-            id="jax-not-yet",
+            {
+                "runtimeRef": {"name": "jax-distributed"},
+                "trainer": {"env": [{"name": "JAX_PROCESS_ID", "value": "3"}]},
+            },
+            "spec.trainer.env[0].name",
+            "set by the jax policy",
+            id="jax-reserved-env",
+        ),
+        pytest.param(
+            {"runtimeRef": {"name": "jax-distributed"}, "trainer": {"numProcPerNode": "auto"}},
+            "spec.trainer.numProcPerNode",
+            "for the torch policy only",
+            id="jax-no-auto",
         ),
         pytest.param(
             {"runtimePatches": [{"manager": "me"}]},

@@ -207,6 +207,32 @@ def test_xgboost_counts_a_worker_per_gpu(resources: Any, workers: str) -> None:
     assert env["DMLC_NUM_WORKER"] == workers
 
 
+def test_jax_nodes_get_the_coordinator_as_upstreams_jax_plugin_names_it() -> None:
+    job = trainjob("jx", "jax-distributed", numNodes=2)
+    plan = plan_for(job, ClusterNetwork("jx"))
+    assert [r.name for r in plan.replicas] == ["jx-node-0", "jx-node-1"]
+    for rank, replica in enumerate(plan.replicas):
+        assert env_items(replica) == [
+            ("JAX_NUM_PROCESSES", "2"),
+            ("JAX_PROCESS_ID", str(rank)),
+            ("JAX_COORDINATOR_ADDRESS", "jx-node-0:6666"),
+            ("JAX_COORDINATOR_PORT", "6666"),
+            ("JAX_DISTRIBUTED_BACKEND", "gloo"),
+        ]
+        assert replica.ports == {"trainjob-port": 6666}
+    assert plan.outcome == SuccessPolicy("node", "all")
+
+
+def test_locally_the_jax_coordinator_is_node_0s_own_port() -> None:
+    network = LoopbackNetwork()
+    plan = plan_for(trainjob("jx", "jax-distributed", numNodes=2), network)
+    port = network.ports[("node", 0, 6666)]
+    for replica in plan.replicas:
+        env = dict(env_items(replica))
+        assert env["JAX_COORDINATOR_ADDRESS"] == f"127.0.0.1:{port}"
+        assert env["JAX_COORDINATOR_PORT"] == str(port)
+
+
 def counted(view: StatusView) -> list[ChildJobStatus]:
     """What the status extension writes into ``status.jobsStatus``."""
     found = jobs_status(view)["jobs_status"]

@@ -48,3 +48,22 @@ def test_the_example_is_valid_for_the_trainjob_crd() -> None:
     assert [e.message for e in crd_validator(crd).iter_errors(ours)] == []
     bad = {**ours, "spec": {**ours["spec"], "trainer": {"numNodes": 0}}}
     assert [e.message for e in crd_validator(crd).iter_errors(bad)] != []
+
+
+def test_the_jax_example_renders_pods_with_the_coordinator() -> None:
+    (job,) = load_path(EXAMPLES / "trainjob" / "jax.yaml")
+    objects = render_job(job)
+    assert [e for o in objects for e in k8s_errors(o)] == []
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["jax-psum-node-0", "jax-psum-node-1"]
+    for rank, pod in enumerate(pods):
+        (container,) = pod["spec"]["containers"]
+        assert container["ports"] == [{"name": "trainjob-port", "containerPort": 6666}]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env == {
+            "JAX_NUM_PROCESSES": "2",
+            "JAX_PROCESS_ID": str(rank),
+            "JAX_COORDINATOR_ADDRESS": "jax-psum-node-0:6666",
+            "JAX_COORDINATOR_PORT": "6666",
+            "JAX_DISTRIBUTED_BACKEND": "gloo",
+        }

@@ -30,7 +30,7 @@ joins the registry the TrainJobs resolve against, before the default of its name
 ENGINE = Engine(
     TRAINJOB,
     Trainer(),
-    "Kubeflow Trainer v2: a training runtime's steps; torch (PET_*) or xgboost (DMLC_*) nodes",
+    "Kubeflow Trainer v2: a training runtime's steps; torch (PET_*), xgboost (DMLC_*) or jax nodes",
     # No TrainJob field says ttlSecondsAfterFinished (JobSet's is refused): none expires.
     expires=False,
     extras=(RUNTIMES,),

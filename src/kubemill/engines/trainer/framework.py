@@ -21,7 +21,11 @@ node torchrun's variables, which this planner sets the same way:
 Upstream's xgboost plugin gives them XGBoost's collective (Rabit) variables instead:
 ``DMLC_TRACKER_URI`` and ``DMLC_TRACKER_PORT`` (node 0's address and trainer port: the
 tracker runs there), ``DMLC_TASK_ID`` (the node's index) and ``DMLC_NUM_WORKER`` (nodes
-times the GPUs each asks for, or times 1 on CPUs). A runtime without an ML policy runs its
+times the GPUs each asks for, or times 1 on CPUs). Upstream's jax plugin gives them JAX's
+distributed runtime's: ``JAX_NUM_PROCESSES`` (the nodes: one process each),
+``JAX_PROCESS_ID`` (the node's index), ``JAX_COORDINATOR_ADDRESS`` (node 0's short address
+and its coordinator port, ``host:port``), ``JAX_COORDINATOR_PORT`` and
+``JAX_DISTRIBUTED_BACKEND`` (``gloo``: CPU collectives). A runtime without an ML policy runs its
 template as it is. A replicated job that ``dependsOn`` another being Ready starts once that
 one's replicas are Running and ready (a later start stage; ``Complete`` is refused yet).
 
@@ -40,8 +44,9 @@ from typing import Any
 from kubemill.api import ConditionType, Container, EnvVar, Job
 from kubemill.core.quantity import parse_quantity
 from kubemill.engines.trainer.api.spec import ChildJobStatus
-from kubemill.engines.trainer.api.trainjob import TRAINER_PORT, TrainJob, start_stages
+from kubemill.engines.trainer.api.trainjob import POLICY_PORTS, TrainJob, start_stages
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+from kubemill.frameworks.jax_env import JaxProcess, coordinator
 from kubemill.frameworks.plan import Network, Plan, StatusView, SuccessPolicy
 
 DEFAULT_NUM_PROC = "auto"
@@ -98,11 +103,13 @@ def _from_resources(
 
 
 def trainer_port(job: TrainJob, container: Container) -> int:
-    """The trainer container's port upstream gives it (29500), as the model declared it."""
+    """The trainer container's port its policy's plugin gives it (29500 for torch and
+    xgboost, JAX's coordinator port for jax), as the model declared it."""
+    wanted = POLICY_PORTS[job.framework or ""]
     for port in container.ports or []:
-        if port.container_port == TRAINER_PORT:
+        if port.container_port == wanted:
             return port.container_port
-    raise PlanError(f"TrainJob {job.name}: the trainer container has no port {TRAINER_PORT}")
+    raise PlanError(f"TrainJob {job.name}: the trainer container has no port {wanted}")
 
 
 def torch_env(
@@ -151,8 +158,28 @@ def xgboost_env(
     ]
 
 
+JAX_ENV_NAMES = {
+    "processes": "JAX_NUM_PROCESSES",
+    "id": "JAX_PROCESS_ID",
+    "address": "JAX_COORDINATOR_ADDRESS",
+    "port": "JAX_COORDINATOR_PORT",
+}
+"""Upstream's jax plugin's names (the coordinator address with its port), in its order."""
+JAX_BACKEND = "gloo"
+"""The CPU collectives upstream's jax plugin names (``JAX_DISTRIBUTED_BACKEND``)."""
+
+
+def jax_env(
+    job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
+) -> list[EnvVar]:
+    """JAX's distributed variables for one node: node 0 serves the coordinator, one JAX
+    process per node."""
+    process = JaxProcess(coordinator(network, slot.replica_type, port), job.num_nodes, slot.index)
+    return [*process.env(JAX_ENV_NAMES), env("JAX_DISTRIBUTED_BACKEND", JAX_BACKEND)]
+
+
 PolicyEnv = Callable[[TrainJob, Network, ReplicaSlot, int, Container], list[EnvVar]]
-_POLICY_ENV: dict[str, PolicyEnv] = {"torch": torch_env, "xgboost": xgboost_env}
+_POLICY_ENV: dict[str, PolicyEnv] = {"torch": torch_env, "xgboost": xgboost_env, "jax": jax_env}
 """The env each ML policy kubemill runs gives the trainer's nodes."""
 
 
@@ -255,6 +282,7 @@ class Trainer:
 __all__ = [
     "Trainer",
     "gpus_per_node",
+    "jax_env",
     "jobs_status",
     "num_proc_per_node",
     "success_policy",

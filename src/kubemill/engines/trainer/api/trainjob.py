@@ -38,6 +38,16 @@ from kubemill.api.kube import ContainerPort, EnvVar, PodTemplateSpec
 from kubemill.engines.trainer.api import runtimes
 from kubemill.engines.trainer.api.defaults import ANCESTOR_LABEL
 from kubemill.engines.trainer.api.jobset import ReplicatedJob
+from kubemill.engines.trainer.api.policies import (
+    JAX_PORT,
+    JAX_RESERVED_ENV,
+    POLICY_PORTS,
+    RESERVED_ENV,
+    RUN_POLICIES,
+    TORCH_RESERVED_ENV,
+    TRAINER_PORT,
+    XGBOOST_RESERVED_ENV,
+)
 from kubemill.engines.trainer.api.runtime import NUM_PROC_WORDS, TrainingRuntime
 from kubemill.engines.trainer.api.spec import (
     DatasetInitializer,
@@ -56,27 +66,11 @@ STEPS = (DATASET_INITIALIZER, MODEL_INITIALIZER, NODE, LAUNCHER)
 TRAINER_STEP = "trainer"
 """The ancestor label's value on the replicated job the trainer's values apply to."""
 TRAINER_CONTAINER = "node"
-TRAINER_PORT = 29500
-"""The port upstream gives the trainer container (torchrun's master port)."""
 TRAINER_PORT_NAME = "trainjob-port"
 DEFAULT_BACKOFF_LIMIT = 6
 """A batch Job's backoffLimit when its template names none."""
 STORAGE_URI = "STORAGE_URI"
 """The variable an initializer reads its ``storageUri`` from (upstream's initializers)."""
-TORCH_RESERVED_ENV = frozenset(
-    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
-)
-"""What the torch policy sets itself; a trainer's env may not (upstream refuses them too)."""
-XGBOOST_RESERVED_ENV = frozenset(
-    {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
-)
-"""What the xgboost policy sets itself (upstream's ``XGBoostReservedEnvNames``)."""
-RESERVED_ENV = {"torch": TORCH_RESERVED_ENV, "xgboost": XGBOOST_RESERVED_ENV}
-RUN_POLICIES = ("torch", "xgboost")
-"""The ML policies kubemill plans (a runtime with another is refused, naming it)."""
-PORTED_POLICIES = ("torch", "xgboost")
-"""The policies whose trainer container upstream gives the trainer port."""
-
 _RUNTIME_PATH = "spec.runtimeRef.name"
 _DERIVED_PATH = re.compile(
     r"^spec\.runtimeRef\.(?P<step>[a-z0-9-]+)\.template\.spec\.containers\[(?P<container>\d+)\]"
@@ -214,10 +208,11 @@ class TrainJob(Job):
                     container.env = upsert_env(container.env or [], trainer.env)
                 if trainer.resources_per_node is not None:
                     container.resources = dict(trainer.resources_per_node)
-            if self.framework in PORTED_POLICIES:
+            port = POLICY_PORTS.get(self.framework or "")
+            if port is not None:
                 ports = container.ports or []
-                if not any(p.container_port == TRAINER_PORT for p in ports):
-                    ports.append(ContainerPort(name=TRAINER_PORT_NAME, container_port=TRAINER_PORT))
+                if not any(p.container_port == port for p in ports):
+                    ports.append(ContainerPort(name=TRAINER_PORT_NAME, container_port=port))
                 container.ports = ports
 
     def _apply_initializer(self, step: str, template: PodTemplateSpec) -> None:
@@ -453,7 +448,8 @@ def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
             (
                 f"spec.mlPolicy.{framework}",
                 f"kubemill does not run the {framework} policy yet",
-                "name a torch or xgboost runtime (torch-distributed, xgboost-distributed)",
+                "name a torch, xgboost or jax runtime (torch-distributed, xgboost-distributed, "
+                "jax-distributed)",
             )
         )
     spec = runtime.spec.template.spec
@@ -567,9 +563,12 @@ def upsert_env(current: list[EnvVar], new: list[EnvVar]) -> list[EnvVar]:
 
 __all__ = [
     "DATASET_INITIALIZER",
+    "JAX_PORT",
+    "JAX_RESERVED_ENV",
     "LAUNCHER",
     "MODEL_INITIALIZER",
     "NODE",
+    "POLICY_PORTS",
     "RUN_POLICIES",
     "STEPS",
     "TORCH_RESERVED_ENV",
