@@ -279,10 +279,13 @@ def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
     ("spec", "path", "words"),
     [
         pytest.param(
-            {"runtimeRef": {"name": "mpi-distributed"}},
-            "spec.runtimeRef.name",
-            "spec.mlPolicy.mpi",
-            id="mpi-not-yet",
+            {
+                "runtimeRef": {"name": "mpi-distributed"},
+                "trainer": {"env": [{"name": "OMPI_MCA_orte_default_hostfile", "value": "x"}]},
+            },
+            "spec.trainer.env[0].name",
+            "set by the mpi policy",
+            id="mpi-reserved-env",
         ),
         pytest.param(
             {"trainer": {"env": [{"name": "PET_NNODES", "value": "9"}]}},
@@ -405,3 +408,37 @@ def test_a_trainjob_in_kubemills_group_loads_the_same() -> None:
     )
     assert upstream.to_wire() == ours.to_wire()
     assert ours.replica_count("node") == 2
+
+
+def test_an_mpi_runtime_needs_openmpi_a_launcher_and_hosts(added: list[Any]) -> None:
+    doc = copy.deepcopy(
+        next(d for d in DEFAULT_RUNTIMES if d["metadata"]["name"] == "mpi-distributed")
+    )
+    doc["metadata"]["name"] = "mpi-intel"
+    doc["spec"]["mlPolicy"]["mpi"]["mpiImplementation"] = "Intel"
+    doc["spec"]["template"]["spec"]["replicatedJobs"].pop()  # no hosts left
+    added.append(runtimes.add(doc))
+    found = errors_of(trainjob(runtimeRef={"name": "mpi-intel"}))
+    message = found["spec.runtimeRef.name"]
+    assert "spec.mlPolicy.mpi.mpiImplementation: not supported: Intel" in message
+    assert "needs a 'launcher' replicated job and one of 'node', 'trainer-node'" in message
+
+
+def test_an_mpi_trainjobs_trainer_is_its_launcher_and_its_nodes_the_hosts() -> None:
+    job = load_one(
+        trainjob(
+            runtimeRef={"name": "mpi-distributed"},
+            trainer={
+                "image": "mine",
+                "command": ["mpirun", "x"],
+                "numNodes": 3,
+            },
+        )
+    )
+    assert isinstance(job, TrainJob)
+    specs = job.replica_specs
+    assert (specs["launcher"].replicas, specs["trainer-node"].replicas) == (1, 3)
+    (launcher,) = specs["launcher"].template.spec.containers
+    assert (launcher.image, launcher.command) == ("mine", ["mpirun", "x"])
+    (node,) = specs["trainer-node"].template.spec.containers
+    assert (node.image, node.command) == ("mpioperator/mpi-pi:openmpi", ["/usr/sbin/sshd"])
