@@ -377,7 +377,6 @@ def test_a_runtime_feature_not_realised_is_named_by_its_runtime_path(added: list
     assert {e.path for e in caught.value.errors} == {"spec.runtimeRef.name"}
     for words in (
         "spec.template.spec.replicatedJobs[1].name",
-        "spec.template.spec.replicatedJobs[1].dependsOn[0].status",
         "spec.template.spec.replicatedJobs[1].template.spec.template.spec.containers[0].image",
     ):
         assert any(words in m for m in messages), messages
@@ -442,3 +441,24 @@ def test_an_mpi_trainjobs_trainer_is_its_launcher_and_its_nodes_the_hosts() -> N
     assert (launcher.image, launcher.command) == ("mine", ["mpirun", "x"])
     (node,) = specs["trainer-node"].template.spec.containers
     assert (node.image, node.command) == ("mpioperator/mpi-pi:openmpi", ["/usr/sbin/sshd"])
+
+
+def test_a_runtime_depends_on_one_status_only(added: list[Any]) -> None:
+    doc = torch_runtime()
+    jobs = doc["spec"]["template"]["spec"]["replicatedJobs"]
+    step = {"spec": {"template": {"spec": {"containers": [{"name": "s", "image": "i"}]}}}}
+    jobs[0]["dependsOn"] = [{"name": "model-initializer", "status": "Ready"}]
+    jobs.insert(0, {"name": "model-initializer", "template": step})
+    jobs.insert(
+        0,
+        {
+            "name": "dataset-initializer",
+            "dependsOn": [{"name": "model-initializer", "status": "Complete"}],
+            "template": step,
+        },
+    )
+    added.append(runtimes.add(doc))
+    message = errors_of(trainjob(runtimeRef={"name": "mine"}))["spec.runtimeRef.name"]
+    assert (
+        "replicatedJobs[2].dependsOn[0].status: not supported: Ready here but Complete" in message
+    )

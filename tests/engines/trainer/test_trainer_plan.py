@@ -367,3 +367,32 @@ def test_with_run_launcher_as_node_the_launcher_is_a_host_too() -> None:
         assert len(content.splitlines()) == 3
     finally:
         runtimes.remove(added)
+
+
+def test_the_trainer_starts_once_the_initializers_it_depends_on_completed() -> None:
+    runtime = copy.deepcopy(DEFAULT_RUNTIMES[0])
+    runtime["metadata"]["name"] = "with-initializers"
+    step = {"spec": {"template": {"spec": {"containers": [{"name": "s", "image": "i"}]}}}}
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[0]["dependsOn"] = [{"name": "model-initializer", "status": "Complete"}]
+    jobs[0:0] = [
+        {"name": "dataset-initializer", "template": step},
+        {
+            "name": "model-initializer",
+            "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}],
+            "template": step,
+        },
+    ]
+    added = runtimes.add(runtime)
+    try:
+        plan = plan_for(trainjob("ini", "with-initializers", numNodes=2), ClusterNetwork("ini"))
+    finally:
+        runtimes.remove(added)
+    assert [(r.name, r.stage) for r in plan.replicas] == [
+        ("ini-dataset-initializer-0", 0),
+        ("ini-model-initializer-0", 1),
+        ("ini-node-0", 2),
+        ("ini-node-1", 2),
+    ]
+    assert plan.start_gate == "succeeded"
+    assert plan.outcome == SuccessPolicy("node", "all")

@@ -16,7 +16,7 @@ from kubemill.engines.trainer.api.runtime_crds import (
     runtime_crds,
 )
 from kubemill.engines.trainer.framework import Trainer
-from kubemill.engines.trainer.local import LOCAL_ENV, run_locally
+from kubemill.engines.trainer.local import LOCAL_ENV, refusals, run_locally
 
 RUNTIMES = InstallExtra(
     "runtimes",
@@ -52,7 +52,7 @@ ENGINE = Engine(
             "TrainJobs of the mpi policy get a key pair of their own in a Secret",
         ),
     ),
-    local=LocalSupport(env=LOCAL_ENV, replan=run_locally),
+    local=LocalSupport(env=LOCAL_ENV, replan=run_locally, refusals=refusals),
 )
 
 __all__ = ["ENGINE", "RUNTIMES"]

@@ -27,7 +27,8 @@ distributed runtime's: ``JAX_NUM_PROCESSES`` (the nodes: one process each),
 and its coordinator port, ``host:port``), ``JAX_COORDINATOR_PORT`` and
 ``JAX_DISTRIBUTED_BACKEND`` (``gloo``: CPU collectives). A runtime without an ML policy runs its
 template as it is. A replicated job that ``dependsOn`` another being Ready starts once that
-one's replicas are Running and ready (a later start stage; ``Complete`` is refused yet).
+one's replicas are Running and ready, or with ``Complete`` once they all succeeded (an
+initializer before the trainer); one rule per runtime.
 
 The job succeeds when every replica of the trainer step succeeds (the JobSet's success
 policy's target, when the runtime names one), as a JobSet with its default success policy
@@ -44,6 +45,7 @@ from typing import Any
 from kubemill.api import ConditionType, Container, EnvVar, Job
 from kubemill.core.quantity import parse_quantity
 from kubemill.engines.trainer.api.spec import ChildJobStatus
+from kubemill.engines.trainer.api.steps import start_gate
 from kubemill.engines.trainer.api.trainjob import LAUNCHER, POLICY_PORTS, TrainJob, start_stages
 from kubemill.frameworks import mpi_launch
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
@@ -327,7 +329,9 @@ def mpi_plan(job: TrainJob, network: Network, *, exec_mode: bool) -> Plan:
         services=False,
         exposed=(ExposedService(job.name, replica_type="", type="Headless"),),
         subdomain=job.name,
-        start_gate="running",
+        start_gate="succeeded"
+        if start_gate(runtime.spec.template.spec.replicated_jobs) == "succeeded"
+        else "running",
         status_extension=jobs_status,
     )
 
@@ -375,16 +379,15 @@ class Trainer:
         stages = start_stages(job.runtime.spec.template.spec.replicated_jobs)
         if stages is None:
             raise PlanError(f"TrainJob {job.name}: its runtime's dependsOn go round")
-        ordered = any(stages.values())
         return Plan(
             kind=job.KIND,
             name=job.name,
             namespace=job.namespace,
             replicas=tuple(replace(r, stage=stages[r.replica_type]) for r in replicas),
             outcome=success_policy(job),
-            # dependsOn (status Ready, the only one kubemill runs): a replicated job's
-            # replicas start once those of the job it depends on are Running and ready.
-            start_gate="ready" if ordered else "running",
+            # dependsOn: a replicated job's replicas start once those of the job it depends
+            # on are Running and ready (Ready), or have all succeeded (Complete).
+            start_gate=start_gate(job.runtime.spec.template.spec.replicated_jobs),
             status_extension=jobs_status,
         )
 

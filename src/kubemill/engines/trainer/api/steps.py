@@ -4,6 +4,8 @@ the runtime's own field path."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from kubemill.api.common import RestartPolicy
 from kubemill.api.errors import FieldError
 from kubemill.engines.trainer.api.jobset import ReplicatedJob
@@ -42,6 +44,8 @@ def runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
     found += mpi_runtime_errors(runtime, LAUNCHER, MPI_NODES)
     spec = runtime.spec.template.spec
     names = [job.name for job in spec.replicated_jobs]
+    gates: dict[str, tuple[str, str]] = {}
+    """The first dependsOn status seen, and where: every other must be the same."""
     for i, job in enumerate(spec.replicated_jobs):
         path = f"spec.template.spec.replicatedJobs[{i}]"
         if job.name not in STEPS:
@@ -54,13 +58,23 @@ def runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
             )
         for d, dependency in enumerate(job.depends_on or []):
             where_dep = f"{path}.dependsOn[{d}]"
-            if dependency.status == "Complete":
+            if dependency.status == "Complete" and framework == "mpi":
                 found.append(
                     (
                         f"{where_dep}.status",
-                        "not supported yet: kubemill starts a replicated job once another is "
-                        "Ready, not once it is Complete",
+                        "not supported yet with the mpi policy: its launcher starts once "
+                        "the hosts run, and kubemill starts every dependent step by one rule",
                         "remove dependsOn, or depend on Ready",
+                    )
+                )
+            first = gates.setdefault("status", (dependency.status, where_dep))
+            if dependency.status != first[0]:
+                found.append(
+                    (
+                        f"{where_dep}.status",
+                        f"not supported: {dependency.status} here but {first[0]} at "
+                        f"{first[1]}; kubemill starts every dependent step by one rule",
+                        f"depend on {first[0]} everywhere",
                     )
                 )
             if dependency.name == job.name or dependency.name not in names:
@@ -152,5 +166,16 @@ __all__ = [
     "STEPS",
     "TRAINER_NODE",
     "runtime_errors",
+    "start_gate",
     "start_stages",
 ]
+
+
+def start_gate(jobs: list[ReplicatedJob]) -> Literal["running", "ready", "succeeded"]:
+    """When a dependent replicated job starts: once the one it depends on is Complete
+    (every replica succeeded), or Ready (running and ready); without dependsOn, at once
+    (stage 0 is all there is)."""
+    statuses = {d.status for job in jobs for d in job.depends_on or []}
+    if "Complete" in statuses:
+        return "succeeded"
+    return "ready" if statuses else "running"
