@@ -124,6 +124,20 @@ def test_a_later_stage_waits_for_the_earlier_one_per_the_gate(gate: str, created
     assert names(result.actions, CreatePod) == ["g-master-0"]
 
 
+def test_under_a_succeeded_gate_a_later_stage_waits_for_the_earlier_one_to_finish() -> None:
+    job = pytorchjob(name="g", workers=2)
+    plan = plan_for(job, stages={"Master": 1}, start_gate="succeeded")
+    running = tuple(ready(pod(plan, f"worker-{i}")) for i in range(2))
+    result = reconcile(job, plan, Observed(pods=running), at(1))
+    assert names(result.actions, CreatePod) == []
+    one_done = (replace(running[0], phase="Succeeded", exit_code=0, finished=at(1)), running[1])
+    result = reconcile(job, plan, Observed(pods=one_done), at(2))
+    assert names(result.actions, CreatePod) == []
+    both_done = tuple(replace(p, phase="Succeeded", exit_code=0, finished=at(1)) for p in running)
+    result = reconcile(job, plan, Observed(pods=both_done), at(3))
+    assert names(result.actions, CreatePod) == ["g-master-0"]
+
+
 def test_nothing_of_a_later_stage_is_created_before_the_first_stage_exists() -> None:
     job = pytorchjob(name="g", workers=1)
     plan = plan_for(job, stages={"Master": 1}, start_gate="ready")

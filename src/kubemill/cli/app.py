@@ -105,11 +105,20 @@ def run(
         bool, typer.Option("--detach", "-d", help="Submit and return at once; the job runs on.")
     ] = False,
     namespace: NamespaceOption = None,
+    runtime: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--runtime",
+            help="A training runtime manifest (may hold several) the job may name; kept by the"
+            " local substrate for later commands. Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Submit a job; follow its replicas and logs until it ends (exit 0 only if it Succeeded)."""
     from kubemill.cli.run import run_job
 
-    raise typer.Exit(run_job(settings_of(ctx, namespace), file, detach=detach))
+    settings = settings_of(ctx, namespace)
+    raise typer.Exit(run_job(settings, file, detach=detach, runtimes=runtime or []))
 
 
 @app.command()

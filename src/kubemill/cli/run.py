@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -24,7 +25,7 @@ from rich.text import Text
 
 from kubemill.api import ConditionType, Job
 from kubemill.cli.errors import fail
-from kubemill.cli.settings import Settings
+from kubemill.cli.settings import Settings, Substrate
 from kubemill.cli.views import LogPrinter, replica_table, status_panel, stdout_console
 from kubemill.sdk import JobClient
 from kubemill.sdk.manifests import load_path
@@ -44,8 +45,10 @@ LOG_DRAIN_SECONDS = 5.0
 """How long to let the log follower print the last lines once the job has ended."""
 
 
-def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
-    """Submit the one job in ``file``; follow it unless ``detach``. Returns the exit code."""
+def run_job(settings: Settings, file: Path, *, detach: bool, runtimes: Sequence[Path] = ()) -> int:
+    """Submit the one job in ``file``; follow it unless ``detach``. Returns the exit code.
+    ``runtimes``: manifest files of training runtimes the job may name (local substrate)."""
+    know_runtimes(settings, runtimes)
     jobs = load_path(file)
     if len(jobs) != 1:
         fail(f"{file} holds {len(jobs)} jobs; `kubemill run` takes a manifest with one job")
@@ -88,6 +91,24 @@ def run_job(settings: Settings, file: Path, *, detach: bool) -> int:
         return EXIT_SUCCEEDED
     follower = Follower(client, console, settings)
     return follower.run(job, base_dir=base_dir)
+
+
+def know_runtimes(settings: Settings, files: Sequence[Path]) -> None:
+    """Locally, make the runtimes of ``files`` and the config file's known (the former kept
+    in the state directory, for the job's later commands) before the job is loaded; on a
+    cluster, runtimes are the cluster's: ``files`` are refused."""
+    if settings.substrate is not Substrate.LOCAL:
+        if files:
+            fail(
+                "--runtime is for the local substrate; on a cluster, apply the runtime"
+                " (kubectl apply -f FILE), or install the defaults: kubemill install --runtimes"
+            )
+        return
+    from kubemill.substrates.local.known_objects import keep, know_local_objects
+
+    if files:
+        keep(files, settings.state_dir)
+    know_local_objects(settings.state_dir)
 
 
 class Follower:

@@ -342,13 +342,19 @@ class JobPass:
             self._event("Normal", "SuccessfulCreatePod", f"Created pod: {rep.name}")
 
     def _earlier_stages_up(self, rep: ReplicaPlan) -> bool:
-        """Every replica of an earlier stage is Running (and ready, under a ready gate)."""
-        ready_gate = self.plan.start_gate == "ready"
+        """Every replica of an earlier stage is Running (and ready, under a ready gate), or
+        under a succeeded gate has Succeeded (a step that must finish first)."""
+        gate = self.plan.start_gate
         for other in self.plan.replicas:
             if other.stage >= rep.stage:
                 continue
             pod = self.live.get(other.name)
-            if pod is None or pod.phase != "Running" or (ready_gate and not pod.ready):
+            if pod is None:
+                return False
+            if gate == "succeeded":
+                if pod.phase != "Succeeded":
+                    return False
+            elif pod.phase != "Running" or (gate == "ready" and not pod.ready):
                 return False
         return True
 

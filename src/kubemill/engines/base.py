@@ -100,6 +100,10 @@ class InstallExtra:
     objects: Callable[[], Sequence[Mapping[str, Any]]]
     resources: Mapping[str, tuple[str, bool]]
     """Each kind of :attr:`objects` -> (its resource name, whether it is namespaced)."""
+    known: Callable[[Mapping[str, Any], str], object] | None = None
+    """Makes one object of :attr:`resources`' kinds (a manifest's dict, and where it came
+    from) known where no cluster holds it (a local run); raises
+    :class:`~kubemill.api.ManifestError` at its field paths if it is invalid."""
 
 
 @dataclass(frozen=True)

@@ -519,9 +519,10 @@ class Plan:
     """When set, each pod's hostname is its replica name and its subdomain this: the name of
     a ``Headless`` service in :attr:`exposed` (MPI's ``<job>``), so a replica is
     ``<name>.<subdomain>.<ns>.svc`` (:meth:`Network.host_name`)."""
-    start_gate: Literal["running", "ready"] = "running"
+    start_gate: Literal["running", "ready", "succeeded"] = "running"
     """Replicas of stage N are created once every replica of the earlier stages is Running
-    (``"running"``) or Running and ready (``"ready"``: MPI's WaitForWorkersReady)."""
+    (``"running"``), Running and ready (``"ready"``: MPI's WaitForWorkersReady), or has
+    Succeeded (``"succeeded"``: a step that must finish first, such as an initializer)."""
     status_extension: StatusExtension | None = None
     reruns: RerunPolicy | None = None
     """What the re-run lifecycle (:mod:`kubemill.core.rerun`, chosen by the engine) reads

@@ -19,11 +19,11 @@ line here, the import of that ``entry`` (its record listed in :data:`BUILTIN` or
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from kubemill.api import FieldError, Job, JobStatus, KindTable, loader
+from kubemill.api import FieldError, Job, JobStatus, KindTable, ManifestError, loader
 from kubemill.api import crd as crd_generation
 from kubemill.core import Lifecycle
 from kubemill.engines.base import (
@@ -230,6 +230,43 @@ def load_document(doc: Any) -> tuple[Job | None, list[FieldError]]:
     return loader.load_document(doc, kinds=kind_table())
 
 
+def known_object_kinds() -> dict[str, Callable[[Mapping[str, Any], str], object]]:
+    """The kinds of objects an engine's install extra can make known without a cluster
+    (:attr:`~kubemill.engines.base.InstallExtra.known`), each with how."""
+    return {
+        kind: extra.known
+        for engine in engines()
+        for extra in engine.extras
+        if extra.known is not None
+        for kind in extra.resources
+    }
+
+
+def add_known_objects(docs: Sequence[Any], *, source: str = "") -> int:
+    """Make every object of ``docs`` known (a training runtime a local job may name): each
+    by the extra of its kind; :class:`~kubemill.api.ManifestError` naming every problem,
+    the kinds taken when one is of another. Returns how many were added."""
+    takers = known_object_kinds()
+    errors: list[FieldError] = []
+    for doc in docs:
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        taker = takers.get(kind) if isinstance(kind, str) else None
+        if taker is None:
+            errors.append(
+                FieldError(
+                    "kind", f"{kind!r} is not a kind kubemill keeps", ", ".join(takers), source
+                )
+            )
+            continue
+        try:
+            taker(doc, source)
+        except ManifestError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise ManifestError(errors)
+    return len(docs)
+
+
 def plan_for(job: Job, network: Network) -> Plan:
     """The Plan of ``job`` by its kind's framework, with addresses from ``network``."""
     return engine_for(job.KIND).framework.plan(job, network)
@@ -282,6 +319,7 @@ __all__ = [
     "OperatorGrant",
     "ServiceEngine",
     "UnknownKind",
+    "add_known_objects",
     "controller_for",
     "controllers",
     "crds",
@@ -293,6 +331,7 @@ __all__ = [
     "is_controller",
     "is_service",
     "kind_table",
+    "known_object_kinds",
     "lifecycle_for",
     "listing_of",
     "load",

@@ -279,10 +279,13 @@ def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
     ("spec", "path", "words"),
     [
         pytest.param(
-            {"runtimeRef": {"name": "mpi-distributed"}},
-            "spec.runtimeRef.name",
-            "spec.mlPolicy.mpi",
-            id="mpi-not-yet",
+            {
+                "runtimeRef": {"name": "mpi-distributed"},
+                "trainer": {"env": [{"name": "OMPI_MCA_orte_default_hostfile", "value": "x"}]},
+            },
+            "spec.trainer.env[0].name",
+            "set by the mpi policy",
+            id="mpi-reserved-env",
         ),
         pytest.param(
             {"trainer": {"env": [{"name": "PET_NNODES", "value": "9"}]}},
@@ -300,10 +303,19 @@ def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
             id="xgboost-reserved-env",
         ),
         pytest.param(
-            {"runtimeRef": {"name": "jax-distributed"}},
-            "spec.runtimeRef.name",
-            "spec.mlPolicy.jax",
-            id="jax-not-yet",
+            {
+                "runtimeRef": {"name": "jax-distributed"},
+                "trainer": {"env": [{"name": "JAX_PROCESS_ID", "value": "3"}]},
+            },
+            "spec.trainer.env[0].name",
+            "set by the jax policy",
+            id="jax-reserved-env",
+        ),
+        pytest.param(
+            {"runtimeRef": {"name": "jax-distributed"}, "trainer": {"numProcPerNode": "auto"}},
+            "spec.trainer.numProcPerNode",
+            "for the torch policy only",
+            id="jax-no-auto",
         ),
         pytest.param(
             {"runtimePatches": [{"manager": "me"}]},
@@ -365,7 +377,6 @@ def test_a_runtime_feature_not_realised_is_named_by_its_runtime_path(added: list
     assert {e.path for e in caught.value.errors} == {"spec.runtimeRef.name"}
     for words in (
         "spec.template.spec.replicatedJobs[1].name",
-        "spec.template.spec.replicatedJobs[1].dependsOn[0].status",
         "spec.template.spec.replicatedJobs[1].template.spec.template.spec.containers[0].image",
     ):
         assert any(words in m for m in messages), messages
@@ -396,3 +407,58 @@ def test_a_trainjob_in_kubemills_group_loads_the_same() -> None:
     )
     assert upstream.to_wire() == ours.to_wire()
     assert ours.replica_count("node") == 2
+
+
+def test_an_mpi_runtime_needs_openmpi_a_launcher_and_hosts(added: list[Any]) -> None:
+    doc = copy.deepcopy(
+        next(d for d in DEFAULT_RUNTIMES if d["metadata"]["name"] == "mpi-distributed")
+    )
+    doc["metadata"]["name"] = "mpi-intel"
+    doc["spec"]["mlPolicy"]["mpi"]["mpiImplementation"] = "Intel"
+    doc["spec"]["template"]["spec"]["replicatedJobs"].pop()  # no hosts left
+    added.append(runtimes.add(doc))
+    found = errors_of(trainjob(runtimeRef={"name": "mpi-intel"}))
+    message = found["spec.runtimeRef.name"]
+    assert "spec.mlPolicy.mpi.mpiImplementation: not supported: Intel" in message
+    assert "needs a 'launcher' replicated job and one of 'node', 'trainer-node'" in message
+
+
+def test_an_mpi_trainjobs_trainer_is_its_launcher_and_its_nodes_the_hosts() -> None:
+    job = load_one(
+        trainjob(
+            runtimeRef={"name": "mpi-distributed"},
+            trainer={
+                "image": "mine",
+                "command": ["mpirun", "x"],
+                "numNodes": 3,
+            },
+        )
+    )
+    assert isinstance(job, TrainJob)
+    specs = job.replica_specs
+    assert (specs["launcher"].replicas, specs["trainer-node"].replicas) == (1, 3)
+    (launcher,) = specs["launcher"].template.spec.containers
+    assert (launcher.image, launcher.command) == ("mine", ["mpirun", "x"])
+    (node,) = specs["trainer-node"].template.spec.containers
+    assert (node.image, node.command) == ("mpioperator/mpi-pi:openmpi", ["/usr/sbin/sshd"])
+
+
+def test_a_runtime_depends_on_one_status_only(added: list[Any]) -> None:
+    doc = torch_runtime()
+    jobs = doc["spec"]["template"]["spec"]["replicatedJobs"]
+    step = {"spec": {"template": {"spec": {"containers": [{"name": "s", "image": "i"}]}}}}
+    jobs[0]["dependsOn"] = [{"name": "model-initializer", "status": "Ready"}]
+    jobs.insert(0, {"name": "model-initializer", "template": step})
+    jobs.insert(
+        0,
+        {
+            "name": "dataset-initializer",
+            "dependsOn": [{"name": "model-initializer", "status": "Complete"}],
+            "template": step,
+        },
+    )
+    added.append(runtimes.add(doc))
+    message = errors_of(trainjob(runtimeRef={"name": "mine"}))["spec.runtimeRef.name"]
+    assert (
+        "replicatedJobs[2].dependsOn[0].status: not supported: Ready here but Complete" in message
+    )

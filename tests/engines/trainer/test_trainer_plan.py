@@ -15,6 +15,7 @@ from kubemill.engines.trainer.api.defaults import DEFAULT_RUNTIMES
 from kubemill.engines.trainer.api.spec import ChildJobStatus
 from kubemill.engines.trainer.api.trainjob import TrainJob
 from kubemill.engines.trainer.framework import Trainer, jobs_status, num_proc_per_node
+from kubemill.engines.trainer.local import run_locally
 from kubemill.frameworks import LABEL_JOB_ROLE, PlanError, ReplicaPlan, SuccessPolicy
 from kubemill.frameworks.plan import ObservedPodView, StatusView
 from kubemill.kinds import load_one, plan_for
@@ -207,6 +208,32 @@ def test_xgboost_counts_a_worker_per_gpu(resources: Any, workers: str) -> None:
     assert env["DMLC_NUM_WORKER"] == workers
 
 
+def test_jax_nodes_get_the_coordinator_as_upstreams_jax_plugin_names_it() -> None:
+    job = trainjob("jx", "jax-distributed", numNodes=2)
+    plan = plan_for(job, ClusterNetwork("jx"))
+    assert [r.name for r in plan.replicas] == ["jx-node-0", "jx-node-1"]
+    for rank, replica in enumerate(plan.replicas):
+        assert env_items(replica) == [
+            ("JAX_NUM_PROCESSES", "2"),
+            ("JAX_PROCESS_ID", str(rank)),
+            ("JAX_COORDINATOR_ADDRESS", "jx-node-0:6666"),
+            ("JAX_COORDINATOR_PORT", "6666"),
+            ("JAX_DISTRIBUTED_BACKEND", "gloo"),
+        ]
+        assert replica.ports == {"trainjob-port": 6666}
+    assert plan.outcome == SuccessPolicy("node", "all")
+
+
+def test_locally_the_jax_coordinator_is_node_0s_own_port() -> None:
+    network = LoopbackNetwork()
+    plan = plan_for(trainjob("jx", "jax-distributed", numNodes=2), network)
+    port = network.ports[("node", 0, 6666)]
+    for replica in plan.replicas:
+        env = dict(env_items(replica))
+        assert env["JAX_COORDINATOR_ADDRESS"] == f"127.0.0.1:{port}"
+        assert env["JAX_COORDINATOR_PORT"] == str(port)
+
+
 def counted(view: StatusView) -> list[ChildJobStatus]:
     """What the status extension writes into ``status.jobsStatus``."""
     found = jobs_status(view)["jobs_status"]
@@ -262,3 +289,110 @@ def test_the_framework_plans_trainjobs_only() -> None:
     )
     with pytest.raises(PlanError, match="TrainJobs"):
         Trainer().plan(other, ClusterNetwork("x"))
+
+
+def test_mpi_nodes_are_hosts_of_a_hostfile_the_launcher_reads_over_ssh() -> None:
+    job = trainjob("mp", "mpi-distributed", numNodes=3, numProcPerNode=2)
+    plan = plan_for(job, ClusterNetwork("mp"))
+    assert [(r.name, r.stage) for r in plan.replicas] == [
+        ("mp-trainer-node-0", 0),
+        ("mp-trainer-node-1", 0),
+        ("mp-trainer-node-2", 0),
+        ("mp-launcher-0", 1),
+    ]
+    launcher = plan.replicas[-1]
+    # The trainer's command went to the launcher (mpirun's), the nodes keep sshd.
+    assert (launcher.container, launcher.host_only) == ("launcher", False)
+    assert env_items(launcher) == [
+        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_set_default_slots", "2"),
+        ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+    ]
+    assert all(env_items(r) == [] and not r.host_only for r in plan.replicas[:3])
+    assert plan.outcome == SuccessPolicy("launcher", "all")
+    assert plan.subdomain == "mp" and plan.services is False
+    hostfile, keys = plan.files
+    assert (hostfile.name, hostfile.mount_path, hostfile.replica_types) == (
+        "mp-mpi-hostfile",
+        "/etc/mpi",
+        ("launcher",),
+    )
+    (content,) = (f.content for f in hostfile.files if f.name == "hostfile")
+    hosts = [ClusterNetwork("mp").host_name("trainer-node", i, subdomain="mp") for i in range(3)]
+    assert content == "".join(f"{host} slots=2\n" for host in hosts)
+    assert (keys.name, keys.mount_path, keys.secret) == (
+        "mp-mpi-ssh-auth",
+        "/home/mpiuser/.ssh",
+        True,
+    )
+
+
+def test_locally_an_mpi_trainjob_reaches_its_hosts_through_the_exec_agent() -> None:
+    job = trainjob("mp", "mpi-distributed", numNodes=2)
+    network = LoopbackNetwork()
+    plan = run_locally(job, plan_for(job, network), network)
+    nodes, launcher = plan.replicas[:2], plan.replicas[2]
+    assert all(r.host_only for r in nodes) and not launcher.host_only
+    env = dict(env_items(launcher))
+    files = network.files_path("mp-mpi-hostfile", "/etc/mpi")
+    assert env["OMPI_MCA_plm_rsh_agent"] == f"{files}/kubexec"
+    assert env["OMPI_MCA_orte_set_default_slots"] == "1"  # the runtime's numProcPerNode
+    assert "OMPI_MCA_plm_rsh_args" not in env
+    (hostfile,) = plan.files
+    assert [f.name for f in hostfile.files] == ["hostfile", "kubexec"]
+    assert hostfile.replica_types == ("launcher", "trainer-node")
+
+
+def test_with_run_launcher_as_node_the_launcher_is_a_host_too() -> None:
+    runtime = copy.deepcopy(
+        next(d for d in DEFAULT_RUNTIMES if d["metadata"]["name"] == "mpi-distributed")
+    )
+    runtime["metadata"]["name"] = "mpi-launcher-too"
+    runtime["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = True
+    added = runtimes.add(runtime)
+    try:
+        job = trainjob("mp", "mpi-launcher-too", numNodes=3)
+        plan = plan_for(job, ClusterNetwork("mp"))
+        # numNodes counts the launcher: two more hosts.
+        assert [r.name for r in plan.replicas] == [
+            "mp-trainer-node-0",
+            "mp-trainer-node-1",
+            "mp-launcher-0",
+        ]
+        (content,) = (f.content for f in plan.files[0].files if f.name == "hostfile")
+        assert content.splitlines()[0].startswith(
+            ClusterNetwork("mp").host_name("launcher", 0, subdomain="mp")
+        )
+        assert len(content.splitlines()) == 3
+    finally:
+        runtimes.remove(added)
+
+
+def test_the_trainer_starts_once_the_initializers_it_depends_on_completed() -> None:
+    runtime = copy.deepcopy(DEFAULT_RUNTIMES[0])
+    runtime["metadata"]["name"] = "with-initializers"
+    step = {"spec": {"template": {"spec": {"containers": [{"name": "s", "image": "i"}]}}}}
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[0]["dependsOn"] = [{"name": "model-initializer", "status": "Complete"}]
+    jobs[0:0] = [
+        {"name": "dataset-initializer", "template": step},
+        {
+            "name": "model-initializer",
+            "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}],
+            "template": step,
+        },
+    ]
+    added = runtimes.add(runtime)
+    try:
+        plan = plan_for(trainjob("ini", "with-initializers", numNodes=2), ClusterNetwork("ini"))
+    finally:
+        runtimes.remove(added)
+    assert [(r.name, r.stage) for r in plan.replicas] == [
+        ("ini-dataset-initializer-0", 0),
+        ("ini-model-initializer-0", 1),
+        ("ini-node-0", 2),
+        ("ini-node-1", 2),
+    ]
+    assert plan.start_gate == "succeeded"
+    assert plan.outcome == SuccessPolicy("node", "all")

@@ -1,7 +1,8 @@
 """TrainJobs run for real on the local substrate: ``kubemill run`` of the examples. A 2-node
 torch TrainJob through upstream's ``torch-distributed`` runtime is two real torchrun
 processes (one per node, one worker each) whose gloo all-reduce sums across both; a 2-node
-TrainJob through ``xgboost-distributed`` trains one XGBoost model over its collective."""
+TrainJob through ``xgboost-distributed`` trains one XGBoost model over its collective; a
+2-node TrainJob through ``jax-distributed`` is two JAX processes whose psum sums across both."""
 
 from __future__ import annotations
 
@@ -76,4 +77,51 @@ def test_a_two_node_xgboost_trainjob_trains_one_model(cli: Cli) -> None:
     ], done.stdout
     assert len({m["digest"] for m in results}) == 1, done.stdout
     assert all(float(m["accuracy"]) >= 0.8 for m in results), done.stdout
+    assert not processes_with_token(cli.token), "a process outlived its job"
+
+
+JAX = re.compile(
+    r"^(?P<replica>node-\d) \| \[process (?P<id>\d)/(?P<count>\d)\] "
+    r"psum=(?P<sum>[0-9.]+) expected=(?P<expected>[0-9.]+) ok=(?P<ok>\w+)$"
+)
+
+
+def test_a_two_node_jax_trainjob_psums_over_cpu_collectives(cli: Cli) -> None:
+    skip_without("jax", "jax")
+    done = cli.run(EXAMPLES / "trainjob" / "jax.yaml")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "TrainJob jax-psum Succeeded" in done.stdout, done.stdout
+    results = [m for line in done.stdout.splitlines() if (m := JAX.match(line.strip()))]
+    # Node i is JAX process i of 2 (JAX_PROCESS_ID), and both see 1 + 2 = 3.
+    assert sorted((m["replica"], m["id"], m["count"]) for m in results) == [
+        ("node-0", "0", "2"),
+        ("node-1", "1", "2"),
+    ], done.stdout
+    assert {(m["sum"], m["expected"], m["ok"]) for m in results} == {("3.0", "3.0", "True")}
+    assert not processes_with_token(cli.token), "a process outlived its job"
+
+
+MPI = re.compile(
+    r"^launcher-0\s+\| \[rank (?P<rank>\d)/(?P<size>\d)\] host=(?P<host>\S+) "
+    r"allreduce=(?P<sum>\d+) expected=(?P<expected>\d+) ok=(?P<ok>\w+)$"
+)
+
+
+def test_a_two_node_mpi_trainjob_allreduces_through_real_mpirun(cli: Cli) -> None:
+    skip_without("mpi4py", "mpi")
+    done = cli.run(EXAMPLES / "trainjob" / "mpi.yaml")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "TrainJob mpi-allreduce Succeeded" in done.stdout, done.stdout
+    results = [m for line in done.stdout.splitlines() if (m := MPI.match(line.strip()))]
+    # mpirun placed one rank on each node of the hostfile (one slot each), through the exec
+    # agent: rank i runs on node i, and both see 1 + 2 = 3.
+    assert sorted((m["rank"], m["size"], m["host"]) for m in results) == [
+        ("0", "2", "mpi-allreduce-trainer-node-0"),
+        ("1", "2", "mpi-allreduce-trainer-node-1"),
+    ], done.stdout
+    assert {(m["sum"], m["expected"], m["ok"]) for m in results} == {("3", "3", "True")}
+    shown = cli("get", "mpi-allreduce", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)["status"]
+    assert status["replicaStatuses"]["launcher"]["succeeded"] == 1
     assert not processes_with_token(cli.token), "a process outlived its job"

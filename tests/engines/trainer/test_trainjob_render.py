@@ -48,3 +48,54 @@ def test_the_example_is_valid_for_the_trainjob_crd() -> None:
     assert [e.message for e in crd_validator(crd).iter_errors(ours)] == []
     bad = {**ours, "spec": {**ours["spec"], "trainer": {"numNodes": 0}}}
     assert [e.message for e in crd_validator(crd).iter_errors(bad)] != []
+
+
+def test_the_jax_example_renders_pods_with_the_coordinator() -> None:
+    (job,) = load_path(EXAMPLES / "trainjob" / "jax.yaml")
+    objects = render_job(job)
+    assert [e for o in objects for e in k8s_errors(o)] == []
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["jax-psum-node-0", "jax-psum-node-1"]
+    for rank, pod in enumerate(pods):
+        (container,) = pod["spec"]["containers"]
+        assert container["ports"] == [{"name": "trainjob-port", "containerPort": 6666}]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env == {
+            "JAX_NUM_PROCESSES": "2",
+            "JAX_PROCESS_ID": str(rank),
+            "JAX_COORDINATOR_ADDRESS": "jax-psum-node-0:6666",
+            "JAX_COORDINATOR_PORT": "6666",
+            "JAX_DISTRIBUTED_BACKEND": "gloo",
+        }
+
+
+def test_the_mpi_example_renders_hosts_a_hostfile_and_a_key_pair() -> None:
+    (job,) = load_path(EXAMPLES / "trainjob" / "mpi.yaml")
+    objects = render_job(job)
+    assert [e for o in objects for e in k8s_errors(o)] == []
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
+    assert ("ConfigMap", "mpi-allreduce-mpi-hostfile") in kinds
+    assert ("Secret", "mpi-allreduce-mpi-ssh-auth") in kinds
+    assert ("Service", "mpi-allreduce") in kinds
+    pods = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
+    assert sorted(pods) == [
+        "mpi-allreduce-launcher-0",
+        "mpi-allreduce-trainer-node-0",
+        "mpi-allreduce-trainer-node-1",
+    ]
+    (launcher,) = pods["mpi-allreduce-launcher-0"]["spec"]["containers"]
+    assert launcher["command"] == ["mpirun", "-np", "2", "python", "mpi_allreduce.py"]
+    env = {e["name"]: e["value"] for e in launcher["env"]}
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    mounts = {m["mountPath"] for m in launcher["volumeMounts"]}
+    assert {"/etc/mpi", "/home/mpiuser/.ssh"} <= mounts
+    for name in ("mpi-allreduce-trainer-node-0", "mpi-allreduce-trainer-node-1"):
+        pod = pods[name]
+        assert pod["spec"]["subdomain"] == "mpi-allreduce"
+        (node,) = pod["spec"]["containers"]
+        assert node["command"] == ["/usr/sbin/sshd"]  # the runtime's: mpirun's ssh reaches it
+        assert "/home/mpiuser/.ssh" in {m["mountPath"] for m in node["volumeMounts"]}
+    (config,) = (o for o in objects if o["kind"] == "ConfigMap")
+    assert config["data"]["hostfile"].splitlines() == [
+        f"mpi-allreduce-trainer-node-{i}.mpi-allreduce.default.svc slots=1" for i in range(2)
+    ]

@@ -31,21 +31,29 @@ from kubemill.frameworks._common import (
     framework_port,
     total_replicas,
 )
+from kubemill.frameworks.jax_env import JaxProcess, coordinator
 from kubemill.frameworks.plan import Network, Plan, SuccessPolicy
 
 WORKER = "Worker"
 
 
+ENV_NAMES = {
+    "port": "COORDINATOR_PORT",
+    "host": "COORDINATOR_ADDRESS",
+    "processes": "NUM_PROCESSES",
+    "id": "PROCESS_ID",
+}
+"""Training-operator v1's names for JAX's coordinator (the host alone), in its order."""
+
+
 def jax_env(job: JAXJob, network: Network, slot: ReplicaSlot) -> list[EnvVar]:
     """The environment of one replica, in upstream's order."""
-    coordinator = network.endpoint(WORKER, 0, framework_port(job, WORKER), qualified=False)
-    return [
-        env("PYTHONUNBUFFERED", "1"),
-        env("COORDINATOR_PORT", str(coordinator.port)),
-        env("COORDINATOR_ADDRESS", coordinator.host),
-        env("NUM_PROCESSES", str(total_replicas(job))),
-        env("PROCESS_ID", str(slot.index)),
-    ]
+    process = JaxProcess(
+        coordinator(network, WORKER, framework_port(job, WORKER)),
+        total_replicas(job),
+        slot.index,
+    )
+    return [env("PYTHONUNBUFFERED", "1"), *process.env(ENV_NAMES)]
 
 
 class Jax:

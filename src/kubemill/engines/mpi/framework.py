@@ -37,8 +37,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kubemill.api import Container, EnvVar, Job
-from kubemill.engines.mpi.api import MPIImplementation, MPIJob, RemoteShell
+from kubemill.engines.mpi.api import MPIJob, RemoteShell
+from kubemill.frameworks import mpi_launch
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+from kubemill.frameworks.mpi_launch import (
+    EXEC_AGENT,
+    EXEC_AGENT_PROGRAM,
+    EXEC_CONTAINER_VAR,
+    HOSTFILE,
+)
 from kubemill.frameworks.plan import (
     AccessPlan,
     AccessRule,
@@ -47,10 +54,8 @@ from kubemill.frameworks.plan import (
     FileSet,
     HostListing,
     Network,
-    PackagedProgram,
     Plan,
     ReplicaPlan,
-    SshKeyPart,
     decided_by,
     replica_name,
 )
@@ -58,15 +63,7 @@ from kubemill.frameworks.plan import (
 LAUNCHER = "Launcher"
 WORKER = "Worker"
 CONFIG_MOUNT_PATH = "/etc/mpi"
-HOSTFILE = "hostfile"
 DISCOVER_HOSTS = "discover_hosts.sh"
-EXEC_AGENT = "kubexec"
-EXEC_AGENT_PROGRAM = "kubemill.engines.mpi.agent"
-SSH_SECRET_TYPE = "kubernetes.io/ssh-auth"  # noqa: S105 - a Secret type, not a password
-SSH_RETRIES = "-o ConnectionAttempts=10"
-"""Workers' sshd may start after the launcher's first attempt (upstream's retry)."""
-EXEC_CONTAINER_VAR = "KUBEMILL_EXEC_CONTAINER"
-"""Tells the exec agent which container of a worker pod to exec into."""
 
 
 def config_name(job: MPIJob) -> str:
@@ -95,14 +92,6 @@ def main_container(job: MPIJob, replica_type: str) -> Container:
     return container
 
 
-def hostfile_line(job: MPIJob, host: str) -> str:
-    """One host with its slots, as the job's MPI implementation reads a hostfile."""
-    slots = job.spec.slots_per_worker
-    if job.spec.mpi_implementation is MPIImplementation.OPENMPI:
-        return f"{host} slots={slots}"
-    return f"{host}:{slots}"
-
-
 def mpi_hosts(job: MPIJob) -> list[ReplicaSlot]:
     """The replicas mpirun places ranks on: the launcher first when it runs ranks too,
     then the workers (the hostfile's order, and what the launcher may exec into)."""
@@ -113,7 +102,7 @@ def mpi_hosts(job: MPIJob) -> list[ReplicaSlot]:
 def hostfile(job: MPIJob, network: Network) -> str:
     """Every host mpirun may use, one line each, by DNS name."""
     names = [network.host_name(h.replica_type, h.index, subdomain=job.name) for h in mpi_hosts(job)]
-    return "".join(f"{hostfile_line(job, name)}\n" for name in names)
+    return mpi_launch.hostfile(job.spec.mpi_implementation.value, names, job.spec.slots_per_worker)
 
 
 def config_files(job: MPIJob) -> FileSet:
@@ -131,7 +120,7 @@ def config_files(job: MPIJob) -> FileSet:
     ]
     mounted_in: tuple[str, ...] = (LAUNCHER,)
     if job.remote_shell is RemoteShell.EXEC:
-        files.append(FilePlan(EXEC_AGENT, mode=0o755, source=PackagedProgram(EXEC_AGENT_PROGRAM)))
+        files.append(mpi_launch.exec_agent_file())
         # mpirun hands its plm_rsh_agent to every orted it starts, and OpenMPI 4's orted
         # stops at once ("plm_rsh_agent ... could not be found") when that path does not
         # exist where it runs: the workers need the agent's path too (never run there).
@@ -143,21 +132,7 @@ def config_files(job: MPIJob) -> FileSet:
 
 def ssh_keys(job: MPIJob) -> FileSet:
     """Secret ``<job>-ssh``: one key pair per job, authorised on every replica."""
-    return FileSet(
-        ssh_secret_name(job),
-        (
-            FilePlan("ssh-privatekey", mode=0o600, source=SshKeyPart("private"), paths=("id_rsa",)),
-            FilePlan(
-                "ssh-publickey",
-                mode=0o644,
-                source=SshKeyPart("public"),
-                paths=("id_rsa.pub", "authorized_keys"),
-            ),
-        ),
-        mount_path=job.spec.ssh_auth_mount_path,
-        secret=True,
-        secret_type=SSH_SECRET_TYPE,
-    )
+    return mpi_launch.ssh_key_files(ssh_secret_name(job), job.spec.ssh_auth_mount_path)
 
 
 def launcher_access(job: MPIJob) -> AccessPlan:
@@ -181,35 +156,13 @@ def launcher_env(job: MPIJob, network: Network) -> list[EnvVar]:
     hostfile_path = f"{files}/{HOSTFILE}"
     agent = f"{files}/{EXEC_AGENT}"
     exec_mode = job.remote_shell is RemoteShell.EXEC
-    implementation = job.spec.mpi_implementation
     out = [env("K_MPI_JOB_ROLE", "launcher")]
-    if implementation is MPIImplementation.OPENMPI:
-        out += [
-            env("OMPI_MCA_orte_default_hostfile", hostfile_path),
-            env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-            env("OMPI_MCA_orte_set_default_slots", str(job.spec.slots_per_worker)),
-        ]
-        if exec_mode:
-            # No tree spawn: an orted would run the agent itself, from a worker, whose pod
-            # has neither the agent nor the right to exec (the Role is the launcher's).
-            out += [
-                env("OMPI_MCA_plm_rsh_agent", agent),
-                env("OMPI_MCA_plm_rsh_no_tree_spawn", "true"),
-            ]
-        else:
-            out.append(env("OMPI_MCA_plm_rsh_args", SSH_RETRIES))
-    elif implementation is MPIImplementation.INTEL:
-        out.append(env("I_MPI_HYDRA_HOST_FILE", hostfile_path))
-        if exec_mode:
-            out += [env("I_MPI_HYDRA_BOOTSTRAP", "rsh"), env("I_MPI_HYDRA_BOOTSTRAP_EXEC", agent)]
-        else:
-            out.append(env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_RETRIES))
-    else:
-        out.append(env("HYDRA_HOST_FILE", hostfile_path))
-        if exec_mode:
-            out += [env("HYDRA_LAUNCHER", "rsh"), env("HYDRA_LAUNCHER_EXEC", agent)]
-        else:
-            out.append(env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_RETRIES))
+    out += mpi_launch.launcher_env(
+        job.spec.mpi_implementation.value,
+        hostfile_path,
+        job.spec.slots_per_worker,
+        agent=agent if exec_mode else None,
+    )
     if exec_mode and WORKER in job.replica_specs:
         out.append(env(EXEC_CONTAINER_VAR, main_container(job, WORKER).name))
     return out

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from kubemill.api import Job
 from kubemill.engines.mpi.api import REMOTE_SHELL_ANNOTATION, MPIJob, RemoteShell
+from kubemill.frameworks import mpi_launch
 
-LOCAL_ENV = {
-    # kubemill runs the job as whoever runs kubemill, root included; mpirun refuses root
-    # unless told twice.
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    # Every "host" is this machine: MPI traffic and OpenMPI's own control traffic go over
-    # loopback, never out of a real interface.
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-}
+LOCAL_ENV = mpi_launch.LOCAL_ENV
 """What OpenMPI needs on the local substrate, on every replica (``LocalSupport.env``)."""
 
 

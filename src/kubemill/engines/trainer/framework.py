@@ -21,9 +21,14 @@ node torchrun's variables, which this planner sets the same way:
 Upstream's xgboost plugin gives them XGBoost's collective (Rabit) variables instead:
 ``DMLC_TRACKER_URI`` and ``DMLC_TRACKER_PORT`` (node 0's address and trainer port: the
 tracker runs there), ``DMLC_TASK_ID`` (the node's index) and ``DMLC_NUM_WORKER`` (nodes
-times the GPUs each asks for, or times 1 on CPUs). A runtime without an ML policy runs its
+times the GPUs each asks for, or times 1 on CPUs). Upstream's jax plugin gives them JAX's
+distributed runtime's: ``JAX_NUM_PROCESSES`` (the nodes: one process each),
+``JAX_PROCESS_ID`` (the node's index), ``JAX_COORDINATOR_ADDRESS`` (node 0's short address
+and its coordinator port, ``host:port``), ``JAX_COORDINATOR_PORT`` and
+``JAX_DISTRIBUTED_BACKEND`` (``gloo``: CPU collectives). A runtime without an ML policy runs its
 template as it is. A replicated job that ``dependsOn`` another being Ready starts once that
-one's replicas are Running and ready (a later start stage; ``Complete`` is refused yet).
+one's replicas are Running and ready, or with ``Complete`` once they all succeeded (an
+initializer before the trainer); one rule per runtime.
 
 The job succeeds when every replica of the trainer step succeeds (the JobSet's success
 policy's target, when the runtime names one), as a JobSet with its default success policy
@@ -40,9 +45,20 @@ from typing import Any
 from kubemill.api import ConditionType, Container, EnvVar, Job
 from kubemill.core.quantity import parse_quantity
 from kubemill.engines.trainer.api.spec import ChildJobStatus
-from kubemill.engines.trainer.api.trainjob import TRAINER_PORT, TrainJob, start_stages
+from kubemill.engines.trainer.api.steps import start_gate
+from kubemill.engines.trainer.api.trainjob import LAUNCHER, POLICY_PORTS, TrainJob, start_stages
+from kubemill.frameworks import mpi_launch
 from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
-from kubemill.frameworks.plan import Network, Plan, StatusView, SuccessPolicy
+from kubemill.frameworks.jax_env import JaxProcess, coordinator
+from kubemill.frameworks.plan import (
+    ExposedService,
+    FilePlan,
+    FileSet,
+    Network,
+    Plan,
+    StatusView,
+    SuccessPolicy,
+)
 
 DEFAULT_NUM_PROC = "auto"
 
@@ -98,11 +114,13 @@ def _from_resources(
 
 
 def trainer_port(job: TrainJob, container: Container) -> int:
-    """The trainer container's port upstream gives it (29500), as the model declared it."""
+    """The trainer container's port its policy's plugin gives it (29500 for torch and
+    xgboost, JAX's coordinator port for jax), as the model declared it."""
+    wanted = POLICY_PORTS[job.framework or ""]
     for port in container.ports or []:
-        if port.container_port == TRAINER_PORT:
+        if port.container_port == wanted:
             return port.container_port
-    raise PlanError(f"TrainJob {job.name}: the trainer container has no port {TRAINER_PORT}")
+    raise PlanError(f"TrainJob {job.name}: the trainer container has no port {wanted}")
 
 
 def torch_env(
@@ -151,8 +169,28 @@ def xgboost_env(
     ]
 
 
+JAX_ENV_NAMES = {
+    "processes": "JAX_NUM_PROCESSES",
+    "id": "JAX_PROCESS_ID",
+    "address": "JAX_COORDINATOR_ADDRESS",
+    "port": "JAX_COORDINATOR_PORT",
+}
+"""Upstream's jax plugin's names (the coordinator address with its port), in its order."""
+JAX_BACKEND = "gloo"
+"""The CPU collectives upstream's jax plugin names (``JAX_DISTRIBUTED_BACKEND``)."""
+
+
+def jax_env(
+    job: TrainJob, network: Network, slot: ReplicaSlot, port: int, container: Container
+) -> list[EnvVar]:
+    """JAX's distributed variables for one node: node 0 serves the coordinator, one JAX
+    process per node."""
+    process = JaxProcess(coordinator(network, slot.replica_type, port), job.num_nodes, slot.index)
+    return [*process.env(JAX_ENV_NAMES), env("JAX_DISTRIBUTED_BACKEND", JAX_BACKEND)]
+
+
 PolicyEnv = Callable[[TrainJob, Network, ReplicaSlot, int, Container], list[EnvVar]]
-_POLICY_ENV: dict[str, PolicyEnv] = {"torch": torch_env, "xgboost": xgboost_env}
+_POLICY_ENV: dict[str, PolicyEnv] = {"torch": torch_env, "xgboost": xgboost_env, "jax": jax_env}
 """The env each ML policy kubemill runs gives the trainer's nodes."""
 
 
@@ -197,6 +235,107 @@ def jobs_status(view: StatusView) -> Mapping[str, object]:
     return {"jobs_status": out}
 
 
+MPI_HOSTFILE_SUFFIX = "-mpi-hostfile"
+MPI_SSH_SUFFIX = "-mpi-ssh-auth"
+MPI_HOSTFILE_DIR = "/etc/mpi"
+DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+"""Where upstream's mpi policy mounts the keys when the runtime names no place."""
+
+
+def mpi_slots(job: TrainJob) -> int:
+    """Slots per host: the trainer's ``numProcPerNode``, else the policy's, else 1."""
+    trainer = job.spec.trainer
+    if trainer is not None and trainer.num_proc_per_node and trainer.num_proc_per_node.isdigit():
+        return int(trainer.num_proc_per_node)
+    runtime = job.runtime
+    policy = runtime.spec.ml_policy if runtime is not None else None
+    mpi = policy.mpi if policy is not None else None
+    return (mpi.num_proc_per_node if mpi is not None else None) or 1
+
+
+def mpi_plan(job: TrainJob, network: Network, *, exec_mode: bool) -> Plan:
+    """A TrainJob of the mpi policy: the hosts (the nodes' replicated job, and the launcher
+    with ``runLauncherAsNode``) in ConfigMap ``<job>-mpi-hostfile``'s hostfile, mounted at
+    /etc/mpi in the launcher, which starts once they run and decides (the runtime's success
+    policy); OpenMPI's variables on the launcher's trainer container. mpirun reaches the
+    hosts over ssh with a key pair of the job's (Secret ``<job>-mpi-ssh-auth`` at the
+    policy's ``sshAuthMountPath`` everywhere), as upstream's plugin, or with ``exec_mode``
+    (the local substrate: no sshd) through kubemill's exec agent, the hosts only hosting."""
+    runtime, nodes_job = job.runtime, job.mpi_nodes_job()
+    policy = runtime.spec.ml_policy if runtime is not None else None
+    mpi = policy.mpi if policy is not None else None
+    if runtime is None or nodes_job is None or mpi is None or LAUNCHER not in job.replica_specs:
+        raise PlanError(f"TrainJob {job.name}: its mpi runtime needs a launcher and hosts")
+    nodes = nodes_job.name
+    slots = mpi_slots(job)
+    implementation = mpi.mpi_implementation or mpi_launch.OPENMPI
+    hosts = [ReplicaSlot(LAUNCHER, 0)] if mpi.run_launcher_as_node else []
+    hosts += [ReplicaSlot(nodes, i) for i in range(job.replica_specs[nodes].replicas or 0)]
+    names = [network.host_name(h.replica_type, h.index, subdomain=job.name) for h in hosts]
+    config = f"{job.name}{MPI_HOSTFILE_SUFFIX}"
+    files_dir = network.files_path(config, MPI_HOSTFILE_DIR)
+    agent = f"{files_dir}/{mpi_launch.EXEC_AGENT}" if exec_mode else None
+    launcher_env = mpi_launch.launcher_env(
+        implementation, f"{files_dir}/{mpi_launch.HOSTFILE}", slots, agent=agent
+    )
+    if exec_mode:
+        launcher_env.append(env(mpi_launch.EXEC_CONTAINER_VAR, job.main_container_name(nodes)))
+
+    def container_for(replica_type: str) -> Container:
+        wanted = job.main_container_name(replica_type)
+        spec = job.replica_specs[replica_type]
+        return next(c for c in spec.template.spec.containers if c.name == wanted)
+
+    replicas = build_replicas(
+        job,
+        network,
+        env_for=lambda slot: launcher_env if slot.replica_type == LAUNCHER else [],
+        is_master=lambda slot: slot.replica_type == LAUNCHER,
+        container_for=container_for,
+        host_for=lambda slot: network.host_name(slot.replica_type, slot.index, subdomain=job.name),
+    )
+    stages = start_stages(runtime.spec.template.spec.replicated_jobs) or {}
+    stages[LAUNCHER] = max(stages.get(LAUNCHER, 0), 1)
+    hostfile = mpi_launch.hostfile(implementation, names, slots)
+    config_files: tuple[FilePlan, ...] = (FilePlan(mpi_launch.HOSTFILE, hostfile),)
+    if exec_mode:
+        config_files += (mpi_launch.exec_agent_file(),)
+    files = [
+        FileSet(
+            config,
+            config_files,
+            mount_path=MPI_HOSTFILE_DIR,
+            # OpenMPI's orted looks for the agent's path where it runs too (never runs it).
+            replica_types=(LAUNCHER, nodes) if exec_mode else (LAUNCHER,),
+        )
+    ]
+    if not exec_mode:
+        mount = mpi.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH
+        files.append(mpi_launch.ssh_key_files(f"{job.name}{MPI_SSH_SUFFIX}", mount))
+    return Plan(
+        kind=job.KIND,
+        name=job.name,
+        namespace=job.namespace,
+        replicas=tuple(
+            replace(
+                r,
+                stage=stages.get(r.replica_type, 0),
+                host_only=exec_mode and r.replica_type == nodes,
+            )
+            for r in replicas
+        ),
+        outcome=success_policy(job),
+        files=tuple(files),
+        services=False,
+        exposed=(ExposedService(job.name, replica_type="", type="Headless"),),
+        subdomain=job.name,
+        start_gate="succeeded"
+        if start_gate(runtime.spec.template.spec.replicated_jobs) == "succeeded"
+        else "running",
+        status_extension=jobs_status,
+    )
+
+
 class Trainer:
     """The TrainJob framework."""
 
@@ -206,6 +345,8 @@ class Trainer:
         """The Plan of a TrainJob: its runtime's steps, the policy's env on the trainer's."""
         if not isinstance(job, TrainJob):
             raise PlanError(f"the Trainer framework plans TrainJobs, not {job.KIND}")
+        if job.framework == "mpi":
+            return mpi_plan(job, network, exec_mode=False)
         trainer_job = job.trainer_job()
         if job.runtime is None or trainer_job is None:
             raise PlanError(
@@ -238,16 +379,15 @@ class Trainer:
         stages = start_stages(job.runtime.spec.template.spec.replicated_jobs)
         if stages is None:
             raise PlanError(f"TrainJob {job.name}: its runtime's dependsOn go round")
-        ordered = any(stages.values())
         return Plan(
             kind=job.KIND,
             name=job.name,
             namespace=job.namespace,
             replicas=tuple(replace(r, stage=stages[r.replica_type]) for r in replicas),
             outcome=success_policy(job),
-            # dependsOn (status Ready, the only one kubemill runs): a replicated job's
-            # replicas start once those of the job it depends on are Running and ready.
-            start_gate="ready" if ordered else "running",
+            # dependsOn: a replicated job's replicas start once those of the job it depends
+            # on are Running and ready (Ready), or have all succeeded (Complete).
+            start_gate=start_gate(job.runtime.spec.template.spec.replicated_jobs),
             status_extension=jobs_status,
         )
 
@@ -255,7 +395,10 @@ class Trainer:
 __all__ = [
     "Trainer",
     "gpus_per_node",
+    "jax_env",
     "jobs_status",
+    "mpi_plan",
+    "mpi_slots",
     "num_proc_per_node",
     "success_policy",
     "torch_env",

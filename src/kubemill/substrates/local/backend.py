@@ -64,6 +64,7 @@ from kubemill.substrates.local.job_views import (
     pick_replica,
     progress_history,
 )
+from kubemill.substrates.local.known_objects import know_local_objects
 from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import PodContext, exec_socket_path
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
@@ -116,6 +117,8 @@ class LocalBackend:
         self.store = Store(state_dir)
         self.state_dir = self.store.state_dir
         self.config_path = config_path
+        # A recorded job may name a runtime given to its run: known before any is loaded.
+        know_local_objects(self.state_dir, config_path)
         self.supervisor_options = supervisor_options or SupervisorOptions()
         self.exclusive = exclusive
         """This process runs nothing but the one foreground job it submits (``kubemill

@@ -44,10 +44,17 @@ CONFIG_ENV = "KUBEMILL_CONFIG"
 DEFAULT_MAX_REPLICAS_PER_JOB = 512
 MAX_REPLICAS_KEY = "maxReplicasPerJob"
 CONFIG_KEYS = frozenset(
-    {"images", MAX_REPLICAS_KEY, "replicaStarts", "containerLogMaxSize", "containerLogMaxFiles"}
+    {
+        "images",
+        MAX_REPLICAS_KEY,
+        "replicaStarts",
+        "containerLogMaxSize",
+        "containerLogMaxFiles",
+        "runtimes",
+    }
 )
 """The config file's keys; ``replicaStarts`` is read by :class:`~.kubelet.StartLimits`, the log
-ones by :class:`~.logs.LogPolicy`."""
+ones by :class:`~.logs.LogPolicy`, ``runtimes`` by :mod:`.known_objects`."""
 
 
 IMAGE_NOTES: tuple[tuple[str, str], ...] = (

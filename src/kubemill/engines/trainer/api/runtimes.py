@@ -2,7 +2,9 @@
 
 Without a cluster to ask, kubemill knows upstream's default ClusterTrainingRuntimes
 (:mod:`.defaults`) from the start, loaded through the same models as any runtime; more can
-be added (:func:`add`) by whoever read their manifests. Pure: nothing here reads a file.
+be added (:func:`add`) by whoever read their manifests (a local run's ``--runtime`` files and
+the config file's ``runtimes:``, :mod:`kubemill.substrates.local.known_objects`), each
+replacing a default of its name. Pure: nothing here reads a file.
 """
 
 from __future__ import annotations
@@ -53,8 +55,13 @@ def add(doc: Mapping[str, Any], *, source: str = "") -> TrainingRuntime:
 
 
 def remove(runtime: TrainingRuntime) -> None:
-    """Forget a runtime added with :func:`add` (the defaults come back on next use)."""
-    _known.pop(_key(runtime), None)
+    """Forget a runtime added with :func:`add`; a default it replaced comes back."""
+    key = _key(runtime)
+    _known.pop(key, None)
+    for doc in DEFAULT_RUNTIMES:
+        default, _ = load_runtime(doc)
+        if default is not None and _key(default) == key:
+            _known[key] = default
     if not _known:
         _defaults()
 

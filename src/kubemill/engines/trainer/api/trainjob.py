@@ -38,6 +38,16 @@ from kubemill.api.kube import ContainerPort, EnvVar, PodTemplateSpec
 from kubemill.engines.trainer.api import runtimes
 from kubemill.engines.trainer.api.defaults import ANCESTOR_LABEL
 from kubemill.engines.trainer.api.jobset import ReplicatedJob
+from kubemill.engines.trainer.api.policies import (
+    JAX_PORT,
+    JAX_RESERVED_ENV,
+    POLICY_PORTS,
+    RESERVED_ENV,
+    RUN_POLICIES,
+    TORCH_RESERVED_ENV,
+    TRAINER_PORT,
+    XGBOOST_RESERVED_ENV,
+)
 from kubemill.engines.trainer.api.runtime import NUM_PROC_WORDS, TrainingRuntime
 from kubemill.engines.trainer.api.spec import (
     DatasetInitializer,
@@ -46,37 +56,27 @@ from kubemill.engines.trainer.api.spec import (
     TrainJobSpec,
     TrainJobStatus,
 )
+from kubemill.engines.trainer.api.steps import (
+    DATASET_INITIALIZER,
+    JOB_RESTART_POLICIES,
+    LAUNCHER,
+    MODEL_INITIALIZER,
+    MPI_NODES,
+    NODE,
+    STEPS,
+    TRAINER_NODE,
+    runtime_errors,
+    start_stages,
+)
 
-DATASET_INITIALIZER = "dataset-initializer"
-MODEL_INITIALIZER = "model-initializer"
-NODE = "node"
-LAUNCHER = "launcher"
-STEPS = (DATASET_INITIALIZER, MODEL_INITIALIZER, NODE, LAUNCHER)
-"""The replicated jobs kubemill realises, by upstream's names, in start order."""
 TRAINER_STEP = "trainer"
 """The ancestor label's value on the replicated job the trainer's values apply to."""
 TRAINER_CONTAINER = "node"
-TRAINER_PORT = 29500
-"""The port upstream gives the trainer container (torchrun's master port)."""
 TRAINER_PORT_NAME = "trainjob-port"
 DEFAULT_BACKOFF_LIMIT = 6
 """A batch Job's backoffLimit when its template names none."""
 STORAGE_URI = "STORAGE_URI"
 """The variable an initializer reads its ``storageUri`` from (upstream's initializers)."""
-TORCH_RESERVED_ENV = frozenset(
-    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
-)
-"""What the torch policy sets itself; a trainer's env may not (upstream refuses them too)."""
-XGBOOST_RESERVED_ENV = frozenset(
-    {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
-)
-"""What the xgboost policy sets itself (upstream's ``XGBoostReservedEnvNames``)."""
-RESERVED_ENV = {"torch": TORCH_RESERVED_ENV, "xgboost": XGBOOST_RESERVED_ENV}
-RUN_POLICIES = ("torch", "xgboost")
-"""The ML policies kubemill plans (a runtime with another is refused, naming it)."""
-PORTED_POLICIES = ("torch", "xgboost")
-"""The policies whose trainer container upstream gives the trainer port."""
-
 _RUNTIME_PATH = "spec.runtimeRef.name"
 _DERIVED_PATH = re.compile(
     r"^spec\.runtimeRef\.(?P<step>[a-z0-9-]+)\.template\.spec\.containers\[(?P<container>\d+)\]"
@@ -92,9 +92,6 @@ _FIELD_SOURCES = {
 }
 """A container's field -> (the TrainJob's field that set it, its wire name, whether the
 rest of the path carries over)."""
-
-_JOB_RESTART_POLICIES = {"Never": RestartPolicy.NEVER, "OnFailure": RestartPolicy.ON_FAILURE}
-"""The restart policies a batch Job's pod template may name (others are refused)."""
 
 
 class TrainJob(Job):
@@ -146,7 +143,38 @@ class TrainJob(Job):
         ]
         if labelled:
             return labelled[0]
-        return next((j for j in jobs if j.name == NODE), None)
+        # The mpi policy's trainer is its launcher (mpirun), unless the runtime says else.
+        wanted = LAUNCHER if self.framework == "mpi" else NODE
+        return next((j for j in jobs if j.name == wanted), None)
+
+    def mpi_nodes_job(self) -> ReplicatedJob | None:
+        """Under the mpi policy, the replicated job of the hosts mpirun reaches."""
+        runtime = self.runtime
+        if runtime is None or self.framework != "mpi":
+            return None
+        jobs = runtime.spec.template.spec.replicated_jobs
+        return next((j for j in jobs if j.name in MPI_NODES), None)
+
+    @property
+    def mpi_nodes(self) -> int:
+        """The hosts' replicas: ``numNodes``, less the launcher when it runs ranks too
+        (``runLauncherAsNode``), at least 1, as upstream's mpi plugin counts them."""
+        runtime = self.runtime
+        policy = runtime.spec.ml_policy if runtime is not None else None
+        mpi = policy.mpi if policy is not None else None
+        if mpi is not None and mpi.run_launcher_as_node:
+            return max(self.num_nodes - 1, 1)
+        return self.num_nodes
+
+    def trainer_container(self, job: ReplicatedJob) -> str | None:
+        """The container of the trainer step the TrainJob's trainer applies to: ``node``,
+        else (an mpi launcher) ``launcher``."""
+        names = [c.name for c in job.template.spec.template.spec.containers]
+        if TRAINER_CONTAINER in names:
+            return TRAINER_CONTAINER
+        if job.name == LAUNCHER and LAUNCHER in names:
+            return LAUNCHER
+        return None
 
     @property
     def num_nodes(self) -> int:
@@ -188,19 +216,22 @@ class TrainJob(Job):
                 continue
             template = job.template.spec.template.model_copy(deep=True)
             count = job.pods
-            if job is trainer_job:
+            if job is self.mpi_nodes_job():
+                count = self.mpi_nodes
+            elif job is trainer_job and not (self.framework == "mpi" and job.name == LAUNCHER):
                 count = self.num_nodes
-                self._apply_trainer(template)
+            if job is trainer_job:
+                self._apply_trainer(template, self.trainer_container(job))
             if job.name in (DATASET_INITIALIZER, MODEL_INITIALIZER):
                 self._apply_initializer(job.name, template)
             written = template.spec.restart_policy
-            policy = _JOB_RESTART_POLICIES.get(written or "", self.DEFAULT_RESTART_POLICY)
+            policy = JOB_RESTART_POLICIES.get(written or "", self.DEFAULT_RESTART_POLICY)
             specs[job.name] = ReplicaSpec(replicas=count, template=template, restart_policy=policy)
         return specs
 
-    def _apply_trainer(self, template: PodTemplateSpec) -> None:
+    def _apply_trainer(self, template: PodTemplateSpec, name: str | None) -> None:
         for container in template.spec.containers:
-            if container.name != TRAINER_CONTAINER:
+            if container.name != name:
                 continue
             trainer = self.spec.trainer
             if trainer is not None:
@@ -214,10 +245,11 @@ class TrainJob(Job):
                     container.env = upsert_env(container.env or [], trainer.env)
                 if trainer.resources_per_node is not None:
                     container.resources = dict(trainer.resources_per_node)
-            if self.framework in PORTED_POLICIES:
+            port = POLICY_PORTS.get(self.framework or "")
+            if port is not None:
                 ports = container.ports or []
-                if not any(p.container_port == TRAINER_PORT for p in ports):
-                    ports.append(ContainerPort(name=TRAINER_PORT_NAME, container_port=TRAINER_PORT))
+                if not any(p.container_port == port for p in ports):
+                    ports.append(ContainerPort(name=TRAINER_PORT_NAME, container_port=port))
                 container.ports = ports
 
     def _apply_initializer(self, step: str, template: PodTemplateSpec) -> None:
@@ -289,7 +321,11 @@ class TrainJob(Job):
     ) -> tuple[str | None, Trainer | DatasetInitializer | ModelInitializer | None]:
         """The TrainJob field whose values a step's container carries, and those values."""
         trainer_job = self.trainer_job()
-        if trainer_job is not None and step == trainer_job.name and container == TRAINER_CONTAINER:
+        if (
+            trainer_job is not None
+            and step == trainer_job.name
+            and container == self.trainer_container(trainer_job)
+        ):
             return "spec.trainer", self.spec.trainer
         initializer = self.spec.initializer
         if initializer is not None and container == step:
@@ -338,10 +374,13 @@ class TrainJob(Job):
                 FieldError(
                     "spec.runtimeRef.name",
                     f"no {ref.runtime_kind} named {ref.name!r} is known",
-                    "kubemill knows " + (", ".join(names) if names else "none of this kind"),
+                    "kubemill knows "
+                    + (", ".join(names) if names else "none of this kind")
+                    + "; give another with `kubemill run --runtime FILE` or the config"
+                    " file's runtimes: list",
                 )
             ]
-        errors = _runtime_errors(runtime, ref.name)
+        errors = runtime_errors(runtime, ref.name)
         errors += self._trainer_errors(runtime)
         errors += self._initializer_errors()
         errors += self._name_errors()
@@ -365,8 +404,7 @@ class TrainJob(Job):
                     "name a runtime with a trainer step",
                 )
             ]
-        names = [c.name for c in trainer_job.template.spec.template.spec.containers]
-        if trainer is not None and TRAINER_CONTAINER not in names:
+        if trainer is not None and self.trainer_container(trainer_job) is None:
             errors.append(
                 FieldError(
                     "spec.trainer",
@@ -438,123 +476,6 @@ class TrainJob(Job):
         ]
 
 
-def _runtime_errors(runtime: TrainingRuntime, ref: str) -> list[FieldError]:
-    """What the runtime uses that kubemill does not run (yet), each at the runtime's own
-    field path, reported at the TrainJob's ``spec.runtimeRef.name``."""
-    where = f"{runtime.kind} {ref}"
-    found: list[tuple[str, str, str]] = []
-    policy = runtime.spec.ml_policy
-    framework = policy.framework if policy is not None else None
-    if framework not in (None, *RUN_POLICIES):
-        found.append(
-            (
-                f"spec.mlPolicy.{framework}",
-                f"kubemill does not run the {framework} policy yet",
-                "name a torch or xgboost runtime (torch-distributed, xgboost-distributed)",
-            )
-        )
-    spec = runtime.spec.template.spec
-    names = [job.name for job in spec.replicated_jobs]
-    for i, job in enumerate(spec.replicated_jobs):
-        path = f"spec.template.spec.replicatedJobs[{i}]"
-        if job.name not in STEPS:
-            found.append(
-                (
-                    f"{path}.name",
-                    f"kubemill realises the steps {', '.join(STEPS)}, not {job.name!r}",
-                    "rename the replicated job to the step it runs",
-                )
-            )
-        for d, dependency in enumerate(job.depends_on or []):
-            where_dep = f"{path}.dependsOn[{d}]"
-            if dependency.status == "Complete":
-                found.append(
-                    (
-                        f"{where_dep}.status",
-                        "not supported yet: kubemill starts a replicated job once another is "
-                        "Ready, not once it is Complete",
-                        "remove dependsOn, or depend on Ready",
-                    )
-                )
-            if dependency.name == job.name or dependency.name not in names:
-                found.append(
-                    (
-                        f"{where_dep}.name",
-                        f"{dependency.name!r} is no other replicated job of the template",
-                        "name one of " + ", ".join(n for n in names if n != job.name),
-                    )
-                )
-        policy_written = job.template.spec.template.spec.restart_policy
-        if policy_written is not None and policy_written not in _JOB_RESTART_POLICIES:
-            found.append(
-                (
-                    f"{path}.template.spec.template.spec.restartPolicy",
-                    f"{policy_written!r} is not a Job's restart policy",
-                    "Never or OnFailure",
-                )
-            )
-        for c, container in enumerate(job.template.spec.template.spec.containers):
-            if not container.image:
-                found.append(
-                    (
-                        f"{path}.template.spec.template.spec.containers[{c}].image",
-                        "required field is missing",
-                        "name an image",
-                    )
-                )
-        if not job.template.spec.template.spec.containers:
-            found.append(
-                (f"{path}.template.spec.template.spec.containers", "no container", "add one")
-            )
-    if start_stages(spec.replicated_jobs) is None:
-        found.append(
-            (
-                "spec.template.spec.replicatedJobs",
-                "the replicated jobs depend on each other in a circle (dependsOn)",
-                "let one of them start first",
-            )
-        )
-    success = spec.success_policy
-    if success is not None:
-        targets = success.target_replicated_jobs or []
-        if len(targets) != 1 or targets[0] not in names:
-            found.append(
-                (
-                    "spec.template.spec.successPolicy.targetReplicatedJobs",
-                    "kubemill judges success by one replicated job of the template",
-                    "name one replicated job",
-                )
-            )
-    if not spec.replicated_jobs:
-        found.append(
-            ("spec.template.spec.replicatedJobs", "no replicated job", "add the trainer's")
-        )
-    return [
-        FieldError("spec.runtimeRef.name", f"{where}: {path}: {message}", hint)
-        for path, message, hint in found
-    ]
-
-
-def start_stages(jobs: list[ReplicatedJob]) -> dict[str, int] | None:
-    """Each replicated job's start stage: 0 without ``dependsOn``, else one past the job it
-    depends on (whose replicas must be Ready first); None if the dependencies go round."""
-    by_name = {job.name: job for job in jobs}
-    stages: dict[str, int] = {}
-    for job in jobs:
-        chain: list[str] = []
-        current: ReplicatedJob | None = job
-        while current is not None and current.name not in stages:
-            if current.name in chain:
-                return None
-            chain.append(current.name)
-            parents = current.depends_on or []
-            current = by_name.get(parents[0].name) if parents else None
-        base = stages[current.name] + 1 if current is not None else 0
-        for offset, name in enumerate(reversed(chain)):
-            stages[name] = base + offset
-    return stages
-
-
 def upsert_env(current: list[EnvVar], new: list[EnvVar]) -> list[EnvVar]:
     """``current`` with each of ``new`` set by name: replaced in place, or appended."""
     merged = {var.name: var for var in current}
@@ -564,13 +485,17 @@ def upsert_env(current: list[EnvVar], new: list[EnvVar]) -> list[EnvVar]:
 
 __all__ = [
     "DATASET_INITIALIZER",
+    "JAX_PORT",
+    "JAX_RESERVED_ENV",
     "LAUNCHER",
     "MODEL_INITIALIZER",
     "NODE",
+    "POLICY_PORTS",
     "RUN_POLICIES",
     "STEPS",
     "TORCH_RESERVED_ENV",
     "TRAINER_CONTAINER",
+    "TRAINER_NODE",
     "TRAINER_PORT",
     "XGBOOST_RESERVED_ENV",
     "TrainJob",

@@ -10,6 +10,7 @@ import sys
 
 from kubemill.process_exit import exit_at_once
 from kubemill.substrates.local import detached
+from kubemill.substrates.local.known_objects import know_local_objects
 from kubemill.substrates.local.store import Store
 from kubemill.substrates.local.supervisor.loop import Supervisor
 
@@ -24,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Supervise one recorded kubemill job (started by `kubemill run --detach`).",
     )
     store = Store(args.state_dir)
+    # The job may name a runtime its run was given (kept in the state directory).
+    know_local_objects(store.state_dir)
     if not detached.claim(store, args.job_uid):
         log.error("job %s is gone or has another supervisor; exiting", args.job_uid)
         return 1
