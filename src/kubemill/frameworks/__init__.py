@@ -13,7 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kubemill.frameworks._common import PlanError, ReplicaSlot, build_replicas, env
+    from kubemill.frameworks._common import (
+        PlanError,
+        ReplicaSlot,
+        build_replicas,
+        env,
+        replica_plan,
+    )
     from kubemill.frameworks.plan import (
         LABEL_JOB_NAME,
         LABEL_JOB_ROLE,
@@ -99,6 +105,7 @@ __all__ = [
     "decided_by",
     "env",
     "replica_name",
+    "replica_plan",
     "service_fields",
     "submission_id",
     "submitted_spec",

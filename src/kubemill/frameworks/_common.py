@@ -17,6 +17,8 @@ from kubemill.frameworks.plan import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     Network,
+    OutcomeRule,
+    Plan,
     ReplicaPlan,
     replica_name,
 )
@@ -127,6 +129,26 @@ def build_replicas(
             )
         )
     return tuple(plans)
+
+
+def replica_plan(
+    job: Job,
+    network: Network,
+    *,
+    env_for: Callable[[ReplicaSlot], list[EnvVar]],
+    is_master: Callable[[ReplicaSlot], bool],
+    outcome: OutcomeRule,
+) -> Plan:
+    """The Plan of a job that is its replicas and nothing else (the training kinds): one
+    :class:`ReplicaPlan` per replica, as :func:`build_replicas` makes them, and the
+    framework's outcome rule."""
+    return Plan(
+        kind=job.KIND,
+        name=job.name,
+        namespace=job.namespace,
+        replicas=build_replicas(job, network, env_for=env_for, is_master=is_master),
+        outcome=outcome,
+    )
 
 
 def env(name: str, value: str) -> EnvVar:

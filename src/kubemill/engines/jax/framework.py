@@ -26,9 +26,9 @@ from kubemill.engines.jax.api import JAXJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,
-    build_replicas,
     env,
     framework_port,
+    replica_plan,
     total_replicas,
 )
 from kubemill.frameworks.jax_env import JaxProcess, coordinator
@@ -65,18 +65,12 @@ class Jax:
         """The Plan of a JAXJob: the coordinator env on every worker; all must succeed."""
         if not isinstance(job, JAXJob):
             raise PlanError(f"the JAX framework plans JAXJobs, not {job.KIND}")
-        replicas = build_replicas(
+        return replica_plan(
             job,
             network,
             env_for=lambda slot: jax_env(job, network, slot),
             # Upstream labels worker 0, the coordinator, with the master role.
             is_master=lambda slot: slot.index == 0,
-        )
-        return Plan(
-            kind=job.KIND,
-            name=job.name,
-            namespace=job.namespace,
-            replicas=replicas,
             outcome=SuccessPolicy(WORKER, "all"),
         )
 

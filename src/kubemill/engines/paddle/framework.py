@@ -27,9 +27,9 @@ from kubemill.engines.paddle.api import PaddleJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,
-    build_replicas,
     env,
     framework_port,
+    replica_plan,
     total_replicas,
 )
 from kubemill.frameworks.plan import Network, Plan, SuccessPolicy
@@ -81,17 +81,11 @@ class Paddle:
         """The Plan of a PaddleJob: PADDLE_* on every replica."""
         if not isinstance(job, PaddleJob):
             raise PlanError(f"the Paddle framework plans PaddleJobs, not {job.KIND}")
-        replicas = build_replicas(
+        return replica_plan(
             job,
             network,
             env_for=lambda slot: paddle_env(job, network, slot),
             is_master=lambda slot: slot.replica_type == MASTER,
-        )
-        return Plan(
-            kind=job.KIND,
-            name=job.name,
-            namespace=job.namespace,
-            replicas=replicas,
             outcome=success_policy(job),
         )
 

@@ -31,9 +31,9 @@ from kubemill.engines.pytorch.api import PyTorchJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,
-    build_replicas,
     env,
     framework_port,
+    replica_plan,
     total_replicas,
 )
 from kubemill.frameworks.plan import Network, Plan, SuccessPolicy
@@ -144,17 +144,11 @@ class PyTorch:
         """The Plan of a PyTorchJob: torch.distributed / torchrun env on every replica."""
         if not isinstance(job, PyTorchJob):
             raise PlanError(f"the PyTorch framework plans PyTorchJobs, not {job.KIND}")
-        replicas = build_replicas(
+        return replica_plan(
             job,
             network,
             env_for=lambda slot: pytorch_env(job, network, slot),
             is_master=lambda slot: slot.replica_type == MASTER,
-        )
-        return Plan(
-            kind=job.KIND,
-            name=job.name,
-            namespace=job.namespace,
-            replicas=replicas,
             outcome=success_policy(job),
         )
 

@@ -37,9 +37,9 @@ from kubemill.engines.tensorflow.api import TFJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,
-    build_replicas,
     env,
     framework_port,
+    replica_plan,
     total_replicas,
 )
 from kubemill.frameworks.plan import Network, Plan, SuccessPolicy
@@ -115,14 +115,11 @@ class TensorFlow:
             head = [env("TF_CONFIG", config)] if config is not None else []
             return head + seed_style_env(cluster, slot)
 
-        replicas = build_replicas(
-            job, network, env_for=env_for, is_master=lambda slot: is_master_role(job, slot)
-        )
-        return Plan(
-            kind=job.KIND,
-            name=job.name,
-            namespace=job.namespace,
-            replicas=replicas,
+        return replica_plan(
+            job,
+            network,
+            env_for=env_for,
+            is_master=lambda slot: is_master_role(job, slot),
             outcome=success_policy(job),
         )
 

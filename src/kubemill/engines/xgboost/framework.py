@@ -30,9 +30,9 @@ from kubemill.engines.xgboost.api import XGBoostJob
 from kubemill.frameworks._common import (
     PlanError,
     ReplicaSlot,
-    build_replicas,
     env,
     framework_port,
+    replica_plan,
     total_replicas,
 )
 from kubemill.frameworks.plan import Network, Plan, decided_by
@@ -79,17 +79,11 @@ class XGBoost:
             raise PlanError(f"the XGBoost framework plans XGBoostJobs, not {job.KIND}")
         if MASTER not in job.replica_specs:
             raise PlanError(f"XGBoostJob {job.name}: a Master replica is required")
-        replicas = build_replicas(
+        return replica_plan(
             job,
             network,
             env_for=lambda slot: xgboost_env(job, network, slot),
             is_master=lambda slot: slot.replica_type == MASTER,
-        )
-        return Plan(
-            kind=job.KIND,
-            name=job.name,
-            namespace=job.namespace,
-            replicas=replicas,
             outcome=decided_by(MASTER),
         )
 
