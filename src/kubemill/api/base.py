@@ -33,9 +33,6 @@ class KubeModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         validate_assignment=False,
-        # Every kind's models are defined when the registry loads, but a command validates
-        # one kind: each model's validator is built on its first use, not at import.
-        defer_build=True,
     )
 
     def to_wire(self) -> dict[str, Any]:
