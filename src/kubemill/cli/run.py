@@ -20,7 +20,6 @@ from pathlib import Path
 from types import FrameType
 
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
 from kubemill.api import ConditionType, Job
@@ -136,6 +135,9 @@ class Follower:
             signal.signal(other, signal.SIG_DFL)
 
     def run(self, job: Job, *, base_dir: str) -> int:
+        # Only a job followed in the foreground has a live table (not `run --detach`).
+        from rich.live import Live
+
         namespace = self.settings.namespace
         previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
         view = None

@@ -5,6 +5,7 @@ environment, the arguments they give Mars, and where they look for the superviso
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kubemill.engines.mars.pod import entrypoint as entry
+from kubemill.engines.mars.pod import service
 from kubemill.engines.mars.pod.entrypoint import PodSettings, SeenPod, SettingsError
 
 POD = {
@@ -358,3 +360,32 @@ def test_the_cache_is_checked_against_the_shm_it_would_live_in(
         entry.check_plasma({"MARS_CACHE_MEM_SIZE": str(total * 2)}, shm_path=str(tmp_path))
     with pytest.raises(entry.StartFailure, match="No such file"):
         entry.check_plasma({"MARS_CACHE_MEM_SIZE": "1"}, shm_path=str(tmp_path / "none"))
+
+
+def test_a_stop_request_cancels_the_service_and_ends_the_pools_recovery() -> None:
+    # The local substrate's SIGTERM reaches Mars's sub pools too: a pool still recovering
+    # them would start new ones while it stops (and its stop waits for that).
+    class Pool:
+        _auto_recover: bool | str = "actor"
+
+    class Runner:
+        pool: Pool | None = None
+
+    async def stop(runner: Runner) -> bool:
+        main = asyncio.create_task(asyncio.sleep(60))
+        await asyncio.sleep(0)
+        service._stop_requested(settings(), main, runner)
+        service._stop_requested(settings(), main, runner)  # a second signal changes nothing
+        with pytest.raises(asyncio.CancelledError):
+            await main
+        return main.cancelled()
+
+    try:
+        before_the_pool = Runner()
+        assert asyncio.run(stop(before_the_pool))
+        running = Runner()
+        running.pool = Pool()
+        assert asyncio.run(stop(running))
+        assert running.pool._auto_recover is False
+    finally:
+        faulthandler.cancel_dump_traceback_later()

@@ -100,6 +100,19 @@ def runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) -
                 return mars_kubernetes_config()
             return str(Base.get_default_config_file())
 
+        def create_loop(self) -> Any:
+            self.kubemill_loop = super().create_loop()
+            return self.kubemill_loop
+
+        def __call__(self, argv: Any = None) -> Any:
+            done = super().__call__(argv)
+            # The loop's default executor (asyncio.to_thread's threads) outlives Mars's run:
+            # ended here, no thread is left and the process may end at once (the entrypoint).
+            loop = self.kubemill_loop
+            if not loop.is_closed():
+                loop.run_until_complete(loop.shutdown_default_executor())
+            return done
+
         def parse_args(self, parser: Any, argv: Any, environ: Any = None) -> Any:
             args = super().parse_args(parser, argv, environ=environ)
             # The Kubernetes config's cluster backend finds supervisors by Mars's own pod
@@ -117,7 +130,7 @@ def runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) -
             main = asyncio.current_task()
             assert main is not None
             for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, _stop_requested, settings, main)
+                loop.add_signal_handler(signum, _stop_requested, settings, main, self)
             return await super()._main(argv)
 
         async def start_services(self) -> Any:
@@ -177,15 +190,30 @@ def runner(settings: PodSettings, supervisors: Sequence[str], deadline: float) -
     return Runner()
 
 
-def _stop_requested(settings: PodSettings, main: asyncio.Task[Any]) -> None:
+def _stop_requested(settings: PodSettings, main: asyncio.Task[Any], runner: Any) -> None:
     """Cancel the runner's main task (Mars then stops its services and actor pool), and
     bound the whole stop: past :data:`_STOP_DEADLINE` every thread's stack goes to stderr
-    and the process exits 1, so a hang is both ended and explained."""
+    and the process exits 1, so a hang is both ended and explained. The actor pool stops
+    recovering its sub pools first (see :func:`_stop_recovering`)."""
     if main.cancelling():
         return
     log.warning("stopping the Mars %s %s", settings.role, settings.address)
+    _stop_recovering(runner.pool)
     faulthandler.dump_traceback_later(_STOP_DEADLINE, exit=True)
     main.cancel()
+
+
+def _stop_recovering(pool: Any) -> None:
+    """Make Mars's main actor pool leave its dead sub pools dead from now on.
+
+    The local substrate signals a pod's whole process group (Kubernetes its first process
+    only), so the sub pools, which ignore only SIGINT, end with the same SIGTERM. The main
+    pool's monitor (every 0.5 s) would then start new ones while the pod stops, and its stop
+    waits for that monitor: each stop took ~2 s longer than Mars's own, its worker waiting on
+    a sub pool that never started. Mars's own stop turns recovery off too, but only once the
+    services have stopped. ``pool`` is None before the pool is created."""
+    if pool is not None and hasattr(pool, "_auto_recover"):
+        pool._auto_recover = False
 
 
 _STOP_DEADLINE = 25.0

@@ -1,0 +1,110 @@
+"""The hot commands import only what they need: each runs for real in a fresh interpreter,
+which reports the modules it imported on its way out (the console script ends with
+``os._exit`` after the exit handlers, so the report is one of them).
+
+``kubemill --help`` has its own check in test_cli_manifests.py. What is asserted here is
+which modules were imported, never how long anything took (that is bench/import_time.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JOB = """\
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: quick
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: python
+            command: ["python", "-c", "print('hi')"]
+"""
+
+PROBE = """\
+import atexit, json, sys
+report_to = sys.argv[1]
+def report():
+    with open(report_to, "w") as out:
+        json.dump(sorted(sys.modules), out)
+atexit.register(report)
+sys.argv = ["kubemill", *sys.argv[2:]]
+from kubemill.cli import main
+main()
+"""
+"""Runs ``kubemill ARGS...`` as the console script does and writes the modules it imported
+to the file named first."""
+
+CLUSTER_CLIENTS = {"kubernetes", "kopf", "kubemill.substrates.kubernetes", "kubemill.dashboard"}
+
+
+def imported(tmp_path: Path, state: Path, *args: str) -> set[str]:
+    """The modules ``kubemill ARGS...`` imported (it must succeed)."""
+    report = tmp_path / "modules.json"
+    env = {**os.environ, "KUBEMILL_STATE_DIR": str(state)}
+    env.pop("KUBEMILL_SUBSTRATE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(report), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return set(json.loads(report.read_text()))
+
+
+def tops(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    directory = tmp_path / "state"
+    directory.mkdir()
+    return directory
+
+
+def test_get_imports_no_cli_framework_models_or_engines(tmp_path: Path, state: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    imported(tmp_path, state, "run", "--detach", str(manifest))
+    loaded = imported(tmp_path, state, "get")
+    assert not tops(loaded) & {"typer", "click", "rich", "pydantic", "yaml", "kubernetes"}
+    assert not {m for m in loaded if m.startswith(("kubemill.engines", "kubemill.kinds"))}
+    assert "kubemill.substrates.local.store" in loaded  # it did read the jobs
+
+
+def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, state: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    assert not loaded & CLUSTER_CLIENTS
+    assert not {m for m in loaded if m.startswith(("kubemill.substrates.kubernetes.", "rich.live"))}
+    assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
+
+
+def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:
+    probe = (
+        "import json, sys\n"
+        "import kubemill.substrates.local.supervisor.__main__\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(json.loads(done.stdout))
+    assert not tops(loaded) & {"typer", "click", "rich", "kubernetes", "kopf"}
+    assert not {m for m in loaded if m.startswith(("kubemill.cli", "kubemill.sdk"))}
