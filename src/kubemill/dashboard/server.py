@@ -19,6 +19,7 @@ import functools
 import itertools
 import json
 import logging
+import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -346,7 +347,10 @@ class _LogFollower:
     """A thread following a job's logs through the client, handing lines to the loop.
 
     The client's follow blocks until the next line (or the job's end), so it cannot be
-    awaited; it runs here, and stops at its next line once the page has gone.
+    awaited; it runs here, and stops at its next line once the page has gone. Lines pass
+    through a bounded thread-safe queue, and the loop is woken only when it may be waiting
+    for one: a round trip through the loop per line held a 1 MB/s log (10,000 lines a
+    second) to a fraction of its lines.
     """
 
     END = object()
@@ -354,24 +358,42 @@ class _LogFollower:
     def __init__(self, lines: Iterator[LogLine], loop: asyncio.AbstractEventLoop) -> None:
         self.lines = lines
         self.loop = loop
-        self.queue: asyncio.Queue[object] = asyncio.Queue(maxsize=LOG_QUEUE)
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=LOG_QUEUE)
+        self.ready = asyncio.Event()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="dashboard-logs", daemon=True)
 
     def _put(self, item: object) -> bool:
         """Hand one item to the loop, waiting while the queue is full; False once stopped."""
-        try:
-            future = asyncio.run_coroutine_threadsafe(self.queue.put(item), self.loop)
-        except RuntimeError:  # the loop has closed: the server is shutting down
-            return False
         while not self.stopped.is_set():
             try:
-                future.result(timeout=0.5)
-                return True
-            except TimeoutError:
+                self.queue.put(item, timeout=0.5)
+            except queue.Full:
                 continue
-        future.cancel()
+            if not self.ready.is_set():
+                try:
+                    self.loop.call_soon_threadsafe(self.ready.set)
+                except RuntimeError:  # the loop has closed: the server is shutting down
+                    return False
+            return True
         return False
+
+    async def get(self) -> object:
+        """The next item, waiting for the thread to hand one over."""
+        while True:
+            # Clear before looking: an item put after the look sets the flag again.
+            self.ready.clear()
+            try:
+                return self.queue.get_nowait()
+            except queue.Empty:
+                await self.ready.wait()
+
+    def get_nowait(self) -> object | None:
+        """The next item if one is waiting, else None."""
+        try:
+            return self.queue.get_nowait()
+        except queue.Empty:
+            return None
 
     def _run(self) -> None:
         try:
@@ -419,16 +441,17 @@ async def _push_lines(response: web.StreamResponse, follower: _LogFollower, name
     """Send the follower's lines in batches until the job's end (or a failure)."""
     while True:
         try:
-            item = await asyncio.wait_for(follower.queue.get(), HEARTBEAT_SECONDS)
+            item: object | None = await asyncio.wait_for(follower.get(), HEARTBEAT_SECONDS)
         except TimeoutError:
             await response.write(b": ping\n\n")
             continue
         batch: list[dict[str, str]] = []
         while isinstance(item, LogLine):
             batch.append(_line_json(name, item))
-            if len(batch) >= LOG_BATCH or follower.queue.empty():
+            if len(batch) >= LOG_BATCH:
+                item = None
                 break
-            item = follower.queue.get_nowait()
+            item = follower.get_nowait()
         if batch:
             await _send(response, "lines", json.dumps(batch))
         if isinstance(item, SubstrateError):
