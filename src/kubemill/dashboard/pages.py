@@ -118,13 +118,40 @@ JOB_COLUMNS = ("Name", "Namespace", "Kind", "State", "Age", "Duration", "Replica
 
 def jobs_rows(views: Sequence[JobView]) -> str:
     """The jobs table's body: one row per job, newest first."""
-    rows = sorted((job_row(v) for v in views), key=lambda r: (iso(r.created), r.name))
+    rows = sorted_rows(views)
     if not rows:
-        return f'<tr class="empty"><td colspan="{len(JOB_COLUMNS) + 1}">No jobs yet.</td></tr>'
-    return "\n".join(_job_row_html(row) for row in reversed(rows))
+        return EMPTY_ROWS
+    return "\n".join(row.html for row in rows)
 
 
-def _job_row_html(row: JobRow) -> str:
+EMPTY_ROWS = f'<tr class="empty"><td colspan="{len(JOB_COLUMNS) + 1}">No jobs yet.</td></tr>'
+"""The jobs table's body when there is no job."""
+
+
+@dataclass(frozen=True)
+class RenderedRow:
+    """One job's row of the jobs table, as the page holds it and the live stream patches it."""
+
+    key: str
+    """``namespace/name``: which row of the page this one replaces."""
+    order: str
+    """Sorts the rows, newest first, as the strings compare (also the row's ``data-order``)."""
+    html: str
+
+
+def rendered_row(view: JobView) -> RenderedRow:
+    """The job's row of the jobs table."""
+    row = job_row(view)
+    order = f"{iso(row.created)} {row.name}"
+    return RenderedRow(f"{row.namespace}/{row.name}", order, _job_row_html(row, order))
+
+
+def sorted_rows(views: Sequence[JobView]) -> list[RenderedRow]:
+    """The jobs' rows, newest first."""
+    return sorted(map(rendered_row, views), key=lambda row: row.order, reverse=True)
+
+
+def _job_row_html(row: JobRow, order: str) -> str:
     link = (
         f'<a href="{esc(row.link.url)}" rel="noreferrer">{esc(row.link.label)}</a>'
         if row.link is not None
@@ -132,7 +159,8 @@ def _job_row_html(row: JobRow) -> str:
     )
     return (
         f'<tr data-kind="{esc(row.kind)}" data-state="{esc(row.state)}"'
-        f' data-namespace="{esc(row.namespace)}" data-name="{esc(row.name)}">'
+        f' data-namespace="{esc(row.namespace)}" data-name="{esc(row.name)}"'
+        f' data-order="{esc(order)}">'
         f'<th scope="row"><a href="{esc(job_path(row.namespace, row.name))}">'
         f"{esc(row.name)}</a></th>"
         f"<td>{esc(row.namespace)}</td><td>{esc(row.kind)}</td>"
