@@ -10,13 +10,14 @@ pushed live like the rest.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from kubemill.api import FieldError
+from kubemill.dashboard.markup import duration_tag, esc, job_path, state_badge, time_tag
+from kubemill.dashboard.plots import resources_html
 from kubemill.dashboard.views import (
     JobRow,
     actions_for,
@@ -31,39 +32,15 @@ from kubemill.sdk.summary import (
     short_replica_name,
     state_of,
 )
-from kubemill.substrates.base import EventRecord, JobView, ProgressPoint
+from kubemill.substrates.base import (
+    EventRecord,
+    JobView,
+    ProgressPoint,
+    ResourceReport,
+)
 
-STATIC_VERSION = "2"
+STATIC_VERSION = "3"
 """Bumped when the shipped CSS/JS change, so browsers fetch them again."""
-
-
-def esc(value: object) -> str:
-    """Text made safe for HTML content and attribute values."""
-    return html.escape(str(value), quote=True)
-
-
-def job_path(namespace: str, name: str, suffix: str = "") -> str:
-    return f"/jobs/{quote(namespace, safe='')}/{quote(name, safe='')}{suffix}"
-
-
-def state_badge(state: str) -> str:
-    return f'<span class="state state-{esc(state.lower())}">{esc(state)}</span>'
-
-
-def time_tag(moment_iso: str, *, age: bool = False) -> str:
-    """A ``<time>``; with ``age`` the script keeps its text as "how long ago" (``42s``)."""
-    if not moment_iso:
-        return '<span class="none">-</span>'
-    marker = " data-age" if age else ""
-    when = esc(moment_iso)
-    return f'<time datetime="{when}"{marker} title="{when}">{when}</time>'
-
-
-def duration_tag(started: str, ended: str) -> str:
-    """How long the job ran (until now while it runs); the script computes the words."""
-    if not started:
-        return '<span class="none">-</span>'
-    return f'<span data-duration data-start="{esc(started)}" data-end="{esc(ended)}">-</span>'
 
 
 def layout(title: str, body: str, *, csrf: str, page: str, active: str = "", data: str = "") -> str:
@@ -229,6 +206,8 @@ class JobDetail:
     objects_note: str = ""
     progress: Sequence[ProgressPoint] = ()
     """The program's progress reports, oldest first (:meth:`JobClient.progress`)."""
+    resources: ResourceReport | None = None
+    """Each replica's CPU and memory over time (:meth:`JobClient.resources`)."""
 
 
 def _summary(detail: JobDetail) -> str:
@@ -382,6 +361,10 @@ def _manifest(detail: JobDetail) -> str:
     return f'<pre class="yaml"><code>{esc(detail.manifest_yaml)}</code></pre>{objects}'
 
 
+def _resources(detail: JobDetail) -> str:
+    return resources_html(detail.view.name, detail.resources)
+
+
 def _has_progress(detail: JobDetail) -> bool:
     return bool(detail.progress) or detail.view.status.trainer_status is not None
 
@@ -431,6 +414,7 @@ JOB_SECTIONS: tuple[Section, ...] = (
     Section("progress", "Progress and metrics", _progress, shown=_has_progress),
     Section("replicas", "Replicas", _replicas),
     Section("runs", "Runs", _runs, shown=lambda d: runs_no_pods(d.view)),
+    Section("resources", "Resources", _resources, shown=lambda d: not runs_no_pods(d.view)),
     Section("events", "Events", _events),
     Section("manifest", "Manifest", _manifest, live=False),
 )

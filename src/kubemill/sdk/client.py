@@ -53,6 +53,7 @@ from kubemill.substrates.base import (
     LogLine,
     LogQuery,
     ProgressPoint,
+    ResourceReport,
     SubmitOptions,
     SubstrateError,
 )
@@ -417,6 +418,13 @@ class JobClient:
         """The progress reports of the job's program, oldest first, for a plot of its
         metrics over steps (locally every report; on Kubernetes the latest only)."""
         return self.backend.progress(name, self._ns(namespace))
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """Each replica's CPU (cores busy) and memory over time, oldest first: locally as
+        the supervisor sampled them every few seconds, kept with the job; on Kubernetes the
+        latest sample of each pod from the cluster's metrics API, or a ``note`` saying the
+        cluster has none."""
+        return self.backend.resources(name, self._ns(namespace))
 
     def interrupt(
         self,

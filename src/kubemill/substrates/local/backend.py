@@ -51,18 +51,21 @@ from kubemill.substrates.base import (
     LogLine,
     LogQuery,
     ProgressPoint,
+    ResourceReport,
     SubmitOptions,
     SubstrateError,
 )
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.job_views import (
+    ListedViews,
     LocalRun,
     event_records,
     grace_of,
     job_view,
     pick_replica,
     progress_history,
+    resource_report,
 )
 from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import PodContext, exec_socket_path
@@ -125,6 +128,7 @@ class LocalBackend:
         self._detached: list[subprocess.Popen[bytes]] = []
         """Detached supervisors started here, kept to be reaped (they are our children)."""
         self._runs_lock = threading.Lock()
+        self._listed = ListedViews()  # a view is built again only if its records changed
 
     # --- submit ------------------------------------------------------------------------
 
@@ -250,8 +254,7 @@ class LocalBackend:
         # Heal and expire first (both may write replicas or remove the job), then read
         # what is left of every job's replicas in one query rather than one per job.
         fresh = [f for f in map(self._fresh, records) if f is not None]
-        replicas = self.store.replicas_of([rec.uid for rec in fresh])
-        return [job_view(self.store, rec, replicas[rec.uid]) for rec in fresh]
+        return self._listed.views(self.store, fresh, namespace)
 
     def wait(
         self, name: str, namespace: str | None = None, timeout: float | None = None
@@ -328,6 +331,9 @@ class LocalBackend:
         rec = self.store.job(checked_namespace(namespace), name)
         self._fresh(rec)
         return progress_history(self.store, rec)
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        return resource_report(self.store.job(checked_namespace(namespace), name))
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""

@@ -44,6 +44,7 @@ from kubemill.substrates.base import (
     LogLine,
     LogQuery,
     ProgressPoint,
+    ResourceReport,
     SubmitOptions,
     SubstrateError,
     status_point,
@@ -66,6 +67,7 @@ from kubemill.substrates.kubernetes.client.kinds import (
     split_name,
 )
 from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
+from kubemill.substrates.kubernetes.client.metrics import pod_metrics
 from kubemill.substrates.kubernetes.client.views import (
     job_plan,
     pick_replica,
@@ -227,6 +229,14 @@ class KubernetesBackend:
         """The one report the job's status holds: no history of reports is kept on
         Kubernetes (the operator reads none yet; see :mod:`kubemill.progress`)."""
         return status_point(self.get(name, namespace).status)
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """The latest CPU and memory of the job's pods, from the metrics API if the cluster
+        has one (else a report that says it has none)."""
+        found = self._find(name, self._ns(namespace))
+        pods = [(p.get("metadata") or {}).get("name", "") for p in self._pods(found)]
+        selector = f"{LABEL_JOB_NAME}={found.name}"
+        return pod_metrics(self.http, found.namespace, selector, pods)
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The Events whose ``involvedObject`` is the job, oldest first."""
