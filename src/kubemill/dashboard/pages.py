@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from kubemill.api import FieldError
+from kubemill.dashboard.children import children_html
 from kubemill.dashboard.markup import duration_tag, esc, job_path, state_badge, time_tag
 from kubemill.dashboard.plots import resources_html
 from kubemill.dashboard.views import (
@@ -33,6 +34,7 @@ from kubemill.sdk.summary import (
     state_of,
 )
 from kubemill.substrates.base import (
+    Children,
     EventRecord,
     JobView,
     ProgressPoint,
@@ -208,6 +210,8 @@ class JobDetail:
     """The program's progress reports, oldest first (:meth:`JobClient.progress`)."""
     resources: ResourceReport | None = None
     """Each replica's CPU and memory over time (:meth:`JobClient.resources`)."""
+    children: Children | None = None
+    """The pods the job's program created itself, if its kind has such."""
 
 
 def _summary(detail: JobDetail) -> str:
@@ -415,6 +419,12 @@ JOB_SECTIONS: tuple[Section, ...] = (
     Section("replicas", "Replicas", _replicas),
     Section("runs", "Runs", _runs, shown=lambda d: runs_no_pods(d.view)),
     Section("resources", "Resources", _resources, shown=lambda d: not runs_no_pods(d.view)),
+    Section(
+        "children",
+        "Children",
+        lambda d: children_html(d.children) if d.children else "",
+        shown=lambda d: d.children is not None,
+    ),
     Section("events", "Events", _events),
     Section("manifest", "Manifest", _manifest, live=False),
 )

@@ -115,8 +115,11 @@ class Dashboard:
             raise
         except SubstrateError as exc:  # e.g. no right to read the metrics API: say so
             resources = ResourceReport({}, note=f"cannot read the resources: {exc}")
+        children = self.client.children(name, namespace)
         if not manifest:
-            return JobDetail(view, events, runs, progress=points, resources=resources)
+            return JobDetail(
+                view, events, runs, progress=points, resources=resources, children=children
+            )
         objects, note = operator_objects(view.job)
         return JobDetail(
             view,
@@ -127,6 +130,7 @@ class Dashboard:
             objects_note=note,
             progress=points,
             resources=resources,
+            children=children,
         )
 
     async def close(self, _app: web.Application | None = None) -> None:

@@ -175,6 +175,16 @@ class ProgressPoint:
 
 
 @dataclass(frozen=True)
+class Children:
+    """Pods a job's program created itself (a Spark driver's executors), under ``title``;
+    ``note`` says what they are where the substrate has no pods of them."""
+
+    title: str
+    pods: tuple[ReplicaView, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class ResourceSample:
     """What a replica's processes used at one moment, for a plot over time."""
 
@@ -258,6 +268,10 @@ class Backend(Protocol):
 
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
         """Each replica's CPU and memory over time, as far as the substrate knows them."""
+        ...
+
+    def children(self, name: str, namespace: str | None = None) -> Children | None:
+        """The pods the job's program created itself, if its kind has any (None if not)."""
         ...
 
     def interrupt(

@@ -51,7 +51,6 @@ from kubemill.substrates.base import (
     LogLine,
     LogQuery,
     ProgressPoint,
-    ResourceReport,
     SubmitOptions,
     SubstrateError,
 )
@@ -60,12 +59,12 @@ from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.job_views import (
     ListedViews,
     LocalRun,
+    RecordReads,
     event_records,
     grace_of,
     job_view,
     pick_replica,
     progress_history,
-    resource_report,
 )
 from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import PodContext, exec_socket_path
@@ -105,7 +104,7 @@ FOLLOW_CHECK_EVERY = 0.1
 """How often a follower of a job supervised elsewhere asks the database whether it ended."""
 
 
-class LocalBackend:
+class LocalBackend(RecordReads):
     """Runs jobs as processes on this machine; state under ``state_dir``."""
 
     def __init__(
@@ -331,9 +330,6 @@ class LocalBackend:
         rec = self.store.job(checked_namespace(namespace), name)
         self._fresh(rec)
         return progress_history(self.store, rec)
-
-    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
-        return resource_report(self.store.job(checked_namespace(namespace), name))
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kubemill.kinds import child_pods_of
 from kubemill.substrates.base import (
+    Children,
     EventRecord,
     JobView,
     ProgressPoint,
@@ -23,7 +25,7 @@ from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, progress_dir
 from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.progress import history
 from kubemill.substrates.local.sampling import resource_history
-from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
+from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store, checked_namespace
 from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
 
 
@@ -127,9 +129,20 @@ def progress_history(store: Store, rec: JobRecord) -> list[ProgressPoint]:
     return []
 
 
-def resource_report(rec: JobRecord) -> ResourceReport:
-    """Each replica's CPU and memory as its supervisor sampled them (:mod:`.sampling`)."""
-    return ResourceReport(resource_history(rec.job_dir))
+class RecordReads:
+    """The reads of a recorded job that need only the store (the local backend's)."""
+
+    store: Store
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """Each replica's CPU and memory as its supervisor sampled them (:mod:`.sampling`)."""
+        rec = self.store.job(checked_namespace(namespace), name)
+        return ResourceReport(resource_history(rec.job_dir))
+
+    def children(self, name: str, namespace: str | None = None) -> Children | None:
+        """Locally a program makes no pods: its kind's note says what its children are."""
+        hook = child_pods_of(self.store.job(checked_namespace(namespace), name).kind)
+        return None if hook is None else Children(hook.title, note=hook.local)
 
 
 def event_records(store: Store, uid: str) -> list[EventRecord]:
