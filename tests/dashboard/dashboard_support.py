@@ -89,3 +89,16 @@ def cleanup(client: JobClient) -> None:
         client.delete(rec.name, rec.namespace)
         if rec.supervisor is not None and rec.supervisor_mode == "detached":
             procinfo.kill_process(rec.supervisor)
+
+
+BURNER = (
+    "import time\n"
+    "held = bytearray(96 * 1024 * 1024)  # touched below: resident, not just reserved\n"
+    "for i in range(0, len(held), 4096):\n"
+    "    held[i] = 1\n"
+    "print('holding', flush=True)\n"
+    "end = time.time() + 8\n"
+    "while time.time() < end:\n"
+    "    sum(range(10000))\n"
+)
+"""A replica that holds 96 MiB and keeps a core busy for 8 seconds, then ends."""

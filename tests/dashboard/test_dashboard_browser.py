@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_support import SLEEPER, cleanup, pytorch_manifest
+from dashboard_support import BURNER, SLEEPER, cleanup, pytorch_manifest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from kubemill.sdk import JobClient
@@ -298,3 +298,24 @@ def test_the_loss_plot_grows_while_the_job_reports(
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator('[data-section="progress"] dd').first).to_have_text("100%")
     photograph(page, shots, "job-progress")
+
+
+def test_the_resources_plot_shows_a_busy_replicas_cpu_and_memory(
+    dashboard: str, browser: Browser, jobs: JobClient, shots: Path
+) -> None:
+    jobs.submit(pytorch_manifest("burner", BURNER))
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{dashboard}jobs/default/burner")
+    page.evaluate("window.notReloaded = true")
+    # Drawn by the server as the supervisor samples the replica, pushed without a reload.
+    for plot in ("cpu", "memory"):
+        line = page.locator(f'.plot-{plot} svg polyline[data-replica="master-0"]')
+        expect(line).to_have_count(1, timeout=WAIT_MS)
+    # A second sample (3 s on) makes a line of the dot.
+    cpu = page.locator('.plot-cpu svg polyline[data-replica="master-0"]')
+    eventually(lambda: len((cpu.get_attribute("points") or "").split()) >= 2, "two samples")
+    expect(page.locator('[data-section="resources"] dd').first).to_contain_text(
+        "MiB", timeout=WAIT_MS
+    )
+    assert page.evaluate("window.notReloaded") is True
+    photograph(page, shots, "job-resources")

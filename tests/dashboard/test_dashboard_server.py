@@ -64,14 +64,20 @@ async def test_the_jobs_list_shows_a_job_and_pushes_its_changes(
     assert 'data-name="listed"' in html and "PyTorchJob" in html
     assert 'data-filter="kind"' in html and 'data-filter="state"' in html
 
-    # The stream pushes the table again each time it changes, until the job is done.
+    # The stream pushes the whole table first, then only the job's row each time it
+    # changes (and nothing when nothing did), until the job is done.
     states: list[str] = []
+    messages: list[dict[str, Any]] = []
     async with web.get("/api/stream/jobs") as stream:
         assert stream.headers["Content-Type"].startswith("text/event-stream")
         async for event, data in sse_events(stream):
             assert event == "jobs"
-            assert 'data-name="listed"' in data["rows"]
-            state = data["rows"].split('data-state="')[1].split('"')[0]
+            messages.append(data)
+            assert [row["key"] for row in data["rows"]] == ["default/listed"]
+            html = data["rows"][0]["html"]
+            assert 'data-name="listed"' in html
+            state = html.split('data-state="')[1].split('"')[0]
+            assert not messages[1:] or html != messages[-2]["rows"][0]["html"], "sent unchanged"
             if not states or states[-1] != state:
                 states.append(state)
             if state == "Succeeded":
@@ -79,6 +85,7 @@ async def test_the_jobs_list_shows_a_job_and_pushes_its_changes(
                 break
     assert "Running" in states, states
     assert states[-1] == "Succeeded"
+    assert messages[0]["full"] and not any(m["full"] for m in messages[1:])
 
     listed = await (await web.get("/api/jobs")).json()
     assert [(j["name"], j["state"], j["replicas"]) for j in listed["jobs"]] == [
@@ -86,6 +93,33 @@ async def test_the_jobs_list_shows_a_job_and_pushes_its_changes(
     ]
     filtered = await (await web.get("/?kind=TFJob")).text()
     assert 'data-name="listed"' not in filtered
+
+
+async def test_the_jobs_stream_pushes_only_the_rows_added_changed_or_removed(
+    web: Web, jobs: JobClient, guard: Guard
+) -> None:
+    await submit(web, guard, pytorch_manifest("first", "pass"))
+    await phase(jobs, "first", "Succeeded")
+    async with web.get("/api/stream/jobs") as stream:
+        events = sse_events(stream)
+        _, table = await anext(events)
+        assert table["full"] and [row["key"] for row in table["rows"]] == ["default/first"]
+        first_row = table["rows"][0]
+
+        await submit(web, guard, pytorch_manifest("second", "pass"))
+        seen: list[dict[str, Any]] = []
+        while not any('data-state="Succeeded"' in row["html"] for m in seen for row in m["rows"]):
+            _, message = await anext(events)
+            assert not message["full"]
+            # The finished job's row is never sent again: only the new job's.
+            assert [row["key"] for row in message["rows"]] == ["default/second"], message
+            seen.append(message)
+        newest = seen[-1]["rows"][0]
+        assert newest["order"] > first_row["order"]  # the page puts it above the first
+
+        await web.post("/api/jobs/default/first/delete", headers=same_origin(web, guard))
+        _, message = await anext(events)
+        assert message["removed"] == ["default/first"] and message["rows"] == []
 
 
 async def test_the_job_page_shows_the_failed_replica_its_exit_code_and_reason(

@@ -10,13 +10,15 @@ pushed live like the rest.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from kubemill.api import FieldError
+from kubemill.dashboard.children import children_html
+from kubemill.dashboard.markup import duration_tag, esc, job_path, state_badge, time_tag
+from kubemill.dashboard.plots import resources_html
 from kubemill.dashboard.views import (
     JobRow,
     actions_for,
@@ -31,39 +33,16 @@ from kubemill.sdk.summary import (
     short_replica_name,
     state_of,
 )
-from kubemill.substrates.base import EventRecord, JobView, ProgressPoint
+from kubemill.substrates.base import (
+    Children,
+    EventRecord,
+    JobView,
+    ProgressPoint,
+    ResourceReport,
+)
 
-STATIC_VERSION = "2"
+STATIC_VERSION = "3"
 """Bumped when the shipped CSS/JS change, so browsers fetch them again."""
-
-
-def esc(value: object) -> str:
-    """Text made safe for HTML content and attribute values."""
-    return html.escape(str(value), quote=True)
-
-
-def job_path(namespace: str, name: str, suffix: str = "") -> str:
-    return f"/jobs/{quote(namespace, safe='')}/{quote(name, safe='')}{suffix}"
-
-
-def state_badge(state: str) -> str:
-    return f'<span class="state state-{esc(state.lower())}">{esc(state)}</span>'
-
-
-def time_tag(moment_iso: str, *, age: bool = False) -> str:
-    """A ``<time>``; with ``age`` the script keeps its text as "how long ago" (``42s``)."""
-    if not moment_iso:
-        return '<span class="none">-</span>'
-    marker = " data-age" if age else ""
-    when = esc(moment_iso)
-    return f'<time datetime="{when}"{marker} title="{when}">{when}</time>'
-
-
-def duration_tag(started: str, ended: str) -> str:
-    """How long the job ran (until now while it runs); the script computes the words."""
-    if not started:
-        return '<span class="none">-</span>'
-    return f'<span data-duration data-start="{esc(started)}" data-end="{esc(ended)}">-</span>'
 
 
 def layout(title: str, body: str, *, csrf: str, page: str, active: str = "", data: str = "") -> str:
@@ -118,13 +97,40 @@ JOB_COLUMNS = ("Name", "Namespace", "Kind", "State", "Age", "Duration", "Replica
 
 def jobs_rows(views: Sequence[JobView]) -> str:
     """The jobs table's body: one row per job, newest first."""
-    rows = sorted((job_row(v) for v in views), key=lambda r: (iso(r.created), r.name))
+    rows = sorted_rows(views)
     if not rows:
-        return f'<tr class="empty"><td colspan="{len(JOB_COLUMNS) + 1}">No jobs yet.</td></tr>'
-    return "\n".join(_job_row_html(row) for row in reversed(rows))
+        return EMPTY_ROWS
+    return "\n".join(row.html for row in rows)
 
 
-def _job_row_html(row: JobRow) -> str:
+EMPTY_ROWS = f'<tr class="empty"><td colspan="{len(JOB_COLUMNS) + 1}">No jobs yet.</td></tr>'
+"""The jobs table's body when there is no job."""
+
+
+@dataclass(frozen=True)
+class RenderedRow:
+    """One job's row of the jobs table, as the page holds it and the live stream patches it."""
+
+    key: str
+    """``namespace/name``: which row of the page this one replaces."""
+    order: str
+    """Sorts the rows, newest first, as the strings compare (also the row's ``data-order``)."""
+    html: str
+
+
+def rendered_row(view: JobView) -> RenderedRow:
+    """The job's row of the jobs table."""
+    row = job_row(view)
+    order = f"{iso(row.created)} {row.name}"
+    return RenderedRow(f"{row.namespace}/{row.name}", order, _job_row_html(row, order))
+
+
+def sorted_rows(views: Sequence[JobView]) -> list[RenderedRow]:
+    """The jobs' rows, newest first."""
+    return sorted(map(rendered_row, views), key=lambda row: row.order, reverse=True)
+
+
+def _job_row_html(row: JobRow, order: str) -> str:
     link = (
         f'<a href="{esc(row.link.url)}" rel="noreferrer">{esc(row.link.label)}</a>'
         if row.link is not None
@@ -132,7 +138,8 @@ def _job_row_html(row: JobRow) -> str:
     )
     return (
         f'<tr data-kind="{esc(row.kind)}" data-state="{esc(row.state)}"'
-        f' data-namespace="{esc(row.namespace)}" data-name="{esc(row.name)}">'
+        f' data-namespace="{esc(row.namespace)}" data-name="{esc(row.name)}"'
+        f' data-order="{esc(order)}">'
         f'<th scope="row"><a href="{esc(job_path(row.namespace, row.name))}">'
         f"{esc(row.name)}</a></th>"
         f"<td>{esc(row.namespace)}</td><td>{esc(row.kind)}</td>"
@@ -201,6 +208,10 @@ class JobDetail:
     objects_note: str = ""
     progress: Sequence[ProgressPoint] = ()
     """The program's progress reports, oldest first (:meth:`JobClient.progress`)."""
+    resources: ResourceReport | None = None
+    """Each replica's CPU and memory over time (:meth:`JobClient.resources`)."""
+    children: Children | None = None
+    """The pods the job's program created itself, if its kind has such."""
 
 
 def _summary(detail: JobDetail) -> str:
@@ -354,6 +365,10 @@ def _manifest(detail: JobDetail) -> str:
     return f'<pre class="yaml"><code>{esc(detail.manifest_yaml)}</code></pre>{objects}'
 
 
+def _resources(detail: JobDetail) -> str:
+    return resources_html(detail.view.name, detail.resources)
+
+
 def _has_progress(detail: JobDetail) -> bool:
     return bool(detail.progress) or detail.view.status.trainer_status is not None
 
@@ -403,6 +418,13 @@ JOB_SECTIONS: tuple[Section, ...] = (
     Section("progress", "Progress and metrics", _progress, shown=_has_progress),
     Section("replicas", "Replicas", _replicas),
     Section("runs", "Runs", _runs, shown=lambda d: runs_no_pods(d.view)),
+    Section("resources", "Resources", _resources, shown=lambda d: not runs_no_pods(d.view)),
+    Section(
+        "children",
+        "Children",
+        lambda d: children_html(d.children) if d.children else "",
+        shown=lambda d: d.children is not None,
+    ),
     Section("events", "Events", _events),
     Section("manifest", "Manifest", _manifest, live=False),
 )

@@ -107,6 +107,19 @@ class InstallExtra:
 
 
 @dataclass(frozen=True)
+class ChildPods:
+    """Pods a job's own program creates (not the operator: a Spark driver's executors),
+    shown on the job page as its children."""
+
+    title: str
+    """What they are, as the page heads them (``Executors``)."""
+    selector: Callable[[Job], str]
+    """The label selector of a job's child pods on Kubernetes."""
+    local: str = ""
+    """What they are on the local substrate, where there are no pods, in words."""
+
+
+@dataclass(frozen=True)
 class Engine:
     """One job kind, whole."""
 
@@ -140,6 +153,8 @@ class Engine:
     Spark driver's UI); None for a kind without one."""
     extras: tuple[InstallExtra, ...] = ()
     """What ``kubemill install`` adds for the engine when asked (see :class:`InstallExtra`)."""
+    child_pods: ChildPods | None = None
+    """Pods its jobs' programs create themselves, for the job page; None for none."""
 
     @property
     def kind(self) -> str:

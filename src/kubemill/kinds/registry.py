@@ -27,6 +27,7 @@ from kubemill.api import FieldError, Job, JobStatus, KindTable, ManifestError, l
 from kubemill.api import crd as crd_generation
 from kubemill.core import Lifecycle
 from kubemill.engines.base import (
+    ChildPods,
     Controller,
     ControllerListing,
     Engine,
@@ -176,6 +177,12 @@ def listing_of(kind: str) -> ControllerListing | None:
     return None if controller is None else controller.listing
 
 
+def child_pods_of(kind: str) -> ChildPods | None:
+    """The pods ``kind``'s programs create themselves (a job page's children), if any."""
+    engine = _engines.get(kind)
+    return None if engine is None else engine.child_pods
+
+
 def web_ui_of(job: Job) -> str:
     """Where ``job``'s web UI serves (``host:port``), "" when its kind has none or its
     status does not say yet."""
@@ -320,6 +327,7 @@ __all__ = [
     "ServiceEngine",
     "UnknownKind",
     "add_known_objects",
+    "child_pods_of",
     "controller_for",
     "controllers",
     "crds",

@@ -48,11 +48,13 @@ from kubemill.kinds import UnknownKind, controllers, entry_for, load_one
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import (
+    Children,
     EventRecord,
     JobView,
     LogLine,
     LogQuery,
     ProgressPoint,
+    ResourceReport,
     SubmitOptions,
     SubstrateError,
 )
@@ -417,6 +419,19 @@ class JobClient:
         """The progress reports of the job's program, oldest first, for a plot of its
         metrics over steps (locally every report; on Kubernetes the latest only)."""
         return self.backend.progress(name, self._ns(namespace))
+
+    def children(self, name: str, namespace: str | None = None) -> Children | None:
+        """The pods the job's program created itself (a Spark application's executors),
+        where its kind has such (None if it has not): on Kubernetes the pods its engine's
+        labels select; locally none, with a note saying what they are there."""
+        return self.backend.children(name, self._ns(namespace))
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """Each replica's CPU (cores busy) and memory over time, oldest first: locally as
+        the supervisor sampled them every few seconds, kept with the job; on Kubernetes the
+        latest sample of each pod from the cluster's metrics API, or a ``note`` saying the
+        cluster has none."""
+        return self.backend.resources(name, self._ns(namespace))
 
     def interrupt(
         self,

@@ -174,6 +174,37 @@ class ProgressPoint:
     metrics: Mapping[str, float]
 
 
+@dataclass(frozen=True)
+class Children:
+    """Pods a job's program created itself (a Spark driver's executors), under ``title``;
+    ``note`` says what they are where the substrate has no pods of them."""
+
+    title: str
+    pods: tuple[ReplicaView, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ResourceSample:
+    """What a replica's processes used at one moment, for a plot over time."""
+
+    time: float
+    """Seconds since the epoch."""
+    cpu_cores: float
+    """CPU time used per second of wall time since the previous sample (1.0: one core
+    busy)."""
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class ResourceReport:
+    """Each replica's resource samples, oldest first, and what the substrate has to say
+    when it has none to give (``note``: a cluster without a metrics API)."""
+
+    replicas: Mapping[str, builtins.list[ResourceSample]]
+    note: str = ""
+
+
 def status_point(status: JobStatus) -> builtins.list[ProgressPoint]:
     """The one report a job's status holds (``trainerStatus``), for a substrate that keeps
     no history of them (its metrics' numbers read back from their text)."""
@@ -233,6 +264,14 @@ class Backend(Protocol):
     def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
         """The progress reports of the replica the job's ``trainerStatus`` follows, oldest
         first (as many as the substrate keeps; none if the program reported nothing)."""
+        ...
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """Each replica's CPU and memory over time, as far as the substrate knows them."""
+        ...
+
+    def children(self, name: str, namespace: str | None = None) -> Children | None:
+        """The pods the job's program created itself, if its kind has any (None if not)."""
         ...
 
     def interrupt(

@@ -328,6 +328,27 @@ def test_the_listed_phase_follows_the_status_whoever_wrote_it(
     assert listed is not None and [s.phase for s in listed] == ["Failed"]
 
 
+def test_a_listing_rebuilds_only_the_views_of_jobs_whose_records_changed(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # A long-lived reader (the dashboard) lists every half second: a job whose records did
+    # not change keeps its view; one whose status another process wrote gets a new one,
+    # and a deleted job is no longer listed.
+    finished_jobs(backend, tmp_path)
+    first = {view.name: view for view in backend.list()}
+    again = {view.name: view for view in backend.list()}
+    assert all(again[name] is first[name] for name in first)
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "R", "message": "m"}]}
+    with sqlite3.connect(backend.store.path) as conn:
+        conn.execute("UPDATE jobs SET status = ? WHERE name = 'good'", (json.dumps(failed),))
+    changed = {view.name: view for view in backend.list()}
+    assert changed["good"] is not first["good"] and changed["good"].phase == "Failed"
+    assert changed["bad"] is first["bad"] and changed["other"] is first["other"]
+    backend.delete("other", "team-a")
+    assert sorted(view.name for view in backend.list()) == ["bad", "good"]
+    assert sorted(view.name for view in backend.list("team-a")) == []
+
+
 def test_an_endpoint_column_appears_in_both_tables_only_when_a_cluster_serves() -> None:
     from kubemill.kinds import load_one
     from kubemill.substrates.base import JobView

@@ -110,15 +110,69 @@ function refreshOptions(options) {
   });
 }
 
+// One <tr> from the row HTML the server rendered.
+function parseRow(html) {
+  const template = document.createElement("template");
+  template.innerHTML = "<table><tbody>" + html + "</tbody></table>";
+  return template.content.querySelector("tr");
+}
+
+// Put the pushed rows in place: the whole table on a stream's first message, else only the
+// rows that changed, were added (at their place, newest first) or were removed.
+function patchRows(body, data) {
+  const columns = document.querySelectorAll("table.jobs thead th").length;
+  const patched = [];
+  if (data.full) {
+    body.replaceChildren(...data.rows.map((r) => parseRow(r.html)));
+    patched.push(...body.children);
+  } else {
+    const byKey = new Map();
+    body.querySelectorAll("tr[data-name]").forEach((row) => {
+      byKey.set(row.dataset.namespace + "/" + row.dataset.name, row);
+    });
+    for (const key of data.removed) {
+      const row = byKey.get(key);
+      if (row) row.remove();
+    }
+    for (const pushed of data.rows) {
+      const row = parseRow(pushed.html);
+      const old = byKey.get(pushed.key);
+      if (old && old.isConnected) {
+        old.replaceWith(row);
+      } else {
+        // Rows are newest first: before the first row that sorts after this one.
+        let next = null;
+        for (const other of body.querySelectorAll("tr[data-order]")) {
+          if (other.dataset.order < pushed.order) { next = other; break; }
+        }
+        body.insertBefore(row, next);
+      }
+      patched.push(row);
+    }
+  }
+  const empty = body.querySelector("tr.empty");
+  const any = body.querySelector("tr[data-name]") !== null;
+  if (any && empty) empty.remove();
+  if (!any && !empty) {
+    body.append(parseRow('<tr class="empty"><td colspan="' + columns + '">No jobs yet.</td></tr>'));
+  }
+  return patched;
+}
+
 function jobsPage() {
   document.querySelectorAll("[data-filter]").forEach((s) => s.addEventListener("change", filterRows));
+  let failing = false;
   stream("/api/stream/jobs", {
     jobs: (data) => {
-      if (data.error) { say(data.error); return; }
-      document.getElementById("job-rows").innerHTML = data.rows;
-      refreshOptions(data.options);
+      const body = document.getElementById("job-rows");
+      const patched = patchRows(body, data);
+      if (data.options) refreshOptions(data.options);
       filterRows();
-      tick(document.getElementById("job-rows"));
+      for (const row of patched) tick(row);
+      // Say a failed listing, and once, that the next one worked again.
+      if (data.error) say(data.error);
+      else if (failing) say("live");
+      failing = Boolean(data.error);
     },
   });
 }

@@ -8,18 +8,25 @@ from datetime import datetime
 from kubemill.api import Job
 from kubemill.core import RERUN
 from kubemill.engines.base import (
+    ChildPods,
     Controller,
     ControllerListing,
     Engine,
     LocalSupport,
     OperatorGrant,
 )
-from kubemill.engines.spark.api.application import SPARKAPPLICATION, SparkApplicationStatus
+from kubemill.engines.spark.api.application import (
+    SPARKAPPLICATION,
+    SparkApplication,
+    SparkApplicationStatus,
+)
 from kubemill.engines.spark.api.scheduled import (
     SCHEDULEDSPARKAPPLICATION,
     ScheduledSparkApplication,
 )
+from kubemill.engines.spark.framework.driver import application_id
 from kubemill.engines.spark.framework.planner import DRIVER_RESOURCES, DRIVER_VERBS, Spark
+from kubemill.engines.spark.framework.wire import LABEL_APP_SELECTOR, LABEL_ROLE
 from kubemill.engines.spark.local import LOCAL_ENV, local_plan, refusals
 from kubemill.engines.spark.schedule import SCHEDULED_SPARK
 
@@ -30,6 +37,24 @@ def _web_ui(job: Job) -> str:
     if isinstance(status, SparkApplicationStatus):
         return status.driver_info.web_ui_address or ""
     return ""
+
+
+def _executors(job: Job) -> str:
+    """The executors the driver creates, labelled as Spark labels them."""
+    if not isinstance(job, SparkApplication):
+        raise TypeError(f"{job.kind} {job.name} is no SparkApplication")
+    return f"{LABEL_APP_SELECTOR}={application_id(job)},{LABEL_ROLE}=executor"
+
+
+EXECUTORS = ChildPods(
+    "Executors",
+    _executors,
+    local=(
+        "Locally the executors are threads of the driver's JVM (local[N]), or, in"
+        " standalone mode, JVMs the Worker replicas start (their processes are the"
+        " Workers' above)."
+    ),
+)
 
 
 ENGINE = Engine(
@@ -79,6 +104,7 @@ ENGINE = Engine(
     restarts=False,
     local=LocalSupport(env=LOCAL_ENV, replan=local_plan, refusals=refusals),
     web_ui=_web_ui,
+    child_pods=EXECUTORS,
 )
 
 

@@ -57,7 +57,9 @@ from kubemill.substrates.base import (
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.job_views import (
+    ListedViews,
     LocalRun,
+    RecordReads,
     event_records,
     grace_of,
     job_view,
@@ -103,7 +105,7 @@ FOLLOW_CHECK_EVERY = 0.1
 """How often a follower of a job supervised elsewhere asks the database whether it ended."""
 
 
-class LocalBackend:
+class LocalBackend(RecordReads):
     """Runs jobs as processes on this machine; state under ``state_dir``."""
 
     def __init__(
@@ -128,6 +130,7 @@ class LocalBackend:
         self._detached: list[subprocess.Popen[bytes]] = []
         """Detached supervisors started here, kept to be reaped (they are our children)."""
         self._runs_lock = threading.Lock()
+        self._listed = ListedViews()  # a view is built again only if its records changed
 
     # --- submit ------------------------------------------------------------------------
 
@@ -253,8 +256,7 @@ class LocalBackend:
         # Heal and expire first (both may write replicas or remove the job), then read
         # what is left of every job's replicas in one query rather than one per job.
         fresh = [f for f in map(self._fresh, records) if f is not None]
-        replicas = self.store.replicas_of([rec.uid for rec in fresh])
-        return [job_view(self.store, rec, replicas[rec.uid]) for rec in fresh]
+        return self._listed.views(self.store, fresh, namespace)
 
     def wait(
         self, name: str, namespace: str | None = None, timeout: float | None = None

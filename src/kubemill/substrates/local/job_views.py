@@ -11,17 +11,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kubemill.kinds import child_pods_of
 from kubemill.substrates.base import (
+    Children,
     EventRecord,
     JobView,
     ProgressPoint,
     ReplicaView,
+    ResourceReport,
     SubstrateError,
 )
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, progress_dir, progress_file
 from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.progress import history
-from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
+from kubemill.substrates.local.sampling import resource_history
+from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store, checked_namespace
 from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
 
 
@@ -76,6 +80,45 @@ def job_view(store: Store, rec: JobRecord, replicas: list[ReplicaRecord] | None 
     return JobView(job=job, status=job.status, replicas=views, created=_utc(rec.created))
 
 
+class ListedViews:
+    """Each job's view as the last listing built it, with the records it was built from.
+
+    Loading a manifest into its model is most of a listing's time; a reader that lists
+    again and again (the dashboard, every half second) rebuilds only the views of jobs
+    whose records changed. A view is a function of its records, and readers only read
+    views, so one is handed out again as it is.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[JobRecord, tuple[ReplicaRecord, ...], JobView]] = {}
+
+    def views(
+        self,
+        store: Store,
+        records: list[JobRecord],
+        namespace: str | None,
+    ) -> list[JobView]:
+        """The views of ``records`` (the jobs of ``namespace``, or all), in their order;
+        every job's replicas are read in one query."""
+        replicas = store.replicas_of([rec.uid for rec in records])
+        views = []
+        for rec in records:
+            mine = tuple(replicas[rec.uid])
+            known = self._known.get(rec.uid)
+            if known is not None and known[0] == rec and known[1] == mine:
+                views.append(known[2])
+                continue
+            view = job_view(store, rec, list(mine))
+            self._known[rec.uid] = (rec, mine, view)
+            views.append(view)
+        # Forget the listed namespace's jobs that are gone.
+        listed = {rec.uid for rec in records}
+        for uid, (rec, _, _) in list(self._known.items()):
+            if uid not in listed and namespace in (None, rec.namespace):
+                self._known.pop(uid, None)
+        return views
+
+
 def progress_history(store: Store, rec: JobRecord) -> list[ProgressPoint]:
     """Every report of the first replica (in plan order) that made one."""
     directory = Path(progress_dir(str(rec.job_dir)))
@@ -84,6 +127,22 @@ def progress_history(store: Store, rec: JobRecord) -> list[ProgressPoint]:
         if points:
             return points
     return []
+
+
+class RecordReads:
+    """The reads of a recorded job that need only the store (the local backend's)."""
+
+    store: Store
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """Each replica's CPU and memory as its supervisor sampled them (:mod:`.sampling`)."""
+        rec = self.store.job(checked_namespace(namespace), name)
+        return ResourceReport(resource_history(rec.job_dir))
+
+    def children(self, name: str, namespace: str | None = None) -> Children | None:
+        """Locally a program makes no pods: its kind's note says what its children are."""
+        hook = child_pods_of(self.store.job(checked_namespace(namespace), name).kind)
+        return None if hook is None else Children(hook.title, note=hook.local)
 
 
 def event_records(store: Store, uid: str) -> list[EventRecord]:

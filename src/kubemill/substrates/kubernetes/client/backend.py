@@ -36,7 +36,9 @@ from typing import Any
 
 from kubemill.api import API_VERSION, GROUP, STOP_ANNOTATION, VERSION, Job
 from kubemill.frameworks import LABEL_JOB_NAME
+from kubemill.kinds import child_pods_of
 from kubemill.substrates.base import (
+    Children,
     EventRecord,
     JobExists,
     JobNotFound,
@@ -44,10 +46,12 @@ from kubemill.substrates.base import (
     LogLine,
     LogQuery,
     ProgressPoint,
+    ResourceReport,
     SubmitOptions,
     SubstrateError,
     status_point,
 )
+from kubemill.substrates.kubernetes.client.children import child_view
 from kubemill.substrates.kubernetes.client.connection import Connection, Http, connect
 from kubemill.substrates.kubernetes.client.errors import (
     INSTALL_HINT,
@@ -66,6 +70,7 @@ from kubemill.substrates.kubernetes.client.kinds import (
     split_name,
 )
 from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
+from kubemill.substrates.kubernetes.client.metrics import pod_metrics
 from kubemill.substrates.kubernetes.client.views import (
     job_plan,
     pick_replica,
@@ -227,6 +232,23 @@ class KubernetesBackend:
         """The one report the job's status holds: no history of reports is kept on
         Kubernetes (the operator reads none yet; see :mod:`kubemill.progress`)."""
         return status_point(self.get(name, namespace).status)
+
+    def children(self, name: str, namespace: str | None = None) -> Children | None:
+        """The pods the job's program created, selected as its engine's record says."""
+        found = self._find(name, self._ns(namespace))
+        hook = child_pods_of(found.kind.kind)
+        if hook is None:
+            return None
+        pods = self._list_pods(found.namespace, hook.selector(found.job()))
+        return Children(hook.title, tuple(sorted(map(child_view, pods), key=lambda p: p.name)))
+
+    def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
+        """The latest CPU and memory of the job's pods, from the metrics API if the cluster
+        has one (else a report that says it has none)."""
+        found = self._find(name, self._ns(namespace))
+        pods = [(p.get("metadata") or {}).get("name", "") for p in self._pods(found)]
+        selector = f"{LABEL_JOB_NAME}={found.name}"
+        return pod_metrics(self.http, found.namespace, selector, pods)
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The Events whose ``involvedObject`` is the job, oldest first."""

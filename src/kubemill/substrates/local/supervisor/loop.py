@@ -49,6 +49,7 @@ from kubemill.substrates.local.kubelet import (
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
+from kubemill.substrates.local.sampling import ResourceSampler, resources_dir
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
 from kubemill.substrates.local.supervisor.options import SupervisorOptions
@@ -126,6 +127,8 @@ class Supervisor:
         self._reports: tuple[ObservedProgress, ...] = ()
         self._next_progress_check = 0.0
         self._owner: procinfo.ProcessId | None = None
+        self._sampler: ResourceSampler | None = None
+        """Each running replica's CPU and memory, kept with the job (:mod:`.sampling`)."""
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -183,6 +186,9 @@ class Supervisor:
         self._owner = owner_of(rec.job_dir)  # whose end removes the job (see owner.py)
         self.children = written_file_sets(rec.files_dir)
         self._progress = progress_tail(self.store, self.uid, self._prepared.ctx.progress_dir)
+        self._sampler = ResourceSampler(
+            resources_dir(rec.job_dir), self.processes, lambda: self.pods
+        )
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -220,6 +226,8 @@ class Supervisor:
             self._drop_gone()
             self._start_pending(now)
             self.processes.watch_memory(now)
+            if self._sampler is not None:
+                self._sampler.sample(now)
             requested = self._requests(now)
             if requested == "delete":
                 self._stop_all("the job is being deleted")
