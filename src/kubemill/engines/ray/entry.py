@@ -1,0 +1,23 @@
+"""Ray's registry record: KubeRay's RayCluster, a head and worker groups of ``ray start``
+pods (processes locally) serving until deleted, made by ``kubemill cluster create ray``."""
+
+from kubemill.core import REPLICA_SET
+from kubemill.engines.base import Engine, LocalSupport, ServiceEngine
+from kubemill.engines.ray.api.raycluster import RAYCLUSTER, client_addresses, cluster_manifest
+from kubemill.engines.ray.framework import Ray
+from kubemill.engines.ray.local import USAGE_STATS_ENV, local_plan
+
+ENGINE = Engine(
+    RAYCLUSTER,
+    Ray(),
+    "Ray (KubeRay): a head and worker groups of `ray start` pods serving until deleted; "
+    "Ready once every node has joined, never Succeeded",
+    # Its pods are the core's, one by one, as KubeRay creates them (no Deployment).
+    lifecycle=REPLICA_SET,
+    finishes=False,
+    # Locally every node is a process on its own loopback ports and temp dir.
+    local=LocalSupport(env=USAGE_STATS_ENV, replan=local_plan),
+    cluster=ServiceEngine("ray", cluster_manifest, addresses=client_addresses),
+)
+
+__all__ = ["ENGINE"]
