@@ -188,13 +188,24 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         for o in install_manifests()
         if o["metadata"]["name"] == LEADER_ELECTION_ROLE and o["kind"] == "Role"
     )
-    assert lease["rules"] == [
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "verbs": ["get", "create", "update"],
-        }
-    ]
+    lease_rule = {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    }
+    # The history records (ConfigMaps) only in the operator's own namespace.
+    history_rule = {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["list", "create", "delete"],
+    }
+    assert lease["rules"] == [lease_rule, history_rule]
+    without_history = next(
+        o
+        for o in install_manifests(history=0)
+        if o["metadata"]["name"] == LEADER_ELECTION_ROLE and o["kind"] == "Role"
+    )
+    assert without_history["rules"] == [lease_rule]
 
 
 def test_namespaced_install_has_no_cluster_wide_permission() -> None:
@@ -312,7 +323,9 @@ def test_rules_are_data_with_reasons_and_no_wildcards() -> None:
         assert rule.why
         assert "*" not in rule.verbs + rule.resources + rule.api_groups
         assert len(set(rule.verbs)) == len(rule.verbs)
-    keys = [(r.api_groups, r.resources) for r in all_rules()]
+    # One rule per resource and scope (the history's ConfigMaps in the operator's own
+    # namespace are not an engine's delivered files in every namespace).
+    keys = [(r.api_groups, r.resources, r.scope) for r in all_rules()]
     assert len(keys) == len(set(keys))
 
 
@@ -335,8 +348,11 @@ def test_operator_deployment() -> None:
         "--all-namespaces",
         f"--metrics-port={METRICS_PORT}",
         f"--health-port={HEALTH_PORT}",
+        "--history=1000",
         "--leader-election",
     ]
+    history_args = install_manifests(history=7)[-1]["spec"]["template"]["spec"]["containers"][0]
+    assert "--history=7" in history_args["args"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": METRICS_PORT, "health": HEALTH_PORT}
     for probe in ("livenessProbe", "readinessProbe"):
@@ -350,6 +366,11 @@ def test_operator_deployment() -> None:
 def test_replicas_must_be_positive() -> None:
     with pytest.raises(ValueError, match="replicas"):
         install_manifests(replicas=0)
+
+
+def test_history_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="history"):
+        install_manifests(history=-1)
 
 
 def test_operator_args_dedupe_namespaces() -> None:
