@@ -32,7 +32,6 @@ from kubemill.sdk.summary import (
     state_of,
 )
 from kubemill.substrates.base import EventRecord, JobView, ProgressPoint
-from kubemill.substrates.history import JobRecord
 
 STATIC_VERSION = "2"
 """Bumped when the shipped CSS/JS change, so browsers fetch them again."""
@@ -191,69 +190,6 @@ def jobs_page(
 </div>
 {history}"""
     return layout("Jobs", body, csrf=csrf, page="jobs", active="jobs")
-
-
-# --- deleted jobs (history) ------------------------------------------------------------------
-
-HISTORY_COLUMNS = ("Name", "Namespace", "Kind", "State", "Deleted", "Why", "Replicas", "Restarts")
-DELETED_WHY = {"TTLExpired": "its TTL passed", "Deleted": "deleted"}
-
-
-def record_path(record: JobRecord) -> str:
-    """The page of one record of a deleted job (by the job's uid: a name may recur)."""
-    return "/history/" + quote(record.uid, safe="")
-
-
-def history_section(records: Sequence[JobRecord], *, note: str = "") -> str:
-    """The deleted jobs the substrate keeps records of, latest deletion first; nothing
-    when there are none (the local substrate keeps none: its finished jobs stay listed)."""
-    heading = '<section aria-labelledby="h-history"><h2 id="h-history">Deleted jobs</h2>'
-    if note:
-        return f'{heading}<p class="none">{esc(note)}</p></section>'
-    if not records:
-        return ""
-    rows = []
-    for record in sorted(records, key=lambda r: iso(r.deleted), reverse=True):
-        row = job_row(record.view)
-        rows.append(
-            f'<tr data-kind="{esc(row.kind)}" data-namespace="{esc(row.namespace)}"'
-            f' data-name="{esc(row.name)}">'
-            f'<th scope="row"><a href="{esc(record_path(record))}">{esc(row.name)}</a></th>'
-            f"<td>{esc(row.namespace)}</td><td>{esc(row.kind)}</td>"
-            f"<td>{state_badge(row.state)}</td>"
-            f"<td>{time_tag(iso(record.deleted))}</td>"
-            f"<td>{esc(DELETED_WHY.get(record.deleted_by, record.deleted_by))}</td>"
-            f'<td class="num">{esc(row.replicas)}</td><td class="num">{esc(row.restarts)}</td>'
-            "</tr>"
-        )
-    return (
-        f'{heading}<div class="table-wrap"><table class="jobs history">'
-        '<caption class="visually-hidden">Deleted jobs, latest deletion first</caption>'
-        f"<thead><tr>{column_headers(HISTORY_COLUMNS)}</tr></thead>"
-        f'<tbody id="history-rows">{"".join(rows)}</tbody></table></div></section>'
-    )
-
-
-def record_page(record: JobRecord, detail: JobDetail, *, csrf: str) -> str:
-    """One deleted job as its record keeps it: no actions, no logs, nothing live."""
-    view = record.view
-    kept = ("summary", "conditions", "replicas", "events", "manifest")
-    sections = [
-        f'<section class="panel panel-{s.key}" aria-labelledby="h-{s.key}">'
-        f'<h2 id="h-{s.key}">{s.title}</h2><div>{s.render(detail)}</div></section>'
-        for s in JOB_SECTIONS
-        if s.key in kept
-    ]
-    why = DELETED_WHY.get(record.deleted_by, record.deleted_by)
-    body = (
-        f'<h1><span class="kind">{esc(view.kind)}</span> {esc(view.name)}'
-        ' <span class="deleted">(deleted)</span></h1>'
-        f'<p class="record-note">Deleted {time_tag(iso(record.deleted))} ({esc(why)}).'
-        " This is the record the operator kept of it: its spec, final status, replicas and"
-        " events, no logs.</p>"
-        f'<div class="panels">{"".join(sections)}</div>'
-    )
-    return layout(f"{view.name} (deleted)", body, csrf=csrf, page="record")
 
 
 # --- one job --------------------------------------------------------------------------------

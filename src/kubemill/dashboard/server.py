@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from kubemill.api import ManifestError
-from kubemill.dashboard import pages
+from kubemill.dashboard import history, pages
 from kubemill.dashboard.pages import JobDetail, esc
 from kubemill.dashboard.security import Guard
 from kubemill.dashboard.views import (
@@ -40,7 +40,7 @@ from kubemill.dashboard.views import (
     runs_of_schedule,
 )
 from kubemill.kinds import load_one
-from kubemill.sdk import JobClient, JobExists, JobNotFound, JobRecord, LogLine, SubstrateError
+from kubemill.sdk import JobClient, JobExists, JobNotFound, LogLine, SubstrateError
 from kubemill.sdk.summary import (
     runs_no_pods,
     short_replica_name,
@@ -234,25 +234,8 @@ async def jobs_page(request: web.Request) -> web.Response:
     # Without a script the filters still work (the form reloads with them); with one, every
     # row is sent and hidden or shown as the filters change, as live updates arrive.
     csrf = dashboard.guard.csrf_token
-    history = await _history_section(dashboard, chosen)
-    return _html(pages.jobs_page(views, shown=shown, csrf=csrf, chosen=chosen, history=history))
-
-
-async def _history_section(dashboard: Dashboard, chosen: dict[str, str]) -> str:
-    """The deleted jobs the filters let through; a note instead when they cannot be read
-    (the user may see jobs but not the operator's records)."""
-    try:
-        records = await dashboard.call(dashboard.client.history)
-    except SubstrateError as exc:
-        return pages.history_section([], note=f"The records of deleted jobs cannot be read: {exc}")
-    shown = [
-        r
-        for r in records
-        if (not chosen["kind"] or r.kind == chosen["kind"])
-        and (not chosen["state"] or state_of(r.view) == chosen["state"])
-        and (not chosen["namespace"] or r.namespace == chosen["namespace"])
-    ]
-    return pages.history_section(shown)
+    deleted = await history.history_html(dashboard, chosen)
+    return _html(pages.jobs_page(views, shown=shown, csrf=csrf, chosen=chosen, history=deleted))
 
 
 async def job_page(request: web.Request) -> web.Response:
@@ -261,34 +244,10 @@ async def job_page(request: web.Request) -> web.Response:
     try:
         detail = await dashboard.call(dashboard.detail, name, namespace, manifest=True)
     except JobNotFound:
-        # A deleted job's page shows its latest record, if the substrate keeps one.
-        records = await dashboard.call(dashboard.client.history, namespace)
-        latest = [r for r in records if r.name == name]
-        if latest:
-            return _record_html(dashboard, latest[-1])
+        if record := await history.latest_record(dashboard, namespace, name):  # deleted
+            return _html(history.record_html(dashboard, record))
         return _not_found(request, f"no job {name} in namespace {namespace}")
     return _html(pages.job_page(detail, csrf=dashboard.guard.csrf_token))
-
-
-async def record_page(request: web.Request) -> web.Response:
-    dashboard = _dashboard(request)
-    uid = request.match_info["uid"]
-    records = await dashboard.call(dashboard.client.history)
-    found = [r for r in records if r.uid == uid]
-    if not found:
-        return _not_found(request, f"no record of a deleted job with uid {uid}")
-    return _record_html(dashboard, found[-1])
-
-
-def _record_html(dashboard: Dashboard, record: JobRecord) -> web.Response:
-    from kubemill.substrates.kubernetes.render import dump_yaml
-
-    detail = pages.JobDetail(
-        record.view,
-        record.events,
-        manifest_yaml=dump_yaml([job_object(record.view)]).removeprefix("---\n"),
-    )
-    return _html(pages.record_page(record, detail, csrf=dashboard.guard.csrf_token))
 
 
 async def logs_page(request: web.Request) -> web.Response:
@@ -623,7 +582,7 @@ def build_app(
     app.router.add_get("/", jobs_page)
     app.router.add_get("/submit", submit_page)
     app.router.add_get(job, job_page)
-    app.router.add_get("/history/{uid}", record_page)
+    history.add_routes(app, dashboard)
     app.router.add_get(job + "/logs", logs_page)
     app.router.add_get(job + "/logs.txt", logs_download)
     app.router.add_get("/api/jobs", jobs_json)
