@@ -197,11 +197,12 @@ class HistoryKeeper:
         return ObjectRef("v1", "configmaps", self.namespace, name)
 
     async def _write_forever(self) -> None:
-        await self._load_kept()
+        allowed = await self._load_kept()
         while True:
             record = await self._pending.get()
             try:
-                await self._write(record)
+                if allowed:
+                    await self._write(record)
                 await self._prune()
             except asyncio.CancelledError:
                 raise
@@ -210,18 +211,30 @@ class HistoryKeeper:
             finally:
                 self._pending.task_done()
 
-    async def _load_kept(self) -> None:
+    async def _load_kept(self) -> bool:
+        """List the records there are (and prune them to the count); False if this
+        operator may not (installed with ``--history 0``, or run by hand without the
+        grant): it then records nothing, rather than retry forever."""
         delays = iter(RETRY_SECONDS)
         while True:
             try:
                 found = await self._api.list(self._ref(), label_selector=history_selector())
                 break
             except ApiError as exc:
+                if exc.status in (401, 403):
+                    logger.error(
+                        "history: no records kept: listing configmaps in %s refused (%s); "
+                        "`kubemill install --history N` grants it, --history 0 turns this off",
+                        self.namespace,
+                        exc,
+                    )
+                    return False
                 delay = next(delays, RETRY_SECONDS[-1])
                 logger.warning("history: records not listed (retrying in %.1fs): %s", delay, exc)
                 await asyncio.sleep(delay)
         self._kept = sorted((deleted_at(c), str(c["metadata"]["name"])) for c in found)
         await self._prune()
+        return True
 
     async def _write(self, record: dict[str, Any]) -> None:
         name = str(record["metadata"]["name"])
