@@ -421,12 +421,19 @@ def _chart_objects(values: dict[str, Any], namespace: str) -> list[dict[str, Any
     ("values", "options"),
     [
         pytest.param(
-            {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": []}, {}, id="defaults"
+            {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": [], "history": 1000},
+            {},
+            id="defaults",
         ),
         pytest.param(
-            {"image": "r/k:2", "replicas": 1, "watchNamespaces": ["a", "b"]},
-            {"image": "r/k:2", "replicas": 1, "watch_namespaces": ["a", "b"]},
+            {"image": "r/k:2", "replicas": 1, "watchNamespaces": ["a", "b"], "history": 5},
+            {"image": "r/k:2", "replicas": 1, "watch_namespaces": ["a", "b"], "history": 5},
             id="namespaced",
+        ),
+        pytest.param(
+            {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": [], "history": 0},
+            {"history": 0},
+            id="no-history",
         ),
     ],
 )
@@ -452,7 +459,12 @@ def test_helm_chart_renders_to_the_same_objects(
 def test_chart_values_and_crds() -> None:
     files = chart_files()
     values = yaml.safe_load(files["values.yaml"])
-    assert values == {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": []}
+    assert values == {
+        "image": DEFAULT_IMAGE,
+        "replicas": 2,
+        "watchNamespaces": [],
+        "history": 1000,
+    }
     chart_crds = [yaml.safe_load(files[f"crds/{c['metadata']['name']}.yaml"]) for c in crds()]
     assert chart_crds == crds()
     chart = yaml.safe_load(files["Chart.yaml"])
