@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubemill.substrates.base import ReplicaView
+from kubemill.substrates.kubernetes.observe import parse_time
 
 LABEL_HISTORY = "kubemill.dev/history"
 """On every record (value :data:`FORMAT`): how a listing finds them."""
@@ -105,6 +106,24 @@ def replica_wire(view: ReplicaView) -> dict[str, Any]:
     }
 
 
+def replica_from_wire(wire: Mapping[str, Any]) -> ReplicaView:
+    """One replica as :func:`replica_wire` kept it."""
+    exit_code = wire.get("exitCode")
+    index = wire.get("index")
+    return ReplicaView(
+        name=str(wire.get("name") or ""),
+        replica_type=str(wire.get("replicaType") or ""),
+        index=index if isinstance(index, int) else 0,
+        phase=str(wire.get("phase") or "Unknown"),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        restarts=int(wire.get("restarts") or 0),
+        started=parse_time(wire.get("started")),
+        finished=parse_time(wire.get("finished")),
+        reason=str(wire.get("reason") or ""),
+        message=str(wire.get("message") or ""),
+    )
+
+
 def deleted_by(job: Mapping[str, Any], deleted: datetime) -> str:
     """Why the job went: :data:`DELETED_BY_TTL` when its TTL after its final condition had
     passed at ``deleted`` (the operator deletes it then), else :data:`DELETED_BY_USER`."""
@@ -118,13 +137,9 @@ def deleted_by(job: Mapping[str, Any], deleted: datetime) -> str:
         ),
         None,
     )
-    if not isinstance(ttl, int) or not isinstance(ended, str):
+    end = parse_time(ended)
+    if not isinstance(ttl, int) or end is None:
         return DELETED_BY_USER
-    try:
-        end = datetime.fromisoformat(ended)
-    except ValueError:
-        return DELETED_BY_USER
-    end = end if end.tzinfo else end.replace(tzinfo=UTC)
     return DELETED_BY_TTL if (deleted - end).total_seconds() >= ttl else DELETED_BY_USER
 
 

@@ -15,13 +15,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubemill.substrates.base import JobView, ReplicaView
+from kubemill.substrates.base import JobView
 from kubemill.substrates.history import JobRecord
 from kubemill.substrates.kubernetes.client.connection import Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
 from kubemill.substrates.kubernetes.client.events import event_record
 from kubemill.substrates.kubernetes.client.kinds import load_job
-from kubemill.substrates.kubernetes.history import history_selector, record_body
+from kubemill.substrates.kubernetes.history import (
+    history_selector,
+    record_body,
+    replica_from_wire,
+)
 from kubemill.substrates.kubernetes.observe import parse_time
 from kubemill.substrates.kubernetes.transport import api_path
 
@@ -64,7 +68,9 @@ def job_record(config_map: Mapping[str, Any]) -> JobRecord | None:
     view = JobView(
         job=job,
         status=job.status,
-        replicas=tuple(_replica(r) for r in body.get("replicas") or () if isinstance(r, dict)),
+        replicas=tuple(
+            replica_from_wire(r) for r in body.get("replicas") or () if isinstance(r, dict)
+        ),
         created=parse_time(job.metadata.creation_timestamp),
     )
     events = tuple(
@@ -79,21 +85,4 @@ def job_record(config_map: Mapping[str, Any]) -> JobRecord | None:
         deleted_by=str(body.get("deletedBy") or ""),
         events=events,
         uid=str(job.metadata.uid or ""),
-    )
-
-
-def _replica(wire: Mapping[str, Any]) -> ReplicaView:
-    exit_code = wire.get("exitCode")
-    index = wire.get("index")
-    return ReplicaView(
-        name=str(wire.get("name") or ""),
-        replica_type=str(wire.get("replicaType") or ""),
-        index=index if isinstance(index, int) else 0,
-        phase=str(wire.get("phase") or "Unknown"),
-        exit_code=exit_code if isinstance(exit_code, int) else None,
-        restarts=int(wire.get("restarts") or 0),
-        started=parse_time(wire.get("started")),
-        finished=parse_time(wire.get("finished")),
-        reason=str(wire.get("reason") or ""),
-        message=str(wire.get("message") or ""),
     )
