@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from kubemill.dashboard.security import CSRF_HEADER, Guard
 from kubemill.dashboard.server import build_app
-from kubemill.sdk import JobClient
+from kubemill.sdk import JobClient, ReplicaView
+from kubemill.substrates.kubernetes.history import PostedEvent, build_record
+from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE
 from support import kmock_cluster
 from support.kube_client_support import SEED_TFJOB as MANIFEST
 from support.kube_client_support import ClientClusterThread, Operator, running
@@ -64,4 +68,50 @@ async def test_the_list_one_job_and_an_action_on_kubernetes(
         deleted = await web.post("/api/jobs/ml/seed/delete", headers=headers)
         assert (await deleted.json())["deleted"] is True
         assert await asyncio.to_thread(jobs.list) == []
+    jobs.backend.close()  # type: ignore[attr-defined]
+
+
+async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_its_record(
+    cluster: ClientClusterThread, tmp_path: Path
+) -> None:
+    cluster.create_namespaces(DEFAULT_NAMESPACE)
+    job = yaml.safe_load(MANIFEST)
+    job["metadata"].update(namespace="ml", uid="uid-gone", creationTimestamp="2026-01-01T00:00:00Z")
+    job["status"] = {
+        "conditions": [
+            {"type": "Failed", "status": "True", "lastTransitionTime": "2026-01-01T00:05:00Z"}
+        ]
+    }
+    failed = ReplicaView(
+        "seed-worker-0", "Worker", 0, "Failed", exit_code=3, reason="Error", message="boom"
+    )
+    event = PostedEvent(datetime(2026, 1, 1, 0, 5, tzinfo=UTC), "Warning", "TFJobFailed", "lost")
+    # The record as the operator writes it (tests/substrates/kubernetes/operator/test_history).
+    record = build_record(
+        job,
+        namespace=DEFAULT_NAMESPACE,
+        replicas=[failed],
+        events=[event],
+        deleted=datetime(2026, 1, 1, 0, 6, tzinfo=UTC),
+    )
+    assert record is not None
+    cluster.create(f"/api/v1/namespaces/{DEFAULT_NAMESPACE}/configmaps", record)
+
+    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
+    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
+    web: TestClient[Any, Any]
+    async with TestClient(TestServer(build_app(jobs, guard=Guard()), host="127.0.0.1")) as web:
+        listing = await (await web.get("/")).text()
+        history = listing.split('id="history-rows"')[1].split("</tbody>")[0]
+        assert 'href="/history/uid-gone"' in history and "seed" in history
+        assert "Failed" in history and "deleted" in history
+
+        for path in ("/jobs/ml/seed", "/history/uid-gone"):
+            answer = await web.get(path)
+            assert answer.status == 200, path
+            page = await answer.text()
+            assert "(deleted)" in page
+            assert "TFJobFailed" in page and "boom" in page
+            assert 'data-action="delete"' not in page  # a record has no actions
+        assert (await web.get("/history/no-such-uid")).status == 404
     jobs.backend.close()  # type: ignore[attr-defined]

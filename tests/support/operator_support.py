@@ -201,6 +201,7 @@ def rules_for(args: list[str]) -> list[Rule]:
         serve_upstream_groups="--serve-upstream-groups" in args,
         clusterwide="--all-namespaces" in args
         or not any(a.startswith("--namespace") for a in args),
+        history="--history=0" not in args,
     )
 
 

@@ -130,11 +130,19 @@ def get(
         OutputFormat, typer.Option("--output", "-o", help="table, yaml or json.")
     ] = OutputFormat.TABLE,
     namespace: NamespaceOption = None,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help="Also the deleted jobs the substrate keeps records of (on Kubernetes, the "
+            "operator's: kubemill install --history).",
+        ),
+    ] = False,
 ) -> None:
     """List jobs, or show one: state, replicas ready/total, restarts, age."""
     from kubemill.cli.listing import get_jobs
 
-    get_jobs(settings_of(ctx, namespace), name, output=output.value)
+    get_jobs(settings_of(ctx, namespace), name, output=output.value, history=history)
 
 
 @app.command()

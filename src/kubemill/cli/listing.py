@@ -30,13 +30,24 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from kubemill.substrates.base import JobView
+    from kubemill.substrates.history import JobRecord
 
 
-def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
-    """``kubemill get [NAME | KIND] [-o yaml|json]``: a kind's plural, singular or short name
-    (``tfjobs``, ``tfj``), as with kubectl, lists the jobs of that kind."""
+def get_jobs(settings: Settings, name: str | None, *, output: str, history: bool = False) -> None:
+    """``kubemill get [NAME | KIND] [-o yaml|json] [--history]``: a kind's plural, singular
+    or short name (``tfjobs``, ``tfj``), as with kubectl, lists the jobs of that kind;
+    ``history`` adds the records of deleted jobs the substrate keeps (:func:`history_rows`)."""
     kind = kind_named(name) if name else None
     one_namespace = settings.namespace is not None
+    if history:
+        if name is not None and kind is None:
+            import typer
+
+            raise typer.BadParameter(
+                "lists jobs: give no job name (a kind is fine)", param_hint="--history"
+            )
+        _get_with_history(settings, kind, output=output)
+        return
     if name is None and output == "table":
         rows = job_rows(settings)
         colour = colour_wanted(sys.stdout)
@@ -65,6 +76,57 @@ def get_jobs(settings: Settings, name: str | None, *, output: str) -> None:
     else:
         rows = [row_of(view) for view in views]
         write(jobs_text(rows, one_namespace=one_namespace, colour=colour), sys.stdout)
+
+
+DELETED_SUFFIX = " (deleted)"
+"""After a deleted job's state in ``get --history``."""
+
+
+def _get_with_history(settings: Settings, kind: str | None, *, output: str) -> None:
+    """The jobs there are, then the records of deleted ones, oldest deletion last."""
+    client = settings.client()
+    views = client.list(namespace=settings.namespace)
+    records = client.history(namespace=settings.namespace)
+    if kind is not None:
+        views = [v for v in views if v.kind == kind]
+        records = [r for r in records if r.kind == kind]
+    if output != "table":
+        items = [job_object(v) for v in views] + [record_object(r) for r in records]
+        _print_data({"apiVersion": "v1", "kind": "List", "items": items}, fmt=output)
+        return
+    from kubemill.sdk.summary import row_of
+
+    colour = colour_wanted(sys.stdout)
+    rows = [row_of(v) for v in views] + history_rows(records)
+    one_namespace = settings.namespace is not None
+    text = jobs_text(rows, one_namespace=one_namespace, colour=colour) if rows else ""
+    write(text or empty_text(kind or "job", colour=colour), sys.stdout)
+
+
+def history_rows(records: Sequence[JobRecord]) -> list[JobSummary]:
+    """A deleted job's row: as its last state was, the state marked deleted."""
+    from dataclasses import replace
+
+    from kubemill.sdk.summary import row_of
+
+    rows = []
+    for record in records:
+        row = row_of(record.view)
+        rows.append(replace(row, phase=row.phase + DELETED_SUFFIX))
+    return rows
+
+
+def record_object(record: JobRecord) -> dict[str, Any]:
+    """A deleted job as ``-o yaml|json`` prints it: its last object, with when and why it
+    was deleted as annotations."""
+    from kubemill.cli.views import timestamp
+
+    obj = job_object(record.view)
+    annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
+    if record.deleted is not None:
+        annotations["kubemill.dev/deleted-at"] = timestamp(record.deleted)
+    annotations["kubemill.dev/deleted-by"] = record.deleted_by
+    return obj
 
 
 _GLOBAL = {"--state-dir": "state_dir", "--substrate": "substrate", "--namespace": "namespace"}
@@ -212,13 +274,17 @@ def job_object(view: JobView) -> dict[str, Any]:
 
 
 def _print_objects(views: Sequence[JobView], *, single: bool, fmt: str) -> None:
-    import typer
-
     data: dict[str, Any]
     if single:
         data = job_object(views[0])
     else:
         data = {"apiVersion": "v1", "kind": "List", "items": [job_object(v) for v in views]}
+    _print_data(data, fmt=fmt)
+
+
+def _print_data(data: dict[str, Any], *, fmt: str) -> None:
+    import typer
+
     if fmt == "json":
         typer.echo(json.dumps(data, indent=2))
     else:
@@ -229,10 +295,12 @@ def _print_objects(views: Sequence[JobView], *, single: bool, fmt: str) -> None:
 
 __all__ = [
     "get_jobs",
+    "history_rows",
     "job_object",
     "job_rows",
     "kind_named",
     "own_table",
     "plain_get",
     "plain_get_settings",
+    "record_object",
 ]

@@ -59,6 +59,14 @@ def install(
     timeout: Annotated[
         float, typer.Option(min=0, help="Seconds to wait for readiness (--wait).")
     ] = 300.0,
+    history: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Records of deleted jobs the operator keeps for `kubemill get --history` "
+            "(1000; 0: none, and no grant for them).",
+        ),
+    ] = None,
     runtimes: Annotated[
         bool,
         typer.Option(
@@ -75,7 +83,7 @@ def install(
     """
     from kubemill.substrates.kubernetes import install as installer
 
-    given = {"namespace": namespace, "image": image, "replicas": replicas}
+    given = {"namespace": namespace, "image": image, "replicas": replicas, "history": history}
     # Options left out keep the generator's defaults (one source of truth).
     objects = installer.install_manifests(
         watch_namespaces=watch_namespace or None,

@@ -161,10 +161,16 @@ def filter_options(views: Sequence[JobView]) -> dict[str, list[str]]:
 
 
 def jobs_page(
-    views: Sequence[JobView], *, shown: Sequence[JobView], csrf: str, chosen: dict[str, str]
+    views: Sequence[JobView],
+    *,
+    shown: Sequence[JobView],
+    csrf: str,
+    chosen: dict[str, str],
+    history: str = "",
 ) -> str:
     """The jobs table (``shown``: the jobs the filters let through) and its filters, which
-    offer what ``views`` (every job) holds."""
+    offer what ``views`` (every job) holds; ``history``: the deleted jobs' section
+    (:func:`history_section`)."""
     options = filter_options(views)
     selects = []
     for key, label in (("kind", "Kind"), ("state", "State"), ("namespace", "Namespace")):
@@ -188,7 +194,8 @@ def jobs_page(
 {jobs_rows(shown)}
 </tbody>
 </table>
-</div>"""
+</div>
+{history}"""
     return layout("Jobs", body, csrf=csrf, page="jobs", active="jobs")
 
 

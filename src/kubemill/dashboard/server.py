@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from kubemill.api import ManifestError
-from kubemill.dashboard import pages
+from kubemill.dashboard import history, pages
 from kubemill.dashboard.feed import JobsFeed
 from kubemill.dashboard.markup import esc, job_path
 from kubemill.dashboard.pages import JobDetail
@@ -196,7 +196,8 @@ async def jobs_page(request: web.Request) -> web.Response:
     # Without a script the filters still work (the form reloads with them); with one, every
     # row is sent and hidden or shown as the filters change, as live updates arrive.
     csrf = dashboard.guard.csrf_token
-    return _html(pages.jobs_page(views, shown=shown, csrf=csrf, chosen=chosen))
+    deleted = await history.history_html(dashboard, chosen)
+    return _html(pages.jobs_page(views, shown=shown, csrf=csrf, chosen=chosen, history=deleted))
 
 
 async def job_page(request: web.Request) -> web.Response:
@@ -205,6 +206,8 @@ async def job_page(request: web.Request) -> web.Response:
     try:
         detail = await dashboard.call(dashboard.detail, name, namespace, manifest=True)
     except JobNotFound:
+        if record := await history.latest_record(dashboard, namespace, name):  # deleted
+            return _html(history.record_html(dashboard, record))
         return _not_found(request, f"no job {name} in namespace {namespace}")
     return _html(pages.job_page(detail, csrf=dashboard.guard.csrf_token))
 
@@ -563,6 +566,7 @@ def build_app(
     app.router.add_get("/", jobs_page)
     app.router.add_get("/submit", submit_page)
     app.router.add_get(job, job_page)
+    history.add_routes(app, dashboard)
     app.router.add_get(job + "/logs", logs_page)
     app.router.add_get(job + "/logs.txt", logs_download)
     app.router.add_get("/api/jobs", jobs_json)

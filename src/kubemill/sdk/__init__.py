@@ -21,6 +21,7 @@ from kubemill.substrates.base import (
     ReplicaView,
     SubstrateError,
 )
+from kubemill.substrates.history import JobRecord
 
 __all__ = [
     "BACKENDS",
@@ -29,6 +30,7 @@ __all__ = [
     "JobClient",
     "JobExists",
     "JobNotFound",
+    "JobRecord",
     "JobSource",
     "JobView",
     "LogLine",

@@ -36,6 +36,7 @@ _KUBERNETES_OPTIONS = (
     "context",
     "namespace",
     "operator_timeout",
+    "operator_namespace",
     "poll_interval",
     "api_client",
 )

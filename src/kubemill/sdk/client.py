@@ -58,6 +58,7 @@ from kubemill.substrates.base import (
     SubmitOptions,
     SubstrateError,
 )
+from kubemill.substrates.history import JobRecord, KeepsHistory
 
 JobSource = Job | str | os.PathLike[str] | Mapping[str, Any]
 """A job model, a manifest file's path, YAML text, or a manifest as a dict."""
@@ -362,6 +363,15 @@ class JobClient:
     def list(self, namespace: str | None = None) -> builtins.list[JobView]:
         """Every job of ``namespace`` (all namespaces when neither it nor the client's is set)."""
         return self.backend.list(self._ns(namespace))
+
+    def history(self, namespace: str | None = None) -> builtins.list[JobRecord]:
+        """Records of deleted jobs (of ``namespace``, else the client's, else all), oldest
+        deletion first: on Kubernetes, those the operator keeps (``kubemill install
+        --history``); none on a substrate that keeps nothing of a deleted job (local: a
+        finished job stays in ``list`` until it is deleted)."""
+        if not isinstance(self.backend, KeepsHistory):
+            return []
+        return self.backend.history(self._ns(namespace))
 
     def wait(
         self, name: str, namespace: str | None = None, *, timeout: float | None = None

@@ -195,13 +195,24 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
         for o in install_manifests()
         if o["metadata"]["name"] == LEADER_ELECTION_ROLE and o["kind"] == "Role"
     )
-    assert lease["rules"] == [
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "verbs": ["get", "create", "update"],
-        }
-    ]
+    lease_rule = {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    }
+    # The history records (ConfigMaps) only in the operator's own namespace.
+    history_rule = {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["list", "create", "delete"],
+    }
+    assert lease["rules"] == [lease_rule, history_rule]
+    without_history = next(
+        o
+        for o in install_manifests(history=0)
+        if o["metadata"]["name"] == LEADER_ELECTION_ROLE and o["kind"] == "Role"
+    )
+    assert without_history["rules"] == [lease_rule]
 
 
 def test_namespaced_install_has_no_cluster_wide_permission() -> None:
@@ -319,7 +330,9 @@ def test_rules_are_data_with_reasons_and_no_wildcards() -> None:
         assert rule.why
         assert "*" not in rule.verbs + rule.resources + rule.api_groups
         assert len(set(rule.verbs)) == len(rule.verbs)
-    keys = [(r.api_groups, r.resources) for r in all_rules()]
+    # One rule per resource and scope (the history's ConfigMaps in the operator's own
+    # namespace are not an engine's delivered files in every namespace).
+    keys = [(r.api_groups, r.resources, r.scope) for r in all_rules()]
     assert len(keys) == len(set(keys))
 
 
@@ -342,8 +355,11 @@ def test_operator_deployment() -> None:
         "--all-namespaces",
         f"--metrics-port={METRICS_PORT}",
         f"--health-port={HEALTH_PORT}",
+        "--history=1000",
         "--leader-election",
     ]
+    history_args = install_manifests(history=7)[-1]["spec"]["template"]["spec"]["containers"][0]
+    assert "--history=7" in history_args["args"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": METRICS_PORT, "health": HEALTH_PORT}
     for probe in ("livenessProbe", "readinessProbe"):
@@ -357,6 +373,11 @@ def test_operator_deployment() -> None:
 def test_replicas_must_be_positive() -> None:
     with pytest.raises(ValueError, match="replicas"):
         install_manifests(replicas=0)
+
+
+def test_history_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="history"):
+        install_manifests(history=-1)
 
 
 def test_operator_args_dedupe_namespaces() -> None:
@@ -407,12 +428,19 @@ def _chart_objects(values: dict[str, Any], namespace: str) -> list[dict[str, Any
     ("values", "options"),
     [
         pytest.param(
-            {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": []}, {}, id="defaults"
+            {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": [], "history": 1000},
+            {},
+            id="defaults",
         ),
         pytest.param(
-            {"image": "r/k:2", "replicas": 1, "watchNamespaces": ["a", "b"]},
-            {"image": "r/k:2", "replicas": 1, "watch_namespaces": ["a", "b"]},
+            {"image": "r/k:2", "replicas": 1, "watchNamespaces": ["a", "b"], "history": 5},
+            {"image": "r/k:2", "replicas": 1, "watch_namespaces": ["a", "b"], "history": 5},
             id="namespaced",
+        ),
+        pytest.param(
+            {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": [], "history": 0},
+            {"history": 0},
+            id="no-history",
         ),
     ],
 )
@@ -438,7 +466,12 @@ def test_helm_chart_renders_to_the_same_objects(
 def test_chart_values_and_crds() -> None:
     files = chart_files()
     values = yaml.safe_load(files["values.yaml"])
-    assert values == {"image": DEFAULT_IMAGE, "replicas": 2, "watchNamespaces": []}
+    assert values == {
+        "image": DEFAULT_IMAGE,
+        "replicas": 2,
+        "watchNamespaces": [],
+        "history": 1000,
+    }
     chart_crds = [yaml.safe_load(files[f"crds/{c['metadata']['name']}.yaml"]) for c in crds()]
     assert chart_crds == crds()
     chart = yaml.safe_load(files["Chart.yaml"])

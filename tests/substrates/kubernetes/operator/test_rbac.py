@@ -22,6 +22,7 @@ SUITE = (
     "test_spark_operator",
     "test_spark_scheduled",
     "test_mars_operator",
+    "test_history",
 )
 
 

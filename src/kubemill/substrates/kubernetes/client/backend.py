@@ -16,7 +16,8 @@ only when a backend is built, so ``import kubemill`` stays cheap):
 - ``interrupt`` sets the stop annotation (the core fails the job, ``Interrupted``) and
   waits for its pods to go; ``suspend``/``resume`` merge-patch ``runPolicy.suspend``;
 - ``delete`` deletes the job object; its pods, services and PodGroup go with it through
-  the garbage collector (they carry an ``ownerReference`` to the job).
+  the garbage collector (they carry an ``ownerReference`` to the job);
+- ``history`` reads the operator's records of deleted jobs (:mod:`.history`).
 
 Errors say what to do (see :mod:`.errors`): CRDs missing, no operator acting on a new job
 within ``operator_timeout`` seconds, which verb on which resource RBAC refuses, an
@@ -51,6 +52,7 @@ from kubemill.substrates.base import (
     SubstrateError,
     status_point,
 )
+from kubemill.substrates.history import JobRecord
 from kubemill.substrates.kubernetes.client.children import child_view
 from kubemill.substrates.kubernetes.client.connection import Connection, Http, connect
 from kubemill.substrates.kubernetes.client.errors import (
@@ -61,6 +63,7 @@ from kubemill.substrates.kubernetes.client.errors import (
     Request,
 )
 from kubemill.substrates.kubernetes.client.events import event_record, event_selector
+from kubemill.substrates.kubernetes.client.history import read_records
 from kubemill.substrates.kubernetes.client.kinds import (
     Found,
     JobKind,
@@ -100,6 +103,7 @@ class KubernetesBackend:
     the operator (a condition or a pod) before ``submit(detach=False)``, ``wait`` and
     ``logs(follow=True)`` raise :class:`OperatorNotActing` (``0`` or ``None``: never).
     ``api_client`` uses a ready ``kubernetes.client.ApiClient`` instead of a kubeconfig.
+    ``operator_namespace`` is where the operator keeps its history records.
     """
 
     def __init__(
@@ -111,7 +115,9 @@ class KubernetesBackend:
         operator_timeout: float | None = DEFAULT_OPERATOR_TIMEOUT,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         api_client: Any = None,
+        operator_namespace: str = OPERATOR_NAMESPACE,
     ) -> None:
+        self.operator_namespace = operator_namespace
         if api_client is not None:
             connection = Connection(
                 api_client, str(api_client.configuration.host), context, namespace or "default"
@@ -249,6 +255,13 @@ class KubernetesBackend:
         pods = [(p.get("metadata") or {}).get("name", "") for p in self._pods(found)]
         selector = f"{LABEL_JOB_NAME}={found.name}"
         return pod_metrics(self.http, found.namespace, selector, pods)
+
+    def history(self, namespace: str | None = None) -> builtins.list[JobRecord]:
+        """The operator's records of deleted jobs of ``namespace`` (every namespace when
+        ``None``), oldest deletion first."""
+        return read_records(
+            self.http, operator_namespace=self.operator_namespace, namespace=namespace
+        )
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The Events whose ``involvedObject`` is the job, oldest first."""

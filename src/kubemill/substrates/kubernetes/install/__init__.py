@@ -51,6 +51,7 @@ from kubemill.substrates.kubernetes.install.manifests import (
     operator_args,
 )
 from kubemill.substrates.kubernetes.install.names import (
+    DEFAULT_HISTORY,
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
     HEALTH_PATH,
@@ -62,6 +63,7 @@ from kubemill.substrates.kubernetes.install.names import (
 )
 from kubemill.substrates.kubernetes.install.rbac import (
     COMMON_RULES,
+    HISTORY_RULES,
     Rule,
     all_rules,
     operator_rules,
@@ -72,11 +74,13 @@ from kubemill.substrates.kubernetes.install.rbac import (
 __all__ = [
     "COMMON_RULES",
     "CREATED_BY",
+    "DEFAULT_HISTORY",
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
     "FIELD_MANAGER",
     "HEALTH_PATH",
     "HEALTH_PORT",
+    "HISTORY_RULES",
     "LEADER_ELECTION_ROLE",
     "LEASE_NAME",
     "METRICS_PORT",

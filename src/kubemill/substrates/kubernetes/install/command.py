@@ -11,7 +11,11 @@ from pathlib import Path
 
 from kubemill.substrates.kubernetes.install.chart import write_deploy
 from kubemill.substrates.kubernetes.install.manifests import install_manifests
-from kubemill.substrates.kubernetes.install.names import DEFAULT_IMAGE, DEFAULT_NAMESPACE
+from kubemill.substrates.kubernetes.install.names import (
+    DEFAULT_HISTORY,
+    DEFAULT_IMAGE,
+    DEFAULT_NAMESPACE,
+)
 from kubemill.substrates.kubernetes.render import dump_yaml
 
 DESCRIPTION = "Install manifests for the operator: CRDs, least-privilege RBAC and the Deployment."
@@ -31,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--extra", action="append", dest="extras", default=[], help="e.g. runtimes (repeatable)"
     )
+    parser.add_argument(
+        "--history", type=int, default=DEFAULT_HISTORY, help="records of deleted jobs to keep"
+    )
     options = parser.parse_args(argv)
     if options.write is not None:
         write_deploy(options.write)
@@ -43,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gang_scheduler=options.gang_scheduler,
             serve_upstream_groups=options.serve_upstream_groups,
             extras=options.extras,
+            history=options.history,
         ),
         sys.stdout,
     )

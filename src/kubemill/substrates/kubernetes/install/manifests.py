@@ -12,6 +12,7 @@ from kubemill.kinds import crds, engines
 from kubemill.substrates.kubernetes import build
 from kubemill.substrates.kubernetes.build import GangScheduler
 from kubemill.substrates.kubernetes.install.names import (
+    DEFAULT_HISTORY,
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
     DEFAULT_REPLICAS,
@@ -59,13 +60,17 @@ def build_rbac(
     watch_namespaces: Sequence[str] | None = None,
     gang_scheduler: str | GangScheduler | None = None,
     serve_upstream_groups: bool = False,
+    history: int = DEFAULT_HISTORY,
 ) -> list[dict[str, Any]]:
-    """Roles and bindings: a ClusterRole, or a Role per watched namespace; and the Lease Role."""
+    """Roles and bindings: a ClusterRole, or a Role per watched namespace; and the Role in
+    the operator's own namespace (the Lease, and the history records unless ``history`` is
+    0)."""
     clusterwide = not watch_namespaces
     rules = operator_rules(
         gang_scheduler=gang_scheduler,
         serve_upstream_groups=serve_upstream_groups,
         clusterwide=clusterwide,
+        history=history > 0,
     )
     subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     per_namespace = [r.to_wire() for r in rules if r.scope == "namespace"]
@@ -113,6 +118,7 @@ def operator_args(
     gang_scheduler: str | GangScheduler | None = None,
     serve_upstream_groups: bool = False,
     leader_election: bool = True,
+    history: int = DEFAULT_HISTORY,
 ) -> list[str]:
     """The ``kubemill operator`` arguments of the Deployment."""
     args = ["operator"]
@@ -126,6 +132,7 @@ def operator_args(
     if serve_upstream_groups:
         args.append("--serve-upstream-groups")
     args += [f"--metrics-port={METRICS_PORT}", f"--health-port={HEALTH_PORT}"]
+    args.append(f"--history={history}")
     if leader_election:
         args.append("--leader-election")
     return args
@@ -239,15 +246,19 @@ def install_manifests(
     serve_upstream_groups: bool = False,
     replicas: int = DEFAULT_REPLICAS,
     extras: Sequence[str] = (),
+    history: int = DEFAULT_HISTORY,
 ) -> list[dict[str, Any]]:
     """Everything ``kubectl apply -f`` needs, in apply order.
 
     Namespace, CRDs (ours only: with ``serve_upstream_groups`` the ``kubeflow.org`` CRDs
     come from Kubeflow), the ``extras``' CRDs, ServiceAccount, RBAC, the operator
     Deployment, then the ``extras``' objects (:func:`install_extras`: ``runtimes``).
+    ``history``: records of deleted jobs the operator keeps (0: none, and no grant for them).
     """
     if replicas < 1:
         raise ValueError(f"replicas: {replicas} is too few; the operator needs at least 1")
+    if history < 0:
+        raise ValueError(f"history: {history} records; give 0 (none) or more")
     known = install_extras()
     unknown = [name for name in extras if name not in known]
     if unknown:
@@ -261,6 +272,7 @@ def install_manifests(
         gang_scheduler=gang_scheduler,
         serve_upstream_groups=serve_upstream_groups,
         leader_election=True,
+        history=history,
     )
     return [
         build_namespace(namespace),
@@ -272,6 +284,7 @@ def install_manifests(
             watch_namespaces=watch_namespaces,
             gang_scheduler=gang_scheduler,
             serve_upstream_groups=serve_upstream_groups,
+            history=history,
         ),
         build_deployment(namespace=namespace, image=image, replicas=replicas, args=args),
         *(dict(obj) for extra in chosen for obj in extra.objects()),

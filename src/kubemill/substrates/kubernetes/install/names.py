@@ -22,3 +22,5 @@ METRICS_PORT = 8080
 HEALTH_PORT = 8081
 HEALTH_PATH = "/healthz"
 NON_ROOT_UID = 65532
+DEFAULT_HISTORY = 1000
+"""Records of deleted jobs the operator keeps (``kubemill install --history N``)."""

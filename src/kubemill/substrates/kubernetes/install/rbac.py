@@ -19,7 +19,7 @@ from kubemill.substrates.kubernetes.build import GangScheduler, gang_scheduler
 Scope = Literal["namespace", "cluster", "own-namespace"]
 """Where a rule is granted: in each watched namespace (or cluster-wide when all are
 watched), only cluster-wide (cluster-scoped resources), or in the operator's namespace."""
-Condition = Literal["always", "gang", "upstream", "clusterwide"]
+Condition = Literal["always", "gang", "upstream", "clusterwide", "history"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,21 @@ COMMON_RULES: tuple[Rule, ...] = (
     ),
 )
 """What the operator needs whatever kinds it runs."""
+
+HISTORY_RULES: tuple[Rule, ...] = (
+    Rule(
+        ("",),
+        ("configmaps",),
+        ("list", "create", "delete"),
+        "records of deleted jobs (--history): one ConfigMap each in the operator's namespace, "
+        "listed once at start, the oldest deleted beyond the count kept",
+        scope="own-namespace",
+        when="history",
+    ),
+)
+"""Granted when the operator keeps a history (``kubemill install --history N``, N > 0).
+Kept apart from the engines' grants, which are merged by resource whatever their scope:
+this rule must stay in the operator's own namespace."""
 
 
 def all_rules() -> tuple[Rule, ...]:
@@ -172,7 +187,8 @@ def all_rules() -> tuple[Rule, ...]:
             )
         )
     rules += COMMON_RULES
-    return tuple(_merge_grants(_merged(rules), [g for engine in kinds for g in engine.grants]))
+    merged = _merge_grants(_merged(rules), [g for engine in kinds for g in engine.grants])
+    return (*merged, *HISTORY_RULES)
 
 
 def _merged(rules: Sequence[Rule]) -> list[Rule]:
@@ -249,8 +265,10 @@ def operator_rules(
     gang_scheduler: str | GangScheduler | None = None,
     serve_upstream_groups: bool = False,
     clusterwide: bool = True,
+    history: bool = True,
 ) -> list[Rule]:
-    """The rules that apply to one installation (all scopes)."""
+    """The rules that apply to one installation (all scopes); ``history``: the operator
+    keeps records of deleted jobs."""
     gang = _gang(gang_scheduler)
     rules = list(all_rules()) + ([pod_group_rule(gang)] if gang is not None else [])
     granted = {"always"}
@@ -260,6 +278,8 @@ def operator_rules(
         granted.add("upstream")
     if clusterwide:
         granted.add("clusterwide")
+    if history:
+        granted.add("history")
     return [r for r in rules if r.when in granted]
 
 

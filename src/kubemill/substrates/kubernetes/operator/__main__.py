@@ -58,6 +58,12 @@ def main(
     identity: Annotated[str | None, typer.Option(help="This replica's name.")] = None,
     workers: Annotated[int, typer.Option(help="Jobs reconciled at once.")] = 16,
     context: Annotated[str | None, typer.Option(help="kubeconfig context.")] = None,
+    history: Annotated[
+        int, typer.Option(help="Records of deleted jobs to keep, oldest pruned (0: none).")
+    ] = 1000,
+    history_namespace: Annotated[
+        str | None, typer.Option(help="Namespace of the records (default: the operator's own).")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="kopf's debug log.")] = False,
     log_level: Annotated[
         str, typer.Option(help="Level of the operator's own log (DEBUG: every reconcile).")
@@ -69,6 +75,8 @@ def main(
         extra["lease_namespace"] = lease_namespace
     if identity:
         extra["identity"] = identity
+    if history_namespace:
+        extra["history_namespace"] = history_namespace
     try:
         settings = OperatorSettings(
             namespaces=list(namespace) if namespace else None,
@@ -83,6 +91,7 @@ def main(
             lease_duration_seconds=lease_duration,
             workers=workers,
             context=context,
+            history=history,
             **extra,  # type: ignore[arg-type]
         )
     except SettingsError as exc:

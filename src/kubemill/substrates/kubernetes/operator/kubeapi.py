@@ -130,20 +130,29 @@ class KubeApi:
         *,
         body: Any = None,
         content_type: str = "application/json",
+        query: tuple[tuple[str, str], ...] = (),
     ) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, self._call, verb, method, ref, path, body, content_type
+            self._pool, self._call, verb, method, ref, path, body, content_type, query
         )
 
     def _call(
-        self, verb: str, method: str, ref: ObjectRef, path: str, body: Any, content_type: str
+        self,
+        verb: str,
+        method: str,
+        ref: ObjectRef,
+        path: str,
+        body: Any,
+        content_type: str,
+        query: tuple[tuple[str, str], ...] = (),
     ) -> dict[str, Any]:
         try:
             raw = transport.send(
                 self._client,
                 method,
                 path,
+                query=query,
                 body=body,
                 content_type=content_type,
                 timeout=REQUEST_TIMEOUT,
@@ -177,6 +186,15 @@ class KubeApi:
 
     async def create(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._run("create", "POST", ref, ref.collection_path, body=dict(body))
+
+    async def list(self, ref: ObjectRef, *, label_selector: str) -> list[dict[str, Any]]:
+        """The objects of ``ref``'s collection (its name unused) that ``label_selector`` picks.
+
+        For what the operator does not watch (its history records, read once at start)."""
+        answer = await self._run(
+            "list", "GET", ref, ref.collection_path, query=(("labelSelector", label_selector),)
+        )
+        return [dict(item) for item in answer.get("items") or ()]
 
     async def replace(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
         """PUT the whole object; its ``metadata.resourceVersion`` (if any) makes it conditional."""

@@ -21,6 +21,7 @@ from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.substrates.kubernetes.observe import controller_uid
 from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
 from kubemill.substrates.kubernetes.operator.events import EventPoster
+from kubemill.substrates.kubernetes.operator.history import HistoryKeeper
 from kubemill.substrates.kubernetes.operator.kubeapi import KubeApi, load_client_configuration
 from kubemill.substrates.kubernetes.operator.leader import LeaderElector
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
@@ -55,6 +56,7 @@ class Runtime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._api: KubeApi | None = None
         self._events: EventPoster | None = None
+        self._history: HistoryKeeper | None = None
         self._reconciler: Reconciler | None = None
         self._controller_loop: ControllerLoop | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -71,11 +73,20 @@ class Runtime:
         self._api = KubeApi(configuration, concurrency=self.settings.api_concurrency)
         self._events = EventPoster(self._api, instance=self.settings.identity)
         self._events.start()
+        if self.settings.history:
+            self._history = HistoryKeeper(
+                self._api,
+                namespace=self.settings.history_namespace,
+                keep=self.settings.history,
+                pods=caches.pods,
+                leading=lambda: self.leading,
+            )
+            self._history.start()
         self._reconciler = Reconciler(
             api=self._api,
             caches=caches,
             resources=self.resources,
-            post_event=self._events.post,
+            post_event=self._post_event,
             metrics=self.metrics,
             gang_scheduler=self.settings.gang_scheduler_name,
         )
@@ -85,7 +96,7 @@ class Runtime:
             # An index is empty (falsy) at start: never swap it for a dict of our own.
             runs=runs if runs is not None else {},
             resources=self.resources,
-            post_event=self._events.post,
+            post_event=self._post_event,
             metrics=self.metrics,
         )
         if self.settings.metrics_port:
@@ -112,8 +123,18 @@ class Runtime:
         if self._events is not None:
             await self._events.flush(timeout=5.0)
             await self._events.stop()
+        if self._history is not None:
+            await self._history.flush(timeout=5.0)
+            await self._history.stop()
         if self._api is not None:
             self._api.close()
+
+    def _post_event(self, job: Mapping[str, Any], type: str, reason: str, message: str) -> None:
+        """Post an Event on ``job``, noted for its history record."""
+        assert self._events is not None
+        self._events.post(job, type, reason, message)
+        if self._history is not None:
+            self._history.posted(job, type, reason, message)
 
     def _from_thread(self, fn: Any) -> None:
         assert self._loop is not None
@@ -148,6 +169,12 @@ class Runtime:
             meta.get("name", ""),
         )
         self._enqueue_owner(meta)
+        if self._history is not None:
+            body = event.get("object") or {}
+            if event.get("type") == "DELETED":
+                self._history.deleted(body)
+            else:
+                self._history.seen(body)
         if event.get("type") == "DELETED":
             self.queue.discard(key)
             if self._reconciler is not None:

@@ -101,6 +101,16 @@ class OperatorSettings:
     max_backoff_seconds: float = 60.0
     """Upper bound of the retry delay after API errors (it doubles from 0.2 s)."""
 
+    history: int = 1000
+    """How many records of deleted jobs to keep (the oldest are pruned); 0 keeps none.
+    See :mod:`kubemill.substrates.kubernetes.operator.history`."""
+
+    history_namespace: str = field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE", "kubemill-system")
+    )
+    """Namespace of the history records: the operator's own (``$POD_NAMESPACE``, else
+    ``kubemill-system``), where ``kubemill install`` grants their ConfigMaps."""
+
     def __post_init__(self) -> None:
         if self.namespaces and self.all_namespaces:
             raise SettingsError("namespaces and all_namespaces: give one or the other, not both")
@@ -118,6 +128,8 @@ class OperatorSettings:
             raise SettingsError("lease_duration_seconds must be at least 3")
         if self.workers < 1 or self.api_concurrency < 1:
             raise SettingsError("workers and api_concurrency must be at least 1")
+        if self.history < 0:
+            raise SettingsError(f"history: {self.history} records; give 0 (none) or more")
 
     def describe(self) -> str:
         """Every setting as ``name=value``, for the log line at start.
