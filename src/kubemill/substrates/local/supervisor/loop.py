@@ -30,6 +30,7 @@ from kubemill.core import (
     ObservedPodGroup,
     ObservedProgress,
     RecordEvent,
+    SubmitRemote,
     WriteFiles,
     pod_restart_policy,
     reconcile,
@@ -49,6 +50,7 @@ from kubemill.substrates.local.kubelet import (
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
+from kubemill.substrates.local.remote import RemoteWatch, remote_watch
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
 from kubemill.substrates.local.supervisor.options import SupervisorOptions
@@ -125,6 +127,8 @@ class Supervisor:
         """The replicas' progress reports (:mod:`.progress`)."""
         self._reports: tuple[ObservedProgress, ...] = ()
         self._next_progress_check = 0.0
+        self._remote: RemoteWatch | None = None
+        """The Plan's remote run, asked after through its service's API (:mod:`.remote`)."""
         self._owner: procinfo.ProcessId | None = None
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
@@ -183,6 +187,7 @@ class Supervisor:
         self._owner = owner_of(rec.job_dir)  # whose end removes the job (see owner.py)
         self.children = written_file_sets(rec.files_dir)
         self._progress = progress_tail(self.store, self.uid, self._prepared.ctx.progress_dir)
+        self._remote = remote_watch(self._prepared.plan, self.options.remote_interval)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -295,6 +300,12 @@ class Supervisor:
             self._write_files(action)
         elif isinstance(action, DeleteChild):
             self._delete_file_set(action)
+        elif isinstance(action, SubmitRemote) and self._remote is not None:
+            failed = self._remote.submit()
+            if failed is not None:
+                self.store.add_event(
+                    self.uid, type="Warning", reason="FailedSubmission", message=failed, when=now
+                )
         elif isinstance(action, RecordEvent):
             self.store.add_event(
                 self.uid, type=action.type, reason=action.reason, message=action.message, when=now
@@ -385,6 +396,7 @@ class Supervisor:
             pod_group=self.pod_group,
             children=children,
             progress=self._read_progress(tuple(pods)),
+            remote=self._remote.read(tuple(pods)) if self._remote is not None else None,
         )
 
     def _read_progress(self, pods: tuple[ObservedPod, ...]) -> tuple[ObservedProgress, ...]:
