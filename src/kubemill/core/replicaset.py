@@ -71,7 +71,8 @@ from kubemill.core.jobpass import JobPass, describe_failure
 from kubemill.core.lifecycle import ReconcileOptions
 from kubemill.core.model import DeleteJob, Observed, ObservedPod, ReconcileResult, SubmitRemote
 from kubemill.core.policy import is_retryable_exit_code
-from kubemill.frameworks.plan import Plan, RemoteVerdict, ReplicaPlan, ServicePolicy
+from kubemill.frameworks.plan import Plan, ReplicaPlan, ServicePolicy
+from kubemill.frameworks.remote import RemoteVerdict
 
 OUTCOME_TIE = timedelta(seconds=1)
 """Replicas that finished within this of each other finished at the same time. Kubernetes

@@ -38,10 +38,6 @@ if TYPE_CHECKING:
         OutcomeRule,
         PackagedProgram,
         Plan,
-        RemoteReport,
-        RemoteRun,
-        RemoteVerdict,
-        RemoteVerdictRule,
         ReplicaPlan,
         RerunPolicy,
         RunRecord,
@@ -59,6 +55,12 @@ if TYPE_CHECKING:
         service_fields,
         submission_id,
         submitted_spec,
+    )
+    from kubemill.frameworks.remote import (
+        RemoteReport,
+        RemoteRun,
+        RemoteVerdict,
+        RemoteVerdictRule,
     )
 
 __all__ = [
@@ -119,9 +121,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, plan
+        from kubemill.frameworks import _common, plan, remote
 
-        for module in (_common, plan):
+        for module in (_common, plan, remote):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value
