@@ -67,6 +67,7 @@ def test_every_builtin_kind_lives_in_an_engine_folder() -> None:
             "xgboost",
             "paddle",
             "trainer",
+            "ray",
         )
     }
     for folder in folders.values():

@@ -134,6 +134,23 @@ spec:
   trainer: {{image: pytorch/pytorch, command: [torchrun, train.py]}}
 """
 
+RAY_CLUSTER = """
+apiVersion: {api}
+kind: RayCluster
+metadata: {{name: {name}}}
+spec:
+  headGroupSpec:
+    template:
+      spec:
+        containers: [{{name: ray-head, image: rayproject/ray}}]
+  workerGroupSpecs:
+    - groupName: workers
+      replicas: 1
+      template:
+        spec:
+          containers: [{{name: ray-worker, image: rayproject/ray}}]
+"""
+
 TEMPLATES = {
     "TFJob": TF_WORKER,
     "PyTorchJob": PT_MASTER,
@@ -145,6 +162,7 @@ TEMPLATES = {
     "XGBoostJob": XGBOOST_MASTER,
     "PaddleJob": PADDLE_WORKERS,
     "TrainJob": TRAIN_JOB,
+    "RayCluster": RAY_CLUSTER,
 }
 SUSPENDABLE = {kind: TEMPLATES[kind] for kind in TEMPLATES if kind != "MarsCluster"}
 """A MarsCluster is a service kept running until deleted: it has no suspend (yet)."""

@@ -19,6 +19,7 @@ from kubemill.engines.mars.framework import Mars
 from kubemill.engines.mpi.framework import MPI
 from kubemill.engines.paddle.framework import Paddle
 from kubemill.engines.pytorch.framework import PyTorch
+from kubemill.engines.ray.framework import Ray
 from kubemill.engines.spark.framework.planner import Spark
 from kubemill.engines.tensorflow.framework import TensorFlow
 from kubemill.engines.trainer.framework import Trainer
@@ -116,6 +117,7 @@ def test_the_builtins_are_one_entry_each() -> None:
         "XGBoostJob",
         "PaddleJob",
         "TrainJob",
+        "RayCluster",
     ]
     assert [e.kind for e in BUILTIN] == kinds
     assert engines()[: len(BUILTIN)] == BUILTIN
@@ -128,6 +130,7 @@ def test_the_builtins_are_one_entry_each() -> None:
     assert isinstance(engine_for("XGBoostJob").framework, XGBoost)
     assert isinstance(engine_for("PaddleJob").framework, Paddle)
     assert isinstance(engine_for("TrainJob").framework, Trainer)
+    assert isinstance(engine_for("RayCluster").framework, Ray)
     assert [c["spec"]["names"]["kind"] for c in crds()] == [*kinds, "ScheduledSparkApplication"]
 
 

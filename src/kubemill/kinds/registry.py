@@ -40,6 +40,7 @@ from kubemill.engines.mars import entry as mars
 from kubemill.engines.mpi import entry as mpi
 from kubemill.engines.paddle import entry as paddle
 from kubemill.engines.pytorch import entry as pytorch
+from kubemill.engines.ray import entry as ray
 from kubemill.engines.spark import entry as spark
 from kubemill.engines.tensorflow import entry as tensorflow
 from kubemill.engines.trainer import entry as trainer
@@ -56,6 +57,7 @@ BUILTIN: tuple[Engine, ...] = (
     xgboost.ENGINE,
     paddle.ENGINE,
     trainer.ENGINE,
+    ray.ENGINE,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 

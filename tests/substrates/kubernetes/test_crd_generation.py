@@ -48,6 +48,7 @@ def test_both_kinds_registered_with_expected_names() -> None:
         "MarsCluster",
         "PaddleJob",
         "PyTorchJob",
+        "RayCluster",
         "ScheduledSparkApplication",
         "SparkApplication",
         "TFJob",
@@ -99,6 +100,15 @@ def test_status_subresource_and_printer_columns(kind: str) -> None:
         assert columns["Last Run Name"]["jsonPath"] == ".status.lastRunName"
         assert "Scheduled" in schema_at(schema_of(kind), ".status.scheduleState")["enum"]
         return
+    elif kind == "RayCluster":
+        # KubeRay's columns: its state word, and the workers asked for and running.
+        assert columns["Status"]["jsonPath"] == ".status.state"
+        assert schema_at(schema_of(kind), ".status.state")["enum"] == [
+            "ready",
+            "suspended",
+            "failed",
+        ]
+        assert columns["Desired Workers"]["jsonPath"] == ".status.desiredWorkerReplicas"
     else:
         assert columns["State"]["jsonPath"] == ".status.conditions[-1:].type"
     assert schema_at(schema_of(kind), ".status.conditions")["items"]["properties"]["type"]["enum"]

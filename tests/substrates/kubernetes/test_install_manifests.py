@@ -77,6 +77,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "xgboostjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "paddlejobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "trainjobs.kubemill.dev"),
+        ("CustomResourceDefinition", None, "rayclusters.kubemill.dev"),
         ("CustomResourceDefinition", None, "scheduledsparkapplications.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
@@ -112,11 +113,16 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             ],
             "verbs": ["list", "watch", "delete"],
         },
-        # A MarsCluster never finishes and a ScheduledSparkApplication never ends: no TTL
-        # deletes them.
+        # A MarsCluster or a RayCluster never finishes and a ScheduledSparkApplication never
+        # ends: no TTL deletes them.
         {
             "apiGroups": ["kubemill.dev"],
-            "resources": ["trainjobs", "marsclusters", "scheduledsparkapplications"],
+            "resources": [
+                "trainjobs",
+                "marsclusters",
+                "rayclusters",
+                "scheduledsparkapplications",
+            ],
             "verbs": ["list", "watch"],
         },
         {
@@ -131,6 +137,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "xgboostjobs/status",
                 "paddlejobs/status",
                 "trainjobs/status",
+                "rayclusters/status",
                 "scheduledsparkapplications/status",
             ],
             "verbs": ["patch"],

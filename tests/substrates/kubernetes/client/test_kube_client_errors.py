@@ -64,6 +64,7 @@ EVERY_KIND = [
     "xgboostjobs.kubemill.dev",
     "paddlejobs.kubemill.dev",
     "trainjobs.kubemill.dev",
+    "rayclusters.kubemill.dev",
     "scheduledsparkapplications.kubemill.dev",
 ]
 
@@ -111,10 +112,10 @@ def test_a_partial_install_names_the_missing_crd(
     with pytest.raises(
         JobNotFound,
         match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication, MarsCluster, JAXJob, XGBoostJob, "
-        r"PaddleJob, TrainJob or ScheduledSparkApplication .*"
+        r"PaddleJob, TrainJob, RayCluster or ScheduledSparkApplication .*"
         r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev, "
         r"marsclusters.kubemill.dev, jaxjobs.kubemill.dev, xgboostjobs.kubemill.dev, "
-        r"paddlejobs.kubemill.dev, trainjobs.kubemill.dev, "
+        r"paddlejobs.kubemill.dev, trainjobs.kubemill.dev, rayclusters.kubemill.dev, "
         r"scheduledsparkapplications.kubemill.dev are not "
         r"installed\)",
     ):
