@@ -2,9 +2,11 @@
 pods (processes locally) serving until deleted, made by ``kubemill cluster create ray``."""
 
 from kubemill.core import REPLICA_SET
-from kubemill.engines.base import Engine, ServiceEngine
+from kubemill.engines.base import Engine, LocalSupport, ServiceEngine
 from kubemill.engines.ray.api.raycluster import RAYCLUSTER, cluster_manifest
-from kubemill.engines.ray.framework import Ray
+from kubemill.engines.ray.api.rayjob import RAYJOB
+from kubemill.engines.ray.framework.raycluster import Ray
+from kubemill.engines.ray.framework.rayjob import RayJobs
 
 ENGINE = Engine(
     RAYCLUSTER,
@@ -17,4 +19,18 @@ ENGINE = Engine(
     cluster=ServiceEngine("ray", cluster_manifest),
 )
 
-__all__ = ["ENGINE"]
+
+# A RayJob: a Ray job on a cluster of its own (the RayCluster planner's), judged by Ray's
+# job API (the Plan's remote run).
+JOB = Engine(
+    RAYJOB,
+    RayJobs(),
+    "Ray (KubeRay): a Ray job on a cluster of its own, submitted by a submitter pod "
+    "(`ray job submit`) or over HTTP; Succeeded or Failed as Ray's job API says",
+    lifecycle=REPLICA_SET,
+    local=LocalSupport(
+        runs=False, why_not="a RayJob's cluster does not run on the local substrate yet"
+    ),
+)
+
+__all__ = ["ENGINE", "JOB"]
