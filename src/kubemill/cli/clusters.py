@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from kubemill.api import ClusterOptions, Job
+    from collections.abc import Mapping
+
+    from kubemill.api import ClusterOptions, Job, JobStatus
     from kubemill.cli.settings import Settings
 
 cluster_app = typer.Typer(
@@ -92,8 +94,21 @@ def serve(settings: "Settings", job: "Job", *, base_dir: str, timeout: float, wa
             "; it keeps serving in the background.",
         )
     )
+    for what, address in _client_addresses(view.job, view.status).items():
+        console.print(Text.assemble((f"{what}: ", "dim"), (address, "bold")))
     console.print(Text.assemble(("Stop it: ", "dim"), stop))
     return 0
+
+
+def _client_addresses(job: "Job", status: "JobStatus") -> "Mapping[str, str]":
+    """What the job's service engine says clients connect to, beyond its endpoint."""
+    from kubemill.kinds import service_engines
+
+    for engine in service_engines().values():
+        service = engine.cluster
+        if engine.kind == job.KIND and service is not None and service.addresses is not None:
+            return service.addresses(job, status)
+    return {}
 
 
 def _env_pairs(values: list[str] | None) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kubemill.api import ClusterOptions, FieldError, Job, KindApi
+from kubemill.api import ClusterOptions, FieldError, Job, JobStatus, KindApi
 from kubemill.core import REPLICA_SET, ControllerRules, Lifecycle
 from kubemill.frameworks import Framework, Network, Plan
 
@@ -84,6 +84,9 @@ class ServiceEngine:
     """The engine's name on the command line (``mars``)."""
     manifest: Callable[[str, ClusterOptions], Mapping[str, Any]]
     """The kind's manifest (of that name) from the command's options."""
+    addresses: Callable[[Job, JobStatus], Mapping[str, str]] | None = None
+    """Where clients reach a Ready cluster beyond its endpoint, by what they are for (a
+    client library's address), from its status; printed by ``cluster create``."""
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@ pods (processes locally) serving until deleted, made by ``kubemill cluster creat
 
 from kubemill.core import REPLICA_SET
 from kubemill.engines.base import Engine, LocalSupport, ServiceEngine
-from kubemill.engines.ray.api.raycluster import RAYCLUSTER, cluster_manifest
+from kubemill.engines.ray.api.raycluster import RAYCLUSTER, client_addresses, cluster_manifest
 from kubemill.engines.ray.api.rayjob import RAYJOB
 from kubemill.engines.ray.framework.raycluster import Ray
 from kubemill.engines.ray.framework.rayjob import RayJobs
+from kubemill.engines.ray.local import USAGE_STATS_ENV, local_job_plan, local_plan
 
 ENGINE = Engine(
     RAYCLUSTER,
@@ -16,7 +17,9 @@ ENGINE = Engine(
     # Its pods are the core's, one by one, as KubeRay creates them (no Deployment).
     lifecycle=REPLICA_SET,
     finishes=False,
-    cluster=ServiceEngine("ray", cluster_manifest),
+    # Locally every node is a process on its own loopback ports and temp dir.
+    local=LocalSupport(env=USAGE_STATS_ENV, replan=local_plan),
+    cluster=ServiceEngine("ray", cluster_manifest, addresses=client_addresses),
 )
 
 
@@ -28,9 +31,9 @@ JOB = Engine(
     "Ray (KubeRay): a Ray job on a cluster of its own, submitted by a submitter pod "
     "(`ray job submit`) or over HTTP; Succeeded or Failed as Ray's job API says",
     lifecycle=REPLICA_SET,
-    local=LocalSupport(
-        runs=False, why_not="a RayJob's cluster does not run on the local substrate yet"
-    ),
+    # Locally its cluster is the RayCluster's processes, and the submitter reaches the head's
+    # dashboard on its loopback port.
+    local=LocalSupport(env=USAGE_STATS_ENV, replan=local_job_plan),
 )
 
 __all__ = ["ENGINE", "JOB"]

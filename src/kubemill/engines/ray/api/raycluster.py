@@ -41,6 +41,7 @@ from kubemill.api.common import (
     ConditionType,
     ConditionVocabulary,
     Job,
+    JobStatus,
     ReplicaSpec,
     RestartPolicy,
     RunPolicy,
@@ -350,7 +351,8 @@ class RayClusterStatus(WordedStatus):
         )
         wire = condition.model_dump(mode="json", by_alias=True, exclude_none=True)
         wire["type"] = HEAD_POD_READY
-        dumped["conditions"] = [*dumped.get("conditions", []), wire]
+        # First: the last condition is the core's latest (the State column, the phase).
+        dumped["conditions"] = [wire, *dumped.get("conditions", [])]
         return dumped
 
 
@@ -487,6 +489,28 @@ def _name_errors(name: str, replica_types: list[str]) -> list[FieldError]:
     ]
 
 
+def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
+    """Where a client reaches a Ready cluster, from its status: Ray's client address (what
+    ``ray.init(address=...)`` takes) and the dashboard's (Ray's job API, ``ray job submit
+    --address``); empty before the head has ports. Locally the head's own ports on
+    127.0.0.1; on Kubernetes its Service's, inside the cluster."""
+    if not isinstance(status, RayClusterStatus) or status.head is None:
+        return {}
+    head, ports = status.head, status.endpoints
+    if head.service_name:
+        host = f"{head.service_name}.{cluster.namespace}.svc.cluster.local"
+    elif head.pod_ip:
+        host = head.pod_ip
+    else:
+        return {}
+    found = {}
+    if "client" in ports:
+        found["ray.init(address=...)"] = f"ray://{host}:{ports['client']}"
+    if "dashboard" in ports:
+        found["dashboard (ray job submit --address)"] = f"http://{host}:{ports['dashboard']}"
+    return found
+
+
 RAYCLUSTER = KindApi(
     model=RayCluster,
     plural="rayclusters",
@@ -559,5 +583,6 @@ __all__ = [
     "RayClusterStatus",
     "ScaleStrategy",
     "WorkerGroupSpec",
+    "client_addresses",
     "cluster_manifest",
 ]

@@ -1,0 +1,204 @@
+"""Ray on one machine: a RayCluster's Plan as the local substrate runs it.
+
+On Kubernetes every Ray node has a pod of its own, so every node uses Ray's fixed ports and
+reaches the head through its Service. Here every node is a process on this machine, so
+:func:`local_plan` (the engine's ``LocalSupport.replan``) gives each one what a pod gave it:
+
+- **Ports.** Every port a Ray node opens is one the local :class:`Network` reserved for
+  that replica: the head's GCS, dashboard, Ray client and metrics ports, and on every node
+  its node manager, object manager, dashboard agent (HTTP and gRPC), runtime-env agent and
+  :data:`WORKER_PORTS` ports for its worker processes (``--worker-port-list``). Workers join
+  the head at ``127.0.0.1:<the head's GCS port>``.
+- **Loopback only.** ``--node-ip-address=127.0.0.1`` and ``--dashboard-host=127.0.0.1``
+  (whatever ``rayStartParams`` says: without them Ray binds the machine's address), and no
+  usage report leaves the machine (``--disable-usage-stats``; the engine's local env sets
+  ``RAY_USAGE_STATS_ENABLED=0`` too).
+- **Temp dir.** Each node its own ``--temp-dir``, short (:func:`temp_dir`): Ray puts unix
+  sockets under it, and a socket's path must fit in 107 bytes.
+- **Readiness.** The same health endpoints as KubeRay's probes, on the node's own ports,
+  with ``curl`` (the local kubelet runs exec probes): the head once its dashboard says the
+  GCS is healthy, a worker once its raylet (which has registered with the GCS) answers.
+  Workers start once the head is ready (stage 1, ``start_gate`` ready).
+- **Status.** ``endpoints`` are the head's ports here, and ``endpoint`` the dashboard's
+  ``http://127.0.0.1:<port>`` while Ready; ``head.podIP`` is 127.0.0.1, so
+  :func:`~kubemill.engines.ray.api.raycluster.client_addresses` gives the ``ray.init``
+  address here.
+
+Pure: ports and paths come from the :class:`Network`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+from kubemill.api import EnvVar, Job
+from kubemill.engines.ray.api.raycluster import HEAD, HeadInfo, RayCluster, RayClusterSpec
+from kubemill.engines.ray.api.rayjob import RayJob
+from kubemill.engines.ray.framework.raycluster import (
+    AGENT_LISTEN_PORT,
+    CLIENT_PORT,
+    DASHBOARD_PORT,
+    GCS_PORT,
+    HEAD_PORTS,
+    METRICS_PORT,
+    Nodes,
+    cluster_replicas,
+    group_params,
+    head_defaults,
+    ray_start,
+    ready_rule,
+    status_extension,
+    worker_defaults,
+)
+from kubemill.engines.ray.framework.rayjob import job_plan
+from kubemill.frameworks.plan import Network, Plan, replica_name
+
+LOCAL_HOST = "127.0.0.1"
+
+NODE_PORTS: dict[str, int] = {
+    "node-manager-port": 8077,
+    "object-manager-port": 8076,
+    "dashboard-agent-grpc-port": 52366,
+    "runtime-env-agent-port": 52367,
+    "dashboard-agent-listen-port": AGENT_LISTEN_PORT,
+    "metrics-export-port": METRICS_PORT,
+}
+"""The ports every node opens, by ``ray start`` option, and the container port each is
+reserved as (a key of the Network's: in a pod Ray picks them itself)."""
+HEAD_ONLY_PORTS: dict[str, int] = {
+    "port": GCS_PORT,
+    "dashboard-port": DASHBOARD_PORT,
+    "ray-client-server-port": CLIENT_PORT,
+}
+WORKER_PORTS = 16
+"""Ports reserved per node for its worker processes (one each, while it runs)."""
+FIRST_WORKER_PORT = 10002
+"""Ray's own ``--min-worker-port``: the keys of a node's worker ports start there."""
+
+TEMP_ROOT = "/tmp/kubemill-ray"  # noqa: S108 - short on purpose: Ray's sockets live under it
+USAGE_STATS_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
+"""Every local replica's environment: Ray reports no usage from here."""
+
+
+def temp_dir(network: Network, replica: str) -> str:
+    """A node's ``--temp-dir``: short (Ray's socket paths under it must fit in 107 bytes)
+    and the job's own (a digest of the job's files directory and the replica's name)."""
+    job_dir = network.files_path("ray", "/tmp/ray")  # noqa: S108 - only digested
+    digest = hashlib.sha256(f"{job_dir}\0{replica}".encode()).hexdigest()[:16]
+    return f"{TEMP_ROOT}/{digest}"
+
+
+def _port(network: Network, rtype: str, index: int, key: int) -> int:
+    return network.endpoint(rtype, index, key).port
+
+
+def node_overrides(network: Network, name: str, rtype: str, index: int) -> dict[str, str]:
+    """The ``ray start`` flags this machine imposes on one node: its reserved ports, the
+    loopback address, its temp dir, no usage stats."""
+    ports = {**NODE_PORTS, **(HEAD_ONLY_PORTS if rtype == HEAD else {})}
+    flags = {option: str(_port(network, rtype, index, key)) for option, key in ports.items()}
+    workers = [
+        str(_port(network, rtype, index, FIRST_WORKER_PORT + i)) for i in range(WORKER_PORTS)
+    ]
+    flags["worker-port-list"] = ",".join(workers)
+    flags["node-ip-address"] = LOCAL_HOST
+    if rtype == HEAD:
+        flags["dashboard-host"] = LOCAL_HOST
+    flags["temp-dir"] = temp_dir(network, replica_name(name, rtype, index))
+    flags["disable-usage-stats"] = ""
+    return flags
+
+
+def _curl(url: str) -> dict[str, Any]:
+    return {
+        "exec": {"command": ["curl", "-sf", "--max-time", "2", "-o", "/dev/null", url]},
+        "periodSeconds": 1,
+        "timeoutSeconds": 3,
+        "failureThreshold": 3,
+    }
+
+
+def local_nodes(name: str, spec: RayClusterSpec, network: Network) -> Nodes:
+    """Nodes as processes of this machine (see the module)."""
+    params = group_params(spec)
+    gcs = f"{LOCAL_HOST}:{_port(network, HEAD, 0, GCS_PORT)}"
+
+    def command(rtype: str, index: int) -> list[str]:
+        overrides = node_overrides(network, name, rtype, index)
+        if rtype == HEAD:
+            return ray_start(["--head", "--block"], head_defaults(), params[rtype], overrides)
+        role = ["--block", f"--address={gcs}"]
+        return ray_start(role, worker_defaults(), params[rtype], overrides)
+
+    def probe(rtype: str, index: int) -> dict[str, Any]:
+        if rtype == HEAD:
+            port = _port(network, HEAD, 0, DASHBOARD_PORT)
+            return _curl(f"http://{LOCAL_HOST}:{port}/api/gcs_healthz")
+        port = _port(network, rtype, index, AGENT_LISTEN_PORT)
+        return _curl(f"http://{LOCAL_HOST}:{port}/api/local_raylet_healthz")
+
+    def env(rtype: str, index: int) -> list[EnvVar]:
+        del index
+        if rtype == HEAD:
+            return [EnvVar(name="RAY_ADDRESS", value=gcs)]
+        return [EnvVar(name="RAY_IP", value=LOCAL_HOST), EnvVar(name="FQ_RAY_IP", value=LOCAL_HOST)]
+
+    return Nodes(command=command, probe=probe, env=env)
+
+
+def head_ports(network: Network) -> dict[str, int]:
+    """The head's ports on this machine, by KubeRay's names."""
+    return {key: _port(network, HEAD, 0, port) for key, port in HEAD_PORTS.items()}
+
+
+def local_plan(job: Job, plan: Plan, network: Network) -> Plan:
+    """The RayCluster's Plan as this machine runs it (``LocalSupport.replan``)."""
+    if not isinstance(job, RayCluster):
+        return plan
+    return local_cluster_plan(job.name, job.spec, plan, network)
+
+
+def local_cluster_plan(name: str, spec: RayClusterSpec, plan: Plan, network: Network) -> Plan:
+    """``plan`` (a Ray cluster's, named ``name``) with its nodes as local processes."""
+    ports = head_ports(network)
+    return replace(
+        plan,
+        replicas=cluster_replicas(name, spec, network, local_nodes(name, spec, network)),
+        outcome=ready_rule(spec),
+        start_gate="ready",
+        status_extension=status_extension(
+            spec,
+            ports,
+            f"http://{LOCAL_HOST}:{ports['dashboard']}",
+            HeadInfo(pod_ip=LOCAL_HOST, pod_name=replica_name(name, HEAD, 0)),
+        ),
+    )
+
+
+def local_job_plan(job: Job, plan: Plan, network: Network) -> Plan:
+    """A RayJob's Plan as this machine runs it: its cluster as a RayCluster's here, then the
+    submitter and the Ray job on the head's dashboard at its loopback port."""
+    if not isinstance(job, RayJob):
+        return plan
+    cluster = local_cluster_plan(job.name, job.cluster.spec, plan, network)
+    return job_plan(job, cluster, f"http://{LOCAL_HOST}:{head_ports(network)['dashboard']}")
+
+
+__all__ = [
+    "FIRST_WORKER_PORT",
+    "HEAD_ONLY_PORTS",
+    "LOCAL_HOST",
+    "NODE_PORTS",
+    "TEMP_ROOT",
+    "USAGE_STATS_ENV",
+    "WORKER_PORTS",
+    "head_ports",
+    "local_cluster_plan",
+    "local_job_plan",
+    "local_nodes",
+    "local_plan",
+    "node_overrides",
+    "temp_dir",
+]

@@ -1,0 +1,183 @@
+"""A RayCluster's Plan: on Kubernetes what KubeRay builds (validated objects, argv lists,
+the head Service), locally every node on its own loopback ports and short temp dir; Ready,
+the worker counts and HeadPodReady decided by the core's pass."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kubemill.api import ConditionType
+from kubemill.core import reconcile
+from kubemill.core.model import CreatePod, Observed, ObservedPod
+from kubemill.engines.ray.api.raycluster import HEAD, RayCluster, RayClusterStatus
+from kubemill.engines.ray.framework.raycluster import (
+    CLIENT_PORT,
+    DASHBOARD_PORT,
+    GCS_PORT,
+    Ray,
+)
+from kubemill.engines.ray.local import TEMP_ROOT, USAGE_STATS_ENV, WORKER_PORTS, local_plan
+from kubemill.frameworks.plan import Plan, ServicePolicy
+from kubemill.kinds import engine_for, load_one
+from kubemill.substrates.kubernetes.render import render_job
+from support import manifest_checks
+from support.framework_networks import LoopbackNetwork
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def cluster(*, workers: int = 2, groups: int = 1, **head_params: str) -> RayCluster:
+    job = load_one(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "ns", "uid": "u1"},
+            "spec": {
+                "headGroupSpec": {
+                    "serviceType": "NodePort",
+                    "rayStartParams": {"num-cpus": "0", **head_params},
+                    "template": {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}},
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": f"group{g}",
+                        "replicas": workers,
+                        "rayStartParams": {"num-cpus": "1"},
+                        "template": {
+                            "spec": {"containers": [{"name": "ray-worker", "image": "ray"}]}
+                        },
+                    }
+                    for g in range(groups)
+                ],
+            },
+        }
+    )
+    assert isinstance(job, RayCluster)
+    return job
+
+
+def command(plan: Plan, name: str) -> list[str]:
+    return plan.replica(name).template.spec.containers[0].command or []
+
+
+def test_the_rendered_objects_are_what_kuberay_builds_and_pass_kubernetes_validate() -> None:
+    objects = render_job(cluster(groups=2))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Service", "rc-head-svc"),
+        ("Pod", "rc-head-0"),
+        ("Pod", "rc-group0-0"),
+        ("Pod", "rc-group0-1"),
+        ("Pod", "rc-group1-0"),
+        ("Pod", "rc-group1-1"),
+    ]
+    assert [e for o in objects for e in manifest_checks.k8s_errors(o)] == []
+    service = objects[0]["spec"]
+    assert service["type"] == "NodePort"
+    assert {p["name"]: p["port"] for p in service["ports"]} == {
+        "gcs-server": GCS_PORT,
+        "dashboard": DASHBOARD_PORT,
+        "client": CLIENT_PORT,
+        "metrics": 8080,
+    }
+    head = objects[1]["spec"]["containers"][0]
+    assert head["command"][:4] == ["ray", "start", "--head", "--block"]
+    assert "--port=6379" in head["command"] and "--num-cpus=0" in head["command"]
+    assert "args" not in head
+    worker = objects[2]["spec"]["containers"][0]
+    assert worker["command"][:4] == [
+        "ray",
+        "start",
+        "--block",
+        "--address=rc-head-svc.ns.svc.cluster.local:6379",
+    ]
+    assert objects[2]["metadata"]["labels"]["ray.io/group"] == "group0"
+    assert objects[2]["spec"]["restartPolicy"] == "Always"
+
+
+def test_the_planner_waits_for_the_head_and_needs_every_node_ready() -> None:
+    plan = Ray().plan(cluster(workers=2), LoopbackNetwork())
+    assert [(r.name, r.stage) for r in plan.replicas] == [
+        ("rc-head-0", 0),
+        ("rc-group0-0", 1),
+        ("rc-group0-1", 1),
+    ]
+    assert plan.start_gate == "ready"
+    assert plan.outcome == ServicePolicy(HEAD, 1, also_ready=(("group0", 2),))
+
+
+def test_a_suspended_cluster_renders_nothing() -> None:
+    job = cluster()
+    job.spec.suspend = True
+    assert render_job(job) == []
+
+
+def test_locally_every_node_has_its_own_ports_on_loopback_and_a_short_temp_dir() -> None:
+    job = cluster(**{"dashboard-host": "0.0.0.0"})
+    network = LoopbackNetwork()
+    plan = local_plan(job, Ray().plan(job, network), network)
+    gcs = network.endpoint(HEAD, 0, GCS_PORT).port
+    seen_ports: set[str] = set()
+    temp_dirs = set()
+    for rep in plan.replicas:
+        argv = command(plan, rep.name)
+        flags = dict(f.removeprefix("--").partition("=")[::2] for f in argv[2:])
+        assert flags["node-ip-address"] == "127.0.0.1"
+        assert "disable-usage-stats" in flags and flags["disable-usage-stats"] == ""
+        ports = [
+            flags[k]
+            for k in flags
+            if (k.endswith("-port") and k != "ray-client-server-port") or k == "port"
+        ]
+        ports += flags["worker-port-list"].split(",")
+        assert len(flags["worker-port-list"].split(",")) == WORKER_PORTS
+        assert not seen_ports & set(ports), rep.name  # no port shared between nodes
+        seen_ports |= set(ports)
+        # Ray's sockets live under it: <temp>/session_<date>_<pid>/sockets/plasma_store.
+        assert flags["temp-dir"].startswith(TEMP_ROOT + "/")
+        assert len(flags["temp-dir"]) + 70 < 107
+        temp_dirs.add(flags["temp-dir"])
+        if rep.replica_type == HEAD:
+            assert flags["port"] == str(gcs)
+            assert flags["dashboard-host"] == "127.0.0.1"  # not the manifest's 0.0.0.0
+        else:
+            assert flags["address"] == f"127.0.0.1:{gcs}"
+        probe = rep.template.spec.containers[0].readiness_probe
+        assert probe is not None and probe["exec"]["command"][0] == "curl"
+    assert len(temp_dirs) == 3
+    assert engine_for("RayCluster").local.env == USAGE_STATS_ENV
+
+
+def _pod(name: str, rtype: str, index: int, *, ready: bool) -> ObservedPod:
+    return ObservedPod(
+        name=name, replica_type=rtype, index=index, phase="Running", ready=ready, started=NOW
+    )
+
+
+def test_the_core_decides_ready_and_kuberays_status_fields() -> None:
+    job = cluster(workers=2)
+    network = LoopbackNetwork()
+    plan = local_plan(job, Ray().plan(job, network), network)
+    first = reconcile(job, plan, Observed(), NOW)
+    assert [a.name for a in first.actions if isinstance(a, CreatePod)] == ["rc-head-0"]
+    job.status = first.status
+    pods = [
+        _pod("rc-head-0", HEAD, 0, ready=True),
+        _pod("rc-group0-0", "group0", 0, ready=True),
+        _pod("rc-group0-1", "group0", 1, ready=False),
+    ]
+    waiting = reconcile(job, plan, Observed(pods=tuple(pods)), NOW).status
+    assert isinstance(waiting, RayClusterStatus)
+    assert not waiting.is_true(ConditionType.READY)
+    assert (waiting.ready_worker_replicas, waiting.available_worker_replicas) == (1, 2)
+    assert waiting.head_pod_ready is True and waiting.state is None and waiting.endpoint is None
+    job.status = waiting
+    pods[2] = _pod("rc-group0-1", "group0", 1, ready=True)
+    ready = reconcile(job, plan, Observed(pods=tuple(pods)), NOW).status
+    assert isinstance(ready, RayClusterStatus)
+    assert ready.is_true(ConditionType.READY) and ready.state == "ready"
+    assert ready.desired_worker_replicas == ready.ready_worker_replicas == 2
+    dashboard = network.endpoint(HEAD, 0, DASHBOARD_PORT).port
+    assert ready.endpoint == f"http://127.0.0.1:{dashboard}"
+    assert ready.endpoints["client"] == str(network.endpoint(HEAD, 0, CLIENT_PORT).port)
+    assert ready.head is not None and ready.head.pod_ip == "127.0.0.1"
+    assert not ready.finished
