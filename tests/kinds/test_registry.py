@@ -206,7 +206,6 @@ def test_a_registered_kind_gets_a_crd_rbac_and_watches(probe: Engine) -> None:
                     "jaxjobs",
                     "xgboostjobs",
                     "paddlejobs",
-                    "rayjobs",
                     "probejobs",
                 ),
             )

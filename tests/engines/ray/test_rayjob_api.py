@@ -250,15 +250,14 @@ def test_before_anything_is_known_the_rayjob_is_initializing_and_suspended_when_
     assert _pass(suspended, Observed()).status.to_wire()["jobDeploymentStatus"] == "Suspended"
 
 
-def test_shutdown_after_finish_is_the_clean_pod_policy_and_the_ttl() -> None:
+def test_shutdown_after_finish_stops_the_cluster_and_keeps_the_rayjob() -> None:
     doc = manifest()
     doc["spec"]["ttlSecondsAfterFinished"] = 30
     policy = load_one(doc).run_policy
-    assert (policy.clean_pod_policy, policy.ttl_seconds_after_finished) == ("All", 30)
+    # As KubeRay's, the RayJob itself is never deleted by a TTL: its cluster is.
+    assert (policy.clean_pod_policy, policy.ttl_seconds_after_finished) == ("All", None)
     doc["spec"]["shutdownAfterJobFinishes"] = False
-    policy = load_one(doc).run_policy
-    # KubeRay: the TTL only applies with shutdownAfterJobFinishes; the cluster stays.
-    assert (policy.clean_pod_policy, policy.ttl_seconds_after_finished) == ("None", None)
+    assert load_one(doc).run_policy.clean_pod_policy == "None"  # the cluster stays
 
 
 def test_the_status_extension_sets_only_fields_the_status_declares() -> None:

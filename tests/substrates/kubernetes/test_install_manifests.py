@@ -111,16 +111,16 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "jaxjobs",
                 "xgboostjobs",
                 "paddlejobs",
-                "rayjobs",
             ],
             "verbs": ["list", "watch", "delete"],
         },
         # A MarsCluster or a RayCluster never finishes and a ScheduledSparkApplication never
-        # ends: no TTL deletes them.
+        # ends; a RayJob has no TTL of its own (its cluster goes): no TTL deletes them.
         {
             "apiGroups": ["kubemill.dev"],
             "resources": [
                 "trainjobs",
+                "rayjobs",
                 "marsclusters",
                 "rayclusters",
                 "scheduledsparkapplications",

@@ -34,6 +34,8 @@ JOB = Engine(
     # Locally its cluster is the RayCluster's processes, and the submitter reaches the head's
     # dashboard on its loopback port.
     local=LocalSupport(env=USAGE_STATS_ENV, replan=local_job_plan),
+    # As KubeRay's: the RayJob is never deleted by a TTL (its cluster is, at the end).
+    expires=False,
 )
 
 __all__ = ["ENGINE", "JOB"]

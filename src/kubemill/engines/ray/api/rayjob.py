@@ -320,15 +320,14 @@ class RayJob(Job):
     @property
     def run_policy(self) -> RunPolicy:
         """KubeRay's settings in the core's terms: ``shutdownAfterJobFinishes`` deletes the
-        cluster's pods at the end and, with ``ttlSecondsAfterFinished``, the RayJob that
-        owns them (here the cluster is the RayJob's own pods); the submitter's restarts count
-        against ``submitterConfig.backoffLimit``."""
+        cluster's pods once the Ray job ended (at once: ``ttlSecondsAfterFinished``'s delay is
+        not applied yet) and the RayJob stays, with its status, as KubeRay keeps it; the
+        submitter's restarts count against ``submitterConfig.backoffLimit``."""
         config = self.spec.submitter_config
         limit = config.backoff_limit if config is not None else None
         shutdown = self.spec.shutdown_after_job_finishes
         return RunPolicy(
             clean_pod_policy=CleanPodPolicy.ALL if shutdown else CleanPodPolicy.NONE,
-            ttl_seconds_after_finished=self.spec.ttl_seconds_after_finished if shutdown else None,
             active_deadline_seconds=self.spec.active_deadline_seconds,
             backoff_limit=DEFAULT_SUBMITTER_BACKOFF if limit is None else limit,
             suspend=self.spec.suspend,
