@@ -115,6 +115,20 @@ def is_service(kind: str) -> bool:
         return False
 
 
+def has_suspend(kind: str) -> bool:
+    """Whether ``kind``'s spec has the field its suspend patch sets (``SUSPEND_FIELD``): a
+    service cluster whose upstream can suspend it (its pods stop, the object stays) has
+    one; one without it serves until stopped."""
+    model: Any = entry_for(kind).api.model
+    for wire in ("spec", *model.SUSPEND_FIELD):
+        fields = getattr(model, "model_fields", {})
+        found = next((f for n, f in fields.items() if wire in (n, f.alias)), None)
+        if found is None:
+            return False
+        model = found.annotation
+    return True
+
+
 def _never_finishes(kind: str, name: str, *, runs: str) -> NeverFinishes:
     return NeverFinishes(
         f"{kind} {name} never finishes: it starts a {runs} at each due time. Wait for one "
@@ -443,8 +457,9 @@ class JobClient:
         deletes the pods. Returns at once; :meth:`get` shows Suspended once that is done.
         Restarts counted so far are kept. Raises ``SubstrateError`` for a finished job.
         For a schedule, ``spec.suspend`` is set: no new run starts, and runs already
-        started go on. A service cluster has no suspend: ``SubstrateError``, and nothing
-        changes (stop it with :meth:`interrupt` or :meth:`delete`).
+        started go on. A service cluster whose kind has no suspend field (:func:`has_suspend`)
+        cannot be: ``SubstrateError``, and nothing changes (stop it with :meth:`interrupt`
+        or :meth:`delete`); one that has (KubeRay's) stops its replicas as a job does.
         """
         ns = self._ns(namespace)
         self._refuse_service(name, ns, "suspended")
@@ -461,7 +476,7 @@ class JobClient:
 
     def _refuse_service(self, name: str, namespace: str | None, verb: str) -> None:
         kind = self.get(name, namespace).kind
-        if is_service(kind):
+        if is_service(kind) and not has_suspend(kind):
             raise SubstrateError(
                 f"{kind} {name} cannot be {verb}: a service cluster has no suspend (it"
                 f" serves until stopped); stop it with `kubemill cluster stop {name}`"

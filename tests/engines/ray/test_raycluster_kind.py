@@ -19,6 +19,7 @@ from kubemill.engines.ray.api.raycluster import (
     cluster_manifest,
 )
 from kubemill.kinds import load_one
+from kubemill.sdk.client import has_suspend, is_service
 
 KUBERAY_SAMPLE: dict[str, Any] = {
     "apiVersion": "ray.io/v1",
@@ -220,3 +221,11 @@ def test_client_addresses_follow_the_status() -> None:
     assert client_addresses(job, kube) == {
         "ray.init(address=...)": "ray://raycluster-kuberay-head-svc.default.svc.cluster.local:10001"
     }
+
+
+def test_a_ray_cluster_is_a_service_with_a_suspend_unlike_a_mars_cluster() -> None:
+    # KubeRay suspends a RayCluster (its pods stop, the object stays): the SDK lets it,
+    # where a service cluster without a suspend field is refused (test_sdk_never_finishes).
+    assert is_service("RayCluster") and has_suspend("RayCluster")
+    assert is_service("MarsCluster") and not has_suspend("MarsCluster")
+    assert has_suspend("TFJob")

@@ -13,8 +13,11 @@ reaches the head through its Service. Here every node is a process on this machi
   (whatever ``rayStartParams`` says: without them Ray binds the machine's address), and no
   usage report leaves the machine (``--disable-usage-stats``; the engine's local env sets
   ``RAY_USAGE_STATS_ENABLED=0`` too).
-- **Temp dir.** Each node its own ``--temp-dir``, short (:func:`temp_dir`): Ray puts unix
-  sockets under it, and a socket's path must fit in 107 bytes.
+- **Temp dir.** Each node its own ``--temp-dir``, short (:func:`temp_dir`), and ``TMPDIR``
+  too: Ray puts unix sockets under both (its dashboard's forkserver under ``TMPDIR``), and
+  a socket's path must fit in 107 bytes, which the replica's own temporary directory
+  under the job's directory may not. Ray leaves its session logs there after a stop, as
+  it does in ``/tmp/ray``.
 - **Readiness.** The same health endpoints as KubeRay's probes, on the node's own ports,
   with ``curl`` (the local kubelet runs exec probes): the head once its dashboard says the
   GCS is healthy, a worker once its raylet (which has registered with the GCS) answers.
@@ -140,10 +143,16 @@ def local_nodes(name: str, spec: RayClusterSpec, network: Network) -> Nodes:
         return _curl(f"http://{LOCAL_HOST}:{port}/api/local_raylet_healthz")
 
     def env(rtype: str, index: int) -> list[EnvVar]:
-        del index
+        # Ray's own processes make unix sockets under TMPDIR too (its dashboard's
+        # multiprocessing forkserver): the node's short temp dir, not the replica's.
+        own = [EnvVar(name="TMPDIR", value=temp_dir(network, replica_name(name, rtype, index)))]
         if rtype == HEAD:
-            return [EnvVar(name="RAY_ADDRESS", value=gcs)]
-        return [EnvVar(name="RAY_IP", value=LOCAL_HOST), EnvVar(name="FQ_RAY_IP", value=LOCAL_HOST)]
+            return [*own, EnvVar(name="RAY_ADDRESS", value=gcs)]
+        return [
+            *own,
+            EnvVar(name="RAY_IP", value=LOCAL_HOST),
+            EnvVar(name="FQ_RAY_IP", value=LOCAL_HOST),
+        ]
 
     return Nodes(command=command, probe=probe, env=env)
 

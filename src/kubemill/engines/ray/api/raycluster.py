@@ -532,9 +532,9 @@ RAYCLUSTER = KindApi(
 
 def cluster_manifest(name: str, options: ClusterOptions) -> dict[str, object]:
     """The RayCluster ``kubemill cluster create ray`` makes of its options: a head and one
-    worker group of ``--workers`` replicas, each node offering ``--worker-cpu`` CPUs to Ray
-    (``num-cpus``), the pods' image ``--image`` (default :data:`DEFAULT_IMAGE`) and
-    ``--env`` in every container."""
+    worker group of ``--workers`` replicas, each worker offering ``--worker-cpu`` CPUs to Ray
+    (``num-cpus``; the head none, so tasks run on the workers), the pods' image ``--image``
+    (default :data:`DEFAULT_IMAGE`) and ``--env`` in every container."""
     image = options.image or DEFAULT_IMAGE
     env = [{"name": key, "value": value} for key, value in options.env.items()]
 
@@ -551,7 +551,11 @@ def cluster_manifest(name: str, options: ClusterOptions) -> dict[str, object]:
         "metadata": {"name": name},
         "spec": {
             "rayVersion": RAY_VERSION,
-            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
+            # The head schedules and the workers compute, as KubeRay's guides advise.
+            "headGroupSpec": {
+                "rayStartParams": {"num-cpus": "0"},
+                "template": template("ray-head"),
+            },
             "workerGroupSpecs": [
                 {
                     "groupName": "workers",

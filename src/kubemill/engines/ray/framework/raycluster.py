@@ -314,11 +314,13 @@ def status_extension(
             running += pod.replica_type in groups
             ready[pod.replica_type] += pod.ready
         decided = view.status
-        serving = decided.is_true(ConditionType.READY) and not decided.finished
+        # A suspended cluster serves nothing, whatever its last Ready said.
+        suspended = decided.is_true(ConditionType.SUSPENDED)
+        serving = decided.is_true(ConditionType.READY) and not (decided.finished or suspended)
         state: str | None = None
         if decided.is_true(ConditionType.FAILED):
             state = "failed"
-        elif decided.is_true(ConditionType.SUSPENDED):
+        elif suspended:
             state = "suspended"
         elif serving:
             state = "ready"
