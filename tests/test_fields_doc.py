@@ -36,6 +36,7 @@ from kubemill.engines.mars.api import MarsClusterSpec
 from kubemill.engines.mpi.api import MPIJobSpec
 from kubemill.engines.paddle.api import PaddleJobSpec
 from kubemill.engines.pytorch.api import PyTorchJobSpec
+from kubemill.engines.ray.api.raycluster import RayClusterSpec
 from kubemill.engines.spark.api.scheduled import ScheduledSparkApplicationSpec
 from kubemill.engines.spark.api.spec import SparkApplicationSpec
 from kubemill.engines.tensorflow.api import TFJobSpec
@@ -62,6 +63,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "JAXJob": JAXJobSpec,
     "XGBoostJob": XGBoostJobSpec,
     "PaddleJob": PaddleJobSpec,
+    "RayCluster": RayClusterSpec,
     "Run policy": RunPolicy,
     "Replica spec": ReplicaSpec,
     "Pod template": PodTemplateSpec,
@@ -211,6 +213,17 @@ def base_manifest(kind: str) -> dict[str, Any]:
                 "mainApplicationFile": "local:///opt/spark/app.py",
             },
         }
+    if kind == "RayCluster":
+        template = {"spec": {"containers": [{"name": "ray", "image": "local"}]}}
+        return {
+            "apiVersion": "ray.io/v1",
+            "kind": kind,
+            "metadata": {"name": "fields"},
+            "spec": {
+                "headGroupSpec": {"template": copy.deepcopy(template)},
+                "workerGroupSpecs": [{"groupName": "workers", "template": template}],
+            },
+        }
     model = entry_for(kind).api.model
     container, field = model.DEFAULT_CONTAINER, model.REPLICA_SPECS_FIELD
     pod = {"containers": [{"name": container, "image": "local", "command": ["true"]}]}
@@ -229,6 +242,7 @@ SECTION_ROOT: dict[str, tuple[str, str]] = {
     "PyTorchJob": ("PyTorchJob", "spec"),
     "PaddleJob": ("PaddleJob", "spec"),
     "SparkApplication": ("SparkApplication", "spec"),
+    "RayCluster": ("RayCluster", "spec"),
     "TrainJob": ("TrainJob", "spec"),
     "Run policy": ("TFJob", "spec.runPolicy"),
     "Replica spec": ("TFJob", "spec.tfReplicaSpecs.Worker"),
@@ -262,6 +276,15 @@ SAMPLES: dict[tuple[str, str], Any] = {
         for which in ("dataset", "model")
         for field, value in (("secretRef", {"name": "creds"}), ("secretRef.name", "creds"))
     },
+    ("RayCluster", "headGroupSpec.headService"): {"metadata": {"name": "mine"}},
+    ("RayCluster", "headGroupSpec.enableIngress"): True,
+    ("RayCluster", "workerGroupSpecs[].idleTimeoutSeconds"): 60,
+    ("RayCluster", "workerGroupSpecs[].scaleStrategy.workersToDelete"): ["fields-workers-0"],
+    ("RayCluster", "workerGroupSpecs[].suspend"): True,
+    ("RayCluster", "enableInTreeAutoscaling"): True,
+    ("RayCluster", "autoscalerOptions"): {"upscalingMode": "Default"},
+    ("RayCluster", "headServiceAnnotations"): {"a": "b"},
+    ("RayCluster", "gcsFaultToleranceOptions"): {"redisAddress": "redis:6379"},
     ("SparkApplication", "driver.podName"): "my-driver",
     ("SparkApplication", "failureRetries"): 3,
     ("SparkApplication", "retryInterval"): 10,

@@ -26,7 +26,7 @@ K8S_VERSIONS = (
 )
 """Oldest supported Kubernetes and the newest schema kubernetes-validate bundles."""
 
-JOB_GROUPS = ("kubemill.dev/v1", "kubeflow.org/v1")
+JOB_GROUPS = ("kubemill.dev/v1", "kubeflow.org/v1", "ray.io/v1")
 
 
 @functools.cache

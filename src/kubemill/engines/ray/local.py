@@ -9,10 +9,15 @@ reaches the head through its Service. Here every node is a process on this machi
   its node manager, object manager, dashboard agent (HTTP and gRPC), runtime-env agent and
   :data:`WORKER_PORTS` ports for its worker processes (``--worker-port-list``). Workers join
   the head at ``127.0.0.1:<the head's GCS port>``.
-- **Loopback only.** ``--node-ip-address=127.0.0.1`` and ``--dashboard-host=127.0.0.1``
-  (whatever ``rayStartParams`` says: without them Ray binds the machine's address), and no
-  usage report leaves the machine (``--disable-usage-stats``; the engine's local env sets
-  ``RAY_USAGE_STATS_ENABLED=0`` too).
+- **Loopback, as far as Ray allows.** ``--node-ip-address=127.0.0.1`` and
+  ``--dashboard-host=127.0.0.1`` (whatever ``rayStartParams`` says), and no usage report
+  leaves the machine (``--disable-usage-stats``; the engine's local env sets
+  ``RAY_USAGE_STATS_ENABLED=0`` too). The dashboard listens on 127.0.0.1 only and every
+  address a node is given is 127.0.0.1; but Ray 2.60's ``ray start`` resolves a loopback
+  node address to the machine's own (``resolve_ip_for_localhost``) unless multi-node
+  clusters are disabled altogether, so its GCS, raylets and agents listen on the machine's
+  address (or every interface) as ``ray start`` by hand does. Their traffic stays on this
+  machine: every peer is on it.
 - **Temp dir.** Each node its own ``--temp-dir``, short (:func:`temp_dir`), and ``TMPDIR``
   too: Ray puts unix sockets under both (its dashboard's forkserver under ``TMPDIR``), and
   a socket's path must fit in 107 bytes, which the replica's own temporary directory

@@ -1,0 +1,101 @@
+"""A real Ray cluster on the local substrate, through the CLI: ``kubemill cluster create ray
+--workers 2`` returns once Ready with the ``ray.init`` address, a client's remote tasks run
+on both workers and sum right, a killed worker is seen in the status and replaced, the
+cluster suspended (its processes stop) and resumed, then stopped with no process left."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.engines import skip_without
+from support.waiting import eventually
+
+pytestmark = pytest.mark.engine
+
+START = 300.0
+"""Seconds for a cluster to be Ready (three `ray start`s on a busy 2-core machine)."""
+RAY_PROCESS = re.compile(r"ray start|raylet|gcs_server")
+
+
+def status(cli: Cli, name: str) -> dict[str, Any]:
+    done = cli("get", name, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)["status"]
+    return found
+
+
+def ray_processes(cli: Cli) -> dict[int, str]:
+    """The cluster's Ray processes (not the supervisor, which carries the token too)."""
+    return {
+        pid: cmd for pid, cmd in processes_with_token(cli.token).items() if RAY_PROCESS.search(cmd)
+    }
+
+
+def client(address: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / "ray" / "ray_sum.py"), address],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_a_ray_cluster_serves_a_client_survives_a_killed_worker_suspends_and_stops(
+    cli: Cli,
+) -> None:
+    skip_without("ray", "ray")
+    created = cli("cluster", "create", "ray", "--workers", "2", "--name", "rc", timeout=START)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "RayCluster rc is ready at http://127.0.0.1:" in created.stdout
+    found = re.search(r"ray\.init\(address=\.\.\.\): (ray://127\.0\.0\.1:\d+)", created.stdout)
+    assert found, created.stdout
+    ready = status(cli, "rc")
+    assert ready["state"] == "ready" and ready["readyWorkerReplicas"] == 2
+    assert found[1] == f"ray://127.0.0.1:{ready['endpoints']['client']}"
+
+    # A client's tasks run on the two workers (the head offers no CPU) and sum right.
+    used = client(found[1])
+    assert used.returncode == 0, used.stdout + used.stderr
+    assert "sum=2470 expected=2470" in used.stdout
+    nodes = dict(line.split("=", 1) for line in used.stdout.splitlines() if "nodes=" in line)
+    assert len(nodes["task nodes"].split(",")) == 2
+    assert len(nodes["alive nodes"].split(",")) == 3
+
+    # A killed worker: its replica restarts in place, counted in the status, and joins again.
+    [worker, *_] = sorted(p for p, cmd in ray_processes(cli).items() if "--address=" in cmd)
+    os.kill(worker, signal.SIGKILL)
+
+    def replaced() -> bool:
+        now = status(cli, "rc")
+        assert now["replicaStatuses"]["workers"]["restarts"] == 1, now["replicaStatuses"]
+        assert now.get("state") == "ready" and now["readyWorkerReplicas"] == 2, now
+        return True
+
+    eventually(replaced, "the killed worker replaced and the cluster Ready again", timeout=START)
+    events = cli("describe", "rc").stdout
+    assert "exited with code 137" in events, events
+
+    # Suspended: every Ray process stops, the object stays; resumed: Ready again.
+    assert cli("suspend", "rc").returncode == 0
+    eventually(lambda: not ray_processes(cli), "the Ray processes stopped", timeout=120)
+    suspended = status(cli, "rc")
+    assert suspended["state"] == "suspended" and suspended.get("endpoint") is None
+    assert cli("resume", "rc").returncode == 0
+    eventually(
+        lambda: status(cli, "rc").get("state") == "ready", "Ready again after resume", timeout=START
+    )
+
+    stopped = cli("cluster", "stop", "rc", timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not processes_with_token(cli.token)
