@@ -277,3 +277,20 @@ class RayJobs:
         assert isinstance(job, RayJob)
         spec = job.cluster.spec
         return job_plan(job, cluster_plan(job, spec, network), kube_dashboard(job))
+
+
+__all__ = [
+    "APP_FAILED",
+    "JOBS_PATH",
+    "SUBMITTER_SCRIPT",
+    "TERMINAL_FAILURES",
+    "RayJobs",
+    "entrypoint_words",
+    "job_plan",
+    "kube_dashboard",
+    "status_fields",
+    "submission_body",
+    "submit_options",
+    "submitter_command",
+    "verdict",
+]
