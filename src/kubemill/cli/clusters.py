@@ -245,13 +245,14 @@ def _list(ctx: typer.Context) -> None:
         table.add_column(column, overflow="fold")
     for view in views:
         ready = getattr(view.status, "ready_replicas", {}) or {}
-        wanted = view.job.replica_specs.get("Worker")
-        total = wanted.replicas if wanted is not None and wanted.replicas is not None else 0
+        # Workers: every replica type but the first, which leads (supervisors, a head).
+        workers = list(view.job.replica_specs)[1:]
+        total = sum(view.job.replica_count(rtype) for rtype in workers)
         table.add_row(
             view.name,
             view.kind,
             view.phase,
-            f"{ready.get('Worker', 0)}/{total}",
+            f"{sum(ready.get(rtype, 0) for rtype in workers)}/{total}",
             str(getattr(view.status, "endpoint", None) or "-"),
             age(view.created),
         )

@@ -63,6 +63,9 @@ def test_a_ray_cluster_serves_a_client_survives_a_killed_worker_suspends_and_sto
     ready = status(cli, "rc")
     assert ready["state"] == "ready" and ready["readyWorkerReplicas"] == 2
     assert found[1] == f"ray://127.0.0.1:{ready['endpoints']['client']}"
+    listed = cli("cluster", "list").stdout.splitlines()
+    row = next(line.split() for line in listed if line.startswith("rc "))
+    assert row[1:5] == ["RayCluster", "Ready", "2/2", ready["endpoint"]], listed
 
     # A client's tasks run on the two workers (the head offers no CPU) and sum right.
     used = client(found[1])

@@ -35,6 +35,7 @@ from kubemill.api import ConditionType, EnvVar, Job
 from kubemill.api.kube import ContainerPort, PodTemplateSpec
 from kubemill.engines.ray.api.raycluster import (
     HEAD,
+    MAX_INT32,
     HeadInfo,
     RayCluster,
     RayClusterSpec,
@@ -302,7 +303,7 @@ def status_extension(
     groups = {group.group_name for group in spec.worker_group_specs}
     bounds = (
         sum(group.min_replicas or 0 for group in spec.worker_group_specs),
-        min(sum(group.max_replicas or 0 for group in spec.worker_group_specs), 2_147_483_647),
+        min(sum(group.max_replicas or 0 for group in spec.worker_group_specs), MAX_INT32),
     )
 
     def status(view: StatusView) -> Mapping[str, object]:
