@@ -9,9 +9,16 @@ temp dir, no usage stats), which is when Ray says the nodes are up. Rounds alter
 goes first; both clusters are stopped between rounds (by hand: the process groups killed,
 never ``ray stop``, which would stop every Ray on the machine). Goal: <= 1.2.
 
+**A RayJob end to end** (``--rayjob-runs``): examples/ray/rayjob-sum.yaml submitted through
+the SDK detached until the core judges it Succeeded (its cluster up, the submitter's ``ray
+job submit --no-wait`` and ``ray job logs --follow``, Ray's job API read by the supervisor,
+the cluster stopped), against the same by hand: the same cluster with ``ray start`` as
+above, then ``ray job submit`` of the same entrypoint to its dashboard, waiting for the
+job's end, then the cluster stopped. No goal yet: the ratio is what a RayJob adds.
+
 Run on demand, never from the test suite (Ray from the ``ray`` extra)::
 
-    python bench/ray_cluster.py --runs 3
+    python bench/ray_cluster.py --runs 3 --rayjob-runs 3
 """
 
 from __future__ import annotations
@@ -35,13 +42,23 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-from kubemill.api import ClusterOptions  # noqa: E402
+import yaml  # noqa: E402
+
+from kubemill.api import ClusterOptions, ConditionType  # noqa: E402
 from kubemill.deploy.serving import wait_serving  # noqa: E402
+from kubemill.engines.ray.api.rayjob import RayJob  # noqa: E402
+from kubemill.engines.ray.framework.rayjob import entrypoint_words  # noqa: E402
 from kubemill.kinds import load_one, service_engines  # noqa: E402
 from kubemill.sdk import JobClient  # noqa: E402
 
 RAY = Path(sys.executable).absolute().parent / "ray"
-QUIET = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+QUIET = {
+    **os.environ,
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # As with the environment activated: a Ray job's ``python`` is the one with Ray (the
+    # local substrate puts the image's environment first on PATH the same way).
+    "PATH": os.pathsep.join([str(RAY.parent), os.environ.get("PATH", os.defpath)]),
+}
 
 
 def free_port() -> int:
@@ -51,8 +68,9 @@ def free_port() -> int:
         return port
 
 
-def by_hand() -> tuple[float, Callable[[], None]]:
-    """Seconds until ``ray start`` has returned for the head and both workers."""
+def by_hand(dashboard: int | None = None) -> tuple[float, Callable[[], None]]:
+    """Seconds until ``ray start`` has returned for the head and both workers (the head's
+    dashboard on ``dashboard`` when given, else Ray's default port)."""
     temp = tempfile.mkdtemp(prefix="kmrb-", dir="/tmp")
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--num-cpus"]
     gcs = free_port()
@@ -70,7 +88,8 @@ def by_hand() -> tuple[float, Callable[[], None]]:
         return child
 
     began = time.perf_counter()
-    head = start(["--head", f"--port={gcs}", "--dashboard-host=127.0.0.1", *common, "0"], "head")
+    ports = [f"--port={gcs}", *([f"--dashboard-port={dashboard}"] if dashboard else [])]
+    head = start(["--head", *ports, "--dashboard-host=127.0.0.1", *common, "0"], "head")
     if head.wait() != 0:
         raise SystemExit("bench: ray start --head failed")
     workers = [start([f"--address=127.0.0.1:{gcs}", *common, "1"], f"w{i}") for i in range(2)]
@@ -105,9 +124,80 @@ def through_kubemill(client: JobClient, round_: int) -> tuple[float, Callable[[]
     return elapsed, stop
 
 
+# --- a RayJob end to end ---------------------------------------------------------------------
+
+RAYJOB = Path(__file__).resolve().parent.parent / "examples" / "ray" / "rayjob-sum.yaml"
+
+
+def rayjob_through_kubemill(client: JobClient, round_: int) -> float:
+    """Seconds from submitting examples/ray/rayjob-sum.yaml (its cluster, the submitter, the
+    Ray job) until the core judges it Succeeded and its processes have stopped."""
+    manifest = yaml.safe_load(RAYJOB.read_text(encoding="utf-8"))
+    manifest["metadata"]["name"] = f"bench-job-{round_}"
+    job = load_one(manifest)
+    began = time.perf_counter()
+    view = client.submit(job, detach=True, base_dir=str(Path.cwd()))
+    done = client.wait(view.name, view.namespace, timeout=900)
+    elapsed = time.perf_counter() - began
+    if not done.status.is_true(ConditionType.SUCCEEDED):
+        raise SystemExit(f"bench: the RayJob did not succeed: {done.status.to_wire()}")
+    client.delete(view.name, view.namespace)
+    return elapsed
+
+
+def rayjob_by_hand() -> float:
+    """Seconds for the same by hand: the same cluster started with ``ray start`` (as
+    :func:`by_hand`), then ``ray job submit`` of the same entrypoint to its dashboard,
+    waiting for the job's end (it follows the logs), then the cluster stopped."""
+    dashboard = free_port()
+    entrypoint = load_one(yaml.safe_load(RAYJOB.read_text(encoding="utf-8")))
+    assert isinstance(entrypoint, RayJob)
+    began = time.perf_counter()
+    _, stop = by_hand(dashboard=dashboard)
+    try:
+        submitted = subprocess.run(
+            [
+                str(RAY),
+                "job",
+                "submit",
+                "--address",
+                f"http://127.0.0.1:{dashboard}",
+                "--",
+                *entrypoint_words(entrypoint.spec.entrypoint),
+            ],
+            env=QUIET,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        elapsed = time.perf_counter() - began
+    finally:
+        stop()
+    if "succeeded" not in submitted.stdout:
+        raise SystemExit(f"bench: ray job submit did not succeed:\n{submitted.stdout[-2000:]}")
+    return elapsed
+
+
+def rayjob_rounds(client: JobClient, runs: int) -> tuple[list[float], list[float]]:
+    ours: list[float] = []
+    theirs: list[float] = []
+    for round_ in range(runs):
+        order = ("kubemill", "hand") if round_ % 2 == 0 else ("hand", "kubemill")
+        for who in order:
+            if who == "kubemill":
+                took = rayjob_through_kubemill(client, round_)
+                ours.append(took)
+            else:
+                took = rayjob_by_hand()
+                theirs.append(took)
+            print(f"rayjob round {round_ + 1} {who:<8} {took:7.2f} s", flush=True)
+    return ours, theirs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rayjob-runs", type=int, default=0, help="RayJob rounds (0: none)")
     args = parser.parse_args()
     ours: list[float] = []
     theirs: list[float] = []
@@ -124,13 +214,22 @@ def main() -> int:
                     theirs.append(took)
                 stop()
                 print(f"round {round_ + 1} {who:<8} {took:7.2f} s", flush=True)
-    a, b = statistics.median(ours), statistics.median(theirs)
-    ratio = a / b
-    print(
-        f"{'start to Ready':<16} kubemill {a:7.2f} s ({min(ours):.2f}-{max(ours):.2f})  "
-        f"ray start by hand {b:7.2f} s ({min(theirs):.2f}-{max(theirs):.2f})  "
-        f"ratio {ratio:.2f} (goal <= {GOAL})"
-    )
+        job_ours, job_theirs = rayjob_rounds(client, args.rayjob_runs)
+    if ours:
+        a, b = statistics.median(ours), statistics.median(theirs)
+        print(
+            f"{'start to Ready':<16} kubemill {a:7.2f} s ({min(ours):.2f}-{max(ours):.2f})  "
+            f"ray start by hand {b:7.2f} s ({min(theirs):.2f}-{max(theirs):.2f})  "
+            f"ratio {a / b:.2f} (goal <= {GOAL})"
+        )
+    if job_ours:
+        a, b = statistics.median(job_ours), statistics.median(job_theirs)
+        print(
+            f"{'RayJob end to end':<16} kubemill {a:7.2f} s "
+            f"({min(job_ours):.2f}-{max(job_ours):.2f})  "
+            f"ray job submit by hand {b:7.2f} s ({min(job_theirs):.2f}-{max(job_theirs):.2f})  "
+            f"ratio {a / b:.2f}"
+        )
     return 0
 
 

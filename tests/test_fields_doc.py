@@ -37,6 +37,7 @@ from kubemill.engines.mpi.api import MPIJobSpec
 from kubemill.engines.paddle.api import PaddleJobSpec
 from kubemill.engines.pytorch.api import PyTorchJobSpec
 from kubemill.engines.ray.api.raycluster import RayClusterSpec
+from kubemill.engines.ray.api.rayjob import RayJobSpec
 from kubemill.engines.spark.api.scheduled import ScheduledSparkApplicationSpec
 from kubemill.engines.spark.api.spec import SparkApplicationSpec
 from kubemill.engines.tensorflow.api import TFJobSpec
@@ -64,6 +65,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "XGBoostJob": XGBoostJobSpec,
     "PaddleJob": PaddleJobSpec,
     "RayCluster": RayClusterSpec,
+    "RayJob": RayJobSpec,
     "Run policy": RunPolicy,
     "Replica spec": ReplicaSpec,
     "Pod template": PodTemplateSpec,
@@ -224,6 +226,17 @@ def base_manifest(kind: str) -> dict[str, Any]:
                 "workerGroupSpecs": [{"groupName": "workers", "template": template}],
             },
         }
+    if kind == "RayJob":
+        template = {"spec": {"containers": [{"name": "ray", "image": "local"}]}}
+        return {
+            "apiVersion": "ray.io/v1",
+            "kind": kind,
+            "metadata": {"name": "fields"},
+            "spec": {
+                "entrypoint": "python -c 'print(1)'",
+                "rayClusterSpec": {"headGroupSpec": {"template": template}},
+            },
+        }
     model = entry_for(kind).api.model
     container, field = model.DEFAULT_CONTAINER, model.REPLICA_SPECS_FIELD
     pod = {"containers": [{"name": container, "image": "local", "command": ["true"]}]}
@@ -243,6 +256,7 @@ SECTION_ROOT: dict[str, tuple[str, str]] = {
     "PaddleJob": ("PaddleJob", "spec"),
     "SparkApplication": ("SparkApplication", "spec"),
     "RayCluster": ("RayCluster", "spec"),
+    "RayJob": ("RayJob", "spec"),
     "TrainJob": ("TrainJob", "spec"),
     "Run policy": ("TFJob", "spec.runPolicy"),
     "Replica spec": ("TFJob", "spec.tfReplicaSpecs.Worker"),
@@ -285,6 +299,10 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("RayCluster", "autoscalerOptions"): {"upscalingMode": "Default"},
     ("RayCluster", "headServiceAnnotations"): {"a": "b"},
     ("RayCluster", "gcsFaultToleranceOptions"): {"redisAddress": "redis:6379"},
+    ("RayJob", "clusterSelector"): {"ray.io/cluster": "shared"},
+    ("RayJob", "backoffLimit"): 1,
+    ("RayJob", "schedule"): "*/5 * * * *",
+    ("RayJob", "deletionStrategy"): {"onSuccess": {"policy": "DeleteCluster"}},
     ("SparkApplication", "driver.podName"): "my-driver",
     ("SparkApplication", "failureRetries"): 3,
     ("SparkApplication", "retryInterval"): 10,

@@ -151,6 +151,19 @@ spec:
           containers: [{{name: ray-worker, image: rayproject/ray}}]
 """
 
+RAY_JOB = """
+apiVersion: {api}
+kind: RayJob
+metadata: {{name: {name}}}
+spec:
+  entrypoint: python -c 'import ray; ray.init()'
+  rayClusterSpec:
+    headGroupSpec:
+      template:
+        spec:
+          containers: [{{name: ray-head, image: rayproject/ray}}]
+"""
+
 TEMPLATES = {
     "TFJob": TF_WORKER,
     "PyTorchJob": PT_MASTER,
@@ -163,6 +176,7 @@ TEMPLATES = {
     "PaddleJob": PADDLE_WORKERS,
     "TrainJob": TRAIN_JOB,
     "RayCluster": RAY_CLUSTER,
+    "RayJob": RAY_JOB,
 }
 SUSPENDABLE = {kind: TEMPLATES[kind] for kind in TEMPLATES if kind != "MarsCluster"}
 """A MarsCluster is a service kept running until deleted: it has no suspend (yet)."""

@@ -19,7 +19,8 @@ from kubemill.engines.mars.framework import Mars
 from kubemill.engines.mpi.framework import MPI
 from kubemill.engines.paddle.framework import Paddle
 from kubemill.engines.pytorch.framework import PyTorch
-from kubemill.engines.ray.framework import Ray
+from kubemill.engines.ray.framework.raycluster import Ray
+from kubemill.engines.ray.framework.rayjob import RayJobs
 from kubemill.engines.spark.framework.planner import Spark
 from kubemill.engines.tensorflow.framework import TensorFlow
 from kubemill.engines.trainer.framework import Trainer
@@ -118,6 +119,7 @@ def test_the_builtins_are_one_entry_each() -> None:
         "PaddleJob",
         "TrainJob",
         "RayCluster",
+        "RayJob",
     ]
     assert [e.kind for e in BUILTIN] == kinds
     assert engines()[: len(BUILTIN)] == BUILTIN
@@ -131,6 +133,7 @@ def test_the_builtins_are_one_entry_each() -> None:
     assert isinstance(engine_for("PaddleJob").framework, Paddle)
     assert isinstance(engine_for("TrainJob").framework, Trainer)
     assert isinstance(engine_for("RayCluster").framework, Ray)
+    assert isinstance(engine_for("RayJob").framework, RayJobs)
     assert [c["spec"]["names"]["kind"] for c in crds()] == [*kinds, "ScheduledSparkApplication"]
 
 

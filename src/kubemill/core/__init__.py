@@ -39,6 +39,7 @@ from kubemill.core.model import (
     RecordEvent,
     Refusal,
     RenderedFile,
+    SubmitRemote,
     UpdateObject,
     WriteFiles,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "Refusal",
     "RenderedFile",
     "SampleRun",
+    "SubmitRemote",
     "UpdateObject",
     "WriteFiles",
     "describe_failure",

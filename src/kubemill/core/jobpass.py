@@ -155,6 +155,7 @@ def extend_status(
             run=run,
             cluster_ips=observed.cluster_ips,
             service=service,
+            remote=observed.remote,
         )
     )
     model_fields = type(status).model_fields

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from kubemill.api import JobStatus
-from kubemill.frameworks import FileSource
+from kubemill.frameworks import FileSource, RemoteReport
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
@@ -147,6 +147,9 @@ class Observed:
     progress: tuple[ObservedProgress, ...] = ()
     """The latest progress report of each replica that made one (locally; not yet read on
     Kubernetes, where the status keeps what was written)."""
+    remote: RemoteReport | None = None
+    """What the service's API last said of the Plan's remote run (``Plan.remote``; None:
+    not asked yet, or it did not answer)."""
 
 
 # --- actions -------------------------------------------------------------------------------
@@ -279,6 +282,13 @@ class UpdateObject:
 
 
 @dataclass(frozen=True)
+class SubmitRemote:
+    """Submit the Plan's remote run to its service (POST ``Plan.remote.submit_body`` to its
+    ``submit_url``): the service is up and does not know the run. Idempotent on the
+    service's side (the body names the run), so a submission seen late is harmless."""
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """Delete the job itself (ttlSecondsAfterFinished passed)."""
 
@@ -306,6 +316,7 @@ Action = (
     | DeleteService
     | CreatePodGroup
     | DeletePodGroup
+    | SubmitRemote
     | DeleteJob
     | RecordEvent
 )

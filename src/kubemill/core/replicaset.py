@@ -30,6 +30,14 @@ Decisions, in the order they are taken:
    to be reported), so a failure about to be observed still counts. Upstream judges
    whatever it happens to list first, so a worker that crashes as the master exits 0
    gives either verdict; kubemill's is deterministic.
+   A Plan with a remote run (``Plan.remote``: a program handed to a service the job brings
+   up, a Ray job on its Ray head) is judged by what the service's API reported instead
+   (``Observed.remote``, read through the Plan's own ``verdict``): its success policy decides
+   nothing; once the run has ended, its verdict is the job's, whatever the replicas did
+   since; before that, a replica failing for good still fails the job (the service or the
+   submitter is gone). When the Plan asks for it, the core asks the substrate to submit the
+   run (``SubmitRemote``) while the service is up (its ``after`` replica Running and ready)
+   and its API does not know the run.
 6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
    ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
    first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
@@ -61,9 +69,10 @@ from kubemill.api import CleanPodPolicy, ConditionType, Job, RestartPolicy
 from kubemill.core.conditions import set_condition, terminal_time
 from kubemill.core.jobpass import JobPass, describe_failure
 from kubemill.core.lifecycle import ReconcileOptions
-from kubemill.core.model import DeleteJob, Observed, ObservedPod, ReconcileResult
+from kubemill.core.model import DeleteJob, Observed, ObservedPod, ReconcileResult, SubmitRemote
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.frameworks.plan import Plan, ReplicaPlan, ServicePolicy
+from kubemill.frameworks.remote import RemoteVerdict
 
 OUTCOME_TIE = timedelta(seconds=1)
 """Replicas that finished within this of each other finished at the same time. Kubernetes
@@ -144,6 +153,20 @@ class _ReplicaSetPass(JobPass):
             else:
                 permanent.append((rep, pod))
 
+        remote = self._remote_verdict()
+        if remote is not None and remote.state == "succeeded":
+            self._record_counts(exclude=frozenset())
+            self._succeed()
+            return
+        if remote is not None and remote.state == "failed":
+            self._record_counts(exclude=frozenset())
+            self._fail(
+                reason=remote.reason or f"{self.kind}Failed",
+                message=f"{self.kind} {self.ref} failed: {remote.message or 'no message'}",
+                kill_active=False,
+            )
+            return
+
         met, success_at = self._success_met()
         if met and not self._failure_ties(permanent, success_at):
             self._record_counts(exclude=frozenset())
@@ -211,6 +234,7 @@ class _ReplicaSetPass(JobPass):
                 ConditionType.RUNNING, "True", "Running", f"{self.kind} {self.ref} is running."
             )
         self._judge_readiness()
+        self._submit_remote()
 
     # --- rules -----------------------------------------------------------------------------
 
@@ -224,13 +248,32 @@ class _ReplicaSetPass(JobPass):
         # is recreated, as upstream does.
         return True
 
+    def _remote_verdict(self) -> RemoteVerdict | None:
+        """How the Plan's remote run stands by its service's last report (None: no remote
+        run, or no report yet)."""
+        remote, report = self.plan.remote, self.observed.remote
+        if remote is None or report is None:
+            return None
+        return remote.verdict(report)
+
+    def _submit_remote(self) -> None:
+        """Ask the substrate to submit the remote run once its service is up and does not
+        know it (only when the Plan has the substrate submit it)."""
+        remote, report = self.plan.remote, self.observed.remote
+        if remote is None or not remote.submit_url or report is None or report.found:
+            return
+        service = self.live.get(remote.after)
+        if service is not None and service.phase == "Running" and service.ready:
+            self.actions.append(SubmitRemote())
+
     def _success_met(self) -> tuple[bool, datetime | None]:
         """Whether the success policy is met, and when it was (None: a time is unknown).
 
-        Never for a service: it has no success, only readiness (:meth:`_judge_readiness`).
+        Never for a service: it has no success, only readiness (:meth:`_judge_readiness`);
+        never for a Plan with a remote run: its service's verdict decides.
         """
         policy = self.plan.outcome
-        if isinstance(policy, ServicePolicy):
+        if isinstance(policy, ServicePolicy) or self.plan.remote is not None:
             return False, None
         replicas = self.plan.of_type(policy.replica_type)
         done = [

@@ -62,6 +62,12 @@ if TYPE_CHECKING:
         submission_id,
         submitted_spec,
     )
+    from kubemill.frameworks.remote import (
+        RemoteReport,
+        RemoteRun,
+        RemoteVerdict,
+        RemoteVerdictRule,
+    )
 
 __all__ = [
     "LABEL_JOB_NAME",
@@ -88,6 +94,10 @@ __all__ = [
     "PackagedProgram",
     "Plan",
     "PlanError",
+    "RemoteReport",
+    "RemoteRun",
+    "RemoteVerdict",
+    "RemoteVerdictRule",
     "ReplicaPlan",
     "ReplicaSlot",
     "RerunPolicy",
@@ -118,9 +128,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, plan
+        from kubemill.frameworks import _common, plan, remote
 
-        for module in (_common, plan):
+        for module in (_common, plan, remote):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value

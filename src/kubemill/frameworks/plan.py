@@ -23,6 +23,7 @@ from kubemill.api import (
     RestartPolicy,
 )
 from kubemill.api.runstates import ApplicationStateType
+from kubemill.frameworks.remote import RemoteReport, RemoteRun
 
 LABEL_PREFIX = "kubemill.dev/"
 LABEL_JOB_NAME = LABEL_PREFIX + "job-name"
@@ -484,6 +485,8 @@ class StatusView:
     the Spark UI's address); none locally."""
     service: ServiceView | None = None
     """What the service-cluster lifecycle decided (its endpoint, its ready pods)."""
+    remote: RemoteReport | None = None
+    """The last report of the Plan's :class:`RemoteRun` (None: none yet)."""
 
 
 @dataclass(frozen=True)
@@ -530,6 +533,9 @@ class Plan:
     service_cluster: ServiceCluster | None = None
     """What the service-cluster lifecycle (:mod:`kubemill.core.service`, chosen by the
     engine) reads of a cluster of controller-run replicas (a Mars cluster)."""
+    remote: RemoteRun | None = None
+    """A run handed to a service the job brings up, whose API decides the outcome (see
+    :class:`RemoteRun`; the replica-set lifecycle judges it)."""
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def replica(self, name: str) -> ReplicaPlan:

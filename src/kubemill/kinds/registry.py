@@ -59,6 +59,7 @@ BUILTIN: tuple[Engine, ...] = (
     paddle.ENGINE,
     trainer.ENGINE,
     ray.ENGINE,
+    ray.JOB,
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 

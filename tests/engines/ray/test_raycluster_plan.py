@@ -10,7 +10,7 @@ from kubemill.api import ConditionType
 from kubemill.core import reconcile
 from kubemill.core.model import CreatePod, Observed, ObservedPod
 from kubemill.engines.ray.api.raycluster import HEAD, RayCluster, RayClusterStatus
-from kubemill.engines.ray.framework import (
+from kubemill.engines.ray.framework.raycluster import (
     CLIENT_PORT,
     DASHBOARD_PORT,
     GCS_PORT,

@@ -49,6 +49,7 @@ def test_both_kinds_registered_with_expected_names() -> None:
         "PaddleJob",
         "PyTorchJob",
         "RayCluster",
+        "RayJob",
         "ScheduledSparkApplication",
         "SparkApplication",
         "TFJob",
@@ -109,6 +110,11 @@ def test_status_subresource_and_printer_columns(kind: str) -> None:
             "failed",
         ]
         assert columns["Desired Workers"]["jsonPath"] == ".status.desiredWorkerReplicas"
+    elif kind == "RayJob":
+        # KubeRay's columns: Ray's job status and the deployment's.
+        assert columns["Job Status"]["jsonPath"] == ".status.jobStatus"
+        assert "SUCCEEDED" in schema_at(schema_of(kind), ".status.jobStatus")["enum"]
+        assert columns["Deployment Status"]["jsonPath"] == ".status.jobDeploymentStatus"
     else:
         assert columns["State"]["jsonPath"] == ".status.conditions[-1:].type"
     assert schema_at(schema_of(kind), ".status.conditions")["items"]["properties"]["type"]["enum"]

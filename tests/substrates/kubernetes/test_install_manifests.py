@@ -78,6 +78,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("CustomResourceDefinition", None, "paddlejobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "trainjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "rayclusters.kubemill.dev"),
+        ("CustomResourceDefinition", None, "rayjobs.kubemill.dev"),
         ("CustomResourceDefinition", None, "scheduledsparkapplications.kubemill.dev"),
         ("ServiceAccount", "kubemill-system", NAME),
         ("ClusterRole", None, NAME),
@@ -114,11 +115,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "verbs": ["list", "watch", "delete"],
         },
         # A MarsCluster or a RayCluster never finishes and a ScheduledSparkApplication never
-        # ends: no TTL deletes them.
+        # ends; a RayJob has no TTL of its own (its cluster goes): no TTL deletes them.
         {
             "apiGroups": ["kubemill.dev"],
             "resources": [
                 "trainjobs",
+                "rayjobs",
                 "marsclusters",
                 "rayclusters",
                 "scheduledsparkapplications",
@@ -138,6 +140,7 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
                 "paddlejobs/status",
                 "trainjobs/status",
                 "rayclusters/status",
+                "rayjobs/status",
                 "scheduledsparkapplications/status",
             ],
             "verbs": ["patch"],

@@ -4,8 +4,10 @@ pods (processes locally) serving until deleted, made by ``kubemill cluster creat
 from kubemill.core import REPLICA_SET
 from kubemill.engines.base import Engine, LocalSupport, ServiceEngine
 from kubemill.engines.ray.api.raycluster import RAYCLUSTER, client_addresses, cluster_manifest
-from kubemill.engines.ray.framework import Ray
-from kubemill.engines.ray.local import USAGE_STATS_ENV, local_plan
+from kubemill.engines.ray.api.rayjob import RAYJOB
+from kubemill.engines.ray.framework.raycluster import Ray
+from kubemill.engines.ray.framework.rayjob import RayJobs
+from kubemill.engines.ray.local import USAGE_STATS_ENV, local_job_plan, local_plan
 
 ENGINE = Engine(
     RAYCLUSTER,
@@ -20,4 +22,20 @@ ENGINE = Engine(
     cluster=ServiceEngine("ray", cluster_manifest, addresses=client_addresses),
 )
 
-__all__ = ["ENGINE"]
+
+# A RayJob: a Ray job on a cluster of its own (the RayCluster planner's), judged by Ray's
+# job API (the Plan's remote run).
+JOB = Engine(
+    RAYJOB,
+    RayJobs(),
+    "Ray (KubeRay): a Ray job on a cluster of its own, submitted by a submitter pod "
+    "(`ray job submit`) or over HTTP; Succeeded or Failed as Ray's job API says",
+    lifecycle=REPLICA_SET,
+    # Locally its cluster is the RayCluster's processes, and the submitter reaches the head's
+    # dashboard on its loopback port.
+    local=LocalSupport(env=USAGE_STATS_ENV, replan=local_job_plan),
+    # As KubeRay's: the RayJob is never deleted by a TTL (its cluster is, at the end).
+    expires=False,
+)
+
+__all__ = ["ENGINE", "JOB"]

@@ -43,7 +43,8 @@ from typing import Any
 
 from kubemill.api import EnvVar, Job
 from kubemill.engines.ray.api.raycluster import HEAD, HeadInfo, RayCluster, RayClusterSpec
-from kubemill.engines.ray.framework import (
+from kubemill.engines.ray.api.rayjob import RayJob
+from kubemill.engines.ray.framework.raycluster import (
     AGENT_LISTEN_PORT,
     CLIENT_PORT,
     DASHBOARD_PORT,
@@ -59,6 +60,7 @@ from kubemill.engines.ray.framework import (
     status_extension,
     worker_defaults,
 )
+from kubemill.engines.ray.framework.rayjob import job_plan
 from kubemill.frameworks.plan import Network, Plan, replica_name
 
 LOCAL_HOST = "127.0.0.1"
@@ -189,6 +191,15 @@ def local_cluster_plan(name: str, spec: RayClusterSpec, plan: Plan, network: Net
     )
 
 
+def local_job_plan(job: Job, plan: Plan, network: Network) -> Plan:
+    """A RayJob's Plan as this machine runs it: its cluster as a RayCluster's here, then the
+    submitter and the Ray job on the head's dashboard at its loopback port."""
+    if not isinstance(job, RayJob):
+        return plan
+    cluster = local_cluster_plan(job.name, job.cluster.spec, plan, network)
+    return job_plan(job, cluster, f"http://{LOCAL_HOST}:{head_ports(network)['dashboard']}")
+
+
 __all__ = [
     "FIRST_WORKER_PORT",
     "HEAD_ONLY_PORTS",
@@ -199,6 +210,7 @@ __all__ = [
     "WORKER_PORTS",
     "head_ports",
     "local_cluster_plan",
+    "local_job_plan",
     "local_nodes",
     "local_plan",
     "node_overrides",

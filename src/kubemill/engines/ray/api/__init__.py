@@ -1,2 +1,3 @@
 """KubeRay's API (``ray.io/v1``) as kubemill serves it: ``raycluster`` (the RayCluster's
-spec, status and ``KindApi``). Importing this package loads none of them."""
+spec, status and ``KindApi``) and ``rayjob`` (the RayJob's: a Ray job on a cluster of its
+own). Importing this package loads none of them."""

@@ -9,6 +9,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from kubemill.core import (
     ObservedPodGroup,
     ObservedProgress,
     RecordEvent,
+    SubmitRemote,
     WriteFiles,
     pod_restart_policy,
     reconcile,
@@ -49,6 +51,7 @@ from kubemill.substrates.local.kubelet import (
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
+from kubemill.substrates.local.remote import RemoteWatch, remote_watch
 from kubemill.substrates.local.sampling import ResourceSampler, resources_dir
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
@@ -126,6 +129,8 @@ class Supervisor:
         """The replicas' progress reports (:mod:`.progress`)."""
         self._reports: tuple[ObservedProgress, ...] = ()
         self._next_progress_check = 0.0
+        self._remote: RemoteWatch | None = None
+        """The Plan's remote run, asked after through its service's API (:mod:`.remote`)."""
         self._owner: procinfo.ProcessId | None = None
         self._sampler: ResourceSampler | None = None
         """Each running replica's CPU and memory, kept with the job (:mod:`.sampling`)."""
@@ -189,6 +194,7 @@ class Supervisor:
         self._sampler = ResourceSampler(
             resources_dir(rec.job_dir), self.processes, lambda: self.pods
         )
+        self._remote = remote_watch(self._prepared.plan, self.options.remote_interval)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
@@ -303,6 +309,12 @@ class Supervisor:
             self._write_files(action)
         elif isinstance(action, DeleteChild):
             self._delete_file_set(action)
+        elif isinstance(action, SubmitRemote) and self._remote is not None:
+            failed = self._remote.submit()
+            if failed is not None:
+                self.store.add_event(
+                    self.uid, type="Warning", reason="FailedSubmission", message=failed, when=now
+                )
         elif isinstance(action, RecordEvent):
             self.store.add_event(
                 self.uid, type=action.type, reason=action.reason, message=action.message, when=now
@@ -393,6 +405,7 @@ class Supervisor:
             pod_group=self.pod_group,
             children=children,
             progress=self._read_progress(tuple(pods)),
+            remote=self._remote.read(tuple(pods)) if self._remote is not None else None,
         )
 
     def _read_progress(self, pods: tuple[ObservedPod, ...]) -> tuple[ObservedProgress, ...]:
@@ -483,7 +496,7 @@ class Supervisor:
     def _drop_gone(self) -> None:
         for name, pod in list(self.pods.items()):
             if pod.gone:
-                self._save_replica(name, pod)
+                self._save_replicas({name: pod})
                 pod.close()
                 del self.pods[name]
 
@@ -545,7 +558,7 @@ class Supervisor:
                 for name, pod in self.pods.items():
                     pod.deleting = True
                     pod.stopped_running = pod.stopped_running or pod.state.phase == "Running"
-                    self._save_replica(name, pod)
+                    self._save_replicas({name: pod})
         except BaseException:  # already failing: the original error wins
             log.exception("could not record the supervisor's failure")
 
@@ -575,19 +588,11 @@ class Supervisor:
             self.store.set_status(self.uid, status.to_wire(), finished=status.finished)
             self._saved_status = comparable
 
-    def _record(self, name: str, pod: ReplicaPod) -> ReplicaRecord:
-        return pod.as_record(self.records[name])
-
-    def _save_replica(self, name: str, pod: ReplicaPod) -> None:
-        record = self._record(name, pod)
-        if record != self.records[name]:
-            self.store.save_replicas([record])
-            self.records[name] = record
-
-    def _save_replicas(self) -> None:
+    def _save_replicas(self, pods: Mapping[str, ReplicaPod] | None = None) -> None:
+        """Write the rows of those replicas (every one by default) that changed."""
         changed = []
-        for name, pod in self.pods.items():
-            record = self._record(name, pod)
+        for name, pod in (self.pods if pods is None else pods).items():
+            record = pod.as_record(self.records[name])
             if record != self.records[name]:
                 changed.append(record)
                 self.records[name] = record

@@ -24,6 +24,9 @@ class SupervisorOptions:
     progress_interval: float = 0.2
     """How often the replicas' progress files are looked at (and whenever a replica's
     state changes, so that a program's last report is read before its exit is judged)."""
+    remote_interval: float = 0.5
+    """How often a Plan's remote run is asked after through its service's API
+    (:mod:`kubemill.substrates.local.remote`), while that service is up."""
     start_limits: StartLimits | None = None
     """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
     reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)

@@ -1,0 +1,296 @@
+"""The RayJob planner: its cluster as the RayCluster planner builds it, the submitter
+(``K8sJobMode``) or the HTTP submission (``HTTPMode``), and the one place Ray's job statuses
+become the core's verdict (:func:`verdict`) and KubeRay's status fields (:func:`status_fields`).
+
+The Ray job is a :class:`~kubemill.frameworks.RemoteRun`: the substrate reads the head's job
+API (``GET /api/jobs/<submission id>``) once the head is ready and reports what it answered;
+the core judges it with :func:`verdict`. The submitter runs KubeRay's sequence: wait for the
+dashboard, ``ray job status`` (already submitted by an earlier try?), else ``ray job submit
+--no-wait``, then ``ray job logs --follow``; a fixed script of kubemill's whose every value
+(the address, the id, the entrypoint's words) is an argument of its own, never shell text.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from kubemill.api import ConditionType, EnvVar, Job, RestartPolicy
+from kubemill.engines.ray.api.rayjob import (
+    HEAD,
+    SUBMITTER,
+    RayJob,
+    RayJobStatusInfo,
+    resources_of,
+    runtime_env_of,
+)
+from kubemill.engines.ray.framework.raycluster import (
+    DASHBOARD_PORT,
+    cluster_plan,
+    head_service_name,
+)
+from kubemill.frameworks._common import PlanError
+from kubemill.frameworks.plan import (
+    LABEL_JOB_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    Network,
+    Plan,
+    ReplicaPlan,
+    StatusView,
+    decided_by,
+    replica_name,
+)
+from kubemill.frameworks.remote import RemoteReport, RemoteRun, RemoteVerdict
+
+JOBS_PATH = "/api/jobs/"
+"""Ray's job API on the head's dashboard port."""
+
+TERMINAL_FAILURES = frozenset({"FAILED", "STOPPED"})
+"""Ray's job statuses that fail the RayJob (``SUCCEEDED`` is its success)."""
+
+APP_FAILED = "AppFailed"
+"""KubeRay's reason when the Ray job itself failed (or was stopped)."""
+
+SUBMITTER_SCRIPT = """\
+address="$1"; id="$2"; shift 2
+until python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+"$address/api/gcs_healthz" >/dev/null 2>&1; do
+  echo "Waiting for the Ray dashboard at $address ..."; sleep 1
+done
+if ! ray job status --address "$address" "$id" >/dev/null 2>&1; then
+  ray job submit --address "$address" --submission-id "$id" --no-wait "$@" || exit
+fi
+exec ray job logs --address "$address" --follow "$id"
+"""
+"""The submitter's program (bash): its arguments are the dashboard's address, the submission
+id, then ``ray job submit``'s options and ``--`` and the entrypoint's words."""
+
+
+def verdict(report: RemoteReport) -> RemoteVerdict:
+    """Ray's job status in the core's words: ``SUCCEEDED`` succeeds, ``FAILED`` and
+    ``STOPPED`` fail with Ray's message (reason ``AppFailed``), the rest is not over."""
+    if not report.found:
+        return RemoteVerdict("waiting")
+    status = str(report.body.get("status") or "")
+    message = str(report.body.get("message") or "")
+    if status == "SUCCEEDED":
+        return RemoteVerdict("succeeded", message=message)
+    if status in TERMINAL_FAILURES:
+        words = f"the Ray job is {status}: {message}" if message else f"the Ray job is {status}"
+        return RemoteVerdict("failed", reason=APP_FAILED, message=words)
+    return RemoteVerdict("running", message=message)
+
+
+def submit_options(job: RayJob) -> list[str]:
+    """``ray job submit``'s options from the spec (beyond the address and the id)."""
+    spec = job.spec
+    options: list[str] = []
+    if spec.runtime_env_yaml.strip():
+        options += ["--runtime-env-json", json.dumps(runtime_env_of(spec.runtime_env_yaml))]
+    if spec.metadata:
+        options += ["--metadata-json", json.dumps(spec.metadata)]
+    if spec.entrypoint_num_cpus:
+        options += ["--entrypoint-num-cpus", format(spec.entrypoint_num_cpus, "g")]
+    if spec.entrypoint_num_gpus:
+        options += ["--entrypoint-num-gpus", format(spec.entrypoint_num_gpus, "g")]
+    if spec.entrypoint_resources:
+        options += ["--entrypoint-resources", spec.entrypoint_resources]
+    return options
+
+
+def entrypoint_words(entrypoint: str) -> list[str]:
+    """The entrypoint as ``ray job submit -- <words>`` takes it: Ray joins the words back
+    into one shell command (``shlex.join``), so a command that uses the shell's own syntax
+    (pipes, ``&&``) is given as ``bash -c '...'``."""
+    try:
+        return shlex.split(entrypoint)
+    except ValueError as exc:
+        raise PlanError(f"spec.entrypoint: cannot split it into words: {exc}") from None
+
+
+def submitter_command(job: RayJob, address: str) -> list[str]:
+    """The submitter's argv: :data:`SUBMITTER_SCRIPT` with everything as arguments."""
+    return [
+        "bash",
+        "-c",
+        SUBMITTER_SCRIPT,
+        "ray-job-submitter",
+        address,
+        job.submission_id,
+        *submit_options(job),
+        "--",
+        *entrypoint_words(job.spec.entrypoint),
+    ]
+
+
+def submission_body(job: RayJob) -> dict[str, Any]:
+    """What ``HTTPMode`` POSTs to the job API (the fields of Ray's ``JobSubmitRequest``)."""
+    spec = job.spec
+    body: dict[str, Any] = {
+        "entrypoint": spec.entrypoint.strip(),
+        "submission_id": job.submission_id,
+    }
+    if spec.runtime_env_yaml.strip():
+        body["runtime_env"] = runtime_env_of(spec.runtime_env_yaml)
+    if spec.metadata:
+        body["metadata"] = dict(spec.metadata)
+    if spec.entrypoint_num_cpus:
+        body["entrypoint_num_cpus"] = spec.entrypoint_num_cpus
+    if spec.entrypoint_num_gpus:
+        body["entrypoint_num_gpus"] = spec.entrypoint_num_gpus
+    if spec.entrypoint_resources:
+        body["entrypoint_resources"] = resources_of(spec.entrypoint_resources)
+    return body
+
+
+def _ms(value: object) -> datetime | None:
+    """A Unix time in milliseconds (as Ray's job API gives times) as a UTC datetime."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return datetime.fromtimestamp(value / 1000, UTC)
+    return None
+
+
+def status_fields(view: StatusView) -> Mapping[str, object]:
+    """KubeRay's status fields of a RayJob from what the pass decided and Ray reported."""
+    job = view.job
+    assert isinstance(job, RayJob)
+    status = view.status
+    report = view.remote
+    fields: dict[str, object] = {
+        "job_id": job.submission_id,
+        "ray_cluster_name": job.name,
+        "dashboard_url": _dashboard(view.plan),
+        "end_time": status.completion_time,
+    }
+    if report is not None and report.found:
+        fields["job_status"] = str(report.body.get("status") or "") or None
+        fields["ray_job_info"] = RayJobStatusInfo(
+            start_time=_ms(report.body.get("start_time")),
+            end_time=_ms(report.body.get("end_time")),
+        )
+        ray_message = report.body.get("message")
+        if ray_message:
+            fields["message"] = str(ray_message)
+    failed = status.condition(ConditionType.FAILED)
+    if failed is not None and failed.status == "True":
+        fields["job_deployment_status"] = "Failed"
+        fields["reason"] = failed.reason
+        fields["message"] = failed.message
+        fields["failed"] = 1
+    elif status.is_true(ConditionType.SUCCEEDED):
+        fields["job_deployment_status"] = "Complete"
+        fields["succeeded"] = 1
+    elif status.is_true(ConditionType.SUSPENDED):
+        fields["job_deployment_status"] = "Suspended"
+    elif report is not None and report.found:
+        fields["job_deployment_status"] = "Running"
+    else:
+        fields["job_deployment_status"] = "Initializing"
+    return fields
+
+
+def _dashboard(plan: Plan) -> str | None:
+    """The dashboard's ``host:port`` (KubeRay's ``dashboardURL``), from the job API's URL."""
+    if plan.remote is None:
+        return None
+    return plan.remote.status_url.removeprefix("http://").split("/", 1)[0]
+
+
+def job_plan(job: RayJob, cluster: Plan, dashboard: str) -> Plan:
+    """The RayJob's Plan: ``cluster`` (its cluster's Plan, as the RayCluster planner builds
+    it for the substrate) with the submitter after every node and the Ray job as a remote
+    run on ``dashboard`` (``http://host:port`` of the head's job API as the substrate
+    reaches it). The cluster's service rule gives way to the Ray job's verdict."""
+    head = replica_name(job.name, HEAD, 0)
+    replicas = list(cluster.replicas)
+    if job.has_submitter:
+        replicas.append(_submitter(job, cluster, dashboard))
+    remote = RemoteRun(
+        status_url=f"{dashboard}{JOBS_PATH}{job.submission_id}",
+        after=head,
+        verdict=verdict,
+        submit_url="" if job.has_submitter else f"{dashboard}{JOBS_PATH}",
+        submit_body={} if job.has_submitter else submission_body(job),
+    )
+    return replace(
+        cluster,
+        kind=job.KIND,
+        replicas=tuple(replicas),
+        # Judged by the Ray job (the remote run); the rule only names the deciding replica.
+        outcome=decided_by(SUBMITTER if job.has_submitter else HEAD),
+        remote=remote,
+        status_extension=status_fields,
+    )
+
+
+def _submitter(job: RayJob, cluster: Plan, dashboard: str) -> ReplicaPlan:
+    """The submitter replica, a stage after every node of the cluster (so it starts once
+    they are ready: the Plan's start gate)."""
+    spec = job.replica_specs[SUBMITTER]
+    container = job.main_container_name(SUBMITTER)
+    command = submitter_command(job, dashboard)
+    template = spec.template.model_copy(deep=True)
+    for each in template.spec.containers:
+        if each.name == container:
+            each.command = command
+            each.args = None
+    return ReplicaPlan(
+        replica_type=SUBMITTER,
+        index=0,
+        name=replica_name(job.name, SUBMITTER, 0),
+        template=template,
+        container=container,
+        env=(EnvVar(name="RAY_ADDRESS", value=dashboard),),
+        ports={},
+        restart_policy=spec.restart_policy or RestartPolicy.ON_FAILURE,
+        labels={
+            LABEL_JOB_NAME: job.name,
+            LABEL_REPLICA_TYPE: SUBMITTER.lower(),
+            LABEL_REPLICA_INDEX: "0",
+            LABEL_JOB_ROLE: "submitter",
+        },
+        stage=max((rep.stage for rep in cluster.replicas), default=0) + 1,
+    )
+
+
+def kube_dashboard(job: RayJob) -> str:
+    """The head's job API as the operator and the submitter reach it in a cluster: through
+    the head Service, as KubeRay's ``dashboardURL``."""
+    return (
+        f"http://{head_service_name(job.name)}.{job.namespace}.svc.cluster.local:{DASHBOARD_PORT}"
+    )
+
+
+class RayJobs:
+    """The RayJob framework: the cluster as the RayCluster planner builds it, then
+    :func:`job_plan`."""
+
+    kind = RayJob.KIND
+
+    def plan(self, job: Job, network: Network) -> Plan:
+        assert isinstance(job, RayJob)
+        spec = job.cluster.spec
+        return job_plan(job, cluster_plan(job, spec, network), kube_dashboard(job))
+
+
+__all__ = [
+    "APP_FAILED",
+    "JOBS_PATH",
+    "SUBMITTER_SCRIPT",
+    "TERMINAL_FAILURES",
+    "RayJobs",
+    "entrypoint_words",
+    "job_plan",
+    "kube_dashboard",
+    "status_fields",
+    "submission_body",
+    "submit_options",
+    "submitter_command",
+    "verdict",
+]
