@@ -453,7 +453,7 @@ def test_the_environment_proxy_is_resolved_once_not_before_every_request(
     assert configuration.proxy == proxy
 
 
-def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> None:
+def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base_nor_progress() -> None:
     """Per event, kopf calls the indexes and ``on.event`` handlers: a plain function would
     run on its thread pool (a hop per event, and the work queue touched off its loop), and
     the default diff base deep-copies every body for handlers the operator does not have."""
@@ -470,6 +470,14 @@ def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> N
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert (storage.build(body=body), storage.fetch(body=body), dict(patch)) == ({}, None, {})
+
+    # Nor any handler progress: none read, none written, nothing cleared out of a copy.
+    progress = settings.persistence.progress_storage
+    progress.store(key="h", record={"retries": 1}, body=body, patch=patch)
+    progress.touch(body=body, patch=patch, value="x")
+    essence = {"spec": {"a": 1}}
+    assert (progress.fetch(key="h", body=body), dict(patch)) == (None, {})
+    assert progress.clear(essence=essence) is essence
 
 
 def test_the_job_cache_keeps_no_managed_fields() -> None:
