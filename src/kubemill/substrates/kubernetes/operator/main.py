@@ -22,7 +22,7 @@ def run_operator(settings: OperatorSettings) -> None:
     Engines named in ``KUBEMILL_ENGINES`` are registered first, so their kinds are served.
     """
     load_plugins()
-    settle()  # after the imports, before the first thread
+    settle()  # after the imports
     asyncio.run(operate(settings))
 
 
