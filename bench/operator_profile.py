@@ -8,7 +8,8 @@ operator's own process, so that its figures are the operator's:
   OPERATOR-ARGS``) under cProfile in every thread (the event loop and the API client's
   pool), and on ``SIGUSR1`` (sent by the bench once every pod exists) writes the merged
   profile to ``DIR/cpu.pstats`` and the functions by own and by cumulative time to
-  ``DIR/cpu.txt``. cProfile doubles the operator's CPU; its shares are what to read.
+  ``DIR/cpu.txt``, headed by the time the garbage collector took (which cProfile does not
+  see), by generation. cProfile doubles the operator's CPU; its shares are what to read.
 - ``memory``: the same with tracemalloc (from after the operator's imports); on ``SIGUSR1``
   (sent once the operator is idle and again once every pod exists) writes the biggest
   holders by file and by line to ``DIR/memory-1.txt``, then ``DIR/memory-2.txt`` with what
@@ -24,12 +25,14 @@ Each writes ``DIR/MODE.done`` when its files are complete (the bench removes it 
 from __future__ import annotations
 
 import cProfile
+import gc
 import io
 import pstats
 import re
 import signal
 import sys
 import threading
+import time
 import tracemalloc
 from collections import Counter
 from pathlib import Path
@@ -58,6 +61,7 @@ def _profile_every_thread(out: Path) -> None:
             profile.disable()
 
     threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    collections = _time_collections()
     main = cProfile.Profile()
     profiles.append(main)
 
@@ -75,6 +79,7 @@ def _profile_every_thread(out: Path) -> None:
         assert stats is not None
         stats.dump_stats(out / "cpu.pstats")
         text = io.StringIO()
+        text.write(collections() + "\n\n")
         stats.stream = text  # type: ignore[attr-defined]
         stats.sort_stats("tottime").print_stats(TOP)
         stats.sort_stats("cumulative").print_stats(TOP)
@@ -83,6 +88,28 @@ def _profile_every_thread(out: Path) -> None:
 
     signal.signal(signal.SIGUSR1, dump)
     main.enable()
+
+
+def _time_collections() -> Any:
+    """Time the garbage collector's passes from now on (CPU time of the thread that runs
+    them: a busy machine's other processes do not count); the returned function says how
+    long they took, by generation."""
+    seconds = [0.0, 0.0, 0.0]
+    counts = [0, 0, 0]
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.thread_time()
+        else:
+            seconds[info["generation"]] += time.thread_time() - started[0]
+            counts[info["generation"]] += 1
+
+    gc.callbacks.append(callback)
+    return lambda: (
+        "garbage collector: "
+        + ", ".join(f"generation {g}: {counts[g]} passes, {seconds[g]:.3f} s" for g in range(3))
+    )
 
 
 def _trace_memory(out: Path) -> None:

@@ -14,7 +14,7 @@ can, and it prints:
 - jobs/s from the first job created until every pod exists;
 - API writes per job against the minimum needed by then (R pods + R services + 1 status
   write for ``Created``), with Events counted apart (one per decision);
-- the operator's resident memory at the end.
+- the operator's resident memory idle, at the end, and at its peak.
 
 Either server shares the 2 cores with the operator (the real one also schedules the pods onto
 its Node), so figures are a lower bound of what the operator does on a cluster. The real
@@ -121,6 +121,7 @@ class Figures:
     cpu_busy: float = 0.0
     rss_idle: float = 0.0
     rss_end: float = 0.0
+    rss_peak: float = 0.0
     writes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
 
@@ -269,6 +270,7 @@ def run(
         # Let the Created status writes and events still queued land before counting.
         time.sleep(3.0)
         figures.rss_end = rss_mib(operator.pid)
+        figures.rss_peak = peak_rss_mib(operator.pid)
         if profile is not None and args.profile in ("cpu", "memory"):
             dump_profile(operator, profile / f"{args.profile}.done")
     finally:
@@ -284,6 +286,15 @@ def run(
         log.close()
     figures.writes, figures.errors = server.operator_calls()
     return figures
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The most resident memory ``pid`` has had, in MiB (VmHWM: what a memory limit must
+    allow, where VmRSS at the end is what the operator keeps)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no VmHWM for {pid}: the process is gone")
 
 
 def start_py_spy(pid: int, folder: Path) -> subprocess.Popen[bytes]:
@@ -366,6 +377,7 @@ def main() -> None:
         ),
         ("events per job", lambda f: f"{f.writes['events'] / args.jobs:.2f}"),
         ("operator RSS", lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end"),
+        ("operator peak RSS", lambda f: f"{f.rss_peak:.0f} MiB"),
     ]
     print(f"{'':24}" + "".join(f"{name:>28}" for name in results))
     for label, show in rows:

@@ -22,7 +22,13 @@ from kubemill.substrates.kubernetes.operator.handlers import (
     configure,
     connection_info,
 )
-from kubemill.substrates.kubernetes.operator.kubeapi import ApiError, ObjectRef, Outcome, classify
+from kubemill.substrates.kubernetes.operator.kubeapi import (
+    ApiError,
+    ObjectRef,
+    Outcome,
+    classify,
+    load_client_configuration,
+)
 from kubemill.substrates.kubernetes.operator.leader import timings
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
 from kubemill.substrates.kubernetes.operator.reconciler import (
@@ -419,7 +425,35 @@ def test_kopf_logs_in_with_the_same_credentials_as_the_client() -> None:
     assert info.ca_path == "/ca.crt" and info.insecure is False
 
 
-def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> None:
+@pytest.mark.parametrize("proxy", ["http://proxy.example:3128", None])
+def test_the_environment_proxy_is_resolved_once_not_before_every_request(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, proxy: str | None
+) -> None:
+    """A token's refresh hook runs before every request and sets the host again: the proxy
+    found at start stays (the environment is not read again for each request)."""
+    from kubernetes.config import kube_config
+
+    from support.kmock_cluster import write_kubeconfig
+
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    if proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://10.0.0.1")
+    # The client reads $KUBECONFIG once, when it is imported.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    configuration = load_client_configuration(context=None)
+    assert configuration.proxy == proxy
+    assert configuration.refresh_api_key_hook is not None  # the kubeconfig's token
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://elsewhere.example:8080")
+    configuration.refresh_api_key_hook(configuration)
+    assert configuration.host == "https://10.0.0.1"
+    assert configuration.proxy == proxy
+
+
+def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base_nor_progress() -> None:
     """Per event, kopf calls the indexes and ``on.event`` handlers: a plain function would
     run on its thread pool (a hop per event, and the work queue touched off its loop), and
     the default diff base deep-copies every body for handlers the operator does not have."""
@@ -436,6 +470,14 @@ def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base() -> N
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert (storage.build(body=body), storage.fetch(body=body), dict(patch)) == ({}, None, {})
+
+    # Nor any handler progress: none read, none written, nothing cleared out of a copy.
+    progress = settings.persistence.progress_storage
+    progress.store(key="h", record={"retries": 1}, body=body, patch=patch)
+    progress.touch(body=body, patch=patch, value="x")
+    essence = {"spec": {"a": 1}}
+    assert (progress.fetch(key="h", body=body), dict(patch)) == (None, {})
+    assert progress.clear(essence=essence) is essence
 
 
 def test_the_job_cache_keeps_no_managed_fields() -> None:

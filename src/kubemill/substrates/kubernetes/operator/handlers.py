@@ -103,6 +103,33 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class NoProgress(kopf.ProgressStorage):
+    """kopf's handler progress when no handler has any: nothing read, nothing stored.
+
+    kopf keeps the progress of ``on.create``/``on.update`` handlers and daemons (retries,
+    started times) in the object's annotations and status, and on every event of every
+    watched object clears it out of the essences it compares; the default storage does so
+    by walking both of its places in a copy of the essence. The operator's indexes and
+    ``on.event`` handlers have no progress to keep (kopf writes none for them), so there is
+    nothing to clear: the essence is returned as it is.
+    """
+
+    def fetch(self, *, key: Any, body: Any) -> Any:
+        return None
+
+    def store(self, *, key: Any, record: Any, body: Any, patch: Any) -> None:
+        return None
+
+    def purge(self, *, key: Any, body: Any, patch: Any) -> None:
+        return None
+
+    def touch(self, *, body: Any, patch: Any, value: Any) -> None:
+        return None
+
+    def clear(self, *, essence: Any) -> Any:
+        return essence
+
+
 def configure(settings: Any, runtime: Runtime) -> None:
     """kopf settings: label selectors on the server, no dynamic scanning, no event posting."""
     selector = LABEL_JOB_NAME  # "has the label"
@@ -121,6 +148,7 @@ def configure(settings: Any, runtime: Runtime) -> None:
     settings.posting.enabled = False
     settings.peering.standalone = True
     settings.persistence.diffbase_storage = NoDiffBase()
+    settings.persistence.progress_storage = NoProgress()
 
 
 def connection_info(configuration: Any) -> Any:

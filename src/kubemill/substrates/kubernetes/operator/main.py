@@ -8,6 +8,7 @@ import logging
 import kopf
 
 from kubemill.substrates.kubernetes.operator.handlers import build_registry, configure
+from kubemill.substrates.kubernetes.operator.process import settle
 from kubemill.substrates.kubernetes.operator.runtime import Runtime
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings
 from kubemill.substrates.plugins import load_plugins
@@ -21,6 +22,7 @@ def run_operator(settings: OperatorSettings) -> None:
     Engines named in ``KUBEMILL_ENGINES`` are registered first, so their kinds are served.
     """
     load_plugins()
+    settle()  # after the imports
     asyncio.run(operate(settings))
 
 
