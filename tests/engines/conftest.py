@@ -1,4 +1,5 @@
-"""Fixtures of the engines' tests: the real CLI over a state directory of its own."""
+"""Fixtures of the engines' tests: the real CLI over a state directory of its own, and the
+operator tests' (:mod:`support.operator_fixtures`) for an engine's operator tests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from support.e2e_support import Cli, fresh_cli
+from support.operator_fixtures import cluster, kubelet, namespace, operator
+
+__all__ = ["cli", "cluster", "kubelet", "namespace", "operator"]
 
 
 @pytest.fixture

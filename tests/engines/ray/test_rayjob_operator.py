@@ -2,8 +2,8 @@
 workers once the head is ready, then the submitter once every node is, each pod exactly as
 ``kubemill render`` prints it (the submitter's ``ray job submit`` sequence included) and
 owned by the RayJob; KubeRay's status fields written; ``suspend`` removes every pod and
-resuming brings the head back. Against kmock, one operator for the module (fixtures as the
-operator tests' own).
+resuming brings the head back. Against kmock, one operator for the module (the operator
+tests' fixtures, from tests/engines/conftest.py).
 
 Not here: the Ray job's outcome, which the operator does not read from Ray's job API yet
 (docs/kinds.md); tests/engines/ray/test_rayjob_local.py judges real Ray jobs locally.
@@ -12,7 +12,6 @@ Not here: the Ray job's outcome, which the operator does not read from Ray's job
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,36 +27,11 @@ from support.operator_support import (
     Operator,
     is_true,
     job_path,
-    running_cluster,
-    running_operator,
 )
 from support.waiting import eventually
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "ray" / "rayjob-sum.yaml"
 CONTAINERS = {"head": "ray-head", "workers": "ray-worker", "submitter": "ray-job-submitter"}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    workdir = tmp_path_factory.mktemp("operator")
-    with running_operator(cluster, workdir, "--all-namespaces", "--serve-upstream-groups") as op:
-        yield op
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> str:
-    return cluster.namespace()
-
-
-@pytest.fixture
-def kubelet(cluster: Cluster, namespace: str) -> Kubelet:
-    return Kubelet(cluster, namespace)
 
 
 def pods_of(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:
