@@ -162,3 +162,36 @@ def test_no_process_of_a_deleted_job_is_left_when_delete_returns(
         eventually(lambda name=name: "up" in log_text(backend, name), what="replica up")
         backend.delete(name)
         assert not procinfo.is_alive(supervisor), f"round {round_}: supervisor still runs"
+
+
+LEAVES_A_CHILD_BEHIND = (
+    "import os, time\n"
+    "child = os.fork()\n"
+    "if child == 0:\n"
+    "    time.sleep(1)\n"  # outlives its parent, in its parent's process group, then ends
+    "    os._exit(0)\n"
+    "print('child', child, flush=True)\n"
+)
+
+
+def test_orphans_that_end_under_the_supervisor_are_reaped_while_the_job_runs(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    # The worker ends at once and its child a second later, re-parented to the supervisor
+    # (a subreaper), while the master keeps the job running: a Ray node's raylet after its
+    # `ray start` was killed. Without a wait by the supervisor it would stay a zombie until
+    # the job's end.
+    job = pytorch_job("reaped", master=SLEEPER, worker=LEAVES_A_CHILD_BEHIND)
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    supervisor = _supervisor(backend, "reaped")
+    eventually(lambda: "child" in log_text(backend, "reaped", "worker-0"), what="the fork")
+    child = int(log_text(backend, "reaped", "worker-0").split()[1])
+
+    def reaped() -> bool:
+        info = procinfo.stat(child)
+        assert info is None or info.ppid in (supervisor.pid, 0) or info.state != "Z"
+        return info is None
+
+    eventually(reaped, timeout=30, what="the orphan, dead, reaped by the supervisor")
+    assert backend.get("reaped").phase == "Running"
+    backend.delete("reaped")

@@ -45,6 +45,9 @@ SWEEP_GRACE = 1.0
 TREE_REUSE = 0.02
 """Seconds a scan of ``/proc`` is reused for finding a replica's processes."""
 
+REAP_INTERVAL = 5.0
+"""Seconds between looks for dead orphans to reap (:meth:`JobProcesses.reap_orphans`)."""
+
 
 class JobProcesses:
     """The processes of one job outside its replicas' main processes."""
@@ -72,6 +75,7 @@ class JobProcesses:
         self._tree: procinfo.ProcessTree | None = None
         self._tree_at = 0.0
         self._next_memory_check = 0.0
+        self._next_reap = 0.0
 
     def of_pod(self, pod: ReplicaPod) -> set[int]:
         """The pod's processes beyond its main one: its tree and its marked orphans."""
@@ -130,6 +134,30 @@ class JobProcesses:
         if left:
             log.warning("job %s: processes %s survive SIGKILL", self.uid, sorted(left))
         self._strays = {p: k for p, k in self._strays.items() if procinfo.stat(p) is not None}
+
+    def reap_orphans(self, now: float) -> None:
+        """Collect the exits of the job's orphans that died here, every ``REAP_INTERVAL``.
+
+        A replica's children outlive it (a Ray node's raylet and workers after its
+        ``ray start`` is killed and restarted), re-parent to this subreaper and stay zombies
+        until it waits for them. Only zombies that do not lead their own process group are
+        waited for: everything this process starts itself (replicas, probes, exec sessions)
+        leads one (``start_new_session``) and is waited for by its ``Popen``, whose exit code
+        a reap here would take.
+        """
+        if now < self._next_reap:
+            return
+        self._next_reap = now + REAP_INTERVAL
+        self._tree = None
+        tree = self._process_tree()
+        own_group = os.getpgrp()
+        procinfo.reap(
+            {
+                pid
+                for pid in tree.children.get(os.getpid(), [])
+                if (info := tree.table[pid]).state == "Z" and info.pgid not in (pid, own_group)
+            }
+        )
 
     def watch_memory(self, now: float) -> None:
         """OOMKill a replica whose processes together use more memory than its limit.

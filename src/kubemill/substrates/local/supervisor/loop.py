@@ -232,6 +232,7 @@ class Supervisor:
             self._drop_gone()
             self._start_pending(now)
             self.processes.watch_memory(now)
+            self.processes.reap_orphans(now)
             if self._sampler is not None:
                 self._sampler.sample(now)
             requested = self._requests(now)
