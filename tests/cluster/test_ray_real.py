@@ -6,7 +6,9 @@ apply --server-side --validate=strict`` in ``kubemill.dev/v1`` and in KubeRay's 
 child the operator creates (its ServiceAccount refused nothing), the real kube-scheduler binds
 the pods, the node stand-in plays them, and the status goes through the status subresource.
 Then suspend removes the pods and resume brings them back, and deleting the object lets the
-real garbage collector take every child.
+real garbage collector take every child. In KubeRay's group: a worker killed is restarted
+in place and counted, a patch of a group's replicas adds a worker; a submission mode kubemill
+does not run is refused by the real server, the in-tree autoscaler by the operator's Event.
 
 The node stand-in does not run Ray, so a RayJob's outcome (Ray's job API, which the operator
 does not read yet) is not judged here: only what the real server must accept on the way to it.
@@ -16,6 +18,7 @@ tests/engines/ray/test_rayjob_local.py judges real Ray jobs.
 from __future__ import annotations
 
 import copy
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -140,11 +143,12 @@ def test_a_ray_cluster_is_provisioned_suspended_resumed_and_collected(
     assert {p["spec"]["nodeName"] for p in pods.values()} == {control_plane.node}
     service = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rc-head-svc")
     assert {p["port"] for p in service["spec"]["ports"]} >= {6379, 8265, 10001}
-    ready = eventually(
-        lambda: (j := job.get()) and true(j, "RayClusterProvisioned") and j,
+    eventually(
+        lambda: true(job.get(), "RayClusterProvisioned"),
         timeout=WAIT,
         what=Seen("RayClusterProvisioned", job),
     )
+    ready = job.get()
     status = ready["status"]
     assert (status["state"], status["readyWorkerReplicas"], status["desiredWorkerReplicas"]) == (
         "ready",
@@ -177,14 +181,120 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
     assert f"http://rj-head-svc.{namespace}.svc.cluster.local:8265" in submitter
     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rj-head-svc")
     # Nothing reads Ray's job API on Kubernetes yet: the deployment is as far as it goes.
-    started = eventually(
-        lambda: (j := job.get()) and j.get("status", {}).get("jobDeploymentStatus") and j,
+    eventually(
+        lambda: job.get().get("status", {}).get("jobDeploymentStatus"),
         timeout=WAIT,
         what=Seen("a jobDeploymentStatus", job),
     )
+    started = job.get()
     status = started["status"]
     assert status["rayClusterName"] == "rj"
     assert status["dashboardURL"] == f"rj-head-svc.{namespace}.svc.cluster.local:8265"
     assert through_status_subresource(started, "jobDeploymentStatus")
     assert not operator.failed_creates(namespace)
     suspend_resume_then_delete(control_plane, node, job, RAY_JOB, "jobDeploymentStatus=Suspended")
+
+
+def test_a_ray_worker_killed_is_restarted_and_counted_and_a_patch_scales_its_group(
+    control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
+) -> None:
+    namespace = control_plane.new_namespace()
+    job = create(
+        control_plane, namespace, RAY_CLUSTER, "kubectl-upstream", RAY_CLUSTER.manifest("rc")
+    )
+    eventually(
+        lambda: true(job.get(), "RayClusterProvisioned"),
+        timeout=WAIT,
+        what=Seen("RayClusterProvisioned", job),
+    )
+    first_uid = namespace_pods(control_plane, namespace)["rc-workers-1"]["metadata"]["uid"]
+    # Killed: under the group's restartPolicy Always the kubelet (the node) restarts it in
+    # place; the operator counts the restart, in KubeRay's group in kubemill's annotation
+    # (the real server prunes a status field KubeRay's schema does not have).
+    node.finish(namespace, "rc-workers-1", 137)
+    eventually(
+        lambda: job.restarts("workers") == 1,
+        timeout=WAIT,
+        what=Seen("the worker's restart counted", job),
+    )
+    assert namespace_pods(control_plane, namespace)["rc-workers-1"]["metadata"]["uid"] == first_uid
+    eventually(
+        lambda: job.get()["status"].get("readyWorkerReplicas") == 2,
+        timeout=WAIT,
+        what=Seen("2 workers ready again", job),
+    )
+    group = {**job.get()["spec"]["workerGroupSpecs"][0], "replicas": 3}
+    control_plane.request(
+        "PATCH",
+        job.path,
+        {"spec": {"workerGroupSpecs": [group]}},
+        content_type="application/merge-patch+json",
+    )
+    eventually(
+        lambda: running(control_plane, node, namespace, 4),
+        timeout=WAIT,
+        what=Seen("a third worker running", job),
+    )
+    assert "rc-workers-2" in namespace_pods(control_plane, namespace)
+    eventually(
+        lambda: job.get()["status"].get("desiredWorkerReplicas") == 3,
+        timeout=WAIT,
+        what=Seen("3 workers desired", job),
+    )
+    assert not operator.failed_creates(namespace)
+    control_plane.request("DELETE", job.path)
+
+
+def test_what_kubemill_does_not_run_is_refused_by_the_real_server_or_told_by_an_event(
+    control_plane: ControlPlane, node: NodeStandIn
+) -> None:
+    """A submission mode kubemill does not run is out of the CRD's schema: the real server
+    refuses it at its field path. The in-tree autoscaler is a valid KubeRay field, so the
+    server accepts it; the operator refuses it, as an InvalidSpec Event naming the field,
+    and runs no pod."""
+    namespace = control_plane.new_namespace()
+    manifest = RAY_JOB.manifest("rj-bad")
+    manifest["apiVersion"] = "ray.io/v1"
+    manifest["spec"]["submissionMode"] = "InteractiveMode"
+    refused = apply(control_plane, namespace, manifest)
+    assert refused.returncode != 0
+    assert 'spec.submissionMode: Unsupported value: "InteractiveMode"' in refused.stderr
+    assert (
+        control_plane.get_or_none(f"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/rj-bad") is None
+    )
+
+    manifest = RAY_CLUSTER.manifest("rc-bad")
+    manifest["apiVersion"] = "ray.io/v1"
+    manifest["spec"]["enableInTreeAutoscaling"] = True
+    accepted = apply(control_plane, namespace, manifest)
+    assert "serverside-applied" in accepted.stdout, accepted.stderr
+
+    def told() -> list[str]:
+        events = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [
+            e["message"]
+            for e in events
+            if e["reason"] == "InvalidSpec" and e["involvedObject"]["name"] == "rc-bad"
+        ]
+
+    [message] = eventually(told, timeout=WAIT, what="an InvalidSpec event")
+    assert "spec.enableInTreeAutoscaling" in message, message
+    assert not namespace_pods(control_plane, namespace)
+
+
+def apply(
+    plane: ControlPlane, namespace: str, manifest: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply --server-side --validate=strict`` of ``manifest``, refused or not."""
+    return plane.kubectl(
+        "apply",
+        "--server-side",
+        "--validate=strict",
+        "--field-manager=test",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(manifest),
+        check=False,
+    )
