@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +299,30 @@ def apply(
         stdin=yaml.safe_dump(manifest),
         check=False,
     )
+
+
+def test_a_rayjob_in_http_mode_runs_its_cluster_and_no_submitter_pod(
+    control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
+) -> None:
+    """HTTPMode has no submitter pod (kubemill POSTs the job to the head's job API): the real
+    server sees the head, the worker and the head Service, and nothing more. On Kubernetes the
+    operator neither submits nor reads Ray's job API yet (docs/kinds.md), and the node does
+    not run Ray: the deployment stays Initializing, and no outcome is judged here."""
+    namespace = control_plane.new_namespace()
+    manifest = example("rayjob-http.yaml", "rh")
+    job = create(control_plane, namespace, RAY_JOB, "kubectl-upstream", manifest)
+    eventually(
+        lambda: running(control_plane, node, namespace, 2),
+        timeout=WAIT,
+        what=Seen("the head and the worker running", job),
+    )
+    eventually(
+        lambda: job.get().get("status", {}).get("jobDeploymentStatus") == "Initializing",
+        timeout=WAIT,
+        what=Seen("jobDeploymentStatus Initializing", job),
+    )
+    time.sleep(2)  # the operator acts on a ready cluster at once: give it the time to err
+    assert set(namespace_pods(control_plane, namespace)) == {"rh-head-0", "rh-workers-0"}
+    control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rh-head-svc")
+    assert not operator.failed_creates(namespace)
+    control_plane.request("DELETE", job.path)
