@@ -21,11 +21,14 @@ def _log_file(state_dir: Path, job: str, replica: str) -> Path:
     return found
 
 
-def test_tail_of_a_150_mb_log_is_read_in_under_50_mb(
+def test_tail_of_a_150_mb_log_costs_a_few_mb_beyond_the_command_itself(
     kubemill: Kubemill, state_dir: Path, tmp_path: Path
 ) -> None:
     manifest = write_manifest(tmp_path, pytorch_job("big", master="print('first')"))
     kubemill("run", str(manifest), check=True)
+    # What the command needs beside the log (the interpreter and its imports, which grow
+    # with the kinds kubemill knows): its peak over the one-line log.
+    baseline_mb, _ = _logs_peak(kubemill, tmp_path)
     # A 150 MB log (written here rather than by a replica: the reading is under test).
     log = _log_file(state_dir, "big", "master-0")
     with log.open("ab") as fh:
@@ -33,9 +36,23 @@ def test_tail_of_a_150_mb_log_is_read_in_under_50_mb(
             fh.write(b"".join(b"%08d %s\n" % (block * 1_000 + i, LINE) for i in range(1_000)))
     assert log.stat().st_size > 150_000_000
 
-    # The peak memory of `kubemill logs` alone. Not this process's child directly: a
-    # child forked from pytest starts with pytest's high-water mark, so a small wrapper
-    # runs it and reports its child's peak (ru_maxrss of RUSAGE_CHILDREN, in KB).
+    peak_mb, printed = _logs_peak(kubemill, tmp_path)
+    assert [line.split()[2] for line in printed] == [
+        f"{n:08d}" for n in range(1_499_990, 1_500_000)
+    ]
+    # The tail is found from the end: the 150 MB cost no more than a few MB of reading.
+    assert peak_mb - baseline_mb < 10, (
+        f"kubemill logs --tail 10 peaked at {peak_mb:.0f} MB"
+        f" ({baseline_mb:.0f} MB on a one-line log)"
+    )
+
+
+def _logs_peak(kubemill: Kubemill, tmp_path: Path) -> tuple[float, list[str]]:
+    """The peak memory (MB) of `kubemill logs big --tail 10` alone, and what it printed.
+
+    Not this process's child directly: a child forked from pytest starts with pytest's
+    high-water mark, so a small wrapper runs it and reports its child's peak (ru_maxrss of
+    RUSAGE_CHILDREN, in KB)."""
     peak_file = tmp_path / "peak"
     done = subprocess.run(
         [
@@ -55,14 +72,8 @@ def test_tail_of_a_150_mb_log_is_read_in_under_50_mb(
         text=True,
         timeout=120,
     )
-
     assert done.returncode == 0, done.stderr
-    printed = done.stdout.splitlines()
-    assert [line.split()[2] for line in printed] == [
-        f"{n:08d}" for n in range(1_499_990, 1_500_000)
-    ]
-    peak_mb = int(peak_file.read_text()) / 1024
-    assert peak_mb < 50, f"kubemill logs --tail 10 peaked at {peak_mb:.0f} MB"
+    return int(peak_file.read_text()) / 1024, done.stdout.splitlines()
 
 
 MEASURE = """

@@ -322,6 +322,10 @@ def every_kind(namespace: str) -> list[dict[str, Any]]:
     trainjob = yaml.safe_load((ROOT / "examples" / "trainjob" / "trainjob.yaml").read_text())
     trainjob["spec"]["suspend"] = True
     manifests.append(trainjob)
+    for example in ("raycluster.yaml", "rayjob-sum.yaml"):
+        manifest = yaml.safe_load((ROOT / "examples" / "ray" / example).read_text())
+        manifest["spec"]["suspend"] = True
+        manifests.append(manifest)
     for manifest in manifests:
         manifest["apiVersion"] = "kubemill.dev/v1"
         manifest["metadata"]["namespace"] = namespace

@@ -12,6 +12,7 @@ Not here: the Ray job's outcome, which the operator does not read from Ray's job
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from kubemill.kinds import load_one
+from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
 from kubemill.substrates.kubernetes.render import render_job
 from support.kmock_cluster import ApiError
 from support.operator_support import (
@@ -36,6 +38,16 @@ CONTAINERS = {"head": "ray-head", "workers": "ray-worker", "submitter": "ray-job
 
 def pods_of(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in cluster.list(f"/api/v1/namespaces/{namespace}/pods")}
+
+
+def restarts_of(job: dict[str, Any], upstream: bool) -> int:
+    """The workers' restarts the operator recorded: in the status in kubemill's group, in
+    its annotation in KubeRay's."""
+    if upstream:
+        recorded = json.loads(job["metadata"].get("annotations", {}).get(RESTARTS_ANNOTATION, "{}"))
+        return int(recorded.get("workers", {}).get("restarts", 0))
+    statuses = job.get("status", {}).get("replicaStatuses", {})
+    return int(statuses.get("workers", {}).get("restarts", 0))
 
 
 def _run(kubelet: Kubelet, name: str) -> None:
@@ -89,6 +101,20 @@ def test_the_operator_brings_up_the_cluster_then_the_submitter_as_rendered(
         rendered["rj-submitter-0"]["spec"]["containers"][0]["command"][2],
     ]
     assert f"http://rj-head-svc.{namespace}.svc.cluster.local:8265" in submitter["command"]
+
+    # A worker evicted: the pod recreated and its restart counted (in KubeRay's group, in
+    # the annotation kubemill keeps restart counts in: its status schema has none).
+    old_uid = pods_of(cluster, namespace)["rj-workers-1"]["metadata"]["uid"]
+    kubelet.set("rj-workers-1", "Failed", container="ray-worker", reason="Evicted")
+    eventually(
+        lambda: (
+            (pod := pods_of(cluster, namespace).get("rj-workers-1"))
+            and pod["metadata"]["uid"] != old_uid
+        ),
+        what="the worker recreated",
+    )
+    counted = eventually(lambda: restarts_of(cluster.get(path), upstream), what="restart counted")
+    assert counted == 1
 
     # Suspended: every pod goes, the RayJob stays; resumed: the head comes back first.
     cluster.patch(path, {"spec": {"suspend": True}})

@@ -65,6 +65,7 @@ EVERY_KIND = [
     "paddlejobs.kubemill.dev",
     "trainjobs.kubemill.dev",
     "rayclusters.kubemill.dev",
+    "rayjobs.kubemill.dev",
     "scheduledsparkapplications.kubemill.dev",
 ]
 
@@ -112,10 +113,11 @@ def test_a_partial_install_names_the_missing_crd(
     with pytest.raises(
         JobNotFound,
         match=r"no TFJob, PyTorchJob, MPIJob, SparkApplication, MarsCluster, JAXJob, XGBoostJob, "
-        r"PaddleJob, TrainJob, RayCluster or ScheduledSparkApplication .*"
+        r"PaddleJob, TrainJob, RayCluster, RayJob or ScheduledSparkApplication .*"
         r"\(pytorchjobs.kubemill.dev, mpijobs.kubemill.dev, sparkapplications.kubemill.dev, "
         r"marsclusters.kubemill.dev, jaxjobs.kubemill.dev, xgboostjobs.kubemill.dev, "
         r"paddlejobs.kubemill.dev, trainjobs.kubemill.dev, rayclusters.kubemill.dev, "
+        r"rayjobs.kubemill.dev, "
         r"scheduledsparkapplications.kubemill.dev are not "
         r"installed\)",
     ):

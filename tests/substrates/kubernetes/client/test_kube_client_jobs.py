@@ -305,6 +305,8 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
         "/apis/kubemill.dev/v1/xgboostjobs",
         "/apis/kubemill.dev/v1/paddlejobs",
         "/apis/kubemill.dev/v1/trainjobs",
+        "/apis/kubemill.dev/v1/rayclusters",
+        "/apis/kubemill.dev/v1/rayjobs",
         "/apis/kubemill.dev/v1/scheduledsparkapplications",
         "/api/v1/pods",
     ]

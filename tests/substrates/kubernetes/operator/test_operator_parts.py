@@ -384,6 +384,8 @@ def test_settings_name_the_served_resources() -> None:
         "xgboostjobs.v1.kubemill.dev",
         "paddlejobs.v1.kubemill.dev",
         "trainjobs.v1.kubemill.dev",
+        "rayclusters.v1.kubemill.dev",
+        "rayjobs.v1.kubemill.dev",
         "scheduledsparkapplications.v1.kubemill.dev",
         "tfjobs.v1.kubeflow.org",
         "pytorchjobs.v1.kubeflow.org",
@@ -394,6 +396,8 @@ def test_settings_name_the_served_resources() -> None:
         "sparkapplications.v1beta2.sparkoperator.k8s.io",
         "scheduledsparkapplications.v1beta2.sparkoperator.k8s.io",
         "trainjobs.v1alpha1.trainer.kubeflow.org",
+        "rayclusters.v1.ray.io",
+        "rayjobs.v1.ray.io",
     ]
 
 
