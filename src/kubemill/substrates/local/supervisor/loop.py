@@ -134,6 +134,7 @@ class Supervisor:
         self._owner: procinfo.ProcessId | None = None
         self._sampler: ResourceSampler | None = None
         """Each running replica's CPU and memory, kept with the job (:mod:`.sampling`)."""
+        self._removed_dir: str | None = None
 
     # --- requests from other threads (signal handlers, the SDK's interrupt/delete) --------
 
@@ -212,10 +213,6 @@ class Supervisor:
             self._exec.start()
 
     @property
-    def _files_root(self) -> Path:
-        return Path(self.prepared.network.files_root)
-
-    @property
     def prepared(self) -> Prepared:
         assert self._prepared is not None
         return self._prepared
@@ -292,7 +289,7 @@ class Supervisor:
         rec = self.store.job_by_uid(self.uid)
         self.store.remove_job(self.uid)
         if rec is not None:
-            shutil.rmtree(rec.job_dir, ignore_errors=True)
+            self._removed_dir = rec.job_dir  # removed in _release, once nothing writes there
 
     def _apply(self, action: Action, now: float) -> None:
         if isinstance(action, CreatePod):
@@ -323,11 +320,11 @@ class Supervisor:
 
     def _write_files(self, action: WriteFiles) -> None:
         owner = f"{self.job.namespace}/{self.job.name}"
-        kind, digest = write_file_set(self._files_root, action, owner=owner)
+        kind, digest = write_file_set(Path(self.prepared.network.files_root), action, owner=owner)
         self.children[(kind, action.name)] = digest
 
     def _delete_file_set(self, action: DeleteChild) -> None:
-        delete_file_set(self._files_root, action)
+        delete_file_set(Path(self.prepared.network.files_root), action)
         self.children.pop((action.kind, action.name), None)
 
     def _create_pod(self, name: str, now: float) -> None:
@@ -575,6 +572,8 @@ class Supervisor:
         with contextlib.suppress(Exception):
             if self.store.job_by_uid(self.uid) is not None:
                 self.store.set_supervisor_state(self.uid, "done")
+        if self._removed_dir is not None:
+            shutil.rmtree(self._removed_dir, ignore_errors=True)
         self._asked.close()
         self.finished.set()
 
