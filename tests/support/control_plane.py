@@ -296,19 +296,23 @@ class ControlPlane:
             raise
 
     def new_namespace(self, prefix: str = "t") -> str:
-        """A fresh namespace, returned once its default ServiceAccount exists: the
-        ServiceAccount admission plugin refuses pods until the real serviceaccount
-        controller has made it, a moment after the namespace."""
+        """A fresh namespace, returned once the controllers have settled it: the
+        ServiceAccount admission plugin refuses pods until the serviceaccount controller
+        has made ``default``, and the root-CA publisher adds the ``kube-root-ca.crt``
+        ConfigMap a moment later, which a test that compares what a submission created
+        must not see appear under it."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-        path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+        settled = (
+            f"/api/v1/namespaces/{name}/serviceaccounts/default",
+            f"/api/v1/namespaces/{name}/configmaps/kube-root-ca.crt",
+        )
         deadline = time.monotonic() + READY_TIMEOUT
-        while self.get_or_none(path) is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"no default ServiceAccount in {name} after {READY_TIMEOUT:.0f} s"
-                )
-            time.sleep(0.05)
+        for path in settled:
+            while self.get_or_none(path) is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no {path} after {READY_TIMEOUT:.0f} s")
+                time.sleep(0.05)
         return name
 
     def kubectl(
