@@ -17,28 +17,30 @@ import ipaddress
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
+from typing import Any
 from urllib.parse import urlsplit
 
+from kubemill import http_client
 from kubemill.core import ObservedPod
 from kubemill.frameworks import Plan, RemoteReport, RemoteRun
+from kubemill.version import __version__
 
 log = logging.getLogger("kubemill.local.remote")
 
-TIMEOUT = 2.0
-"""Seconds one request may take (the service is on this machine)."""
+TIMEOUT = (2.0, 2.0)
+"""(connect, read) seconds one request may take (the service is on this machine)."""
 
-MAX_BODY = 1 << 20
-"""The most of an answer read: a job API's status is a small JSON object."""
+USER_AGENT = f"kubemill/{__version__}"
 
 
 class RemoteError(Exception):
     """A request that was not sent (not an http URL on loopback)."""
 
 
-def _request(url: str, data: bytes | None = None) -> urllib.request.Request:
-    """A request to ``url``, which must be ``http://`` to a loopback address."""
+def _ask(url: str, body: Any = None) -> tuple[int, bytes]:
+    """(status, body) of a GET of ``url``, or a POST of the JSON ``body``; ``url`` must be
+    ``http://`` to a loopback address. An HTTP error status is an answer too; no answer
+    raises :class:`~kubemill.http_client.NoAnswer`."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     try:
@@ -47,20 +49,13 @@ def _request(url: str, data: bytes | None = None) -> urllib.request.Request:
         local = host == "localhost"
     if parts.scheme != "http" or not local:
         raise RemoteError(f"{url}: not http on loopback; the local substrate asks nothing else")
-    if data is None:
-        return urllib.request.Request(url)  # noqa: S310 - http on loopback, checked above
-    headers = {"Content-Type": "application/json"}
-    return urllib.request.Request(url, data=data, method="POST", headers=headers)  # noqa: S310
-
-
-def _open(request: urllib.request.Request) -> tuple[int, bytes]:
-    """(status, body) of one request; an HTTP error status is an answer too."""
+    method = "GET" if body is None else "POST"
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-            return int(response.status), response.read(MAX_BODY)
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, exc.read(MAX_BODY)
+        answer = http_client.request(method, url, body=body, user_agent=USER_AGENT, timeout=TIMEOUT)
+    except http_client.HttpAnswer as refused:
+        data = refused.body if isinstance(refused.body, bytes) else b""
+        return refused.status, data
+    return answer.status, answer.data
 
 
 def remote_watch(plan: Plan, interval: float) -> RemoteWatch | None:
@@ -91,8 +86,8 @@ class RemoteWatch:
             return self.report
         self._next = now + self.interval
         try:
-            status, body = _open(_request(self.remote.status_url))
-        except (OSError, RemoteError) as exc:
+            status, body = _ask(self.remote.status_url)
+        except (http_client.NoAnswer, RemoteError) as exc:
             log.debug("%s: %s", self.remote.status_url, exc)
             return self.report
         if status == 404:
@@ -111,11 +106,10 @@ class RemoteWatch:
     def submit(self) -> str | None:
         """POST the run to the service; why it failed (None: it was taken). The next
         :meth:`poll` asks at once, so the submission is seen without a wait."""
-        data = json.dumps(dict(self.remote.submit_body)).encode()
         self._next = 0.0
         try:
-            status, body = _open(_request(self.remote.submit_url, data))
-        except (OSError, RemoteError) as exc:
+            status, body = _ask(self.remote.submit_url, dict(self.remote.submit_body))
+        except (http_client.NoAnswer, RemoteError) as exc:
             return f"{self.remote.submit_url}: {exc}"
         if status >= 300:
             words = body.decode(errors="replace").strip()[:500]

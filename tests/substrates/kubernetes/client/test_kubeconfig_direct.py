@@ -2,7 +2,7 @@
 
 :func:`~kubemill.substrates.kubernetes.client.connection.connect_to` (Spark's cluster mode)
 reads the kubeconfig with :mod:`~kubemill.substrates.kubernetes.client.kubeconfig` and
-talks through :class:`~kubemill.substrates.kubernetes.transport.DirectClient`. An https
+talks through :class:`~kubemill.http_client.HttpClient`. An https
 server on 127.0.0.1 with certificates of a test CA (made by ``openssl``, as the control
 plane's) and client certificates required records who each request came from: a client
 certificate (PEM data, or files relative to the kubeconfig), a bearer token (in the

@@ -1,4 +1,4 @@
-"""The transport's :class:`DirectClient` sends the bytes ``kubernetes.client.ApiClient`` sends.
+"""kubemill's :class:`~kubemill.http_client.HttpClient` sends the bytes ``ApiClient`` sends.
 
 A recording HTTP server on 127.0.0.1 takes the same requests from both clients through
 :func:`kubemill.substrates.kubernetes.transport.send` (the official client configured with
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kubemill.http_client import HttpClient
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client.connection import USER_AGENT
 from kubemill.substrates.kubernetes.client.errors import unreachable
@@ -127,7 +128,7 @@ def test_the_same_bytes_as_the_official_client(server: tuple[str, type[Recorder]
     answers = send_all(official(url))
     by_official = list(handler.seen)
     handler.seen.clear()
-    direct = transport.DirectClient(url, user_agent=USER_AGENT)
+    direct = HttpClient(url, user_agent=USER_AGENT)
     assert send_all(direct) == answers
     assert handler.seen == by_official
     assert len(by_official) == len(REQUESTS)
@@ -145,9 +146,7 @@ def test_with_a_token_the_same_bytes_too(server: tuple[str, type[Recorder]]) -> 
     answers = send_all(api_client)
     by_official = list(handler.seen)
     handler.seen.clear()
-    direct = transport.DirectClient(
-        url, user_agent=USER_AGENT, authorization=lambda: "Bearer s3cret"
-    )
+    direct = HttpClient(url, user_agent=USER_AGENT, authorization=lambda: "Bearer s3cret")
     assert send_all(direct) == answers
     assert handler.seen == by_official
     assert all(headers["authorization"] == "Bearer s3cret" for _, headers, _ in by_official)
@@ -157,7 +156,7 @@ def test_an_error_answer_is_the_same(server: tuple[str, type[Recorder]]) -> None
     url, handler = server
     handler.answer = 409
     answers = []
-    for api_client in (official(url), transport.DirectClient(url, user_agent=USER_AGENT)):
+    for api_client in (official(url), HttpClient(url, user_agent=USER_AGENT)):
         with pytest.raises(transport.HttpAnswer) as raised:
             transport.send(api_client, "POST", "/api/v1/namespaces/default/pods", body={})
         answers.append((raised.value.status, raised.value.reason, bytes(raised.value.body or b"")))
@@ -168,7 +167,7 @@ def test_an_error_answer_is_the_same(server: tuple[str, type[Recorder]]) -> None
 def test_nothing_listening_is_no_answer_with_the_same_words() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     said = []
-    for api_client in (official(url), transport.DirectClient(url, user_agent=USER_AGENT)):
+    for api_client in (official(url), HttpClient(url, user_agent=USER_AGENT)):
         with pytest.raises(transport.NoAnswer) as raised:
             transport.send(api_client, "GET", "/api/v1/namespaces", timeout=(2.0, 2.0))
         cause = raised.value.__cause__ or raised.value
@@ -182,7 +181,7 @@ def test_a_kept_connection_the_server_closed_is_opened_again(
 ) -> None:
     url, handler = server
     handler.close_after = True
-    direct = transport.DirectClient(url, user_agent=USER_AGENT)
+    direct = HttpClient(url, user_agent=USER_AGENT)
     for _ in range(3):
         transport.read(transport.send(direct, "GET", "/api/v1/namespaces"))
     assert len(handler.seen) == 3
@@ -190,7 +189,7 @@ def test_a_kept_connection_the_server_closed_is_opened_again(
 
 def test_a_server_that_is_no_http_url_is_refused() -> None:
     with pytest.raises(ValueError, match="not an http"):
-        transport.DirectClient("ftp://host", user_agent=USER_AGENT)
+        HttpClient("ftp://host", user_agent=USER_AGENT)
 
 
 CHUNKED = (
@@ -219,7 +218,7 @@ def test_answers_without_a_length_are_read_whole(answer: bytes) -> None:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    direct = transport.DirectClient(url, user_agent=USER_AGENT)
+    direct = HttpClient(url, user_agent=USER_AGENT)
     try:
         for _ in range(2):
             raw = transport.send(direct, "GET", "/api/v1/namespaces", timeout=(5.0, 5.0))

@@ -9,11 +9,11 @@ import json
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kubemill import http_client
 
 # The contract with the Deployments, from their builders (kubemill is in the image).
 from kubemill.engines.mars.pod.settings import (
@@ -29,6 +29,8 @@ from kubemill.engines.mars.pod.settings import (
 )
 
 log = logging.getLogger(__name__)
+
+USER_AGENT = "kubemill-mars-pod"
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,9 @@ def ready_nodes(host: str, web_port: int, role: str, *, timeout: float) -> list[
     supervisor whose web API is at ``host:web_port`` lists; None while it does not answer."""
     url = f"http://{host}:{web_port}/api/cluster/nodes?role={NODE_ROLE[role]}&statuses={NODE_READY}"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
-            nodes = json.loads(answer.read()).get("nodes", {})
-    except (OSError, ValueError, urllib.error.URLError):
+        answer = http_client.request("GET", url, user_agent=USER_AGENT, timeout=(timeout, timeout))
+        nodes = json.loads(answer.data).get("nodes", {})
+    except (http_client.HttpAnswer, http_client.NoAnswer, ValueError, AttributeError):
         return None
     return sorted(nodes) if isinstance(nodes, dict) else None
 
@@ -227,7 +229,7 @@ async def ready_supervisors(address: str) -> set[str] | None:
 def web_answers(host: str, port: int) -> bool:
     url = f"http://{host}:{port}/api/cluster/nodes?role={NODE_ROLE['supervisor']}"
     try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return bool(answer.status == 200)
-    except (OSError, urllib.error.URLError):
+        answer = http_client.request("GET", url, user_agent=USER_AGENT, timeout=(5.0, 5.0))
+    except (http_client.HttpAnswer, http_client.NoAnswer):
         return False
+    return answer.status == 200

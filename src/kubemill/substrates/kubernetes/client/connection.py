@@ -5,8 +5,8 @@
 of those, its service account). :class:`Http` sends requests through it by the substrate's
 one HTTP layer (:mod:`kubemill.substrates.kubernetes.transport`) and turns what goes wrong
 into :mod:`.errors`: the API's status, reason and message kept, the verb and resource named.
-:func:`connect_to` (Spark's cluster mode) chooses the same way but talks through the
-transport's own ``DirectClient``, the kubeconfig read by :mod:`.kubeconfig`.
+:func:`connect_to` (Spark's cluster mode) chooses the same way but talks through kubemill's
+own ``HttpClient`` (:mod:`kubemill.http_client`), the kubeconfig read by :mod:`.kubeconfig`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubemill.http_client import HttpClient
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client import kubeconfig as kubeconfig_files
 from kubemill.substrates.kubernetes.client.errors import (
@@ -42,7 +43,7 @@ class Connection:
 
     api_client: Any
     """A ``kubernetes.client.ApiClient`` (:func:`connect`), or the transport's
-    ``DirectClient`` (:func:`connect_to`)."""
+    ``HttpClient`` (:func:`connect_to`)."""
     server: str
     context: str | None
     namespace: str
@@ -117,7 +118,7 @@ def connect(*, kubeconfig: str | os.PathLike[str] | None, context: str | None) -
 def connect_to(
     server: str, *, kubeconfig: str | os.PathLike[str] | None, context: str | None
 ) -> Connection:
-    """A :class:`~kubemill.substrates.kubernetes.transport.DirectClient` of ``server`` (a
+    """A :class:`~kubemill.http_client.HttpClient` of ``server`` (a
     ``spark-submit --master k8s://`` URL): with the kubeconfig's credentials when there is
     one, or the pod's service account (:mod:`.kubeconfig` reads them; the kubeconfig's
     cluster must be that server: its credentials belong to it), else with none, as Spark's
@@ -125,7 +126,7 @@ def connect_to(
     ``kubectl proxy``)."""
     wanted = server.rstrip("/")
     if not uses_kubeconfig(kubeconfig):
-        direct = transport.DirectClient(
+        direct = HttpClient(
             wanted, user_agent=USER_AGENT, proxy=kubeconfig_files.proxy_for(wanted, None)
         )
         return Connection(direct, wanted, None, "default")
@@ -135,7 +136,7 @@ def connect_to(
             f"--master k8s://{wanted}: the kubeconfig's cluster is {found.server}; "
             "choose the context of that server with `kubemill --context NAME ...`"
         )
-    direct = transport.DirectClient(
+    direct = HttpClient(
         found.server,
         user_agent=USER_AGENT,
         tls=found.tls,

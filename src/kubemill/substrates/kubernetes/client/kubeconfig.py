@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from kubemill.http_client import Tls
 from kubemill.substrates.kubernetes.client.errors import KubeconfigError
-from kubemill.substrates.kubernetes.transport import Tls
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where a pod finds its service account's token, CA and namespace."""
@@ -39,7 +39,7 @@ EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k
 
 class Credentials:
     """Where the chosen cluster is and how to talk to it (a plain class: see
-    :class:`~kubemill.substrates.kubernetes.transport.Tls`)."""
+    :class:`~kubemill.http_client.Tls`)."""
 
     __slots__ = ("authorization", "context", "namespace", "proxy", "server", "tls")
 

@@ -1,0 +1,411 @@
+"""kubemill's own HTTP/1.1 client: the one way kubemill sends a request that no library sends
+for it.
+
+Who uses it: the Kubernetes substrate's short-lived processes (Spark's cluster-mode
+submission, ``kubemill spark-submit --kill``/``--status``) reach the API server through it,
+with what a kubeconfig gives (:class:`Tls`, a bearer token, a proxy); the local substrate
+asks a job's service for its remote run (a Ray job's status, its submission); Mars's in-pod
+program asks its supervisors' web API which nodes are ready. (The operator and the SDK's
+long-lived clients use the official ``kubernetes`` client's ``ApiClient``, kopf its own
+aiohttp session: libraries' own, see :mod:`kubemill.substrates.kubernetes.transport`.)
+
+Standard library only, and cheap to import: a process that sends a few requests must not
+pay for ``http.client``'s or urllib3's imports. Two outcomes besides a 2xx answer, as
+exceptions that keep what the server said and leave the wording to the caller:
+:class:`HttpAnswer` (the server answered with another status) and :class:`NoAnswer`
+(refused, reset, DNS, TLS, timeout, not HTTP).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    import socket
+    import ssl
+
+DEFAULT_TIMEOUT = (5.0, 60.0)
+"""(connect, read) seconds for one ordinary request."""
+
+
+class HttpAnswer(Exception):
+    """A non-2xx answer: its status, the HTTP reason phrase and the body (a ``Status``)."""
+
+    def __init__(self, status: int, reason: str, body: bytes | str | None) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body = body
+
+
+class NoAnswer(Exception):
+    """No answer at all; the connection-level error is the ``__cause__``."""
+
+
+class HttpResponse:
+    """An :class:`HttpClient`'s answer, read whole (shaped as a urllib3 response, so the
+    Kubernetes transport's ``read``, ``read_json`` and ``lines`` take either)."""
+
+    def __init__(self, status: int, reason: str, data: bytes) -> None:
+        self.status = status
+        self.reason = reason
+        self.data = data
+
+    def release_conn(self) -> None:
+        """Nothing to release: the body was read with the answer."""
+
+    def stream(self, amount: int, decode_content: bool = True) -> Iterator[bytes]:
+        """The body in chunks of ``amount`` bytes."""
+        for start in range(0, len(self.data), amount):
+            yield self.data[start : start + amount]
+
+
+class Tls:
+    """How an ``https`` server is trusted and told who we are: a kubeconfig cluster's
+    certificate authority (PEM data or a file; the system's certificates when neither),
+    ``insecure-skip-tls-verify``, ``tls-server-name``, and its user's client certificate
+    and key (PEM data or files).
+
+    (A plain class, not a dataclass: generating a dataclass's methods costs a CLI
+    submission a millisecond at import.)"""
+
+    __slots__ = (
+        "ca_data",
+        "ca_file",
+        "cert_data",
+        "cert_file",
+        "insecure",
+        "key_data",
+        "key_file",
+        "server_name",
+    )
+
+    def __init__(
+        self,
+        *,
+        ca_data: bytes | None = None,
+        ca_file: str | None = None,
+        insecure: bool = False,
+        server_name: str | None = None,
+        cert_data: bytes | None = None,
+        key_data: bytes | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+    ) -> None:
+        self.ca_data = ca_data
+        self.ca_file = ca_file
+        self.insecure = insecure
+        self.server_name = server_name
+        self.cert_data = cert_data
+        self.key_data = key_data
+        self.cert_file = cert_file
+        self.key_file = key_file
+
+    def context(self) -> ssl.SSLContext:
+        """An SSL context of these settings; ``OSError``/``ssl.SSLError`` if unusable."""
+        import ssl
+
+        context = ssl.create_default_context()
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif self.ca_data is not None or self.ca_file is not None:
+            # The cluster's own authority only, as the official client trusts it.
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            if self.ca_data is not None:
+                context.load_verify_locations(cadata=self.ca_data.decode("ascii"))
+            if self.ca_file is not None:
+                context.load_verify_locations(cafile=self.ca_file)
+        if self.cert_data is not None or self.cert_file is not None:
+            _load_client_certificate(context, self)
+        return context
+
+
+def _load_client_certificate(context: ssl.SSLContext, tls: Tls) -> None:
+    """The client certificate and key into ``context``: ``ssl`` loads them from files only,
+    so PEM data goes through files of a private directory, removed at once."""
+    if tls.cert_data is None and tls.key_data is None:
+        context.load_cert_chain(str(tls.cert_file), tls.key_file)
+        return
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="kubemill-tls-") as private:  # mode 0700
+        cert = tls.cert_file
+        if tls.cert_data is not None:
+            cert = str(Path(private) / "client.crt")
+            Path(cert).write_bytes(tls.cert_data)
+        key = tls.key_file
+        if tls.key_data is not None:
+            key = str(Path(private) / "client.key")
+            Path(key).write_bytes(tls.key_data)
+        context.load_cert_chain(str(cert), key)
+
+
+class HttpClient:
+    """One server (``http://`` or ``https://``, with an optional path prefix), reached over
+    a socket of our own (see the module doc).
+
+    What goes over the wire is what ``kubernetes.client.ApiClient`` sends with the same
+    configuration: the query as ``k=quoted(v)`` pairs, the headers ``Content-Type``,
+    ``Accept``, ``User-Agent`` and, with credentials, ``authorization``, a body as
+    ``json.dumps`` writes it. HTTP/1.1 is written and read here, not by ``http.client``,
+    whose imports (the ``email`` package) cost a CLI process more than the rest of its
+    submission: answers with a ``Content-Length``, chunked, or ending with the connection.
+    One connection is kept for the requests that follow (a submission sends four); one
+    that the server closed meanwhile is opened again.
+
+    ``tls``: how ``https`` is verified and which client certificate is shown (the system's
+    certificates and none by default). ``authorization``: the ``Authorization`` header's
+    value, asked before each request (an exec plugin's token may be renewed). ``proxy``:
+    an ``http://`` proxy, tunnelled through with ``CONNECT`` for an ``https`` server.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        user_agent: str,
+        tls: Tls | None = None,
+        authorization: Callable[[], str | None] | None = None,
+        proxy: str | None = None,
+    ) -> None:
+        parts = urlsplit(server)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{server!r} is not an http:// or https:// URL")
+        self.server = server.rstrip("/")
+        self.user_agent = user_agent
+        self.tls = tls or Tls()
+        self.authorization = authorization
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._tls else 80)
+        # As http.client writes it: the port only when it is not the scheme's own.
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        default = 443 if self._tls else 80
+        self._host_header = host if self._port == default else f"{host}:{self._port}"
+        self._prefix = parts.path.rstrip("/")
+        self._proxy = _Proxy.of(proxy) if proxy else None
+        self._context: ssl.SSLContext | None = None
+        self._socket: socket.socket | None = None
+        self._reader: Any = None
+        self.sent = 0
+        """Requests whose bytes started to leave (0: the server has seen nothing)."""
+
+    def _connect(self, timeout: tuple[float, float | None]) -> None:
+        import socket
+
+        connect_timeout, read_timeout = timeout
+        where = (self._host, self._port) if self._proxy is None else self._proxy.address
+        sock = socket.create_connection(where, timeout=connect_timeout)
+        try:
+            if self._proxy is not None and self._tls:
+                self._proxy.tunnel(sock, self._host_header)
+            if self._tls:
+                if self._context is None:
+                    self._context = self.tls.context()
+                sock = self._context.wrap_socket(
+                    sock, server_hostname=self.tls.server_name or self._host
+                )
+        except BaseException:
+            sock.close()
+            raise
+        sock.settimeout(read_timeout)
+        self._socket = sock
+        self._reader = sock.makefile("rb")
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    ) -> HttpResponse:
+        """The answer of a 2xx; raises :class:`HttpAnswer` (any other status, with its
+        body) or :class:`NoAnswer` (refused, reset, TLS, timeout, not HTTP)."""
+        url = self._prefix + path
+        pairs = list(query)
+        if pairs:
+            url += "?" + "&".join(f"{key}={quote(str(value))}" for key, value in pairs)
+        if self._proxy is not None and not self._tls:
+            url = f"http://{self._host_header}{url}"  # a proxy takes the absolute form
+        payload = b"" if body is None else json.dumps(body).encode()
+        head = [
+            f"{method} {url} HTTP/1.1",
+            f"Host: {self._host_header}",
+            f"Content-Type: {content_type}",
+            "Accept: application/json",
+            f"User-Agent: {self.user_agent}",
+        ]
+        credentials = self.authorization() if self.authorization is not None else None
+        if credentials:
+            head.append(f"authorization: {credentials}")  # spelt as the official client does
+        if self._proxy is not None and not self._tls and self._proxy.authorization:
+            head.append(f"Proxy-Authorization: {self._proxy.authorization}")
+        if body is not None or method in _EXPECTING_BODY:
+            head.append(f"Content-Length: {len(payload)}")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
+        for attempt in (1, 2):
+            reused = self._socket is not None
+            try:
+                if self._socket is None:
+                    self._connect(timeout)
+                assert self._socket is not None
+                self.sent += 1
+                self._socket.sendall(request)
+                status, reason, data, keep = _answer(self._reader, method)
+            except (OSError, _Stale, ValueError) as exc:
+                self.close()
+                stale = isinstance(exc, _Stale | BrokenPipeError | ConnectionResetError)
+                if reused and stale and attempt == 1:
+                    continue  # a kept connection the server had closed: open a new one
+                raise NoAnswer(str(exc) or type(exc).__name__) from exc
+            if not keep:
+                self.close()
+            if not 200 <= status <= 299:
+                raise HttpAnswer(status, reason, data)
+            return HttpResponse(status, reason, data)
+        raise AssertionError("not reached")  # pragma: no cover
+
+    def close(self) -> None:
+        """Close the kept connection (a later request opens another)."""
+        if self._socket is not None:
+            self._reader.close()
+            self._socket.close()
+            self._socket = None
+            self._reader = None
+
+
+class _Proxy:
+    """An ``http://[user:password@]host:port`` proxy."""
+
+    def __init__(self, address: tuple[str, int], authorization: str | None) -> None:
+        self.address = address
+        self.authorization = authorization
+
+    @classmethod
+    def of(cls, url: str) -> _Proxy:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"proxy {url!r}: only http:// proxies are supported")
+        authorization = None
+        if parts.username is not None:
+            import base64
+            from urllib.parse import unquote
+
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        return cls((parts.hostname, parts.port or 80), authorization)
+
+    def tunnel(self, sock: socket.socket, target: str) -> None:
+        """Ask the proxy for a tunnel to ``target`` (``host:port``) over ``sock``."""
+        if ":" not in target.rsplit("]", 1)[-1]:
+            target += ":443"
+        head = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+        if self.authorization:
+            head.append(f"Proxy-Authorization: {self.authorization}")
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        reader = sock.makefile("rb")
+        try:
+            line = reader.readline(_MAX_LINE)
+            while reader.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                pass
+        finally:
+            reader.close()
+        code = line.split(b" ", 2)[1:2]
+        if code != [b"200"]:
+            answer = line.decode("latin-1").strip() or "no answer"
+            raise ConnectionRefusedError(f"the proxy refused a tunnel to {target}: {answer}")
+
+
+def _answer(reader: Any, method: str) -> tuple[int, str, bytes, bool]:
+    """(status, reason, body, whether the connection stays open) of the next answer."""
+    while True:
+        line = reader.readline(_MAX_LINE)
+        if not line:
+            raise _Stale("the server closed the connection without answering")
+        version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/") or not code.isdigit():
+            raise ValueError(f"not an HTTP answer: {line[:80]!r}")
+        headers: dict[str, str] = {}
+        while True:
+            field = reader.readline(_MAX_LINE)
+            if field in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = field.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        status = int(code)
+        if not 100 <= status <= 199:
+            break  # (an informational answer precedes the real one)
+    connection = headers.get("connection", "").lower()
+    keep = connection != "close" and (version != "HTTP/1.0" or connection == "keep-alive")
+    if method == "HEAD" or status in (204, 304):
+        return status, reason, b"", keep
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks = []
+        while True:
+            size = int(reader.readline(_MAX_LINE).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while reader.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                break
+            chunks.append(_exactly(reader, size))
+            reader.readline(_MAX_LINE)
+        return status, reason, b"".join(chunks), keep
+    if "content-length" in headers:
+        return status, reason, _exactly(reader, int(headers["content-length"])), keep
+    return status, reason, reader.read(), False  # the body ends with the connection
+
+
+_EXPECTING_BODY = ("POST", "PUT", "PATCH")
+"""Methods sent with ``Content-Length: 0`` when they carry no body (as http.client does)."""
+_MAX_LINE = 65537
+
+
+class _Stale(Exception):
+    """The connection ended before an answer began."""
+
+
+def _exactly(reader: Any, size: int) -> bytes:
+    data = reader.read(size)
+    if len(data) != size:
+        raise ConnectionResetError(f"the answer ended after {len(data)} of {size} bytes")
+    return bytes(data)
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    body: Any = None,
+    user_agent: str,
+    timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+) -> HttpResponse:
+    """One request to a whole ``url`` (its path and query sent as given) on a connection of
+    its own, closed after the answer; a ``body`` is sent as JSON.
+    Raises :class:`HttpAnswer` or :class:`NoAnswer` as :meth:`HttpClient.send` does."""
+    parts = urlsplit(url)
+    client = HttpClient(f"{parts.scheme}://{parts.netloc}", user_agent=user_agent)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        return client.send(method, target, body=body, timeout=timeout)
+    finally:
+        client.close()
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "HttpAnswer",
+    "HttpClient",
+    "HttpResponse",
+    "NoAnswer",
+    "Tls",
+    "request",
+]
