@@ -1,0 +1,91 @@
+"""kubemill's one HTTP client, asked for a whole URL (``http_client.request``) as the local
+substrate asks a job's service and Mars's pod program asks its supervisors: the path and
+query arrive as given, a body arrives as JSON, another status is an :class:`HttpAnswer`
+with the server's words, and a port nothing listens on is a :class:`NoAnswer`.
+(Spark's submission through :class:`HttpClient` is compared byte for byte with the official
+client in ``tests/substrates/kubernetes/client/test_transport_direct.py``.)"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubemill import http_client
+from support.kube_client_support import closed_port
+
+
+class Echo(http.server.BaseHTTPRequestHandler):
+    """Answers with what it was asked, as JSON; a path under /missing is a 404."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        size = int(self.headers.get("Content-Length") or 0)
+        asked = {
+            "method": self.command,
+            "target": self.path,
+            "type": self.headers.get("Content-Type"),
+            "body": json.loads(self.rfile.read(size)) if size else None,
+        }
+        status = 404 if self.path.startswith("/missing") else 200
+        data = json.dumps(asked).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads the answers."""
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def test_a_get_sends_the_path_and_query_as_given(server: str) -> None:
+    answer = http_client.request(
+        "GET", f"{server}/api/cluster/nodes?role=1&statuses=a%20b", user_agent="t"
+    )
+    assert answer.status == 200
+    assert json.loads(answer.data) == {
+        "method": "GET",
+        "target": "/api/cluster/nodes?role=1&statuses=a%20b",
+        "type": "application/json",
+        "body": None,
+    }
+
+
+def test_a_post_sends_its_body_as_json(server: str) -> None:
+    body = {"entrypoint": "python -c 'print(1)'", "metadata": {"a": "é"}}
+    answer = http_client.request("POST", f"{server}/api/jobs/", body=body, user_agent="t")
+    assert json.loads(answer.data)["body"] == body
+
+
+def test_another_status_keeps_the_servers_words(server: str) -> None:
+    with pytest.raises(http_client.HttpAnswer) as refused:
+        http_client.request("GET", f"{server}/missing/job", user_agent="t")
+    assert refused.value.status == 404
+    assert isinstance(refused.value.body, bytes)
+    assert json.loads(refused.value.body)["target"] == "/missing/job"
+
+
+def test_nothing_listening_is_no_answer() -> None:
+    with pytest.raises(http_client.NoAnswer):
+        http_client.request("GET", f"http://127.0.0.1:{closed_port()}/", user_agent="t")
