@@ -36,6 +36,12 @@ How often: the program may report as often as it likes (each report is one small
 kubemill reads the file as it supervises the job and writes the status at most once per
 ``ReconcileOptions.progress_interval`` (the latest report wins; the last one is written
 when the job ends).
+
+**On Kubernetes** the file is in an ``emptyDir`` the replica's pod shares with a sidecar
+running this module as the forwarder (``python -m kubemill.progress --forward URL``): it
+follows the file, keeps the latest report (merged as above: :func:`merge`) and POSTs it to
+the operator at most once per interval, authenticated by the pod's own service-account
+token of the ``kubemill-progress`` audience (see :func:`forward`).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -139,9 +146,247 @@ def report(step: int | None = None, total: int | None = None, **metrics: float) 
     if len(data) > MAX_LINE:
         raise BadReport(f"the report is {len(data)} bytes as a line; at most {MAX_LINE}")
     # One write in append mode: concurrent writers' lines never interleave.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    # Readable by the pod's other users: on Kubernetes a sidecar of another uid forwards it
+    # (the file is in a directory of the job only: locally its 0700 job dir, there the pod's).
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
     return True
+
+
+# --- the forwarder (the sidecar of a replica's pod on Kubernetes) ------------------------------
+
+FORWARD_AUDIENCE = "kubemill-progress"
+"""The audience of the service-account token the forwarder presents: the operator asks the API
+server (a TokenReview) whether a token of this audience is bound to a pod of the job; the
+API server itself accepts no token of it."""
+FORWARD_INTERVAL = 2.0
+"""Seconds between two reports the forwarder sends (the core's default ``progress_interval``:
+a report sent faster would only wait in the operator)."""
+FORWARD_READ_LIMIT = 1 << 20
+"""Bytes of the file read per look: a program that reports madly cannot stall the forwarder."""
+FORWARD_MAX_BACKOFF = 30.0
+"""The longest wait between two tries while the operator does not take the report."""
+FORWARD_FINAL_TRIES = 5
+"""Tries of the last report once the pod is stopping (its grace period is short)."""
+
+
+def merge(previous: dict[str, Any] | None, line: dict[str, Any], read_at: float) -> dict[str, Any]:
+    """The state of a replica's progress after one :func:`validate`\\ d report.
+
+    A report updates what it names and the rest keeps its value; ``time`` is that of the
+    step shown (a report without a step leaves it), ``origin`` the (time, step) of the first
+    report with a step of the program's current run (a lower step starts a new run: a
+    restart), the speed an ETA is measured by. Keys: step, total, time, metrics, origin."""
+    when = line["time"] if line["time"] is not None else read_at
+    step = line["step"]
+    origin = previous["origin"] if previous is not None else None
+    restarted = (
+        previous is not None and previous["step"] is not None and (step or 0) < previous["step"]
+    )
+    if step is not None and (origin is None or restarted):
+        origin = [when, step]
+    carried = step is None and previous is not None
+    metrics = dict(previous["metrics"]) if previous is not None else {}
+    metrics.update(line["metrics"])
+    return {
+        "step": previous["step"] if carried and previous is not None else step,
+        "total": line["total"] or (previous["total"] if previous is not None else None),
+        "time": previous["time"] if carried and previous is not None else when,
+        "metrics": metrics,
+        "origin": origin,
+    }
+
+
+class Follower:
+    """What the forwarder has read of one progress file, and the merged state (:func:`merge`).
+
+    A missing file is one not written yet; a shorter one was truncated and is read again."""
+
+    def __init__(self, path: str) -> None:
+        from pathlib import Path  # here: `import kubemill` (a job's program) stays cheap
+
+        self.path = Path(path)
+        self.offset = 0
+        self.partial = b""
+        self.skipping = False
+        """Inside a line longer than :data:`MAX_LINE`: dropped to its end."""
+        self.state: dict[str, Any] | None = None
+        self.skipped = 0
+
+    def poll(self) -> None:
+        """Read what was appended since the last call (at most :data:`FORWARD_READ_LIMIT`)."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        if size < self.offset:
+            self.offset, self.partial, self.skipping = 0, b"", False
+        if size == self.offset:
+            return
+        try:
+            with self.path.open("rb") as stream:
+                stream.seek(self.offset)
+                data = stream.read(FORWARD_READ_LIMIT)
+        except OSError:
+            return
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        read_at = time.time()
+        for line in lines:
+            if self.skipping:
+                self.skipping = False
+                continue
+            if not line.strip():
+                continue
+            try:
+                self.state = merge(self.state, parse_line(line), read_at)
+            except BadReport:
+                self.skipped += 1
+        if len(self.partial) > MAX_LINE:
+            self.partial, self.skipping = b"", True
+            self.skipped += 1
+
+
+def _post(url: str, token_file: str, body: bytes, timeout: float) -> int:
+    """POST ``body`` with the token read afresh (the kubelet rotates it); the HTTP status, 0
+    when nothing answered, -1 when there is no token to send."""
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    try:
+        token = Path(token_file).read_text(encoding="utf-8").strip()
+    except OSError:
+        return -1
+    if not token:
+        return -1
+    request = urllib.request.Request(  # noqa: S310 - the URL is the operator's, from the pod spec
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    # No proxy from the environment: the token goes to the operator and nowhere else.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (OSError, ValueError):
+        return 0
+
+
+def forward(
+    url: str,
+    *,
+    path: str,
+    token_file: str,
+    job: dict[str, str],
+    stopping: Any,
+    interval: float = FORWARD_INTERVAL,
+    poll_every: float = 0.5,
+    log: Any = None,
+) -> int:
+    """Follow ``path`` and POST its latest state to ``url`` until ``stopping()``; returns 0.
+
+    The body is ``{"apiVersion", "kind", "namespace", "name", "report"}`` (``job`` gives the
+    first four; ``report`` is :func:`merge`'s state). A report is sent when it changed, at
+    most once per ``interval``; while the operator does not take it (not there, not leading,
+    refusing) it is tried again, waiting twice as long each time up to
+    :data:`FORWARD_MAX_BACKOFF`, and the newest state is the one sent. Once ``stopping()``
+    (the pod's containers ended: the kubelet stops its sidecars), the file is read a last
+    time and its last report sent with up to :data:`FORWARD_FINAL_TRIES` tries."""
+
+    def say(text: str) -> None:
+        if log is not None:
+            log(text)
+        else:
+            sys.stderr.write(f"kubemill-progress: {text}\n")
+            sys.stderr.flush()
+
+    follower = Follower(path)
+    sent: dict[str, Any] | None = None
+    due = 0.0
+    failures = 0
+    last_problem = ""
+    final_tries = 0
+    while True:
+        stop = bool(stopping())
+        follower.poll()
+        state = follower.state
+        now = time.monotonic()
+        if state is not None and state != sent and (now >= due or stop):
+            body = json.dumps({**job, "report": state}, separators=(",", ":")).encode()
+            status = _post(url, token_file, body, timeout=min(5.0, max(interval, 1.0)))
+            if 200 <= status < 300:
+                sent, failures = state, 0
+                due = now + interval
+                if last_problem:
+                    say("the operator takes reports again")
+                    last_problem = ""
+            else:
+                failures += 1
+                due = now + min(FORWARD_MAX_BACKOFF, 0.25 * 2 ** min(failures - 1, 8))
+                problem = (
+                    "no token to send yet" if status == -1
+                    else "the operator does not answer" if status == 0
+                    else f"the operator answered {status}"
+                )  # fmt: skip
+                if problem != last_problem:
+                    say(f"{problem}; trying again")
+                    last_problem = problem
+        if stop:
+            final_tries += 1
+            if state is None or state == sent or final_tries > FORWARD_FINAL_TRIES:
+                return 0
+            time.sleep(min(poll_every, 0.2))
+            continue
+        time.sleep(poll_every)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kubemill.progress --forward URL --token-file F --api-version V --kind K
+    --namespace N --name J``: the forwarder (:func:`forward`) of ``$KUBEMILL_PROGRESS_FILE``,
+    until SIGTERM or SIGINT."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m kubemill.progress")
+    parser.add_argument("--forward", required=True, metavar="URL", help="the operator's endpoint")
+    parser.add_argument("--token-file", required=True, help="the projected token's path")
+    parser.add_argument("--file", default=os.environ.get(PROGRESS_FILE_ENV, ""))
+    parser.add_argument("--interval", type=float, default=FORWARD_INTERVAL)
+    for name in ("--api-version", "--kind", "--namespace", "--name"):
+        parser.add_argument(name, required=True, help="the job's")
+    args = parser.parse_args(argv)
+    if not args.file:
+        parser.error(f"--file: no file given and {PROGRESS_FILE_ENV} is not set")
+    stop: list[int] = []
+
+    def stopped(signum: int, _frame: Any) -> None:
+        stop.append(signum)
+
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGINT, stopped)
+    job = {
+        "apiVersion": args.api_version,
+        "kind": args.kind,
+        "namespace": args.namespace,
+        "name": args.name,
+    }
+    return forward(
+        args.forward,
+        path=args.file,
+        token_file=args.token_file,
+        job=job,
+        stopping=lambda: bool(stop),
+        interval=args.interval,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

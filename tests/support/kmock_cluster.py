@@ -300,6 +300,7 @@ class Gate:
 
 # --- pods/exec ---------------------------------------------------------------------------------
 
+_TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 _EXEC_PATH = re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)/exec/?")
 _EXEC_PROTOCOL = V4
 _EXEC_FLAGS = ("stdin", "stdout", "stderr", "tty")
@@ -809,6 +810,10 @@ class KubeCluster(kmock.KubernetesEmulator):
     """Where pods get their working dirs and TMPDIRs (made on the first exec, removed when
     the cluster stops)."""
     _execs: set[asyncio.subprocess.Process] = attrs.field(factory=set, init=False)
+    token_reviews: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    """The API server's authenticator, played by the test: token -> the ``status`` a
+    TokenReview of it answers (one asking for none of its ``audiences`` is not
+    authenticated); a token not in it is not authenticated."""
     _cluster_ips: set[str] = attrs.field(factory=lambda: {str(SERVICE_CIDR[1])}, init=False)
     """Allocated Service cluster IPs (the ``kubernetes`` Service holds the first)."""
 
@@ -824,6 +829,8 @@ class KubeCluster(kmock.KubernetesEmulator):
         # namespace segment of namespaced URLs) and answers 500: serve it before parsing.
         if re.fullmatch(r"/api/v1/namespaces(/[^/]+)?/?", raw_request.path):
             return await self._serve_namespaces(raw_request)
+        if raw_request.path == _TOKEN_REVIEWS and raw_request.method == "POST":
+            return await self._serve_token_review(raw_request)
         # The exec subresource is a websocket, which kmock does not serve.
         if match := _EXEC_PATH.fullmatch(raw_request.path):
             return await self._serve_exec(raw_request, match["namespace"], match["pod"])
@@ -1686,6 +1693,27 @@ class KubeCluster(kmock.KubernetesEmulator):
                 )
             if self._watch_epoch != epoch:
                 return  # dropped by the test: the client must reconnect
+
+    async def _serve_token_review(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        """A TokenReview (created, never stored), answered from :attr:`token_reviews`."""
+        text = (await raw.read()).decode()
+        request = rendering.Request(
+            method=raw.method,
+            url=raw.url,
+            params=dict(raw.query),
+            headers=dict(raw.headers),
+            text=text,
+            resource=kmock.resource("authentication.k8s.io", "v1", "tokenreviews"),
+        )
+        self._log(request, 201)
+        spec = json.loads(text).get("spec") or {}
+        status = copy.deepcopy(self.token_reviews.get(spec.get("token", ""), {}))
+        asked = set(spec.get("audiences") or ())
+        if asked and not asked & set(status.get("audiences") or ()):
+            status = {}
+        status = status or {"authenticated": False, "error": "invalid bearer token"}
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview"}
+        return aiohttp.web.json_response({**review, "spec": spec, "status": status}, status=201)
 
     async def _serve_namespaces(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         parts = raw.path.rstrip("/").split("/")

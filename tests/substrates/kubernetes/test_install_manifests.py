@@ -26,6 +26,7 @@ from kubemill.substrates.kubernetes.install import (
     permits,
     write_deploy,
 )
+from kubemill.substrates.kubernetes.install.names import PROGRESS_ROLE
 from support.manifest_checks import ROOT, k8s_errors
 
 VARIANTS = [
@@ -85,6 +86,7 @@ def test_default_install_objects_in_apply_order() -> None:
         ("ClusterRoleBinding", None, NAME),
         ("Role", "kubemill-system", LEADER_ELECTION_ROLE),
         ("RoleBinding", "kubemill-system", LEADER_ELECTION_ROLE),
+        ("Service", "kubemill-system", NAME),
         ("Deployment", "kubemill-system", NAME),
     ]
 
@@ -192,6 +194,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["deployments"],
             "verbs": ["list", "watch", "create", "update"],
         },
+        # Job pods' progress reports: which pod a report's token is bound to.
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
     ]
     lease = next(
         o
@@ -218,9 +226,19 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
     assert without_history["rules"] == [lease_rule]
 
 
-def test_namespaced_install_has_no_cluster_wide_permission() -> None:
+def test_namespaced_install_has_no_cluster_wide_permission_but_token_reviews() -> None:
+    without = install_manifests(watch_namespaces=["team-a"], progress=False)
+    assert not [o for o in without if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     objects = install_manifests(watch_namespaces=["team-a", "team-b", "team-a"])
-    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    cluster_wide = [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert [(o["kind"], o["metadata"]["name"]) for o in cluster_wide] == [
+        ("ClusterRole", PROGRESS_ROLE),
+        ("ClusterRoleBinding", PROGRESS_ROLE),
+    ]
+    # Job pods' progress reports: the one cluster-scoped call, which reads nothing.
+    assert cluster_wide[0]["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]
     roles = [
         (o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "Role"
     ]
@@ -359,12 +377,15 @@ def test_operator_deployment() -> None:
         f"--metrics-port={METRICS_PORT}",
         f"--health-port={HEALTH_PORT}",
         "--history=1000",
+        # Job pods' progress sidecars run the operator's own image and report to this port.
+        "--progress-port=8082",
+        "--progress-image=registry.example/kubemill:9",
         "--leader-election",
     ]
     history_args = install_manifests(history=7)[-1]["spec"]["template"]["spec"]["containers"][0]
     assert "--history=7" in history_args["args"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": METRICS_PORT, "health": HEALTH_PORT}
+    assert ports == {"metrics": METRICS_PORT, "health": HEALTH_PORT, "progress": 8082}
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
@@ -420,6 +441,7 @@ def _chart_objects(values: dict[str, Any], namespace: str) -> list[dict[str, Any
     for name in (
         "templates/serviceaccount.yaml",
         "templates/rbac.yaml",
+        "templates/service.yaml",
         "templates/deployment.yaml",
     ):
         rendered = render(files[name], values=values, namespace=namespace)

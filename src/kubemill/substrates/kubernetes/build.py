@@ -60,6 +60,7 @@ from kubemill.frameworks import (
 )
 from kubemill.substrates.files import resolved_contents
 from kubemill.substrates.kubernetes.observe import CONTENT_DIGEST_ANNOTATION
+from kubemill.substrates.kubernetes.progress import ProgressSidecar, add_progress
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 """Names a pod's volcano PodGroup."""
@@ -237,8 +238,10 @@ def build_pod(
     gang: GangScheduler | None = None,
     owner: Owner | None = None,
     plan: Plan | None = None,
+    progress: ProgressSidecar | None = None,
 ) -> dict[str, Any]:
-    """The Pod of one replica; with ``plan``, its delivered files and service account too."""
+    """The Pod of one replica; with ``plan``, its delivered files and service account too;
+    with ``progress``, the progress file and its forwarder (:mod:`.progress`)."""
     template = replica.template.to_wire()
     template_meta = template.get("metadata", {})
     spec: dict[str, Any] = template.get("spec", {})
@@ -261,6 +264,17 @@ def build_pod(
         if access is not None and _applies(access.replica_types, replica):
             # The user's own service account wins: it may already carry more rights.
             spec.setdefault("serviceAccountName", access.name)
+    if progress is not None:
+        by = _owner(job, owner)
+        add_progress(
+            spec,
+            container,
+            progress,
+            api_version=by.api_version,
+            kind=by.kind,
+            namespace=job.namespace,
+            name=job.name,
+        )
 
     if gang is not None:
         spec.setdefault("schedulerName", gang.scheduler_name)
@@ -508,6 +522,7 @@ def build_for_action(
     *,
     gang: GangScheduler | None = None,
     owner: Owner | None = None,
+    progress: ProgressSidecar | None = None,
 ) -> dict[str, Any] | None:
     """The object a create action of :func:`kubemill.core.reconcile` stands for.
 
@@ -515,10 +530,11 @@ def build_for_action(
     ``WriteFiles`` is a ConfigMap or Secret (created or rewritten whole); ``CreateChild`` is
     part of the Plan's access or one of its network policies; ``CreateObject`` one of a
     service cluster's objects; ``CreatePodGroup`` needs ``gang``. Any other action creates
-    nothing and gives None.
+    nothing and gives None. ``progress``: pods get the progress sidecar.
     """
     if isinstance(action, CreatePod):
-        return build_pod(job, plan.replica(action.name), gang=gang, owner=owner, plan=plan)
+        replica = plan.replica(action.name)
+        return build_pod(job, replica, gang=gang, owner=owner, plan=plan, progress=progress)
     if isinstance(action, CreateService):
         for exposed in plan.exposed:
             if exposed.name == action.name:

@@ -51,6 +51,7 @@ from kubemill.substrates.kubernetes.build import (
     gang_scheduler,
 )
 from kubemill.substrates.kubernetes.network import KubernetesNetwork
+from kubemill.substrates.kubernetes.progress import ProgressSidecar
 from kubemill.substrates.kubernetes.zones import resolve_zone
 
 REDACTED_ANNOTATION = "kubemill.dev/redacted"
@@ -80,6 +81,7 @@ def render_job(
     gang_scheduler: str | GangScheduler | None = None,
     now: datetime | None = None,
     show_secrets: bool = False,
+    progress: ProgressSidecar | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the operator creates for ``job`` as it starts, in creation order.
 
@@ -88,19 +90,24 @@ def render_job(
     profile name, as the operator's ``--gang-scheduler-name``. Secrets (SSH keys, tokens)
     keep their keys but not their values unless ``show_secrets``: the only difference from
     what the operator sends, marked with the ``kubemill.dev/redacted`` annotation.
+    ``progress``: the progress sidecar an operator with a progress endpoint adds to pods.
     """
     if namespace is not None and namespace != job.namespace:
         job = job.model_copy(deep=True)
         job.metadata.namespace = namespace
     if is_controller(job.KIND):
         return render_controller(
-            job, gang_scheduler=gang_scheduler, now=now, show_secrets=show_secrets
+            job,
+            gang_scheduler=gang_scheduler,
+            now=now,
+            show_secrets=show_secrets,
+            progress=progress,
         )
     gang = _gang(gang_scheduler)
     plan = plan_on_kubernetes(job)
     objects = []
     for action in start_actions(job, plan, gang=gang, now=now):
-        built = build_for_action(job, plan, action, gang=gang)
+        built = build_for_action(job, plan, action, gang=gang, progress=progress)
         if built is not None:
             objects.append(built if show_secrets else redact(built))
     return objects
@@ -112,6 +119,7 @@ def render_controller(
     gang_scheduler: str | GangScheduler | None = None,
     now: datetime | None = None,
     show_secrets: bool = False,
+    progress: ProgressSidecar | None = None,
 ) -> list[dict[str, Any]]:
     """The runs the operator creates for ``controller`` on its first pass that creates any
     (now, or when it next wakes: a schedule's next due time), then what each run creates;
@@ -133,7 +141,11 @@ def render_controller(
             body.pop("status", None)
             objects.append(body)
             objects += render_job(
-                action.run, gang_scheduler=gang_scheduler, now=now, show_secrets=show_secrets
+                action.run,
+                gang_scheduler=gang_scheduler,
+                now=now,
+                show_secrets=show_secrets,
+                progress=progress,
             )
     return objects
 

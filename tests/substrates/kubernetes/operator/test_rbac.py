@@ -23,6 +23,7 @@ SUITE = (
     "test_spark_scheduled",
     "test_mars_operator",
     "test_history",
+    "test_progress",
 )
 
 

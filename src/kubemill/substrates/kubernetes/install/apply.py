@@ -61,6 +61,7 @@ TARGETS: dict[str, Target] = {
     "Role": Target("rbac.authorization.k8s.io", "v1", "roles", True),
     "RoleBinding": Target("rbac.authorization.k8s.io", "v1", "rolebindings", True),
     "Deployment": Target("apps", "v1", "deployments", True),
+    "Service": Target("", "v1", "services", True),
 }
 """Every kind :func:`install_manifests` writes."""
 

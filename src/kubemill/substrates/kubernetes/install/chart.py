@@ -11,6 +11,7 @@ from typing import Any
 from kubemill.kinds import crds
 from kubemill.substrates.kubernetes.install.manifests import (
     build_deployment,
+    build_progress_service,
     build_rbac,
     build_service_account,
     install_manifests,
@@ -21,6 +22,7 @@ from kubemill.substrates.kubernetes.install.names import (
     DEFAULT_IMAGE,
     DEFAULT_REPLICAS,
     LEADER_ELECTION_ROLE,
+    PROGRESS_ROLE,
 )
 from kubemill.substrates.kubernetes.render import dump_yaml
 from kubemill.version import __version__
@@ -81,12 +83,19 @@ def chart_files() -> dict[str, str]:
         if o["metadata"].get("name") == LEADER_ELECTION_ROLE and o["kind"] == "Role"
     ]
     cluster_scoped = [o for o in cluster if o["kind"].startswith("Cluster")]
+    # A namespaced install's one cluster-wide grant (progress TokenReviews).
+    reviews = [
+        o
+        for o in namespaced
+        if o["kind"].startswith("Cluster") and o["metadata"]["name"] == PROGRESS_ROLE
+    ]
     files["templates/rbac.yaml"] = (
         _HEADER
         + "{{- if .Values.watchNamespaces }}\n"
         + "{{- range .Values.watchNamespaces }}\n"
         + _template(per_ns)
         + "{{- end }}\n"
+        + _template(reviews)
         + "{{- else }}\n"
         + _template(cluster_scoped)
         + "{{- end }}\n"
@@ -97,11 +106,11 @@ def chart_files() -> dict[str, str]:
         + "{{- end }}\n"
         + _template(own_binding)
     )
-    deployment = build_deployment(
-        namespace=_NS, image=_IMAGE, args=operator_args(watch_namespaces=None, history=_HISTORY)
-    )
+    args = operator_args(watch_namespaces=None, history=_HISTORY, progress_image=_IMAGE)
+    deployment = build_deployment(namespace=_NS, image=_IMAGE, args=args)
     deployment["spec"]["replicas"] = _REPLICAS
     files["templates/deployment.yaml"] = _HEADER + _namespace_args(_template([deployment]))
+    files["templates/service.yaml"] = _HEADER + _template([build_progress_service(_NS)])
     return files
 
 

@@ -38,6 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--history", type=int, default=DEFAULT_HISTORY, help="records of deleted jobs to keep"
     )
+    parser.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress sidecar in job pods (no endpoint, Service or TokenReview grant)",
+    )
     options = parser.parse_args(argv)
     if options.write is not None:
         write_deploy(options.write)
@@ -51,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve_upstream_groups=options.serve_upstream_groups,
             extras=options.extras,
             history=options.history,
+            progress=options.progress,
         ),
         sys.stdout,
     )

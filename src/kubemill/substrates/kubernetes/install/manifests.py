@@ -22,8 +22,10 @@ from kubemill.substrates.kubernetes.install.names import (
     METRICS_PORT,
     NAME,
     NON_ROOT_UID,
+    PROGRESS_ROLE,
 )
 from kubemill.substrates.kubernetes.install.rbac import operator_rules
+from kubemill.substrates.kubernetes.progress import PROGRESS_PORT
 from kubemill.version import __version__
 
 
@@ -61,16 +63,19 @@ def build_rbac(
     gang_scheduler: str | GangScheduler | None = None,
     serve_upstream_groups: bool = False,
     history: int = DEFAULT_HISTORY,
+    progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Roles and bindings: a ClusterRole, or a Role per watched namespace; and the Role in
     the operator's own namespace (the Lease, and the history records unless ``history`` is
-    0)."""
+    0). With ``progress`` (job pods report progress), TokenReviews: in the ClusterRole, or
+    in a ClusterRole of their own (``kubemill-operator-progress``) for a namespaced install."""
     clusterwide = not watch_namespaces
     rules = operator_rules(
         gang_scheduler=gang_scheduler,
         serve_upstream_groups=serve_upstream_groups,
         clusterwide=clusterwide,
         history=history > 0,
+        progress=progress,
     )
     subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     per_namespace = [r.to_wire() for r in rules if r.scope == "namespace"]
@@ -83,6 +88,12 @@ def build_rbac(
         for watched in dict.fromkeys(watch_namespaces or ()):
             objects.append(_role("Role", NAME, watched, per_namespace))
             objects.append(_binding("RoleBinding", "Role", NAME, watched, subject))
+        reviews = [r.to_wire() for r in rules if r.when == "progress"]
+        if reviews:
+            objects.append(_role("ClusterRole", PROGRESS_ROLE, None, reviews))
+            objects.append(
+                _binding("ClusterRoleBinding", "ClusterRole", PROGRESS_ROLE, None, subject)
+            )
     own = [r.to_wire() for r in rules if r.scope == "own-namespace"]
     objects.append(_role("Role", LEADER_ELECTION_ROLE, namespace, own))
     objects.append(_binding("RoleBinding", "Role", LEADER_ELECTION_ROLE, namespace, subject))
@@ -119,8 +130,10 @@ def operator_args(
     serve_upstream_groups: bool = False,
     leader_election: bool = True,
     history: int = DEFAULT_HISTORY,
+    progress_image: str | None = None,
 ) -> list[str]:
-    """The ``kubemill operator`` arguments of the Deployment."""
+    """The ``kubemill operator`` arguments of the Deployment; ``progress_image``: job pods
+    report progress through a sidecar of this image (the operator's own) to its endpoint."""
     args = ["operator"]
     if watch_namespaces:
         args += [f"--namespace={ns}" for ns in dict.fromkeys(watch_namespaces)]
@@ -133,6 +146,8 @@ def operator_args(
         args.append("--serve-upstream-groups")
     args += [f"--metrics-port={METRICS_PORT}", f"--health-port={HEALTH_PORT}"]
     args.append(f"--history={history}")
+    if progress_image:
+        args += [f"--progress-port={PROGRESS_PORT}", f"--progress-image={progress_image}"]
     if leader_election:
         args.append("--leader-election")
     return args
@@ -144,8 +159,10 @@ def build_deployment(
     image: str = DEFAULT_IMAGE,
     replicas: int = DEFAULT_REPLICAS,
     args: Sequence[str],
+    progress: bool = True,
 ) -> dict[str, Any]:
-    """The operator Deployment: non-root, read-only root filesystem, probes on the health port."""
+    """The operator Deployment: non-root, read-only root filesystem, probes on the health
+    port; with ``progress``, the progress endpoint's port too."""
     selector = {"app.kubernetes.io/name": NAME}
 
     def probe(**timing: int) -> dict[str, Any]:
@@ -165,6 +182,11 @@ def build_deployment(
         "ports": [
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
             {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+            *(
+                [{"name": "progress", "containerPort": PROGRESS_PORT, "protocol": "TCP"}]
+                if progress
+                else []
+            ),
         ],
         "livenessProbe": probe(initialDelaySeconds=10, failureThreshold=3),
         "readinessProbe": probe(initialDelaySeconds=2, failureThreshold=1),
@@ -228,6 +250,27 @@ def build_deployment(
     }
 
 
+def build_progress_service(namespace: str) -> dict[str, Any]:
+    """The Service job pods' progress sidecars reach the operator through (every replica
+    is behind it; a follower answers 503 and the sidecar tries again)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(NAME, namespace),
+        "spec": {
+            "selector": {"app.kubernetes.io/name": NAME},
+            "ports": [
+                {
+                    "name": "progress",
+                    "port": PROGRESS_PORT,
+                    "targetPort": "progress",
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
 def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -247,13 +290,16 @@ def install_manifests(
     replicas: int = DEFAULT_REPLICAS,
     extras: Sequence[str] = (),
     history: int = DEFAULT_HISTORY,
+    progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Everything ``kubectl apply -f`` needs, in apply order.
 
     Namespace, CRDs (ours only: with ``serve_upstream_groups`` the ``kubeflow.org`` CRDs
-    come from Kubeflow), the ``extras``' CRDs, ServiceAccount, RBAC, the operator
-    Deployment, then the ``extras``' objects (:func:`install_extras`: ``runtimes``).
+    come from Kubeflow), the ``extras``' CRDs, ServiceAccount, RBAC, the progress Service,
+    the operator Deployment, then the ``extras``' objects (:func:`install_extras`: ``runtimes``).
     ``history``: records of deleted jobs the operator keeps (0: none, and no grant for them).
+    ``progress``: job pods get a sidecar forwarding their progress reports to the operator
+    (its endpoint, a Service before it and ``tokenreviews/create``); off: none of it.
     """
     if replicas < 1:
         raise ValueError(f"replicas: {replicas} is too few; the operator needs at least 1")
@@ -273,6 +319,7 @@ def install_manifests(
         serve_upstream_groups=serve_upstream_groups,
         leader_election=True,
         history=history,
+        progress_image=image if progress else None,
     )
     return [
         build_namespace(namespace),
@@ -285,7 +332,11 @@ def install_manifests(
             gang_scheduler=gang_scheduler,
             serve_upstream_groups=serve_upstream_groups,
             history=history,
+            progress=progress,
         ),
-        build_deployment(namespace=namespace, image=image, replicas=replicas, args=args),
+        *([build_progress_service(namespace)] if progress else []),
+        build_deployment(
+            namespace=namespace, image=image, replicas=replicas, args=args, progress=progress
+        ),
         *(dict(obj) for extra in chosen for obj in extra.objects()),
     ]

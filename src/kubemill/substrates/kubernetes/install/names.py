@@ -12,6 +12,9 @@ from kubemill.version import __version__
 NAME = "kubemill-operator"
 """Name of the ServiceAccount, roles, bindings and Deployment."""
 LEADER_ELECTION_ROLE = f"{NAME}-leader-election"
+PROGRESS_ROLE = f"{NAME}-progress"
+"""The ClusterRole of a namespaced install's one cluster-wide grant: TokenReviews of job pods'
+progress reports."""
 LEASE_NAME = NAME
 DEFAULT_NAMESPACE = "kubemill-system"
 DEFAULT_IMAGE = f"kubemill-operator:{__version__}"

@@ -19,7 +19,7 @@ from kubemill.substrates.kubernetes.build import GangScheduler, gang_scheduler
 Scope = Literal["namespace", "cluster", "own-namespace"]
 """Where a rule is granted: in each watched namespace (or cluster-wide when all are
 watched), only cluster-wide (cluster-scoped resources), or in the operator's namespace."""
-Condition = Literal["always", "gang", "upstream", "clusterwide", "history"]
+Condition = Literal["always", "gang", "upstream", "clusterwide", "history", "progress"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,21 @@ HISTORY_RULES: tuple[Rule, ...] = (
 """Granted when the operator keeps a history (``kubemill install --history N``, N > 0).
 Kept apart from the engines' grants, which are merged by resource whatever their scope:
 this rule must stay in the operator's own namespace."""
+
+PROGRESS_RULES: tuple[Rule, ...] = (
+    Rule(
+        ("authentication.k8s.io",),
+        ("tokenreviews",),
+        ("create",),
+        "job pods' progress reports: the API server says which pod a report's token is bound "
+        "to (the job's own service account needs no permission)",
+        scope="cluster",
+        when="progress",
+    ),
+)
+"""Granted when job pods report progress to the operator's endpoint (``kubemill install``'s
+default; ``--no-progress`` leaves it out). TokenReviews are cluster-scoped: a namespaced
+install gets this one rule in a ClusterRole of its own."""
 
 
 def all_rules() -> tuple[Rule, ...]:
@@ -188,7 +203,7 @@ def all_rules() -> tuple[Rule, ...]:
         )
     rules += COMMON_RULES
     merged = _merge_grants(_merged(rules), [g for engine in kinds for g in engine.grants])
-    return (*merged, *HISTORY_RULES)
+    return (*merged, *HISTORY_RULES, *PROGRESS_RULES)
 
 
 def _merged(rules: Sequence[Rule]) -> list[Rule]:
@@ -266,9 +281,10 @@ def operator_rules(
     serve_upstream_groups: bool = False,
     clusterwide: bool = True,
     history: bool = True,
+    progress: bool = True,
 ) -> list[Rule]:
     """The rules that apply to one installation (all scopes); ``history``: the operator
-    keeps records of deleted jobs."""
+    keeps records of deleted jobs; ``progress``: job pods report progress to it."""
     gang = _gang(gang_scheduler)
     rules = list(all_rules()) + ([pod_group_rule(gang)] if gang is not None else [])
     granted = {"always"}
@@ -280,6 +296,8 @@ def operator_rules(
         granted.add("clusterwide")
     if history:
         granted.add("history")
+    if progress:
+        granted.add("progress")
     return [r for r in rules if r.when in granted]
 
 

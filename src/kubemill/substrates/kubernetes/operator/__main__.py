@@ -64,6 +64,15 @@ def main(
     history_namespace: Annotated[
         str | None, typer.Option(help="Namespace of the records (default: the operator's own).")
     ] = None,
+    progress_port: Annotated[
+        int, typer.Option(help="Port of the endpoint job pods report progress to (0: off).")
+    ] = 0,
+    progress_image: Annotated[
+        str | None, typer.Option(help="Image of job pods' progress sidecar (none: no sidecar).")
+    ] = None,
+    progress_url: Annotated[
+        str | None, typer.Option(help="The endpoint's URL for the sidecars (default: Service).")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="kopf's debug log.")] = False,
     log_level: Annotated[
         str, typer.Option(help="Level of the operator's own log (DEBUG: every reconcile).")
@@ -92,6 +101,9 @@ def main(
             workers=workers,
             context=context,
             history=history,
+            progress_port=progress_port or None,
+            progress_image=progress_image,
+            progress_url=progress_url,
             **extra,  # type: ignore[arg-type]
         )
     except SettingsError as exc:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubemill.core import ChildKind
+from kubemill.core import ChildKind, ObservedProgress
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 
 JobKey = tuple[str, str, str, str]
@@ -40,6 +40,9 @@ class Caches:
         default_factory=dict
     )
     """Delivered files and per-job access, by kind (only the kinds the operator watches)."""
+    progress: Mapping[JobKey, Mapping[str, ObservedProgress]] = field(default_factory=dict)
+    """Each replica's latest progress report by job, as the progress endpoint took them
+    (:mod:`.progress`): what the pods said, read like what the watches say."""
 
     def job(self, key: JobKey) -> Mapping[str, Any] | None:
         if key not in self.jobs:
@@ -49,6 +52,11 @@ class Caches:
     def children(self, which: str, key: ChildKey) -> list[Any]:
         index: Mapping[ChildKey, Iterable[Any]] = getattr(self, which)
         return list(index[key]) if key in index else []
+
+    def progress_of(self, key: JobKey) -> tuple[ObservedProgress, ...]:
+        """The job's replicas' latest progress reports, by pod name."""
+        reports = self.progress.get(key)
+        return tuple(r for _, r in sorted(reports.items())) if reports else ()
 
     def owned(self, key: ChildKey) -> dict[ChildKind, list[ChildSnapshot]]:
         """The job's files and access objects in the cache, by kind."""

@@ -191,6 +191,7 @@ def build_registry(runtime: Runtime) -> Any:
                 kind: kwargs[child_index(plural)]
                 for kind, (_, _, plural) in watched_children().items()
             },
+            progress=runtime.progress,
         )
         await runtime.start(caches, runs=kwargs.get(RUNS_INDEX, {}))
 

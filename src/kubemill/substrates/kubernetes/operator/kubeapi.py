@@ -193,6 +193,17 @@ class KubeApi:
     async def create(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._run("create", "POST", ref, ref.collection_path, body=dict(body))
 
+    async def review_token(self, token: str, *, audience: str) -> dict[str, Any]:
+        """The API server's TokenReview of ``token`` for ``audience`` (its whole answer)."""
+        ref = ObjectRef("authentication.k8s.io/v1", "tokenreviews", "", "")
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [audience]},
+        }
+        path = "/apis/authentication.k8s.io/v1/tokenreviews"
+        return await self._run("create", "POST", ref, path, body=body)
+
     async def list(self, ref: ObjectRef, *, label_selector: str) -> list[dict[str, Any]]:
         """The objects of ``ref``'s collection (its name unused) that ``label_selector`` picks.
 

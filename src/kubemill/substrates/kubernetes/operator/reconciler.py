@@ -86,6 +86,7 @@ from kubemill.substrates.kubernetes.operator.writes import (
     merge_patch,
     pair_events,
 )
+from kubemill.substrates.kubernetes.progress import ProgressSidecar
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
 from kubemill.substrates.kubernetes.restarts import (
     RESTARTS_ANNOTATION,
@@ -107,8 +108,7 @@ deletes the pod, so losing that status write would lose the count."""
 
 
 def _now() -> datetime:
-    # Kubernetes times have whole seconds; deciding on the same precision keeps the status
-    # stable across passes (no re-write for a sub-second difference).
+    # Whole seconds, as Kubernetes times: no status re-write for a sub-second difference.
     return datetime.now(tz=UTC).replace(microsecond=0)
 
 
@@ -125,6 +125,7 @@ class Reconciler:
         metrics: Metrics,
         gang_scheduler: str | None,
         clock: Callable[[], datetime] = _now,
+        progress: ProgressSidecar | None = None,
     ) -> None:
         self._api = api
         self._caches = caches
@@ -137,6 +138,7 @@ class Reconciler:
         self._clock = clock
         self._memory: dict[JobKey, JobMemory] = {}
         self._loaded = LoadedJobs()
+        self._progress = progress  # job pods' progress sidecar
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""
@@ -205,9 +207,8 @@ class Reconciler:
                 deleting={n: uid for (k, n), (uid, _) in memory.deleting.items() if k == "pod"},
                 children=owned,
             )
-        if memory.refused:
-            refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
-            observed = replace(observed, refused=refused)
+        refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
+        observed = replace(observed, refused=refused, progress=self._caches.progress_of(key))
         result = reconcile(
             job, plan, observed, self._clock(), options=self._options, lifecycle=lifecycle
         )
@@ -395,7 +396,9 @@ class Reconciler:
         namespace = job.namespace
         deadline = time.monotonic() + EXPECTATION_TIMEOUT
         if isinstance(action, CreatePod | CreateService | CreatePodGroup):
-            body = build_for_action(job, plan, action, gang=self._gang, owner=owner)
+            body = build_for_action(
+                job, plan, action, gang=self._gang, owner=owner, progress=self._progress
+            )
             assert body is not None
             if isinstance(action, CreatePod):
                 ref, child = ObjectRef("v1", "pods", namespace, action.name), "pod"

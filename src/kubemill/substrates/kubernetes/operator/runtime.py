@@ -17,7 +17,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubemill.core import ObservedProgress
 from kubemill.frameworks import LABEL_JOB_NAME
+from kubemill.progress import FORWARD_AUDIENCE
 from kubemill.substrates.kubernetes.observe import controller_uid
 from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
 from kubemill.substrates.kubernetes.operator.events import EventPoster
@@ -25,6 +27,7 @@ from kubemill.substrates.kubernetes.operator.history import HistoryKeeper
 from kubemill.substrates.kubernetes.operator.kubeapi import KubeApi, load_client_configuration
 from kubemill.substrates.kubernetes.operator.leader import LeaderElector
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.progress import ProgressEndpoint
 from kubemill.substrates.kubernetes.operator.reconciler import Reconciler
 from kubemill.substrates.kubernetes.operator.schedules import ControllerLoop, RunKey
 from kubemill.substrates.kubernetes.operator.settings import JobResource, OperatorSettings
@@ -60,6 +63,9 @@ class Runtime:
         self._reconciler: Reconciler | None = None
         self._controller_loop: ControllerLoop | None = None
         self._workers: list[asyncio.Task[None]] = []
+        self.progress: dict[JobKey, dict[str, ObservedProgress]] = {}
+        """Each replica's latest progress report by job (``Caches.progress``)."""
+        self._progress_endpoint: ProgressEndpoint | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -89,6 +95,7 @@ class Runtime:
             post_event=self._post_event,
             metrics=self.metrics,
             gang_scheduler=self.settings.gang_scheduler_name,
+            progress=self.settings.progress_sidecar(),
         )
         self._controller_loop = ControllerLoop(
             api=self._api,
@@ -101,6 +108,8 @@ class Runtime:
         )
         if self.settings.metrics_port:
             self.metrics.serve(port=self.settings.metrics_port, address=self.settings.bind_address)
+        if self.settings.progress_port:
+            await self._serve_progress(caches, self.settings.progress_port)
         if self.settings.leader_election:
             LeaderElector(
                 configuration,
@@ -126,8 +135,28 @@ class Runtime:
         if self._history is not None:
             await self._history.flush(timeout=5.0)
             await self._history.stop()
+        if self._progress_endpoint is not None:
+            await self._progress_endpoint.stop()
         if self._api is not None:
             self._api.close()
+
+    async def _serve_progress(self, caches: Caches, port: int) -> None:
+        """Take job pods' progress reports (:mod:`.progress`) on ``port``."""
+        api = self._api
+        assert api is not None
+
+        async def review(token: str) -> dict[str, Any]:
+            return await api.review_token(token, audience=FORWARD_AUDIENCE)
+
+        self._progress_endpoint = ProgressEndpoint(
+            review=review,
+            caches=caches,
+            resources=self._by_kind,
+            reports=self.progress,
+            leading=lambda: self.leading,
+            wake=self._enqueue,
+        )
+        await self._progress_endpoint.start(address=self.settings.bind_address, port=port)
 
     def _post_event(self, job: Mapping[str, Any], type: str, reason: str, message: str) -> None:
         """Post an Event on ``job``, noted for its history record."""
@@ -177,6 +206,7 @@ class Runtime:
                 self._history.seen(body)
         if event.get("type") == "DELETED":
             self.queue.discard(key)
+            self.progress.pop(key, None)
             if self._reconciler is not None:
                 self._reconciler.forget(key)
             if self._controller_loop is not None:

@@ -14,8 +14,11 @@ from typing import Literal
 
 from kubemill.api import GROUP, VERSION
 from kubemill.kinds import entries
+from kubemill.substrates.kubernetes.progress import ProgressSidecar
 
 GangSchedulerName = Literal["volcano", "scheduler-plugins"]
+OPERATOR_SERVICE = "kubemill-operator"
+"""The Service ``kubemill install`` puts before the operator's progress endpoint."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,19 @@ class OperatorSettings:
     """Namespace of the history records: the operator's own (``$POD_NAMESPACE``, else
     ``kubemill-system``), where ``kubemill install`` grants their ConfigMaps."""
 
+    progress_port: int | None = None
+    """Port of the progress endpoint job pods' sidecars report to
+    (:mod:`~kubemill.substrates.kubernetes.operator.progress`); None or 0: no endpoint, and
+    pods get no sidecar."""
+
+    progress_image: str | None = None
+    """The image of job pods' progress sidecar (the operator's own: ``kubemill install`` gives
+    it); None: no sidecar, whatever ``progress_port`` says."""
+
+    progress_url: str | None = None
+    """Where the sidecars reach the endpoint; None: the operator's Service,
+    ``http://kubemill-operator.<lease_namespace>.svc:<progress_port>/progress``."""
+
     def __post_init__(self) -> None:
         if self.namespaces and self.all_namespaces:
             raise SettingsError("namespaces and all_namespaces: give one or the other, not both")
@@ -119,11 +135,17 @@ class OperatorSettings:
                 f"gang_scheduler_name: unknown scheduler {self.gang_scheduler_name!r}; "
                 "use volcano or scheduler-plugins"
             )
-        for name, port in (("metrics_port", self.metrics_port), ("health_port", self.health_port)):
+        ports = (
+            ("metrics_port", self.metrics_port),
+            ("health_port", self.health_port),
+            ("progress_port", self.progress_port),
+        )
+        for name, port in ports:
             if port is not None and not 0 <= port <= 65535:
                 raise SettingsError(f"{name}: {port} is not a port number (0-65535)")
-        if self.metrics_port and self.health_port and self.metrics_port == self.health_port:
-            raise SettingsError("metrics_port and health_port must differ")
+        used = [port for _, port in ports if port]
+        if len(used) != len(set(used)):
+            raise SettingsError("metrics_port, health_port and progress_port must differ")
         if self.lease_duration_seconds < 3:
             raise SettingsError("lease_duration_seconds must be at least 3")
         if self.workers < 1 or self.api_concurrency < 1:
@@ -138,6 +160,19 @@ class OperatorSettings:
         service account, which the settings only name by context).
         """
         return ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+
+    def progress_sidecar(self) -> ProgressSidecar | None:
+        """The sidecar job pods get (None: no progress endpoint, or no image for it)."""
+        if not self.progress_port or not self.progress_image:
+            return None
+        if self.progress_url:
+            return ProgressSidecar(image=self.progress_image, url=self.progress_url)
+        return ProgressSidecar.in_cluster(
+            self.progress_image,
+            service=OPERATOR_SERVICE,
+            namespace=self.lease_namespace,
+            port=self.progress_port,
+        )
 
     @property
     def clusterwide(self) -> bool:
