@@ -289,6 +289,7 @@ def forward(
     stopping: Any,
     interval: float = FORWARD_INTERVAL,
     poll_every: float = 0.5,
+    max_backoff: float = FORWARD_MAX_BACKOFF,
     log: Any = None,
 ) -> int:
     """Follow ``path`` and POST its latest state to ``url`` until ``stopping()``; returns 0.
@@ -296,8 +297,8 @@ def forward(
     The body is ``{"apiVersion", "kind", "namespace", "name", "report"}`` (``job`` gives the
     first four; ``report`` is :func:`merge`'s state). A report is sent when it changed, at
     most once per ``interval``; while the operator does not take it (not there, not leading,
-    refusing) it is tried again, waiting twice as long each time up to
-    :data:`FORWARD_MAX_BACKOFF`, and the newest state is the one sent. Once ``stopping()``
+    refusing) it is tried again, waiting twice as long each time (from 0.25 s) up to
+    ``max_backoff``, and the newest state is the one sent. Once ``stopping()``
     (the pod's containers ended: the kubelet stops its sidecars), the file is read a last
     time and its last report sent with up to :data:`FORWARD_FINAL_TRIES` tries."""
 
@@ -330,7 +331,7 @@ def forward(
                     last_problem = ""
             else:
                 failures += 1
-                due = now + min(FORWARD_MAX_BACKOFF, 0.25 * 2 ** min(failures - 1, 8))
+                due = now + min(max_backoff, 0.25 * 2 ** min(failures - 1, 8))
                 problem = (
                     "no token to send yet" if status == -1
                     else "the operator does not answer" if status == 0
@@ -341,7 +342,7 @@ def forward(
                     last_problem = problem
         if stop:
             final_tries += 1
-            if state is None or state == sent or final_tries > FORWARD_FINAL_TRIES:
+            if state is None or state == sent or final_tries >= FORWARD_FINAL_TRIES:
                 return 0
             time.sleep(min(poll_every, 0.2))
             continue
