@@ -110,7 +110,7 @@ class Operator:
         self.kubeconfig = kubeconfig
         self.env = dict(env or {})
         self.log_path = workdir / f"{name}.log"
-        self.metrics_port, self.health_port = free_ports(2)
+        self.metrics_port, self.health_port, self.progress_port = free_ports(3)
         self.process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
@@ -124,6 +124,8 @@ class Operator:
             *self.args,
             "--metrics-port", str(self.metrics_port),
             "--health-port", str(self.health_port),
+            # A progress endpoint (the Deployment's port, or a test's) on a port of its own.
+            *(("--progress-port", str(self.progress_port)) if self.serves_progress else ()),
             "--bind-address", "127.0.0.1",
             "--log-level", "DEBUG",
             "--identity", self.name,
@@ -133,6 +135,10 @@ class Operator:
             self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         eventually(self.healthy, what=f"operator {self.name} to be healthy\n{self.log()}")
         return self
+
+    @property
+    def serves_progress(self) -> bool:
+        return any(a.startswith("--progress-port") for a in self.args)
 
     def healthy(self) -> bool:
         assert self.process is not None

@@ -35,7 +35,6 @@ from support.operator_support import (
     Cluster,
     Kubelet,
     Operator,
-    free_port,
     job_path,
     running_operator,
 )
@@ -45,24 +44,19 @@ IMAGE = "registry.example/kubemill-operator:test"
 
 
 @pytest.fixture(scope="module")
-def progress_port() -> int:
-    return free_port()
+def progress_operator(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    workdir = tmp_path_factory.mktemp("progress-operator")
+    # The endpoint's port is the test's own (Operator.progress_port), as in the Deployment.
+    args = ("--all-namespaces", "--progress-port=8082", f"--progress-image={IMAGE}")
+    with running_operator(cluster, workdir, *args, name="progress") as operator:
+        yield operator
 
 
 @pytest.fixture(scope="module")
-def progress_operator(
-    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory, progress_port: int
-) -> Iterator[Operator]:
-    workdir = tmp_path_factory.mktemp("progress-operator")
-    url = f"http://127.0.0.1:{progress_port}/progress"
-    args = (
-        "--all-namespaces",
-        f"--progress-port={progress_port}",
-        f"--progress-image={IMAGE}",
-        f"--progress-url={url}",
-    )
-    with running_operator(cluster, workdir, *args, name="progress") as operator:
-        yield operator
+def progress_port(progress_operator: Operator) -> int:
+    return progress_operator.progress_port
 
 
 def _pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
@@ -139,7 +133,10 @@ def test_job_pods_get_the_progress_file_and_the_forwarder_sidecar(
         assert forwarder["image"] == IMAGE
         assert forwarder["command"] == list(FORWARDER)
         args = forwarder["args"]
-        assert args[args.index("--forward") + 1] == progress_operator_url(progress_operator)
+        # The operator's Service in the operator's namespace (its default, no $POD_NAMESPACE).
+        port = progress_operator.progress_port
+        url = f"http://kubemill-operator.kubemill-system.svc:{port}/progress"
+        assert args[args.index("--forward") + 1] == url
         assert args[args.index("--name") + 1] == "sidecar"
         assert args[args.index("--namespace") + 1] == namespace
         (main,) = spec["containers"]
@@ -153,10 +150,6 @@ def test_job_pods_get_the_progress_file_and_the_forwarder_sidecar(
         assert TOKEN_PATH.startswith(
             {m["name"]: m["mountPath"] for m in forwarder["volumeMounts"]}[TOKEN_VOLUME]
         )
-
-
-def progress_operator_url(operator: Operator) -> str:
-    return next(a.split("=", 1)[1] for a in operator.args if a.startswith("--progress-url="))
 
 
 def test_a_report_from_the_jobs_own_pod_becomes_its_trainer_status(
