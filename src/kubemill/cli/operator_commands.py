@@ -67,6 +67,13 @@ def install(
             "(1000; 0: none, and no grant for them).",
         ),
     ] = None,
+    progress: Annotated[
+        bool,
+        typer.Option(
+            help="Job pods send progress reports to the operator (a sidecar, a Service and "
+            "tokenreviews/create); --no-progress: none of it."
+        ),
+    ] = True,
     runtimes: Annotated[
         bool,
         typer.Option(
@@ -90,6 +97,7 @@ def install(
         gang_scheduler=gang_scheduler.value if gang_scheduler else None,
         serve_upstream_groups=serve_upstream_groups,
         extras=("runtimes",) if runtimes else (),
+        progress=progress,
         **{key: value for key, value in given.items() if value is not None},  # type: ignore[arg-type]
     )
     if print_only:

@@ -145,8 +145,8 @@ class Observed:
     """(service name, cluster IP) of the job's services that have one, once the API server
     allocated it (not headless ones; none locally)."""
     progress: tuple[ObservedProgress, ...] = ()
-    """The latest progress report of each replica that made one (locally; not yet read on
-    Kubernetes, where the status keeps what was written)."""
+    """The latest progress report of each replica that made one (locally from its file; on
+    Kubernetes as its pod's sidecar sent it to the operator)."""
     remote: RemoteReport | None = None
     """What the service's API last said of the Plan's remote run (``Plan.remote``; None:
     not asked yet, or it did not answer)."""

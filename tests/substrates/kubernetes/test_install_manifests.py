@@ -519,3 +519,24 @@ def test_main_prints_or_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str
 @pytest.mark.parametrize("options", VARIANTS)
 def test_no_shared_objects_so_any_yaml_dumper_writes_no_anchors(options: dict[str, Any]) -> None:
     assert "&id" not in yaml.safe_dump_all(install_manifests(**options))
+
+
+@pytest.mark.parametrize("watch", [None, ["team-a"]])
+def test_progress_off_leaves_out_the_endpoint_its_service_and_its_grant(
+    watch: list[str] | None,
+) -> None:
+    objects = install_manifests(progress=False, watch_namespaces=watch)
+    deployment = objects[-1]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert not [a for a in container["args"] if a.startswith("--progress")]
+    assert "progress" not in {p["name"] for p in container["ports"]}
+    assert "Service" not in {o["kind"] for o in objects}
+    assert "tokenreviews" not in str([o for o in objects if "rules" in o])
+    on = install_manifests(watch_namespaces=watch)
+    assert permits(
+        operator_rules(clusterwide=watch is None),
+        group="authentication.k8s.io",
+        resource="tokenreviews",
+        verb="create",
+    )
+    assert "tokenreviews" in str([o for o in on if "rules" in o])

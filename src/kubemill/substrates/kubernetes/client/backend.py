@@ -236,7 +236,7 @@ class KubernetesBackend:
 
     def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
         """The one report the job's status holds: no history of reports is kept on
-        Kubernetes (the operator reads none yet; see :mod:`kubemill.progress`)."""
+        Kubernetes (the operator keeps each pod's latest only; see :mod:`kubemill.progress`)."""
         return status_point(self.get(name, namespace).status)
 
     def children(self, name: str, namespace: str | None = None) -> Children | None:

@@ -350,7 +350,7 @@ def installed_objects(http: Http, namespace: str) -> list[dict[str, Any]]:
     """
     labels = f"app.kubernetes.io/name={NAME},app.kubernetes.io/part-of=kubemill"
     found: list[dict[str, Any]] = []
-    for kind in ("Deployment", "ServiceAccount"):
+    for kind in ("Deployment", "Service", "ServiceAccount"):
         found += _list(http, kind, namespace=namespace, labels=labels)
     for binding_kind, role_kind in (("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")):
         roles = _list(http, role_kind, namespace=None, labels=labels)
@@ -416,9 +416,10 @@ def uninstall(
     dry_run: bool = False,
     progress: Progress = lambda _line: None,
 ) -> Uninstalled:
-    """Delete what :func:`install` created in ``namespace``: the Deployment, ServiceAccount
-    and RBAC, the namespace if install created it, and with ``delete_crds`` the CRDs (which
-    deletes every job of their kinds). Jobs are counted first, for the caller's warning."""
+    """Delete what :func:`install` created in ``namespace``: the Deployment, its Service,
+    ServiceAccount and RBAC, the namespace if install created it, and with ``delete_crds``
+    the CRDs (which deletes every job of their kinds). Jobs are counted first, for the
+    caller's warning."""
     jobs = count_jobs(http)
     objects = installed_objects(http, namespace)
     if delete_crds:
