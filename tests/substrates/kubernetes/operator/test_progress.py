@@ -8,6 +8,7 @@ authenticator would for pod-bound service-account tokens.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -21,7 +22,16 @@ from typing import Any
 import pytest
 
 from kubemill.progress import FORWARD_AUDIENCE, PROGRESS_FILE_ENV, report
-from kubemill.substrates.kubernetes.operator.progress import POD_NAME_EXTRA, POD_UID_EXTRA
+from kubemill.substrates.kubernetes.observe import PodSnapshot
+from kubemill.substrates.kubernetes.operator.caches import Caches
+from kubemill.substrates.kubernetes.operator.progress import (
+    POD_NAME_EXTRA,
+    POD_UID_EXTRA,
+    REVIEW_SECONDS,
+    ProgressEndpoint,
+    Refused,
+)
+from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.progress import (
     FORWARDER,
     REPORTS_FILE,
@@ -272,3 +282,62 @@ def test_the_forwarder_sends_what_the_program_reports_and_its_last_report_on_sto
     assert status["metrics"] == [{"name": "loss", "value": "0.25"}]
     assert forwarder.stderr is not None
     assert b"t-fwd" not in forwarder.stderr.read()  # the token is never logged
+
+
+def test_a_follower_sends_the_report_back_and_a_review_is_asked_once_a_minute() -> None:
+    """The endpoint's own rules, without a server: a replica that does not lead takes
+    nothing (503: the forwarder tries again through the Service), an API server that does
+    not answer is no refusal (503), and a token reviewed is not reviewed again for a
+    minute."""
+    resource = JobResource("kubemill.dev", "v1", "pytorchjobs", "PyTorchJob")
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    pod = {"metadata": {"name": "j-master-0", "uid": "u1", "namespace": "ns"}}
+    snapshot = PodSnapshot(
+        name="j-master-0", uid="u1", owner_uid="job-uid", replica_type="master", index=0,
+        phase="Running",
+    )  # fmt: skip
+    caches = Caches(
+        jobs={key: [{"metadata": {"name": "j", "namespace": "ns", "uid": "job-uid"}}]},
+        pods={("ns", "j"): [snapshot]},
+        services={},
+        pod_groups={},
+    )
+    reviews: list[str] = []
+    answers: list[Any] = []
+
+    async def review(token: str) -> dict[str, Any]:
+        reviews.append(token)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return {"status": answer}
+
+    now = [0.0]
+    leading = [False]
+    endpoint = ProgressEndpoint(
+        review=review,
+        caches=caches,
+        resources={("kubemill.dev/v1", "PyTorchJob"): resource},
+        reports={},
+        leading=lambda: leading[0],
+        wake=lambda _key: None,
+        clock=lambda: now[0],
+    )
+    body = _body("ns", "j", step=1, total=2)
+
+    def accept() -> int:
+        try:
+            asyncio.run(endpoint.accept("t", body))
+        except Refused as refused:
+            return refused.status
+        return 202
+
+    assert accept() == 503  # not leading: not even a review
+    assert reviews == []
+    leading[0] = True
+    answers[:] = [ConnectionError("the API server is away"), _review("ns", pod)]
+    assert (accept(), accept(), accept()) == (503, 202, 202)
+    assert reviews == ["t", "t"]  # the third was remembered
+    now[0] += REVIEW_SECONDS + 1
+    answers[:] = [{"authenticated": False}]
+    assert accept() == 401  # asked again once the minute is over: the token expired
