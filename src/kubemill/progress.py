@@ -38,10 +38,10 @@ kubemill reads the file as it supervises the job and writes the status at most o
 when the job ends).
 
 **On Kubernetes** the file is in an ``emptyDir`` the replica's pod shares with a sidecar
-running this module as the forwarder (``python -m kubemill.progress --forward URL``): it
-follows the file, keeps the latest report (merged as above: :func:`merge`) and POSTs it to
-the operator at most once per interval, authenticated by the pod's own service-account
-token of the ``kubemill-progress`` audience (see :func:`forward`).
+running this module's forwarder (:func:`main`, ``--forward URL ...``): it follows the file,
+keeps the latest report (merged as above: :func:`merge`) and POSTs it to the operator at
+most once per interval, authenticated by the pod's own service-account token of the
+``kubemill-progress`` audience (see :func:`forward`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 PROGRESS_FILE_ENV = "KUBEMILL_PROGRESS_FILE"
 """The variable naming the file a replica appends its progress reports to."""
@@ -183,9 +186,8 @@ def merge(previous: dict[str, Any] | None, line: dict[str, Any], read_at: float)
     when = line["time"] if line["time"] is not None else read_at
     step = line["step"]
     origin = previous["origin"] if previous is not None else None
-    restarted = (
-        previous is not None and previous["step"] is not None and (step or 0) < previous["step"]
-    )
+    # A lower step than the last one is a new run of the program (a restart).
+    restarted = step is not None and previous is not None and step < (previous["step"] or 0)
     if step is not None and (origin is None or restarted):
         origin = [when, step]
     carried = step is None and previous is not None
@@ -286,11 +288,11 @@ def forward(
     path: str,
     token_file: str,
     job: dict[str, str],
-    stopping: Any,
+    stopping: Callable[[], bool],
     interval: float = FORWARD_INTERVAL,
     poll_every: float = 0.5,
     max_backoff: float = FORWARD_MAX_BACKOFF,
-    log: Any = None,
+    log: Callable[[str], None] | None = None,
 ) -> int:
     """Follow ``path`` and POST its latest state to ``url`` until ``stopping()``; returns 0.
 
@@ -350,9 +352,9 @@ def forward(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kubemill.progress --forward URL --token-file F --api-version V --kind K
-    --namespace N --name J``: the forwarder (:func:`forward`) of ``$KUBEMILL_PROGRESS_FILE``,
-    until SIGTERM or SIGINT."""
+    """``--forward URL --token-file F --api-version V --kind K --namespace N --name J``: the
+    forwarder (:func:`forward`) of ``--file`` (default ``$KUBEMILL_PROGRESS_FILE``) until
+    SIGTERM or SIGINT. The sidecar runs it as ``python -c "...; p.main()" ARGS``."""
     import argparse
     import signal
 
@@ -368,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--file: no file given and {PROGRESS_FILE_ENV} is not set")
     stop: list[int] = []
 
-    def stopped(signum: int, _frame: Any) -> None:
+    def stopped(signum: int, _frame: object) -> None:
         stop.append(signum)
 
     signal.signal(signal.SIGTERM, stopped)
