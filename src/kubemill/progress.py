@@ -7,7 +7,9 @@ its jobs' trainer status: ``progressPercentage``, ``estimatedRemainingSeconds``,
 plots over steps.
 
 This module imports only the standard library and nothing else of kubemill, so that a job
-whose image has no kubemill can copy it, or write the protocol itself:
+whose image has no kubemill can copy it, or write the protocol itself (the forwarder below,
+which runs in kubemill's own image, sends through :mod:`kubemill.http_client`, itself of the
+standard library only, imported when it runs):
 
 **The protocol.** Every replica's environment names a file in ``KUBEMILL_PROGRESS_FILE``
 (:data:`PROGRESS_FILE_ENV`). A report is one line appended to it: a JSON object with
@@ -55,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from kubemill.http_client import HttpClient
 
 PROGRESS_FILE_ENV = "KUBEMILL_PROGRESS_FILE"
 """The variable naming the file a replica appends its progress reports to."""
@@ -252,12 +256,13 @@ class Follower:
             self.skipped += 1
 
 
-def _post(url: str, token_file: str, body: bytes, timeout: float) -> int:
+def _post(client: HttpClient, target: str, token_file: str, body: Any, timeout: float) -> int:
     """POST ``body`` with the token read afresh (the kubelet rotates it); the HTTP status, 0
-    when nothing answered, -1 when there is no token to send."""
-    import urllib.error
-    import urllib.request
+    when nothing answered, -1 when there is no token to send. After a failure the connection
+    is closed: the next try goes through the Service again, maybe to another replica."""
     from pathlib import Path
+
+    from kubemill.http_client import HttpAnswer, NoAnswer
 
     try:
         token = Path(token_file).read_text(encoding="utf-8").strip()
@@ -265,20 +270,15 @@ def _post(url: str, token_file: str, body: bytes, timeout: float) -> int:
         return -1
     if not token:
         return -1
-    request = urllib.request.Request(  # noqa: S310 - the URL is the operator's, from the pod spec
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-    )
-    # No proxy from the environment: the token goes to the operator and nowhere else.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    header = f"Bearer {token}"
+    client.authorization = lambda: header
     try:
-        with opener.open(request, timeout=timeout) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except (OSError, ValueError):
+        return client.send("POST", target, body=body, timeout=(timeout, timeout)).status
+    except HttpAnswer as exc:
+        client.close()
+        return exc.status
+    except NoAnswer:
+        client.close()
         return 0
 
 
@@ -311,6 +311,15 @@ def forward(
             sys.stderr.write(f"kubemill-progress: {text}\n")
             sys.stderr.flush()
 
+    from urllib.parse import urlsplit
+
+    from kubemill.http_client import HttpClient
+
+    parts = urlsplit(url)
+    # kubemill's one HTTP client: one connection kept to the operator, no proxy from the
+    # environment (the token goes to the operator and nowhere else).
+    client = HttpClient(f"{parts.scheme}://{parts.netloc}", user_agent="kubemill-progress")
+    target = parts.path or "/"
     follower = Follower(path)
     sent: dict[str, Any] | None = None
     due = 0.0
@@ -323,8 +332,8 @@ def forward(
         state = follower.state
         now = time.monotonic()
         if state is not None and state != sent and (now >= due or stop):
-            body = json.dumps({**job, "report": state}, separators=(",", ":")).encode()
-            status = _post(url, token_file, body, timeout=min(5.0, max(interval, 1.0)))
+            body = {**job, "report": state}
+            status = _post(client, target, token_file, body, timeout=min(5.0, max(interval, 1.0)))
             if 200 <= status < 300:
                 sent, failures = state, 0
                 due = now + interval
@@ -345,6 +354,7 @@ def forward(
         if stop:
             final_tries += 1
             if state is None or state == sent or final_tries >= FORWARD_FINAL_TRIES:
+                client.close()
                 return 0
             time.sleep(min(poll_every, 0.2))
             continue
