@@ -260,7 +260,7 @@ class _ReplicaSetPass(JobPass):
         """Ask the substrate to submit the remote run once its service is up and does not
         know it (only when the Plan has the substrate submit it)."""
         remote, report = self.plan.remote, self.observed.remote
-        if remote is None or not remote.submit_url or report is None or report.found:
+        if remote is None or not remote.submit_path or report is None or report.found:
             return
         service = self.live.get(remote.after)
         if service is not None and service.phase == "Running" and service.ready:

@@ -103,9 +103,14 @@ def test_kuberays_sample_loads_with_its_groups_as_replica_types() -> None:
             "'address' is set by kubemill",
         ),
         (
-            {"headGroupSpec.rayStartParams": {"port": "7000"}},
+            {"workerGroupSpecs.0.rayStartParams": {"port": "7000"}},
+            "spec.workerGroupSpecs[0].rayStartParams",
+            "'port' is the head's GCS port, not a worker's",
+        ),
+        (
+            {"headGroupSpec.rayStartParams": {"dashboard-port": "web"}},
             "spec.headGroupSpec.rayStartParams",
-            "'port' is set by kubemill",
+            "not a port number",
         ),
         (
             {"headGroupSpec.rayStartParams": {"--num-cpus": "1"}},

@@ -129,8 +129,32 @@ def test_the_submitter_runs_kuberays_sequence_with_every_value_an_argument() -> 
     assert submitter.stage > max(r.stage for r in plan.replicas if r is not submitter)
     assert plan.start_gate == "ready"
     assert plan.remote is not None
-    assert plan.remote.status_url == f"{dashboard}/api/jobs/sum-1"
-    assert plan.remote.submit_url == ""  # the submitter submits
+    # The substrate asks the head (by its own address for it) on the dashboard's port.
+    assert plan.remote.after == "rayjob-sum-head-0"
+    assert plan.remote.url("10.1.2.3", plan.remote.status_path) == (
+        "http://10.1.2.3:8265/api/jobs/sum-1"
+    )
+    assert plan.remote.submit_path == ""  # the submitter submits
+
+
+def test_a_dashboard_port_in_the_heads_params_is_the_port_everything_uses() -> None:
+    doc = manifest("rayjob-http.yaml")
+    doc["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["dashboard-port"] = "8300"
+    job = load_one(doc)
+    plan = plan_on_kubernetes(job)
+    head = plan.replica("rayjob-http-head-0")
+    (ray,) = head.template.spec.containers
+    assert "--dashboard-port=8300" in (ray.command or [])
+    ports = {p.name: p.container_port for p in ray.ports or []}
+    assert ports["dashboard"] == 8300 and ports["gcs-server"] == 6379
+    probe = json.dumps(ray.readiness_probe)
+    assert "localhost:8300/api/gcs_healthz" in probe
+    (service,) = plan.exposed
+    assert {p.name: p.port for p in service.ports}["dashboard"] == 8300
+    assert plan.remote is not None and plan.remote.port == 8300
+    assert isinstance(job, RayJob)
+    wire = _pass(job, Observed()).status.to_wire()
+    assert wire["dashboardURL"] == "rayjob-http-head-svc.default.svc.cluster.local:8300"
 
 
 def test_http_mode_has_kubemill_submit_the_job_itself() -> None:
@@ -138,7 +162,7 @@ def test_http_mode_has_kubemill_submit_the_job_itself() -> None:
     plan = plan_on_kubernetes(job)
     assert SUBMITTER not in {r.replica_type for r in plan.replicas}
     assert plan.remote is not None
-    assert plan.remote.submit_url.endswith(":8265/api/jobs/")
+    assert (plan.remote.port, plan.remote.submit_path) == (8265, "/api/jobs/")
     body = dict(plan.remote.submit_body)
     assert body["submission_id"] == "rayjob-http"
     assert body["runtime_env"] == {"env_vars": {"ANSWER": "41"}}

@@ -84,14 +84,20 @@ SET_BY_KUBEMILL: dict[str, str] = {
     "head": "the head is headGroupSpec; kubemill adds --head to its command",
     "address": "a worker joins its cluster's head; kubemill gives --address",
     "block": "every Ray node runs in the foreground (--block), as its pod's process",
-    "port": "the head's GCS serves on 6379, as KubeRay's default",
-    "dashboard-port": "the head's dashboard serves on 8265, as KubeRay's default",
-    "ray-client-server-port": "the head's Ray client server serves on 10001, as KubeRay's default",
 }
 """``rayStartParams`` kubemill sets itself, and why (given by the user, they are refused)."""
 
+HEAD_PORT_PARAMS: dict[str, str] = {
+    "port": "the head's GCS port",
+    "dashboard-port": "the head's dashboard port",
+    "ray-client-server-port": "the head's Ray client server port",
+}
+"""``rayStartParams`` of the head's ports (KubeRay's defaults 6379, 8265, 10001): a port
+number, which the head's container, its Service and every address of it then use; a
+worker's are refused (they are the head's)."""
 
-def _check_params(params: dict[str, str]) -> dict[str, str]:
+
+def _check_params(params: dict[str, str], *, head: bool) -> dict[str, str]:
     for key, value in params.items():
         if not _PARAM_KEY.match(key):
             raise ValueError(
@@ -100,6 +106,12 @@ def _check_params(params: dict[str, str]) -> dict[str, str]:
             )
         if key in SET_BY_KUBEMILL:
             raise refused(f"{key!r} is set by kubemill: {SET_BY_KUBEMILL[key]}", f"remove {key!r}")
+        if key in HEAD_PORT_PARAMS and not head:
+            raise refused(
+                f"{key!r} is {HEAD_PORT_PARAMS[key]}, not a worker's", "set it in headGroupSpec"
+            )
+        if key in HEAD_PORT_PARAMS and not (value.isdigit() and 0 < int(value) < 65536):
+            raise ValueError(f"{key}: {value!r} is not a port number (1-65535)")
         if "\n" in value or "\x00" in value:
             raise ValueError(f"{key}: the value has a newline or a NUL")
     return params
@@ -118,7 +130,7 @@ class HeadGroupSpec(KubeModel):
     @field_validator("ray_start_params")
     @classmethod
     def _params(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_params(value)
+        return _check_params(value, head=True)
 
     @field_validator("head_service")
     @classmethod
@@ -183,7 +195,7 @@ class WorkerGroupSpec(KubeModel):
     @field_validator("ray_start_params")
     @classmethod
     def _params(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_params(value)
+        return _check_params(value, head=False)
 
     @field_validator("idle_timeout_seconds")
     @classmethod
@@ -575,6 +587,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "HEAD",
     "HEAD_POD_READY",
+    "HEAD_PORT_PARAMS",
     "MAX_INT32",
     "RAYCLUSTER",
     "RAY_VERSION",

@@ -72,6 +72,7 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
 from kubemill.substrates.kubernetes.operator.loaded import LoadedJobs
 from kubemill.substrates.kubernetes.operator.memory import JobMemory
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.remote import RemoteRuns
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.operator.waves import (
     child_ref,
@@ -137,6 +138,7 @@ class Reconciler:
         self._clock = clock
         self._memory: dict[JobKey, JobMemory] = {}
         self._loaded = LoadedJobs()
+        self._remote = RemoteRuns(post_event)
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""
@@ -146,6 +148,7 @@ class Reconciler:
         """The job is gone: drop what was remembered of it."""
         self._memory.pop(key, None)
         self._loaded.forget(key)
+        self._remote.forget(key)
 
     async def reconcile(self, key: JobKey) -> float | None:
         """One pass over the job ``key``; returns seconds until it must be looked at again.
@@ -208,9 +211,11 @@ class Reconciler:
         if memory.refused:
             refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
             observed = replace(observed, refused=refused)
+        observed = await self._remote.observe(key, plan, pods, observed)  # Plan.remote's answer
         result = reconcile(
             job, plan, observed, self._clock(), options=self._options, lifecycle=lifecycle
         )
+        result = await self._remote.submit(key, stored, result)  # SubmitRemote, done here
         try:
             await self._apply(stored, job, plan, resource, result, memory)
         except UnsupportedPlanError as exc:
@@ -226,9 +231,7 @@ class Reconciler:
             rv,
             sum(not isinstance(a, RecordEvent) for a in result.actions),
         )
-        if result.requeue_after is None:
-            return None
-        return max(result.requeue_after.total_seconds(), 0.0) + 1.0
+        return self._remote.requeue(key, result)  # the core's, sooner while a run is followed
 
     # -- reading -------------------------------------------------------------------------------
 
