@@ -50,6 +50,7 @@ from kubemill.api.common import (
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, ClusterOptions, KindApi, PrinterColumn
 from kubemill.api.kube import PodTemplateSpec
+from kubemill.engines.ray.api.refusals import refusal_validator
 
 GROUP = "ray.io"
 API_VERSION = f"{GROUP}/v1"
@@ -127,27 +128,12 @@ class HeadGroupSpec(KubeModel):
     ray_start_params: dict[str, str] = Field(default_factory=dict)
     template: PodTemplateSpec
 
+    _refused = refusal_validator("HeadGroupSpec")
+
     @field_validator("ray_start_params")
     @classmethod
     def _params(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_params(value, head=True)
-
-    @field_validator("head_service")
-    @classmethod
-    def _no_head_service(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused(
-                "a customised head Service is not supported yet",
-                "remove headService; serviceType picks the Service's type",
-            )
-        return value
-
-    @field_validator("enable_ingress")
-    @classmethod
-    def _no_ingress(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused("an ingress for the dashboard is not supported yet", "remove it")
-        return value
 
 
 class ScaleStrategy(KubeModel):
@@ -155,15 +141,7 @@ class ScaleStrategy(KubeModel):
 
     workers_to_delete: list[str] | None = None
 
-    @field_validator("workers_to_delete")
-    @classmethod
-    def _none_to_delete(cls, value: list[str] | None) -> list[str] | None:
-        if value:
-            raise refused(
-                "workersToDelete is the in-tree autoscaler's, which kubemill does not run",
-                "remove it; lower the group's replicas instead",
-            )
-        return value
+    _refused = refusal_validator("ScaleStrategy")
 
 
 class WorkerGroupSpec(KubeModel):
@@ -179,6 +157,8 @@ class WorkerGroupSpec(KubeModel):
     scale_strategy: ScaleStrategy | None = None
     num_of_hosts: int | None = Field(default=1, ge=1)
     suspend: bool | None = None
+
+    _refused = refusal_validator("WorkerGroupSpec")
 
     @field_validator("group_name")
     @classmethod
@@ -196,36 +176,6 @@ class WorkerGroupSpec(KubeModel):
     @classmethod
     def _params(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_params(value, head=False)
-
-    @field_validator("idle_timeout_seconds")
-    @classmethod
-    def _no_idle_timeout(cls, value: int | None) -> int | None:
-        if value is not None:
-            raise refused(
-                "idleTimeoutSeconds is the in-tree autoscaler's, which kubemill does not run",
-                "remove it",
-            )
-        return value
-
-    @field_validator("num_of_hosts")
-    @classmethod
-    def _one_host(cls, value: int | None) -> int | None:
-        if value is not None and value > 1:
-            raise refused(
-                "multi-host worker groups (numOfHosts above 1) are not supported yet",
-                "remove numOfHosts or set it to 1",
-            )
-        return value
-
-    @field_validator("suspend")
-    @classmethod
-    def _no_group_suspend(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused(
-                "suspending one worker group is not supported yet",
-                "set the group's replicas to 0, or suspend the whole cluster (spec.suspend)",
-            )
-        return value
 
     @property
     def count(self) -> int:
@@ -247,49 +197,7 @@ class RayClusterSpec(KubeModel):
     gcs_fault_tolerance_options: dict[str, Any] | None = None
     managed_by: str | None = None
 
-    @field_validator("enable_in_tree_autoscaling")
-    @classmethod
-    def _no_autoscaler(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused(
-                "the in-tree autoscaler is not supported yet: each worker group runs its replicas",
-                "remove enableInTreeAutoscaling (or set it to false) and set each group's replicas",
-            )
-        return value
-
-    @field_validator("autoscaler_options")
-    @classmethod
-    def _no_autoscaler_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused("the in-tree autoscaler is not supported yet", "remove it")
-        return value
-
-    @field_validator("head_service_annotations")
-    @classmethod
-    def _no_service_annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value:
-            raise refused("annotations on the head Service are not supported yet", "remove it")
-        return value
-
-    @field_validator("gcs_fault_tolerance_options")
-    @classmethod
-    def _no_gcs_ft(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused(
-                "GCS fault tolerance (an external Redis) is not supported yet", "remove it"
-            )
-        return value
-
-    @field_validator("managed_by")
-    @classmethod
-    def _managed_here(cls, value: str | None) -> str | None:
-        if value not in (None, "", "ray.io/kuberay-operator"):
-            raise refused(
-                f"{value!r} names another controller, and kubemill reconciles every "
-                "RayCluster it is given",
-                "remove managedBy, or set it to 'ray.io/kuberay-operator'",
-            )
-        return value
+    _refused = refusal_validator("RayClusterSpec")
 
     @property
     def desired_workers(self) -> int:
