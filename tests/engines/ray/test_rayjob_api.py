@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,15 @@ import pytest
 import yaml
 
 from kubemill.api import ConditionType, ManifestError
-from kubemill.core import Observed, ObservedPod, ReconcileOptions, SubmitRemote, reconcile
+from kubemill.core import (
+    DeleteJob,
+    DeletePod,
+    Observed,
+    ObservedPod,
+    ReconcileOptions,
+    SubmitRemote,
+    reconcile,
+)
 from kubemill.engines.ray.api.rayjob import SUBMITTER, RayJob
 from kubemill.engines.ray.framework.rayjob import SUBMITTER_SCRIPT, status_fields, verdict
 from kubemill.frameworks import RemoteReport, StatusView
@@ -290,3 +298,43 @@ def test_the_status_extension_sets_only_fields_the_status_declares() -> None:
     plan = plan_on_kubernetes(job)
     view = StatusView(job=job, plan=plan, status=job.status, pods=(), remote=RemoteReport(False))
     assert set(status_fields(view)) <= set(type(job.status).model_fields)
+
+
+@pytest.mark.parametrize("ttl", [0, 60])
+def test_the_cluster_is_shut_down_ttl_seconds_after_the_end_and_the_rayjob_stays(ttl: int) -> None:
+    doc = manifest()  # shutdownAfterJobFinishes: true
+    doc["spec"]["ttlSecondsAfterFinished"] = ttl
+    job = load_one(doc)
+    assert isinstance(job, RayJob)
+    plan = plan_on_kubernetes(job)
+    assert plan.clean_after == (timedelta(seconds=ttl) if ttl else None)
+    end = datetime(2026, 1, 1, tzinfo=UTC)
+    done = RemoteReport(True, {"status": "SUCCEEDED"})
+
+    def at(when: datetime, status_of: RayJob) -> Any:
+        return reconcile(
+            status_of,
+            plan,
+            Observed(pods=_pods(job), remote=done),
+            when,
+            options=ReconcileOptions(),
+            lifecycle=lifecycle_for(job.KIND),
+        )
+
+    first = at(end, job)
+    assert first.status.is_true(ConditionType.SUCCEEDED)
+    finished = job.model_copy(update={"status": first.status})
+    deleted = {a.name for a in first.actions if isinstance(a, DeletePod)}
+    if not ttl:
+        assert deleted == {r.name for r in plan.replicas}  # at once
+        return
+    assert not deleted  # the cluster serves on until the TTL
+    assert first.requeue_after == timedelta(seconds=ttl)
+    before = at(end + timedelta(seconds=ttl - 1), finished)
+    assert not any(isinstance(a, DeletePod) for a in before.actions)
+    after = at(end + timedelta(seconds=ttl), finished)
+    assert {a.name for a in after.actions if isinstance(a, DeletePod)} == {
+        r.name for r in plan.replicas
+    }
+    # KubeRay's TTL is the cluster's: the RayJob itself is never deleted.
+    assert not any(isinstance(a, DeleteJob) for a in after.actions)

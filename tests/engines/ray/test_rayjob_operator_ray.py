@@ -112,7 +112,7 @@ def ray_head() -> Iterator[int]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def _rayjob(name: str, dashboard: int, entrypoint: str) -> dict[str, Any]:
+def _rayjob(name: str, dashboard: int, entrypoint: str, ttl: int) -> dict[str, Any]:
     container = {"name": "ray-head", "image": "rayproject/ray:2.60.0"}
     return {
         "apiVersion": "ray.io/v1",
@@ -121,6 +121,7 @@ def _rayjob(name: str, dashboard: int, entrypoint: str) -> dict[str, Any]:
         "spec": {
             "submissionMode": "HTTPMode",
             "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": ttl,
             "runtimeEnvYAML": "env_vars:\n  ANSWER: '41'\n",
             "entrypoint": entrypoint,
             "rayClusterSpec": {
@@ -164,9 +165,8 @@ def test_the_operator_submits_over_http_and_rays_success_completes_the_rayjob(
         "answer = ray.get(ray.remote(lambda: int(os.environ['ANSWER']) + 1).remote()); "
         'assert answer == 42, answer"'
     )
-    cluster.create(
-        job_path("RayJob", namespace, upstream=True), _rayjob("rj-ok", ray_head, entrypoint)
-    )
+    manifest = _rayjob("rj-ok", ray_head, entrypoint, ttl=2)
+    cluster.create(job_path("RayJob", namespace, upstream=True), manifest)
     job, pod_path = _run_on_the_real_head(cluster, kubelet, namespace, "rj-ok", ray_head)
     status = job["status"]
     assert status["jobStatus"] == "SUCCEEDED", status
@@ -177,8 +177,11 @@ def test_the_operator_submits_over_http_and_rays_success_completes_the_rayjob(
         "GET", f"http://{HOST}:{ray_head}/api/jobs/{status['jobId']}", user_agent="test"
     )
     assert b'"SUCCEEDED"' in answer.data
-    # shutdownAfterJobFinishes: the cluster's pods go, the RayJob stays.
+    # shutdownAfterJobFinishes: the cluster's pods go ttlSecondsAfterFinished (2 s) after
+    # the end; the RayJob stays.
     eventually(lambda: cluster.get_or_none(pod_path) is None, what="the head pod deleted")
+    rayjob = cluster.get(job_path("RayJob", namespace, "rj-ok", upstream=True))
+    assert rayjob["status"]["jobDeploymentStatus"] == "Complete"
 
 
 def test_a_ray_job_that_raises_fails_the_rayjob_with_rays_message(
@@ -188,10 +191,9 @@ def test_a_ray_job_that_raises_fails_the_rayjob_with_rays_message(
         'python -c "import os; '
         "raise ValueError('the answer is ' + os.environ['ANSWER'] + ', not 42')\""
     )
-    cluster.create(
-        job_path("RayJob", namespace, upstream=True), _rayjob("rj-bad", ray_head, entrypoint)
-    )
-    job, _ = _run_on_the_real_head(cluster, kubelet, namespace, "rj-bad", ray_head)
+    manifest = _rayjob("rj-bad", ray_head, entrypoint, ttl=3600)
+    cluster.create(job_path("RayJob", namespace, upstream=True), manifest)
+    job, pod_path = _run_on_the_real_head(cluster, kubelet, namespace, "rj-bad", ray_head)
     status = job["status"]
     assert status["jobStatus"] == "FAILED", status
     assert status["jobDeploymentStatus"] == "Failed"
@@ -199,3 +201,5 @@ def test_a_ray_job_that_raises_fails_the_rayjob_with_rays_message(
     assert "the answer is 41, not 42" in status["message"], status["message"]
     failed = [c for c in status["conditions"] if c["type"] == "Failed"]
     assert failed and "the answer is 41" in failed[0]["message"]
+    # Its ttlSecondsAfterFinished is an hour: the cluster serves on after the end.
+    assert cluster.get_or_none(pod_path) is not None

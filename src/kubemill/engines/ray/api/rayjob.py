@@ -274,8 +274,8 @@ class RayJob(Job):
     @property
     def run_policy(self) -> RunPolicy:
         """KubeRay's settings in the core's terms: ``shutdownAfterJobFinishes`` deletes the
-        cluster's pods once the Ray job ended (at once: ``ttlSecondsAfterFinished``'s delay is
-        not applied yet) and the RayJob stays, with its status, as KubeRay keeps it; the
+        cluster's pods once the Ray job ended (``ttlSecondsAfterFinished`` later: the Plan's
+        ``clean_after``) and the RayJob stays, with its status, as KubeRay keeps it; the
         submitter's restarts count against ``submitterConfig.backoffLimit``."""
         config = self.spec.submitter_config
         limit = config.backoff_limit if config is not None else None

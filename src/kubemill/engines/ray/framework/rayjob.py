@@ -19,7 +19,7 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -225,8 +225,16 @@ def job_plan(job: RayJob, cluster: Plan, dashboard: str, port: int) -> Plan:
         # Judged by the Ray job (the remote run); the rule only names the deciding replica.
         outcome=decided_by(SUBMITTER if job.has_submitter else HEAD),
         remote=remote,
+        # KubeRay's TTL deletes the cluster that long after the end, never the RayJob.
+        clean_after=_ttl(job),
         status_extension=partial(status_fields, dashboard=dashboard.removeprefix("http://")),
     )
+
+
+def _ttl(job: RayJob) -> timedelta | None:
+    """How long after the end the cluster is shut down (``shutdownAfterJobFinishes``)."""
+    ttl = job.spec.ttl_seconds_after_finished
+    return timedelta(seconds=ttl) if job.spec.shutdown_after_job_finishes and ttl else None
 
 
 def _submitter(job: RayJob, cluster: Plan, dashboard: str) -> ReplicaPlan:
