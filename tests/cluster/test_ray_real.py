@@ -11,8 +11,9 @@ in place and counted, a patch of a group's replicas adds a worker; a submission 
 does not run is refused by the real server, the in-tree autoscaler by the operator's Event.
 
 The node stand-in does not run Ray, so a RayJob's outcome (Ray's job API, which the operator
-does not read yet) is not judged here: only what the real server must accept on the way to it.
-tests/engines/ray/test_rayjob_local.py judges real Ray jobs.
+asks at the head pod's IP, a loopback address of the stand-in's where no Ray answers) is not
+judged here: only what the real server must accept on the way to it.
+tests/engines/ray/test_rayjob_local.py and test_rayjob_operator_ray.py judge real Ray jobs.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
     submitter = pods["rj-submitter-0"]["spec"]["containers"][0]["command"]
     assert f"http://rj-head-svc.{namespace}.svc.cluster.local:8265" in submitter
     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rj-head-svc")
-    # Nothing reads Ray's job API on Kubernetes yet: the deployment is as far as it goes.
+    # No Ray answers at the head pod's IP here: the deployment is as far as it goes.
     eventually(
         lambda: job.get().get("status", {}).get("jobDeploymentStatus"),
         timeout=WAIT,
@@ -305,9 +306,9 @@ def test_a_rayjob_in_http_mode_runs_its_cluster_and_no_submitter_pod(
     control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
 ) -> None:
     """HTTPMode has no submitter pod (kubemill POSTs the job to the head's job API): the real
-    server sees the head, the worker and the head Service, and nothing more. On Kubernetes the
-    operator neither submits nor reads Ray's job API yet (docs/kinds.md), and the node does
-    not run Ray: the deployment stays Initializing, and no outcome is judged here."""
+    server sees the head, the worker and the head Service, and nothing more. The node does not
+    run Ray: the operator's asks at the head pod's IP go unanswered, so it submits nothing,
+    the deployment stays Initializing, and no outcome is judged here."""
     namespace = control_plane.new_namespace()
     manifest = example("rayjob-http.yaml", "rh")
     job = create(control_plane, namespace, RAY_JOB, "kubectl-upstream", manifest)

@@ -43,10 +43,11 @@ def _plan(*, submit: bool) -> tuple[Job, Plan]:
     plan = plan_for(job)
     head = plan.replicas[0].name
     remote = RemoteRun(
-        status_url="http://service/api/runs/r1",
         after=head,
+        port=8000,
+        status_path="/api/runs/r1",
         verdict=_verdict,
-        submit_url="http://service/api/runs/" if submit else "",
+        submit_path="/api/runs/" if submit else "",
         submit_body={"id": "r1"} if submit else {},
     )
     return job, replace(plan, remote=remote)

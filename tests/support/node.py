@@ -337,7 +337,9 @@ class NodeStandIn:
     def _start_pod(self, pod: Pod) -> None:
         with self._lock:
             self._next_ip += 1
-            ip = f"10.244.{self._next_ip // 250}.{self._next_ip % 250 + 2}"
+            # A loopback address (all of 127/8 is): the operator asks some pods at their
+            # IP (a Ray head's job API), and nothing a test does may leave the machine.
+            ip = f"127.244.{self._next_ip // 250}.{self._next_ip % 250 + 2}"
         now = stamp()
         init = [
             {

@@ -284,7 +284,7 @@ class UpdateObject:
 @dataclass(frozen=True)
 class SubmitRemote:
     """Submit the Plan's remote run to its service (POST ``Plan.remote.submit_body`` to its
-    ``submit_url``): the service is up and does not know the run. Idempotent on the
+    ``submit_path``): the service is up and does not know the run. Idempotent on the
     service's side (the body names the run), so a submission seen late is harmless."""
 
 

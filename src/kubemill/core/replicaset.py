@@ -11,8 +11,9 @@ where kubemill deviates, the comment at the rule says why.
 Decisions, in the order they are taken:
 
 1. ``Created`` on the first reconcile.
-2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, PodGroup) and
-   waits for ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
+2. A finished job (Succeeded or Failed) only cleans up (``cleanPodPolicy``, once the Plan's
+   ``clean_after`` has passed since the end; PodGroup) and waits for
+   ``ttlSecondsAfterFinished``; it never gets a new pod or a new verdict.
 3. The substrate reports it can no longer run the job (``Observed.halt``: locally a lost
    supervisor, a job that cannot start on this machine, a failed supervisor) -> Failed with
    the substrate's reason. A stop request (the ``kubemill.dev/stop`` annotation: ``kubemill
@@ -260,7 +261,7 @@ class _ReplicaSetPass(JobPass):
         """Ask the substrate to submit the remote run once its service is up and does not
         know it (only when the Plan has the substrate submit it)."""
         remote, report = self.plan.remote, self.observed.remote
-        if remote is None or not remote.submit_url or report is None or report.found:
+        if remote is None or not remote.submit_path or report is None or report.found:
             return
         service = self.live.get(remote.after)
         if service is not None and service.phase == "Running" and service.ready:
@@ -380,7 +381,7 @@ class _ReplicaSetPass(JobPass):
 
     def _finish(self, *, kill: frozenset[str]) -> None:
         """Clean up after the verdict: cleanPodPolicy, PodGroup, then the TTL."""
-        policy = self.run_policy.clean_pod_policy or CleanPodPolicy.NONE
+        policy = self._clean_pod_policy()
         kept: set[str] = set()
         deleted: set[str] = set()
         for pod in self._existing_pods():
@@ -409,6 +410,19 @@ class _ReplicaSetPass(JobPass):
                 rs.succeeded += rs.active
                 rs.active = 0
         self._expire()
+
+    def _clean_pod_policy(self) -> CleanPodPolicy:
+        """The cleanPodPolicy to apply now: once the Plan's ``clean_after`` has passed since
+        the job finished (until then None, and a pass is asked for at that time)."""
+        policy = self.run_policy.clean_pod_policy or CleanPodPolicy.NONE
+        finished_at = terminal_time(self.status)
+        if policy == CleanPodPolicy.NONE or not self.plan.clean_after or finished_at is None:
+            return policy
+        due = finished_at + self.plan.clean_after
+        if self.now >= due:
+            return policy
+        self.requeue.append(due - self.now)
+        return CleanPodPolicy.NONE
 
     def _expire(self) -> None:
         ttl = self.run_policy.ttl_seconds_after_finished

@@ -536,6 +536,9 @@ class Plan:
     remote: RemoteRun | None = None
     """A run handed to a service the job brings up, whose API decides the outcome (see
     :class:`RemoteRun`; the replica-set lifecycle judges it)."""
+    clean_after: timedelta | None = None
+    """How long after the job finished its ``cleanPodPolicy`` applies (None: at once), e.g.
+    a Ray job's ``ttlSecondsAfterFinished``: its cluster deleted that long after the end."""
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def replica(self, name: str) -> ReplicaPlan:

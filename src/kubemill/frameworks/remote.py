@@ -48,21 +48,34 @@ class RemoteRun:
     (a Ray job submitted to the job's Ray head through its job API): that verdict, not a
     replica's exit, is the job's outcome.
 
-    The substrate reads ``status_url`` once the replica ``after`` is Running and ready and
+    The service is the replica ``after``, listening on ``port``; the Plan names no host,
+    because only the substrate knows where that replica is (locally the loopback address,
+    on Kubernetes its pod's ``status.podIP``): it builds the URLs (:meth:`url`) from that
+    address. The substrate reads ``status_path`` once ``after`` is Running and ready and
     reports what it saw (:attr:`~kubemill.core.Observed.remote`); the core judges it with
     ``verdict`` (the replicas' success policy then decides nothing; a replica failing for
-    good still fails the job). With ``submit_url`` the substrate submits the run itself
+    good still fails the job). With ``submit_path`` the substrate submits the run itself
     when the core asks (``SubmitRemote``: the API does not know the run yet); without it,
     a replica of the Plan submits it (a submitter).
     """
 
-    status_url: str
     after: str
     """The replica whose readiness means the API answers (the service's head)."""
+    port: int
+    """The port of ``after`` the API listens on."""
+    status_path: str
+    """The run's status, ``GET`` (e.g. ``/api/jobs/<id>``)."""
     verdict: RemoteVerdictRule
-    submit_url: str = ""
+    submit_path: str = ""
+    """Where the substrate POSTs ``submit_body`` ("": a replica submits the run)."""
     submit_body: Mapping[str, Any] = field(default_factory=dict)
-    """The JSON object POSTed to ``submit_url``."""
+    """The JSON object POSTed to ``submit_path``."""
+
+    def url(self, host: str, path: str) -> str:
+        """``http://`` to ``path`` on ``port`` of ``host`` (the ``after`` replica's address
+        as the substrate reaches it; an IPv6 address bracketed)."""
+        where = f"[{host}]" if ":" in host else host
+        return f"http://{where}:{self.port}{path}"
 
 
 __all__ = ["RemoteReport", "RemoteRun", "RemoteVerdict", "RemoteVerdictRule"]

@@ -7,17 +7,24 @@ import copy
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
 from kubemill.api import ClusterOptions, Condition, ConditionType, ManifestError
 from kubemill.engines.ray.api.raycluster import (
     API_VERSION,
     HEAD,
+    HeadGroupSpec,
     HeadInfo,
     RayCluster,
+    RayClusterSpec,
     RayClusterStatus,
+    ScaleStrategy,
+    WorkerGroupSpec,
     client_addresses,
     cluster_manifest,
 )
+from kubemill.engines.ray.api.rayjob import RayJobSpec
+from kubemill.engines.ray.api.refusals import KUBERAY_OPERATOR, REFUSALS, Refusal
 from kubemill.kinds import load_one
 from kubemill.sdk.client import has_suspend, is_service
 
@@ -103,9 +110,14 @@ def test_kuberays_sample_loads_with_its_groups_as_replica_types() -> None:
             "'address' is set by kubemill",
         ),
         (
-            {"headGroupSpec.rayStartParams": {"port": "7000"}},
+            {"workerGroupSpecs.0.rayStartParams": {"port": "7000"}},
+            "spec.workerGroupSpecs[0].rayStartParams",
+            "'port' is the head's GCS port, not a worker's",
+        ),
+        (
+            {"headGroupSpec.rayStartParams": {"dashboard-port": "web"}},
             "spec.headGroupSpec.rayStartParams",
-            "'port' is set by kubemill",
+            "not a port number",
         ),
         (
             {"headGroupSpec.rayStartParams": {"--num-cpus": "1"}},
@@ -229,3 +241,50 @@ def test_a_ray_cluster_is_a_service_with_a_suspend_unlike_a_mars_cluster() -> No
     assert is_service("RayCluster") and has_suspend("RayCluster")
     assert is_service("MarsCluster") and not has_suspend("MarsCluster")
     assert has_suspend("TFJob")
+
+
+REFUSED_VALUES: dict[str, Any] = {
+    "head_service": {},
+    "enable_ingress": True,
+    "workers_to_delete": ["w-0"],
+    "idle_timeout_seconds": 60,
+    "num_of_hosts": 2,
+    "suspend": True,
+    "enable_in_tree_autoscaling": True,
+    "autoscaler_options": {},
+    "head_service_annotations": {"a": "b"},
+    "gcs_fault_tolerance_options": {},
+    "managed_by": "kueue.x-k8s.io/multikueue",
+    "cluster_selector": {"ray.io/cluster": "c"},
+    "backoff_limit": 1,
+    "schedule": "* * * * *",
+    "deletion_strategy": {},
+}
+"""A value each refused field is refused with."""
+MODELS: dict[str, type[BaseModel]] = {
+    m.__name__: m
+    for m in (HeadGroupSpec, WorkerGroupSpec, RayClusterSpec, ScaleStrategy, RayJobSpec)
+}
+REQUIRED: dict[str, dict[str, Any]] = {
+    "HeadGroupSpec": {"template": {}},
+    "WorkerGroupSpec": {"groupName": "g", "template": {}},
+    "RayClusterSpec": {"headGroupSpec": {"template": {}}},
+    "ScaleStrategy": {},
+    "RayJobSpec": {},
+}
+
+
+@pytest.mark.parametrize("row", REFUSALS, ids=lambda r: f"{r.model}.{r.field}")
+def test_every_refused_field_of_the_table_is_refused_at_its_path(row: Refusal) -> None:
+    model = MODELS[row.model]
+    alias = model.model_fields[row.field].alias or row.field
+    value = REFUSED_VALUES[row.field]
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate({**REQUIRED[row.model], alias: value})
+    (error,) = caught.value.errors()
+    assert error["loc"] == (alias,)
+    assert error["msg"] == row.message.format(value=value)
+    assert error["ctx"]["hint"] == row.hint
+    # The value KubeRay writes by default (none, false, one host, its own operator) is not.
+    default = {"num_of_hosts": 1, "managed_by": KUBERAY_OPERATOR}.get(row.field)
+    model.model_validate({**REQUIRED[row.model], alias: default})

@@ -112,7 +112,8 @@ def test_a_suspended_cluster_renders_nothing() -> None:
 
 
 def test_locally_every_node_has_its_own_ports_on_loopback_and_a_short_temp_dir() -> None:
-    job = cluster(**{"dashboard-host": "0.0.0.0"})
+    # The head's ports its params give are a pod's: here every port is this machine's.
+    job = cluster(**{"dashboard-host": "0.0.0.0", "dashboard-port": "8300"})
     network = LoopbackNetwork()
     plan = local_plan(job, Ray().plan(job, network), network)
     gcs = network.endpoint(HEAD, 0, GCS_PORT).port
@@ -139,6 +140,7 @@ def test_locally_every_node_has_its_own_ports_on_loopback_and_a_short_temp_dir()
         if rep.replica_type == HEAD:
             assert flags["port"] == str(gcs)
             assert flags["dashboard-host"] == "127.0.0.1"  # not the manifest's 0.0.0.0
+            assert flags["dashboard-port"] == str(network.endpoint(HEAD, 0, DASHBOARD_PORT).port)
         else:
             assert flags["address"] == f"127.0.0.1:{gcs}"
         probe = rep.template.spec.containers[0].readiness_probe

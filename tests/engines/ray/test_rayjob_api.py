@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,15 @@ import pytest
 import yaml
 
 from kubemill.api import ConditionType, ManifestError
-from kubemill.core import Observed, ObservedPod, ReconcileOptions, SubmitRemote, reconcile
+from kubemill.core import (
+    DeleteJob,
+    DeletePod,
+    Observed,
+    ObservedPod,
+    ReconcileOptions,
+    SubmitRemote,
+    reconcile,
+)
 from kubemill.engines.ray.api.rayjob import SUBMITTER, RayJob
 from kubemill.engines.ray.framework.rayjob import SUBMITTER_SCRIPT, status_fields, verdict
 from kubemill.frameworks import RemoteReport, StatusView
@@ -129,8 +137,32 @@ def test_the_submitter_runs_kuberays_sequence_with_every_value_an_argument() -> 
     assert submitter.stage > max(r.stage for r in plan.replicas if r is not submitter)
     assert plan.start_gate == "ready"
     assert plan.remote is not None
-    assert plan.remote.status_url == f"{dashboard}/api/jobs/sum-1"
-    assert plan.remote.submit_url == ""  # the submitter submits
+    # The substrate asks the head (by its own address for it) on the dashboard's port.
+    assert plan.remote.after == "rayjob-sum-head-0"
+    assert plan.remote.url("10.1.2.3", plan.remote.status_path) == (
+        "http://10.1.2.3:8265/api/jobs/sum-1"
+    )
+    assert plan.remote.submit_path == ""  # the submitter submits
+
+
+def test_a_dashboard_port_in_the_heads_params_is_the_port_everything_uses() -> None:
+    doc = manifest("rayjob-http.yaml")
+    doc["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["dashboard-port"] = "8300"
+    job = load_one(doc)
+    plan = plan_on_kubernetes(job)
+    head = plan.replica("rayjob-http-head-0")
+    (ray,) = head.template.spec.containers
+    assert "--dashboard-port=8300" in (ray.command or [])
+    ports = {p.name: p.container_port for p in ray.ports or []}
+    assert ports["dashboard"] == 8300 and ports["gcs-server"] == 6379
+    probe = json.dumps(ray.readiness_probe)
+    assert "localhost:8300/api/gcs_healthz" in probe
+    (service,) = plan.exposed
+    assert {p.name: p.port for p in service.ports}["dashboard"] == 8300
+    assert plan.remote is not None and plan.remote.port == 8300
+    assert isinstance(job, RayJob)
+    wire = _pass(job, Observed()).status.to_wire()
+    assert wire["dashboardURL"] == "rayjob-http-head-svc.default.svc.cluster.local:8300"
 
 
 def test_http_mode_has_kubemill_submit_the_job_itself() -> None:
@@ -138,7 +170,7 @@ def test_http_mode_has_kubemill_submit_the_job_itself() -> None:
     plan = plan_on_kubernetes(job)
     assert SUBMITTER not in {r.replica_type for r in plan.replicas}
     assert plan.remote is not None
-    assert plan.remote.submit_url.endswith(":8265/api/jobs/")
+    assert (plan.remote.port, plan.remote.submit_path) == (8265, "/api/jobs/")
     body = dict(plan.remote.submit_body)
     assert body["submission_id"] == "rayjob-http"
     assert body["runtime_env"] == {"env_vars": {"ANSWER": "41"}}
@@ -266,3 +298,43 @@ def test_the_status_extension_sets_only_fields_the_status_declares() -> None:
     plan = plan_on_kubernetes(job)
     view = StatusView(job=job, plan=plan, status=job.status, pods=(), remote=RemoteReport(False))
     assert set(status_fields(view)) <= set(type(job.status).model_fields)
+
+
+@pytest.mark.parametrize("ttl", [0, 60])
+def test_the_cluster_is_shut_down_ttl_seconds_after_the_end_and_the_rayjob_stays(ttl: int) -> None:
+    doc = manifest()  # shutdownAfterJobFinishes: true
+    doc["spec"]["ttlSecondsAfterFinished"] = ttl
+    job = load_one(doc)
+    assert isinstance(job, RayJob)
+    plan = plan_on_kubernetes(job)
+    assert plan.clean_after == (timedelta(seconds=ttl) if ttl else None)
+    end = datetime(2026, 1, 1, tzinfo=UTC)
+    done = RemoteReport(True, {"status": "SUCCEEDED"})
+
+    def at(when: datetime, status_of: RayJob) -> Any:
+        return reconcile(
+            status_of,
+            plan,
+            Observed(pods=_pods(job), remote=done),
+            when,
+            options=ReconcileOptions(),
+            lifecycle=lifecycle_for(job.KIND),
+        )
+
+    first = at(end, job)
+    assert first.status.is_true(ConditionType.SUCCEEDED)
+    finished = job.model_copy(update={"status": first.status})
+    deleted = {a.name for a in first.actions if isinstance(a, DeletePod)}
+    if not ttl:
+        assert deleted == {r.name for r in plan.replicas}  # at once
+        return
+    assert not deleted  # the cluster serves on until the TTL
+    assert first.requeue_after == timedelta(seconds=ttl)
+    before = at(end + timedelta(seconds=ttl - 1), finished)
+    assert not any(isinstance(a, DeletePod) for a in before.actions)
+    after = at(end + timedelta(seconds=ttl), finished)
+    assert {a.name for a in after.actions if isinstance(a, DeletePod)} == {
+        r.name for r in plan.replicas
+    }
+    # KubeRay's TTL is the cluster's: the RayJob itself is never deleted.
+    assert not any(isinstance(a, DeleteJob) for a in after.actions)

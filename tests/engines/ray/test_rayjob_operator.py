@@ -5,8 +5,9 @@ owned by the RayJob; KubeRay's status fields written; ``suspend`` removes every 
 resuming brings the head back. Against kmock, one operator for the module (the operator
 tests' fixtures, from tests/engines/conftest.py).
 
-Not here: the Ray job's outcome, which the operator does not read from Ray's job API yet
-(docs/kinds.md); tests/engines/ray/test_rayjob_local.py judges real Ray jobs locally.
+Not here: the Ray job's outcome, read from Ray's job API at the head pod's IP, which the
+kubelet stand-in does not report here (tests/engines/ray/test_rayjob_operator_ray.py has a
+real Ray head play that pod; tests/engines/ray/test_rayjob_local.py runs real Ray jobs locally).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def test_the_operator_brings_up_the_cluster_then_the_submitter_as_rendered(
         lambda: (j := cluster.get(path)) and is_true(j, "Running") and j, what="Running"
     )
     status = job["status"]
-    # Nothing has read Ray's job API (not yet on Kubernetes): the deployment is starting.
+    # The head pod has no IP here, so Ray's job API is not asked: the deployment is starting.
     assert status["jobDeploymentStatus"] == "Initializing"
     assert status["rayClusterName"] == "rj"
     assert status["dashboardURL"] == f"rj-head-svc.{namespace}.svc.cluster.local:8265"

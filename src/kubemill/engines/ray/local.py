@@ -197,7 +197,8 @@ def local_job_plan(job: Job, plan: Plan, network: Network) -> Plan:
     if not isinstance(job, RayJob):
         return plan
     cluster = local_cluster_plan(job.name, job.cluster.spec, plan, network)
-    return job_plan(job, cluster, f"http://{LOCAL_HOST}:{head_ports(network)['dashboard']}")
+    port = head_ports(network)["dashboard"]
+    return job_plan(job, cluster, f"http://{LOCAL_HOST}:{port}", port)
 
 
 __all__ = [

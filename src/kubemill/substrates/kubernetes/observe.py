@@ -120,6 +120,8 @@ class PodSnapshot:
     containers: tuple[ContainerSnapshot, ...] = ()
     host_ip: str = ""
     """The node's IP (``status.hostIP``): where a NodePort service of the pod answers."""
+    pod_ip: str = ""
+    """The pod's own IP (``status.podIP``): where a service in the pod answers the operator."""
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> PodSnapshot:
@@ -151,6 +153,7 @@ class PodSnapshot:
                 if isinstance(c, Mapping)
             ),
             host_ip=str(status.get("hostIP") or ""),
+            pod_ip=str(status.get("podIP") or ""),
         )
 
     def container(self, name: str) -> ContainerSnapshot | None:

@@ -50,6 +50,7 @@ from kubemill.api.common import (
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, ClusterOptions, KindApi, PrinterColumn
 from kubemill.api.kube import PodTemplateSpec
+from kubemill.engines.ray.api.refusals import refusal_validator
 
 GROUP = "ray.io"
 API_VERSION = f"{GROUP}/v1"
@@ -84,14 +85,20 @@ SET_BY_KUBEMILL: dict[str, str] = {
     "head": "the head is headGroupSpec; kubemill adds --head to its command",
     "address": "a worker joins its cluster's head; kubemill gives --address",
     "block": "every Ray node runs in the foreground (--block), as its pod's process",
-    "port": "the head's GCS serves on 6379, as KubeRay's default",
-    "dashboard-port": "the head's dashboard serves on 8265, as KubeRay's default",
-    "ray-client-server-port": "the head's Ray client server serves on 10001, as KubeRay's default",
 }
 """``rayStartParams`` kubemill sets itself, and why (given by the user, they are refused)."""
 
+HEAD_PORT_PARAMS: dict[str, str] = {
+    "port": "the head's GCS port",
+    "dashboard-port": "the head's dashboard port",
+    "ray-client-server-port": "the head's Ray client server port",
+}
+"""``rayStartParams`` of the head's ports (KubeRay's defaults 6379, 8265, 10001): a port
+number, which the head's container, its Service and every address of it then use; a
+worker's are refused (they are the head's)."""
 
-def _check_params(params: dict[str, str]) -> dict[str, str]:
+
+def _check_params(params: dict[str, str], *, head: bool) -> dict[str, str]:
     for key, value in params.items():
         if not _PARAM_KEY.match(key):
             raise ValueError(
@@ -100,6 +107,12 @@ def _check_params(params: dict[str, str]) -> dict[str, str]:
             )
         if key in SET_BY_KUBEMILL:
             raise refused(f"{key!r} is set by kubemill: {SET_BY_KUBEMILL[key]}", f"remove {key!r}")
+        if key in HEAD_PORT_PARAMS and not head:
+            raise refused(
+                f"{key!r} is {HEAD_PORT_PARAMS[key]}, not a worker's", "set it in headGroupSpec"
+            )
+        if key in HEAD_PORT_PARAMS and not (value.isdigit() and 0 < int(value) < 65536):
+            raise ValueError(f"{key}: {value!r} is not a port number (1-65535)")
         if "\n" in value or "\x00" in value:
             raise ValueError(f"{key}: the value has a newline or a NUL")
     return params
@@ -115,27 +128,12 @@ class HeadGroupSpec(KubeModel):
     ray_start_params: dict[str, str] = Field(default_factory=dict)
     template: PodTemplateSpec
 
+    _refused = refusal_validator("HeadGroupSpec")
+
     @field_validator("ray_start_params")
     @classmethod
     def _params(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_params(value)
-
-    @field_validator("head_service")
-    @classmethod
-    def _no_head_service(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused(
-                "a customised head Service is not supported yet",
-                "remove headService; serviceType picks the Service's type",
-            )
-        return value
-
-    @field_validator("enable_ingress")
-    @classmethod
-    def _no_ingress(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused("an ingress for the dashboard is not supported yet", "remove it")
-        return value
+        return _check_params(value, head=True)
 
 
 class ScaleStrategy(KubeModel):
@@ -143,15 +141,7 @@ class ScaleStrategy(KubeModel):
 
     workers_to_delete: list[str] | None = None
 
-    @field_validator("workers_to_delete")
-    @classmethod
-    def _none_to_delete(cls, value: list[str] | None) -> list[str] | None:
-        if value:
-            raise refused(
-                "workersToDelete is the in-tree autoscaler's, which kubemill does not run",
-                "remove it; lower the group's replicas instead",
-            )
-        return value
+    _refused = refusal_validator("ScaleStrategy")
 
 
 class WorkerGroupSpec(KubeModel):
@@ -168,6 +158,8 @@ class WorkerGroupSpec(KubeModel):
     num_of_hosts: int | None = Field(default=1, ge=1)
     suspend: bool | None = None
 
+    _refused = refusal_validator("WorkerGroupSpec")
+
     @field_validator("group_name")
     @classmethod
     def _group_name(cls, value: str) -> str:
@@ -183,37 +175,7 @@ class WorkerGroupSpec(KubeModel):
     @field_validator("ray_start_params")
     @classmethod
     def _params(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_params(value)
-
-    @field_validator("idle_timeout_seconds")
-    @classmethod
-    def _no_idle_timeout(cls, value: int | None) -> int | None:
-        if value is not None:
-            raise refused(
-                "idleTimeoutSeconds is the in-tree autoscaler's, which kubemill does not run",
-                "remove it",
-            )
-        return value
-
-    @field_validator("num_of_hosts")
-    @classmethod
-    def _one_host(cls, value: int | None) -> int | None:
-        if value is not None and value > 1:
-            raise refused(
-                "multi-host worker groups (numOfHosts above 1) are not supported yet",
-                "remove numOfHosts or set it to 1",
-            )
-        return value
-
-    @field_validator("suspend")
-    @classmethod
-    def _no_group_suspend(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused(
-                "suspending one worker group is not supported yet",
-                "set the group's replicas to 0, or suspend the whole cluster (spec.suspend)",
-            )
-        return value
+        return _check_params(value, head=False)
 
     @property
     def count(self) -> int:
@@ -235,49 +197,7 @@ class RayClusterSpec(KubeModel):
     gcs_fault_tolerance_options: dict[str, Any] | None = None
     managed_by: str | None = None
 
-    @field_validator("enable_in_tree_autoscaling")
-    @classmethod
-    def _no_autoscaler(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused(
-                "the in-tree autoscaler is not supported yet: each worker group runs its replicas",
-                "remove enableInTreeAutoscaling (or set it to false) and set each group's replicas",
-            )
-        return value
-
-    @field_validator("autoscaler_options")
-    @classmethod
-    def _no_autoscaler_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused("the in-tree autoscaler is not supported yet", "remove it")
-        return value
-
-    @field_validator("head_service_annotations")
-    @classmethod
-    def _no_service_annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value:
-            raise refused("annotations on the head Service are not supported yet", "remove it")
-        return value
-
-    @field_validator("gcs_fault_tolerance_options")
-    @classmethod
-    def _no_gcs_ft(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused(
-                "GCS fault tolerance (an external Redis) is not supported yet", "remove it"
-            )
-        return value
-
-    @field_validator("managed_by")
-    @classmethod
-    def _managed_here(cls, value: str | None) -> str | None:
-        if value not in (None, "", "ray.io/kuberay-operator"):
-            raise refused(
-                f"{value!r} names another controller, and kubemill reconciles every "
-                "RayCluster it is given",
-                "remove managedBy, or set it to 'ray.io/kuberay-operator'",
-            )
-        return value
+    _refused = refusal_validator("RayClusterSpec")
 
     @property
     def desired_workers(self) -> int:
@@ -575,6 +495,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "HEAD",
     "HEAD_POD_READY",
+    "HEAD_PORT_PARAMS",
     "MAX_INT32",
     "RAYCLUSTER",
     "RAY_VERSION",

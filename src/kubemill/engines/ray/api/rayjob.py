@@ -46,6 +46,7 @@ from kubemill.engines.ray.api.raycluster import (
     RayClusterSpec,
     RayClusterStatus,
 )
+from kubemill.engines.ray.api.refusals import refusal_validator
 
 SUBMITTER = "Submitter"
 """The submitter's replica type (``K8sJobMode``): its pod is ``<job>-submitter-0``."""
@@ -113,6 +114,8 @@ class RayJobSpec(KubeModel):
     deletion_strategy: dict[str, Any] | None = None
     managed_by: str | None = None
 
+    _refused = refusal_validator("RayJobSpec")
+
     @field_validator("submission_mode", mode="before")
     @classmethod
     def _mode(cls, value: Any) -> Any:
@@ -141,55 +144,6 @@ class RayJobSpec(KubeModel):
             raise invalid(
                 f"{value!r} is not a submission id kubemill passes on",
                 "letters, digits, '_', '.' and '-', at most 100, starting with a letter or digit",
-            )
-        return value
-
-    @field_validator("cluster_selector")
-    @classmethod
-    def _no_selector(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value:
-            raise refused(
-                "running on an existing cluster (clusterSelector) is not supported yet",
-                "give the RayJob its own cluster in rayClusterSpec",
-            )
-        return value
-
-    @field_validator("backoff_limit")
-    @classmethod
-    def _no_retries(cls, value: int | None) -> int | None:
-        if value:
-            raise refused(
-                "retrying a RayJob on a new cluster (backoffLimit above 0) is not supported yet",
-                "remove backoffLimit (or set 0); submitterConfig.backoffLimit retries the "
-                "submitter",
-            )
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _no_schedule(cls, value: str | None) -> str | None:
-        if value:
-            raise refused("a cron schedule for a RayJob is not supported yet", "remove it")
-        return value
-
-    @field_validator("deletion_strategy")
-    @classmethod
-    def _no_deletion_strategy(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            raise refused(
-                "deletionStrategy is not supported yet",
-                "remove it; shutdownAfterJobFinishes and ttlSecondsAfterFinished decide",
-            )
-        return value
-
-    @field_validator("managed_by")
-    @classmethod
-    def _managed_here(cls, value: str | None) -> str | None:
-        if value not in (None, "", "ray.io/kuberay-operator"):
-            raise refused(
-                f"{value!r} names another controller, and kubemill reconciles every RayJob "
-                "it is given",
-                "remove managedBy, or set it to 'ray.io/kuberay-operator'",
             )
         return value
 
@@ -320,8 +274,8 @@ class RayJob(Job):
     @property
     def run_policy(self) -> RunPolicy:
         """KubeRay's settings in the core's terms: ``shutdownAfterJobFinishes`` deletes the
-        cluster's pods once the Ray job ended (at once: ``ttlSecondsAfterFinished``'s delay is
-        not applied yet) and the RayJob stays, with its status, as KubeRay keeps it; the
+        cluster's pods once the Ray job ended (``ttlSecondsAfterFinished`` later: the Plan's
+        ``clean_after``) and the RayJob stays, with its status, as KubeRay keeps it; the
         submitter's restarts count against ``submitterConfig.backoffLimit``."""
         config = self.spec.submitter_config
         limit = config.backoff_limit if config is not None else None

@@ -3,7 +3,8 @@
 - **The head** (replica ``Head`` 0, stage 0): the template's first container (the Ray
   container, as KubeRay takes it) runs ``ray start --head --block`` with the head's ports
   (GCS :data:`GCS_PORT`, dashboard :data:`DASHBOARD_PORT`, Ray client :data:`CLIENT_PORT`,
-  metrics :data:`METRICS_PORT`), the dashboard on every interface of its pod
+  metrics :data:`METRICS_PORT`; or the ports its ``rayStartParams`` give them,
+  :func:`kube_head_ports`), the dashboard on every interface of its pod
   (``--dashboard-host=0.0.0.0``, KubeRay's default), then the group's ``rayStartParams`` as
   ``--key=value`` flags (:func:`ray_start`). An argv list: no shell.
 - **The head Service** ``<cluster>-head-svc`` (``serviceType``, default ClusterIP) in front
@@ -69,7 +70,15 @@ HEAD_PORTS: dict[str, int] = {
     "client": CLIENT_PORT,
     "metrics": METRICS_PORT,
 }
-"""The head's ports by KubeRay's names: its container's, its Service's, ``status.endpoints``."""
+"""The head's ports by KubeRay's names: its container's, its Service's, ``status.endpoints``
+(each replaced by the head's ``rayStartParams`` option of :data:`PORT_OPTIONS` in a pod)."""
+PORT_OPTIONS: dict[str, str] = {
+    "gcs-server": "port",
+    "dashboard": "dashboard-port",
+    "client": "ray-client-server-port",
+    "metrics": "metrics-export-port",
+}
+"""The ``ray start`` option of each head port."""
 WORKER_PORTS: dict[str, int] = {"metrics": METRICS_PORT}
 
 LABEL_CLUSTER = "ray.io/cluster"
@@ -95,9 +104,22 @@ def head_service_name(cluster: str) -> str:
     return f"{cluster}-head-svc"
 
 
-def head_address(cluster: str, namespace: str) -> str:
+def head_address(cluster: str, namespace: str, port: int = GCS_PORT) -> str:
     """``host:port`` of the head's GCS as workers reach it: through the head Service."""
-    return f"{head_service_name(cluster)}.{namespace}.svc.cluster.local:{GCS_PORT}"
+    return f"{head_service_name(cluster)}.{namespace}.svc.cluster.local:{port}"
+
+
+def kube_head_ports(spec: RayClusterSpec) -> dict[str, int]:
+    """The head's ports in a pod: :data:`HEAD_PORTS`, each replaced by the port its
+    ``rayStartParams`` option gives (``dashboard-port: "8266"``), so that what the head
+    listens on is what its container, its Service and its address declare."""
+    params = spec.head_group_spec.ray_start_params
+    ports = dict(HEAD_PORTS)
+    for name, option in PORT_OPTIONS.items():
+        value = str(params.get(option, "")).strip()
+        if value.isdigit() and 0 < int(value) < 65536:
+            ports[name] = int(value)
+    return ports
 
 
 def ray_start(
@@ -166,7 +188,8 @@ class Nodes:
 def kube_nodes(name: str, namespace: str, spec: RayClusterSpec) -> Nodes:
     """Nodes as KubeRay runs them in pods: fixed ports, workers joining the head Service."""
     params = group_params(spec)
-    address = head_address(name, namespace)
+    ports = kube_head_ports(spec)
+    address = head_address(name, namespace, ports["gcs-server"])
 
     def command(rtype: str, index: int) -> list[str]:
         del index
@@ -178,13 +201,14 @@ def kube_nodes(name: str, namespace: str, spec: RayClusterSpec) -> Nodes:
         del index
         raylet = f"http://localhost:{AGENT_LISTEN_PORT}/api/local_raylet_healthz"
         if rtype == HEAD:
-            return healthz_probe([raylet, f"http://localhost:{DASHBOARD_PORT}/api/gcs_healthz"])
+            gcs = f"http://localhost:{ports['dashboard']}/api/gcs_healthz"
+            return healthz_probe([raylet, gcs])
         return healthz_probe([raylet])
 
     def env(rtype: str, index: int) -> list[EnvVar]:
         del index
         if rtype == HEAD:
-            return [EnvVar(name="RAY_ADDRESS", value=f"127.0.0.1:{GCS_PORT}")]
+            return [EnvVar(name="RAY_ADDRESS", value=f"127.0.0.1:{ports['gcs-server']}")]
         host = address.rsplit(":", 1)[0]
         return [EnvVar(name="RAY_IP", value=host), EnvVar(name="FQ_RAY_IP", value=host)]
 
@@ -236,11 +260,16 @@ def _template(
 
 
 def cluster_replicas(
-    name: str, spec: RayClusterSpec, network: Network, nodes: Nodes
+    name: str,
+    spec: RayClusterSpec,
+    network: Network,
+    nodes: Nodes,
+    head_ports: Mapping[str, int] = HEAD_PORTS,
 ) -> tuple[ReplicaPlan, ...]:
-    """The head (stage 0), then each worker group's replicas (stage 1), by group order."""
+    """The head (stage 0) with ``head_ports``, then each worker group's replicas (stage 1),
+    by group order."""
     groups: list[tuple[str, int, PodTemplateSpec, Mapping[str, int]]] = [
-        (HEAD, 1, spec.head_group_spec.template, HEAD_PORTS)
+        (HEAD, 1, spec.head_group_spec.template, head_ports)
     ]
     groups += [
         (group.group_name, group.count, group.template, WORKER_PORTS)
@@ -269,7 +298,7 @@ def cluster_replicas(
                         EnvVar(
                             name="RAY_NODE_TYPE_NAME", value=HEAD_GROUP if rtype == HEAD else rtype
                         ),
-                        EnvVar(name="RAY_PORT", value=str(GCS_PORT)),
+                        EnvVar(name="RAY_PORT", value=str(head_ports["gcs-server"])),
                         *nodes.env(rtype, index),
                     ),
                     ports=dict(ports),
@@ -346,11 +375,13 @@ def cluster_plan(job: Job, spec: RayClusterSpec, network: Network) -> Plan:
     """The Plan of a Ray cluster named as ``job`` (a RayCluster), as KubeRay builds it."""
     name, namespace = job.name, job.namespace
     service = head_service_name(name)
+    ports = kube_head_ports(spec)
+    nodes = kube_nodes(name, namespace, spec)
     return Plan(
         kind=job.KIND,
         name=name,
         namespace=namespace,
-        replicas=cluster_replicas(name, spec, network, kube_nodes(name, namespace, spec)),
+        replicas=cluster_replicas(name, spec, network, nodes, ports),
         outcome=ready_rule(spec),
         services=False,
         exposed=(
@@ -359,7 +390,7 @@ def cluster_plan(job: Job, spec: RayClusterSpec, network: Network) -> Plan:
                 replica_type=HEAD,
                 ports=tuple(
                     ServicePort(name=port_name, port=port, target_port=port)
-                    for port_name, port in HEAD_PORTS.items()
+                    for port_name, port in ports.items()
                 ),
                 type=spec.head_group_spec.service_type or "ClusterIP",
             ),
@@ -367,8 +398,8 @@ def cluster_plan(job: Job, spec: RayClusterSpec, network: Network) -> Plan:
         start_gate="ready",
         status_extension=status_extension(
             spec,
-            HEAD_PORTS,
-            f"http://{service}.{namespace}.svc.cluster.local:{DASHBOARD_PORT}",
+            ports,
+            f"http://{service}.{namespace}.svc.cluster.local:{ports['dashboard']}",
             HeadInfo(pod_name=replica_name(name, HEAD, 0), service_name=service),
         ),
     )
@@ -397,6 +428,7 @@ __all__ = [
     "LABEL_IS_RAY_NODE",
     "LABEL_NODE_TYPE",
     "METRICS_PORT",
+    "PORT_OPTIONS",
     "WORKER_PORTS",
     "Nodes",
     "Ray",
@@ -407,6 +439,7 @@ __all__ = [
     "head_defaults",
     "head_service_name",
     "healthz_probe",
+    "kube_head_ports",
     "kube_nodes",
     "ray_start",
     "ready_rule",

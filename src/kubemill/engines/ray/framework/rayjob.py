@@ -3,11 +3,14 @@
 become the core's verdict (:func:`verdict`) and KubeRay's status fields (:func:`status_fields`).
 
 The Ray job is a :class:`~kubemill.frameworks.RemoteRun`: the substrate reads the head's job
-API (``GET /api/jobs/<submission id>``) once the head is ready and reports what it answered;
-the core judges it with :func:`verdict`. The submitter runs KubeRay's sequence: wait for the
-dashboard, ``ray job status`` (already submitted by an earlier try?), else ``ray job submit
---no-wait``, then ``ray job logs --follow``; a fixed script of kubemill's whose every value
-(the address, the id, the entrypoint's words) is an argument of its own, never shell text.
+API (``GET /api/jobs/<submission id>`` on the head's dashboard port, at the head's address as
+the substrate knows it: loopback locally, the head pod's IP on Kubernetes) once the head is
+ready and reports what it answered; the core judges it with :func:`verdict`. In ``HTTPMode``
+the substrate POSTs the submission there too, when the core asks. The submitter runs
+KubeRay's sequence: wait for the dashboard, ``ray job status`` (already submitted by an
+earlier try?), else ``ray job submit --no-wait``, then ``ray job logs --follow``; a fixed
+script of kubemill's whose every value (the address, the id, the entrypoint's words) is an
+argument of its own, never shell text.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from kubemill.api import ConditionType, EnvVar, Job, RestartPolicy
@@ -29,9 +33,9 @@ from kubemill.engines.ray.api.rayjob import (
     runtime_env_of,
 )
 from kubemill.engines.ray.framework.raycluster import (
-    DASHBOARD_PORT,
     cluster_plan,
     head_service_name,
+    kube_head_ports,
 )
 from kubemill.frameworks._common import PlanError
 from kubemill.frameworks.plan import (
@@ -156,8 +160,9 @@ def _ms(value: object) -> datetime | None:
     return None
 
 
-def status_fields(view: StatusView) -> Mapping[str, object]:
-    """KubeRay's status fields of a RayJob from what the pass decided and Ray reported."""
+def status_fields(view: StatusView, dashboard: str | None = None) -> Mapping[str, object]:
+    """KubeRay's status fields of a RayJob from what the pass decided and Ray reported;
+    ``dashboard``: KubeRay's ``dashboardURL`` (``host:port``)."""
     job = view.job
     assert isinstance(job, RayJob)
     status = view.status
@@ -165,7 +170,7 @@ def status_fields(view: StatusView) -> Mapping[str, object]:
     fields: dict[str, object] = {
         "job_id": job.submission_id,
         "ray_cluster_name": job.name,
-        "dashboard_url": _dashboard(view.plan),
+        "dashboard_url": dashboard,
         "end_time": status.completion_time,
     }
     if report is not None and report.found:
@@ -195,27 +200,22 @@ def status_fields(view: StatusView) -> Mapping[str, object]:
     return fields
 
 
-def _dashboard(plan: Plan) -> str | None:
-    """The dashboard's ``host:port`` (KubeRay's ``dashboardURL``), from the job API's URL."""
-    if plan.remote is None:
-        return None
-    return plan.remote.status_url.removeprefix("http://").split("/", 1)[0]
-
-
-def job_plan(job: RayJob, cluster: Plan, dashboard: str) -> Plan:
+def job_plan(job: RayJob, cluster: Plan, dashboard: str, port: int) -> Plan:
     """The RayJob's Plan: ``cluster`` (its cluster's Plan, as the RayCluster planner builds
     it for the substrate) with the submitter after every node and the Ray job as a remote
-    run on ``dashboard`` (``http://host:port`` of the head's job API as the substrate
-    reaches it). The cluster's service rule gives way to the Ray job's verdict."""
+    run on the head's dashboard ``port``. ``dashboard`` is ``http://host:port`` of the
+    head's job API as a pod of the job (the submitter) reaches it, and KubeRay's
+    ``dashboardURL``. The cluster's service rule gives way to the Ray job's verdict."""
     head = replica_name(job.name, HEAD, 0)
     replicas = list(cluster.replicas)
     if job.has_submitter:
         replicas.append(_submitter(job, cluster, dashboard))
     remote = RemoteRun(
-        status_url=f"{dashboard}{JOBS_PATH}{job.submission_id}",
         after=head,
+        port=port,
+        status_path=f"{JOBS_PATH}{job.submission_id}",
         verdict=verdict,
-        submit_url="" if job.has_submitter else f"{dashboard}{JOBS_PATH}",
+        submit_path="" if job.has_submitter else JOBS_PATH,
         submit_body={} if job.has_submitter else submission_body(job),
     )
     return replace(
@@ -225,8 +225,16 @@ def job_plan(job: RayJob, cluster: Plan, dashboard: str) -> Plan:
         # Judged by the Ray job (the remote run); the rule only names the deciding replica.
         outcome=decided_by(SUBMITTER if job.has_submitter else HEAD),
         remote=remote,
-        status_extension=status_fields,
+        # KubeRay's TTL deletes the cluster that long after the end, never the RayJob.
+        clean_after=_ttl(job),
+        status_extension=partial(status_fields, dashboard=dashboard.removeprefix("http://")),
     )
+
+
+def _ttl(job: RayJob) -> timedelta | None:
+    """How long after the end the cluster is shut down (``shutdownAfterJobFinishes``)."""
+    ttl = job.spec.ttl_seconds_after_finished
+    return timedelta(seconds=ttl) if job.spec.shutdown_after_job_finishes and ttl else None
 
 
 def _submitter(job: RayJob, cluster: Plan, dashboard: str) -> ReplicaPlan:
@@ -260,11 +268,10 @@ def _submitter(job: RayJob, cluster: Plan, dashboard: str) -> ReplicaPlan:
 
 
 def kube_dashboard(job: RayJob) -> str:
-    """The head's job API as the operator and the submitter reach it in a cluster: through
-    the head Service, as KubeRay's ``dashboardURL``."""
-    return (
-        f"http://{head_service_name(job.name)}.{job.namespace}.svc.cluster.local:{DASHBOARD_PORT}"
-    )
+    """The head's job API as the submitter reaches it in a cluster: through the head
+    Service, as KubeRay's ``dashboardURL``."""
+    service = f"{head_service_name(job.name)}.{job.namespace}.svc.cluster.local"
+    return f"http://{service}:{kube_head_ports(job.cluster.spec)['dashboard']}"
 
 
 class RayJobs:
@@ -276,7 +283,8 @@ class RayJobs:
     def plan(self, job: Job, network: Network) -> Plan:
         assert isinstance(job, RayJob)
         spec = job.cluster.spec
-        return job_plan(job, cluster_plan(job, spec, network), kube_dashboard(job))
+        port = kube_head_ports(spec)["dashboard"]
+        return job_plan(job, cluster_plan(job, spec, network), kube_dashboard(job), port)
 
 
 __all__ = [

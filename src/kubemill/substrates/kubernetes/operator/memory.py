@@ -13,8 +13,13 @@ twice, or decide on a status it has already replaced.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from kubemill.core import ChildKind
+from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 
 
 @dataclass
@@ -45,3 +50,39 @@ class JobMemory:
     refused: dict[tuple[str, str], str] = field(default_factory=dict)
     """(kind, name) -> the API's message: creations it refused for good (4xx), reported to
     the core (``Observed.refused``) until the core asks for that child again."""
+
+    def pending(
+        self,
+        *,
+        pods: list[PodSnapshot],
+        services: list[ChildSnapshot],
+        groups: list[ChildSnapshot],
+        owned: Mapping[ChildKind, list[ChildSnapshot]],
+    ) -> float | None:
+        """Seconds to wait for the caches to show our own writes, or None if they do (the
+        expectations they meet, or that time out, are dropped)."""
+        now = time.monotonic()
+        present = (
+            {("pod", p.name): p.uid for p in pods}
+            | {("service", s.name): s.uid for s in services}
+            | {("podgroup", g.name): g.uid for g in groups}
+            | {(kind, c.name): c.uid for kind, cs in owned.items() for c in cs}
+        )
+        digests: dict[tuple[str, str], str] = {
+            (kind, c.name): c.digest for kind, cs in owned.items() for c in cs
+        }
+        for child, deadline in list(self.creating.items()):
+            if child in present or deadline <= now:
+                del self.creating[child]
+        for child, (uid, deadline) in list(self.deleting.items()):
+            if present.get(child) != uid or deadline <= now:
+                del self.deleting[child]
+        for child, (digest, deadline) in list(self.updating.items()):
+            if digests.get(child) == digest or deadline <= now:
+                del self.updating[child]
+        deadlines = [
+            *self.creating.values(),
+            *(d for _, d in self.deleting.values()),
+            *(d for _, d in self.updating.values()),
+        ]
+        return (min(deadlines) - now) if deadlines else None

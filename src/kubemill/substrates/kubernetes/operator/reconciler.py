@@ -72,6 +72,7 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
 from kubemill.substrates.kubernetes.operator.loaded import LoadedJobs
 from kubemill.substrates.kubernetes.operator.memory import JobMemory
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.remote import RemoteRuns
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.operator.waves import (
     child_ref,
@@ -139,6 +140,7 @@ class Reconciler:
         self._memory: dict[JobKey, JobMemory] = {}
         self._loaded = LoadedJobs()
         self._progress = progress  # job pods' progress sidecar
+        self._remote = RemoteRuns(post_event)
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""
@@ -148,6 +150,7 @@ class Reconciler:
         """The job is gone: drop what was remembered of it."""
         self._memory.pop(key, None)
         self._loaded.forget(key)
+        self._remote.forget(key)
 
     async def reconcile(self, key: JobKey) -> float | None:
         """One pass over the job ``key``; returns seconds until it must be looked at again.
@@ -180,7 +183,7 @@ class Reconciler:
         services: list[ChildSnapshot] = self._caches.children("services", child_key)
         groups: list[ChildSnapshot] = self._caches.children("pod_groups", child_key)
         owned = self._caches.owned(child_key)
-        pending = self._pending(memory, pods=pods, services=services, groups=groups, owned=owned)
+        pending = memory.pending(pods=pods, services=services, groups=groups, owned=owned)
         if pending is not None:
             return pending
 
@@ -209,9 +212,11 @@ class Reconciler:
             )
         refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
         observed = replace(observed, refused=refused, progress=self._caches.progress_of(key))
+        observed = await self._remote.observe(key, plan, pods, observed)  # Plan.remote's answer
         result = reconcile(
             job, plan, observed, self._clock(), options=self._options, lifecycle=lifecycle
         )
+        result = await self._remote.submit(key, stored, result)  # SubmitRemote, done here
         try:
             await self._apply(stored, job, plan, resource, result, memory)
         except UnsupportedPlanError as exc:
@@ -227,9 +232,7 @@ class Reconciler:
             rv,
             sum(not isinstance(a, RecordEvent) for a in result.actions),
         )
-        if result.requeue_after is None:
-            return None
-        return max(result.requeue_after.total_seconds(), 0.0) + 1.0
+        return self._remote.requeue(key, result)  # the core's, sooner while a run is followed
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -265,42 +268,6 @@ class Reconciler:
         self._post_event(
             raw, "Warning", "InvalidSpec", f"kubemill cannot run this job: {problem}"[:1000]
         )
-
-    def _pending(
-        self,
-        memory: JobMemory,
-        *,
-        pods: list[PodSnapshot],
-        services: list[ChildSnapshot],
-        groups: list[ChildSnapshot],
-        owned: Mapping[ChildKind, list[ChildSnapshot]],
-    ) -> float | None:
-        """Seconds to wait for the caches to show our own writes, or None if they do."""
-        now = time.monotonic()
-        present = (
-            {("pod", p.name): p.uid for p in pods}
-            | {("service", s.name): s.uid for s in services}
-            | {("podgroup", g.name): g.uid for g in groups}
-            | {(kind, c.name): c.uid for kind, cs in owned.items() for c in cs}
-        )
-        digests: dict[tuple[str, str], str] = {
-            (kind, c.name): c.digest for kind, cs in owned.items() for c in cs
-        }
-        for child, deadline in list(memory.creating.items()):
-            if child in present or deadline <= now:
-                del memory.creating[child]
-        for child, (uid, deadline) in list(memory.deleting.items()):
-            if present.get(child) != uid or deadline <= now:
-                del memory.deleting[child]
-        for child, (digest, deadline) in list(memory.updating.items()):
-            if digests.get(child) == digest or deadline <= now:
-                del memory.updating[child]
-        deadlines = [
-            *memory.creating.values(),
-            *(d for _, d in memory.deleting.values()),
-            *(d for _, d in memory.updating.values()),
-        ]
-        return (min(deadlines) - now) if deadlines else None
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ from kubemill.substrates.local.kubelet import (
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
-from kubemill.substrates.local.remote import RemoteWatch, remote_watch
+from kubemill.substrates.local.remote import LocalRemote, remote_watch
 from kubemill.substrates.local.sampling import ResourceSampler, resources_dir
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
@@ -129,7 +129,7 @@ class Supervisor:
         """The replicas' progress reports (:mod:`.progress`)."""
         self._reports: tuple[ObservedProgress, ...] = ()
         self._next_progress_check = 0.0
-        self._remote: RemoteWatch | None = None
+        self._remote: LocalRemote | None = None
         """The Plan's remote run, asked after through its service's API (:mod:`.remote`)."""
         self._owner: procinfo.ProcessId | None = None
         self._sampler: ResourceSampler | None = None

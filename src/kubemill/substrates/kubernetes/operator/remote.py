@@ -1,0 +1,109 @@
+"""The operator's reader of jobs' remote runs (a Ray job, through its head's job API): what
+the local supervisor does with the same :class:`~kubemill.substrates.remote.RemoteWatch`,
+in a cluster.
+
+For a job whose Plan has a :class:`~kubemill.frameworks.RemoteRun`, each pass asks the
+service for the run's status, at most every ``interval`` seconds and only while the run's
+``after`` pod is Running and ready, at that pod's ``status.podIP`` (the operator reaches pods
+directly; the head Service's DNS name would need the cluster's DNS, which the operator does
+not use). The answer goes to the core as ``Observed.remote``; when the core asks
+(``SubmitRemote``), the run is POSTed to the same pod, and a refusal is a
+``FailedSubmission`` event. The requests block, so they are made in a thread
+(:func:`asyncio.to_thread`), never on kopf's event loop. While a run is followed the job is
+looked at again every ``interval``. Nothing here decides: the core judges what the service
+answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from kubemill.core import Observed, ReconcileResult, SubmitRemote
+from kubemill.frameworks import Plan
+from kubemill.substrates.kubernetes.observe import PodSnapshot
+from kubemill.substrates.kubernetes.operator.caches import JobKey
+from kubemill.substrates.kubernetes.operator.writes import EventPoster
+from kubemill.substrates.remote import RemoteWatch
+
+INTERVAL = 1.0
+"""Seconds between two asks of one run's status (a pass in between reuses the last answer)."""
+
+
+class RemoteRuns:
+    """Every job's remote-run reader, by job key (one pass at a time per key, as the work
+    queue runs them)."""
+
+    def __init__(self, post_event: EventPoster, *, interval: float = INTERVAL) -> None:
+        self.interval = interval
+        self._post_event = post_event
+        self._watches: dict[JobKey, RemoteWatch] = {}
+        self._hosts: dict[JobKey, str] = {}
+
+    def forget(self, key: JobKey) -> None:
+        """The job is gone: drop its reader."""
+        self._watches.pop(key, None)
+        self._hosts.pop(key, None)
+
+    async def observe(
+        self, key: JobKey, plan: Plan, pods: list[PodSnapshot], observed: Observed
+    ) -> Observed:
+        """``observed`` with the latest report of ``plan``'s remote run (unchanged for a
+        Plan without one), the service asked now if due and its ``after`` pod is up."""
+        remote = plan.remote
+        if remote is None:
+            self.forget(key)
+            return observed
+        watch = self._watches.get(key)
+        if watch is None or watch.remote != remote:
+            # A new run (another job of the same name, a changed spec): nothing known of it.
+            watch = self._watches[key] = RemoteWatch(remote, interval=self.interval)
+        host = _address(remote.after, pods)
+        if host is None:
+            self._hosts.pop(key, None)
+        else:
+            self._hosts[key] = host
+            if watch.due(time.monotonic()):
+                await asyncio.to_thread(watch.ask_status, host)
+        return replace(observed, remote=watch.report)
+
+    async def submit(
+        self, key: JobKey, raw: Mapping[str, Any], result: ReconcileResult
+    ) -> ReconcileResult:
+        """Carry out the core's ``SubmitRemote`` (POST the run to its service, at the
+        address this pass read it at): ``result`` without it, for the rest to apply."""
+        if not any(isinstance(action, SubmitRemote) for action in result.actions):
+            return result
+        watch, host = self._watches.get(key), self._hosts.get(key)
+        if watch is None or host is None:
+            failed: str | None = "the service's pod has no address yet"
+        else:
+            failed = await asyncio.to_thread(watch.submit, host)
+        if failed is not None:
+            self._post_event(raw, "Warning", "FailedSubmission", failed[:1000])
+        actions = tuple(a for a in result.actions if not isinstance(a, SubmitRemote))
+        return replace(result, actions=actions)
+
+    def requeue(self, key: JobKey, result: ReconcileResult) -> float | None:
+        """Seconds until the job's next pass: the core's ``requeue_after`` (a second more,
+        for the caches to show the writes), or the poll interval if sooner while the job's
+        run is followed (its service up, the job not finished)."""
+        after = result.requeue_after
+        delay = None if after is None else max(after.total_seconds(), 0.0) + 1.0
+        if key not in self._hosts or result.status.finished:
+            return delay
+        return self.interval if delay is None else min(delay, self.interval)
+
+
+def _address(after: str, pods: list[PodSnapshot]) -> str | None:
+    """The pod IP of the pod ``after`` while it is Running and ready (None otherwise)."""
+    for pod in pods:
+        if pod.name == after and pod.phase == "Running" and pod.ready and not pod.deleting:
+            return pod.pod_ip or None
+    return None
+
+
+__all__ = ["INTERVAL", "RemoteRuns"]
