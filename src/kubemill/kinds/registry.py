@@ -32,6 +32,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubemill.api import ApiVersion, FieldError, Job, JobStatus, KindTable, ManifestError, loader
@@ -127,10 +128,12 @@ _controllers: dict[str, Controller] = {}
 """Controllers registered at run time, by kind."""
 
 
+@cache  # the built-ins never change: listed once, every later list is the same tuple
 def _builtin_engines() -> tuple[Engine, ...]:
     return tuple(_engine_of(line) for line in ENGINE_LINES)
 
 
+@cache
 def _builtin_controllers() -> tuple[Controller, ...]:
     return tuple(_controller_of(line) for line in CONTROLLER_LINES)
 
