@@ -215,7 +215,7 @@ BREAKDOWN_PROBE = """\
 import atexit, dataclasses, json, sys, time
 report_to = sys.argv[1]
 started = time.process_time()
-spent = {"dataclasses": [0, 0.0], "pydantic models": [0, 0.0]}
+spent = {"dataclasses": [0, 0.0], "pydantic models": [0, 0.0], "pydantic plugins": [0, 0.0]}
 def timed(what, original):
     def wrapper(*args, **kwargs):
         start = time.process_time()
@@ -230,6 +230,8 @@ from pydantic._internal import _model_construction as construction
 construction.ModelMetaclass.__new__ = staticmethod(
     timed("pydantic models", construction.ModelMetaclass.__new__)
 )
+from pydantic.plugin import _loader
+_loader.get_plugins = timed("pydantic plugins", _loader.get_plugins)
 def report():
     with open(report_to, "w") as out:
         json.dump({"cpu": time.process_time() - started, **spent}, out)
@@ -241,6 +243,17 @@ main()
 """Runs ``kubemill ARGS...`` as the console script does, timing every dataclass and every
 pydantic model class made on the way (CPU), and writes them with the process's CPU time
 after the interpreter's start to the file named first."""
+
+
+WHAT_IS_MADE = {
+    "dataclasses": "dataclasses made (classes, CPU)",
+    "pydantic models": "pydantic models made (classes, CPU)",
+    # Every schema validator asks for pydantic's plugins; the first ask reads every
+    # installed distribution's entry points, through importlib.metadata (whose import the
+    # probe makes beforehand: it counts under importlib). PYDANTIC_DISABLE_PLUGINS skips
+    # both, but a job's processes would inherit it from the command.
+    "pydantic plugins": "pydantic plugin look-ups (calls, CPU)",
+}
 
 
 def group_of(module: str) -> str:
@@ -280,7 +293,7 @@ def breakdown(trees: dict[str, Path], runs: int, work: Path, top: int) -> None:
                     least[name] = min(least.get(name, own), own)
             got = json.loads(report.read_text())
             cpu.append(got["cpu"])
-            for what in ("dataclasses", "pydantic models"):
+            for what in WHAT_IS_MADE:
                 count, seconds = got[what]
                 best = made.setdefault(tree, {}).get(what)
                 if best is None or seconds < best[1]:
@@ -292,9 +305,9 @@ def breakdown(trees: dict[str, Path], runs: int, work: Path, top: int) -> None:
     print()
     print(f"where run --detach's CPU goes (least of {runs} runs):")
     print(f"  {'':<44}" + "".join(f"{tree:>20}" for tree in trees))
-    for what in ("dataclasses", "pydantic models"):
+    for what, label in WHAT_IS_MADE.items():
         cells = "".join(f"{made[t][what][0]:>6} in{ms(made[t][what][1])}" for t in trees)
-        print(f"  {what + ' made (classes, CPU)':<44}{cells}")
+        print(f"  {label:<44}{cells}")
     first = found[next(iter(trees))]
     ranked = sorted(set().union(*found.values()), key=lambda g: -first.get(g, 0.0))
     print("  own import time by package (including the classes made on import):")
