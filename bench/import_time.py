@@ -19,7 +19,9 @@ Four measurements, on demand (never from the test suite)::
    (an earlier commit's: ``git archive <commit> src | tar -x -C /tmp/base``), rounds
    interleaved: the median wall time and the median CPU time of the command's process
    (user + system; on a shared machine the steadier figure), and the heavy modules each
-   imports. Goal (issue 21): ``run --detach`` <= 0.15 s.
+   imports. Each measurement starts once the job a ``run --detach`` left has ended (its
+   supervisor and replicas would otherwise take the CPU from the next). Goal (issue 21):
+   ``run --detach`` <= 0.15 s.
 4. Where ``run --detach``'s CPU goes, tree by tree: the classes it makes on the way
    (dataclasses and pydantic models, counted and timed in the process) and the own import
    time of each package (``-X importtime``, the least of several runs per module), which
@@ -134,6 +136,28 @@ def child_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return took, cpu
 
 
+def wait_detached(state: Path, timeout: float = 120.0) -> None:
+    """Wait until no process names ``state`` on its command line any more: the detached
+    supervisor of the job ``run --detach`` left there (its replicas are its children) has
+    ended, so that it takes no CPU from the next measurement."""
+    needle = os.fsencode(state)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = False
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    alive = needle in (proc / "cmdline").read_bytes()
+                except OSError:
+                    continue  # ended meanwhile, or not ours to read
+                if alive:
+                    break
+        if not alive:
+            return
+        time.sleep(0.05)
+    sys.exit(f"error: the detached job under {state} still runs after {timeout:.0f} s")
+
+
 def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
     """The heavy modules (top-level names in :data:`HEAVY`, and kubemill's engines) that
     ``python -X importtime ARGV`` imported."""
@@ -179,19 +203,24 @@ def hot_commands(trees: dict[str, Path], runs: int, work: Path) -> None:
     argv, env = command(next(iter(trees)), "run --detach")
     env["KUBEMILL_STATE_DIR"] = str(listed)
     child_run(argv, env)  # the job `get` lists
+    wait_detached(listed)
     whats = ("--help", "get", "run --detach")
     for tree in trees:  # warm-up (compiles bytecode), not counted; the heavy modules
         for what in whats:
             argv, env = command(tree, what)
             child_run(argv, env)
+            wait_detached(Path(env["KUBEMILL_STATE_DIR"]))
             argv, env = command(tree, what)
             heavy[(tree, what)] = heavy_imports(argv, env)
+            wait_detached(Path(env["KUBEMILL_STATE_DIR"]))
     for round_ in range(runs):
         names = list(trees)
         shift = round_ % len(names)
         for tree in names[shift:] + names[:shift]:
             for what in whats:
-                samples.setdefault((tree, what), []).append(child_run(*command(tree, what)))
+                argv, env = command(tree, what)
+                samples.setdefault((tree, what), []).append(child_run(argv, env))
+                wait_detached(Path(env["KUBEMILL_STATE_DIR"]))
     print()
     print(f"hot commands, median of {runs} interleaved rounds: wall / CPU of the command")
     print(f"  {'command':<16}" + "".join(f"{tree:>24}" for tree in trees))
@@ -291,6 +320,7 @@ def breakdown(trees: dict[str, Path], runs: int, work: Path, top: int) -> None:
                 if match:
                     name, own = match[4], int(match[1])
                     least[name] = min(least.get(name, own), own)
+            wait_detached(state)
             got = json.loads(report.read_text())
             cpu.append(got["cpu"])
             for what in WHAT_IS_MADE:
@@ -366,8 +396,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory(prefix="import-time-") as tmp:
-        # The breakdown first: the detached jobs of the hot commands' last round have
-        # ended by the time the directory goes.
         breakdown(trees, max(3, args.runs // 3), Path(tmp), args.top)
         hot_commands(trees, args.runs, Path(tmp))
     return 0
