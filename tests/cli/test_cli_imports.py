@@ -96,6 +96,16 @@ def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, sta
     assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
 
 
+def test_run_detach_imports_the_engine_of_its_kind_alone(tmp_path: Path, state: Path) -> None:
+    # The registry finds PyTorchJob by its line: no other engine's models or planner load.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    engines = {m.split(".")[2] for m in loaded if m.startswith("kubemill.engines.")}
+    assert engines == {"base", "pytorch"}
+    assert {"kubemill.engines.pytorch.api", "kubemill.engines.pytorch.entry"} <= loaded
+
+
 def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:
     probe = (
         "import json, sys\n"

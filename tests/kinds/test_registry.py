@@ -6,6 +6,10 @@ and watched resources, and the Kubernetes client's names, with no edit anywhere 
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -28,9 +32,12 @@ from kubemill.engines.xgboost.framework import XGBoost
 from kubemill.frameworks import Network, Plan, PlanError
 from kubemill.kinds import (
     BUILTIN,
+    CONTROLLER_LINES,
     CONTROLLERS,
+    ENGINE_LINES,
     Controller,
     Engine,
+    Entry,
     OperatorGrant,
     UnknownKind,
     controllers,
@@ -39,7 +46,11 @@ from kubemill.kinds import (
     engines,
     entries,
     entry_for,
+    is_builtin,
+    is_controller,
+    is_service,
     kind_table,
+    load_document,
     load_one,
     plan_for,
     registered,
@@ -167,6 +178,73 @@ def test_an_unknown_kind_names_the_known_ones() -> None:
     with pytest.raises(UnknownKind, match="ProbeJob"):
         plan_for(job, network=None)  # type: ignore[arg-type]
     assert issubclass(UnknownKind, PlanError) and issubclass(UnknownKind, LookupError)
+
+
+def test_each_line_names_its_kind_in_lower_case_and_where_its_record_is() -> None:
+    lines = (*ENGINE_LINES, *CONTROLLER_LINES)
+    builtins: list[Entry] = [*BUILTIN, *CONTROLLERS]
+    assert [line.record() for line in lines] == builtins
+    assert [line.singular for line in lines] == [e.kind.lower() for e in builtins]
+    # Each line points at its engine folder's registry record, and nowhere else.
+    for line, record in zip(lines, builtins, strict=True):
+        module, _, attribute = line.entry.partition(":")
+        assert re.fullmatch(r"kubemill\.engines\.[a-z]+\.entry", module), line
+        assert record.api.model.__module__.startswith(module.removesuffix("entry")), line
+        assert attribute.isupper(), line
+
+
+def test_a_kind_is_found_by_its_exact_name_only() -> None:
+    # The line is found in lower case, the record must then be of that very kind.
+    with pytest.raises(UnknownKind, match="no engine runs 'pytorchjob'"):
+        engine_for("pytorchjob")
+    assert not is_controller("scheduledsparkapplication") and is_controller(
+        "ScheduledSparkApplication"
+    )
+    assert not is_builtin("tfjob") and is_builtin("TFJob") and not is_builtin("ProbeJob")
+    assert is_service("MarsCluster") and not is_service("marscluster")
+    errors = load_document({"apiVersion": "kubeflow.org/v1", "kind": "pytorchjob"})[1]
+    assert [(e.path, e.message, e.hint) for e in errors] == [
+        ("kind", "unknown kind 'pytorchjob'", "did you mean 'PyTorchJob'?")
+    ]
+
+
+PYTORCH_MANIFEST = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: p}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      template: {spec: {containers: [{name: pytorch, image: x, command: [x]}]}}
+"""
+
+FIRST_USE = """
+import json, sys
+from kubemill.kinds import engine_for, is_controller, load_one
+before = sorted(m for m in sys.modules if m.startswith("kubemill.engines."))
+load_one(sys.argv[1])
+engine_for("PyTorchJob")
+is_controller("PyTorchJob")
+after = sorted(m for m in sys.modules if m.startswith("kubemill.engines."))
+from kubemill.kinds import BUILTIN
+every = sorted(m for m in sys.modules if m.startswith("kubemill.engines."))
+print(json.dumps([before, after, every]))
+"""
+
+
+def test_an_engine_is_imported_the_first_time_its_kind_is_asked_about() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_USE, PYTORCH_MANIFEST],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    before, after, every = (set(modules) for modules in json.loads(done.stdout))
+    assert before == {"kubemill.engines.base"}
+    assert {m.split(".")[2] for m in after} == {"base", "pytorch"}
+    # Reading BUILTIN imports every engine's record.
+    assert {f"kubemill.engines.{e}.entry" for e in ("tensorflow", "spark", "ray")} <= every
 
 
 def test_an_engine_whose_framework_plans_another_kind_is_refused() -> None:

@@ -2,16 +2,21 @@
 :class:`Controller` of another kind's jobs), and what derives.
 
 Loading manifests of any registered kind, planning a job by its kind's framework, and the
-CRDs all go through here; see :mod:`kubemill.kinds.registry`.
+CRDs all go through here; see :mod:`kubemill.kinds.registry`. A built-in kind's engine is
+imported the first time the kind is asked about (``BUILTIN`` and ``CONTROLLERS``, every
+record, the first time they are read).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from kubemill.kinds.registry import (
-    BUILTIN,
-    CONTROLLERS,
+    CONTROLLER_LINES,
+    ENGINE_LINES,
     Controller,
     ControllerListing,
     Engine,
     Entry,
+    Line,
     LocalSupport,
     OperatorGrant,
     ServiceEngine,
@@ -26,6 +31,7 @@ from kubemill.kinds.registry import (
     engines,
     entries,
     entry_for,
+    is_builtin,
     is_controller,
     is_service,
     kind_table,
@@ -48,10 +54,13 @@ from kubemill.kinds.registry import (
 __all__ = [
     "BUILTIN",
     "CONTROLLERS",
+    "CONTROLLER_LINES",
+    "ENGINE_LINES",
     "Controller",
     "ControllerListing",
     "Engine",
     "Entry",
+    "Line",
     "LocalSupport",
     "OperatorGrant",
     "ServiceEngine",
@@ -66,6 +75,7 @@ __all__ = [
     "engines",
     "entries",
     "entry_for",
+    "is_builtin",
     "is_controller",
     "is_service",
     "kind_table",
@@ -84,3 +94,15 @@ __all__ = [
     "unregister",
     "web_ui_of",
 ]
+
+if TYPE_CHECKING:
+    from kubemill.kinds.registry import BUILTIN, CONTROLLERS
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``BUILTIN`` and ``CONTROLLERS``, the built-in records: imported on first use."""
+        if name in ("BUILTIN", "CONTROLLERS"):
+            from kubemill.kinds import registry
+
+            return getattr(registry, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,6 @@
-"""The registry: one :class:`Engine` per job kind, one :class:`Controller` per kind that
-controls jobs of another, and everything derived from them.
+"""The registry: one line per built-in kind, the :class:`Engine` of a kind that runs pods or
+the :class:`Controller` of a kind that controls jobs of another, and everything derived from
+them.
 
 An engine is the whole description of a kind that runs pods: its API (model, versions,
 conversions and CRD: :class:`kubemill.api.KindApi`), the framework that plans it, what the
@@ -11,19 +12,30 @@ and the Helm chart, the operator's RBAC and watches, the CLI's help and ``kubemi
 and the docs' kinds table all derive from :func:`entries` (engines, then controllers);
 nothing else lists kinds.
 
+A built-in kind's line (:class:`Line`) holds what finds it without importing it: its kind in
+lower case (the CRD's singular name) and where its record is. The record, and with it the
+engine's models and planner, is imported the first time the kind is asked about, so a
+command about one job loads that job's engine alone (``kubemill run`` of a PyTorch job
+imports no other engine's models); whatever lists every kind (:func:`entries`, the CRDs,
+``kubemill kinds``, an error naming the known kinds) imports them all.
+
 Adding an engine means: its folder, ``kubemill/engines/<engine>/`` (its API, planner, local
 support and an ``entry`` module holding its record, see :mod:`kubemill.engines`), and one
-line here, the import of that ``entry`` (its record listed in :data:`BUILTIN` or
-:data:`CONTROLLERS`). A plugin (or a test) adds one at run time with :func:`register`.
+line here, in :data:`ENGINE_LINES` (or :data:`CONTROLLER_LINES`): its kind's singular name
+and its ``entry`` module. A plugin (or a test) adds a record at run time with
+:func:`register`.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kubemill.api import FieldError, Job, JobStatus, KindTable, ManifestError, loader
+from kubemill.api import ApiVersion, FieldError, Job, JobStatus, KindTable, ManifestError, loader
 from kubemill.api import crd as crd_generation
 from kubemill.core import Lifecycle
 from kubemill.engines.base import (
@@ -36,55 +48,134 @@ from kubemill.engines.base import (
     OperatorGrant,
     ServiceEngine,
 )
-from kubemill.engines.jax import entry as jax
-from kubemill.engines.mars import entry as mars
-from kubemill.engines.mpi import entry as mpi
-from kubemill.engines.paddle import entry as paddle
-from kubemill.engines.pytorch import entry as pytorch
-from kubemill.engines.ray import entry as ray
-from kubemill.engines.spark import entry as spark
-from kubemill.engines.tensorflow import entry as tensorflow
-from kubemill.engines.trainer import entry as trainer
-from kubemill.engines.xgboost import entry as xgboost
 from kubemill.frameworks import Network, Plan, PlanError
 
-BUILTIN: tuple[Engine, ...] = (
-    tensorflow.ENGINE,
-    pytorch.ENGINE,
-    mpi.ENGINE,
-    spark.ENGINE,
-    mars.ENGINE,
-    jax.ENGINE,
-    xgboost.ENGINE,
-    paddle.ENGINE,
-    trainer.ENGINE,
-    ray.ENGINE,
-    ray.JOB,
+
+@dataclass(frozen=True)
+class Line:
+    """A built-in kind's line: enough to find it by its kind without importing its engine.
+
+    ``singular`` is the kind in lower case, as its CRD's ``names.singular`` (a manifest's
+    ``kind`` is looked up by it, and the record found must be of that very kind);
+    ``entry`` is ``module:attribute`` of its record in its engine's folder.
+    """
+
+    singular: str
+    entry: str
+
+    def record(self) -> Entry:
+        """The record this line points at, imported now (once: the module stays loaded)."""
+        found = _records.get(self)
+        if found is not None:
+            return found
+        module, _, attribute = self.entry.partition(":")
+        record = getattr(importlib.import_module(module), attribute)
+        if not isinstance(record, Engine | Controller) or record.api.singular != self.singular:
+            raise TypeError(f"registry line {self}: {record!r} is not the record of its kind")
+        _records[self] = record
+        return record
+
+
+ENGINE_LINES: tuple[Line, ...] = (
+    Line("tfjob", "kubemill.engines.tensorflow.entry:ENGINE"),
+    Line("pytorchjob", "kubemill.engines.pytorch.entry:ENGINE"),
+    Line("mpijob", "kubemill.engines.mpi.entry:ENGINE"),
+    Line("sparkapplication", "kubemill.engines.spark.entry:ENGINE"),
+    Line("marscluster", "kubemill.engines.mars.entry:ENGINE"),
+    Line("jaxjob", "kubemill.engines.jax.entry:ENGINE"),
+    Line("xgboostjob", "kubemill.engines.xgboost.entry:ENGINE"),
+    Line("paddlejob", "kubemill.engines.paddle.entry:ENGINE"),
+    Line("trainjob", "kubemill.engines.trainer.entry:ENGINE"),
+    Line("raycluster", "kubemill.engines.ray.entry:ENGINE"),
+    Line("rayjob", "kubemill.engines.ray.entry:JOB"),
 )
 """The engines kubemill ships, in the order they are listed everywhere."""
 
 
-CONTROLLERS: tuple[Controller, ...] = (spark.SCHEDULE,)
+CONTROLLER_LINES: tuple[Line, ...] = (
+    Line("scheduledsparkapplication", "kubemill.engines.spark.entry:SCHEDULE"),
+)
 """The controllers kubemill ships, listed after the engines everywhere."""
+
+
+if TYPE_CHECKING:
+    BUILTIN: tuple[Engine, ...]
+    """The built-in engines' records, in :data:`ENGINE_LINES`' order (imports them all)."""
+    CONTROLLERS: tuple[Controller, ...]
+    """The built-in controllers' records (imports them)."""
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``BUILTIN`` and ``CONTROLLERS``: every built-in record, imported on first use."""
+        if name == "BUILTIN":
+            return _builtin_engines()
+        if name == "CONTROLLERS":
+            return _builtin_controllers()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownKind(PlanError, LookupError):
     """No engine is registered for a kind."""
 
 
-_engines: dict[str, Engine] = {engine.kind: engine for engine in BUILTIN}
-_controllers: dict[str, Controller] = {c.kind: c for c in CONTROLLERS}
-_table: KindTable | None = None
+_records: dict[Line, Entry] = {}
+"""The records of the lines asked about so far."""
+_ENGINE_LINES = {line.singular: line for line in ENGINE_LINES}
+_CONTROLLER_LINES = {line.singular: line for line in CONTROLLER_LINES}
+_engines: dict[str, Engine] = {}
+"""Engines registered at run time (plugins), by kind."""
+_controllers: dict[str, Controller] = {}
+"""Controllers registered at run time, by kind."""
+
+
+@cache  # the built-ins never change: listed once, every later list is the same tuple
+def _builtin_engines() -> tuple[Engine, ...]:
+    return tuple(_engine_of(line) for line in ENGINE_LINES)
+
+
+@cache
+def _builtin_controllers() -> tuple[Controller, ...]:
+    return tuple(_controller_of(line) for line in CONTROLLER_LINES)
+
+
+def _engine_of(line: Line) -> Engine:
+    record = line.record()
+    if not isinstance(record, Engine):
+        raise TypeError(f"registry line {line}: {record.kind} is no engine")
+    return record
+
+
+def _controller_of(line: Line) -> Controller:
+    record = line.record()
+    if not isinstance(record, Controller):
+        raise TypeError(f"registry line {line}: {record.kind} is no controller")
+    return record
+
+
+def _find_engine(kind: str) -> Engine | None:
+    """The engine of exactly ``kind``, importing a built-in one's record only."""
+    line = _ENGINE_LINES.get(kind.lower())
+    if line is not None and (engine := _engine_of(line)).kind == kind:
+        return engine
+    return _engines.get(kind)
+
+
+def _find_controller(kind: str) -> Controller | None:
+    """The controller of exactly ``kind``, importing a built-in one's record only."""
+    line = _CONTROLLER_LINES.get(kind.lower())
+    if line is not None and (controller := _controller_of(line)).kind == kind:
+        return controller
+    return _controllers.get(kind)
 
 
 def engines() -> tuple[Engine, ...]:
     """Every registered engine, built-ins first, in registration order."""
-    return tuple(_engines.values())
+    return (*_builtin_engines(), *_engines.values())
 
 
 def controllers() -> tuple[Controller, ...]:
     """Every controller (kinds that create jobs of another kind)."""
-    return tuple(_controllers.values())
+    return (*_builtin_controllers(), *_controllers.values())
 
 
 def entries() -> tuple[Entry, ...]:
@@ -94,36 +185,33 @@ def entries() -> tuple[Entry, ...]:
 
 def entry_for(kind: str) -> Entry:
     """The engine or controller of ``kind``; :class:`UnknownKind` if none."""
-    found = _controllers.get(kind)
+    found = _find_controller(kind)
     return found if found is not None else engine_for(kind)
 
 
 def engine_for(kind: str) -> Engine:
     """The engine of ``kind``; :class:`UnknownKind` (naming the known ones) if none, or
     saying what a controller's kind is instead."""
-    try:
-        return _engines[kind]
-    except KeyError:
-        if kind in _controllers:
-            controller = _controllers[kind]
-            raise UnknownKind(
-                f"{kind} runs no pods of its own: it creates {controller.controls}s, which "
-                f"do (`kubemill get {controller.controls.lower()}s` lists them)"
-            ) from None
-        known = ", ".join(sorted(_engines))
+    engine = _find_engine(kind)
+    if engine is not None:
+        return engine
+    controller = _find_controller(kind)
+    if controller is not None:
         raise UnknownKind(
-            f"no engine runs {kind or 'a job without a kind'!r}; kubemill runs {known}"
-        ) from None
+            f"{kind} runs no pods of its own: it creates {controller.controls}s, which "
+            f"do (`kubemill get {controller.controls.lower()}s` lists them)"
+        )
+    known = ", ".join(sorted(e.kind for e in engines()))
+    raise UnknownKind(f"no engine runs {kind or 'a job without a kind'!r}; kubemill runs {known}")
 
 
 def register(entry: Entry) -> None:
     """Add an engine or a controller (a plugin's kind). Its kind must not be registered
     yet; a controller's runs must be of a registered engine's kind."""
-    global _table
-    if entry.kind in _engines or entry.kind in _controllers:
+    if _find_engine(entry.kind) is not None or _find_controller(entry.kind) is not None:
         raise ValueError(f"{entry.kind} is registered already")
     if isinstance(entry, Controller):
-        if entry.controls not in _engines:
+        if _find_engine(entry.controls) is None:
             raise ValueError(
                 f"controller {entry.kind}: it creates {entry.controls!r}, which no "
                 "registered engine runs (register that engine first)"
@@ -131,17 +219,20 @@ def register(entry: Entry) -> None:
         _controllers[entry.kind] = entry
     else:
         _engines[entry.kind] = entry
-    _table = None
 
 
 def unregister(kind: str) -> None:
     """Remove a kind added with :func:`register` (the built-ins stay)."""
-    global _table
-    if kind in {e.kind for e in BUILTIN} | {c.kind for c in CONTROLLERS}:
+    if is_builtin(kind):
         raise ValueError(f"{kind} is built in and cannot be unregistered")
     _engines.pop(kind, None)
     _controllers.pop(kind, None)
-    _table = None
+
+
+def is_builtin(kind: str) -> bool:
+    """Whether ``kind`` is one of kubemill's own (a line here), not a plugin's."""
+    line = _ENGINE_LINES.get(kind.lower()) or _CONTROLLER_LINES.get(kind.lower())
+    return line is not None and line.record().kind == kind
 
 
 _E = TypeVar("_E", Engine, Controller)
@@ -159,37 +250,35 @@ def registered(entry: _E) -> Iterator[_E]:
 
 def is_controller(kind: str) -> bool:
     """Whether ``kind`` is a controller's: it creates jobs of another kind, runs no pods."""
-    return kind in _controllers
+    return _find_controller(kind) is not None
 
 
 def controller_for(kind: str) -> Controller:
     """The controller of ``kind``; :class:`UnknownKind` if it is none."""
-    try:
-        return _controllers[kind]
-    except KeyError:
-        known = ", ".join(sorted(_controllers)) or "none"
-        raise UnknownKind(
-            f"{kind!r} is no controller's kind; the controllers are {known}"
-        ) from None
+    controller = _find_controller(kind)
+    if controller is not None:
+        return controller
+    known = ", ".join(sorted(c.kind for c in controllers())) or "none"
+    raise UnknownKind(f"{kind!r} is no controller's kind; the controllers are {known}")
 
 
 def listing_of(kind: str) -> ControllerListing | None:
     """How lists show objects of ``kind`` beyond their phase (a controller's state word,
     last run and table of its own); None for a kind that shows its phase alone."""
-    controller = _controllers.get(kind)
+    controller = _find_controller(kind)
     return None if controller is None else controller.listing
 
 
 def child_pods_of(kind: str) -> ChildPods | None:
     """The pods ``kind``'s programs create themselves (a job page's children), if any."""
-    engine = _engines.get(kind)
+    engine = _find_engine(kind)
     return None if engine is None else engine.child_pods
 
 
 def web_ui_of(job: Job) -> str:
     """Where ``job``'s web UI serves (``host:port``), "" when its kind has none or its
     status does not say yet."""
-    engine = _engines.get(job.kind)
+    engine = _find_engine(job.kind)
     return "" if engine is None or engine.web_ui is None else engine.web_ui(job)
 
 
@@ -203,21 +292,41 @@ def status_type(kind: str) -> type[JobStatus]:
 
 def is_service(kind: str) -> bool:
     """Whether jobs of ``kind`` serve until stopped (a service cluster: never finished)."""
-    engine = _engines.get(kind)
+    engine = _find_engine(kind)
     return engine is not None and not engine.finishes
 
 
 def service_engines() -> dict[str, Engine]:
     """The engines ``kubemill cluster create <name>`` makes, by that name."""
-    return {e.cluster.name: e for e in _engines.values() if e.cluster is not None}
+    return {e.cluster.name: e for e in engines() if e.cluster is not None}
+
+
+class _RegisteredKinds(KindTable):
+    """The loader's view of the registered kinds, asked each time: a document's kind is
+    found by its line, so loading a job imports that job's engine alone; listing the
+    kinds (an unknown kind's hint) imports every engine."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    def entry(self, api_version: str, kind: str) -> ApiVersion | None:
+        found = _find_controller(kind) or _find_engine(kind)
+        return None if found is None else found.api.accepted().get(api_version)
+
+    def kind_names(self) -> list[str]:
+        return KindTable(entry.api for entry in entries()).kind_names()
+
+    def versions_of(self, kind: str) -> list[str]:
+        found = _find_controller(kind) or _find_engine(kind)
+        return [] if found is None else sorted(found.api.accepted())
+
+
+_TABLE = _RegisteredKinds()
 
 
 def kind_table() -> KindTable:
     """The loader's view of the registered kinds."""
-    global _table
-    if _table is None:
-        _table = KindTable(entry.api for entry in entries())
-    return _table
+    return _TABLE
 
 
 def load(
@@ -256,6 +365,8 @@ def add_known_objects(docs: Sequence[Any], *, source: str = "") -> int:
     """Make every object of ``docs`` known (a training runtime a local job may name): each
     by the extra of its kind; :class:`~kubemill.api.ManifestError` naming every problem,
     the kinds taken when one is of another. Returns how many were added."""
+    if not docs:
+        return 0  # nothing to take: no engine need be imported to say so
     takers = known_object_kinds()
     errors: list[FieldError] = []
     for doc in docs:
@@ -321,10 +432,13 @@ def crds() -> list[dict[str, Any]]:
 __all__ = [
     "BUILTIN",
     "CONTROLLERS",
+    "CONTROLLER_LINES",
+    "ENGINE_LINES",
     "Controller",
     "ControllerListing",
     "Engine",
     "Entry",
+    "Line",
     "LocalSupport",
     "OperatorGrant",
     "ServiceEngine",
@@ -339,6 +453,7 @@ __all__ = [
     "engines",
     "entries",
     "entry_for",
+    "is_builtin",
     "is_controller",
     "is_service",
     "kind_table",

@@ -39,12 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kubemill.api import ConditionType, FieldError, Job, ManifestError
-from kubemill.engines.trainer.api.function import (
-    DEFAULT_PIP_INDEX_URL,
-    function_trainjob,
-    requirement_name,
-)
-from kubemill.kinds import UnknownKind, controllers, entry_for, load_one
+from kubemill.kinds import UnknownKind, controller_for, entry_for, is_controller, load_one
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import (
@@ -78,6 +73,8 @@ def missing_packages(packages: Sequence[str]) -> builtins.list[str]:
     """The requirements of ``packages`` this interpreter's environment does not satisfy
     (not installed, or, where ``packaging`` is importable, at a version outside the
     requirement's)."""
+    from kubemill.engines.trainer.api.function import requirement_name
+
     missing = []
     for requirement in packages:
         name = requirement_name(requirement)
@@ -107,7 +104,7 @@ class NeverFinishes(SubstrateError):
 
 def runs_of(kind: str) -> str | None:
     """The kind of the jobs a controller kind (a schedule) creates; None for other kinds."""
-    return next((c.controls for c in controllers() if c.kind == kind), None)
+    return controller_for(kind).controls if is_controller(kind) else None
 
 
 def is_service(kind: str) -> bool:
@@ -304,7 +301,7 @@ class JobClient:
         image: str | None = None,
         name: str | None = None,
         namespace: str | None = None,
-        pip_index_urls: Sequence[str] = (DEFAULT_PIP_INDEX_URL,),
+        pip_index_urls: Sequence[str] | None = None,
     ) -> JobView:
         """Run ``func`` as a training job of ``num_nodes`` nodes (the runtime's count when
         None) through the training runtime ``runtime``; returns at once, as the Kubeflow
@@ -316,9 +313,9 @@ class JobClient:
         node, under the runtime's entry point (torchrun for ``torch-distributed``, with
         ``num_proc_per_node`` processes per node: the runtime's, ``auto``, when None).
         ``packages`` are pip requirements: on Kubernetes each node installs them first (from
-        ``pip_index_urls``); locally nothing is installed: they must be installed already,
-        and :class:`MissingPackages` names those that are not. ``name`` defaults to a
-        fresh one, like upstream's.
+        ``pip_index_urls``, PyPI's when None); locally nothing is installed: they must be
+        installed already, and :class:`MissingPackages` names those that are not. ``name``
+        defaults to a fresh one, like upstream's.
         """
         if not callable(func):
             raise TypeError(f"func must be a function, got {type(func).__name__}")
@@ -338,6 +335,10 @@ class JobClient:
                     + ")"
                 )
             to_install = ()
+        # The function's job is a training runtime's: its engine is imported only here, so
+        # that a client which never trains loads no more than the kinds it submits.
+        from kubemill.engines.trainer.api.function import DEFAULT_PIP_INDEX_URL, function_trainjob
+
         manifest = function_trainjob(
             source,
             func.__name__,
@@ -349,7 +350,7 @@ class JobClient:
             num_proc_per_node=num_proc_per_node,
             func_args=func_args,
             packages=to_install,
-            pip_index_urls=pip_index_urls,
+            pip_index_urls=(DEFAULT_PIP_INDEX_URL,) if pip_index_urls is None else pip_index_urls,
             env=env,
             resources_per_node=resources_per_node,
             image=image,
