@@ -376,8 +376,9 @@ class TrainJob(Job):
                     f"no {ref.runtime_kind} named {ref.name!r} is known",
                     "kubemill knows "
                     + (", ".join(names) if names else "none of this kind")
-                    + "; give another with `kubemill run --runtime FILE` or the config"
-                    " file's runtimes: list",
+                    + "; give its manifest with --runtime FILE (kubemill run, validate,"
+                    " render) or in the config file's runtimes: list; on a cluster, apply it"
+                    " (kubectl apply -f FILE)",
                 )
             ]
         errors = runtime_errors(runtime, ref.name)
