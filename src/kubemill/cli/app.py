@@ -45,7 +45,7 @@ RuntimeFiles = Annotated[
     list[Path] | None,
     typer.Option(
         "--runtime",
-        help="A training runtime manifest (may hold several) a TrainJob may name, resolved as"
+        help="A training runtime manifest (may hold several) a job may name, resolved as"
         " `kubemill run --runtime` resolves it (nothing is kept). Repeatable.",
     ),
 ]
