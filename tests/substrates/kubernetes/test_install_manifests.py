@@ -192,6 +192,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["deployments"],
             "verbs": ["list", "watch", "create", "update"],
         },
+        # The training runtimes TrainJobs name, read only.
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["trainingruntimes", "clustertrainingruntimes"],
+            "verbs": ["list", "watch"],
+        },
     ]
     lease = next(
         o
