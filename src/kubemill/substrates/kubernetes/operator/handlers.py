@@ -101,7 +101,7 @@ def watched_known_objects(*, clusterwide: bool) -> list[KnownResource]:
     found: list[KnownResource] = []
     for engine in engines():
         for extra in engine.extras:
-            if extra.known is None:
+            if extra.known is None or extra.forget is None:
                 continue
             for crd in extra.crds():
                 spec = crd["spec"]
