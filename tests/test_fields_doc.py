@@ -275,7 +275,15 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("Container", "env[].valueFrom.configMapKeyRef"): {"name": "settings", "key": "k"},
     ("Container", "env[].valueFrom.secretKeyRef"): {"name": "secret", "key": "k"},
     ("Container", "env[].valueFrom.resourceFieldRef"): {"resource": "limits.cpu"},
-    ("TrainJob", "runtimePatches"): [{"manager": "me"}],
+    **{
+        ("TrainJob", f"runtimePatches[].trainingRuntimeSpec.template.{at}{field}"): value
+        for at in ("", "spec.replicatedJobs[].template.")
+        for field, value in (
+            ("metadata", {"labels": {"a": "b"}}),
+            ("metadata.labels", {"a": "b"}),
+            ("metadata.annotations", {"a": "b"}),
+        )
+    },
     **{
         ("TrainJob", f"{owner}.{field}"): value
         for owner in ("trainer", "initializer.dataset", "initializer.model")

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kubemill.kinds import crds, entries, entry_for
+from kubemill.kinds import crds, engines, entries, entry_for
 from kubemill.substrates.kubernetes.install import Rule, operator_rules, permits
 from support.control_plane import free_ports
 from support.kmock_cluster import Call, ClusterThread, write_kubeconfig
@@ -65,6 +65,11 @@ class Cluster(ClusterThread):
             for group, version in engine.api.upstream_groups:
                 crd = upstream_crd(engine.kind, group, version)
                 self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        # What installs add when asked (a TrainJob's runtimes, which the operator watches).
+        for engine in engines():
+            for extra in engine.extras:
+                for crd in extra.crds():
+                    self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
 
     def namespace(self) -> str:
         name = f"t-{uuid.uuid4().hex[:8]}"

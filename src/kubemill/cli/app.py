@@ -41,6 +41,17 @@ app = typer.Typer(
 )
 
 
+RuntimeFiles = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--runtime",
+        help="A training runtime manifest (may hold several) a job may name, resolved as"
+        " `kubemill run --runtime` resolves it (nothing is kept). Repeatable.",
+    ),
+]
+"""``validate`` and ``render``'s ``--runtime``."""
+
+
 class OutputFormat(StrEnum):
     """``get -o``: a table for people, YAML or JSON for programs."""
 
@@ -267,13 +278,17 @@ def resume(
 @app.command()
 @user_errors
 def validate(
+    ctx: typer.Context,
     paths: Annotated[
         list[Path], typer.Argument(help="Manifest files, or directories of *.yaml files.")
     ],
+    runtime: RuntimeFiles = None,
 ) -> None:
     """Check manifests: OK per file, or every problem with its field path (exit 1)."""
     from kubemill.cli.manifests import validate_paths
+    from kubemill.cli.run import know_runtimes
 
+    know_runtimes(settings_of(ctx), runtime or [], keep=False)
     raise typer.Exit(validate_paths(paths))
 
 
@@ -290,13 +305,17 @@ def render(
     show_secrets: Annotated[
         bool, typer.Option("--show-secrets", help="Print the values of Secrets (keys, tokens).")
     ] = False,
+    runtime: RuntimeFiles = None,
 ) -> None:
     """Print, as YAML, every object the operator creates for the job on a cluster."""
     from kubemill.cli.manifests import render_file
+    from kubemill.cli.run import know_runtimes
 
+    settings = settings_of(ctx, namespace)
+    know_runtimes(settings, runtime or [], keep=False)
     render_file(
         file,
-        namespace=settings_of(ctx, namespace).namespace,
+        namespace=settings.namespace,
         gang_scheduler=gang_scheduler.value if gang_scheduler else None,
         show_secrets=show_secrets,
     )

@@ -92,22 +92,32 @@ def run_job(settings: Settings, file: Path, *, detach: bool, runtimes: Sequence[
     return follower.run(job, base_dir=base_dir)
 
 
-def know_runtimes(settings: Settings, files: Sequence[Path]) -> None:
-    """Locally, make the runtimes of ``files`` and the config file's known (the former kept
-    in the state directory, for the job's later commands) before the job is loaded; on a
-    cluster, runtimes are the cluster's: ``files`` are refused."""
-    if settings.substrate is not Substrate.LOCAL:
+def know_runtimes(settings: Settings, files: Sequence[Path], *, keep: bool = True) -> None:
+    """Make known the training runtimes a job may name, before it is loaded: the config
+    file's ``runtimes:``, those the state directory keeps, then ``files`` (``--runtime``),
+    each replacing an earlier one of its name. ``run`` keeps ``files`` in the state
+    directory, for the job's later commands, and takes them on the local substrate only (on
+    a cluster, runtimes are the cluster's); ``validate`` and ``render`` (``keep=False``)
+    resolve the same way and keep nothing."""
+    if keep and settings.substrate is not Substrate.LOCAL:
         if files:
             fail(
                 "--runtime is for the local substrate; on a cluster, apply the runtime"
                 " (kubectl apply -f FILE), or install the defaults: kubemill install --runtimes"
             )
         return
-    from kubemill.substrates.local.known_objects import keep, know_local_objects
+    from kubemill.substrates.local import known_objects
 
-    if files:
-        keep(files, settings.state_dir)
-    know_local_objects(settings.state_dir)
+    if keep and files:
+        known_objects.keep(files, settings.state_dir)
+        files = ()
+    known_objects.make_known(
+        [
+            *known_objects.config_files(),
+            *known_objects.kept_files(settings.state_dir),
+            *(file.expanduser() for file in files),
+        ]
+    )
 
 
 class Follower:

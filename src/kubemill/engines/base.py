@@ -105,8 +105,12 @@ class InstallExtra:
     """Each kind of :attr:`objects` -> (its resource name, whether it is namespaced)."""
     known: Callable[[Mapping[str, Any], str], object] | None = None
     """Makes one object of :attr:`resources`' kinds (a manifest's dict, and where it came
-    from) known where no cluster holds it (a local run); raises
+    from) known: where no cluster holds it (a local run), and in the operator, which reads
+    them from the cluster when the engine's grants let it list and watch them; raises
     :class:`~kubemill.api.ManifestError` at its field paths if it is invalid."""
+    forget: Callable[[Mapping[str, Any]], object] | None = None
+    """Forgets one object :attr:`known` made known (deleted from the cluster, or no
+    longer valid there)."""
 
 
 @dataclass(frozen=True)

@@ -318,10 +318,10 @@ def test_an_unknown_runtime_is_refused_naming_the_known_ones() -> None:
             id="jax-no-auto",
         ),
         pytest.param(
-            {"runtimePatches": [{"manager": "me"}]},
-            "spec.runtimePatches",
-            "runtime patches",
-            id="runtime-patches",
+            {"runtimePatches": [{"manager": "me", "trainingRuntimeSpec": {"mlPolicy": {}}}]},
+            "spec.runtimePatches[0].trainingRuntimeSpec.mlPolicy",
+            "unknown field",
+            id="runtime-patches-template-only",
         ),
         pytest.param(
             {"managedBy": "kueue.x-k8s.io/multikueue"},

@@ -98,3 +98,98 @@ def test_an_initializer_downloading_from_the_network_is_refused_locally(cli: Cli
     assert "spec.initializer.dataset.storageUri" in said, said
     assert "reaches nothing but this machine" in said, said
     assert not (cli.cwd / "dataset.txt").exists()
+
+
+def copying_runtime(cli: Cli) -> Path:
+    """A runtime whose dataset initializer brings no command (upstream's initializer images
+    download storageUri themselves): locally kubemill copies local storage in its place."""
+    initializer = {
+        "name": "dataset-initializer",
+        "template": {
+            "metadata": {"labels": {ANCESTOR: "dataset-initializer"}},
+            "spec": {
+                "template": {
+                    "spec": {"containers": [{"name": "dataset-initializer", "image": "local"}]}
+                }
+            },
+        },
+    }
+    reads = 'cat "$KUBEMILL_DATASET_DIR/rows.csv" "$KUBEMILL_DATASET_DIR/more/rows2.csv"'
+    runtime = {
+        "apiVersion": UPSTREAM,
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "copied-dataset"},
+        "spec": {
+            "mlPolicy": {"numNodes": 2},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        initializer,
+                        {
+                            **step("node", reads, ancestor="trainer"),
+                            "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}],
+                        },
+                    ]
+                }
+            },
+        },
+    }
+    return write(cli.cwd / "copying.yaml", runtime)
+
+
+def copying_trainjob(cli: Cli, name: str, uri: str) -> Path:
+    job = {
+        "apiVersion": UPSTREAM,
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"name": "copied-dataset"},
+            "initializer": {"dataset": {"storageUri": uri}},
+        },
+    }
+    return write(cli.cwd / f"{name}.yaml", job)
+
+
+def test_a_local_dataset_is_copied_before_the_trainer_reads_it(cli: Cli) -> None:
+    data = cli.cwd.parent / "data"
+    (data / "more").mkdir(parents=True)
+    (data / "rows.csv").write_text("a,1\n", encoding="utf-8")
+    (data / "more" / "rows2.csv").write_text("b,2\n", encoding="utf-8")
+    runtime = copying_runtime(cli)
+    manifest = copying_trainjob(cli, "copied", f"file://{data}")
+    done = cli("run", str(manifest), "--runtime", str(runtime), timeout=120)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert f"copied {data} into" in done.stdout, done.stdout
+    # Both nodes read both files from the job's own directory, not from the source.
+    assert done.stdout.count("a,1") == 2 and done.stdout.count("b,2") == 2, done.stdout
+    status = json.loads(cli("get", "copied", "-o", "json").stdout)["status"]
+    assert status["replicaStatuses"]["node"]["restarts"] == 0, status
+    assert not processes_with_token(cli.token), "a process outlived its job"
+
+
+def test_a_single_file_by_absolute_path_is_copied(cli: Cli) -> None:
+    source = cli.cwd.parent / "one.csv"
+    source.write_text("only,1\n", encoding="utf-8")
+    runtime = copying_runtime(cli)
+    # The nodes read rows.csv: a single file keeps its own name in the dataset directory.
+    runtime_doc = yaml.safe_load(runtime.read_text(encoding="utf-8"))
+    node = runtime_doc["spec"]["template"]["spec"]["replicatedJobs"][1]
+    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["sh", "-c", 'cat "$KUBEMILL_DATASET_DIR/one.csv"']
+    write(runtime, runtime_doc)
+    done = cli("run", str(copying_trainjob(cli, "single", str(source))), "--runtime", str(runtime))
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert done.stdout.count("only,1") == 2, done.stdout
+
+
+def test_local_storage_kubemill_cannot_copy_is_refused_at_its_path(cli: Cli) -> None:
+    runtime = copying_runtime(cli)
+    for name, uri, said in (
+        ("missing", "file:///no/such/dataset", "/no/such/dataset does not exist"),
+        ("scheme", "pvc://claim/data", "copies file:// URIs and absolute paths only"),
+    ):
+        done = cli("run", str(copying_trainjob(cli, name, uri)), "--runtime", str(runtime))
+        assert done.returncode != 0
+        out = done.stdout + done.stderr
+        assert "spec.initializer.dataset.storageUri" in out and said in out, out
+    assert not processes_with_token(cli.token), "a process outlived its job"

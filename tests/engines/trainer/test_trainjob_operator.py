@@ -1,7 +1,8 @@
 """A TrainJob under the real operator (a subprocess) against the strict test API server, in
 Kubeflow Trainer's own group (``--serve-upstream-groups``): the nodes' pods carry torchrun's
 variables, the job is Complete (upstream's condition) once every node has succeeded, and
-``status.jobsStatus`` says so."""
+``status.jobsStatus`` says so. The operator resolves runtimes from the cluster's
+TrainingRuntimes and ClusterTrainingRuntimes, as they are applied and deleted."""
 
 from __future__ import annotations
 
@@ -106,3 +107,111 @@ def test_the_operator_runs_a_trainjob(cluster: Cluster, tmp_path: Path, upstream
         assert done["status"]["jobsStatus"] == [
             {"name": "node", "ready": 1, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
         ]
+
+
+RUNTIMES = "/apis/trainer.kubeflow.org/v1alpha1"
+
+
+def echo_runtime(name: str, word: str, *, namespace: str = "") -> dict[str, Any]:
+    """A runtime without an ML policy whose 2 nodes run ``echo word``."""
+    container = {"name": "node", "image": "busybox", "command": ["echo", word]}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime" if namespace else "ClusterTrainingRuntime",
+        "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+        "spec": {
+            "mlPolicy": {"numNodes": 2},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {
+                                    "labels": {
+                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
+                                    }
+                                },
+                                "spec": {"template": {"spec": {"containers": [container]}}},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def naming(name: str, runtime: str, kind: str = "ClusterTrainingRuntime") -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": runtime, "kind": kind}},
+    }
+
+
+def test_the_operator_resolves_runtimes_from_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    namespace = cluster.namespace()
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    jobs = job_path("TrainJob", namespace, upstream=True)
+    cluster.create(f"{RUNTIMES}/clustertrainingruntimes", echo_runtime("echo-cluster", "c"))
+    cluster.create(
+        f"{RUNTIMES}/namespaces/{namespace}/trainingruntimes",
+        echo_runtime("echo-team", "t", namespace=namespace),
+    )
+
+    def commands() -> dict[str, list[str]]:
+        return {
+            p["metadata"]["name"]: p["spec"]["containers"][0]["command"] for p in cluster.list(pods)
+        }
+
+    with running_operator(cluster, tmp_path, "--all-namespaces", "--serve-upstream-groups"):
+        # Runtimes there before the operator started: known at its first pass.
+        cluster.create(jobs, naming("from-cluster", "echo-cluster"))
+        cluster.create(jobs, naming("from-team", "echo-team", "TrainingRuntime"))
+        eventually(
+            lambda: (
+                {k: v for k, v in commands().items() if k.startswith("from-")}
+                == {
+                    "from-cluster-node-0": ["echo", "c"],
+                    "from-cluster-node-1": ["echo", "c"],
+                    "from-team-node-0": ["echo", "t"],
+                    "from-team-node-1": ["echo", "t"],
+                }
+            ),
+            what="both TrainJobs' pods, from the cluster's runtimes",
+        )
+        # A TrainJob naming a runtime nobody applied yet is refused at its field path ...
+        cluster.create(jobs, naming("waiting", "echo-later"))
+
+        def refused() -> bool:
+            events = cluster.list(f"/api/v1/namespaces/{namespace}/events")
+            return any(
+                e["involvedObject"]["name"] == "waiting"
+                and e["reason"] == "InvalidSpec"
+                and "spec.runtimeRef.name" in e["message"]
+                for e in events
+            )
+
+        eventually(refused, what="an InvalidSpec event naming spec.runtimeRef.name")
+        assert not any(name.startswith("waiting-") for name in commands())
+        # ... and runs once the runtime is applied: a runtime's change reconciles TrainJobs.
+        cluster.create(f"{RUNTIMES}/clustertrainingruntimes", echo_runtime("echo-later", "l"))
+        eventually(
+            lambda: commands().get("waiting-node-0") == ["echo", "l"],
+            what="the waiting TrainJob's pods once its runtime exists",
+        )
+        # A deleted runtime is forgotten: a new TrainJob naming it is refused.
+        cluster.delete(f"{RUNTIMES}/namespaces/{namespace}/trainingruntimes/echo-team")
+        cluster.create(jobs, naming("too-late", "echo-team", "TrainingRuntime"))
+
+        def refused_late() -> bool:
+            events = cluster.list(f"/api/v1/namespaces/{namespace}/events")
+            return any(
+                e["involvedObject"]["name"] == "too-late" and e["reason"] == "InvalidSpec"
+                for e in events
+            )
+
+        eventually(refused_late, what="the TrainJob naming a deleted runtime refused")
+        assert not any(name.startswith("too-late-") for name in commands())

@@ -241,3 +241,43 @@ def test_runtime_files_are_for_the_local_substrate(cli: Cli) -> None:
     done = cli("--substrate", "kubernetes", "run", str(manifest), "--runtime", str(file))
     assert done.returncode != 0
     assert "--runtime is for the local substrate" in done.stdout + done.stderr
+
+
+def test_validate_and_render_resolve_runtime_files_as_run_does(cli: Cli) -> None:
+    file = write_yaml(cli.cwd / "rt.yaml", shell_runtime("checked", "echo rendered"))
+    manifest = write_yaml(cli.cwd / "job.yaml", trainjob("checked-job", "checked"))
+    refused = cli("validate", str(manifest))
+    assert refused.returncode == 1
+    assert "spec.runtimeRef.name: no ClusterTrainingRuntime named 'checked'" in refused.stdout
+    assert "--runtime FILE (kubemill run, validate, render)" in refused.stdout, refused.stdout
+    valid = cli("validate", str(manifest), "--runtime", str(file))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert "OK (TrainJob checked-job)" in valid.stdout
+    rendered = cli("render", str(manifest), "--runtime", str(file))
+    assert rendered.returncode == 0, rendered.stderr
+    pods = [o for o in yaml.safe_load_all(rendered.stdout) if o["kind"] == "Pod"]
+    assert len(pods) == 2  # the runtime's numNodes
+    for pod in pods:
+        assert pod["spec"]["containers"][0]["command"] == ["sh", "-c", "echo rendered"]
+    # Checking is no run: nothing is kept for later commands.
+    assert not known_objects.kept_files(cli.state_dir)
+    assert cli("render", str(manifest)).returncode != 0
+
+
+def test_validate_and_render_resolve_the_config_files_runtimes(cli: Cli) -> None:
+    write_yaml(cli.cwd.parent / "runtimes" / "rt.yaml", shell_runtime("configured", "echo cfg"))
+    write_yaml(
+        cli.cwd.parent / "config" / "kubemill" / "config.yaml",
+        {"runtimes": ["../../runtimes/rt.yaml"]},
+    )
+    manifest = write_yaml(cli.cwd / "job.yaml", trainjob("cfg-job", "configured"))
+    valid = cli("validate", str(manifest))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    rendered = cli("render", str(manifest))
+    assert rendered.returncode == 0, rendered.stderr
+    assert "echo cfg" in rendered.stdout
+    # A runtime file given to a command replaces the config file's of the same name.
+    mine = write_yaml(cli.cwd / "mine.yaml", shell_runtime("configured", "echo given"))
+    replaced = cli("render", str(manifest), "--runtime", str(mine))
+    assert replaced.returncode == 0, replaced.stderr
+    assert "echo given" in replaced.stdout and "echo cfg" not in replaced.stdout

@@ -194,6 +194,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["deployments"],
             "verbs": ["list", "watch", "create", "update"],
         },
+        # The training runtimes TrainJobs name, read only.
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["trainingruntimes", "clustertrainingruntimes"],
+            "verbs": ["list", "watch"],
+        },
         # Job pods' progress reports: which pod a report's token is bound to.
         {
             "apiGroups": ["authentication.k8s.io"],

@@ -1,15 +1,17 @@
 """Kubeflow Trainer v2's registry record: a replica-set engine, run locally as it is planned,
 whose runtimes an install adds when asked (``--runtimes``).
 
-The operator resolves a TrainJob's runtime from the defaults it knows; it does not read
-runtimes from the cluster yet, so it is granted nothing on them (least privilege: a grant
-no code uses fails tests/substrates/kubernetes/operator/test_rbac.py). It may create the
-ConfigMap and Secret of a TrainJob of the mpi policy (its hostfile and key pair); locally
-such a TrainJob reaches its hosts through the exec agent (:mod:`.local`)."""
+The operator resolves a TrainJob's runtime as upstream's controller does, from the
+cluster's TrainingRuntimes (the TrainJob's namespace) and ClusterTrainingRuntimes, which it
+lists and watches (read only: nothing else), before the defaults of their names; a TrainJob
+is reconciled again when a runtime changes. It may create the ConfigMap and Secret of a
+TrainJob of the mpi policy (its hostfile and key pair); locally such a TrainJob reaches its
+hosts through the exec agent (:mod:`.local`)."""
 
 from kubemill.engines.base import Engine, InstallExtra, LocalSupport, OperatorGrant
 from kubemill.engines.trainer.api import runtimes
 from kubemill.engines.trainer.api.kind import TRAINJOB
+from kubemill.engines.trainer.api.runtime import GROUP
 from kubemill.engines.trainer.api.runtime_crds import (
     RUNTIME_PLURALS,
     default_runtime_objects,
@@ -25,6 +27,7 @@ RUNTIMES = InstallExtra(
     default_runtime_objects,
     {kind: (plural, kind != "ClusterTrainingRuntime") for kind, plural in RUNTIME_PLURALS.items()},
     known=lambda doc, source: runtimes.add(doc, source=source),
+    forget=runtimes.forget,
 )
 """``kubemill install --runtimes``: the runtimes' CRDs, then the default runtimes; without a
 cluster, a runtime manifest given to a run (``--runtime``, the config file's ``runtimes:``)
@@ -38,6 +41,12 @@ ENGINE = Engine(
     expires=False,
     extras=(RUNTIMES,),
     grants=(
+        OperatorGrant(
+            (GROUP,),
+            tuple(RUNTIME_PLURALS.values()),
+            ("list", "watch"),
+            "TrainJobs resolve their runtime from the cluster's (read only)",
+        ),
         # As an MPI job's (the same grants): the mpi policy's hostfile and key pair.
         OperatorGrant(
             ("",),

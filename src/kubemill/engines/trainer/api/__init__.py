@@ -4,7 +4,8 @@ template a runtime holds, with what kubemill does not realise refused), ``runtim
 with field paths), ``policies`` (the port and env names each ML policy kubemill plans
 owns), ``steps`` (a runtime's replicated jobs as the steps kubemill realises, their start
 order and what is refused), ``defaults`` (the runtimes upstream ships, as data), ``runtimes`` (the
-cluster-less registry a TrainJob's ``runtimeRef`` is resolved against), ``spec`` (the TrainJob's
-spec and status models), ``trainjob`` (the TrainJob and what it stands for once its runtime
+cluster-less registry a TrainJob's ``runtimeRef`` is resolved against), ``patches`` (the
+TrainJob's ``runtimePatches`` and applying them), ``spec`` (the TrainJob's spec and status
+models), ``trainjob`` (the TrainJob and what it stands for once its runtime
 is resolved) and ``kind`` (its ``KindApi``). Importing this package loads none
 of them."""

@@ -3,8 +3,10 @@
 Without a cluster to ask, kubemill knows upstream's default ClusterTrainingRuntimes
 (:mod:`.defaults`) from the start, loaded through the same models as any runtime; more can
 be added (:func:`add`) by whoever read their manifests (a local run's ``--runtime`` files and
-the config file's ``runtimes:``, :mod:`kubemill.substrates.local.known_objects`), each
-replacing a default of its name. Pure: nothing here reads a file.
+the config file's ``runtimes:``, :mod:`kubemill.substrates.local.known_objects`; in the
+operator, the cluster's TrainingRuntimes and ClusterTrainingRuntimes as it watches them), each
+replacing a default of its name, and forgotten (:func:`forget`) when deleted. Pure: nothing
+here reads a file.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ def add(doc: Mapping[str, Any], *, source: str = "") -> TrainingRuntime:
 
 def remove(runtime: TrainingRuntime) -> None:
     """Forget a runtime added with :func:`add`; a default it replaced comes back."""
-    key = _key(runtime)
+    _forget_key(_key(runtime))
+
+
+def _forget_key(key: tuple[str, str, str]) -> None:
     _known.pop(key, None)
     for doc in DEFAULT_RUNTIMES:
         default, _ = load_runtime(doc)
@@ -64,6 +69,17 @@ def remove(runtime: TrainingRuntime) -> None:
             _known[key] = default
     if not _known:
         _defaults()
+
+
+def forget(doc: Mapping[str, Any]) -> None:
+    """Forget the runtime a manifest's dict names (kind, namespace, name), valid or not (a
+    runtime deleted from a cluster); a default it replaced comes back."""
+    kind = str(doc.get("kind") or "")
+    metadata = doc.get("metadata") or {}
+    cluster = kind == CLUSTER_TRAINING_RUNTIME
+    namespace = "" if cluster else str(metadata.get("namespace") or "default")
+    _defaults()
+    _forget_key((kind, namespace, str(metadata.get("name") or "")))
 
 
 def find(kind: str, name: str, namespace: str) -> TrainingRuntime | None:
@@ -81,4 +97,4 @@ def known(kind: str, namespace: str) -> list[str]:
     return sorted(name for k, ns, name in _known if k == kind and ns == scope)
 
 
-__all__ = ["add", "find", "known", "remove"]
+__all__ = ["add", "find", "forget", "known", "remove"]

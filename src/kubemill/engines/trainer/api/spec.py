@@ -1,9 +1,8 @@
 """A TrainJob's spec and status models (``trainer.kubeflow.org/v1alpha1``), field for field
 as Kubeflow Trainer v2 defines them: which runtime (``runtimeRef``), the initializers' and
-the trainer's settings, runtime patches (refused: kubemill does not apply them yet, so they
-are not typed further),
-``suspend``, ``activeDeadlineSeconds``, ``managedBy``; the status adds upstream's
-``jobsStatus`` to the shared one. What the spec stands for once its runtime is resolved is
+the trainer's settings, runtime patches (:mod:`.patches`), ``suspend``,
+``activeDeadlineSeconds``, ``managedBy``; the status adds upstream's ``jobsStatus`` to the
+shared one. What the spec stands for once its runtime is resolved is
 :mod:`.trainjob`'s.
 """
 
@@ -17,6 +16,7 @@ from pydantic import Field, field_validator
 from kubemill.api.base import KubeModel, refused
 from kubemill.api.common import ConditionType, ConditionVocabulary, WordedStatus
 from kubemill.api.kube import EnvVar
+from kubemill.engines.trainer.api.patches import RuntimePatch
 from kubemill.engines.trainer.api.runtime import (
     CLUSTER_TRAINING_RUNTIME,
     GROUP,
@@ -158,26 +158,11 @@ class TrainJobSpec(KubeModel):
     runtime_ref: RuntimeRef
     initializer: Initializer | None = None
     trainer: Trainer | None = None
-    runtime_patches: list[dict[str, Any]] | None = Field(default=None, max_length=16)
-    """Upstream's patches of the runtime's template, one per manager (``manager``, ``time``,
-    ``trainingRuntimeSpec``). Refused for now: kubemill does not apply them yet, so their
-    parts are not typed here either (they will be when they are applied)."""
+    runtime_patches: list[RuntimePatch] | None = Field(default=None, max_length=16)
+    """Upstream's patches of the runtime's template, one per manager (:mod:`.patches`)."""
     suspend: bool | None = False
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     managed_by: str | None = Field(default=None, max_length=253)
-
-    @field_validator("runtime_patches")
-    @classmethod
-    def _patches_not_applied(
-        cls, value: list[dict[str, Any]] | None
-    ) -> list[dict[str, Any]] | None:
-        if value:
-            raise refused(
-                "not supported yet: kubemill does not apply runtime patches",
-                "remove runtimePatches; set the trainer's values in spec.trainer, or use a "
-                "runtime of your own",
-            )
-        return value
 
     @field_validator("managed_by")
     @classmethod

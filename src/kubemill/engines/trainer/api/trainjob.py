@@ -5,8 +5,9 @@ A TrainJob is thin: it names a runtime (``spec.runtimeRef``) and says what diffe
 trainer's image, command, args, env, nodes, resources and processes per node; the
 initializers' storage URIs, env and secrets). Its replicas are the runtime's replicated
 jobs, one replica type each (:data:`STEPS`), with the TrainJob's values applied as upstream
-applies them: the trainer's to the container named ``node`` of the replicated job labelled
-as the trainer step, env merged by name (:attr:`TrainJob.replica_specs`). Its run policy is
+applies them: the runtime patches first (:mod:`.patches`), then the trainer's to the
+container named ``node`` of the replicated job labelled as the trainer step, env merged by
+name (:attr:`TrainJob.replica_specs`). Its run policy is
 derived too (:attr:`TrainJob.run_policy`). The runtime comes from the cluster-less registry
 (:mod:`.runtimes`); a TrainJob whose runtime is unknown, or uses what kubemill does not run
 yet, is refused at ``spec.runtimeRef`` with the runtime's own field path in the message.
@@ -38,6 +39,7 @@ from kubemill.api.kube import ContainerPort, EnvVar, PodTemplateSpec
 from kubemill.engines.trainer.api import runtimes
 from kubemill.engines.trainer.api.defaults import ANCESTOR_LABEL
 from kubemill.engines.trainer.api.jobset import ReplicatedJob
+from kubemill.engines.trainer.api.patches import apply_patches, patch_errors, upsert_env
 from kubemill.engines.trainer.api.policies import (
     JAX_PORT,
     JAX_RESERVED_ENV,
@@ -215,6 +217,7 @@ class TrainJob(Job):
             if job.name not in STEPS:
                 continue
             template = job.template.spec.template.model_copy(deep=True)
+            apply_patches(self.spec.runtime_patches or [], job.name, template)
             count = job.pods
             if job is self.mpi_nodes_job():
                 count = self.mpi_nodes
@@ -376,11 +379,19 @@ class TrainJob(Job):
                     f"no {ref.runtime_kind} named {ref.name!r} is known",
                     "kubemill knows "
                     + (", ".join(names) if names else "none of this kind")
-                    + "; give another with `kubemill run --runtime FILE` or the config"
-                    " file's runtimes: list",
+                    + "; give its manifest with --runtime FILE (kubemill run, validate,"
+                    " render) or in the config file's runtimes: list; on a cluster, apply it"
+                    " (kubectl apply -f FILE)",
                 )
             ]
         errors = runtime_errors(runtime, ref.name)
+        templates = {
+            job.name: job.template.spec.template
+            for job in runtime.spec.template.spec.replicated_jobs
+            if job.name in STEPS
+        }
+        main = {step: self.main_container_name(step) for step in self.replica_specs}
+        errors += patch_errors(self.spec.runtime_patches or [], templates, main)
         errors += self._trainer_errors(runtime)
         errors += self._initializer_errors()
         errors += self._name_errors()
@@ -474,13 +485,6 @@ class TrainJob(Job):
                 f"shorten the name to at most {63 - len(longest) + len(name)} characters",
             )
         ]
-
-
-def upsert_env(current: list[EnvVar], new: list[EnvVar]) -> list[EnvVar]:
-    """``current`` with each of ``new`` set by name: replaced in place, or appended."""
-    merged = {var.name: var for var in current}
-    merged.update({var.name: var for var in new})
-    return list(merged.values())
 
 
 __all__ = [

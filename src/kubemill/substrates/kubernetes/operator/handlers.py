@@ -24,18 +24,26 @@ Indexes (the informer cache):
   delivered files and per-job access, each watched only when a registered engine's grants
   let the operator list and watch it (:func:`watched_children`): the RBAC decides the
   watches, so the two cannot disagree.
+
+Objects the jobs of an engine name (training runtimes: an engine's install
+extra that makes objects known) are read from the cluster the same way, when the grants let
+the operator list and watch them (:func:`watched_known_objects`): an index makes every one
+known before the first reconcile, and each change makes it known again (or forgets it) and
+reconciles that engine's jobs again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
 from kubemill.core import ChildKind
+from kubemill.engines.base import InstallExtra
 from kubemill.frameworks import LABEL_JOB_NAME
-from kubemill.kinds import controllers
+from kubemill.kinds import controllers, engines
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
 from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
@@ -70,6 +78,45 @@ def watched_children() -> dict[ChildKind, tuple[str, str, str]]:
         if all(permits(rules, group=group, resource=plural, verb=v) for v in ("list", "watch")):
             watched[kind] = (group, version, plural)
     return watched
+
+
+@dataclass(frozen=True)
+class KnownResource:
+    """A resource whose objects an engine's jobs name, read from the cluster."""
+
+    extra: InstallExtra
+    kind: str
+    """The kind of the engine whose jobs name them (reconciled again when one changes)."""
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+
+def watched_known_objects(*, clusterwide: bool) -> list[KnownResource]:
+    """The resources of the engines' install extras that make objects known, which the
+    operator's RBAC lets it list and watch (cluster-wide ones only when it serves every
+    namespace: a Role cannot grant them)."""
+    rules = all_rules()
+    found: list[KnownResource] = []
+    for engine in engines():
+        for extra in engine.extras:
+            if extra.known is None or extra.forget is None:
+                continue
+            for crd in extra.crds():
+                spec = crd["spec"]
+                group, plural = spec["group"], spec["names"]["plural"]
+                namespaced = spec.get("scope") != "Cluster"
+                stored = [v["name"] for v in spec["versions"] if v.get("storage")]
+                allowed = all(
+                    permits(rules, group=group, resource=plural, verb=verb)
+                    for verb in ("list", "watch")
+                )
+                if allowed and stored and (namespaced or clusterwide):
+                    found.append(
+                        KnownResource(extra, engine.kind, group, stored[0], plural, namespaced)
+                    )
+    return found
 
 
 def child_index(plural: str) -> str:
@@ -244,6 +291,8 @@ def build_registry(runtime: Runtime) -> Any:
         where = (group, version, plural) if group else (version, plural)
         kopf.index(*where, registry=registry, id=child_index(plural), labels=labels)(index_child)
         kopf.on.event(*where, registry=registry, id=f"{plural}-events", labels=labels)(child_event)
+    for known in watched_known_objects(clusterwide=runtime.settings.clusterwide):
+        _register_known(registry, runtime, known)
     gang = runtime.settings.gang_scheduler_name
     if gang:
         scheduler = GangScheduler.named(gang)
@@ -260,6 +309,23 @@ def build_registry(runtime: Runtime) -> Any:
             labels=labels,
         )(child_event)
     return registry
+
+
+def _register_known(registry: Any, runtime: Runtime, known: KnownResource) -> None:
+    """Make the cluster's objects of ``known`` known: kopf fills an index before the first
+    reconcile (its handler makes each object known as a side effect), and each event
+    makes the object known again, or forgets it."""
+
+    async def index_known(body: Any, **_: Any) -> dict[str, None]:
+        runtime.known_object(known.extra, body)
+        return {}
+
+    async def known_event(event: Any, **_: Any) -> None:
+        runtime.known_object_changed(known.extra, known.kind, event)
+
+    where = (known.group, known.version, known.plural)
+    kopf.index(*where, registry=registry, id=f"kubemill_known_{known.plural}")(index_known)
+    kopf.on.event(*where, registry=registry, id=f"{known.plural}-known-events")(known_event)
 
 
 def _register_runs(registry: Any, resource: JobResource) -> None:

@@ -46,6 +46,12 @@ class LoadedJobs:
     def forget(self, key: JobKey) -> None:
         self._loaded.pop(key, None)
 
+    def forget_all(self, keys: list[JobKey]) -> list[JobKey]:
+        """Forget each of ``keys`` (what they name changed); returns them."""
+        for key in keys:
+            self._loaded.pop(key, None)
+        return keys
+
     def __len__(self) -> int:
         return len(self._loaded)
 

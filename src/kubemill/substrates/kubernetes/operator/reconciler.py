@@ -146,6 +146,10 @@ class Reconciler:
         """Whether the job ``key`` is in the cache."""
         return self._caches.job(key) is not None
 
+    def reload(self, plurals: set[str]) -> list[JobKey]:
+        """The cached jobs of ``plurals``, loaded and planned afresh at their next pass."""
+        return self._loaded.forget_all([k for k in self._caches.jobs if k[1] in plurals])
+
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop what was remembered of it."""
         self._memory.pop(key, None)

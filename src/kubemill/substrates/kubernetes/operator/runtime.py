@@ -1,7 +1,8 @@
 """The operator's moving parts between kopf and the reconcile: queue, workers, leadership.
 
 kopf owns the watches and the caches (indexes) and calls :meth:`Runtime.job_changed` /
-:meth:`Runtime.child_changed` on every event; those only put the job's key on the
+:meth:`Runtime.child_changed` on every event (and :meth:`Runtime.known_object_changed` on
+objects the jobs name, training runtimes); those only put the job's key on the
 :class:`~.workqueue.WorkQueue` (and a job's controlling owner's, when that is a served kind:
 a schedule hears of its runs). ``settings.workers`` tasks take keys off the
 queue and run :meth:`Reconciler.reconcile` (or, for a controller kind,
@@ -17,7 +18,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubemill.api import ManifestError
 from kubemill.core import ObservedProgress
+from kubemill.engines.base import InstallExtra
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.progress import FORWARD_AUDIENCE
 from kubemill.substrates.kubernetes.observe import controller_uid
@@ -251,6 +254,37 @@ class Runtime:
             resource = self._by_kind.get((ref.get("apiVersion", ""), ref.get("kind", "")))
             if resource is not None:
                 self._enqueue((resource.group, resource.plural, namespace, ref.get("name", "")))
+
+    def known_object(self, extra: InstallExtra, body: Mapping[str, Any]) -> bool:
+        """Make one object the jobs of an engine name known (a training runtime as the
+        cluster holds it); an invalid one is forgotten, with a warning. Whether it is known."""
+        assert extra.known is not None and extra.forget is not None
+        meta = body.get("metadata") or {}
+        source = f"{body.get('kind')} {meta.get('namespace') or ''}/{meta.get('name')}"
+        try:
+            extra.known(body, source)
+        except ManifestError as exc:
+            logger.warning("%s is not valid, so not known: %s", source, exc)
+            extra.forget(body)
+            return False
+        return True
+
+    def known_object_changed(
+        self, extra: InstallExtra, kind: str, event: Mapping[str, Any]
+    ) -> None:
+        """An object of ``extra``'s changed: known again (or forgotten once deleted), and
+        every job of ``kind`` reconciled again, loaded afresh (it may name that object)."""
+        body = event.get("object") or {}
+        if event.get("type") == "DELETED":
+            assert extra.forget is not None
+            extra.forget(body)
+        else:
+            self.known_object(extra, body)
+        if self._reconciler is None:
+            return  # not started: the first passes load every job anyway
+        plurals = {plural for (_, plural), r in self.resources.items() if r.kind == kind}
+        for key in self._reconciler.reload(plurals):
+            self._enqueue(key)
 
     def _enqueue(self, key: JobKey) -> None:
         self.queue.add(key)
