@@ -16,6 +16,8 @@ from cli_support import pytorch_job, write_manifest
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
+from kubemill.substrates.kubernetes.install.names import DEFAULT_IMAGE, DEFAULT_NAMESPACE, NAME
+from kubemill.substrates.kubernetes.progress import PROGRESS_PORT, SIDECAR
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "tests" / "manifests"
@@ -160,6 +162,25 @@ def test_render_prints_every_object_as_yaml(runner: CliRunner, tmp_path: Path) -
     names = {o["metadata"]["name"] for o in objects if o["kind"] == "Pod"}
     assert names == {"rendered-master-0", "rendered-worker-0", "rendered-worker-1"}
     assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
+
+
+def test_render_shows_the_progress_sidecar_a_default_install_gives(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    manifest = write_manifest(tmp_path, pytorch_job("reported", master="print(1)"))
+
+    def sidecars(*flags: str) -> list[dict[str, Any]]:
+        result = runner.invoke(app, ["render", str(manifest), *flags])
+        assert result.exit_code == 0, result.output
+        pods = [o for o in yaml.safe_load_all(result.stdout) if o and o["kind"] == "Pod"]
+        assert len(pods) == 1
+        return [c for c in pods[0]["spec"].get("initContainers", []) if c["name"] == SIDECAR]
+
+    [sidecar] = sidecars()
+    assert sidecar["image"] == DEFAULT_IMAGE
+    assert sidecar["restartPolicy"] == "Always"
+    assert f"http://{NAME}.{DEFAULT_NAMESPACE}.svc:{PROGRESS_PORT}/progress" in sidecar["args"]
+    assert sidecars("--no-progress") == []
 
 
 def test_render_with_gang_scheduler_adds_a_podgroup(runner: CliRunner, tmp_path: Path) -> None:

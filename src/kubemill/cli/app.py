@@ -306,6 +306,14 @@ def render(
         bool, typer.Option("--show-secrets", help="Print the values of Secrets (keys, tokens).")
     ] = False,
     runtime: RuntimeFiles = None,
+    progress: Annotated[
+        bool,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Job pods carry the progress sidecar, as a default `kubemill install` gives "
+            "them; --no-progress: as an install with --no-progress.",
+        ),
+    ] = True,
 ) -> None:
     """Print, as YAML, every object the operator creates for the job on a cluster."""
     from kubemill.cli.manifests import render_file
@@ -318,6 +326,7 @@ def render(
         namespace=settings.namespace,
         gang_scheduler=gang_scheduler.value if gang_scheduler else None,
         show_secrets=show_secrets,
+        progress=progress,
     )
 
 

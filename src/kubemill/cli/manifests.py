@@ -61,13 +61,17 @@ def render_file(
     namespace: str | None,
     gang_scheduler: str | None = None,
     show_secrets: bool = False,
+    progress: bool = True,
 ) -> None:
     """Print every object the operator would create for the jobs in ``file``, as YAML.
 
-    Secret values are left out unless ``show_secrets``.
+    Secret values are left out unless ``show_secrets``; with ``progress``, job pods carry
+    the progress sidecar of a default install.
     """
     from kubemill.substrates.kubernetes.build import UnsupportedPlanError
-    from kubemill.substrates.kubernetes.render import render_job
+    from kubemill.substrates.kubernetes.render import default_install_progress, render_job
+
+    sidecar = default_install_progress() if progress else None
 
     objects: list[dict[str, Any]] = []
     for job in load_path(file):
@@ -78,6 +82,7 @@ def render_file(
                     namespace=namespace,
                     gang_scheduler=gang_scheduler,
                     show_secrets=show_secrets,
+                    progress=sidecar,
                 )
             )
         except UnsupportedPlanError as exc:

@@ -51,7 +51,7 @@ from kubemill.substrates.kubernetes.build import (
     gang_scheduler,
 )
 from kubemill.substrates.kubernetes.network import KubernetesNetwork
-from kubemill.substrates.kubernetes.progress import ProgressSidecar
+from kubemill.substrates.kubernetes.progress import PROGRESS_PORT, ProgressSidecar
 from kubemill.substrates.kubernetes.zones import resolve_zone
 
 REDACTED_ANNOTATION = "kubemill.dev/redacted"
@@ -72,6 +72,16 @@ def plan_on_kubernetes(job: Job) -> Plan:
 def reconcile_options(gang: GangScheduler | None) -> ReconcileOptions:
     """The core's options for an operator running with ``gang``."""
     return ReconcileOptions(gang_scheduler=gang.kind.value if gang is not None else None)
+
+
+def default_install_progress() -> ProgressSidecar:
+    """The progress sidecar job pods get from an operator ``kubemill install`` put in place
+    with its defaults (its image, namespace and Service)."""
+    from kubemill.substrates.kubernetes.install.names import DEFAULT_IMAGE, DEFAULT_NAMESPACE, NAME
+
+    return ProgressSidecar.in_cluster(
+        DEFAULT_IMAGE, service=NAME, namespace=DEFAULT_NAMESPACE, port=PROGRESS_PORT
+    )
 
 
 def render_job(
