@@ -27,7 +27,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.test_kinds_real import (
+from kubemill.sdk import JobClient
+from support.control_plane import ControlPlane
+from support.node import NodeStandIn
+from support.real_kinds import (
     HOW,
     WAIT,
     Job,
@@ -40,9 +43,6 @@ from cluster.test_kinds_real import (
     through_status_subresource,
     true,
 )
-from kubemill.sdk import JobClient
-from support.control_plane import ControlPlane
-from support.node import NodeStandIn
 from support.real_operator import RealOperator
 from support.waiting import eventually
 
