@@ -14,11 +14,10 @@ from typing import Literal
 
 from kubemill.api import GROUP, VERSION
 from kubemill.kinds import entries
+from kubemill.substrates.kubernetes.install.names import NAME
 from kubemill.substrates.kubernetes.progress import ProgressSidecar
 
 GangSchedulerName = Literal["volcano", "scheduler-plugins"]
-OPERATOR_SERVICE = "kubemill-operator"
-"""The Service ``kubemill install`` puts before the operator's progress endpoint."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ class OperatorSettings:
             return ProgressSidecar(image=self.progress_image, url=self.progress_url)
         return ProgressSidecar.in_cluster(
             self.progress_image,
-            service=OPERATOR_SERVICE,
+            service=NAME,  # the Service `kubemill install` puts before the endpoint
             namespace=self.lease_namespace,
             port=self.progress_port,
         )
