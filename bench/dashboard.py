@@ -29,10 +29,16 @@ reference:
   second). Prints the first, last and highest sample, the least-squares slope per minute
   after the first ``--warmup`` seconds, and how many lines reached the client.
 
+With ``--compare SRC [SRC ...]`` the status part runs once per source tree (a ``src``
+folder: the main worktree's and this one's), each in an interpreter of its own with that
+tree first on its path (the dashboard it starts included), and the figures are printed side
+by side, the first source as the reference.
+
 Run on demand, never from the test suite::
 
     python bench/dashboard.py                      # all three
     python bench/dashboard.py --only memory --follow-seconds 3600
+    python bench/dashboard.py --compare /work/main/src src   # status, before and after
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +71,7 @@ from kubemill.sdk import JobClient
 from local_scale import fill_history, kubemill_command, manifest
 from measure import cpu_seconds, rss_mib, timed
 
+BENCH = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 DESKTOP = {"width": 1280, "height": 800}
@@ -376,10 +383,53 @@ def print_status(figures: StatusFigures, poll: float) -> None:
         met = statistics.median(everything) <= 0.5
         print(
             f"  all: median {statistics.median(everything):.3f}s, goal <= 0.5 s"
-            f" {'met' if met else 'missed'} (the server lists the jobs every {poll} s);"
+            f" {'met' if met else 'missed'} (the server lists the jobs at most {poll} s apart);"
             f" the page's handler (arrival to rows swapped in): median"
             f" {statistics.median(figures.handling) * 1000:.0f} ms"
         )
+
+
+def compare_status(sources: list[str], args: argparse.Namespace) -> None:
+    """The status part of each source tree, each in an interpreter of its own, side by side."""
+    results: list[tuple[str, StatusFigures]] = []
+    for source in sources:
+        path = os.pathsep.join([str(Path(source).resolve()), str(BENCH)])
+        argv = [sys.executable, str(BENCH / "dashboard.py"), "--only", "status", "--json"]
+        argv += ["--jobs", str(args.jobs), "--parallel", str(args.parallel)]
+        argv += ["--history", str(args.history)]
+        print(f"status part of {source}", file=sys.stderr)
+        out = subprocess.run(
+            argv, env={**os.environ, "PYTHONPATH": path}, check=True, stdout=subprocess.PIPE
+        ).stdout.decode()
+        results.append((source, StatusFigures(**json.loads(out.splitlines()[-1]))))
+    first = results[0][1]
+    print(
+        f"\n[status] {first.jobs} jobs (with {first.listed} in the list): seconds from the"
+        " core's decision to the row in that state in the page, median (p90), per source;"
+        " the ratio of medians to the first source"
+    )
+    print(f"  {'change':<10}" + "".join(f" {source:<30}" for source, _ in results))
+
+    def samples(figures: StatusFigures, change: str) -> list[float]:
+        if change == "all":
+            return [d for delays in figures.delays.values() for d in delays]
+        return figures.delays.get(change, [])
+
+    for change in ("Running", "Succeeded", "all"):
+        cells = []
+        reference = samples(first, change)
+        for _, figures in results:
+            got = samples(figures, change)
+            if not got:
+                cells.append(f" {'-':<30}")
+                continue
+            cell = f"{statistics.median(got):.3f} ({percentile(got, 0.9):.3f})"
+            if reference:
+                cell += f" x{statistics.median(got) / statistics.median(reference):.2f}"
+            cells.append(f" {cell:<30}")
+        print(f"  {change:<10}" + "".join(cells))
+    unseen = ", ".join(f"{source}: {sum(f.unseen.values())}" for source, f in results)
+    print(f"  unseen (ran and ended between two pushes, not timed): {unseen}")
 
 
 # --- part c: memory while following a fast log ----------------------------------------------
@@ -503,7 +553,12 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=1, help="status jobs at a time")
     parser.add_argument("--follow-seconds", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds left out of the slope")
+    parser.add_argument("--compare", nargs="+", metavar="SRC", help="source trees side by side")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.compare:
+        compare_status(args.compare, args)
+        return
     # Started in the background (`... &`), a shell hands this process SIGINT ignored, and
     # each child would inherit that: the dashboard is stopped with Ctrl-C, as a user does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -522,7 +577,10 @@ def main() -> None:
                 results.append(lambda: print_page(page, args.history, args.runs))
             if "status" in args.only:
                 status = measure_status(state, args.jobs, args.parallel, work)
-                results.append(lambda: print_status(status, POLL_SECONDS))
+                if args.json:  # a child of --compare: the figures as one JSON line
+                    results.append(lambda: print(json.dumps(asdict(status))))
+                else:
+                    results.append(lambda: print_status(status, POLL_SECONDS))
         if "memory" in args.only:
             memory = measure_memory(work / "memory", args.follow_seconds, work)
             results.append(lambda: print_memory(memory, args.warmup))

@@ -54,7 +54,9 @@ from kubemill.substrates.base import JobView, ResourceReport
 
 STATIC_DIR = Path(__file__).parent / "static"
 POLL_SECONDS = 0.5
-"""How often the server asks the client for the jobs (and an open job) to push changes."""
+"""How often the server asks the client for an open job to push its changes, and at the
+longest for the jobs (the jobs feed lists again sooner when its listing costs little:
+:data:`~kubemill.dashboard.feed.LISTING_SHARE`)."""
 HEARTBEAT_SECONDS = 15.0
 """An SSE comment this often keeps proxies from closing an idle stream."""
 LOG_BATCH = 500
