@@ -66,8 +66,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from kubemill.api import ConditionType
 from kubemill.dashboard import pages
 from kubemill.sdk import JobClient
+from kubemill.substrates.base import JobView
 from local_scale import fill_history, kubemill_command, manifest
 from measure import cpu_seconds, rss_mib, timed
 
@@ -304,6 +306,9 @@ class StatusFigures:
     handling: list[float] = field(default_factory=list)
     """The page's handler: from a pushed table's arrival to its rows swapped in."""
     unseen: dict[str, int] = field(default_factory=dict)
+    not_succeeded: dict[str, str] = field(default_factory=dict)
+    """Jobs that had not succeeded when waited for (name -> phase, reason, message): not
+    timed (a Succeeded time they have not got)."""
     jobs: int = 0
     listed: int = 0
 
@@ -324,7 +329,11 @@ def measure_status(state: Path, jobs: int, parallel: int, work: Path) -> StatusF
             for name in batch:
                 client.submit(manifest(name, program), detach=True, base_dir=str(work))
             for name in batch:
-                client.wait(name, timeout=120)
+                # wait() returns the job as it is at its timeout, and a failed job as it
+                # returns a succeeded one: look at which it is.
+                ended = client.wait(name, timeout=120)
+                if ended.phase != "Succeeded":
+                    figures.not_succeeded[name] = outcome(ended)
         page.wait_for_timeout(2000)  # the last change has been pushed
         seen: dict[str, tuple[float, float]] = page.evaluate("window.__seen")
     for name in names:
@@ -349,10 +358,21 @@ def decisions(client: JobClient, name: str) -> dict[str, datetime]:
         for state in ("Running", "Succeeded"):
             if event.reason.endswith(f"Job{state}"):
                 found.setdefault(state, event.time)
-    succeeded = next(c for c in client.get(name).status.conditions if c.type == "Succeeded")
-    if succeeded.last_transition_time is not None:
+    # A job that did not succeed (it failed, or still ran when the wait gave up) has no
+    # Succeeded condition (True) to time.
+    status = client.get(name).status
+    succeeded = status.condition(ConditionType.SUCCEEDED)
+    if succeeded is not None and succeeded.status == "True" and succeeded.last_transition_time:
         found["Succeeded"] = succeeded.last_transition_time
     return found
+
+
+def outcome(view: JobView) -> str:
+    """A job's phase and why, from its last condition (for a job that did not succeed)."""
+    conditions = view.status.conditions
+    last = conditions[-1] if conditions else None
+    why = f": {last.reason}: {last.message}" if last is not None else ""
+    return f"{view.phase}{'' if view.finished else ' (not finished)'}{why}"
 
 
 def print_status(figures: StatusFigures, poll: float) -> None:
@@ -379,6 +399,8 @@ def print_status(figures: StatusFigures, poll: float) -> None:
             f" {percentile(samples, 0.9):>7.3f}s {max(samples):>7.3f}s"
             f"  {statistics.median(arrivals):>15.3f}s {percentile(arrivals, 0.9):>7.3f}s"
         )
+    for name, why in figures.not_succeeded.items():
+        print(f"  not succeeded, not timed: {name} {why}")
     if everything:
         met = statistics.median(everything) <= 0.5
         print(
@@ -430,6 +452,9 @@ def compare_status(sources: list[str], args: argparse.Namespace) -> None:
         print(f"  {change:<10}" + "".join(cells))
     unseen = ", ".join(f"{source}: {sum(f.unseen.values())}" for source, f in results)
     print(f"  unseen (ran and ended between two pushes, not timed): {unseen}")
+    for source, figures in results:
+        for name, why in figures.not_succeeded.items():
+            print(f"  {source}: not succeeded, not timed: {name} {why}")
 
 
 # --- part c: memory while following a fast log ----------------------------------------------
