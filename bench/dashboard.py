@@ -465,6 +465,7 @@ class MemoryFigures:
     seconds: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
     lines: int = 0
+    skipped: int = 0
     written_seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time (user and system) the dashboard process used while followed."""
@@ -479,6 +480,8 @@ class Follower(threading.Thread):
         self.connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
         self.path = path
         self.lines = 0
+        self.skipped = 0
+        """Lines the server said it skipped (the client had not taken them in time)."""
         self.ended = False
 
     def run(self) -> None:
@@ -493,6 +496,8 @@ class Follower(threading.Thread):
                     event = raw[7:].strip().decode()
                 elif raw.startswith(b"data: ") and event == "lines":
                     self.lines += len(json.loads(raw[6:]))
+                elif raw.startswith(b"data: ") and event == "skipped":
+                    self.skipped += json.loads(raw[6:])["lines"]
                 elif raw.startswith(b"data: ") and event == "end":
                     self.ended = True
                     return
@@ -521,7 +526,7 @@ def measure_memory(state: Path, follow_seconds: float, work: Path) -> MemoryFigu
                 figures.seconds.append(elapsed)
                 figures.rss_mib.append(rss_mib(served.pid))
                 time.sleep(1.0 - (time.monotonic() - start) % 1.0)
-            figures.lines = follower.lines
+            figures.lines, figures.skipped = follower.lines, follower.skipped
             figures.cpu_seconds = cpu_seconds(served.pid) - cpu_before
         finally:
             follower.stop()
@@ -561,8 +566,9 @@ def print_memory(figures: MemoryFigures, warmup: float) -> None:
     print(f"  RSS (MiB) along the run: {shape}")
     print(
         f"  lines reaching the client: {figures.lines} of about {written} written"
-        f" ({figures.lines / max(written, 1):.0%}), the dashboard using"
-        f" {figures.cpu_seconds / figures.written_seconds:.0%} of a core"
+        f" ({figures.lines / max(written, 1):.0%}), {figures.skipped} skipped with a marker"
+        f" (the client did not take them in time), the rest not read yet or lost; the"
+        f" dashboard using {figures.cpu_seconds / figures.written_seconds:.0%} of a core"
     )
 
 
