@@ -332,6 +332,7 @@ def test_lines_the_server_skipped_show_where_how_many_and_the_download(
         ("lines", [{"replica": "master-0", "text": f"line {i}", "time": None} for i in (0, 1)]),
         ("skipped", {"lines": 90}),
         ("lines", [{"replica": "master-0", "text": "line 92", "time": None}]),
+        ("lines", [{"replica": "master-0", "text": "line 99", "rotatedAway": 2048}]),
         ("end", {}),
     ]
     body = "".join(f"event: {event}\ndata: {json.dumps(data)}\n\n" for event, data in events)
@@ -346,17 +347,22 @@ def test_lines_the_server_skipped_show_where_how_many_and_the_download(
     state = page.locator("#log-state")
     expect(state).to_contain_text("90 lines are not shown here", timeout=WAIT_MS)
     rows = page.locator("#log > div")
-    expect(rows).to_have_count(4)
+    expect(rows).to_have_count(6)
     assert rows.nth(0).inner_text() == "line 0" and rows.nth(3).inner_text() == "line 92"
+    # Lines the log itself let go before the server read them: said where, not in the
+    # download either.
+    expect(rows.nth(4)).to_contain_text("2 KiB of this log were rotated away")
+    assert rows.nth(4).get_attribute("role") == "note"
+    assert rows.nth(5).inner_text() == "line 99"
     gap = rows.nth(2)
     assert gap.get_attribute("role") == "note"
     expect(gap).to_contain_text("90 lines skipped here")
     link = gap.get_by_role("link", name="download the log")
     download = page.get_by_role("link", name="Download", exact=True)
     assert link.get_attribute("href") == download.get_attribute("href")
-    expect(page.locator("#log-count")).to_have_text("3 lines, 90 skipped")
+    expect(page.locator("#log-count")).to_have_text("4 lines, 90 skipped")
     page.locator("#log-search").fill("line 9")
-    expect(page.locator("#log-count")).to_have_text("1 of 3 lines match, 90 skipped")
+    expect(page.locator("#log-count")).to_have_text("2 of 4 lines match, 90 skipped")
     expect(gap).to_be_visible()  # the search hides lines, never the gap
     photograph(page, shots, "logs-skipped")
 

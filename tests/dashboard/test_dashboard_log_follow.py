@@ -109,3 +109,14 @@ async def test_lines_skipped_at_the_end_of_the_log_are_counted_before_the_end(
     await follow(page, follower)
     assert page.texts() == [*(f"line {i}" for i in range(5)), "[25 skipped]"]
     assert page.events[-1] == ("end", {})
+
+
+async def test_bytes_the_log_lost_before_the_follower_read_them_reach_the_page() -> None:
+    lines = [line(0), LogLine("job-master-0", "line 5", rotated_away=4096), line(6)]
+    follower = LogFollower(iter(lines), asyncio.get_running_loop())
+    follower.thread.start()
+    page = Page()
+    await follow(page, follower)
+    sent = [item for event, data in page.events if event == "lines" for item in data]
+    assert [item["text"] for item in sent] == ["line 0", "line 5", "line 6"]
+    assert [item.get("rotatedAway") for item in sent] == [None, 4096, None]

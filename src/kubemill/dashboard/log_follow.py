@@ -8,7 +8,9 @@ behind the log itself, and a log that is rotated (locally as on a kubelet, 50 MB
 by default) drops what a reader falls too far behind on, silently. So the follower waits
 for the page only so long (:data:`LOG_WAIT`); past that it reads on, counting the lines the
 page could not take, and the page is told how many it skipped and where to get them (the
-download, which reads the log as the job keeps it).
+download, which reads the log as the job keeps it). Should the follower itself fall
+further behind than the log keeps, the line after the gap says how many bytes were rotated
+away unread (``LogLine.rotated_away``), and the page shows that too.
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ class Skipped:
     lines: int
 
 
-def line_json(job_name: str, line: LogLine) -> dict[str, str]:
-    return {
+def line_json(job_name: str, line: LogLine) -> dict[str, str | int]:
+    sent: dict[str, str | int] = {
         "replica": short_replica_name(job_name, line.replica),
         "text": line.text,
         "time": iso(line.time),
     }
+    if line.rotated_away:
+        # Before this line the log itself lost what the follower had not read yet (it fell
+        # further behind than the log keeps): the page says so where it happened.
+        sent["rotatedAway"] = line.rotated_away
+    return sent
 
 
 class LogFollower:
@@ -150,7 +157,7 @@ async def push_lines(
         except TimeoutError:
             await ping()
             continue
-        batch: list[dict[str, str]] = []
+        batch: list[dict[str, str | int]] = []
         while isinstance(item, LogLine):
             batch.append(line_json(name, item))
             if len(batch) >= LOG_BATCH:

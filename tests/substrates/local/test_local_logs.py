@@ -362,3 +362,27 @@ def test_reading_lines_looks_at_the_files_once_a_read_not_once_a_line(
     assert {line.time.timestamp() for line in read[:2000] if line.time} == {1000.0}
     assert all(line.time and line.time.timestamp() >= 1000.0 for line in read[2000:])
     assert len(stats) < 30, f"{len(stats)} stats to read {len(lines)} lines"
+
+
+def test_a_follower_behind_the_rotation_is_told_how_many_bytes_it_lost(tmp_path: Path) -> None:
+    # As the keeper leaves them: a chunk holding bytes [100, 200) of the stream (the bytes
+    # before it deleted), and the live file holding what follows, a hole before.
+    out, err = stream_paths(tmp_path / "r.log")
+    err.write_bytes(b"")
+    early = b"".join(b"%03d-------\n" % i for i in range(10))  # rotated away, unread
+    kept = b"".join(b"%03d-------\n" % i for i in range(10, 20))
+    Path(f"{out}.{len(early):016d}").write_bytes(kept)
+    with out.open("wb") as live:
+        live.seek(len(early) + len(kept))
+        live.write(b"live line\n")
+    log = ReplicaLog("r", out, LogQuery())
+    for tail in log.tails:
+        tail.offset = 0  # a follower that read nothing since the start
+    read = list(log.new_lines())
+    assert [line.text for line in read] == [f"{i:03d}-------" for i in range(10, 20)] + [
+        "live line"
+    ]
+    assert [line.rotated_away for line in read] == [len(early)] + [0] * 10
+    # A follower that kept up is told of no loss.
+    again = ReplicaLog("r", out, LogQuery())
+    assert all(line.rotated_away == 0 for line in again.backlog(final=True))

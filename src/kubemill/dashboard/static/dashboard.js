@@ -291,16 +291,19 @@ function logsPage() {
   const download = document.querySelector("a[download]");
   let skipped = 0;
   let ended = false;
-  function gap(before, after) {
-    // A note in the log where lines are missing, with the download's link.
+  function note(...parts) {
     const row = document.createElement("div");
     row.className = "skipped";
     row.setAttribute("role", "note");
+    row.append(...parts);
+    return row;
+  }
+  function gap(before, after) {
+    // A note in the log where lines are missing, with the download's link.
     const link = document.createElement("a");
     link.href = download.getAttribute("href");
     link.textContent = "download the log";
-    row.append(before, link, after);
-    log.append(row);
+    log.append(note(before, link, after));
     if (follow.checked) log.scrollTop = log.scrollHeight;
   }
   let lines = 0;
@@ -341,6 +344,10 @@ function logsPage() {
     lines: (batch) => {
       const frag = document.createDocumentFragment();
       for (const line of batch) {
+        if (line.rotatedAway) {
+          const kib = Math.ceil(line.rotatedAway / 1024);
+          frag.append(note(`… ${kib} KiB of this log were rotated away before they could be read here; the job no longer keeps them`));
+        }
         const row = document.createElement("div");
         if (many) {
           const rep = document.createElement("span");

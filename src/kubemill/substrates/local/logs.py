@@ -405,6 +405,8 @@ class _Line:
     time: float
     rank: int
     text: bytes
+    rotated_away: int = 0
+    """Bytes of the stream just before this line rotated away before they were read."""
 
 
 def _decode(raw: bytes) -> str:
@@ -418,6 +420,8 @@ class StreamTail:
     stream: Stream
     offset: int = 0
     partial: bytes = field(default=b"")
+    rotated_away: int = 0
+    """Bytes skipped since the last line given out: rotated away before they were read."""
 
     def lines(self, until: int | None = None) -> Iterator[_Line]:
         """Complete lines written since the last call (a partial last line waits).
@@ -432,6 +436,7 @@ class StreamTail:
                 break
             if got_from != self.offset:
                 self.partial = b""  # the rest of that line was rotated away
+                self.rotated_away += got_from - self.offset  # told with the next line
             self.offset = got_from + len(data)
             time_of = self.stream.timer()
             data = self.partial + data
@@ -441,7 +446,8 @@ class StreamTail:
                 cut = data.find(b"\n", start)
                 if cut < 0:
                     break
-                yield _Line(time_of(base + cut + 1), self.stream.rank, data[start:cut])
+                lost, self.rotated_away = self.rotated_away, 0
+                yield _Line(time_of(base + cut + 1), self.stream.rank, data[start:cut], lost)
                 start = cut + 1
             self.partial = data[start:]
             if len(self.partial) >= MAX_LINE:
@@ -491,9 +497,11 @@ class ReplicaLog:
         return heapq.merge(*(one(t) for t in self.tails), key=lambda line: (line.time, line.rank))
 
     def _emit(self, lines: Iterable[_Line]) -> Iterator[LogLine]:
+        lost = 0
         for line in lines:
             if self.exhausted:
                 return
+            lost += line.rotated_away
             if self.since is not None and line.time < self.since:
                 continue
             text = line.text
@@ -502,7 +510,8 @@ class ReplicaLog:
                 text = text[: self.left]
                 self.left -= len(line.text) + 1
             moment = datetime.fromtimestamp(line.time, UTC)
-            yield LogLine(replica=self.replica, text=_decode(text), time=moment)
+            yield LogLine(self.replica, _decode(text), moment, rotated_away=lost)
+            lost = 0
 
     def backlog(self, *, final: bool) -> Iterator[LogLine]:
         """Everything written so far (``tail``: only the last lines of it)."""
