@@ -29,10 +29,16 @@ reference:
   second). Prints the first, last and highest sample, the least-squares slope per minute
   after the first ``--warmup`` seconds, and how many lines reached the client.
 
+With ``--compare SRC [SRC ...]`` the status part runs once per source tree (a ``src``
+folder: the main worktree's and this one's), each in an interpreter of its own with that
+tree first on its path (the dashboard it starts included), and the figures are printed side
+by side, the first source as the reference.
+
 Run on demand, never from the test suite::
 
     python bench/dashboard.py                      # all three
     python bench/dashboard.py --only memory --follow-seconds 3600
+    python bench/dashboard.py --compare /work/main/src src   # status, before and after
 """
 
 from __future__ import annotations
@@ -54,17 +60,20 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from kubemill.api import ConditionType
 from kubemill.dashboard import pages
 from kubemill.sdk import JobClient
+from kubemill.substrates.base import JobView
 from local_scale import fill_history, kubemill_command, manifest
 from measure import cpu_seconds, rss_mib, timed
 
+BENCH = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 DESKTOP = {"width": 1280, "height": 800}
@@ -297,6 +306,9 @@ class StatusFigures:
     handling: list[float] = field(default_factory=list)
     """The page's handler: from a pushed table's arrival to its rows swapped in."""
     unseen: dict[str, int] = field(default_factory=dict)
+    not_succeeded: dict[str, str] = field(default_factory=dict)
+    """Jobs that had not succeeded when waited for (name -> phase, reason, message): not
+    timed (a Succeeded time they have not got)."""
     jobs: int = 0
     listed: int = 0
 
@@ -317,7 +329,11 @@ def measure_status(state: Path, jobs: int, parallel: int, work: Path) -> StatusF
             for name in batch:
                 client.submit(manifest(name, program), detach=True, base_dir=str(work))
             for name in batch:
-                client.wait(name, timeout=120)
+                # wait() returns the job as it is at its timeout, and a failed job as it
+                # returns a succeeded one: look at which it is.
+                ended = client.wait(name, timeout=120)
+                if ended.phase != "Succeeded":
+                    figures.not_succeeded[name] = outcome(ended)
         page.wait_for_timeout(2000)  # the last change has been pushed
         seen: dict[str, tuple[float, float]] = page.evaluate("window.__seen")
     for name in names:
@@ -342,10 +358,21 @@ def decisions(client: JobClient, name: str) -> dict[str, datetime]:
         for state in ("Running", "Succeeded"):
             if event.reason.endswith(f"Job{state}"):
                 found.setdefault(state, event.time)
-    succeeded = next(c for c in client.get(name).status.conditions if c.type == "Succeeded")
-    if succeeded.last_transition_time is not None:
+    # A job that did not succeed (it failed, or still ran when the wait gave up) has no
+    # Succeeded condition (True) to time.
+    status = client.get(name).status
+    succeeded = status.condition(ConditionType.SUCCEEDED)
+    if succeeded is not None and succeeded.status == "True" and succeeded.last_transition_time:
         found["Succeeded"] = succeeded.last_transition_time
     return found
+
+
+def outcome(view: JobView) -> str:
+    """A job's phase and why, from its last condition (for a job that did not succeed)."""
+    conditions = view.status.conditions
+    last = conditions[-1] if conditions else None
+    why = f": {last.reason}: {last.message}" if last is not None else ""
+    return f"{view.phase}{'' if view.finished else ' (not finished)'}{why}"
 
 
 def print_status(figures: StatusFigures, poll: float) -> None:
@@ -372,14 +399,62 @@ def print_status(figures: StatusFigures, poll: float) -> None:
             f" {percentile(samples, 0.9):>7.3f}s {max(samples):>7.3f}s"
             f"  {statistics.median(arrivals):>15.3f}s {percentile(arrivals, 0.9):>7.3f}s"
         )
+    for name, why in figures.not_succeeded.items():
+        print(f"  not succeeded, not timed: {name} {why}")
     if everything:
         met = statistics.median(everything) <= 0.5
         print(
             f"  all: median {statistics.median(everything):.3f}s, goal <= 0.5 s"
-            f" {'met' if met else 'missed'} (the server lists the jobs every {poll} s);"
+            f" {'met' if met else 'missed'} (the server lists the jobs at most {poll} s apart);"
             f" the page's handler (arrival to rows swapped in): median"
             f" {statistics.median(figures.handling) * 1000:.0f} ms"
         )
+
+
+def compare_status(sources: list[str], args: argparse.Namespace) -> None:
+    """The status part of each source tree, each in an interpreter of its own, side by side."""
+    results: list[tuple[str, StatusFigures]] = []
+    for source in sources:
+        path = os.pathsep.join([str(Path(source).resolve()), str(BENCH)])
+        argv = [sys.executable, str(BENCH / "dashboard.py"), "--only", "status", "--json"]
+        argv += ["--jobs", str(args.jobs), "--parallel", str(args.parallel)]
+        argv += ["--history", str(args.history)]
+        print(f"status part of {source}", file=sys.stderr)
+        out = subprocess.run(
+            argv, env={**os.environ, "PYTHONPATH": path}, check=True, stdout=subprocess.PIPE
+        ).stdout.decode()
+        results.append((source, StatusFigures(**json.loads(out.splitlines()[-1]))))
+    first = results[0][1]
+    print(
+        f"\n[status] {first.jobs} jobs (with {first.listed} in the list): seconds from the"
+        " core's decision to the row in that state in the page, median (p90), per source;"
+        " the ratio of medians to the first source"
+    )
+    print(f"  {'change':<10}" + "".join(f" {source:<30}" for source, _ in results))
+
+    def samples(figures: StatusFigures, change: str) -> list[float]:
+        if change == "all":
+            return [d for delays in figures.delays.values() for d in delays]
+        return figures.delays.get(change, [])
+
+    for change in ("Running", "Succeeded", "all"):
+        cells = []
+        reference = samples(first, change)
+        for _, figures in results:
+            got = samples(figures, change)
+            if not got:
+                cells.append(f" {'-':<30}")
+                continue
+            cell = f"{statistics.median(got):.3f} ({percentile(got, 0.9):.3f})"
+            if reference:
+                cell += f" x{statistics.median(got) / statistics.median(reference):.2f}"
+            cells.append(f" {cell:<30}")
+        print(f"  {change:<10}" + "".join(cells))
+    unseen = ", ".join(f"{source}: {sum(f.unseen.values())}" for source, f in results)
+    print(f"  unseen (ran and ended between two pushes, not timed): {unseen}")
+    for source, figures in results:
+        for name, why in figures.not_succeeded.items():
+            print(f"  {source}: not succeeded, not timed: {name} {why}")
 
 
 # --- part c: memory while following a fast log ----------------------------------------------
@@ -390,6 +465,7 @@ class MemoryFigures:
     seconds: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
     lines: int = 0
+    skipped: int = 0
     written_seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time (user and system) the dashboard process used while followed."""
@@ -404,6 +480,8 @@ class Follower(threading.Thread):
         self.connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
         self.path = path
         self.lines = 0
+        self.skipped = 0
+        """Lines the server said it skipped (the client had not taken them in time)."""
         self.ended = False
 
     def run(self) -> None:
@@ -418,6 +496,8 @@ class Follower(threading.Thread):
                     event = raw[7:].strip().decode()
                 elif raw.startswith(b"data: ") and event == "lines":
                     self.lines += len(json.loads(raw[6:]))
+                elif raw.startswith(b"data: ") and event == "skipped":
+                    self.skipped += json.loads(raw[6:])["lines"]
                 elif raw.startswith(b"data: ") and event == "end":
                     self.ended = True
                     return
@@ -446,7 +526,7 @@ def measure_memory(state: Path, follow_seconds: float, work: Path) -> MemoryFigu
                 figures.seconds.append(elapsed)
                 figures.rss_mib.append(rss_mib(served.pid))
                 time.sleep(1.0 - (time.monotonic() - start) % 1.0)
-            figures.lines = follower.lines
+            figures.lines, figures.skipped = follower.lines, follower.skipped
             figures.cpu_seconds = cpu_seconds(served.pid) - cpu_before
         finally:
             follower.stop()
@@ -486,8 +566,9 @@ def print_memory(figures: MemoryFigures, warmup: float) -> None:
     print(f"  RSS (MiB) along the run: {shape}")
     print(
         f"  lines reaching the client: {figures.lines} of about {written} written"
-        f" ({figures.lines / max(written, 1):.0%}), the dashboard using"
-        f" {figures.cpu_seconds / figures.written_seconds:.0%} of a core"
+        f" ({figures.lines / max(written, 1):.0%}), {figures.skipped} skipped with a marker"
+        f" (the client did not take them in time), the rest not read yet or lost; the"
+        f" dashboard using {figures.cpu_seconds / figures.written_seconds:.0%} of a core"
     )
 
 
@@ -503,7 +584,12 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=1, help="status jobs at a time")
     parser.add_argument("--follow-seconds", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds left out of the slope")
+    parser.add_argument("--compare", nargs="+", metavar="SRC", help="source trees side by side")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.compare:
+        compare_status(args.compare, args)
+        return
     # Started in the background (`... &`), a shell hands this process SIGINT ignored, and
     # each child would inherit that: the dashboard is stopped with Ctrl-C, as a user does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -522,7 +608,10 @@ def main() -> None:
                 results.append(lambda: print_page(page, args.history, args.runs))
             if "status" in args.only:
                 status = measure_status(state, args.jobs, args.parallel, work)
-                results.append(lambda: print_status(status, POLL_SECONDS))
+                if args.json:  # a child of --compare: the figures as one JSON line
+                    results.append(lambda: print(json.dumps(asdict(status))))
+                else:
+                    results.append(lambda: print_status(status, POLL_SECONDS))
         if "memory" in args.only:
             memory = measure_memory(work / "memory", args.follow_seconds, work)
             results.append(lambda: print_memory(memory, args.warmup))

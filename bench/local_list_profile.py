@@ -4,13 +4,15 @@ Seeds a state directory with ``--history`` finished jobs (as :mod:`local_scale` 
 real run, recorded again under new names), then:
 
 - times ``JobClient("local", ...).list()`` in one process: the first listing of a fresh
-  client, and the following ones of the same client (what a long-lived reader, the
-  dashboard, pays on each poll);
+  client, the following ones of the same client (what a long-lived reader, the
+  dashboard, pays on each poll when nothing changed), and the same client's listing after
+  another process wrote one job's status (what it pays when a job changed);
 - times ``kubemill get`` as a command (the console script, start-up included),
   which lists from one SQL query when no job needs healing (``Store.summaries``), for
   reference;
 - with ``--profile``, runs cProfile over ``--profile-runs`` listings of one client and
-  prints the functions by cumulative and by own time.
+  prints the functions by cumulative and by own time, for listings with nothing changed
+  and for listings after one job's status changed.
 
 With ``--compare SRC [SRC ...]`` it measures each source tree (a ``src`` folder, e.g. the
 main worktree's and this one's) in a subprocess over the *same* seeded state, and prints
@@ -24,12 +26,14 @@ suite::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import functools
 import json
 import os
 import pstats
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -53,6 +57,10 @@ def measure(state: Path, runs: int) -> dict[str, list[float]]:
     client = JobClient("local", state_dir=state)
     client.list()
     again = [timed(client.list) for _ in range(runs)]
+    changed = []
+    for run in range(runs):
+        change_one(state, run)
+        changed.append(timed(client.list))
     env = {**os.environ, "KUBEMILL_STATE_DIR": str(state)}
     from local_scale import kubemill_command
 
@@ -61,7 +69,14 @@ def measure(state: Path, runs: int) -> dict[str, list[float]]:
     get = functools.partial(subprocess.run, command, env=env, check=True, capture_output=True)
     get()  # one not counted: the page cache
     gets = [timed(get) for _ in range(runs)]
-    return {"first": firsts, "again": again, "get": gets}
+    return {"first": firsts, "again": again, "changed": changed, "get": gets}
+
+
+def change_one(state: Path, run: int) -> None:
+    """Another process's write of one job's status (a new condition message each run)."""
+    status = {"conditions": [{"type": "Created", "status": "True", "message": f"run {run}"}]}
+    with contextlib.closing(sqlite3.connect(state / "kubemill.db")) as conn, conn:
+        conn.execute("UPDATE jobs SET status = ? WHERE name = 'history-1'", (json.dumps(status),))
 
 
 def profile(state: Path, runs: int, top: int) -> None:
@@ -69,15 +84,21 @@ def profile(state: Path, runs: int, top: int) -> None:
 
     client = JobClient("local", state_dir=state)
     listed = len(client.list())
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(runs):
-        client.list()
-    profiler.disable()
-    print(f"\ncProfile of {runs} listings of {listed} jobs by one client (after one unprofiled)")
-    stats = pstats.Stats(profiler, stream=sys.stdout)
-    stats.strip_dirs().sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
+    for what, before in (("nothing changed", None), ("one job changed", change_one)):
+        profiler = cProfile.Profile()
+        for run in range(runs):
+            if before is not None:
+                before(state, run)
+            profiler.enable()
+            client.list()
+            profiler.disable()
+        print(
+            f"\ncProfile of {runs} listings of {listed} jobs by one client (after one"
+            f" unprofiled), {what} before each"
+        )
+        stats = pstats.Stats(profiler, stream=sys.stdout)
+        stats.strip_dirs().sort_stats("cumulative").print_stats(top)
+        stats.sort_stats("tottime").print_stats(top)
 
 
 def summary(samples: list[float]) -> str:
@@ -107,6 +128,7 @@ def compare(state: Path, sources: list[str], runs: int, history: int) -> None:
     columns = (
         ("first", "list(), fresh client"),
         ("again", "list(), same client"),
+        ("changed", "list(), one job changed"),
         ("get", "kubemill get"),
     )
     print(f"{'source':<32}" + "".join(f" {title:<30}" for _, title in columns))
@@ -148,6 +170,7 @@ def main() -> None:
             print(f"\n{args.history} finished jobs; median (min-max) ms of {args.runs}")
             print(f"  JobClient.list(), fresh client  {summary(figures['first'])}")
             print(f"  JobClient.list(), same client   {summary(figures['again'])}")
+            print(f"  list(), one job changed         {summary(figures['changed'])}")
             print(f"  kubemill get (a command)        {summary(figures['get'])}")
         if args.profile:
             profile(state, args.profile_runs, args.top)

@@ -9,6 +9,7 @@ folder (``screenshots/``) and each picture is checked to hold more than a blank 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import signal
@@ -319,3 +320,113 @@ def test_the_resources_plot_shows_a_busy_replicas_cpu_and_memory(
     )
     assert page.evaluate("window.notReloaded") is True
     photograph(page, shots, "job-resources")
+
+
+def test_lines_the_server_skipped_show_where_how_many_and_the_download(
+    dashboard: str, browser: Browser, jobs: JobClient, shots: Path
+) -> None:
+    # The server's side (which lines it skips, and when) is tested in
+    # test_dashboard_log_follow.py; here the page gets the events it would send.
+    jobs.submit(pytorch_manifest("gappy", "print('hello', flush=True)"))
+    events = [
+        ("lines", [{"replica": "master-0", "text": f"line {i}", "time": None} for i in (0, 1)]),
+        ("skipped", {"lines": 90}),
+        ("lines", [{"replica": "master-0", "text": "line 92", "time": None}]),
+        ("lines", [{"replica": "master-0", "text": "line 99", "rotatedAway": 2048}]),
+        ("end", {}),
+    ]
+    body = "".join(f"event: {event}\ndata: {json.dumps(data)}\n\n" for event, data in events)
+    page = browser.new_page(viewport=DESKTOP)
+    page.route(
+        "**/api/jobs/default/gappy/logs/stream*",
+        lambda route: route.fulfill(
+            status=200, headers={"Content-Type": "text/event-stream"}, body=body
+        ),
+    )
+    page.goto(f"{dashboard}jobs/default/gappy/logs?replica=master-0")
+    state = page.locator("#log-state")
+    expect(state).to_contain_text("90 lines are not shown here", timeout=WAIT_MS)
+    rows = page.locator("#log > div")
+    expect(rows).to_have_count(6)
+    assert rows.nth(0).inner_text() == "line 0" and rows.nth(3).inner_text() == "line 92"
+    # Lines the log itself let go before the server read them: said where, not in the
+    # download either.
+    expect(rows.nth(4)).to_contain_text("2 KiB of this log were rotated away")
+    assert rows.nth(4).get_attribute("role") == "note"
+    assert rows.nth(5).inner_text() == "line 99"
+    gap = rows.nth(2)
+    assert gap.get_attribute("role") == "note"
+    expect(gap).to_contain_text("90 lines skipped here")
+    link = gap.get_by_role("link", name="download the log")
+    download = page.get_by_role("link", name="Download", exact=True)
+    assert link.get_attribute("href") == download.get_attribute("href")
+    expect(page.locator("#log-count")).to_have_text("4 lines, 90 skipped")
+    page.locator("#log-search").fill("line 9")
+    expect(page.locator("#log-count")).to_have_text("2 of 4 lines match, 90 skipped")
+    expect(gap).to_be_visible()  # the search hides lines, never the gap
+    photograph(page, shots, "logs-skipped")
+
+
+def test_a_broken_logs_stream_is_not_reopened_and_says_where_it_broke(
+    dashboard: str, browser: Browser, jobs: JobClient
+) -> None:
+    # Reopened, the stream would start again from the log's last lines: some shown twice,
+    # those written meanwhile never. The page says where it broke instead.
+    jobs.submit(pytorch_manifest("broken", "print('hello', flush=True)"))
+    lines = [{"replica": "master-0", "text": "line 0", "time": None}]
+    body = f"event: lines\ndata: {json.dumps(lines)}\n\n"  # and the connection closes
+    page = browser.new_page(viewport=DESKTOP)
+    page.route(
+        "**/api/jobs/default/broken/logs/stream*",
+        lambda route: route.fulfill(
+            status=200, headers={"Content-Type": "text/event-stream"}, body=body
+        ),
+    )
+    page.goto(f"{dashboard}jobs/default/broken/logs?replica=master-0")
+    expect(page.locator("#log-state")).to_have_text("disconnected", timeout=WAIT_MS)
+    rows = page.locator("#log > div")
+    expect(rows).to_have_count(2)
+    assert rows.nth(0).inner_text() == "line 0"
+    expect(rows.nth(1)).to_contain_text("the connection to the server was lost here")
+    expect(rows.nth(1).get_by_role("link", name="download the log")).to_have_attribute(
+        "href", "/jobs/default/broken/logs.txt?replica=master-0"
+    )
+
+
+def test_a_page_keeps_the_last_lines_and_says_how_many_earlier_ones_it_let_go(
+    dashboard: str, browser: Browser, jobs: JobClient
+) -> None:
+    # A log followed for an hour at 1 MB/s is 36 million lines: the page keeps the last
+    # 50,000 (LOG_KEEP in dashboard.js) and says how many earlier ones it let go.
+    jobs.submit(pytorch_manifest("long", "print('hello', flush=True)"))
+    total, batch = 50_010, 500
+    events = [
+        "event: lines\ndata: "
+        + json.dumps(
+            [
+                {"replica": "master-0", "text": f"line {i}", "time": None}
+                for i in range(start, min(total, start + batch))
+            ]
+        )
+        + "\n\n"
+        for start in range(0, total, batch)
+    ]
+    body = "".join(events) + "event: end\ndata: {}\n\n"
+    page = browser.new_page(viewport=DESKTOP)
+    page.route(
+        "**/api/jobs/default/long/logs/stream*",
+        lambda route: route.fulfill(
+            status=200, headers={"Content-Type": "text/event-stream"}, body=body
+        ),
+    )
+    page.goto(f"{dashboard}jobs/default/long/logs?replica=master-0")
+    expect(page.locator("#log-state")).to_contain_text("has ended", timeout=WAIT_MS)
+    expect(page.locator("#log-count")).to_have_text("50000 lines, 10 earlier not kept here")
+    rows = page.locator("#log > div")
+    expect(rows).to_have_count(50_001)
+    expect(rows.nth(0)).to_contain_text("10 earlier lines are no longer kept on this page")
+    expect(rows.nth(0).get_by_role("link", name="download the log")).to_have_attribute(
+        "href", "/jobs/default/long/logs.txt?replica=master-0"
+    )
+    assert rows.nth(1).inner_text() == "line 10"
+    assert rows.nth(50_000).inner_text() == f"line {total - 1}"

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
@@ -19,6 +20,16 @@ from kubemill.dashboard import pages
 from kubemill.substrates.base import JobView
 
 logger = logging.getLogger(__name__)
+
+LISTING_SHARE = 10
+"""The feed waits at least this many times as long as its last listing took before it lists
+again (but no longer than its ``poll_seconds``): listing takes at most a tenth of its
+time, whatever the substrate, and a listing that costs little is repeated often, so that a
+change shows sooner. The local store's costs about 2 ms for 1,100 jobs when none changed
+(it reads no row then) and about 30 ms when one did (it decodes only rows that changed);
+a cluster's is a round trip per kind."""
+QUICKEST_POLL = 0.1
+"""The feed never lists more often than this (seconds)."""
 
 
 class _Pending:
@@ -89,7 +100,9 @@ class JobsFeed:
 
     Each poll renders only the rows of jobs whose view is new: the client hands back the
     same view object for a job whose records did not change (the local substrate does), and
-    a row is a function of its view.
+    a row is a function of its view; a listing of the very views of the last one changes
+    nothing and is not looked at further. The next poll comes as soon as the listing's cost
+    allows (:data:`LISTING_SHARE`), within ``poll_seconds``.
     """
 
     def __init__(
@@ -104,6 +117,8 @@ class JobsFeed:
         self.options: dict[str, list[str]] = {}
         self.error: str | None = None
         self.rendered: dict[str, tuple[JobView, pages.RenderedRow]] = {}
+        self.views: list[JobView] = []
+        """The views of the last listing that was looked at."""
         self.task: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
@@ -148,20 +163,32 @@ class JobsFeed:
 
     async def _run(self) -> None:
         while self.subscribers:
+            started = time.monotonic()
             try:
                 views = await self.list_jobs()
-                rows = self._render(views)
-                options = pages.filter_options(views)
-                error = None
+                took = time.monotonic() - started
+                if self.rows is None or self.error is not None or not self._same(views):
+                    rows = self._render(views)
+                    options = pages.filter_options(views)
+                    self._publish(rows, options, None)
+                    self.views = views
             except Exception as exc:
                 # The pages say what went wrong (a cluster unreachable, a state directory
                 # gone) and the loop keeps trying: it must outlive a passing failure.
                 logger.warning("listing the jobs failed: %s", exc)
-                rows, options, error = self.rows or {}, self.options, f"cannot list the jobs: {exc}"
-            self._publish(rows, options, error)
-            await asyncio.sleep(self.poll_seconds)
+                took = time.monotonic() - started
+                error = f"cannot list the jobs: {exc}"
+                self._publish(self.rows or {}, self.options, error)
+            pause = max(QUICKEST_POLL, LISTING_SHARE * took)
+            await asyncio.sleep(min(self.poll_seconds, pause))
         self.rows, self.options, self.error = None, {}, None
-        self.rendered = {}
+        self.rendered, self.views = {}, []
+
+    def _same(self, views: list[JobView]) -> bool:
+        """Whether ``views`` are the very views last looked at, in the same order (then
+        no row, filter option or count can have changed)."""
+        last = self.views
+        return len(views) == len(last) and all(a is b for a, b in zip(views, last, strict=True))
 
     def _publish(
         self, rows: dict[str, pages.RenderedRow], options: dict[str, list[str]], error: str | None

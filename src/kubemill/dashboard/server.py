@@ -4,7 +4,8 @@ Every read and every action goes through the client, the same one the CLI uses, 
 dashboard sees exactly what ``kubemill get``/``describe``/``logs`` see on either substrate.
 The client is blocking (SQLite and files locally, HTTP on a cluster): its calls run in a
 small thread pool of the server's own, and a followed log in a thread of its own (a
-follow blocks until its next line), so a slow call never stalls the event loop.
+follow blocks until its next line; :mod:`.log_follow`), so a slow call never stalls the
+event loop.
 
 Live pages are fed by Server-Sent Events: one loop per server lists the jobs and pushes
 to every open jobs page the rows that changed (the whole table first); a job page's stream
@@ -20,8 +21,6 @@ import functools
 import itertools
 import json
 import logging
-import queue
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +31,7 @@ from aiohttp import web
 from kubemill.api import ManifestError
 from kubemill.dashboard import history, pages
 from kubemill.dashboard.feed import JobsFeed
+from kubemill.dashboard.log_follow import LogFollower, push_lines
 from kubemill.dashboard.markup import esc, job_path
 from kubemill.dashboard.pages import JobDetail
 from kubemill.dashboard.security import Guard
@@ -44,7 +44,7 @@ from kubemill.dashboard.views import (
     runs_of_schedule,
 )
 from kubemill.kinds import load_one
-from kubemill.sdk import JobClient, JobExists, JobNotFound, LogLine, SubstrateError
+from kubemill.sdk import JobClient, JobExists, JobNotFound, SubstrateError
 from kubemill.sdk.summary import (
     runs_no_pods,
     short_replica_name,
@@ -54,13 +54,11 @@ from kubemill.substrates.base import JobView, ResourceReport
 
 STATIC_DIR = Path(__file__).parent / "static"
 POLL_SECONDS = 0.5
-"""How often the server asks the client for the jobs (and an open job) to push changes."""
+"""How often the server asks the client for an open job to push its changes, and at the
+longest for the jobs (the jobs feed lists again sooner when its listing costs little:
+:data:`~kubemill.dashboard.feed.LISTING_SHARE`)."""
 HEARTBEAT_SECONDS = 15.0
 """An SSE comment this often keeps proxies from closing an idle stream."""
-LOG_BATCH = 500
-"""At most this many log lines in one pushed event."""
-LOG_QUEUE = 2000
-"""Lines a log follower may read ahead of the browser before it waits."""
 SDK_THREADS = 8
 
 T = TypeVar("T")
@@ -299,80 +297,6 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _line_json(job_name: str, line: LogLine) -> dict[str, str]:
-    return {
-        "replica": short_replica_name(job_name, line.replica),
-        "text": line.text,
-        "time": iso(line.time),
-    }
-
-
-class _LogFollower:
-    """A thread following a job's logs through the client, handing lines to the loop.
-
-    The client's follow blocks until the next line (or the job's end), so it cannot be
-    awaited; it runs here, and stops at its next line once the page has gone. Lines pass
-    through a bounded thread-safe queue, and the loop is woken only when it may be waiting
-    for one: a round trip through the loop per line held a 1 MB/s log (10,000 lines a
-    second) to a fraction of its lines.
-    """
-
-    END = object()
-
-    def __init__(self, lines: Iterator[LogLine], loop: asyncio.AbstractEventLoop) -> None:
-        self.lines = lines
-        self.loop = loop
-        self.queue: queue.Queue[object] = queue.Queue(maxsize=LOG_QUEUE)
-        self.ready = asyncio.Event()
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="dashboard-logs", daemon=True)
-
-    def _put(self, item: object) -> bool:
-        """Hand one item to the loop, waiting while the queue is full; False once stopped."""
-        while not self.stopped.is_set():
-            try:
-                self.queue.put(item, timeout=0.5)
-            except queue.Full:
-                continue
-            if not self.ready.is_set():
-                try:
-                    self.loop.call_soon_threadsafe(self.ready.set)
-                except RuntimeError:  # the loop has closed: the server is shutting down
-                    return False
-            return True
-        return False
-
-    async def get(self) -> object:
-        """The next item, waiting for the thread to hand one over."""
-        while True:
-            # Clear before looking: an item put after the look sets the flag again.
-            self.ready.clear()
-            try:
-                return self.queue.get_nowait()
-            except queue.Empty:
-                await self.ready.wait()
-
-    def get_nowait(self) -> object | None:
-        """The next item if one is waiting, else None."""
-        try:
-            return self.queue.get_nowait()
-        except queue.Empty:
-            return None
-
-    def _run(self) -> None:
-        try:
-            for line in self.lines:
-                if self.stopped.is_set() or not self._put(line):
-                    return
-            self._put(self.END)
-        except SubstrateError as exc:
-            self._put(exc)
-        finally:
-            close = getattr(self.lines, "close", None)
-            if close is not None:
-                close()
-
-
 async def logs_stream(request: web.Request) -> web.StreamResponse:
     dashboard = _dashboard(request)
     name, namespace = _name(request)
@@ -390,40 +314,20 @@ async def logs_stream(request: web.Request) -> web.StreamResponse:
         raise web.HTTPNotFound(text=f"no job {name} in namespace {namespace}\n") from None
     except SubstrateError as exc:
         raise web.HTTPBadRequest(text=f"{exc}\n") from None
-    follower = _LogFollower(lines, asyncio.get_running_loop())
+    follower = LogFollower(lines, asyncio.get_running_loop())
     response = await _event_stream(request)
     follower.thread.start()
+
+    async def ping() -> None:
+        await response.write(b": ping\n\n")
+
     try:
         with dashboard.streaming(), contextlib.suppress(ConnectionError):
-            await _push_lines(response, follower, name)
+            send = functools.partial(_send, response)
+            await push_lines(send, ping, follower, name, heartbeat=HEARTBEAT_SECONDS)
     finally:
         follower.stopped.set()
     return response
-
-
-async def _push_lines(response: web.StreamResponse, follower: _LogFollower, name: str) -> None:
-    """Send the follower's lines in batches until the job's end (or a failure)."""
-    while True:
-        try:
-            item: object | None = await asyncio.wait_for(follower.get(), HEARTBEAT_SECONDS)
-        except TimeoutError:
-            await response.write(b": ping\n\n")
-            continue
-        batch: list[dict[str, str]] = []
-        while isinstance(item, LogLine):
-            batch.append(_line_json(name, item))
-            if len(batch) >= LOG_BATCH:
-                item = None
-                break
-            item = follower.get_nowait()
-        if batch:
-            await _send(response, "lines", json.dumps(batch))
-        if isinstance(item, SubstrateError):
-            await _send(response, "failed", json.dumps({"message": str(item)}))
-            return
-        if item is _LogFollower.END:
-            await _send(response, "end", "{}")
-            return
 
 
 async def logs_download(request: web.Request) -> web.StreamResponse:

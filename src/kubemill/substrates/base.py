@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -97,13 +97,17 @@ class LogLine:
     time: datetime | None = None
     """When it was written (locally: first seen complete, at most a fraction of a second
     late); ``None`` when unknown."""
+    rotated_away: int = 0
+    """Bytes of the replica's output just before this line that were rotated away before a
+    follower read them (it fell further behind than the log keeps); 0 when none, or when
+    the substrate cannot tell."""
 
     def stamped(self) -> LogLine:
         """The line with its time in front of its text, as ``kubectl logs --timestamps``."""
         if self.time is None:
             return self
         stamp = self.time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return LogLine(replica=self.replica, text=f"{stamp} {self.text}", time=self.time)
+        return replace(self, text=f"{stamp} {self.text}")
 
 
 @dataclass(frozen=True)

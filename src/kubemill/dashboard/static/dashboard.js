@@ -269,6 +269,8 @@ function jobPage() {
 
 // --- logs ------------------------------------------------------------------------------------
 
+const LOG_KEEP = 50000;
+
 function logsPage() {
   const log = document.getElementById("log");
   const state = document.getElementById("log-state");
@@ -286,20 +288,66 @@ function logsPage() {
     return !q || line.toLowerCase().includes(q.toLowerCase());
   }
   const counted = document.getElementById("log-count");
+  const download = document.querySelector("a[download]");
+  let skipped = 0;
+  let ended = false;
+  function note(...parts) {
+    const row = document.createElement("div");
+    row.className = "skipped";
+    row.setAttribute("role", "note");
+    row.append(...parts);
+    return row;
+  }
+  function gap(before, after) {
+    // A note in the log where lines are missing, with the download's link.
+    const link = document.createElement("a");
+    link.href = download.getAttribute("href");
+    link.textContent = "download the log";
+    log.append(note(before, link, after));
+    if (follow.checked) log.scrollTop = log.scrollHeight;
+  }
+  let lines = 0;
+  let dropped = 0;
+  let earlier = null;
   function count() {
-    const rows = log.children.length;
-    const shown = search.value ? log.querySelectorAll("div:not([hidden])").length : rows;
-    counted.textContent = search.value ? `${shown} of ${rows} lines match` : `${rows} lines`;
+    const shown = search.value ? log.querySelectorAll("div:not([hidden]):not(.skipped)").length : lines;
+    const gaps = (dropped ? `, ${dropped} earlier not kept here` : "") + (skipped ? `, ${skipped} skipped` : "");
+    counted.textContent = (search.value ? `${shown} of ${lines} lines match` : `${lines} lines`) + gaps;
+  }
+  function keepTheLast() {
+    // A page holds at most LOG_KEEP lines (a log followed for hours would hold gigabytes):
+    // the oldest go, and a note at the top says how many and where to get them.
+    if (lines <= LOG_KEEP) return;
+    if (!earlier) {
+      earlier = document.createElement("div");
+      earlier.className = "skipped";
+      earlier.setAttribute("role", "note");
+      log.prepend(earlier);
+    }
+    let row = earlier.nextElementSibling;
+    while (lines > LOG_KEEP && row) {
+      const next = row.nextElementSibling;
+      if (!row.classList.contains("skipped")) { row.remove(); lines -= 1; dropped += 1; }
+      row = next;
+    }
+    const link = document.createElement("a");
+    link.href = download.getAttribute("href");
+    link.textContent = "download the log";
+    earlier.replaceChildren(`… ${dropped} earlier lines are no longer kept on this page; `, link, " for every line the job keeps");
   }
   search.addEventListener("input", () => {
-    log.querySelectorAll("div").forEach((row) => { row.hidden = !matches(row.textContent); });
+    log.querySelectorAll("div:not(.skipped)").forEach((row) => { row.hidden = !matches(row.textContent); });
     count();
   });
   state.textContent = "following…";
-  stream(document.body.dataset.stream, {
-    lines: (lines) => {
+  const source = stream(document.body.dataset.stream, {
+    lines: (batch) => {
       const frag = document.createDocumentFragment();
-      for (const line of lines) {
+      for (const line of batch) {
+        if (line.rotatedAway) {
+          const kib = Math.ceil(line.rotatedAway / 1024);
+          frag.append(note(`… ${kib} KiB of this log were rotated away before they could be read here; the job no longer keeps them`));
+        }
         const row = document.createElement("div");
         if (many) {
           const rep = document.createElement("span");
@@ -312,11 +360,35 @@ function logsPage() {
         frag.append(row);
       }
       log.append(frag);
+      lines += batch.length;
+      keepTheLast();
       count();
       if (follow.checked) log.scrollTop = log.scrollHeight;
     },
-    end: (data, source) => { source.close(); state.textContent = "the job has ended: every line is shown"; say(""); },
-    failed: (data, source) => { source.close(); state.textContent = data.message; },
+    skipped: (data) => {
+      // The server read on past lines this page had not taken in time: say where and how many.
+      gap(`… ${data.lines} lines skipped here: this page did not keep up with the log; `, " for every line the job keeps");
+      skipped += data.lines;
+      count();
+    },
+    end: (data, source) => {
+      ended = true;
+      source.close();
+      const missing = skipped + dropped;
+      state.textContent = missing ? `the job has ended: ${missing} lines are not shown here (download the log for them)` : "the job has ended: every line is shown";
+      say("");
+    },
+    failed: (data, source) => { ended = true; source.close(); state.textContent = data.message; },
+  });
+  // A stream that breaks is not reopened: the server would start again from the log's last
+  // lines, repeating some and leaving out what was written meanwhile. Say where it broke.
+  source.addEventListener("error", () => {
+    if (ended) return;
+    ended = true;
+    source.close();
+    gap("… the connection to the server was lost here: later lines are not shown; reload the page to follow again, or ", " for every line the job keeps");
+    state.textContent = "disconnected";
+    say("disconnected");
   });
 }
 

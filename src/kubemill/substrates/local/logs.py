@@ -315,16 +315,33 @@ class Stream:
 
     def time_of(self, end: int) -> float:
         """When the line ending at ``end`` was first seen complete."""
+        return self.timer()(end)
+
+    def timer(self) -> Callable[[int], float]:
+        """:meth:`time_of` for the lines of one read: the marks, and the time of lines past
+        the last mark, are looked up once for all of them, not once a line (a stat or two
+        a line held a follower of a 1 MB/s log to a fraction of it)."""
         marks = self.marks()
-        i = bisect.bisect_left(marks, (end, -1.0))
-        if i < len(marks):
-            return marks[i][1]
+        unmarked: list[float] = []
+
+        def time_of(end: int) -> float:
+            i = bisect.bisect_left(marks, (end, -1.0))
+            if i < len(marks):
+                return marks[i][1]
+            if not unmarked:
+                unmarked.append(self._unmarked_time())
+            return unmarked[0]
+
+        return time_of
+
+    def _unmarked_time(self) -> float:
+        """The time of a line not marked yet: its file's modification time, but no earlier
+        than the replica's last mark (on either stream), so that a line written after what
+        was seen then is not put before it."""
         try:
             written = self.path.stat().st_mtime
         except FileNotFoundError:
             written = time.time()
-        # Not marked yet: no earlier than the replica's last mark (on either stream), so
-        # a line written after what was seen then is not put before it.
         floors = [s.marks()[-1][1] for s in (self, *self.siblings) if s.marks()]
         return max([written, *floors])
 
@@ -388,6 +405,8 @@ class _Line:
     time: float
     rank: int
     text: bytes
+    rotated_away: int = 0
+    """Bytes of the stream just before this line rotated away before they were read."""
 
 
 def _decode(raw: bytes) -> str:
@@ -401,6 +420,8 @@ class StreamTail:
     stream: Stream
     offset: int = 0
     partial: bytes = field(default=b"")
+    rotated_away: int = 0
+    """Bytes skipped since the last line given out: rotated away before they were read."""
 
     def lines(self, until: int | None = None) -> Iterator[_Line]:
         """Complete lines written since the last call (a partial last line waits).
@@ -415,7 +436,9 @@ class StreamTail:
                 break
             if got_from != self.offset:
                 self.partial = b""  # the rest of that line was rotated away
+                self.rotated_away += got_from - self.offset  # told with the next line
             self.offset = got_from + len(data)
+            time_of = self.stream.timer()
             data = self.partial + data
             start = 0
             base = self.offset - len(data)
@@ -423,13 +446,14 @@ class StreamTail:
                 cut = data.find(b"\n", start)
                 if cut < 0:
                     break
-                yield _Line(self.stream.time_of(base + cut + 1), self.stream.rank, data[start:cut])
+                lost, self.rotated_away = self.rotated_away, 0
+                yield _Line(time_of(base + cut + 1), self.stream.rank, data[start:cut], lost)
                 start = cut + 1
             self.partial = data[start:]
             if len(self.partial) >= MAX_LINE:
                 # A line that never ends is given out in pieces, as CRI logs split lines.
                 end_of = base + len(data)
-                yield _Line(self.stream.time_of(end_of), self.stream.rank, self.partial)
+                yield _Line(time_of(end_of), self.stream.rank, self.partial)
                 self.partial = b""
 
     def rest(self) -> Iterator[_Line]:
@@ -473,9 +497,11 @@ class ReplicaLog:
         return heapq.merge(*(one(t) for t in self.tails), key=lambda line: (line.time, line.rank))
 
     def _emit(self, lines: Iterable[_Line]) -> Iterator[LogLine]:
+        lost = 0
         for line in lines:
             if self.exhausted:
                 return
+            lost += line.rotated_away
             if self.since is not None and line.time < self.since:
                 continue
             text = line.text
@@ -484,7 +510,8 @@ class ReplicaLog:
                 text = text[: self.left]
                 self.left -= len(line.text) + 1
             moment = datetime.fromtimestamp(line.time, UTC)
-            yield LogLine(replica=self.replica, text=_decode(text), time=moment)
+            yield LogLine(self.replica, _decode(text), moment, rotated_away=lost)
+            lost = 0
 
     def backlog(self, *, final: bool) -> Iterator[LogLine]:
         """Everything written so far (``tail``: only the last lines of it)."""

@@ -67,6 +67,7 @@ from kubemill.substrates.local.state_schema import (
     listing_fields,
     run_script,
 )
+from kubemill.substrates.local.store_reads import TableReads
 from kubemill.substrates.rows import JobSummary
 
 
@@ -134,6 +135,9 @@ class Store:
         self.state_dir = default_state_dir(state_dir)
         self.path = self.state_dir / DB_NAME
         self._local = threading.local()
+        # Listings decode only rows that changed since they were last read (store_reads).
+        self._job_reads = TableReads(lambda row: str(row["uid"]), job_record)
+        self._replica_reads = TableReads(lambda r: (str(r["job_uid"]), r["name"]), replica_record)
         try:
             # Private: job manifests, delivered secrets and logs live under it.
             self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -278,15 +282,17 @@ class Store:
 
     @_translated
     def jobs(self, namespace: str | None = None) -> list[JobRecord]:
-        """All jobs (of one namespace), oldest first."""
+        """All jobs (of one namespace), oldest first; a row unchanged since the last
+        listing is the record it gave then, not decoded again (:mod:`.store_reads`)."""
         conn = self._connection()
         if namespace is None:
-            rows = conn.execute("SELECT * FROM jobs ORDER BY created, name").fetchall()
-        else:
-            rows = conn.execute(
-                "SELECT * FROM jobs WHERE namespace = ? ORDER BY created, name", (namespace,)
-            ).fetchall()
-        return [job_record(r) for r in rows]
+            return self._job_reads.read(conn, "SELECT * FROM jobs ORDER BY created, name")
+        return self._job_reads.read(
+            conn,
+            "SELECT * FROM jobs WHERE namespace = ? ORDER BY created, name",
+            (namespace,),
+            listed=lambda rec: rec.namespace == namespace,
+        )
 
     @_translated
     def summaries(
@@ -470,14 +476,15 @@ class Store:
         found: dict[str, list[ReplicaRecord]] = {uid: [] for uid in uids}
         if not uids:
             return found
-        conn = self._connection()
         # Every job's replicas at once: a table scan is cheaper than a thousand lookups,
         # and rows of jobs not asked for (another namespace) are dropped below.
-        rows = conn.execute("SELECT * FROM replicas ORDER BY job_uid, position").fetchall()
-        for row in rows:
-            records = found.get(row["job_uid"])
+        every = self._replica_reads.read(
+            self._connection(), "SELECT * FROM replicas ORDER BY job_uid, position"
+        )
+        for record in every:
+            records = found.get(record.job_uid)
             if records is not None:
-                records.append(replica_record(row))
+                records.append(record)
         return found
 
     @_translated
