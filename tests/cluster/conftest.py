@@ -61,12 +61,15 @@ operator itself runs as a local process with the Deployment's own arguments."""
 
 @pytest.fixture(scope="package")
 def installed(control_plane: ControlPlane, node: NodeStandIn) -> dict[str, Any]:
-    """`kubemill install --serve-upstream-groups` on the session's control plane, with the
-    Kubeflow-shaped upstream CRDs a Kubeflow install would have left; the operator Deployment."""
+    """`kubemill install --serve-upstream-groups --runtimes` on the session's control plane
+    (the training runtimes' CRDs and defaults, which the operator lists and watches), with
+    the Kubeflow-shaped upstream CRDs a Kubeflow install would have left; the operator
+    Deployment."""
     done = run_kubemill(
         control_plane,
         "install",
         "--serve-upstream-groups",
+        "--runtimes",
         "--image",
         OPERATOR_IMAGE,
         "--timeout",

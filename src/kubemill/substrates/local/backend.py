@@ -55,7 +55,6 @@ from kubemill.substrates.base import (
     SubstrateError,
 )
 from kubemill.substrates.local import procinfo
-from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.job_views import (
     ListedViews,
     LocalRun,
@@ -68,7 +67,7 @@ from kubemill.substrates.local.job_views import (
 )
 from kubemill.substrates.local.known_objects import know_local_objects
 from kubemill.substrates.local.kubelet import StartLimits
-from kubemill.substrates.local.launch import PodContext, exec_socket_path
+from kubemill.substrates.local.launch import PodContext, exec_socket_path, remove_socket
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner

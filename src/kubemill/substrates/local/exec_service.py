@@ -413,17 +413,6 @@ class ExecService:
             log.exception("job %s: could not record an exec", self.job)
 
 
-def remove_socket(path: str) -> None:
-    """Remove a job's socket and its directory, if a supervisor that died left them (a
-    short path outside the job's directory is not removed with it)."""
-    socket_path = Path(path)
-    with contextlib.suppress(OSError):
-        if stat.S_ISSOCK(os.lstat(socket_path).st_mode):
-            socket_path.unlink()
-    with contextlib.suppress(OSError):
-        socket_path.parent.rmdir()  # only if empty
-
-
 def receive(
     conn: socket.socket, *, stop_fd: int | None = None, timeout: float = READ_TIMEOUT
 ) -> tuple[bytes, list[int]]:

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kubemill.kinds import child_pods_of
 from kubemill.substrates.base import (
@@ -26,7 +27,11 @@ from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.progress import history
 from kubemill.substrates.local.sampling import resource_history
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store, checked_namespace
-from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
+
+if TYPE_CHECKING:
+    # The supervisor (its loop, the kubelet stand-in, the exec service) is imported only
+    # by a process that supervises a job itself: a detached submission never does.
+    from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
 
 
 def _utc(moment: float | None) -> datetime | None:
@@ -51,6 +56,8 @@ class LocalRun:
         exclusive: bool,
     ) -> LocalRun:
         """A supervisor for the recorded job and its thread, not started yet."""
+        from kubemill.substrates.local.supervisor import Supervisor
+
         supervisor = Supervisor(store, uid, prepared=prepared, options=options, exclusive=exclusive)
         # Not a daemon: a script that submits with detach=False and ends still sees its
         # job through. The thread must live as long as the job: replicas get SIGKILL

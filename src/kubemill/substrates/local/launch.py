@@ -52,10 +52,12 @@ the job's engine what it knows cannot run here (``LocalSupport.refusals``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
@@ -197,6 +199,17 @@ def exec_socket_path(job_dir: str, job_uid: str) -> str:
 HOST_SECONDS = str(2**31 - 1)
 """How long a host's ``sleep`` lasts: longer than any job (and a number every ``sleep``
 takes, GNU's and BusyBox's)."""
+
+
+def remove_socket(path: str) -> None:
+    """Remove a job's socket and its directory, if a supervisor that died left them (a
+    short path outside the job's directory is not removed with it)."""
+    socket_path = Path(path)
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.lstat(socket_path).st_mode):
+            socket_path.unlink()
+    with contextlib.suppress(OSError):
+        socket_path.parent.rmdir()  # only if empty
 
 
 def host_argv() -> tuple[str, ...]:
