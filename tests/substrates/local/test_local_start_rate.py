@@ -16,7 +16,7 @@ from local_support import pytorch_job
 
 from kubemill.substrates.base import SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend
-from kubemill.substrates.local.kubelet import StartBucket, StartLimits
+from kubemill.substrates.local.start_rate import StartBucket, StartLimits
 
 WORKERS = 14
 WORKER = "import os; open('started-' + os.environ['HOSTNAME'], 'w').close()"

@@ -66,13 +66,13 @@ from kubemill.substrates.local.job_views import (
     progress_history,
 )
 from kubemill.substrates.local.known_objects import know_local_objects
-from kubemill.substrates.local.kubelet import StartLimits
 from kubemill.substrates.local.launch import PodContext, exec_socket_path, remove_socket
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
 from kubemill.substrates.local.records import SUPERVISOR_START_GRACE
+from kubemill.substrates.local.start_rate import StartLimits
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
     JobRecord,

@@ -22,7 +22,7 @@ a process)::
     maxReplicasPerJob: 1024      # default 512
 
 and holds the local kubelet's other settings, read where they are used: ``replicaStarts``
-(:class:`~.kubelet.StartLimits`: how fast replicas are started).
+(:class:`~.start_rate.StartLimits`: how fast replicas are started).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ CONFIG_KEYS = frozenset(
         "runtimes",
     }
 )
-"""The config file's keys; ``replicaStarts`` is read by :class:`~.kubelet.StartLimits`, the log
+"""The config file's keys; ``replicaStarts`` is read by :class:`~.start_rate.StartLimits`, the log
 ones by :class:`~.logs.LogPolicy`, ``runtimes`` by :mod:`.known_objects`."""
 
 

@@ -17,11 +17,15 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kubemill.substrates.base import ResourceSample
 from kubemill.substrates.local import procinfo
-from kubemill.substrates.local.kubelet import ReplicaPod
-from kubemill.substrates.local.strays import JobProcesses
+
+if TYPE_CHECKING:
+    # What the supervisor samples with; a reader of the samples imports neither.
+    from kubemill.substrates.local.kubelet import ReplicaPod
+    from kubemill.substrates.local.strays import JobProcesses
 
 SAMPLE_SECONDS = 3.0
 """How often each running replica is sampled: a scan of its processes costs about a

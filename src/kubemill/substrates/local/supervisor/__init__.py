@@ -6,7 +6,7 @@ every ``poll_interval``), turns them into :class:`~kubemill.core.Observed`, asks
 rows to SQLite only when they changed. Actions map as follows:
 
 - ``CreatePod`` creates the replica's pod (:class:`~.kubelet.ReplicaPod`), whose process
-  starts at once or, past the start rate (:class:`~.kubelet.StartLimits`, from the
+  starts at once or, past the start rate (:class:`~..start_rate.StartLimits`, from the
   config file's ``replicaStarts``), stays Pending until its turn;
 - ``DeletePod`` SIGTERMs its process group and SIGKILLs it after the grace period;
 - there are no services locally (replicas reach each other on 127.0.0.1 ports), so the
@@ -45,11 +45,29 @@ job's recorded manifest, which it reads again on every request check (every
 A job that cannot start here (``NotRunnableLocally``) and a failure of the loop itself
 (``SupervisorError``) reach the core as a :class:`~kubemill.core.Halt`.
 
-The package: :mod:`.loop` (the :class:`Supervisor`), :mod:`.options` (how often it looks),
-:mod:`.__main__` (the detached process).
+The package (its names load on first use): :mod:`.loop` (the :class:`Supervisor`),
+:mod:`.options` (how often it looks), :mod:`.__main__` (the detached process).
 """
 
-from kubemill.substrates.local.supervisor.loop import NOT_RUNNABLE, SUPERVISOR_ERROR, Supervisor
-from kubemill.substrates.local.supervisor.options import SupervisorOptions
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubemill.substrates.local.supervisor.loop import NOT_RUNNABLE, SUPERVISOR_ERROR, Supervisor
+    from kubemill.substrates.local.supervisor.options import SupervisorOptions
 
 __all__ = ["NOT_RUNNABLE", "SUPERVISOR_ERROR", "Supervisor", "SupervisorOptions"]
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """A public name, from the submodule that holds it (loaded now, once): a process
+        that only reads the supervisor's options (a detached submission) does not load the
+        loop, the kubelet stand-in and the exec service."""
+        if name not in __all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        home = "options" if name == "SupervisorOptions" else "loop"
+        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+        globals()[name] = value
+        return value

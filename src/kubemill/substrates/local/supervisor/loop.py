@@ -41,18 +41,13 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.file_sets import delete_file_set, write_file_set, written_file_sets
-from kubemill.substrates.local.kubelet import (
-    STOPPED_WAITING,
-    ReplicaPod,
-    StartBucket,
-    StartLimits,
-    wait_any,
-)
+from kubemill.substrates.local.kubelet import STOPPED_WAITING, ReplicaPod, wait_any
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
 from kubemill.substrates.local.remote import LocalRemote, remote_watch
 from kubemill.substrates.local.sampling import ResourceSampler, resources_dir
+from kubemill.substrates.local.start_rate import StartBucket, StartLimits
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
 from kubemill.substrates.local.supervisor.options import SupervisorOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubemill.core import ReconcileOptions
-from kubemill.substrates.local.kubelet import StartLimits
+from kubemill.substrates.local.start_rate import StartLimits
 
 
 @dataclass(frozen=True)
