@@ -383,12 +383,14 @@ class Store:
         *,
         annotations: Mapping[str, str | None] | None = None,
         suspend: bool | None = None,
+        patch: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Change the recorded manifest as a merge patch would; the new one (None: no job).
 
         ``annotations`` sets ``metadata.annotations`` (a ``None`` value removes one);
-        ``suspend`` sets ``spec.runPolicy.suspend``. The job's supervisor notices the
-        change on its next request check and reconciles it (the core decides what it means).
+        ``suspend`` sets ``spec.runPolicy.suspend``; ``patch`` is merged in (a list replaces
+        the list). The job's supervisor notices the change on its next request check and
+        reconciles it (the core decides what it means).
         """
         with self._write() as tx:
             row = tx.execute("SELECT manifest FROM jobs WHERE uid = ?", (uid,)).fetchone()
@@ -404,6 +406,7 @@ class Store:
                     else:
                         current[key] = value
                 meta["annotations"] = current
+            merge_into(manifest, patch or {})
             if suspend is not None:
                 from kubemill.kinds import load_one
 
@@ -508,16 +511,18 @@ class Store:
 
     @_translated
     def replace_ports(self, uid: str, ports: Mapping[tuple[str, int], int]) -> None:
-        """Swap some of a job's ports (re-allocation before its first start)."""
+        """Swap some of a job's ports (re-allocation before its first start), or add those
+        of new replicas (a scale-up)."""
         with self._write() as tx:
             taken = reserved_ports_in(tx) - set(self.ports(uid).values())
             clash = taken & set(ports.values())
             if clash:
                 raise PortConflict(f"ports {sorted(clash)} were reserved by another job")
             tx.executemany(
-                "UPDATE ports SET port = ? WHERE job_uid = ? AND replica = ? AND"
-                " container_port = ?",
-                [(p, uid, r, cp) for (r, cp), p in ports.items()],
+                "INSERT INTO ports (job_uid, replica, container_port, port) VALUES (?,?,?,?)"
+                " ON CONFLICT (job_uid, replica, container_port)"
+                " DO UPDATE SET port = excluded.port",
+                [(uid, r, cp, p) for (r, cp), p in ports.items()],
             )
 
     # --- events ------------------------------------------------------------------------
