@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from local_support import SLEEPER, pytorch_job
 
-from kubemill.substrates.base import JobView, SubmitOptions
+from kubemill.api import ManifestError
+from kubemill.substrates.base import JobView, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
 from support.waiting import eventually
 
@@ -37,7 +38,7 @@ def test_a_patched_replica_count_starts_and_stops_replicas_and_keeps_the_others(
     uid = backend.store.job("default", "grow").uid
     ports_before = backend.store.ports(uid)
 
-    backend.store.patch_manifest(uid, patch=_workers(backend, "grow", 2))
+    backend.patch("grow", _workers(backend, "grow", 2))
     after = eventually(lambda: len(r := _running(backend, "grow")) == 3 and r, what="3 running")
     # The running replicas were not touched; the new one has ports of its own, reserved.
     assert {n: after[n] for n in before} == before
@@ -51,7 +52,7 @@ def test_a_patched_replica_count_starts_and_stops_replicas_and_keeps_the_others(
     new = next(r for r in view.replicas if r.name == "grow-worker-1")
     assert new.address == f"127.0.0.1:{added[('grow-worker-1', 23456)]}"
 
-    backend.store.patch_manifest(uid, patch=_workers(backend, "grow", 1))
+    backend.patch("grow", _workers(backend, "grow", 1))
     eventually(lambda: set(_running(backend, "grow")) == set(before), what="worker-1 stopped")
     assert not procinfo.group_members(after["grow-worker-1"])
     assert _running(backend, "grow") == before
@@ -67,11 +68,10 @@ def test_a_change_that_cannot_be_planned_here_keeps_the_replicas_with_an_event(
     job = pytorch_job("stay", master=SLEEPER, worker=SLEEPER)
     backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
     before = eventually(lambda: len(r := _running(backend, "stay")) == 2 and r)
-    uid = backend.store.job("default", "stay").uid
     patch = _workers(backend, "stay", 2)
     worker = patch["spec"]["pytorchReplicaSpecs"]["Worker"]
     worker["template"]["spec"]["containers"][0]["image"] = "another-image"
-    backend.store.patch_manifest(uid, patch=patch)
+    backend.patch("stay", patch)
 
     found = eventually(
         lambda: [e for e in backend.events("stay") if e.reason == "FailedReplan"],
@@ -79,3 +79,20 @@ def test_a_change_that_cannot_be_planned_here_keeps_the_replicas_with_an_event(
     )
     assert "'another-image'" in found[0].message and "not in the job" in found[0].message
     assert _running(backend, "stay") == before
+
+
+def test_a_patch_that_makes_an_invalid_job_is_refused_with_its_field_path(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    job = pytorch_job("bad", master=SLEEPER, worker=SLEEPER)
+    backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
+    eventually(lambda: len(_running(backend, "bad")) == 2)
+    patch = {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": -1}}}}
+    with pytest.raises(ManifestError) as refused:
+        backend.patch("bad", patch)
+    assert [e.path for e in refused.value.errors] == ["spec.pytorchReplicaSpecs.Worker.replicas"]
+    recorded = backend.store.job("default", "bad").manifest
+    assert recorded["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+    backend.interrupt("bad")
+    with pytest.raises(SubstrateError, match="only a running or suspended job can be patched"):
+        backend.patch("bad", _workers(backend, "bad", 2))

@@ -406,10 +406,13 @@ class Store:
                     else:
                         current[key] = value
                 meta["annotations"] = current
-            merge_into(manifest, patch or {})
-            if suspend is not None:
-                from kubemill.kinds import load_one
+            from kubemill.kinds import load_one
 
+            if patch:
+                merge_into(manifest, patch)
+                wanted, ttl = listing_fields(load_one(manifest))  # what a list shows, as patched
+                tx.execute("UPDATE jobs SET wanted = ?, ttl = ? WHERE uid = ?", (wanted, ttl, uid))
+            if suspend is not None:
                 # Each kind says where its suspend field is (Spark's is spec.suspend).
                 merge_into(manifest, type(load_one(manifest)).suspend_patch(suspend))
             tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
