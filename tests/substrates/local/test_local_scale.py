@@ -22,6 +22,13 @@ def _running(backend: LocalBackend, name: str) -> dict[str, int]:
     return {r.name: r.pid for r in backend.get(name).replicas if r.phase == "Running" and r.pid}
 
 
+def _listed(backend: LocalBackend, name: str) -> tuple[int, int]:
+    """(ready, total) of the job's row in a job list."""
+    rows = eventually(lambda: backend.store.summaries())
+    row = next(r for r in rows if r.name == name)
+    return row.ready, row.total
+
+
 def _workers(backend: LocalBackend, name: str, count: int) -> dict[str, Any]:
     spec: dict[str, Any] = backend.store.job("default", name).manifest["spec"]
     workers = dict(spec["pytorchReplicaSpecs"]["Worker"], replicas=count)
@@ -51,6 +58,7 @@ def test_a_patched_replica_count_starts_and_stops_replicas_and_keeps_the_others(
     assert view.phase == "Running" and view.status.replica_statuses["Worker"].active == 2
     new = next(r for r in view.replicas if r.name == "grow-worker-1")
     assert new.address == f"127.0.0.1:{added[('grow-worker-1', 23456)]}"
+    assert _listed(backend, "grow") == (3, 3)
 
     backend.patch("grow", _workers(backend, "grow", 1))
     eventually(lambda: set(_running(backend, "grow")) == set(before), what="worker-1 stopped")
@@ -60,6 +68,10 @@ def test_a_patched_replica_count_starts_and_stops_replicas_and_keeps_the_others(
         lambda: backend.get("grow").status.replica_statuses["Worker"].active == 1,
         what="1 active worker",
     )
+    # Its record goes as its pod does on Kubernetes; its ports stay reserved with the job's.
+    eventually(lambda: [r.name for r in backend.get("grow").replicas] == list(before))
+    assert _listed(backend, "grow") == (2, 2)
+    assert backend.store.ports(uid) == ports
 
 
 def test_a_change_that_cannot_be_planned_here_keeps_the_replicas_with_an_event(

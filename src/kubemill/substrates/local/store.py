@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from kubemill.substrates.errors import JobExists, JobNotFound, SubstrateError
@@ -53,6 +52,7 @@ from kubemill.substrates.local.records import (
     reserved_ports_in,
     upsert_replica,
 )
+from kubemill.substrates.local.state_errors import BrokenState, state_error
 from kubemill.substrates.local.state_schema import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
@@ -74,42 +74,8 @@ class PortConflict(SubstrateError):
     """A port chosen for a job was reserved by another job in the meantime (retry)."""
 
 
-class BrokenState(SubstrateError):
-    """The state database cannot be used: damaged, unreadable or not writable."""
-
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-_DAMAGED = ("not a database", "malformed", "disk image", "corrupt", "unsupported file format")
-_NOT_WRITABLE = ("unable to open", "readonly", "read-only", "permission")
-
-
-def state_error(exc: sqlite3.Error, path: Path) -> BrokenState:
-    """The one-line error for a failure of the database at ``path``: what and what to do."""
-    text = str(exc)
-    lowered = text.lower()
-    if any(word in lowered for word in _DAMAGED):
-        return BrokenState(
-            f"the state database {path} is damaged ({text}); run `kubemill doctor --repair`"
-            " to move it aside and start a fresh one (job logs are kept)"
-        )
-    if any(word in lowered for word in _NOT_WRITABLE):
-        return BrokenState(
-            f"cannot open the state database {path} for writing ({text}); make"
-            f" {path.parent} writable, or set {STATE_DIR_ENV} to a writable directory"
-        )
-    if "disk i/o" in lowered:
-        return BrokenState(
-            f"could not read or write the state database {path} ({text}); check the disk"
-            f" holding {path.parent} and its free space, then run `kubemill doctor`"
-        )
-    if "locked" in lowered or "busy" in lowered:
-        return BrokenState(
-            f"the state database {path} stayed locked by another kubemill process for"
-            f" {BUSY_TIMEOUT_MS // 1000} s ({text}); try again"
-        )
-    return BrokenState(f"the state database {path} failed: {text}; check it with `kubemill doctor`")
 
 
 def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -494,6 +460,13 @@ class Store:
         with self._write() as tx:
             for rec in records:
                 upsert_replica(tx, rec)
+
+    @_translated
+    def forget_replica(self, uid: str, name: str) -> None:
+        """Drop the row of a replica that is gone and no longer in its job's Plan (scaled
+        down), as its pod is gone on Kubernetes; its ports stay reserved with the job's."""
+        with self._write() as tx:
+            tx.execute("DELETE FROM replicas WHERE job_uid = ? AND name = ?", (uid, name))
 
     # --- ports -------------------------------------------------------------------------
 

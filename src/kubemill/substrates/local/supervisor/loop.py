@@ -480,6 +480,9 @@ class Supervisor:
                 self._save_replicas({name: pod})
                 pod.close()
                 del self.pods[name]
+                if not any(r.name == name for r in self.prepared.plan.replicas):
+                    self.store.forget_replica(self.uid, name)  # scaled down (.adopt)
+                    del self.records[name]
 
     def _halt(self, halt: Halt) -> None:
         """This supervisor cannot go on running the job: the core records the verdict.
