@@ -277,6 +277,23 @@ def resume(
 
 @app.command()
 @user_errors
+def scale(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job.")],
+    replicas: Annotated[int, typer.Option("--replicas", min=0, help="How many replicas.")],
+    group: Annotated[
+        str | None, typer.Option("--group", help="The group (default: the job's only one).")
+    ] = None,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Give a group of a running job (a Ray cluster's workers) that many replicas."""
+    from kubemill.cli.views import scale_job
+
+    scale_job(settings_of(ctx, namespace), name, replicas, group)
+
+
+@app.command()
+@user_errors
 def validate(
     ctx: typer.Context,
     paths: Annotated[

@@ -384,6 +384,20 @@ def suspend_job(settings: Settings, name: str) -> None:
     )
 
 
+def scale_job(settings: Settings, name: str, replicas: int, group: str | None) -> None:
+    """``kubemill scale NAME --replicas N [--group G]``: the core starts or stops replicas."""
+    view = settings.client().scale(name, replicas, group=group, namespace=settings.namespace)
+    which = f"group {group}" if group else "its group"
+    stdout_console().print(
+        f"{view.kind} {name} scaled: {which} asks for {replicas} replica(s); the replicas"
+        " are being started or stopped",
+        markup=False,
+    )
+    stdout_console().print(
+        Text.assemble(("Next: ", "dim"), settings.next_command("get", name)), markup=False
+    )
+
+
 def resume_job(settings: Settings, name: str) -> None:
     """``kubemill resume NAME``: a job's replicas start again; a schedule starts runs
     again at its next due time."""

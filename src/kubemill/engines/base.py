@@ -162,6 +162,10 @@ class Engine:
     """What ``kubemill install`` adds for the engine when asked (see :class:`InstallExtra`)."""
     child_pods: ChildPods | None = None
     """Pods its jobs' programs create themselves, for the job page; None for none."""
+    scale: Callable[[Job, str | None, int], dict[str, Any]] | None = None
+    """The JSON merge patch that gives a group of a job (its current model; None: its only
+    group) that many replicas, for ``kubemill scale``; raises ``ManifestError`` for a group
+    the job has not. None: the kind's groups are not scaled this way."""
 
     @property
     def kind(self) -> str:

@@ -500,6 +500,35 @@ class JobClient:
         self._refuse_service(name, ns, "resumed")
         return self.backend.resume(name, ns)
 
+    def scale(
+        self,
+        name: str,
+        replicas: int,
+        *,
+        group: str | None = None,
+        namespace: str | None = None,
+    ) -> JobView:
+        """Give a group of a running job (``group``; None: its only one) ``replicas``
+        replicas, for kinds whose engine scales groups (a Ray cluster's worker groups).
+
+        The same on every substrate: the job is merge-patched, and the core creates the
+        missing pods or deletes those no longer asked for, leaving the others as they are.
+        Returns at once; :meth:`get` shows the new replicas once they run. ``ManifestError``
+        (with the field path) for a group the job has not or a count the kind refuses;
+        ``SubstrateError`` for a kind that is not scaled this way or a finished job.
+        """
+        if replicas < 0:
+            raise ManifestError([FieldError("replicas", f"{replicas} is below 0")])
+        ns = self._ns(namespace)
+        view = self.get(name, ns)
+        scale = getattr(entry_for(view.kind), "scale", None)
+        if scale is None:
+            raise SubstrateError(
+                f"{view.kind} {name} has no groups kubemill scales; change its replicas in"
+                " the manifest, delete the job and submit it again"
+            )
+        return self.backend.patch(name, scale(view.job, group, replicas), ns)
+
     def _refuse_service(self, name: str, namespace: str | None, verb: str) -> None:
         kind = self.get(name, namespace).kind
         if is_service(kind) and not has_suspend(kind):

@@ -301,6 +301,13 @@ class Backend(Protocol):
         """Clear ``spec.runPolicy.suspend``: the core creates the pods again."""
         ...
 
+    def patch(
+        self, name: str, patch: Mapping[str, object], namespace: str | None = None
+    ) -> JobView:
+        """Change an unfinished job as a JSON merge patch does (a list replaces the list);
+        the core judges the change (a group's ``replicas``: pods created or deleted)."""
+        ...
+
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every replica and remove the job."""
         ...

@@ -1,7 +1,8 @@
 """A real Ray cluster on the local substrate, through the CLI: ``kubemill cluster create ray
 --workers 2`` returns once Ready with the ``ray.init`` address, a client's remote tasks run
 on both workers and sum right, a killed worker is seen in the status and replaced, the
-cluster suspended (its processes stop) and resumed, then stopped with no process left."""
+cluster suspended (its processes stop) and resumed, then stopped with no process left; a
+cluster scaled (``kubemill scale``) from 1 worker to 2 and back, its first worker untouched."""
 
 from __future__ import annotations
 
@@ -100,5 +101,46 @@ def test_a_ray_cluster_serves_a_client_survives_a_killed_worker_suspends_and_sto
     )
 
     stopped = cli("cluster", "stop", "rc", timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not processes_with_token(cli.token)
+
+
+def test_a_ray_cluster_scaled_up_and_down_keeps_its_running_worker(cli: Cli) -> None:
+    skip_without("ray", "ray")
+    created = cli("cluster", "create", "ray", "--workers", "1", "--name", "rs", timeout=START)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert status(cli, "rs")["readyWorkerReplicas"] == 1
+
+    def workers() -> set[int]:
+        """The workers' `ray start` processes (each a replica's main process)."""
+        found = ray_processes(cli).items()
+        return {pid for pid, cmd in found if "ray start" in cmd and "--address=" in cmd}
+
+    [first] = workers()
+    scaled = cli("scale", "rs", "--replicas", "2")
+    assert scaled.returncode == 0, scaled.stdout + scaled.stderr
+
+    def joined() -> bool:
+        now = status(cli, "rs")
+        assert now.get("state") == "ready" and now["readyWorkerReplicas"] == 2, now
+        return True
+
+    # The new worker's `ray start` joins the head; the first one runs on, untouched.
+    eventually(joined, "2 ready workers after the scale-up", timeout=START)
+    assert first in workers() and len(workers()) == 2
+    assert status(cli, "rs")["desiredWorkerReplicas"] == 2
+
+    assert cli("scale", "rs", "--replicas", "1").returncode == 0
+
+    def left() -> bool:
+        now = status(cli, "rs")
+        assert now["readyWorkerReplicas"] == 1 and now["desiredWorkerReplicas"] == 1, now
+        assert workers() == {first}
+        return True
+
+    eventually(left, "the second worker gone after the scale-down", timeout=120)
+    assert status(cli, "rs")["state"] == "ready"
+
+    stopped = cli("cluster", "stop", "rs", timeout=120)
     assert stopped.returncode == 0, stopped.stderr
     assert not processes_with_token(cli.token)

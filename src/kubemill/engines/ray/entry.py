@@ -5,6 +5,7 @@ from kubemill.core import REPLICA_SET
 from kubemill.engines.base import Engine, LocalSupport, ServiceEngine
 from kubemill.engines.ray.api.raycluster import RAYCLUSTER, client_addresses, cluster_manifest
 from kubemill.engines.ray.api.rayjob import RAYJOB
+from kubemill.engines.ray.api.scaling import worker_group_patch
 from kubemill.engines.ray.framework.raycluster import Ray
 from kubemill.engines.ray.framework.rayjob import RayJobs
 from kubemill.engines.ray.local import USAGE_STATS_ENV, local_job_plan, local_plan
@@ -20,6 +21,7 @@ ENGINE = Engine(
     # Locally every node is a process on its own loopback ports and temp dir.
     local=LocalSupport(env=USAGE_STATS_ENV, replan=local_plan),
     cluster=ServiceEngine("ray", cluster_manifest, addresses=client_addresses),
+    scale=worker_group_patch,
 )
 
 

@@ -16,9 +16,10 @@ Every read tells the truth about processes, whoever is asking and whenever:
   supervisor takes it over);
 - a finished job whose ``ttlSecondsAfterFinished`` has passed is deleted by the read
   that notices (the core decides; no daemon is needed);
-- ``interrupt``, ``suspend`` and ``resume`` change the recorded manifest (the stop
-  annotation, ``spec.runPolicy.suspend``) as a client patches a job on a cluster; the
-  supervisor reconciles the change (see :mod:`.supervisor`);
+- ``interrupt``, ``suspend``, ``resume`` and ``patch`` change the recorded manifest (the
+  stop annotation, ``spec.runPolicy.suspend``, a merge patch such as a group's replicas) as
+  a client patches a job on a cluster; the supervisor reconciles the change (see
+  :mod:`.supervisor`);
 - ``delete`` asks the supervisor to stop the job, waits for it, kills what is left and
   checks that no process of the job's groups remains before removing its records; if
   the deleting process dies once it has asked, the next read finishes the deletion.
@@ -30,20 +31,20 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
 import os
 import shutil
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
-from kubemill.core import DeleteJob, Observed, reconcile
-from kubemill.kinds import entry_for, is_controller, lifecycle_for
+from kubemill.kinds import entry_for, is_controller, load_one
 from kubemill.substrates.base import (
     EventRecord,
     JobNotFound,
@@ -70,8 +71,8 @@ from kubemill.substrates.local.launch import PodContext, exec_socket_path, remov
 from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
-from kubemill.substrates.local.prepared import Prepared, plan_local, prepare_recorded
-from kubemill.substrates.local.records import SUPERVISOR_START_GRACE
+from kubemill.substrates.local.prepared import Prepared, plan_local
+from kubemill.substrates.local.records import SUPERVISOR_START_GRACE, merge_into
 from kubemill.substrates.local.start_rate import StartLimits
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
@@ -93,7 +94,7 @@ from kubemill.substrates.local.submission import (
     warn_ignored_containers,
 )
 from kubemill.substrates.local.supervisor import SupervisorOptions
-from kubemill.substrates.local.verdict import heal, judge_unsupervised, kill_leftovers
+from kubemill.substrates.local.verdict import expire, heal, judge_unsupervised, kill_leftovers
 
 STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
@@ -399,6 +400,19 @@ class LocalBackend(RecordReads):
             self._start_detached(rec.uid, Path(rec.job_dir), hand_over=True, kind=rec.kind)
         return self.get(name, namespace)
 
+    def patch(
+        self, name: str, patch: Mapping[str, object], namespace: str | None = None
+    ) -> JobView:
+        """Merge ``patch`` into the recorded manifest once the result is a valid job (else
+        ``ManifestError`` with its field paths); the supervisor plans the job again if it
+        asks for other replicas (:mod:`.supervisor.adopt`), and the core judges it."""
+        rec = self._require_unfinished(name, namespace, "patch")
+        patched = copy.deepcopy(rec.manifest)
+        merge_into(patched, patch)
+        load_one(patched, name=f"{rec.namespace}/{rec.name}")
+        self.store.patch_manifest(rec.uid, patch=patch)
+        return self.get(name, namespace)
+
     def _require_unfinished(self, name: str, namespace: str | None, verb: str) -> JobRecord:
         rec = self._fresh(self.store.job(checked_namespace(namespace), name))
         if rec is None:
@@ -408,7 +422,7 @@ class LocalBackend(RecordReads):
             phase = JobStatus.model_validate(rec.status).phase
             raise SubstrateError(
                 f"job {name} has already finished ({phase}); only a running or suspended job"
-                f" can be {'suspended' if verb == 'suspend' else 'resumed'}. To run it again:"
+                f" can be {verb.removesuffix('e')}ed. To run it again:"
                 f" kubemill delete {name}, then submit it again"
             )
         return rec
@@ -521,7 +535,7 @@ class LocalBackend(RecordReads):
         if rec.supervisor_state != "done" and not self._supervisor_alive(rec):
             rec = heal(self.store, rec, options=self.supervisor_options.reconcile)
         if rec.finished and rec.supervisor_state == "done":
-            return self._expire(rec)
+            return None if expire(self.store, rec) else rec
         return rec
 
     def _finish_delete(self, rec: JobRecord) -> JobRecord | None:
@@ -539,28 +553,6 @@ class LocalBackend(RecordReads):
         except SubstrateError:
             return rec
         self._forget(rec)
-        return None
-
-    def _expire(self, rec: JobRecord) -> JobRecord | None:
-        """Delete a finished job whose ttlSecondsAfterFinished has passed (the core decides)."""
-        if rec.ttl is None:
-            # Recorded with the manifest, which no patch changes there: the core would
-            # find no TTL to apply, so the manifest is not loaded just to be told so.
-            return rec
-        job = rec.load_job()
-        prepared = prepare_recorded(rec, self.store.ports(rec.uid))
-        result = reconcile(
-            job,
-            prepared.plan,
-            Observed(),
-            datetime.now(UTC),
-            lifecycle=lifecycle_for(job.KIND, local=True),
-        )
-        if not any(isinstance(a, DeleteJob) for a in result.actions):
-            return rec
-        self.store.remove_job(rec.uid)
-        remove_socket(prepared.ctx.exec_socket)  # left by a supervisor that died
-        shutil.rmtree(rec.job_dir, ignore_errors=True)
         return None
 
     # --- helpers -----------------------------------------------------------------------

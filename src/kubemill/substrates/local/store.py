@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from kubemill.substrates.errors import JobExists, JobNotFound, SubstrateError
@@ -53,6 +52,7 @@ from kubemill.substrates.local.records import (
     reserved_ports_in,
     upsert_replica,
 )
+from kubemill.substrates.local.state_errors import BrokenState, state_error
 from kubemill.substrates.local.state_schema import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
@@ -75,42 +75,8 @@ class PortConflict(SubstrateError):
     """A port chosen for a job was reserved by another job in the meantime (retry)."""
 
 
-class BrokenState(SubstrateError):
-    """The state database cannot be used: damaged, unreadable or not writable."""
-
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-_DAMAGED = ("not a database", "malformed", "disk image", "corrupt", "unsupported file format")
-_NOT_WRITABLE = ("unable to open", "readonly", "read-only", "permission")
-
-
-def state_error(exc: sqlite3.Error, path: Path) -> BrokenState:
-    """The one-line error for a failure of the database at ``path``: what and what to do."""
-    text = str(exc)
-    lowered = text.lower()
-    if any(word in lowered for word in _DAMAGED):
-        return BrokenState(
-            f"the state database {path} is damaged ({text}); run `kubemill doctor --repair`"
-            " to move it aside and start a fresh one (job logs are kept)"
-        )
-    if any(word in lowered for word in _NOT_WRITABLE):
-        return BrokenState(
-            f"cannot open the state database {path} for writing ({text}); make"
-            f" {path.parent} writable, or set {STATE_DIR_ENV} to a writable directory"
-        )
-    if "disk i/o" in lowered:
-        return BrokenState(
-            f"could not read or write the state database {path} ({text}); check the disk"
-            f" holding {path.parent} and its free space, then run `kubemill doctor`"
-        )
-    if "locked" in lowered or "busy" in lowered:
-        return BrokenState(
-            f"the state database {path} stayed locked by another kubemill process for"
-            f" {BUSY_TIMEOUT_MS // 1000} s ({text}); try again"
-        )
-    return BrokenState(f"the state database {path} failed: {text}; check it with `kubemill doctor`")
 
 
 def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -389,12 +355,14 @@ class Store:
         *,
         annotations: Mapping[str, str | None] | None = None,
         suspend: bool | None = None,
+        patch: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Change the recorded manifest as a merge patch would; the new one (None: no job).
 
         ``annotations`` sets ``metadata.annotations`` (a ``None`` value removes one);
-        ``suspend`` sets ``spec.runPolicy.suspend``. The job's supervisor notices the
-        change on its next request check and reconciles it (the core decides what it means).
+        ``suspend`` sets ``spec.runPolicy.suspend``; ``patch`` is merged in (a list replaces
+        the list). The job's supervisor notices the change on its next request check and
+        reconciles it (the core decides what it means).
         """
         with self._write() as tx:
             row = tx.execute("SELECT manifest FROM jobs WHERE uid = ?", (uid,)).fetchone()
@@ -410,9 +378,13 @@ class Store:
                     else:
                         current[key] = value
                 meta["annotations"] = current
-            if suspend is not None:
-                from kubemill.kinds import load_one
+            from kubemill.kinds import load_one
 
+            if patch:
+                merge_into(manifest, patch)
+                wanted, ttl = listing_fields(load_one(manifest))  # what a list shows, as patched
+                tx.execute("UPDATE jobs SET wanted = ?, ttl = ? WHERE uid = ?", (wanted, ttl, uid))
+            if suspend is not None:
                 # Each kind says where its suspend field is (Spark's is spec.suspend).
                 merge_into(manifest, type(load_one(manifest)).suspend_patch(suspend))
             tx.execute("UPDATE jobs SET manifest = ? WHERE uid = ?", (json.dumps(manifest), uid))
@@ -496,6 +468,13 @@ class Store:
             for rec in records:
                 upsert_replica(tx, rec)
 
+    @_translated
+    def forget_replica(self, uid: str, name: str) -> None:
+        """Drop the row of a replica that is gone and no longer in its job's Plan (scaled
+        down), as its pod is gone on Kubernetes; its ports stay reserved with the job's."""
+        with self._write() as tx:
+            tx.execute("DELETE FROM replicas WHERE job_uid = ? AND name = ?", (uid, name))
+
     # --- ports -------------------------------------------------------------------------
 
     @_translated
@@ -515,16 +494,18 @@ class Store:
 
     @_translated
     def replace_ports(self, uid: str, ports: Mapping[tuple[str, int], int]) -> None:
-        """Swap some of a job's ports (re-allocation before its first start)."""
+        """Swap some of a job's ports (re-allocation before its first start), or add those
+        of new replicas (a scale-up)."""
         with self._write() as tx:
             taken = reserved_ports_in(tx) - set(self.ports(uid).values())
             clash = taken & set(ports.values())
             if clash:
                 raise PortConflict(f"ports {sorted(clash)} were reserved by another job")
             tx.executemany(
-                "UPDATE ports SET port = ? WHERE job_uid = ? AND replica = ? AND"
-                " container_port = ?",
-                [(p, uid, r, cp) for (r, cp), p in ports.items()],
+                "INSERT INTO ports (job_uid, replica, container_port, port) VALUES (?,?,?,?)"
+                " ON CONFLICT (job_uid, replica, container_port)"
+                " DO UPDATE SET port = excluded.port",
+                [(uid, r, cp, p) for (r, cp), p in ports.items()],
             )
 
     # --- events ------------------------------------------------------------------------

@@ -7,7 +7,9 @@ no supervisor loop is there to call it:
   what the records say of the replicas (those that were running are *lost*: phase
   ``Unknown``, reason ``SupervisorLost``) plus a :class:`~kubemill.core.Halt`;
 - the supervisor cannot start the job here (``NotRunnableLocally``) or its own loop
-  failed (``SupervisorError``): a ``Halt`` too.
+  failed (``SupervisorError``): a ``Halt`` too;
+- a reader finds a finished job whose ``ttlSecondsAfterFinished`` may have passed
+  (:func:`expire`): the core says whether to delete it.
 
 This module builds those observations and the Plan to judge them against. For a reader it
 also carries the verdict out (:func:`heal`: stop what is left of the job
@@ -18,6 +20,7 @@ Nothing here decides an outcome.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -25,6 +28,7 @@ from datetime import UTC, datetime
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.core import (
+    DeleteJob,
     Halt,
     Observed,
     ObservedPod,
@@ -38,7 +42,9 @@ from kubemill.frameworks import Plan, SuccessPolicy
 from kubemill.kinds import is_controller, lifecycle_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.local.exec_service import remove_socket
 from kubemill.substrates.local.network import LocalNetwork, local_plan
+from kubemill.substrates.local.prepared import prepare_recorded
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 
 SUPERVISOR_LOST = "SupervisorLost"
@@ -255,8 +261,33 @@ def kill_leftovers(store: Store, rec: JobRecord, *, verify: bool) -> None:
         )
 
 
+def expire(store: Store, rec: JobRecord) -> bool:
+    """Delete a finished job whose ttlSecondsAfterFinished has passed, as the core decides
+    when a reader asks (no supervisor is left to): True once it is gone."""
+    if rec.ttl is None:
+        # Recorded with the manifest, which no patch changes there: the core would
+        # find no TTL to apply, so the manifest is not loaded just to be told so.
+        return False
+    job = rec.load_job()
+    prepared = prepare_recorded(rec, store.ports(rec.uid))
+    result = reconcile(
+        job,
+        prepared.plan,
+        Observed(),
+        datetime.now(UTC),
+        lifecycle=lifecycle_for(job.KIND, local=True),
+    )
+    if not any(isinstance(a, DeleteJob) for a in result.actions):
+        return False
+    store.remove_job(rec.uid)
+    remove_socket(prepared.ctx.exec_socket)  # left by a supervisor that died
+    shutil.rmtree(rec.job_dir, ignore_errors=True)
+    return True
+
+
 __all__ = [
     "SUPERVISOR_LOST",
+    "expire",
     "heal",
     "judge_unsupervised",
     "kill_leftovers",

@@ -508,6 +508,13 @@ class KubernetesBackend:
         """Resume the job (``spec.runPolicy.suspend: false``); the operator creates its pods."""
         return self._set_suspend(name, namespace, suspend=False)
 
+    def patch(
+        self, name: str, patch: Mapping[str, object], namespace: str | None = None
+    ) -> JobView:
+        """Merge-patch the job (the API server validates it); the operator plans from it."""
+        found = self._merge_patch(self._find(name, self._ns(namespace)), dict(patch))
+        return self._view(found, self._pods(found))
+
     def _set_suspend(self, name: str, namespace: str | None, *, suspend: bool) -> JobView:
         found = self._find(name, self._ns(namespace))
         if found.job().status.finished:

@@ -38,6 +38,9 @@ job's recorded manifest, which it reads again on every request check (every
 - suspend and resume set ``spec.runPolicy.suspend``; the core deletes the pods and marks
   the job Suspended, or creates them again and marks it resumed. While suspended the
   supervisor stays alive and idle (it runs no process and wakes a few times a second);
+- a patch that changes the replica set (a group's ``replicas``) plans the job again
+  (:mod:`.adopt`): new replicas get ports and launch specs, running ones keep theirs, and
+  the core creates the missing pods and deletes those no longer in the Plan;
 - ``delete`` stops every replica and lets go, for the caller to remove the records;
 - a job with an owner process (``SubmitOptions.owner_pid``, :mod:`..owner`) is stopped and
   removed by its supervisor once that process has ended.
@@ -46,7 +49,9 @@ A job that cannot start here (``NotRunnableLocally``) and a failure of the loop 
 (``SupervisorError``) reach the core as a :class:`~kubemill.core.Halt`.
 
 The package (its names load on first use): :mod:`.loop` (the :class:`Supervisor`),
-:mod:`.options` (how often it looks), :mod:`.__main__` (the detached process).
+:mod:`.options` (how often it looks), :mod:`.adopt` (a changed manifest), :mod:`.recreation`
+(a recreated replica's restarts), :mod:`.ports`, :mod:`.requests`, :mod:`.__main__` (the
+detached process).
 """
 
 from typing import TYPE_CHECKING, Any

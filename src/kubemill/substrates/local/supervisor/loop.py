@@ -10,7 +10,6 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,12 +35,12 @@ from kubemill.core import (
     pod_restart_policy,
     reconcile,
 )
-from kubemill.kinds import lifecycle_for, load_one
+from kubemill.kinds import lifecycle_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.file_sets import delete_file_set, write_file_set, written_file_sets
-from kubemill.substrates.local.kubelet import STOPPED_WAITING, ReplicaPod, wait_any
+from kubemill.substrates.local.kubelet import ReplicaPod, wait_any
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
@@ -50,11 +49,13 @@ from kubemill.substrates.local.sampling import ResourceSampler, resources_dir
 from kubemill.substrates.local.start_rate import StartBucket, StartLimits
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
+from kubemill.substrates.local.supervisor.adopt import adopted
 from kubemill.substrates.local.supervisor.options import SupervisorOptions
 from kubemill.substrates.local.supervisor.ports import (
     reallocate_before_first_start,
     warn_busy_ports,
 )
+from kubemill.substrates.local.supervisor.recreation import recreated_record
 from kubemill.substrates.local.supervisor.requests import Requests
 from kubemill.substrates.local.verdict import record_events, recorded_job
 
@@ -334,19 +335,7 @@ class Supervisor:
         recreated = record.created is not None
         if recreated:
             self._warn_busy_ports(name)
-            # The earlier incarnation's in-place restarts stay counted, plus this recreation
-            # -- unless kubemill stopped it while it ran, or it had succeeded (suspended, then
-            # resumed): as in the core, only a failed pod created again is a restart.
-            earlier = existing.state.restart_count if existing is not None else record.restart_count
-            # A pod deleted while it waited to restart has that restart counted already.
-            waited = (
-                existing.interrupted_restart
-                if existing is not None
-                else record.message.startswith(STOPPED_WAITING)
-            )
-            recreation = 1 if record.phase == "Failed" and not waited else 0
-            retired = record.retired_restarts + earlier + recreation
-            self.records[name] = replace(record, retired_restarts=retired, restart_count=0)
+            self.records[name] = recreated_record(record, existing)
         pod = ReplicaPod(
             self.prepared.specs[name],
             restart_policy=pod_restart_policy(rep.restart_policy),
@@ -390,8 +379,8 @@ class Supervisor:
     def _observed(self) -> Observed:
         pods = []
         for name, pod in self.pods.items():
-            rep = self.prepared.plan.replica(name)
-            pods.append(pod.observed(rep.replica_type, rep.index))
+            rec = self.records[name]  # a scaled-down replica's pod is no longer in the Plan
+            pods.append(pod.observed(rec.replica_type, rec.index))
         children = tuple(ObservedChild(k, n, d) for (k, n), d in sorted(self.children.items()))
         return Observed(
             pods=tuple(pods),
@@ -444,12 +433,12 @@ class Supervisor:
             self._adopt(manifest)
 
     def _adopt(self, manifest: dict[str, object]) -> None:
-        """Judge the job as the recorded manifest now says (stop request, suspend)."""
-        job = load_one(manifest, name=f"{self.job.namespace}/{self.job.name}")
-        # The kind's own status model (status extensions add fields to it).
-        job.status = type(job.status).model_validate(self.job_status.to_wire())
-        self.job_status = job.status
-        self.prepared.job = job
+        """Judge the job as the recorded manifest now says (stop request, suspend, a group's
+        replicas: planned again, :mod:`.adopt`)."""
+        self._prepared = adopted(
+            self.store, self.uid, self.prepared, manifest, self.job_status, self.records
+        )
+        self.job_status = self.job.status
         self._manifest = manifest
         self._dirty = True
 
@@ -492,6 +481,9 @@ class Supervisor:
                 self._save_replicas({name: pod})
                 pod.close()
                 del self.pods[name]
+                if not any(r.name == name for r in self.prepared.plan.replicas):
+                    self.store.forget_replica(self.uid, name)  # scaled down (.adopt)
+                    del self.records[name]
 
     def _halt(self, halt: Halt) -> None:
         """This supervisor cannot go on running the job: the core records the verdict.
