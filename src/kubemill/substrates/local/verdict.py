@@ -42,7 +42,7 @@ from kubemill.frameworks import Plan, SuccessPolicy
 from kubemill.kinds import is_controller, lifecycle_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
-from kubemill.substrates.local.exec_service import remove_socket
+from kubemill.substrates.local.launch import remove_socket
 from kubemill.substrates.local.network import LocalNetwork, local_plan
 from kubemill.substrates.local.prepared import prepare_recorded
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
