@@ -96,6 +96,22 @@ def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, sta
     assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
 
 
+def test_run_detach_imports_nothing_that_runs_the_job(tmp_path: Path, state: Path) -> None:
+    # The detached supervisor runs the job: the submission records it and starts that
+    # process, and loads none of the loop, the kubelet stand-in or the exec service.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    running = {
+        "kubemill.substrates.local.supervisor.loop",
+        "kubemill.substrates.local.kubelet",
+        "kubemill.substrates.local.exec_service",
+        "kubemill.substrates.local.strays",
+    }
+    assert not loaded & running
+    assert "kubemill.substrates.local.supervisor.options" in loaded  # it read the options
+
+
 def test_run_detach_imports_the_engine_of_its_kind_alone(tmp_path: Path, state: Path) -> None:
     # The registry finds PyTorchJob by its line: no other engine's models or planner load.
     manifest = tmp_path / "job.yaml"
