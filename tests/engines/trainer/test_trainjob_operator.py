@@ -22,6 +22,7 @@ from support.operator_support import (
     running_cluster,
     running_operator,
 )
+from support.trainer_runtimes import echo_runtime, naming
 from support.waiting import eventually
 
 
@@ -110,45 +111,6 @@ def test_the_operator_runs_a_trainjob(cluster: Cluster, tmp_path: Path, upstream
 
 
 RUNTIMES = "/apis/trainer.kubeflow.org/v1alpha1"
-
-
-def echo_runtime(name: str, word: str, *, namespace: str = "") -> dict[str, Any]:
-    """A runtime without an ML policy whose 2 nodes run ``echo word``."""
-    container = {"name": "node", "image": "busybox", "command": ["echo", word]}
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime" if namespace else "ClusterTrainingRuntime",
-        "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
-        "spec": {
-            "mlPolicy": {"numNodes": 2},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {
-                                    "labels": {
-                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
-                                    }
-                                },
-                                "spec": {"template": {"spec": {"containers": [container]}}},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
-
-
-def naming(name: str, runtime: str, kind: str = "ClusterTrainingRuntime") -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {"runtimeRef": {"name": runtime, "kind": kind}},
-    }
 
 
 def test_the_operator_resolves_runtimes_from_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
