@@ -6,10 +6,7 @@ the rate is bounded, and the local reader asks only once the service is up, on l
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -17,50 +14,14 @@ from kubemill.core import ObservedPod
 from kubemill.frameworks import RemoteReport, RemoteRun, RemoteVerdict
 from kubemill.substrates.local.remote import LocalRemote
 from kubemill.substrates.remote import RemoteWatch
-
-
-class _Runs(BaseHTTPRequestHandler):
-    """``GET /runs/<id>`` -> the run or 404; ``POST /runs/`` stores one (409 if known)."""
-
-    runs: dict[str, dict[str, object]] = {}
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _answer(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        run = self.runs.get(self.path.removeprefix("/runs/"))
-        self._answer(200 if run else 404, run or {"error": "not found"})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if body["id"] in self.runs:
-            self._answer(409, {"error": f"{body['id']} exists"})
-            return
-        self.runs[body["id"]] = {"status": "RUNNING", **body}
-        self._answer(200, {"id": body["id"]})
+from support.run_service import RunService, serving_runs
 
 
 @pytest.fixture
 def service() -> Iterator[int]:
     """The port of a job API on loopback."""
-    _Runs.runs = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Runs)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_runs() as port:
+        yield port
 
 
 def _remote(port: int, run: str = "r1") -> RemoteRun:
@@ -118,7 +79,7 @@ def test_locally_the_service_is_asked_on_loopback_once_it_is_up(service: int) ->
     assert local.submit() is None
     report = local.read(_head(ready=True))
     assert report is not None and report.body["status"] == "RUNNING"
-    _Runs.runs["r1"]["status"] = "SUCCEEDED"
+    RunService.runs["r1"]["status"] = "SUCCEEDED"
     # Not up any more: the last report stands, nothing is asked.
     last = local.read(_head(ready=False))
     assert last is not None and last.body["status"] == "RUNNING"

@@ -8,11 +8,8 @@ down."""
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -23,52 +20,16 @@ from kubemill.frameworks import Plan, RemoteReport, RemoteRun, RemoteVerdict
 from kubemill.frameworks.plan import decided_by
 from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.operator.remote import RemoteRuns
+from support.run_service import RunService, serving_runs
 
 KEY = ("kubemill.dev", "things", "ns", "job")
 OUTCOME = decided_by("Head")
 
 
-class _Runs(BaseHTTPRequestHandler):
-    """``GET /runs/r1`` -> the run or 404; ``POST /runs/`` stores it (409 once known)."""
-
-    runs: dict[str, dict[str, object]] = {}
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _answer(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        run = self.runs.get(self.path.removeprefix("/runs/"))
-        self._answer(200 if run else 404, run or {"error": "not found"})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if body["id"] in self.runs:
-            self._answer(409, {"error": f"{body['id']} exists"})
-            return
-        self.runs[body["id"]] = {"status": "RUNNING"}
-        self._answer(200, {"id": body["id"]})
-
-
 @pytest.fixture
 def port() -> Iterator[int]:
-    _Runs.runs = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Runs)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_runs() as port:
+        yield port
 
 
 def _plan(port: int) -> Plan:
@@ -128,9 +89,9 @@ def test_the_service_is_asked_at_the_after_pods_ip_once_it_is_up(port: int) -> N
         # The core asks for the submission: POSTed, and gone from what the pass applies.
         done = await runs.submit(KEY, {}, _result(submit=True))
         assert done.actions == ()
-        assert _Runs.runs == {"r1": {"status": "RUNNING"}}
+        assert RunService.runs["r1"]["status"] == "RUNNING"
         observed = await runs.observe(KEY, plan, _head(), Observed())
-        assert observed.remote is not None and observed.remote.body == {"status": "RUNNING"}
+        assert observed.remote is not None and observed.remote.body == RunService.runs["r1"]
         # Asked again while the service knows it: refused, and the refusal is an event.
         await runs.submit(KEY, {}, _result(submit=True))
         assert events and events[0][:2] == ("Warning", "FailedSubmission")
@@ -140,7 +101,7 @@ def test_the_service_is_asked_at_the_after_pods_ip_once_it_is_up(port: int) -> N
         timed = ReconcileResult(actions=(), status=JobStatus(), requeue_after=timedelta(0))
         assert runs.requeue(KEY, timed) == 0  # min(1 s, the interval)
         # The head down: the last report stands, nothing is asked.
-        _Runs.runs["r1"]["status"] = "SUCCEEDED"
+        RunService.runs["r1"]["status"] = "SUCCEEDED"
         observed = await runs.observe(KEY, plan, _head(ready=False), Observed())
         assert observed.remote is not None and observed.remote.body == {"status": "RUNNING"}
         assert runs.requeue(KEY, _result()) is None
