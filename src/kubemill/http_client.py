@@ -387,12 +387,18 @@ def request(
     body: Any = None,
     user_agent: str,
     timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    authorization: str | None = None,
 ) -> HttpResponse:
     """One request to a whole ``url`` (its path and query sent as given) on a connection of
-    its own, closed after the answer; a ``body`` is sent as JSON.
-    Raises :class:`HttpAnswer` or :class:`NoAnswer` as :meth:`HttpClient.send` does."""
+    its own, closed after the answer; a ``body`` is sent as JSON, ``authorization`` as the
+    ``Authorization`` header. Raises :class:`HttpAnswer` or :class:`NoAnswer` as
+    :meth:`HttpClient.send` does."""
     parts = urlsplit(url)
-    client = HttpClient(f"{parts.scheme}://{parts.netloc}", user_agent=user_agent)
+    client = HttpClient(
+        f"{parts.scheme}://{parts.netloc}",
+        user_agent=user_agent,
+        authorization=None if authorization is None else lambda: authorization,
+    )
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         return client.send(method, target, body=body, timeout=timeout)

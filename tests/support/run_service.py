@@ -1,6 +1,7 @@
 """A job service's run API on loopback, as the remote-run tests ask it (the shape of Ray's
 job API, reduced): ``GET /runs/<id>`` answers the run or 404, ``POST /runs/`` stores one
-(409 if it is known). :data:`RunService.runs` is what it holds, for a test to change."""
+(409 if it is known); with :data:`RunService.token` set, only with that bearer token.
+:data:`RunService.runs` is what it holds, for a test to change."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class RunService(BaseHTTPRequestHandler):
     """``GET /runs/<id>`` -> the run or 404; ``POST /runs/`` stores one (409 if known)."""
 
     runs: dict[str, dict[str, object]] = {}
+    token: str | None = None
+    """When set, a request without ``Authorization: Bearer <token>`` is refused (401)."""
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -27,11 +30,21 @@ class RunService(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _refused(self) -> bool:
+        if self.token is None or self.headers.get("Authorization") == f"Bearer {self.token}":
+            return False
+        self._answer(401, {"error": "Unauthorized: Missing authentication token"})
+        return True
+
     def do_GET(self) -> None:
+        if self._refused():
+            return
         run = self.runs.get(self.path.removeprefix("/runs/"))
         self._answer(200 if run else 404, run or {"error": "not found"})
 
     def do_POST(self) -> None:
+        if self._refused():
+            return
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if body["id"] in self.runs:
             self._answer(409, {"error": f"{body['id']} exists"})
@@ -43,7 +56,7 @@ class RunService(BaseHTTPRequestHandler):
 @contextmanager
 def serving_runs() -> Iterator[int]:
     """The port of a fresh :class:`RunService` on 127.0.0.1, served until the block ends."""
-    RunService.runs = {}
+    RunService.runs, RunService.token = {}, None
     server = ThreadingHTTPServer(("127.0.0.1", 0), RunService)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         OutcomeRule,
         PackagedProgram,
         Plan,
+        RandomToken,
         ReplicaPlan,
         RerunPolicy,
         RunRecord,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
         RemoteRun,
         RemoteVerdict,
         RemoteVerdictRule,
+        SecretFile,
     )
 
 __all__ = [
@@ -94,6 +96,7 @@ __all__ = [
     "PackagedProgram",
     "Plan",
     "PlanError",
+    "RandomToken",
     "RemoteReport",
     "RemoteRun",
     "RemoteVerdict",
@@ -103,6 +106,7 @@ __all__ = [
     "RerunPolicy",
     "RunRecord",
     "RunRecordReader",
+    "SecretFile",
     "ServiceCluster",
     "ServicePolicy",
     "ServicePort",

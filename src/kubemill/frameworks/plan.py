@@ -208,7 +208,14 @@ class SshKeyPart:
     part: Literal["private", "public"]
 
 
-FileSource = PackagedProgram | SshKeyPart
+@dataclass(frozen=True)
+class RandomToken:
+    """Content the substrate generates once per job: a random token (256 bits, in hex), a
+    shared secret between the job's processes and whoever the substrate lets read the set
+    (a Ray cluster's authentication token). As with an SSH key, the core never sees it."""
+
+
+FileSource = PackagedProgram | SshKeyPart | RandomToken
 """Content a substrate supplies for a :class:`FilePlan`, where a pure framework cannot."""
 
 

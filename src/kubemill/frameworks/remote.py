@@ -43,6 +43,15 @@ class RemoteVerdictRule(Protocol):
 
 
 @dataclass(frozen=True)
+class SecretFile:
+    """One file of one of the Plan's secret FileSets, named where the substrate reads a
+    credential it generated for the job (a :class:`~kubemill.frameworks.RandomToken`)."""
+
+    file_set: str
+    file: str
+
+
+@dataclass(frozen=True)
 class RemoteRun:
     """A program the job hands to a service it brings up, whose own API says how it ends
     (a Ray job submitted to the job's Ray head through its job API): that verdict, not a
@@ -70,6 +79,9 @@ class RemoteRun:
     """Where the substrate POSTs ``submit_body`` ("": a replica submits the run)."""
     submit_body: Mapping[str, Any] = field(default_factory=dict)
     """The JSON object POSTed to ``submit_path``."""
+    bearer_token: SecretFile | None = None
+    """The API wants ``Authorization: Bearer <this file's content>`` (a Ray head with token
+    authentication); None: it wants no credential."""
 
     def url(self, host: str, path: str) -> str:
         """``http://`` to ``path`` on ``port`` of ``host`` (the ``after`` replica's address
@@ -78,4 +90,4 @@ class RemoteRun:
         return f"http://{where}:{self.port}{path}"
 
 
-__all__ = ["RemoteReport", "RemoteRun", "RemoteVerdict", "RemoteVerdictRule"]
+__all__ = ["RemoteReport", "RemoteRun", "RemoteVerdict", "RemoteVerdictRule", "SecretFile"]

@@ -2,7 +2,8 @@
 
 A framework declares a file's content as data; where the content is a program shipped
 with kubemill (:class:`~kubemill.frameworks.PackagedProgram`, e.g. MPI's exec agent) or a
-secret generated per job (:class:`~kubemill.frameworks.SshKeyPart`), the substrate fills
+secret generated per job (:class:`~kubemill.frameworks.SshKeyPart`,
+:class:`~kubemill.frameworks.RandomToken`), the substrate fills
 it in here, when it writes the set: a ConfigMap or Secret on Kubernetes, a directory
 locally. Both substrates use :func:`resolved_contents`, so a file reads the same on both.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
 from kubemill.core import RenderedFile
-from kubemill.frameworks import PackagedProgram, SshKeyPart
+from kubemill.frameworks import PackagedProgram, RandomToken, SshKeyPart
 
 AGENT_MODULE = re.compile(r"kubemill\.engines\.[a-z0-9_]+\.agent")
 """Only an engine's agent module may be delivered (``kubemill.engines.<engine>.agent``):
@@ -61,7 +63,8 @@ def ssh_key_pair(comment: str) -> tuple[str, str]:
 
 
 def resolved_contents(files: Iterable[RenderedFile], *, owner: str) -> dict[str, str]:
-    """Each file's content by key, with packaged programs read and SSH keys generated.
+    """Each file's content by key, with packaged programs read, SSH keys and tokens
+    generated.
 
     The parts of one key pair within ``files`` come from one new pair; ``owner`` (the
     job's ``namespace/name``) is the key's comment, so a key found later says whose it is.
@@ -77,6 +80,8 @@ def resolved_contents(files: Iterable[RenderedFile], *, owner: str) -> dict[str,
             if pair is None:
                 pair = ssh_key_pair(f"kubemill:{owner}")
             out[file.name] = pair[0] if source.part == "private" else pair[1]
+        elif isinstance(source, RandomToken):
+            out[file.name] = secrets.token_hex(32)
         else:
             out[file.name] = file.content
     return out

@@ -7,12 +7,14 @@ the rate is bounded, and the local reader asks only once the service is up, on l
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
 
 import pytest
 
 from kubemill.core import ObservedPod
-from kubemill.frameworks import RemoteReport, RemoteRun, RemoteVerdict
-from kubemill.substrates.local.remote import LocalRemote
+from kubemill.frameworks import RemoteReport, RemoteRun, RemoteVerdict, SecretFile
+from kubemill.substrates.local.remote import LocalRemote, read_secret
 from kubemill.substrates.remote import RemoteWatch
 from support.run_service import RunService, serving_runs
 
@@ -83,3 +85,27 @@ def test_locally_the_service_is_asked_on_loopback_once_it_is_up(service: int) ->
     # Not up any more: the last report stands, nothing is asked.
     last = local.read(_head(ready=False))
     assert last is not None and last.body["status"] == "RUNNING"
+
+
+def test_a_service_that_wants_a_token_is_sent_the_generated_one(
+    service: int, tmp_path: Path
+) -> None:
+    # The token is a file of the job's secret set, read at each request: none before the
+    # supervisor has written it (refused: no news, and the submission fails with the words).
+    RunService.token = "0123abcd"
+    secret = SecretFile("job-token", "token")
+    credential = partial(read_secret, tmp_path, secret)
+    watch = RemoteWatch(_remote(service), interval=0, credential=credential)
+    assert watch.ask_status(HOST) is None
+    refused = watch.submit(HOST)
+    assert refused is not None and "401" in refused and "Missing authentication" in refused
+    (tmp_path / "job-token").mkdir()
+    (tmp_path / "job-token" / "token").write_text("0123abcd\n", encoding="utf-8")
+    assert watch.ask_status(HOST) == RemoteReport(found=False)
+    assert watch.submit(HOST) is None
+    report = watch.ask_status(HOST)
+    assert report is not None and report.body["status"] == "RUNNING"
+    # A wrong token is refused as none is: the last report stands.
+    (tmp_path / "job-token" / "token").write_text("ffff", encoding="utf-8")
+    RunService.runs["r1"]["status"] = "SUCCEEDED"
+    assert watch.ask_status(HOST) == report

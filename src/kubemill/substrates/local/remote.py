@@ -5,24 +5,42 @@ every replica has here, the loopback one.
 The supervisor asks once a turn (:meth:`LocalRemote.read`); the watch asks the service only
 when due (every ``interval``) and while its ``after`` replica is Running and ready. Every
 URL is built from :data:`~kubemill.substrates.local.network.LOCAL_HOST` and the Plan's port,
-so nothing here sends traffic off the machine.
+so nothing here sends traffic off the machine. A run whose service wants a credential
+(:attr:`~kubemill.frameworks.RemoteRun.bearer_token`) is sent the secret the supervisor
+generated in the job's files directory.
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
+from pathlib import Path
 
 from kubemill.core import ObservedPod
-from kubemill.frameworks import Plan, RemoteReport
+from kubemill.frameworks import RemoteReport, SecretFile
 from kubemill.substrates.local.network import LOCAL_HOST
+from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.remote import RemoteWatch
 
 
-def remote_watch(plan: Plan, interval: float) -> LocalRemote | None:
-    """The reader of ``plan``'s remote run (None: it has none)."""
-    if plan.remote is None:
+def remote_watch(prepared: Prepared, interval: float) -> LocalRemote | None:
+    """The reader of the prepared job's remote run (None: its Plan has none), whose
+    credential is read from the job's files directory, where the supervisor wrote it."""
+    remote = prepared.plan.remote
+    if remote is None:
         return None
-    return LocalRemote(RemoteWatch(plan.remote, interval=interval))
+    token, files_dir = remote.bearer_token, Path(prepared.network.files_root)
+    credential = None if token is None else partial(read_secret, files_dir, token)
+    return LocalRemote(RemoteWatch(remote, interval=interval, credential=credential))
+
+
+def read_secret(files_dir: Path, secret: SecretFile) -> str | None:
+    """The content of a generated secret file (None until the supervisor has written it):
+    read each time, as the file is the one the job's processes read."""
+    try:
+        return (files_dir / secret.file_set / secret.file).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
 
 
 class LocalRemote:

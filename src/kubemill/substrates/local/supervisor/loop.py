@@ -191,7 +191,7 @@ class Supervisor:
         self._sampler = ResourceSampler(
             resources_dir(rec.job_dir), self.processes, lambda: self.pods
         )
-        self._remote = remote_watch(self._prepared.plan, self.options.remote_interval)
+        self._remote = remote_watch(self._prepared, self.options.remote_interval)
         self.job_status = self._prepared.job.status
         self._saved_status = _comparable(self.job_status)
         return self._prepared
