@@ -6,6 +6,9 @@ worker computes half.
 
     python examples/ray/ray_sum.py ray://127.0.0.1:PORT   # the address `kubemill cluster
                                                           # create ray` prints
+                                                          # (with the token's environment
+                                                          # it prints: RAY_AUTH_MODE=token
+                                                          # RAY_AUTH_TOKEN_PATH=...)
 
 Prints the sum, the nodes the tasks ran on and the cluster's live nodes; exits 1 if the sum
 is wrong.

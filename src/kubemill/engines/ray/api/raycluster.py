@@ -241,6 +241,9 @@ class RayClusterStatus(WordedStatus):
     (kubemill's, as every service cluster's: what ``kubemill cluster`` prints)."""
     ready_replicas: dict[str, int] = Field(default_factory=dict)
     """Ready pods by replica type (the head, each group). kubemill only."""
+    auth_token_file: str | None = None
+    """Where the file of the cluster's authentication token is: locally, where the substrate
+    generated it (its path, never the token). kubemill only."""
 
     @model_validator(mode="before")
     @classmethod
@@ -413,7 +416,8 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
     """Where a client reaches a Ready cluster, from its status: Ray's client address (what
     ``ray.init(address=...)`` takes) and the dashboard's (Ray's job API, ``ray job submit
     --address``); empty before the head has ports. Locally the head's own ports on
-    127.0.0.1; on Kubernetes its Service's, inside the cluster."""
+    127.0.0.1, and the environment a client needs for the cluster's token; on Kubernetes
+    its Service's, inside the cluster."""
     if not isinstance(status, RayClusterStatus) or status.head is None:
         return {}
     head, ports = status.head, status.endpoints
@@ -428,6 +432,10 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
         found["ray.init(address=...)"] = f"ray://{host}:{ports['client']}"
     if "dashboard" in ports:
         found["dashboard (ray job submit --address)"] = f"http://{host}:{ports['dashboard']}"
+    if status.auth_token_file:
+        found["token (in the client's environment)"] = (
+            f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={status.auth_token_file}"
+        )
     return found
 
 

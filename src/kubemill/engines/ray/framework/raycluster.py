@@ -325,10 +325,16 @@ def ready_rule(spec: RayClusterSpec) -> ServicePolicy:
 
 
 def status_extension(
-    spec: RayClusterSpec, endpoints: Mapping[str, int], dashboard: str, head: HeadInfo
+    spec: RayClusterSpec,
+    endpoints: Mapping[str, int],
+    dashboard: str,
+    head: HeadInfo,
+    *,
+    token_file: str | None = None,
 ) -> StatusExtension:
     """KubeRay's status fields from the pass: ``endpoints`` (the head's ports), the
-    dashboard's address while Ready, ``head``, the worker counts and ``HeadPodReady``."""
+    dashboard's address while Ready, ``head``, the worker counts and ``HeadPodReady``; and
+    kubemill's ``authTokenFile``, where the cluster's token is (``token_file``: locally)."""
     groups = {group.group_name for group in spec.worker_group_specs}
     bounds = (
         sum(group.min_replicas or 0 for group in spec.worker_group_specs),
@@ -366,6 +372,7 @@ def status_extension(
             "head_pod_ready": ready[HEAD] > 0,
             "endpoint": dashboard if serving else None,
             "ready_replicas": ready,
+            "auth_token_file": token_file,
         }
 
     return status
