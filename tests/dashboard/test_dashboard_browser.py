@@ -68,7 +68,13 @@ def jobs(state: Path) -> Iterator[JobClient]:
 @pytest.fixture
 def dashboard(state: Path) -> Iterator[str]:
     """``kubemill dashboard --port 0`` as a process of its own; yields its URL."""
-    command = [sys.executable, "-c", "from kubemill.cli import main; main()"]
+    # Ctrl-C as at a terminal: a launcher may hand the test an ignored SIGINT (every job a
+    # non-interactive shell starts in the background inherits one), which Python keeps.
+    start = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from kubemill.cli import main; main()"
+    )
+    command = [sys.executable, "-c", start]
     process = subprocess.Popen(
         [*command, "--state-dir", str(state), "dashboard", "--port", "0"],
         stdout=subprocess.PIPE,
