@@ -462,32 +462,6 @@ def dashboard(
         open_browser=open_browser,
         announce=typer.echo,
     )
-    _end_without_slow_reads()
-
-
-DASHBOARD_STOP_GRACE = 5.0
-"""Seconds a stopped dashboard waits for client calls still running in its threads."""
-
-
-def _end_without_slow_reads() -> None:
-    """End the stopped dashboard's process even if a thread of its client pool is still in
-    a slow call (a listing on a loaded machine): Ctrl-C must stop it. The server answered or
-    cut every request before it stopped, so what those threads do is only read; after the
-    grace the process ends without them (the interpreter would wait for them)."""
-    import os
-    import sys
-    import threading
-    import time
-
-    deadline = time.monotonic() + DASHBOARD_STOP_GRACE
-    main = threading.main_thread()
-    busy = [t for t in threading.enumerate() if t is not main and not t.daemon]
-    for thread in busy:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    if any(t.is_alive() for t in busy):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 def _add_command_groups() -> None:
