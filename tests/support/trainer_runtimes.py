@@ -6,12 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 
-def echo_runtime(name: str, word: str, *, namespace: str = "") -> dict[str, Any]:
-    """A runtime without an ML policy whose 2 nodes run ``echo word``."""
-    container = {"name": "node", "image": "busybox", "command": ["echo", word]}
+def node_runtime(
+    name: str,
+    container: dict[str, Any],
+    *,
+    kind: str = "ClusterTrainingRuntime",
+    namespace: str = "",
+) -> dict[str, Any]:
+    """A runtime without an ML policy whose trainer step runs ``container`` on 2 nodes
+    (a TrainingRuntime lives in ``namespace``)."""
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime" if namespace else "ClusterTrainingRuntime",
+        "kind": kind,
         "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
         "spec": {
             "mlPolicy": {"numNodes": 2},
@@ -34,6 +40,13 @@ def echo_runtime(name: str, word: str, *, namespace: str = "") -> dict[str, Any]
             },
         },
     }
+
+
+def echo_runtime(name: str, word: str, *, namespace: str = "") -> dict[str, Any]:
+    """A runtime whose 2 nodes run ``echo word`` (a TrainingRuntime when in a namespace)."""
+    container = {"name": "node", "image": "busybox", "command": ["echo", word]}
+    kind = "TrainingRuntime" if namespace else "ClusterTrainingRuntime"
+    return node_runtime(name, container, kind=kind, namespace=namespace)
 
 
 def naming(name: str, runtime: str, kind: str = "ClusterTrainingRuntime") -> dict[str, Any]:

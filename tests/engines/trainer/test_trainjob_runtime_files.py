@@ -19,6 +19,7 @@ from kubemill.engines.trainer.api.runtime import load_runtime
 from kubemill.kinds import load_one
 from kubemill.substrates.local import known_objects
 from support.e2e_support import Cli, processes_with_token
+from support.trainer_runtimes import node_runtime
 from support.waiting import eventually
 
 UPSTREAM = "trainer.kubeflow.org/v1alpha1"
@@ -28,43 +29,8 @@ def shell_runtime(
     name: str, script: str, *, kind: str = "ClusterTrainingRuntime"
 ) -> dict[str, Any]:
     """A runtime without an ML policy whose trainer step runs ``script`` on 2 nodes."""
-    return {
-        "apiVersion": UPSTREAM,
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": {
-            "mlPolicy": {"numNodes": 2},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {
-                                    "labels": {
-                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
-                                    }
-                                },
-                                "spec": {
-                                    "template": {
-                                        "spec": {
-                                            "containers": [
-                                                {
-                                                    "name": "node",
-                                                    "image": "local",
-                                                    "command": ["sh", "-c", script],
-                                                }
-                                            ]
-                                        }
-                                    }
-                                },
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    container = {"name": "node", "image": "local", "command": ["sh", "-c", script]}
+    return node_runtime(name, container, kind=kind)
 
 
 def trainjob(name: str, runtime: str, *, kind: str = "ClusterTrainingRuntime") -> dict[str, Any]:
