@@ -5,7 +5,9 @@
 through the SDK detached, as the command does, until the core judges it Ready), against the
 same cluster by hand: ``ray start --head`` until it returns, then both ``ray start
 --address`` at once until they return (each in a session of its own, on 127.0.0.1, its own
-temp dir, no usage stats), which is when Ray says the nodes are up. Rounds alternate which
+temp dir, no usage stats, and the same token authentication kubemill gives every local
+cluster: ``RAY_AUTH_MODE=token`` with a token file), which is when Ray says the nodes are up.
+Rounds alternate which
 goes first; both clusters are stopped between rounds (by hand: the process groups killed,
 never ``ray stop``, which would stop every Ray on the machine). Goal: <= 1.2.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -48,6 +51,7 @@ from kubemill.api import ClusterOptions, ConditionType  # noqa: E402
 from kubemill.deploy.serving import wait_serving  # noqa: E402
 from kubemill.engines.ray.api.rayjob import RayJob  # noqa: E402
 from kubemill.engines.ray.framework.rayjob import entrypoint_words  # noqa: E402
+from kubemill.engines.ray.local import AUTH_MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR  # noqa: E402
 from kubemill.kinds import load_one, service_engines  # noqa: E402
 from kubemill.sdk import JobClient  # noqa: E402
 
@@ -68,10 +72,22 @@ def free_port() -> int:
         return port
 
 
-def by_hand(dashboard: int | None = None) -> tuple[float, Callable[[], None]]:
+def with_token(temp: str) -> dict[str, str]:
+    """The environment of every Ray process of a cluster by hand: token authentication as
+    kubemill sets it up (a random token in a file only its owner reads), so that both sides
+    of the comparison pay for it."""
+    token = Path(temp) / "token"
+    token.write_text(secrets.token_hex(32), encoding="utf-8")
+    token.chmod(0o600)
+    return {**QUIET, AUTH_MODE_VAR: "token", TOKEN_PATH_VAR: str(token), TOKEN_VAR: ""}
+
+
+def by_hand(dashboard: int | None = None) -> tuple[float, Callable[[], None], dict[str, str]]:
     """Seconds until ``ray start`` has returned for the head and both workers (the head's
-    dashboard on ``dashboard`` when given, else Ray's default port)."""
+    dashboard on ``dashboard`` when given, else Ray's default port), what stops them, and
+    the environment a client of that cluster needs."""
     temp = tempfile.mkdtemp(prefix="kmrb-", dir="/tmp")
+    env = with_token(temp)
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--num-cpus"]
     gcs = free_port()
     groups: list[int] = []
@@ -79,7 +95,7 @@ def by_hand(dashboard: int | None = None) -> tuple[float, Callable[[], None]]:
     def start(argv: list[str], name: str) -> subprocess.Popen[bytes]:
         child = subprocess.Popen(
             [str(RAY), "start", *argv, f"--temp-dir={temp}/{name}"],
-            env={**QUIET, "TMPDIR": temp},
+            env={**env, "TMPDIR": temp},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -104,7 +120,7 @@ def by_hand(dashboard: int | None = None) -> tuple[float, Callable[[], None]]:
         time.sleep(1)
         shutil.rmtree(temp, ignore_errors=True)
 
-    return elapsed, stop
+    return elapsed, stop, env
 
 
 def through_kubemill(client: JobClient, round_: int) -> tuple[float, Callable[[], None]]:
@@ -153,7 +169,7 @@ def rayjob_by_hand() -> float:
     entrypoint = load_one(yaml.safe_load(RAYJOB.read_text(encoding="utf-8")))
     assert isinstance(entrypoint, RayJob)
     began = time.perf_counter()
-    _, stop = by_hand(dashboard=dashboard)
+    _, stop, env = by_hand(dashboard=dashboard)
     try:
         submitted = subprocess.run(
             [
@@ -165,7 +181,7 @@ def rayjob_by_hand() -> float:
                 "--",
                 *entrypoint_words(entrypoint.spec.entrypoint),
             ],
-            env=QUIET,
+            env=env,
             capture_output=True,
             text=True,
             check=False,
@@ -210,7 +226,7 @@ def main() -> int:
                     took, stop = through_kubemill(client, round_)
                     ours.append(took)
                 else:
-                    took, stop = by_hand()
+                    took, stop, _ = by_hand()
                     theirs.append(took)
                 stop()
                 print(f"round {round_ + 1} {who:<8} {took:7.2f} s", flush=True)
