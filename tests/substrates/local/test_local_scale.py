@@ -14,6 +14,7 @@ from local_support import SLEEPER, pytorch_job
 from kubemill.api import ManifestError
 from kubemill.substrates.base import JobView, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
+from kubemill.substrates.local.records import merge_into
 from support.waiting import eventually
 
 
@@ -108,3 +109,22 @@ def test_a_patch_that_makes_an_invalid_job_is_refused_with_its_field_path(
     backend.interrupt("bad")
     with pytest.raises(SubstrateError, match="only a running or suspended job can be patched"):
         backend.patch("bad", _workers(backend, "bad", 2))
+
+
+def test_a_patch_merges_as_a_json_merge_patch() -> None:
+    """RFC 7386, as the API server applies it: null removes, a mapping merges, a list replaces."""
+    manifest: dict[str, Any] = {
+        "metadata": {"labels": {"team": "a", "tier": "b"}},
+        "spec": {"groups": [{"name": "x", "replicas": 1}], "suspend": True},
+    }
+    merge_into(
+        manifest,
+        {
+            "metadata": {"labels": {"team": None, "owner": "c"}},
+            "spec": {"groups": [{"name": "y"}], "suspend": None, "extra": {"on": None}},
+        },
+    )
+    assert manifest == {
+        "metadata": {"labels": {"tier": "b", "owner": "c"}},
+        "spec": {"groups": [{"name": "y"}], "extra": {}},
+    }

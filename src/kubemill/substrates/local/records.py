@@ -414,9 +414,13 @@ def _expired(status: str, ttl: float, now: float) -> bool:
 
 
 def merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
-    """Apply a JSON merge patch of nested mappings to ``target`` in place (no deletions)."""
+    """Apply a JSON merge patch (RFC 7386) to ``target`` in place: a ``null`` removes the
+    field, a mapping merges, anything else (a list included) replaces, as the API server
+    applies ``application/merge-patch+json`` to a custom resource."""
     for key, value in patch.items():
-        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
             merge_into(target[key], value)
         elif isinstance(value, Mapping):
             target[key] = {}
