@@ -8,10 +8,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from cli_support import KUBEMILL, Kubemill, pytorch_job, write_manifest
 from typer.testing import CliRunner
 
 from kubemill.cli.app import app
+from kubemill.sdk import JobClient
+from kubemill.substrates.base import LogLine
 
 LINE = b"x" * 90
 
@@ -113,3 +116,31 @@ def test_a_bad_since_is_one_clear_error(runner: CliRunner, state_dir: Path) -> N
     assert "--since: 'yesterday' is neither a duration" in done.stderr
     negative = runner.invoke(app, ["logs", "anyjob", "--tail", "-5"])
     assert negative.exit_code != 0
+
+
+def test_output_rotated_away_before_a_follower_read_it_is_told_on_stderr(
+    runner: CliRunner, kubemill: Kubemill, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = write_manifest(tmp_path, pytorch_job("behind", master="print('only')"))
+    kubemill("run", str(manifest), check=True)
+    # The reader's side (a follower behind the rotation gets the lost bytes on its next
+    # line) is tested with the local logs; this is what the command makes of it.
+    lines = [
+        LogLine("behind-master-0", "before"),
+        LogLine("behind-master-0", "after the hole", rotated_away=4096),
+    ]
+    monkeypatch.setattr(JobClient, "logs", lambda *_args, **_kwargs: iter(lines))
+    done = runner.invoke(app, ["logs", "behind", "-f"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.split() == [
+        "master-0",
+        "|",
+        "before",
+        "master-0",
+        "|",
+        "after",
+        "the",
+        "hole",
+    ]
+    assert "4096 bytes of behind-master-0's output before the next line" in done.stderr
+    assert "containerLogMaxSize" in done.stderr

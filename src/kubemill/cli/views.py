@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kubemill.api import ConditionType
-from kubemill.cli.errors import fail
+from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
 from kubemill.cli.table import PHASE_STYLES, PIPE_WIDTH, age_text
 from kubemill.sdk.summary import (
@@ -136,6 +136,15 @@ class LogPrinter:
 
     def print(self, line: LogLine) -> None:
         self.console.print(self.render(line))
+
+
+def rotated_away_note(line: LogLine) -> str:
+    """What a follower is told when the log rotated output away before it was read."""
+    return (
+        f"kubemill: {line.rotated_away} bytes of {line.replica}'s output before the next line"
+        " were rotated away before they were read (the follower fell behind); the log keeps"
+        " containerLogMaxFiles files of containerLogMaxSize each (the config file sets both)"
+    )
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -337,6 +346,9 @@ def show_logs(
     )
     try:
         for line in lines:
+            if line.rotated_away:
+                # On stderr, so that stdout stays the log itself.
+                stderr_console().print(rotated_away_note(line), style="yellow", highlight=False)
             if chosen:
                 # One replica: its output as it is, like `kubectl logs POD`.
                 console.print(Text(line.text.rstrip("\n")))
