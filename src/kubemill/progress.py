@@ -207,14 +207,25 @@ def merge(previous: dict[str, Any] | None, line: dict[str, Any], read_at: float)
 
 
 class Follower:
-    """What the forwarder has read of one progress file, and the merged state (:func:`merge`).
+    """What has been read of one progress file, and the merged state (:func:`merge`): the
+    forwarder's on Kubernetes and the local supervisor's alike.
 
-    A missing file is one not written yet; a shorter one was truncated and is read again."""
+    A missing file is one not written yet; a shorter one was truncated and is read again. A
+    line that breaks the protocol is counted in :attr:`skipped` and told to ``on_bad`` with
+    why; the reports around it count as usual."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        read_limit: int = FORWARD_READ_LIMIT,
+        on_bad: Callable[[str], None] | None = None,
+    ) -> None:
         from pathlib import Path  # here: `import kubemill` (a job's program) stays cheap
 
         self.path = Path(path)
+        self.read_limit = read_limit
+        self.on_bad = on_bad
         self.offset = 0
         self.partial = b""
         self.skipping = False
@@ -222,12 +233,14 @@ class Follower:
         self.state: dict[str, Any] | None = None
         self.skipped = 0
 
-    def poll(self) -> None:
-        """Read what was appended since the last call (at most :data:`FORWARD_READ_LIMIT`)."""
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return
+    def poll(self, size: int | None = None) -> None:
+        """Read what was appended since the last call (at most ``read_limit`` bytes);
+        ``size``: the file's, when the caller has just seen it (no ``stat`` then)."""
+        if size is None:
+            try:
+                size = self.path.stat().st_size
+            except OSError:
+                return
         if size < self.offset:
             self.offset, self.partial, self.skipping = 0, b"", False
         if size == self.offset:
@@ -235,7 +248,7 @@ class Follower:
         try:
             with self.path.open("rb") as stream:
                 stream.seek(self.offset)
-                data = stream.read(FORWARD_READ_LIMIT)
+                data = stream.read(self.read_limit)
         except OSError:
             return
         self.offset += len(data)
@@ -249,11 +262,16 @@ class Follower:
                 continue
             try:
                 self.state = merge(self.state, parse_line(line), read_at)
-            except BadReport:
-                self.skipped += 1
+            except BadReport as exc:
+                self._bad(str(exc))
         if len(self.partial) > MAX_LINE:
+            self._bad(f"a line of over {len(self.partial)} bytes; at most {MAX_LINE}")
             self.partial, self.skipping = b"", True
-            self.skipped += 1
+
+    def _bad(self, why: str) -> None:
+        self.skipped += 1
+        if self.on_bad is not None:
+            self.on_bad(why)
 
 
 def _post(client: HttpClient, target: str, token_file: str, body: Any, timeout: float) -> int:

@@ -7,7 +7,8 @@ survives the supervisor, and it is the job's metric history for the dashboard's 
 kept with the job's logs until ``delete``.
 
 :class:`ProgressTail` is the supervisor's reader: on every loop it reads what was
-appended since (bounded per call), keeps each replica's latest report and the origin of
+appended since (bounded per call, through the forwarder's own reader,
+:class:`kubemill.progress.Follower`), keeps each replica's latest report and the origin of
 its speed, and hands them to the core as :class:`~kubemill.core.ObservedProgress`. A
 line that breaks the protocol is skipped with a warning in the supervisor's log and
 one ``BadProgressReport`` event per replica; the reports around it count as usual.
@@ -19,15 +20,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from kubemill.core import ObservedProgress
-from kubemill.progress import MAX_LINE, BadReport, parse_line
+from kubemill.progress import BadReport, Follower, parse_line
 from kubemill.substrates.base import ProgressPoint
 
 if TYPE_CHECKING:
@@ -38,8 +38,6 @@ log = logging.getLogger("kubemill.local.progress")
 
 SUFFIX = ".jsonl"
 """A progress file's name: the replica's name and this."""
-READ_LIMIT = 1 << 20
-"""Bytes read from one file per call: a program that reports madly cannot stall the loop."""
 HISTORY_POINTS = 2000
 """The most points :func:`history` returns per replica (evenly thinned beyond that)."""
 HISTORY_BYTES = 4 << 20
@@ -47,48 +45,37 @@ HISTORY_BYTES = 4 << 20
 page following a long run that reports every step stays cheap."""
 
 
-@dataclass
-class _File:
-    """What has been read of one replica's progress file."""
-
-    offset: int = 0
-    partial: bytes = b""
-    skipping: bool = False
-    """Inside a line longer than :data:`~kubemill.progress.MAX_LINE`: dropped to its end."""
-    latest: ObservedProgress | None = None
-    origin: tuple[datetime, int] | None = None
-    warned: bool = False
-
-
-def _when(report: dict[str, Any], read_at: float) -> datetime:
-    moment = report["time"] if report["time"] is not None else read_at
+def _at(moment: float) -> datetime:
     return datetime.fromtimestamp(moment, UTC)
 
 
-def _lines(data: bytes, state: _File) -> Iterator[bytes]:
-    """Complete lines of ``data`` after what was left over; an over-long line yields one
-    over-long marker so it is reported, then is skipped to its end."""
-    buffer = state.partial + data
-    *complete, state.partial = buffer.split(b"\n")
-    for line in complete:
-        if state.skipping:
-            state.skipping = False
-            continue
-        yield line
-    if len(state.partial) > MAX_LINE:
-        yield state.partial
-        state.partial, state.skipping = b"", True
+def _observed(replica: str, state: dict[str, Any]) -> ObservedProgress:
+    """A :func:`kubemill.progress.merge` state as the core's observation."""
+    origin = state["origin"]
+    return ObservedProgress(
+        pod=replica,
+        time=_at(state["time"]),
+        step=state["step"],
+        total=state["total"],
+        metrics=tuple(sorted(state["metrics"].items())),
+        origin=(_at(origin[0]), origin[1]) if origin is not None else None,
+    )
 
 
 @dataclass
 class ProgressTail:
-    """The supervisor's incremental reader of one job's progress files."""
+    """The supervisor's incremental reader of one job's progress files: a
+    :class:`kubemill.progress.Follower` per replica's file, as the forwarder reads one."""
 
     directory: Path
     on_bad: Callable[[str, str], None] = lambda replica, why: None
     """Called once per replica with its first bad line's reason (the supervisor records an
     event); every bad line is logged anyway."""
-    _files: dict[str, _File] = field(default_factory=dict)
+    _files: dict[str, Follower] = field(default_factory=dict)
+    _warned: set[str] = field(default_factory=set)
+    _seen: dict[str, tuple[dict[str, Any], ObservedProgress]] = field(default_factory=dict)
+    """Each replica's last state and its observation: an unchanged state is not converted
+    again on every loop."""
 
     def poll(self) -> tuple[ObservedProgress, ...]:
         """Read what was appended since the last call; each replica's latest report.
@@ -104,63 +91,28 @@ class ProgressTail:
         except OSError:
             sizes = {}
         for replica, size in sorted(sizes.items()):
-            state = self._files.setdefault(replica, _File())
-            if size != state.offset:
-                self._read(replica, self.directory / f"{replica}{SUFFIX}", state, size)
-        return tuple(f.latest for _, f in sorted(self._files.items()) if f.latest is not None)
-
-    def _read(self, replica: str, path: Path, state: _File, size: int) -> None:
-        if size < state.offset:
-            state.offset, state.partial = 0, b""  # truncated: read it again
-        try:
-            with path.open("rb") as stream:
-                stream.seek(state.offset)
-                data = stream.read(READ_LIMIT)
-        except OSError:
-            return
-        if not data:
-            return
-        state.offset += len(data)
-        read_at = time.time()
-        for line in _lines(data, state):
-            if not line.strip():
-                continue
-            try:
-                report = parse_line(line)
-            except BadReport as exc:
-                self._bad(replica, path, state, str(exc))
-                continue
-            self._take(replica, state, report, read_at)
-
-    def _take(self, replica: str, state: _File, report: dict[str, Any], read_at: float) -> None:
-        """A report updates what it names; what it leaves out keeps its last value (a
-        program may give ``total`` once, or report its loss less often than its step)."""
-        when = _when(report, read_at)
-        previous = state.latest
-        step = report["step"]
-        # A lower step is a new run of the program (a restart): its speed starts again.
-        if step is not None and (
-            state.origin is None
-            or (previous is not None and previous.step is not None and step < previous.step)
-        ):
-            state.origin = (when, step)
-        metrics = dict(previous.metrics) if previous is not None else {}
-        metrics.update(report["metrics"])
-        carried = step is None and previous is not None
-        state.latest = ObservedProgress(
-            pod=replica,
-            # The ETA's speed is of steps: a report without one leaves the step's time.
-            time=previous.time if carried and previous is not None else when,
-            step=previous.step if carried and previous is not None else step,
-            total=report["total"] or (previous.total if previous is not None else None),
-            metrics=tuple(sorted(metrics.items())),
-            origin=state.origin,
+            follower = self._files.get(replica)
+            if follower is None:
+                path = self.directory / f"{replica}{SUFFIX}"
+                on_bad = functools.partial(self._bad, replica, path)
+                follower = self._files[replica] = Follower(str(path), on_bad=on_bad)
+            follower.poll(size)
+        return tuple(
+            self._observation(replica, follower.state)
+            for replica, follower in sorted(self._files.items())
+            if follower.state is not None
         )
 
-    def _bad(self, replica: str, path: Path, state: _File, why: str) -> None:
+    def _observation(self, replica: str, state: dict[str, Any]) -> ObservedProgress:
+        seen = self._seen.get(replica)
+        if seen is None or seen[0] is not state:
+            seen = self._seen[replica] = (state, _observed(replica, state))
+        return seen[1]
+
+    def _bad(self, replica: str, path: Path, why: str) -> None:
         log.warning("%s: a progress report was skipped: %s", path, why)
-        if not state.warned:
-            state.warned = True
+        if replica not in self._warned:
+            self._warned.add(replica)
             self.on_bad(replica, why)
 
 
