@@ -24,6 +24,10 @@ SUITE = (
     "test_mars_operator",
     "test_history",
     "test_progress",
+    # Engines' own operator tests: the only users of some grants (a RayJob's and a
+    # TrainJob's patches, the training runtimes' list and watch).
+    "test_rayjob_operator",
+    "test_trainjob_operator",
 )
 
 
