@@ -134,3 +134,26 @@ def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:
     loaded = set(json.loads(done.stdout))
     assert not tops(loaded) & {"typer", "click", "rich", "kubernetes", "kopf"}
     assert not {m for m in loaded if m.startswith(("kubemill.cli", "kubemill.sdk"))}
+
+
+def test_cluster_stop_imports_the_engine_of_its_kind_alone(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `cluster stop` asks the stopped cluster's own kind whether it serves, not every engine
+    # (which imported all of them, ~0.5 s of the stop). The cluster's image is this venv
+    # (without Mars its replicas restart, while the cluster exists all the same).
+    config = tmp_path / "config.yaml"
+    config.write_text(f'images:\n  "*": {sys.prefix}\n')
+    monkeypatch.setenv("KUBEMILL_CONFIG", str(config))
+    imported(tmp_path, state, "cluster", "create", "mars", "--name", "m1", "--no-wait")
+    try:
+        loaded = imported(tmp_path, state, "cluster", "stop", "m1")
+    except AssertionError:
+        delete = (
+            "import sys; from kubemill.cli import main; sys.argv[1:] = ['delete', 'm1']; main()"
+        )
+        env = {**os.environ, "KUBEMILL_STATE_DIR": str(state)}
+        subprocess.run([sys.executable, "-c", delete], env=env, capture_output=True, timeout=120)
+        raise
+    engines = {m.split(".")[2] for m in loaded if m.startswith("kubemill.engines.")}
+    assert engines == {"base", "mars"}

@@ -279,7 +279,8 @@ def _stop(ctx: typer.Context, name: str) -> None:
     settings = _settings(ctx)
     client = settings.client()
     view = client.get(name, namespace=settings.namespace)
-    if view.kind not in service_kinds():
+    # Its kind's engine alone is asked (service_kinds() would import every engine's).
+    if not is_service(view.kind):
         fail(f"{name} is a {view.kind}, not a cluster; stop it with `kubemill delete {name}`")
     client.delete(name, namespace=settings.namespace)
     stdout_console().print(f"{view.kind} {name} stopped and deleted.")

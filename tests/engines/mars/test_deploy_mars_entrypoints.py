@@ -362,30 +362,53 @@ def test_the_cache_is_checked_against_the_shm_it_would_live_in(
         entry.check_plasma({"MARS_CACHE_MEM_SIZE": "1"}, shm_path=str(tmp_path / "none"))
 
 
-def test_a_stop_request_cancels_the_service_and_ends_the_pools_recovery() -> None:
+def test_a_stop_request_cancels_the_service_and_ends_the_pools_recovery_and_monitor() -> None:
     # The local substrate's SIGTERM reaches Mars's sub pools too: a pool still recovering
-    # them would start new ones while it stops (and its stop waits for that).
+    # them would start new ones while it stops (and its stop waits for that). Its stop also
+    # waits for its monitor of the sub pools, which ends by itself only after its nap.
+    naps: list[str] = []
+
+    async def monitor() -> None:
+        # As Mars's MainActorPool.monitor_sub_pools: look, nap, until stopped or cancelled.
+        try:
+            while True:
+                naps.append("nap")
+                await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            naps.append("ended")
+
     class Pool:
         _auto_recover: bool | str = "actor"
+        _monitor_task: asyncio.Task[None] | None = None
 
     class Runner:
         pool: Pool | None = None
 
-    async def stop(runner: Runner) -> bool:
+    async def stop(runner: Runner, *, monitored: bool) -> bool:
+        if runner.pool is not None and monitored:
+            runner.pool._monitor_task = asyncio.create_task(monitor())
         main = asyncio.create_task(asyncio.sleep(60))
         await asyncio.sleep(0)
         service._stop_requested(settings(), main, runner)
         service._stop_requested(settings(), main, runner)  # a second signal changes nothing
         with pytest.raises(asyncio.CancelledError):
             await main
+        if runner.pool is not None and runner.pool._monitor_task is not None:
+            # What the pool's stop awaits: over already, not napping (cancelled first).
+            assert runner.pool._monitor_task.done()
         return main.cancelled()
 
     try:
         before_the_pool = Runner()
-        assert asyncio.run(stop(before_the_pool))
+        assert asyncio.run(stop(before_the_pool, monitored=False))
+        not_monitoring_yet = Runner()
+        not_monitoring_yet.pool = Pool()
+        assert asyncio.run(stop(not_monitoring_yet, monitored=False))
+        assert not_monitoring_yet.pool._auto_recover is False
         running = Runner()
         running.pool = Pool()
-        assert asyncio.run(stop(running))
+        assert asyncio.run(stop(running, monitored=True))
         assert running.pool._auto_recover is False
+        assert naps == ["nap", "ended"]
     finally:
         faulthandler.cancel_dump_traceback_later()

@@ -28,8 +28,9 @@ stops first (a stop that never ends): :func:`patch_worker_locator` makes Mars's 
 nap and ask again instead, and Mars's services get 10 s to stop before the actor pool is
 stopped anyway. SIGTERM and SIGINT cancel the runner's main task from its event loop (Mars's
 own stop path; the actor pool stops recovering its sub pools, which a local pod's SIGTERM
-ends too), and a stop that still takes over 25 s ends the process with every thread's
-stack on stderr. Once Mars has stopped, the process ends without the interpreter's teardown.
+ends too, and its monitor of them ends without finishing its nap), and a stop that still
+takes over 25 s ends the process with every thread's stack on stderr. Once Mars has
+stopped, the process ends without the interpreter's teardown.
 
 **Storage, as Mars's own Kubernetes deployment.** A worker runs with Mars's Kubernetes
 config (``mars/deploy/kubernetes/config.yml``: ``storage: backends: [plasma]``), its

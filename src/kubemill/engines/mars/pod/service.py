@@ -194,26 +194,36 @@ def _stop_requested(settings: PodSettings, main: asyncio.Task[Any], runner: Any)
     """Cancel the runner's main task (Mars then stops its services and actor pool), and
     bound the whole stop: past :data:`_STOP_DEADLINE` every thread's stack goes to stderr
     and the process exits 1, so a hang is both ended and explained. The actor pool stops
-    recovering its sub pools first (see :func:`_stop_recovering`)."""
+    recovering and monitoring its sub pools first (see :func:`_stop_monitoring`)."""
     if main.cancelling():
         return
     log.warning("stopping the Mars %s %s", settings.role, settings.address)
-    _stop_recovering(runner.pool)
+    _stop_monitoring(runner.pool)
     faulthandler.dump_traceback_later(_STOP_DEADLINE, exit=True)
     main.cancel()
 
 
-def _stop_recovering(pool: Any) -> None:
-    """Make Mars's main actor pool leave its dead sub pools dead from now on.
+def _stop_monitoring(pool: Any) -> None:
+    """Make Mars's main actor pool leave its dead sub pools dead from now on, and end its
+    monitor of them now.
 
     The local substrate signals a pod's whole process group (Kubernetes its first process
     only), so the sub pools, which ignore only SIGINT, end with the same SIGTERM. The main
     pool's monitor (every 0.5 s) would then start new ones while the pod stops, and its stop
     waits for that monitor: each stop took ~2 s longer than Mars's own, its worker waiting on
     a sub pool that never started. Mars's own stop turns recovery off too, but only once the
-    services have stopped. ``pool`` is None before the pool is created."""
-    if pool is not None and hasattr(pool, "_auto_recover"):
+    services have stopped. Its stop then waits for the monitor to end, which it does only
+    after its current half-second nap: ~0.25 s of each worker's stop, on average, spent
+    waiting (seen with timings of the stop's steps); cancelled, the monitor ends at once
+    (as Mars's monitor does when cancelled) and the stop goes on to the sub pools. ``pool`` is
+    None before the pool is created, its monitor before the pool has started."""
+    if pool is None:
+        return
+    if hasattr(pool, "_auto_recover"):
         pool._auto_recover = False
+    monitor = getattr(pool, "_monitor_task", None)
+    if monitor is not None:
+        monitor.cancel()
 
 
 _STOP_DEADLINE = 25.0
