@@ -23,10 +23,15 @@ service received kubexec's request and started ``orted``) and the verdict event.
   prints the table and exits).
 
 By hand the same marks give ``to ranks`` (the process started -> the last rank's first
-line), ``user code`` and ``end``. Medians over ``--runs`` rounds (after a warm-up round),
-side by side; with ``--baseline SRC`` another ``src`` tree's ``kubemill run`` too (an
-earlier commit's: ``git archive <commit> src | tar -x -C /tmp/base``), for a before and
-after in one run.
+line), ``user code`` and ``end``, for ``mpirun`` on one host and for ``mpirun`` over two
+hosts through the cheapest remote shell, ``/bin/sh`` (``bench/mpi_overhead.py``'s floor:
+what exec mode costs MPI itself, with no kubemill). Beside those the table sums
+kubemill's ``mpirun+kubexec`` and ``to ranks`` into ``launcher -> last rank``, the same
+stretch as the two hosts' ``to ranks``: their difference is what kubexec and the exec
+service add to mpirun's own start. Medians over ``--runs`` rounds (after a warm-up round),
+side by side, with the machine's load average; with ``--baseline SRC`` another ``src``
+tree's ``kubemill run`` too (an earlier commit's: ``git archive <commit> src | tar -x -C
+/tmp/base``), for a before and after in one run.
 
 ``--cprofile FILE`` also runs one job in this process (``kubemill run``'s own code, with its
 output discarded) with cProfile on the supervisor's thread and the exec service's
@@ -58,8 +63,8 @@ from typing import Any
 
 import yaml
 
-from kubemill.engines.mpi.local import LOCAL_ENV
 from kubemill.substrates.local.store import Store
+from mpi_overhead import SH_AGENT, mpi_env
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -164,9 +169,27 @@ def kubemill_phases(work: Path, manifest: Path, src: Path) -> dict[str, float]:
 
 def by_hand_phases(wrapper: Path) -> dict[str, float]:
     """One ``mpirun`` by hand: to ranks, user code, end (seconds each)."""
-    env = {**os.environ, **LOCAL_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     argv = ["mpirun", "-np", str(RANKS), "--oversubscribe", "python", str(wrapper)]
-    start, end, output = run_marked([*argv, "mpi_allreduce.py"], env=env, cwd=EXAMPLES)
+    return _hand_phases(argv, wrapper)
+
+
+def two_hosts_phases(work: Path, wrapper: Path) -> dict[str, float]:
+    """One ``mpirun`` by hand over two hosts through ``/bin/sh`` as its remote shell, with
+    the settings kubemill's launcher gets in exec mode (``bench/mpi_overhead.py``'s floor):
+    to ranks, user code, end (seconds each)."""
+    agent, hostfile = work / "sh-agent", work / "hostfile"
+    if not agent.exists():
+        agent.write_text(SH_AGENT.format(tmp=work / "hosts"))
+        agent.chmod(0o755)
+        hostfile.write_text("worker-0 slots=2\nworker-1 slots=2\n")
+    argv = ["mpirun", "-np", str(RANKS), "--hostfile", str(hostfile)]
+    argv += ["--mca", "plm_rsh_agent", str(agent), "--mca", "plm_rsh_no_tree_spawn", "true"]
+    argv += ["--mca", "orte_keep_fqdn_hostnames", "true", "python", str(wrapper)]
+    return _hand_phases(argv, wrapper)
+
+
+def _hand_phases(argv: list[str], wrapper: Path) -> dict[str, float]:
+    start, end, output = run_marked([*argv, "mpi_allreduce.py"], env=mpi_env(), cwd=EXAMPLES)
     first_line, last_line = rank_marks(output)
     return {
         "to ranks": first_line - start,
@@ -179,33 +202,45 @@ def median(samples: list[dict[str, float]], phase: str) -> float:
     return statistics.median(s[phase] for s in samples)
 
 
-def report(trees: dict[str, list[dict[str, float]]], by_hand: list[dict[str, float]]) -> None:
-    """The phases' medians, one column per kubemill tree, then mpirun by hand's."""
-    rounds = len(by_hand)
+HAND = ("2 hosts, sh", "mpirun")
+"""The by-hand columns: two hosts through /bin/sh (exec mode's floor), one host."""
+LAUNCH = ("mpirun+kubexec", "to ranks")
+"""kubemill's phases from the launcher's start to the last rank's first line."""
+
+
+def report(
+    trees: dict[str, list[dict[str, float]]], by_hand: dict[str, list[dict[str, float]]]
+) -> None:
+    """The phases' medians, one column per kubemill tree, then the by-hand columns."""
+    rounds = len(by_hand["mpirun"])
     print(f"phase (median of {rounds} rounds, s)".ljust(38), end="")
-    print("".join(f"{name:>12}" for name in trees), "  mpirun by hand")
-    hand_start = median(by_hand, "to ranks")
-    hand = {
-        "to ranks": f"{hand_start:8.3f} (all start-up)",
-        "user code": f"{median(by_hand, 'user code'):8.3f}",
-        "launcher exit": f"{median(by_hand, 'end'):8.3f} (all the end)",
-    }
-    for phase in KUBEMILL_PHASES:
-        indent = "    " if phase in END_PHASES else "  "
-        cells = "".join(f"{median(samples, phase):12.3f}" for samples in trees.values())
-        print(f"{indent}{phase:<{36 - len(indent)}}{cells}   {hand.get(phase, '')}")
-    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
-    totals = {
-        "start-up (to the last rank)": (start_phases, hand_start),
-        "end latency (last line -> exit)": (END_PHASES, median(by_hand, "end")),
-        "wall time": (KUBEMILL_PHASES, statistics.median(sum(s.values()) for s in by_hand)),
-    }
-    for title, (phases, by_hand_total) in totals.items():
+    print("".join(f"{name:>12}" for name in [*trees, *HAND]))
+
+    def row(title: str, phases: tuple[str, ...], hand: str | None, indent: str = "  ") -> None:
         cells = "".join(
             f"{statistics.median(sum(s[p] for p in phases) for s in samples):12.3f}"
             for samples in trees.values()
         )
-        print(f"  {title + ':':<34}{cells}   {by_hand_total:8.3f}")
+        if hand is not None:
+            cells += "".join(f"{median(by_hand[name], hand):12.3f}" for name in HAND)
+        print(f"{indent}{title:<{36 - len(indent)}}{cells}")
+
+    for phase in KUBEMILL_PHASES[: KUBEMILL_PHASES.index("mpirun+kubexec")]:
+        row(phase, (phase,), None)
+    row("launcher -> last rank", LAUNCH, "to ranks")
+    for phase in LAUNCH:
+        row(phase, (phase,), None, indent="    ")
+    row("user code", ("user code",), "user code")
+    row("end (last line -> exit)", END_PHASES, "end")
+    for phase in END_PHASES:
+        row(phase, (phase,), None, indent="    ")
+    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
+    row("start-up (to the last rank):", start_phases, "to ranks")
+    cells = "".join(
+        f"{statistics.median(sum(s.values()) for s in samples):12.3f}"
+        for samples in [*trees.values(), *(by_hand[name] for name in HAND)]
+    )
+    print(f"  {'wall time:':<34}{cells}")
 
 
 # --- cProfile of one job run in this process --------------------------------------------
@@ -286,7 +321,7 @@ def main() -> None:
     trees = {"kubemill": ROOT / "src"}
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, "mpirun"]}
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, *HAND]}
     with tempfile.TemporaryDirectory(prefix="mpi-profile-") as tmp:
         work = Path(tmp)
         wrapper = work / "marked.py"
@@ -296,6 +331,8 @@ def main() -> None:
         def run(name: str) -> dict[str, float]:
             if name == "mpirun":
                 return by_hand_phases(wrapper)
+            if name == "2 hosts, sh":
+                return two_hosts_phases(work, wrapper)
             return kubemill_phases(work, manifest, trees[name])
 
         names = list(samples)
@@ -305,7 +342,8 @@ def main() -> None:
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:
                 samples[name].append(run(name))
-        report({name: samples[name] for name in trees}, samples["mpirun"])
+        report({name: samples[name] for name in trees}, {name: samples[name] for name in HAND})
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.cprofile is not None:
             cprofile_one(work, manifest, args.cprofile)
 

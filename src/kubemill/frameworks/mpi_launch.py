@@ -36,6 +36,12 @@ LOCAL_ENV = {
     # loopback, never out of a real interface.
     "OMPI_MCA_btl_tcp_if_include": "lo",
     "OMPI_MCA_oob_tcp_if_include": "lo",
+    # OpenMPI judges oversubscription host by host, and each host's slots fit its share:
+    # but every host is this machine, and all their ranks share its cores. Ranks that spin
+    # while they wait for a message then take the cores from the ranks that would send it
+    # (4 ranks on 2 cores: the allreduce example's MPI start and collective ran ~15%
+    # longer than mpirun's own oversubscribed default, which yields).
+    "OMPI_MCA_mpi_yield_when_idle": "1",
 }
 """What OpenMPI needs on the local substrate, on every replica of a kind that runs it."""
 
