@@ -57,12 +57,16 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kubemill.frameworks.mpi_launch import EXEC_AGENT_PROGRAM
+from kubemill.substrates.files import packaged_program
+from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.store import Store
 from mpi_overhead import SH_AGENT, mpi_env
 
@@ -188,8 +192,41 @@ def two_hosts_phases(work: Path, wrapper: Path) -> dict[str, float]:
     return _hand_phases(argv, wrapper)
 
 
-def _hand_phases(argv: list[str], wrapper: Path) -> dict[str, float]:
-    start, end, output = run_marked([*argv, "mpi_allreduce.py"], env=mpi_env(), cwd=EXAMPLES)
+def exec_service_phases(work: Path, wrapper: Path) -> dict[str, float]:
+    """One ``mpirun`` by hand over two hosts through kubemill's exec agent (``kubexec``,
+    the file a job's ConfigMap carries) and the local substrate's exec service, served
+    from this process with no job, supervisor or CLI around them: to ranks, user code, end.
+    Next to the ``/bin/sh`` floor, what the exec path itself costs."""
+    agent, hostfile = work / "kubexec", work / "hostfile-exec"
+    if not agent.exists():
+        agent.write_text(packaged_program(EXEC_AGENT_PROGRAM))  # as a job's files hold it
+        agent.chmod(0o755)
+        hostfile.write_text("worker-0 slots=2\nworker-1 slots=2\n")
+    pods = {}
+    for host in ("worker-0", "worker-1"):
+        tmp = work / "exec-hosts" / host
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = {**mpi_env(), "TMPDIR": str(tmp), "OMPI_MCA_btl_vader_backing_directory": str(tmp)}
+        spec = types.SimpleNamespace(env=env, cwd=str(EXAMPLES))
+        # What the service reads of a replica's pod: running, not being deleted.
+        pods[host] = types.SimpleNamespace(spec=spec, popen=True, deleting=False, cores=None)
+    socket_path = work / "exec" / "exec.sock"
+    service = ExecService(str(socket_path), job="bench", pods=lambda: pods, replicas=lambda: pods)
+    service.start()
+    try:
+        argv = ["mpirun", "-np", str(RANKS), "--hostfile", str(hostfile)]
+        argv += ["--mca", "plm_rsh_agent", str(agent), "--mca", "plm_rsh_no_tree_spawn", "true"]
+        argv += ["--mca", "orte_keep_fqdn_hostnames", "true", "python", str(wrapper)]
+        return _hand_phases(argv, wrapper, {"KUBEMILL_EXEC_SOCKET": str(socket_path)})
+    finally:
+        service.close()
+
+
+def _hand_phases(
+    argv: list[str], wrapper: Path, extra: dict[str, str] | None = None
+) -> dict[str, float]:
+    env = {**mpi_env(), **(extra or {})}
+    start, end, output = run_marked([*argv, "mpi_allreduce.py"], env=env, cwd=EXAMPLES)
     first_line, last_line = rank_marks(output)
     return {
         "to ranks": first_line - start,
@@ -202,8 +239,9 @@ def median(samples: list[dict[str, float]], phase: str) -> float:
     return statistics.median(s[phase] for s in samples)
 
 
-HAND = ("2 hosts, sh", "mpirun")
-"""The by-hand columns: two hosts through /bin/sh (exec mode's floor), one host."""
+HAND = ("2h, kubexec", "2 hosts, sh", "mpirun")
+"""The by-hand columns: two hosts through kubexec and the exec service alone, two hosts
+through /bin/sh (exec mode's floor), one host."""
 LAUNCH = ("mpirun+kubexec", "to ranks")
 """kubemill's phases from the launcher's start to the last rank's first line."""
 
@@ -251,7 +289,6 @@ def profiled_threads(profiles: list[cProfile.Profile]) -> Iterator[None]:
     """cProfile on the supervisor's thread and the exec service's threads, each profile
     added to ``profiles`` at its thread's end (cProfile sees only the thread that enables
     it, so each of those threads enables one of its own)."""
-    from kubemill.substrates.local.exec_service import ExecService
     from kubemill.substrates.local.supervisor.loop import Supervisor
 
     lock = threading.Lock()
@@ -333,6 +370,8 @@ def main() -> None:
                 return by_hand_phases(wrapper)
             if name == "2 hosts, sh":
                 return two_hosts_phases(work, wrapper)
+            if name == "2h, kubexec":
+                return exec_service_phases(work, wrapper)
             return kubemill_phases(work, manifest, trees[name])
 
         names = list(samples)
