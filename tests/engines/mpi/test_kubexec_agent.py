@@ -272,7 +272,7 @@ exec(program, {"__name__": "__main__", "__file__": sys.argv[0]})
 up to sending its request (the ``socket.sendmsg`` audit event)."""
 
 
-def test_local_mode_sends_its_request_before_importing_pure_python_socket_or_json(
+def test_local_mode_sends_its_request_before_importing_socket_json_or_enums(
     supervisor: Supervisor,
 ) -> None:
     # mpirun waits for orted on every host, and orted starts once the request is in: the
@@ -287,7 +287,7 @@ def test_local_mode_sends_its_request_before_importing_pure_python_socket_or_jso
     assert code == 0, err
     before_the_request = set(err.split("\n", 1)[0].split())
     assert "_socket" in before_the_request  # the hook saw the agent's imports
-    assert not before_the_request & {"socket", "selectors", "json", "re", "contextlib"}, err
+    assert not before_the_request & {"socket", "selectors", "json", "re", "contextlib", "enum"}, err
 
 
 def test_an_error_answer_is_one_line_naming_the_pod_and_its_exit_code(
