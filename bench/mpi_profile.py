@@ -4,10 +4,11 @@
 where. It runs the same 4-rank allreduce (``examples/mpi_allreduce.py``) both ways, rounds
 interleaved, with each rank wrapped so it prints ``rank R started at unix=T`` as its very
 first statement and ``rank R ended at unix=T`` once the example's code has returned
-(before MPI_Finalize, which runs at the interpreter's exit). For ``kubemill run`` (foreground,
-fresh state directory) the moments between come from what the supervisor records: the
-job's creation, each replica's ``started`` and ``finished``, the ``Exec`` events (the exec
-service received kubexec's request and started ``orted``) and the verdict event. Phases:
+(before MPI_Finalize, which runs at the interpreter's exit). For ``kubemill run``
+(foreground, a new state directory whose database exists, as in ``bench/mpi_overhead.py``)
+the moments between come from what the supervisor records: the job's creation, each
+replica's ``started`` and ``finished``, the ``Exec`` events (the exec service received
+kubexec's request and started ``orted``) and the verdict event. Phases:
 
 - ``cli+submit``: the process started -> the job is recorded (interpreter, imports,
   manifest, planning, the first SQLite writes);
@@ -68,7 +69,7 @@ from kubemill.frameworks.mpi_launch import EXEC_AGENT_PROGRAM
 from kubemill.substrates.files import packaged_program
 from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.store import Store
-from mpi_overhead import SH_AGENT, mpi_env
+from mpi_overhead import SH_AGENT, mpi_env, used_state_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -139,7 +140,7 @@ def marked_manifest(work: Path, wrapper: Path) -> Path:
 def kubemill_phases(work: Path, manifest: Path, src: Path) -> dict[str, float]:
     """One ``kubemill run`` with the package from ``src``, cut into
     :data:`KUBEMILL_PHASES` (seconds each)."""
-    state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
+    state = used_state_dir(work, src)
     env = {**os.environ, "KUBEMILL_STATE_DIR": str(state), "PYTHONPATH": str(src)}
     env.pop("KUBEMILL_SUBSTRATE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: from bytecode
