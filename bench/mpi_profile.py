@@ -4,10 +4,11 @@
 where. It runs the same 4-rank allreduce (``examples/mpi_allreduce.py``) both ways, rounds
 interleaved, with each rank wrapped so it prints ``rank R started at unix=T`` as its very
 first statement and ``rank R ended at unix=T`` once the example's code has returned
-(before MPI_Finalize, which runs at the interpreter's exit). For ``kubemill run`` (foreground,
-fresh state directory) the moments between come from what the supervisor records: the
-job's creation, each replica's ``started`` and ``finished``, the ``Exec`` events (the exec
-service received kubexec's request and started ``orted``) and the verdict event. Phases:
+(before MPI_Finalize, which runs at the interpreter's exit). For ``kubemill run``
+(foreground, a new state directory whose database exists, as in ``bench/mpi_overhead.py``)
+the moments between come from what the supervisor records: the job's creation, each
+replica's ``started`` and ``finished``, the ``Exec`` events (the exec service received
+kubexec's request and started ``orted``) and the verdict event. Phases:
 
 - ``cli+submit``: the process started -> the job is recorded (interpreter, imports,
   manifest, planning, the first SQLite writes);
@@ -23,10 +24,15 @@ service received kubexec's request and started ``orted``) and the verdict event.
   prints the table and exits).
 
 By hand the same marks give ``to ranks`` (the process started -> the last rank's first
-line), ``user code`` and ``end``. Medians over ``--runs`` rounds (after a warm-up round),
-side by side; with ``--baseline SRC`` another ``src`` tree's ``kubemill run`` too (an
-earlier commit's: ``git archive <commit> src | tar -x -C /tmp/base``), for a before and
-after in one run.
+line), ``user code`` and ``end``, for ``mpirun`` on one host and for ``mpirun`` over two
+hosts through the cheapest remote shell, ``/bin/sh`` (``bench/mpi_overhead.py``'s floor:
+what exec mode costs MPI itself, with no kubemill). Beside those the table sums
+kubemill's ``mpirun+kubexec`` and ``to ranks`` into ``launcher -> last rank``, the same
+stretch as the two hosts' ``to ranks``: their difference is what kubexec and the exec
+service add to mpirun's own start. Medians over ``--runs`` rounds (after a warm-up round),
+side by side, with the machine's load average; with ``--baseline SRC`` another ``src``
+tree's ``kubemill run`` too (an earlier commit's: ``git archive <commit> src | tar -x -C
+/tmp/base``), for a before and after in one run.
 
 ``--cprofile FILE`` also runs one job in this process (``kubemill run``'s own code, with its
 output discarded) with cProfile on the supervisor's thread and the exec service's
@@ -52,14 +58,18 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kubemill.engines.mpi.local import LOCAL_ENV
+from kubemill.frameworks.mpi_launch import EXEC_AGENT_PROGRAM
+from kubemill.substrates.files import packaged_program
+from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.store import Store
+from mpi_overhead import SH_AGENT, mpi_env, used_state_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -130,7 +140,7 @@ def marked_manifest(work: Path, wrapper: Path) -> Path:
 def kubemill_phases(work: Path, manifest: Path, src: Path) -> dict[str, float]:
     """One ``kubemill run`` with the package from ``src``, cut into
     :data:`KUBEMILL_PHASES` (seconds each)."""
-    state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
+    state = used_state_dir(work, src)
     env = {**os.environ, "KUBEMILL_STATE_DIR": str(state), "PYTHONPATH": str(src)}
     env.pop("KUBEMILL_SUBSTRATE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: from bytecode
@@ -164,8 +174,59 @@ def kubemill_phases(work: Path, manifest: Path, src: Path) -> dict[str, float]:
 
 def by_hand_phases(wrapper: Path) -> dict[str, float]:
     """One ``mpirun`` by hand: to ranks, user code, end (seconds each)."""
-    env = {**os.environ, **LOCAL_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     argv = ["mpirun", "-np", str(RANKS), "--oversubscribe", "python", str(wrapper)]
+    return _hand_phases(argv, wrapper)
+
+
+def two_hosts_phases(work: Path, wrapper: Path) -> dict[str, float]:
+    """One ``mpirun`` by hand over two hosts through ``/bin/sh`` as its remote shell, with
+    the settings kubemill's launcher gets in exec mode (``bench/mpi_overhead.py``'s floor):
+    to ranks, user code, end (seconds each)."""
+    agent, hostfile = work / "sh-agent", work / "hostfile"
+    if not agent.exists():
+        agent.write_text(SH_AGENT.format(tmp=work / "hosts"))
+        agent.chmod(0o755)
+        hostfile.write_text("worker-0 slots=2\nworker-1 slots=2\n")
+    argv = ["mpirun", "-np", str(RANKS), "--hostfile", str(hostfile)]
+    argv += ["--mca", "plm_rsh_agent", str(agent), "--mca", "plm_rsh_no_tree_spawn", "true"]
+    argv += ["--mca", "orte_keep_fqdn_hostnames", "true", "python", str(wrapper)]
+    return _hand_phases(argv, wrapper)
+
+
+def exec_service_phases(work: Path, wrapper: Path) -> dict[str, float]:
+    """One ``mpirun`` by hand over two hosts through kubemill's exec agent (``kubexec``,
+    the file a job's ConfigMap carries) and the local substrate's exec service, served
+    from this process with no job, supervisor or CLI around them: to ranks, user code, end.
+    Next to the ``/bin/sh`` floor, what the exec path itself costs."""
+    agent, hostfile = work / "kubexec", work / "hostfile-exec"
+    if not agent.exists():
+        agent.write_text(packaged_program(EXEC_AGENT_PROGRAM))  # as a job's files hold it
+        agent.chmod(0o755)
+        hostfile.write_text("worker-0 slots=2\nworker-1 slots=2\n")
+    pods = {}
+    for host in ("worker-0", "worker-1"):
+        tmp = work / "exec-hosts" / host
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = {**mpi_env(), "TMPDIR": str(tmp), "OMPI_MCA_btl_vader_backing_directory": str(tmp)}
+        spec = types.SimpleNamespace(env=env, cwd=str(EXAMPLES))
+        # What the service reads of a replica's pod: running, not being deleted.
+        pods[host] = types.SimpleNamespace(spec=spec, popen=True, deleting=False, cores=None)
+    socket_path = work / "exec" / "exec.sock"
+    service = ExecService(str(socket_path), job="bench", pods=lambda: pods, replicas=lambda: pods)
+    service.start()
+    try:
+        argv = ["mpirun", "-np", str(RANKS), "--hostfile", str(hostfile)]
+        argv += ["--mca", "plm_rsh_agent", str(agent), "--mca", "plm_rsh_no_tree_spawn", "true"]
+        argv += ["--mca", "orte_keep_fqdn_hostnames", "true", "python", str(wrapper)]
+        return _hand_phases(argv, wrapper, {"KUBEMILL_EXEC_SOCKET": str(socket_path)})
+    finally:
+        service.close()
+
+
+def _hand_phases(
+    argv: list[str], wrapper: Path, extra: dict[str, str] | None = None
+) -> dict[str, float]:
+    env = {**mpi_env(), **(extra or {})}
     start, end, output = run_marked([*argv, "mpi_allreduce.py"], env=env, cwd=EXAMPLES)
     first_line, last_line = rank_marks(output)
     return {
@@ -179,33 +240,46 @@ def median(samples: list[dict[str, float]], phase: str) -> float:
     return statistics.median(s[phase] for s in samples)
 
 
-def report(trees: dict[str, list[dict[str, float]]], by_hand: list[dict[str, float]]) -> None:
-    """The phases' medians, one column per kubemill tree, then mpirun by hand's."""
-    rounds = len(by_hand)
+HAND = ("2h, kubexec", "2 hosts, sh", "mpirun")
+"""The by-hand columns: two hosts through kubexec and the exec service alone, two hosts
+through /bin/sh (exec mode's floor), one host."""
+LAUNCH = ("mpirun+kubexec", "to ranks")
+"""kubemill's phases from the launcher's start to the last rank's first line."""
+
+
+def report(
+    trees: dict[str, list[dict[str, float]]], by_hand: dict[str, list[dict[str, float]]]
+) -> None:
+    """The phases' medians, one column per kubemill tree, then the by-hand columns."""
+    rounds = len(by_hand["mpirun"])
     print(f"phase (median of {rounds} rounds, s)".ljust(38), end="")
-    print("".join(f"{name:>12}" for name in trees), "  mpirun by hand")
-    hand_start = median(by_hand, "to ranks")
-    hand = {
-        "to ranks": f"{hand_start:8.3f} (all start-up)",
-        "user code": f"{median(by_hand, 'user code'):8.3f}",
-        "launcher exit": f"{median(by_hand, 'end'):8.3f} (all the end)",
-    }
-    for phase in KUBEMILL_PHASES:
-        indent = "    " if phase in END_PHASES else "  "
-        cells = "".join(f"{median(samples, phase):12.3f}" for samples in trees.values())
-        print(f"{indent}{phase:<{36 - len(indent)}}{cells}   {hand.get(phase, '')}")
-    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
-    totals = {
-        "start-up (to the last rank)": (start_phases, hand_start),
-        "end latency (last line -> exit)": (END_PHASES, median(by_hand, "end")),
-        "wall time": (KUBEMILL_PHASES, statistics.median(sum(s.values()) for s in by_hand)),
-    }
-    for title, (phases, by_hand_total) in totals.items():
+    print("".join(f"{name:>12}" for name in [*trees, *HAND]))
+
+    def row(title: str, phases: tuple[str, ...], hand: str | None, indent: str = "  ") -> None:
         cells = "".join(
             f"{statistics.median(sum(s[p] for p in phases) for s in samples):12.3f}"
             for samples in trees.values()
         )
-        print(f"  {title + ':':<34}{cells}   {by_hand_total:8.3f}")
+        if hand is not None:
+            cells += "".join(f"{median(by_hand[name], hand):12.3f}" for name in HAND)
+        print(f"{indent}{title:<{36 - len(indent)}}{cells}")
+
+    for phase in KUBEMILL_PHASES[: KUBEMILL_PHASES.index("mpirun+kubexec")]:
+        row(phase, (phase,), None)
+    row("launcher -> last rank", LAUNCH, "to ranks")
+    for phase in LAUNCH:
+        row(phase, (phase,), None, indent="    ")
+    row("user code", ("user code",), "user code")
+    row("end (last line -> exit)", END_PHASES, "end")
+    for phase in END_PHASES:
+        row(phase, (phase,), None, indent="    ")
+    start_phases = KUBEMILL_PHASES[: KUBEMILL_PHASES.index("user code")]
+    row("start-up (to the last rank):", start_phases, "to ranks")
+    cells = "".join(
+        f"{statistics.median(sum(s.values()) for s in samples):12.3f}"
+        for samples in [*trees.values(), *(by_hand[name] for name in HAND)]
+    )
+    print(f"  {'wall time:':<34}{cells}")
 
 
 # --- cProfile of one job run in this process --------------------------------------------
@@ -216,7 +290,6 @@ def profiled_threads(profiles: list[cProfile.Profile]) -> Iterator[None]:
     """cProfile on the supervisor's thread and the exec service's threads, each profile
     added to ``profiles`` at its thread's end (cProfile sees only the thread that enables
     it, so each of those threads enables one of its own)."""
-    from kubemill.substrates.local.exec_service import ExecService
     from kubemill.substrates.local.supervisor.loop import Supervisor
 
     lock = threading.Lock()
@@ -286,7 +359,7 @@ def main() -> None:
     trees = {"kubemill": ROOT / "src"}
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, "mpirun"]}
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, *HAND]}
     with tempfile.TemporaryDirectory(prefix="mpi-profile-") as tmp:
         work = Path(tmp)
         wrapper = work / "marked.py"
@@ -296,6 +369,10 @@ def main() -> None:
         def run(name: str) -> dict[str, float]:
             if name == "mpirun":
                 return by_hand_phases(wrapper)
+            if name == "2 hosts, sh":
+                return two_hosts_phases(work, wrapper)
+            if name == "2h, kubexec":
+                return exec_service_phases(work, wrapper)
             return kubemill_phases(work, manifest, trees[name])
 
         names = list(samples)
@@ -305,7 +382,8 @@ def main() -> None:
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:
                 samples[name].append(run(name))
-        report({name: samples[name] for name in trees}, samples["mpirun"])
+        report({name: samples[name] for name in trees}, {name: samples[name] for name in HAND})
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.cprofile is not None:
             cprofile_one(work, manifest, args.cprofile)
 

@@ -36,6 +36,13 @@ LOCAL_ENV = {
     # loopback, never out of a real interface.
     "OMPI_MCA_btl_tcp_if_include": "lo",
     "OMPI_MCA_oob_tcp_if_include": "lo",
+    # OpenMPI judges oversubscription host by host, and each host's slots fit its share:
+    # but every host is this machine, and all their ranks share its cores. Ranks that spin
+    # while they wait for a message then take the cores from the ranks that would send it
+    # (4 ranks over 2 workers on 2 cores: the allreduce example's MPI start and collective
+    # took 0.60 s spinning, 0.43 s yielding, as mpirun's own oversubscribed default does;
+    # bench/mpi_profile.py).
+    "OMPI_MCA_mpi_yield_when_idle": "1",
 }
 """What OpenMPI needs on the local substrate, on every replica of a kind that runs it."""
 

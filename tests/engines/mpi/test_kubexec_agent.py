@@ -252,6 +252,44 @@ def test_local_mode_needs_nothing_but_the_standard_library(
     assert finish(process) == (0, "standalone\n", "")
 
 
+IMPORTS_BEFORE_THE_REQUEST = """
+import sys
+sys.argv = sys.argv[1:]
+with open(sys.argv[0]) as source:
+    program = compile(source.read(), sys.argv[0], "exec")
+loaded = []
+def seen(event, args):
+    if event == "import":
+        loaded.append(args[0])
+    elif event == "socket.sendmsg":
+        print(" ".join(loaded), file=sys.stderr, flush=True)
+        sys.addaudithook(lambda *_: None)  # (hooks cannot be removed: a no-op is added)
+        loaded.append("|")
+sys.addaudithook(seen)
+exec(program, {"__name__": "__main__", "__file__": sys.argv[0]})
+"""
+"""Runs the agent given as its first argument, printing on stderr the modules it imported
+up to sending its request (the ``socket.sendmsg`` audit event)."""
+
+
+def test_local_mode_sends_its_request_before_importing_socket_json_or_enums(
+    supervisor: Supervisor,
+) -> None:
+    # mpirun waits for orted on every host, and orted starts once the request is in: the
+    # modules that build enums or compile patterns at import time wait until it is sent.
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", IMPORTS_BEFORE_THE_REQUEST, str(AGENT), "w-0", "true"],
+        env={mpi_exec.SOCKET_ENV: supervisor.path, "PATH": os.environ["PATH"]},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    code, _, err = finish(process)
+    assert code == 0, err
+    before_the_request = set(err.split("\n", 1)[0].split())
+    assert "_socket" in before_the_request  # the hook saw the agent's imports
+    assert not before_the_request & {"socket", "selectors", "json", "re", "contextlib", "enum"}, err
+
+
 def test_an_error_answer_is_one_line_naming_the_pod_and_its_exit_code(
     supervisor: Supervisor,
 ) -> None:

@@ -42,22 +42,28 @@ import kubemill, which is not installed in the job's image.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import re
-import signal
-import socket
 import sys
 
 # mpirun starts one agent per host and waits for each: what it imports is paid on every
 # job's start, so modules needed only for type checking are not imported at run time
-# (typing and pathlib were a third of the local agent's start-up).
+# (typing and pathlib were a third of the local agent's start-up), and the local path
+# imports nothing that pure-Python modules build at import time before its request is
+# sent: the C ``_socket`` rather than ``socket`` (which imports ``selectors`` and builds
+# its enums), json's C string encoder rather than ``json`` (which compiles ``re``
+# patterns), ``signal``'s C module rather than ``signal`` (three enums); those were
+# two thirds of what the agent cost on top of the interpreter before ``orted`` could start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from _socket import socket
     from collections.abc import Callable, Sequence
     from types import FrameType
     from typing import Any
+
+try:
+    signals: Any = __import__("_signal")  # loaded with the interpreter: no stub to type it
+except ImportError:  # an interpreter without it (not CPython)
+    import signal as signals
 
 NAME = "kubexec"
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -65,13 +71,15 @@ CONTAINER_ENV = "KUBEMILL_EXEC_CONTAINER"
 SOCKET_ENV = "KUBEMILL_EXEC_SOCKET"
 AGENT_FAILED = 255
 """What ssh exits with when it, not the remote command, failed."""
-EXIT_ON_SIGNAL = {signal.SIGTERM: 143, signal.SIGINT: 130}
+EXIT_ON_SIGNAL: dict[int, int] = {signals.SIGTERM: 143, signals.SIGINT: 130}
 STDOUT, STDERR, STATUS = 1, 2, 3
 """The ``channel.k8s.io`` channels kubexec reads."""
+_C_INT = 4
+"""Bytes of a C ``int`` (a file descriptor in an ``SCM_RIGHTS`` message) on Linux."""
 MAX_ANSWER = 64 * 1024
 """Bytes of the local supervisor's one-line answer read at most."""
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 USAGE = f"usage: {NAME} <host> <command word>... (mpirun's plm_rsh_agent)"
 
 
@@ -90,10 +98,15 @@ class Interrupted(BaseException):
 # --- where and what ---------------------------------------------------------------------------
 
 
+def _is_dns_label(text: str) -> bool:
+    """Lower-case letters, digits and inner hyphens (a DNS label, its length aside)."""
+    return bool(text) and set(text) <= _LABEL_CHARACTERS and "-" not in (text[0], text[-1])
+
+
 def pod_name(host: str) -> str:
     """The pod a hostfile entry names: its first DNS label."""
     pod = host.split(".", 1)[0]
-    if len(pod) > 63 or not _DNS_LABEL.fullmatch(pod):
+    if len(pod) > 63 or not _is_dns_label(pod):
         raise AgentError(f"host {host!r} does not start with a pod name (a DNS label)")
     return pod
 
@@ -103,16 +116,16 @@ def namespace_of(host: str, namespace_file: str = NAMESPACE_FILE) -> str:
     pod's own namespace, else ``default``."""
     labels = host.split(".")
     if len(labels) >= 3 and labels[2]:
-        if not _DNS_LABEL.fullmatch(labels[2]):
+        if not _is_dns_label(labels[2]):
             raise AgentError(f"host {host!r}: {labels[2]!r} is not a namespace name")
         return labels[2]
     from pathlib import Path  # only here: the local agent never needs it (see the imports)
 
-    with contextlib.suppress(OSError):
+    try:
         own = Path(namespace_file).read_text(encoding="utf-8").strip()
-        if own:
-            return own
-    return "default"
+    except OSError:
+        own = ""
+    return own or "default"
 
 
 def remote_command(words: Sequence[str]) -> list[str]:
@@ -156,6 +169,8 @@ def _say(line: str) -> None:
 
 def _status_exit_code(raw: bytes | str) -> int:
     """The exit code in the exec's final ``Status`` (channel 3)."""
+    import json
+
     text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
     if not text.strip():
         raise AgentError("the exec stream closed before the command's exit status arrived")
@@ -180,13 +195,16 @@ def _status_exit_code(raw: bytes | str) -> int:
 def _api_failure(exc: Any) -> str:
     """Why the exec websocket could not be opened: the API server's Status message and
     HTTP code when it answered, else the connection error."""
+    import json
+
     handshake = exc.__context__
     code = getattr(handshake, "status_code", None)
     if code is not None:
         body = getattr(handshake, "resp_body", b"") or b""
-        message = ""
-        with contextlib.suppress(ValueError, AttributeError):
+        try:
             message = str(json.loads(body).get("message") or "")
+        except (ValueError, AttributeError):
+            message = ""
         if not message:
             message = body.decode(errors="replace").strip() if isinstance(body, bytes) else ""
         return f"{message or 'exec refused'} (HTTP {code})"
@@ -218,6 +236,8 @@ def _relay(ws: Any) -> int:
 
 def run_kubernetes(pod: str, namespace: str, command: list[str], container: str | None) -> int:
     """Run ``command`` in the pod through the exec API; its exit code."""
+    import contextlib
+
     try:
         from kubernetes import client, config
         from kubernetes.client.exceptions import ApiException
@@ -273,7 +293,7 @@ def _passable(fd: int) -> int:
     return fd
 
 
-def _answer_line(sock: socket.socket) -> bytes:
+def _answer_line(sock: socket) -> bytes:
     data = b""
     while b"\n" not in data and len(data) < MAX_ANSWER:
         chunk = sock.recv(4096)
@@ -283,11 +303,25 @@ def _answer_line(sock: socket.socket) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
+def _request_line(pod: str, command: list[str]) -> bytes:
+    """``{"pod": ..., "command": [...]}`` and a newline, as ``json.dumps`` writes it (with
+    the C string encoder json itself uses, when the interpreter has it)."""
+    try:
+        from _json import encode_basestring_ascii as quoted
+    except ImportError:
+        from json.encoder import encode_basestring_ascii as quoted
+    words = ", ".join(map(quoted, command))
+    return f'{{"pod": {quoted(pod)}, "command": [{words}]}}\n'.encode()
+
+
 def run_local(path: str, pod: str, command: list[str]) -> int:
     """Ask the local supervisor at ``path`` to run ``command`` in the pod's environment,
     with our stdin, stdout and stderr; its exit code."""
-    line = json.dumps({"pod": pod, "command": command}).encode() + b"\n"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    import _socket
+
+    line = _request_line(pod, command)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         try:
             sock.connect(path)
         except OSError as exc:
@@ -295,14 +329,23 @@ def run_local(path: str, pod: str, command: list[str]) -> int:
                 f"cannot reach the local supervisor at {path}: {exc.strerror or exc}"
             ) from None
         try:
-            sent = socket.send_fds(sock, [line], [_passable(fd) for fd in (0, 1, 2)])
+            # The descriptors ride with the first bytes (SCM_RIGHTS), as C ints, as
+            # socket.send_fds sends them.
+            fds = b"".join(
+                _passable(fd).to_bytes(_C_INT, sys.byteorder, signed=True) for fd in (0, 1, 2)
+            )
+            sent = sock.sendmsg([line], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
             if sent < len(line):
                 sock.sendall(line[sent:])
             raw = _answer_line(sock)
         except OSError as exc:
             raise AgentError(f"the local supervisor connection broke: {exc}") from None
+    finally:
+        sock.close()
     if not raw:
         raise AgentError("the local supervisor closed the connection without an exit code")
+    import json  # once orted runs: its start does not wait for this
+
     try:
         answer = json.loads(raw)
         code = int(answer["exitCode"])
@@ -328,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     who = args[0].split(".", 1)[0] if args else "?"
     for signum, code in EXIT_ON_SIGNAL.items():
-        signal.signal(signum, _interrupt(code))
+        signals.signal(signum, _interrupt(code))
     try:
         if len(args) < 2 or args[0].startswith("-"):
             raise AgentError(USAGE)
