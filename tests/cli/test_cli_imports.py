@@ -122,6 +122,22 @@ def test_run_detach_imports_the_engine_of_its_kind_alone(tmp_path: Path, state: 
     assert {"kubemill.engines.pytorch.api", "kubemill.engines.pytorch.entry"} <= loaded
 
 
+def test_run_detach_imports_the_lifecycle_of_its_kind_alone(tmp_path: Path, state: Path) -> None:
+    # A PyTorchJob lives as a replica set: neither the other lifecycles (an application's
+    # reruns, a service cluster) nor a controller's rules (a schedule's) load.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    others = {
+        "kubemill.core.rerun",
+        "kubemill.core.application",
+        "kubemill.core.service",
+        "kubemill.core.controller",
+    }
+    assert not loaded & others
+    assert "kubemill.core.replicaset" in loaded
+
+
 def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:
     probe = (
         "import json, sys\n"
