@@ -96,6 +96,24 @@ def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, sta
     assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
 
 
+def test_run_detach_imports_no_view_it_does_not_print(tmp_path: Path, state: Path) -> None:
+    # It prints two lines on rich's console: no table, panel or live view, no job summary,
+    # and of the API neither the cron parser (schedules') nor any other unused part.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    unused = {
+        "kubemill.cli.views",
+        "kubemill.sdk.summary",
+        "kubemill.api.cron",
+        "rich.table",
+        "rich.live",
+        "rich.panel",
+    }
+    assert not loaded & unused
+    assert {"kubemill.cli.console", "rich.console"} <= loaded  # it did print
+
+
 def test_run_detach_imports_nothing_that_runs_the_job(tmp_path: Path, state: Path) -> None:
     # The detached supervisor runs the job: the submission records it and starts that
     # process, and loads none of the loop, the kubelet stand-in or the exec service.
