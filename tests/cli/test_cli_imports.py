@@ -96,6 +96,24 @@ def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, sta
     assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
 
 
+def test_run_detach_imports_no_view_it_does_not_print(tmp_path: Path, state: Path) -> None:
+    # It prints two lines on rich's console: no table, panel or live view, no job summary,
+    # and of the API neither the cron parser (schedules') nor any other unused part.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    unused = {
+        "kubemill.cli.views",
+        "kubemill.sdk.summary",
+        "kubemill.api.cron",
+        "rich.table",
+        "rich.live",
+        "rich.panel",
+    }
+    assert not loaded & unused
+    assert {"kubemill.cli.console", "rich.console"} <= loaded  # it did print
+
+
 def test_run_detach_imports_nothing_that_runs_the_job(tmp_path: Path, state: Path) -> None:
     # The detached supervisor runs the job: the submission records it and starts that
     # process, and loads none of the loop, the kubelet stand-in or the exec service.
@@ -120,6 +138,22 @@ def test_run_detach_imports_the_engine_of_its_kind_alone(tmp_path: Path, state: 
     engines = {m.split(".")[2] for m in loaded if m.startswith("kubemill.engines.")}
     assert engines == {"base", "pytorch"}
     assert {"kubemill.engines.pytorch.api", "kubemill.engines.pytorch.entry"} <= loaded
+
+
+def test_run_detach_imports_the_lifecycle_of_its_kind_alone(tmp_path: Path, state: Path) -> None:
+    # A PyTorchJob lives as a replica set: neither the other lifecycles (an application's
+    # reruns, a service cluster) nor a controller's rules (a schedule's) load.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    others = {
+        "kubemill.core.rerun",
+        "kubemill.core.application",
+        "kubemill.core.service",
+        "kubemill.core.controller",
+    }
+    assert not loaded & others
+    assert "kubemill.core.replicaset" in loaded
 
 
 def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:

@@ -92,31 +92,67 @@ __all__ = [
 ]
 
 
+_WHERE = {
+    "API_VERSION": "common",
+    "ApiVersion": "kinds",
+    "ApplicationStateType": "runstates",
+    "CleanPodPolicy": "common",
+    "ClusterOptions": "kinds",
+    "Condition": "common",
+    "ConditionType": "common",
+    "ConditionVocabulary": "common",
+    "Container": "kube",
+    "ContainerPort": "kube",
+    "CronError": "cron",
+    "CronSchedule": "cron",
+    "EnvVar": "kube",
+    "EnvVarSource": "kube",
+    "FieldError": "errors",
+    "GROUP": "common",
+    "Job": "common",
+    "JobStatus": "common",
+    "KindApi": "kinds",
+    "KindTable": "kinds",
+    "ManifestError": "errors",
+    "Metric": "common",
+    "ObjectFieldSelector": "kube",
+    "ObjectMeta": "kube",
+    "PodSpec": "kube",
+    "PodTemplateSpec": "kube",
+    "ReplicaSpec": "common",
+    "ReplicaStatus": "common",
+    "RestartPolicy": "common",
+    "RunPolicy": "common",
+    "STOP_ANNOTATION": "common",
+    "SchedulingPolicy": "common",
+    "TrainerStatus": "common",
+    "VERSION": "common",
+    "WordedStatus": "common",
+    "parse_cron": "cron",
+}
+"""Each public name's module, in this package: only that one loads on first use (``Job``
+needs neither the cron parser nor the kind tables)."""
+
+
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> Any:
         """A public name, from the submodule that holds it (loaded now, once)."""
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.api import (
-            common,
-            cron,
-            errors,
-            kinds,
-            kube,
-            runstates,
-        )
-
-        for module in (
-            common,
-            cron,
-            errors,
-            kinds,
-            kube,
-            runstates,
-        ):
-            if hasattr(module, name):
-                value = getattr(module, name)
-                globals()[name] = value
-                return value
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        match _WHERE.get(name):
+            case "common":
+                from kubemill.api import common as home
+            case "cron":
+                from kubemill.api import cron as home
+            case "errors":
+                from kubemill.api import errors as home
+            case "kinds":
+                from kubemill.api import kinds as home
+            case "kube":
+                from kubemill.api import kube as home
+            case "runstates":
+                from kubemill.api import runstates as home
+            case _:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(home, name)
+        globals()[name] = value
+        return value

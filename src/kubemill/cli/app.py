@@ -398,7 +398,8 @@ def doctor(
 @user_errors
 def kinds() -> None:
     """List the job kinds kubemill runs: names, accepted apiVersions, local support."""
-    from kubemill.cli.views import kinds_table, stdout_console
+    from kubemill.cli.console import stdout_console
+    from kubemill.cli.views import kinds_table
 
     stdout_console().print(kinds_table())
 

@@ -63,7 +63,7 @@ def serve(settings: "Settings", job: "Job", *, base_dir: str, timeout: float, wa
     printing its endpoint. Returns the exit code."""
     from rich.text import Text
 
-    from kubemill.cli.views import stdout_console
+    from kubemill.cli.console import stdout_console
     from kubemill.deploy.serving import NotServing, wait_serving
 
     console = stdout_console()
@@ -235,7 +235,8 @@ def list_command(ctx: typer.Context) -> None:
 def _list(ctx: typer.Context) -> None:
     from rich.table import Table
 
-    from kubemill.cli.views import age, stdout_console
+    from kubemill.cli.console import stdout_console
+    from kubemill.cli.views import age
 
     settings = _settings(ctx)
     kinds = service_kinds()
@@ -273,8 +274,8 @@ def stop_command(
 
 
 def _stop(ctx: typer.Context, name: str) -> None:
+    from kubemill.cli.console import stdout_console
     from kubemill.cli.errors import fail
-    from kubemill.cli.views import stdout_console
 
     settings = _settings(ctx)
     client = settings.client()

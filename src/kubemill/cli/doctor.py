@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from kubemill.cli.console import stdout_console
 from kubemill.cli.errors import EXIT_FAILURE, fail
 from kubemill.cli.settings import Settings, Substrate
-from kubemill.cli.views import stdout_console
 
 EXIT_HEALTHY = 0
 

@@ -43,7 +43,7 @@ def list_command(envs_dir: EnvsDirOption = None) -> None:
 def _list(envs_dir: str | None) -> None:
     from rich.table import Table
 
-    from kubemill.cli.views import stdout_console
+    from kubemill.cli.console import stdout_console
     from kubemill.substrates.local.environments import list_environments
 
     table = Table(box=None, pad_edge=False)

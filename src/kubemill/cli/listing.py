@@ -70,7 +70,7 @@ def get_jobs(settings: Settings, name: str | None, *, output: str, history: bool
     if not views:
         write(empty_text(kind or "job", colour=colour), sys.stdout)
     elif kind is not None and all(has_own_table(view) for view in views):
-        from kubemill.cli.views import stdout_console
+        from kubemill.cli.console import stdout_console
 
         stdout_console().print(own_table(views, one_namespace=one_namespace))
     else:

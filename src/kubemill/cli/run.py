@@ -18,18 +18,21 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
 from kubemill.api import ConditionType, Job
+from kubemill.cli.console import stdout_console
 from kubemill.cli.errors import fail
 from kubemill.cli.settings import Settings, Substrate
-from kubemill.cli.views import LogPrinter, replica_table, status_panel, stdout_console
 from kubemill.sdk import JobClient
 from kubemill.sdk.manifests import load_path
-from kubemill.sdk.summary import short_replica_name, web_ui
 from kubemill.substrates.base import JobNotFound, JobView
+
+if TYPE_CHECKING:
+    from kubemill.cli.views import LogPrinter
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -145,8 +148,11 @@ class Follower:
             signal.signal(other, signal.SIG_DFL)
 
     def run(self, job: Job, *, base_dir: str) -> int:
-        # Only a job followed in the foreground has a live table (not `run --detach`).
+        # Only a job followed in the foreground has a live table and its log lines (not
+        # `run --detach`, which prints two lines).
         from rich.live import Live
+
+        from kubemill.cli.views import LogPrinter, status_panel
 
         namespace = self.settings.namespace
         previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
@@ -203,6 +209,8 @@ class Follower:
 
     def _show_ui(self, view: JobView, console: Console) -> None:
         """The job's web UI (a Spark driver's), once, as soon as its status names it."""
+        from kubemill.sdk.summary import web_ui
+
         url = web_ui(view)
         if url and url != self.shown_ui:
             self.shown_ui = url
@@ -239,6 +247,9 @@ class Follower:
         return f"{signal.Signals(self.signal_number).name} to kubemill run"
 
     def _finish(self, view: JobView, *, interrupted: bool) -> int:
+        from kubemill.cli.views import replica_table, status_panel
+        from kubemill.sdk.summary import short_replica_name
+
         console = self.console
         console.print(status_panel(view) if view.replicas else replica_table(view))
         failed = view.status.condition(ConditionType.FAILED)

@@ -185,8 +185,8 @@ def _submit(settings: Settings, submission: SparkSubmit) -> int:
 def _run_here(settings: Settings, job: Job) -> int:
     """Run the application in the foreground, as ``kubemill run`` does (files relative to
     the current directory, as spark-submit takes them)."""
+    from kubemill.cli.console import stdout_console
     from kubemill.cli.run import Follower
-    from kubemill.cli.views import stdout_console
 
     follower = Follower(settings.client(exclusive=True), stdout_console(), settings)
     return follower.run(job, base_dir=str(Path.cwd()))

@@ -20,9 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from kubemill.api import ConditionType
+from kubemill.cli.console import stdout_console
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.cli.settings import Settings
-from kubemill.cli.table import PHASE_STYLES, PIPE_WIDTH, age_text
+from kubemill.cli.table import PHASE_STYLES, age_text
 from kubemill.sdk.summary import (
     progress_words,
     ready_replicas,
@@ -45,14 +46,6 @@ REPLICA_COLOURS = (
     "bright_yellow",
     "bright_blue",
 )
-
-
-def stdout_console() -> Console:
-    """The console for results; never wraps lines, so log lines and tables stay greppable."""
-    console = Console(soft_wrap=True, highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, PIPE_WIDTH)
-    return console
 
 
 # --- small formatting helpers ----------------------------------------------------------------

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from kubemill.api import Job
-from kubemill.core.model import Observed, ReconcileResult
-from kubemill.frameworks.plan import Plan
+if TYPE_CHECKING:
+    from kubemill.api import Job
+    from kubemill.core.model import Observed, ReconcileResult
+    from kubemill.frameworks.plan import Plan
 
 INTERRUPTED = "Interrupted"
 """The Failed reason of a job stopped on request (:data:`~kubemill.api.STOP_ANNOTATION`),

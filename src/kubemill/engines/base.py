@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubemill.api import ClusterOptions, FieldError, Job, JobStatus, KindApi
-from kubemill.core import REPLICA_SET, ControllerRules, Lifecycle
+from kubemill.core import REPLICA_SET
 from kubemill.frameworks import Framework, Network, Plan
+
+if TYPE_CHECKING:
+    # Types only: an engine's record loads no controller's rules (a command about a job of
+    # a replica-set kind never needs them).
+    from kubemill.core import ControllerRules, Lifecycle
 
 
 @dataclass(frozen=True)
