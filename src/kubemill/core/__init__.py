@@ -4,6 +4,7 @@ The curated public surface; the modules behind it are private.
 """
 
 from kubemill.core.conditions import set_condition
+from kubemill.core.controlled import controlled_pod, with_controllers
 from kubemill.core.controller import (
     ControllerAction,
     ControllerContext,
@@ -31,6 +32,8 @@ from kubemill.core.model import (
     Halt,
     Observed,
     ObservedChild,
+    ObservedCondition,
+    ObservedController,
     ObservedPod,
     ObservedPodGroup,
     ObservedProgress,
@@ -88,6 +91,8 @@ __all__ = [
     "Lifecycle",
     "Observed",
     "ObservedChild",
+    "ObservedCondition",
+    "ObservedController",
     "ObservedPod",
     "ObservedPodGroup",
     "ObservedProgress",
@@ -102,6 +107,7 @@ __all__ = [
     "SubmitRemote",
     "UpdateObject",
     "WriteFiles",
+    "controlled_pod",
     "describe_failure",
     "is_retryable_exit_code",
     "pod_restart_policy",
@@ -110,4 +116,5 @@ __all__ = [
     "set_condition",
     "short_name",
     "stopped_body",
+    "with_controllers",
 ]

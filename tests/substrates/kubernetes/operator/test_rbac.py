@@ -24,6 +24,7 @@ SUITE = (
     "test_mars_operator",
     "test_history",
     "test_progress",
+    "test_child_controllers",
 )
 
 
