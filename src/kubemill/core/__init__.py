@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubemill.core.conditions import set_condition
+    from kubemill.core.controlled import controlled_pod, with_controllers
     from kubemill.core.controller import (
         ControllerAction,
         ControllerContext,
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
         Halt,
         Observed,
         ObservedChild,
+        ObservedCondition,
+        ObservedController,
         ObservedPod,
         ObservedPodGroup,
         ObservedProgress,
@@ -94,6 +97,8 @@ _WHERE = {
     "OUTCOME_TIE": "replicaset",
     "Observed": "model",
     "ObservedChild": "model",
+    "ObservedCondition": "model",
+    "ObservedController": "model",
     "ObservedPod": "model",
     "ObservedPodGroup": "model",
     "ObservedProgress": "model",
@@ -112,6 +117,7 @@ _WHERE = {
     "SubmitRemote": "model",
     "UpdateObject": "model",
     "WriteFiles": "model",
+    "controlled_pod": "controlled",
     "describe_failure": "jobpass",
     "is_retryable_exit_code": "policy",
     "pod_restart_policy": "policy",
@@ -119,6 +125,7 @@ _WHERE = {
     "set_condition": "conditions",
     "short_name": "jobpass",
     "stopped_body": "service",
+    "with_controllers": "controlled",
 }
 """Each public name's module, in this package: where it is defined (the names
 :mod:`kubemill.core.reconcile` passes on are taken from their own modules, since
@@ -154,6 +161,8 @@ __all__ = [
     "Lifecycle",
     "Observed",
     "ObservedChild",
+    "ObservedCondition",
+    "ObservedController",
     "ObservedPod",
     "ObservedPodGroup",
     "ObservedProgress",
@@ -168,6 +177,7 @@ __all__ = [
     "SubmitRemote",
     "UpdateObject",
     "WriteFiles",
+    "controlled_pod",
     "describe_failure",
     "is_retryable_exit_code",
     "pod_restart_policy",
@@ -176,6 +186,7 @@ __all__ = [
     "set_condition",
     "short_name",
     "stopped_body",
+    "with_controllers",
 ]
 
 
@@ -190,6 +201,8 @@ if not TYPE_CHECKING:
         match _WHERE.get(name):
             case "conditions":
                 from kubemill.core import conditions as home
+            case "controlled":
+                from kubemill.core import controlled as home
             case "controller":
                 from kubemill.core import controller as home
             case "jobpass":

@@ -128,6 +128,44 @@ class ObservedProgress:
 
 
 @dataclass(frozen=True)
+class ObservedCondition:
+    """One condition of a child controller's object, as its status has it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    time: datetime | None = None
+    """``lastTransitionTime``."""
+
+
+@dataclass(frozen=True)
+class ObservedController:
+    """The object a replica with a child controller runs through (``ReplicaPlan.controller``;
+    on Kubernetes a batch/v1 Job), its status as the substrate read it: counts of its
+    pods and its conditions, no phase (the core reads the replica's state from them,
+    :mod:`kubemill.core.controlled`)."""
+
+    name: str
+    """The object's name (``ChildController.name``)."""
+    active: int = 0
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    conditions: tuple[ObservedCondition, ...] = ()
+    created: datetime | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
+    """``completionTime`` (a failure's time is its condition's)."""
+    deleting: bool = False
+    uid: str = ""
+
+    def condition(self, type_: str) -> ObservedCondition | None:
+        """The condition of this type that is True (None: none is)."""
+        return next((c for c in self.conditions if c.type == type_ and c.status == "True"), None)
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything the substrate saw of one job's children."""
 
@@ -150,6 +188,9 @@ class Observed:
     remote: RemoteReport | None = None
     """What the service's API last said of the Plan's remote run (``Plan.remote``; None:
     not asked yet, or it did not answer)."""
+    controllers: tuple[ObservedController, ...] = ()
+    """The objects the Plan's replicas with a child controller run through (none locally,
+    where such a replica is a process and reported as a pod)."""
 
 
 # --- actions -------------------------------------------------------------------------------

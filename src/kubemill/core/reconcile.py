@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from kubemill.api import Job
+from kubemill.core.controlled import with_controllers
 from kubemill.core.jobpass import describe_failure, short_name
 from kubemill.core.lifecycle import (
     DEFAULT_OPTIONS,
@@ -44,8 +45,10 @@ def reconcile(
     the status last recorded.
 
     Pure: the same inputs always give the same result, and nothing outside is touched.
+    The pods of replicas that run through a child controller are read from it first
+    (:mod:`kubemill.core.controlled`), whatever the lifecycle.
     """
-    return lifecycle.reconcile(job, plan, observed, now, options)
+    return lifecycle.reconcile(job, plan, with_controllers(plan, observed), now, options)
 
 
 __all__ = [

@@ -39,6 +39,11 @@ Decisions, in the order they are taken:
    submitter is gone). When the Plan asks for it, the core asks the substrate to submit the
    run (``SubmitRemote``) while the service is up (its ``after`` replica Running and ready)
    and its API does not know the run.
+   A replica run through a child controller (``ReplicaPlan.controller``: a RayJob's
+   submitter) that has failed for good, its controller having given up or its failures
+   over the controller's ``backoff_limit`` (:mod:`kubemill.core.controlled`), fails the job
+   with the controller's ``failure_reason``, after the remote run's verdict and before any
+   other replica's.
 6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
    ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
    first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
@@ -68,6 +73,7 @@ from datetime import datetime, timedelta
 
 from kubemill.api import CleanPodPolicy, ConditionType, Job, RestartPolicy
 from kubemill.core.conditions import set_condition, terminal_time
+from kubemill.core.controlled import controlled_failure
 from kubemill.core.jobpass import JobPass, describe_failure
 from kubemill.core.lifecycle import ReconcileOptions
 from kubemill.core.model import DeleteJob, Observed, ObservedPod, ReconcileResult, SubmitRemote
@@ -166,6 +172,14 @@ class _ReplicaSetPass(JobPass):
                 message=f"{self.kind} {self.ref} failed: {remote.message or 'no message'}",
                 kill_active=False,
             )
+            return
+
+        given_up = controlled_failure(self.plan, self.observed, self.live, self._restarts())
+        if given_up is not None:
+            self._record_counts(exclude=frozenset())
+            reason, details = given_up
+            message = f"{self.kind} {self.ref} failed: {details}."
+            self._fail(reason=reason, message=message, kill_active=False)
             return
 
         met, success_at = self._success_met()

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         env,
         replica_plan,
     )
+    from kubemill.frameworks.controlled import ChildController
     from kubemill.frameworks.plan import (
         LABEL_JOB_NAME,
         LABEL_JOB_ROLE,
@@ -81,6 +82,7 @@ __all__ = [
     "OPERATOR_NAME",
     "AccessPlan",
     "AccessRule",
+    "ChildController",
     "Endpoint",
     "ExposedService",
     "FilePlan",
@@ -132,9 +134,9 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, plan, remote
+        from kubemill.frameworks import _common, controlled, plan, remote
 
-        for module in (_common, plan, remote):
+        for module in (_common, plan, remote, controlled):
             if hasattr(module, name):
                 value = getattr(module, name)
                 globals()[name] = value

@@ -23,6 +23,7 @@ from kubemill.api import (
     RestartPolicy,
 )
 from kubemill.api.runstates import ApplicationStateType
+from kubemill.frameworks.controlled import ChildController
 from kubemill.frameworks.remote import RemoteReport, RemoteRun
 
 LABEL_PREFIX = "kubemill.dev/"
@@ -118,6 +119,9 @@ class ReplicaPlan:
     """The replica runs no program of its own: it is a host that others exec into (an MPI
     worker in exec mode whose container has no command). On Kubernetes its container
     waits; locally the supervisor runs an idle host in its place."""
+    controller: ChildController | None = None
+    """The replica runs through a child controller (a batch/v1 Job on Kubernetes, a process
+    locally; see :mod:`kubemill.frameworks.controlled`)."""
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,12 @@ def test_cluster_wide_rbac_rules_exactly() -> None:
             "resources": ["trainingruntimes", "clustertrainingruntimes"],
             "verbs": ["list", "watch"],
         },
+        # A RayJob's submitter, a batch/v1 Job as KubeRay's.
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "verbs": ["list", "watch", "create", "delete"],
+        },
         # Job pods' progress reports: which pod a report's token is bound to.
         {
             "apiGroups": ["authentication.k8s.io"],

@@ -2,7 +2,7 @@
 pods (processes locally) serving until deleted, made by ``kubemill cluster create ray``."""
 
 from kubemill.core import REPLICA_SET
-from kubemill.engines.base import Engine, LocalSupport, ServiceEngine
+from kubemill.engines.base import Engine, LocalSupport, OperatorGrant, ServiceEngine
 from kubemill.engines.ray.api.raycluster import RAYCLUSTER, client_addresses, cluster_manifest
 from kubemill.engines.ray.api.rayjob import RAYJOB
 from kubemill.engines.ray.api.scaling import worker_group_patch
@@ -38,6 +38,16 @@ JOB = Engine(
     local=LocalSupport(env=USAGE_STATS_ENV, replan=local_job_plan),
     # As KubeRay's: the RayJob is never deleted by a TTL (its cluster is, at the end).
     expires=False,
+    # K8sJobMode's submitter is a batch/v1 Job, as KubeRay's (the Plan's child controller):
+    # created, watched through a cache (list, watch: never read one by one) and deleted.
+    grants=(
+        OperatorGrant(
+            ("batch",),
+            ("jobs",),
+            ("list", "watch", "create", "delete"),
+            "run a RayJob's submitter as KubeRay does, a batch/v1 Job, and follow its status",
+        ),
+    ),
 )
 
 __all__ = ["ENGINE", "JOB"]

@@ -59,6 +59,7 @@ from kubemill.frameworks import (
     ReplicaPlan,
 )
 from kubemill.substrates.files import resolved_contents
+from kubemill.substrates.kubernetes.controlled import build_controlled
 from kubemill.substrates.kubernetes.observe import CONTENT_DIGEST_ANNOTATION
 from kubemill.substrates.kubernetes.progress import ProgressSidecar, add_progress
 
@@ -534,6 +535,8 @@ def build_for_action(
     """
     if isinstance(action, CreatePod):
         replica = plan.replica(action.name)
+        if replica.controller is not None:  # a batch/v1 Job runs its pod (no sidecar)
+            return build_controlled(replica, build_pod(job, replica, owner=owner, plan=plan))
         return build_pod(job, replica, gang=gang, owner=owner, plan=plan, progress=progress)
     if isinstance(action, CreateService):
         for exposed in plan.exposed:

@@ -24,6 +24,7 @@ SUITE = (
     "test_mars_operator",
     "test_history",
     "test_progress",
+    "test_child_controllers",
     # Engines' own operator tests: the only users of some grants (a RayJob's and a
     # TrainJob's patches, the training runtimes' list and watch).
     "test_rayjob_operator",

@@ -55,7 +55,11 @@ SUBMITTER_CONTAINER = "ray-job-submitter"
 """The default submitter container's name, as KubeRay's."""
 
 DEFAULT_SUBMITTER_BACKOFF = 2
-"""Restarts of the submitter before the RayJob fails, as KubeRay's submitter Job's default."""
+"""Failures of the submitter that are retried before the RayJob fails, as KubeRay's
+submitter Job's default ``backoffLimit``."""
+
+SUBMISSION_FAILED = "SubmissionFailed"
+"""KubeRay's reason when the submitter failed for good (its Job's ``Failed`` condition)."""
 
 SubmissionMode = Literal["K8sJobMode", "HTTPMode"]
 
@@ -272,18 +276,26 @@ class RayJob(Job):
         return PodTemplateSpec(spec=PodSpec(containers=[container], restart_policy="Never"))
 
     @property
+    def submitter_backoff_limit(self) -> int:
+        """The submitter's failures that are retried: ``submitterConfig.backoffLimit``, else
+        KubeRay's default (2)."""
+        config = self.spec.submitter_config
+        limit = config.backoff_limit if config is not None else None
+        return DEFAULT_SUBMITTER_BACKOFF if limit is None else limit
+
+    @property
     def run_policy(self) -> RunPolicy:
         """KubeRay's settings in the core's terms: ``shutdownAfterJobFinishes`` deletes the
         cluster's pods once the Ray job ended (``ttlSecondsAfterFinished`` later: the Plan's
-        ``clean_after``) and the RayJob stays, with its status, as KubeRay keeps it; the
-        submitter's restarts count against ``submitterConfig.backoffLimit``."""
-        config = self.spec.submitter_config
-        limit = config.backoff_limit if config is not None else None
+        ``clean_after``) and the RayJob stays, with its status, as KubeRay keeps it. No
+        backoff limit of the job's pods: KubeRay keeps the cluster's pods running whatever
+        their restarts, and the submitter's failures count against its own limit
+        (:attr:`submitter_backoff_limit`, the submitter's controller in the Plan)."""
         shutdown = self.spec.shutdown_after_job_finishes
         return RunPolicy(
             clean_pod_policy=CleanPodPolicy.ALL if shutdown else CleanPodPolicy.NONE,
             active_deadline_seconds=self.spec.active_deadline_seconds,
-            backoff_limit=DEFAULT_SUBMITTER_BACKOFF if limit is None else limit,
+            backoff_limit=None,
             suspend=self.spec.suspend,
         )
 
@@ -359,6 +371,7 @@ __all__ = [
     "DEFAULT_SUBMITTER_BACKOFF",
     "HEAD",
     "RAYJOB",
+    "SUBMISSION_FAILED",
     "SUBMITTER",
     "SUBMITTER_CONTAINER",
     "DeploymentStatus",

@@ -26,6 +26,7 @@ from typing import Any
 from kubemill.api import ConditionType, EnvVar, Job, RestartPolicy
 from kubemill.engines.ray.api.rayjob import (
     HEAD,
+    SUBMISSION_FAILED,
     SUBMITTER,
     RayJob,
     RayJobStatusInfo,
@@ -38,6 +39,7 @@ from kubemill.engines.ray.framework.raycluster import (
     kube_head_ports,
 )
 from kubemill.frameworks._common import PlanError
+from kubemill.frameworks.controlled import ChildController
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -239,7 +241,8 @@ def _ttl(job: RayJob) -> timedelta | None:
 
 def _submitter(job: RayJob, cluster: Plan, dashboard: str) -> ReplicaPlan:
     """The submitter replica, a stage after every node of the cluster (so it starts once
-    they are ready: the Plan's start gate)."""
+    they are ready: the Plan's start gate), run through a child controller as KubeRay runs
+    it (its Job)."""
     spec = job.replica_specs[SUBMITTER]
     container = job.main_container_name(SUBMITTER)
     command = submitter_command(job, dashboard)
@@ -264,6 +267,14 @@ def _submitter(job: RayJob, cluster: Plan, dashboard: str) -> ReplicaPlan:
             LABEL_JOB_ROLE: "submitter",
         },
         stage=max((rep.stage for rep in cluster.replicas), default=0) + 1,
+        # As KubeRay's: a batch/v1 Job of the RayJob's name on Kubernetes (a process
+        # locally), retried up to submitterConfig.backoffLimit; failing for good fails the
+        # RayJob with SubmissionFailed.
+        controller=ChildController(
+            name=job.name,
+            backoff_limit=job.submitter_backoff_limit,
+            failure_reason=SUBMISSION_FAILED,
+        ),
     )
 
 

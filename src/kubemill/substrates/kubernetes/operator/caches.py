@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubemill.core import ChildKind, ObservedProgress
+from kubemill.substrates.kubernetes.controlled import ControllerSnapshot
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 
 JobKey = tuple[str, str, str, str]
@@ -43,6 +44,8 @@ class Caches:
     progress: Mapping[JobKey, Mapping[str, ObservedProgress]] = field(default_factory=dict)
     """Each replica's latest progress report by job, as the progress endpoint took them
     (:mod:`.progress`): what the pods said, read like what the watches say."""
+    controllers: Mapping[ChildKey, Iterable[ControllerSnapshot]] = field(default_factory=dict)
+    """The batch/v1 Jobs that run replicas with a child controller (when watched)."""
 
     def job(self, key: JobKey) -> Mapping[str, Any] | None:
         if key not in self.jobs:

@@ -19,6 +19,9 @@ Indexes (the informer cache):
   children labelled ``kubemill.dev/job-name`` (a server-side label selector keeps other
   pods out of the operator's memory);
 - ``kubemill_podgroups`` (with a gang scheduler): (namespace, name) -> PodGroup snapshot;
+- ``kubemill_controllers``: (namespace, job name) -> snapshots of the batch/v1 Jobs that
+  run replicas with a child controller (``ReplicaPlan.controller``), watched when a
+  registered engine's grants let the operator list and watch Jobs (:func:`watches_controllers`);
 - ``kubemill_configmaps``, ``kubemill_secrets``, ``kubemill_serviceaccounts``,
   ``kubemill_roles``, ``kubemill_rolebindings``: (namespace, job name) -> snapshots of the
   delivered files and per-job access, each watched only when a registered engine's grants
@@ -45,6 +48,7 @@ from kubemill.engines.base import InstallExtra
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.kinds import controllers, engines
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
+from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOBS, ControllerSnapshot
 from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 from kubemill.substrates.kubernetes.operator.caches import Caches, cached_job
@@ -58,6 +62,7 @@ PODS_INDEX = "kubemill_pods"
 SERVICES_INDEX = "kubemill_services"
 PODGROUPS_INDEX = "kubemill_podgroups"
 RUNS_INDEX = "kubemill_runs"
+CONTROLLERS_INDEX = "kubemill_controllers"
 
 
 def _child_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -78,6 +83,14 @@ def watched_children() -> dict[ChildKind, tuple[str, str, str]]:
         if all(permits(rules, group=group, resource=plural, verb=v) for v in ("list", "watch")):
             watched[kind] = (group, version, plural)
     return watched
+
+
+def watches_controllers() -> bool:
+    """Whether the operator's RBAC lets it list and watch batch/v1 Jobs (an engine whose
+    Plans run a replica through a child controller grants it)."""
+    group = JOB_API_VERSION.partition("/")[0]
+    rules = all_rules()
+    return all(permits(rules, group=group, resource=JOBS, verb=v) for v in ("list", "watch"))
 
 
 @dataclass(frozen=True)
@@ -184,6 +197,8 @@ def configure(settings: Any, runtime: Runtime) -> None:
     settings.watching.label_selectors["v1", "services"] = selector
     for group, version, plural in watched_children().values():
         settings.watching.label_selectors[_selector_key(group, version, plural)] = selector
+    if watches_controllers():
+        settings.watching.label_selectors[JOB_API_VERSION.partition("/")[0], JOBS] = selector
     gang = runtime.settings.gang_scheduler_name
     if gang:
         scheduler = GangScheduler.named(gang)
@@ -239,6 +254,7 @@ def build_registry(runtime: Runtime) -> Any:
                 for kind, (_, _, plural) in watched_children().items()
             },
             progress=runtime.progress,
+            controllers=kwargs.get(CONTROLLERS_INDEX, {}),
         )
         await runtime.start(caches, runs=kwargs.get(RUNS_INDEX, {}))
 
@@ -273,6 +289,10 @@ def build_registry(runtime: Runtime) -> Any:
         key = _child_key(body)
         return {key: ChildSnapshot.of(body)} if key else {}
 
+    async def index_controller(body: Any, **_: Any) -> dict[tuple[str, str], ControllerSnapshot]:
+        key = _child_key(body)
+        return {key: ControllerSnapshot.of(body)} if key else {}
+
     async def index_pod_group(body: Any, **_: Any) -> dict[tuple[str, str], ChildSnapshot]:
         meta = body.get("metadata", {})
         return {(meta.get("namespace", ""), meta.get("name", "")): ChildSnapshot.of(body)}
@@ -291,6 +311,14 @@ def build_registry(runtime: Runtime) -> Any:
         where = (group, version, plural) if group else (version, plural)
         kopf.index(*where, registry=registry, id=child_index(plural), labels=labels)(index_child)
         kopf.on.event(*where, registry=registry, id=f"{plural}-events", labels=labels)(child_event)
+    if watches_controllers():
+        group, _, version = JOB_API_VERSION.partition("/")
+        kopf.index(group, version, JOBS, registry=registry, id=CONTROLLERS_INDEX, labels=labels)(
+            index_controller
+        )
+        kopf.on.event(group, version, JOBS, registry=registry, id="jobs-events", labels=labels)(
+            child_event
+        )
     for known in watched_known_objects(clusterwide=runtime.settings.clusterwide):
         _register_known(registry, runtime, known)
     gang = runtime.settings.gang_scheduler_name

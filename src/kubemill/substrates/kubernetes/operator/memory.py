@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubemill.core import ChildKind
+from kubemill.substrates.kubernetes.controlled import ControllerSnapshot
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
 
 
@@ -58,6 +59,7 @@ class JobMemory:
         services: list[ChildSnapshot],
         groups: list[ChildSnapshot],
         owned: Mapping[ChildKind, list[ChildSnapshot]],
+        controllers: list[ControllerSnapshot] | None = None,
     ) -> float | None:
         """Seconds to wait for the caches to show our own writes, or None if they do (the
         expectations they meet, or that time out, are dropped)."""
@@ -67,6 +69,7 @@ class JobMemory:
             | {("service", s.name): s.uid for s in services}
             | {("podgroup", g.name): g.uid for g in groups}
             | {(kind, c.name): c.uid for kind, cs in owned.items() for c in cs}
+            | {("controller", c.name): c.uid for c in controllers or ()}
         )
         digests: dict[tuple[str, str], str] = {
             (kind, c.name): c.digest for kind, cs in owned.items() for c in cs

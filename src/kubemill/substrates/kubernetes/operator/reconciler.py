@@ -55,6 +55,7 @@ from kubemill.substrates.kubernetes.build import (
     UnsupportedPlanError,
     build_for_action,
 )
+from kubemill.substrates.kubernetes.controlled import ControllerSnapshot, observed_controllers
 from kubemill.substrates.kubernetes.observe import (
     ChildSnapshot,
     PodSnapshot,
@@ -79,6 +80,7 @@ from kubemill.substrates.kubernetes.operator.waves import (
     created_child,
     creation_wave,
     object_resource,
+    replica_ref,
 )
 from kubemill.substrates.kubernetes.operator.writes import (
     EventPoster,
@@ -187,7 +189,10 @@ class Reconciler:
         services: list[ChildSnapshot] = self._caches.children("services", child_key)
         groups: list[ChildSnapshot] = self._caches.children("pod_groups", child_key)
         owned = self._caches.owned(child_key)
-        pending = memory.pending(pods=pods, services=services, groups=groups, owned=owned)
+        controllers: list[ControllerSnapshot] = self._caches.children("controllers", child_key)
+        pending = memory.pending(
+            pods=pods, services=services, groups=groups, owned=owned, controllers=controllers
+        )
         if pending is not None:
             return pending
 
@@ -215,7 +220,12 @@ class Reconciler:
                 children=owned,
             )
         refused = tuple(Refusal(k, n, m) for (k, n), m in sorted(memory.refused.items()))
-        observed = replace(observed, refused=refused, progress=self._caches.progress_of(key))
+        observed = replace(
+            observed,
+            refused=refused,
+            progress=self._caches.progress_of(key),
+            controllers=observed_controllers(job, controllers),
+        )
         observed = await self._remote.observe(key, plan, pods, observed)  # Plan.remote's answer
         result = reconcile(
             job, plan, observed, self._clock(), options=self._options, lifecycle=lifecycle
@@ -296,6 +306,7 @@ class Reconciler:
             | {("service", s.name): s.uid for s in self._caches.children("services", key)}
             | {("podgroup", g.name): g.uid for g in self._caches.children("pod_groups", key)}
             | {(kind, c.name): c.uid for kind, cs in owned.items() for c in cs}
+            | {("controller", c.name): c.uid for c in self._caches.children("controllers", key)}
         )
         versions: dict[tuple[str, str], str] = {
             (kind, c.name): c.resource_version for kind, cs in owned.items() for c in cs
@@ -371,18 +382,19 @@ class Reconciler:
                 job, plan, action, gang=self._gang, owner=owner, progress=self._progress
             )
             assert body is not None
-            if isinstance(action, CreatePod):
-                ref, child = ObjectRef("v1", "pods", namespace, action.name), "pod"
+            if isinstance(action, CreatePod):  # its pod, or its Job (a child controller)
+                ref, expected, _ = replica_ref(plan, namespace, action.name)
             elif isinstance(action, CreateService):
-                ref, child = ObjectRef("v1", "services", namespace, action.name), "service"
+                ref = ObjectRef("v1", "services", namespace, action.name)
+                expected = ("service", action.name)
             else:
                 assert self._gang is not None, "the core asks for a PodGroup only with a gang"
                 ref = ObjectRef(self._gang.api_version, self._gang.plural, namespace, action.name)
-                child = "podgroup"
-            await self._create(ref, body, memory, (child, action.name), deadline)
+                expected = ("podgroup", action.name)
+            await self._create(ref, body, memory, expected, deadline)
         elif isinstance(action, DeletePod):
-            ref = ObjectRef("v1", "pods", namespace, action.name)
-            await self._delete_child(ref, ("pod", action.name), uids, memory, deadline)
+            ref, expected, propagation = replica_ref(plan, namespace, action.name)
+            await self._delete_child(ref, expected, uids, memory, deadline, propagation)
         elif isinstance(action, DeleteService):
             ref = ObjectRef("v1", "services", namespace, action.name)
             await self._delete_child(ref, ("service", action.name), uids, memory, deadline)
@@ -456,12 +468,13 @@ class Reconciler:
         uids: Mapping[tuple[str, str], str],
         memory: JobMemory,
         deadline: float,
+        propagation: str = "",
     ) -> None:
         """Delete a child and expect the cache to drop it (no pass judges it meanwhile)."""
         uid = uids.get(child, "")
         memory.deleting[child] = (uid, deadline)
         try:
-            await self._api.delete(ref, uid=uid)
+            await self._api.delete(ref, uid=uid, propagation=propagation or None)
         except ApiError:
             memory.deleting.pop(child, None)
             raise

@@ -1,5 +1,6 @@
 """The order in which a pass creates a job's children (:func:`creation_wave`: what others
-name must exist first), and which child an action creates.
+name must exist first), which child an action creates, and what a replica's pod actions
+name (:func:`replica_ref`: its pod, or the Job of a replica with a child controller).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from kubemill.core import (
     CreateService,
     WriteFiles,
 )
+from kubemill.frameworks import Plan
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES
+from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOB_DELETION, JOBS
 from kubemill.substrates.kubernetes.operator.kubeapi import ObjectRef
 
 
@@ -65,3 +68,16 @@ def object_resource(body: Mapping[str, Any]) -> tuple[str, str]:
 def child_ref(kind: ChildKind, namespace: str, name: str) -> ObjectRef:
     api_version, plural = CHILD_RESOURCES[kind]
     return ObjectRef(api_version, plural, namespace, name)
+
+
+def replica_ref(plan: Plan, namespace: str, name: str) -> tuple[ObjectRef, tuple[str, str], str]:
+    """What ``CreatePod``/``DeletePod`` of the replica ``name`` create or delete: (the
+    object, its key in the reconciler's expectations, the deletion's propagation). A
+    replica with a child controller is its Job (deleted with its pods); any other, or a
+    pod no longer in the Plan, its pod."""
+    replica = next((r for r in plan.replicas if r.name == name), None)
+    controller = replica.controller if replica is not None else None
+    if controller is not None:
+        ref = ObjectRef(JOB_API_VERSION, JOBS, namespace, controller.name)
+        return ref, ("controller", controller.name), JOB_DELETION
+    return ObjectRef("v1", "pods", namespace, name), ("pod", name), ""
