@@ -1,7 +1,8 @@
 """kubemill's one HTTP client, asked for a whole URL (``http_client.request``) as the local
 substrate asks a job's service and Mars's pod program asks its supervisors: the path and
 query arrive as given, a body arrives as JSON, another status is an :class:`HttpAnswer`
-with the server's words, and a port nothing listens on is a :class:`NoAnswer`.
+with the server's words, and a port nothing listens on is a :class:`NoAnswer`. The
+operator's :class:`HttpPool` serves threads at once, each answer its own, on kept connections.
 (Spark's submission through :class:`HttpClient` is compared byte for byte with the official
 client in ``tests/substrates/kubernetes/client/test_transport_direct.py``.)"""
 
@@ -23,8 +24,11 @@ class Echo(http.server.BaseHTTPRequestHandler):
     """Answers with what it was asked, as JSON; a path under /missing is a 404."""
 
     protocol_version = "HTTP/1.1"
+    peers: list[int] = []
+    """The client port of each request (one per connection)."""
 
     def _answer(self) -> None:
+        Echo.peers.append(self.client_address[1])
         size = int(self.headers.get("Content-Length") or 0)
         asked = {
             "method": self.command,
@@ -89,3 +93,35 @@ def test_another_status_keeps_the_servers_words(server: str) -> None:
 def test_nothing_listening_is_no_answer() -> None:
     with pytest.raises(http_client.NoAnswer):
         http_client.request("GET", f"http://127.0.0.1:{closed_port()}/", user_agent="t")
+
+
+def test_a_pool_answers_each_thread_its_own_on_kept_connections(server: str) -> None:
+    Echo.peers.clear()
+    pool = http_client.HttpPool(server, size=3, user_agent="t")
+    for number in range(5):  # one at a time: one connection, kept
+        assert json.loads(pool.send("GET", f"/one/{number}").data)["target"] == f"/one/{number}"
+    assert len(set(Echo.peers)) == 1
+
+    Echo.peers.clear()
+    start = threading.Barrier(6)
+    mixed: list[str] = []
+
+    def ask(thread: int) -> None:
+        start.wait()
+        for number in range(20):
+            target = f"/thread/{thread}/{number}"
+            answer = json.loads(pool.send("POST", target, body={"n": number}).data)
+            if (answer["target"], answer["body"]) != (target, {"n": number}):
+                mixed.append(f"{target}: {answer}")
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert mixed == []
+    assert len(Echo.peers) == 120
+    assert len(set(Echo.peers)) < 30  # connections kept, not one a request
+    assert len(pool._idle) <= 3
+    pool.close()
+    assert pool._idle == []

@@ -1,9 +1,9 @@
 """Packages whose public names load on first use still offer every one of them.
 
 ``kubemill.api``, ``kubemill.core``, ``kubemill.frameworks``,
-``kubemill.substrates.kubernetes.client`` and ``kubemill.substrates.local.supervisor`` import
-their names only for type checkers (so that importing one of their submodules stays light)
-and load them at run time on first use.
+``kubemill.substrates.kubernetes.client``, its ``operator`` and
+``kubemill.substrates.local.supervisor`` import their names only for type checkers (so that
+importing one of their submodules stays light) and load them at run time on first use.
 Every name a type checker sees is in ``__all__`` and resolves at run time, to the object of
 the submodule that defines it; anything else is an AttributeError; importing a submodule
 loads none of the others'.
@@ -24,6 +24,7 @@ LAZY = (
     "kubemill.core",
     "kubemill.frameworks",
     "kubemill.substrates.kubernetes.client",
+    "kubemill.substrates.kubernetes.operator",
     "kubemill.substrates.local.supervisor",
 )
 

@@ -1,13 +1,15 @@
 """kubemill's own HTTP/1.1 client: the one way kubemill sends a request that no library sends
 for it.
 
-Who uses it: the Kubernetes substrate's short-lived processes (Spark's cluster-mode
-submission, ``kubemill spark-submit --kill``/``--status``) reach the API server through it,
-with what a kubeconfig gives (:class:`Tls`, a bearer token, a proxy); the local substrate
-asks a job's service for its remote run (a Ray job's status, its submission); Mars's in-pod
-program asks its supervisors' web API which nodes are ready. (The operator and the SDK's
-long-lived clients use the official ``kubernetes`` client's ``ApiClient``, kopf its own
-aiohttp session: libraries' own, see :mod:`kubemill.substrates.kubernetes.transport`.)
+Who uses it: the operator's writes and reads (an :class:`HttpPool`, a client per thread of
+its pool) and its leader election; the Kubernetes substrate's short-lived processes (Spark's
+cluster-mode submission, ``kubemill spark-submit --kill``/``--status``), all with what a
+kubeconfig or a pod's service account gives (:class:`Tls`, a bearer token, a proxy); the
+local substrate asks a job's service for its remote run (a Ray job's status, its
+submission); Mars's in-pod program asks its supervisors' web API which nodes are ready.
+(The SDK's long-lived clients still use the official ``kubernetes`` client's ``ApiClient``,
+kopf its own aiohttp session for its watches: see
+:mod:`kubemill.substrates.kubernetes.transport`.)
 
 Standard library only, and cheap to import: a process that sends a few requests must not
 pay for ``http.client``'s or urllib3's imports. Two outcomes besides a 2xx answer, as
@@ -282,6 +284,74 @@ class HttpClient:
             self._reader = None
 
 
+class HttpPool:
+    """:class:`HttpClient` s of one server for several threads at once (the operator's
+    writes, ``size`` threads on its pool): a request borrows an idle client, with its kept
+    connection, or makes one, and gives it back after the answer; at most ``size`` stay idle.
+    They share one SSL context (its certificates are read once). Arguments and the answer
+    are :class:`HttpClient`'s."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        size: int,
+        user_agent: str,
+        tls: Tls | None = None,
+        authorization: Callable[[], str | None] | None = None,
+        proxy: str | None = None,
+    ) -> None:
+        import threading
+
+        def make() -> HttpClient:
+            return HttpClient(
+                server, user_agent=user_agent, tls=tls, authorization=authorization, proxy=proxy
+            )
+
+        self._make = make
+        first = self._make()  # an unusable server or proxy is refused here, not per request
+        self.server = first.server
+        self.size = size
+        self._idle = [first]
+        self._lock = threading.Lock()
+        self._context: ssl.SSLContext | None = None
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    ) -> HttpResponse:
+        """:meth:`HttpClient.send` on an idle client of the pool."""
+        with self._lock:
+            client = self._idle.pop() if self._idle else self._make()
+        if client._context is None:
+            client._context = self._context  # (the first client makes it, in its send)
+        try:
+            return client.send(
+                method, path, query=query, body=body, content_type=content_type, timeout=timeout
+            )
+        finally:
+            with self._lock:
+                self._context = self._context or client._context
+                keep = len(self._idle) < self.size
+                if keep:
+                    self._idle.append(client)
+            if not keep:
+                client.close()
+
+    def close(self) -> None:
+        """Close the idle clients' connections (a later request opens another)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for client in idle:
+            client.close()
+
+
 class _Proxy:
     """An ``http://[user:password@]host:port`` proxy."""
 
@@ -410,6 +480,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "HttpAnswer",
     "HttpClient",
+    "HttpPool",
     "HttpResponse",
     "NoAnswer",
     "Tls",

@@ -1,32 +1,31 @@
-"""The one way the Kubernetes substrate sends HTTP requests of its own: ``ApiClient.call_api``.
+"""The one way the Kubernetes substrate sends HTTP requests of its own: :func:`send`.
 
-Requests go through the official client's generic ``ApiClient.call_api`` with plain JSON
-bodies, so configuration, authentication (kubeconfig, service account, exec plugins), TLS,
-proxies and connection pooling are the client's, and nothing else opens sockets to the API
-server. Not the typed ``CoreV1Api``/``CustomObjectsApi`` methods: those validate arguments
-and bodies against the client's own models (strictly, since ``kubernetes`` 35), refuse
-fields a client version does not know, and turn pods into model objects that we would only
-turn back into dicts.
+:func:`send` takes either of two clients and answers the same way: kubemill's own
+:class:`kubemill.http_client.HttpClient` (or its :class:`~kubemill.http_client.HttpPool`),
+or the official client's generic ``ApiClient.call_api`` with plain JSON bodies. Not the
+typed ``CoreV1Api``/``CustomObjectsApi`` methods: those validate arguments and bodies
+against the client's own models (strictly, since ``kubernetes`` 35), refuse fields a client
+version does not know, and turn pods into model objects that we would only turn back into
+dicts.
 
 Two outcomes besides a 2xx response, as exceptions that keep what the server said and leave
 the wording to the caller: :class:`~kubemill.http_client.HttpAnswer` (the server answered
 with an error) and :class:`~kubemill.http_client.NoAnswer` (refused, reset, DNS, TLS,
-timeout), the same for either client. The ``kubernetes`` package is
-imported on the first request only, so importing this module stays cheap.
+timeout), the same for either client. The ``kubernetes`` package is imported on the first
+request through an ``ApiClient`` only, so importing this module stays cheap.
 
-One exception: Spark's cluster-mode submission (``kubemill spark-submit --master
-k8s://URL``, its ``--kill``, ``--status`` and its wait for the driver) goes through
-:class:`kubemill.http_client.HttpClient`, kubemill's own client, which sends the very
-requests ``ApiClient`` sends (same method, path, query, headers and JSON body) over a
-socket of its own, with whatever a kubeconfig gives
-(:mod:`kubemill.substrates.kubernetes.client.kubeconfig` reads it): a certificate authority,
-a client certificate and key, a bearer token, insecure-skip-tls-verify, a proxy. A
-submission is a short-lived process whose work takes milliseconds; importing the
-``kubernetes`` package (and urllib3) would take it a tenth of a second, more than the rest.
-:func:`send` takes either client.
-
-(kopf keeps its own aiohttp session for its watches; leader election uses the client's
-``CoordinationV1Api`` through ``kubernetes.leaderelection``. Both are libraries' own.)
+Who sends through which: the operator (its writes and reads, and its leader election's
+Lease, :mod:`.operator.kubeapi`) and Spark's cluster-mode submission (``kubemill
+spark-submit --master k8s://URL``, its ``--kill``, ``--status`` and its wait for the driver)
+through kubemill's own client, which sends the very requests ``ApiClient`` sends (same
+method, path, query, headers and JSON body) over sockets of its own, with whatever a
+kubeconfig or a pod's service account gives (:mod:`.client.kubeconfig` reads it: a
+certificate authority, a client certificate and key, a bearer token, a token file read
+again for each request, an exec plugin, insecure-skip-tls-verify, a proxy). Importing the
+``kubernetes`` package costs a process ~20 MiB (every model class) and a tenth of a second,
+and its per-request serialisation is Python work the operator paid per write. The SDK's
+long-lived clients (:mod:`.client.connection`) still send through ``ApiClient``; kopf keeps
+its own aiohttp session for its watches.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-from kubemill.http_client import DEFAULT_TIMEOUT, HttpAnswer, HttpClient, NoAnswer
+from kubemill.http_client import DEFAULT_TIMEOUT, HttpAnswer, HttpClient, HttpPool, NoAnswer
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -69,7 +68,7 @@ def send(
 
     Raises :class:`HttpAnswer` or :class:`NoAnswer`.
     """
-    if isinstance(api_client, HttpClient):
+    if isinstance(api_client, HttpClient | HttpPool):
         return api_client.send(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )

@@ -1,8 +1,10 @@
 """What a kubeconfig can hold reaches an https API server through the transport's one client.
 
 :func:`~kubemill.substrates.kubernetes.client.connection.connect_to` (Spark's cluster mode)
-reads the kubeconfig with :mod:`~kubemill.substrates.kubernetes.client.kubeconfig` and
-talks through :class:`~kubemill.http_client.HttpClient`. An https
+and the operator's :class:`~kubemill.substrates.kubernetes.operator.kubeapi.KubeApi` read the
+kubeconfig (or the pod's service account) with
+:mod:`~kubemill.substrates.kubernetes.client.kubeconfig` and talk through
+:class:`~kubemill.http_client.HttpClient`; every test runs through both. An https
 server on 127.0.0.1 with certificates of a test CA (made by ``openssl``, as the control
 plane's) and client certificates required records who each request came from: a client
 certificate (PEM data, or files relative to the kubeconfig), a bearer token (in the
@@ -13,6 +15,7 @@ Kubeconfigs merged from ``$KUBECONFIG``, and what cannot be used, said with the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.server
 import json
@@ -20,7 +23,7 @@ import socket
 import ssl
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,12 @@ from kubemill.substrates.kubernetes.client.errors import (
     ClusterUnreachable,
     KubeconfigError,
     Request,
+)
+from kubemill.substrates.kubernetes.operator.kubeapi import (
+    ApiError,
+    KubeApi,
+    ObjectRef,
+    load_client_configuration,
 )
 from support.control_plane import Identity, Pki
 
@@ -121,14 +130,57 @@ def write(path: Path, cluster: dict[str, Any], user: dict[str, Any], **extra: An
     return path
 
 
-def get(url: str, config: Path | None, context: str | None = None) -> Http:
-    http = Http(connect_to(url, kubeconfig=config, context=context))
-    assert http.json(LIST, "GET", "/api/v1/namespaces") == {"items": []}
-    return http
+class Got:
+    """What a client chose (``namespace``, ``context``), the ``path`` it asked, and ``again``
+    to ask it once more on the same client."""
+
+    def __init__(self, namespace: str, context: str | None, path: str, again: Callable[[], Any]):
+        self.namespace = namespace
+        self.context = context
+        self.path = path
+        self.again = again
+
+
+Get = Callable[..., Got]
+
+PODS = ObjectRef("v1", "pods", "default", "")
+
+
+@pytest.fixture(params=["spark-submit", "operator"])
+def get(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Get:
+    """A request to ``url`` with ``config`` (``None``: the default files or the pod's service
+    account) through Spark's ``connect_to`` or the operator's ``KubeApi`` (which reads the
+    kubeconfig from ``$KUBECONFIG``, as in its pod or in the tests' subprocesses)."""
+
+    def spark_submit(url: str, config: Path | None, context: str | None = None) -> Got:
+        http = Http(connect_to(url, kubeconfig=config, context=context))
+
+        def again() -> Any:
+            assert http.json(LIST, "GET", "/api/v1/namespaces") == {"items": []}
+
+        again()
+        return Got(http.connection.namespace, http.connection.context, "/api/v1/namespaces", again)
+
+    def operator(url: str, config: Path | None, context: str | None = None) -> Got:
+        if config is not None:
+            monkeypatch.setenv("KUBECONFIG", str(config))
+        found = load_client_configuration(context=context)
+        assert found.server == url
+        api = KubeApi(found, concurrency=2)
+        request.addfinalizer(api.close)
+
+        def again() -> Any:
+            assert asyncio.run(api.list(PODS, label_selector="a=b")) == []
+
+        again()
+        path = "/api/v1/namespaces/default/pods?labelSelector=a%3Db"
+        return Got(found.namespace, found.context, path, again)
+
+    return spark_submit if request.param == "spark-submit" else operator
 
 
 def test_a_client_certificate_as_data_and_the_clusters_ca(
-    server: tuple[str, type[Seen]], pki: Pki, tmp_path: Path
+    server: tuple[str, type[Seen]], get: Get, pki: Pki, tmp_path: Path
 ) -> None:
     url, handler = server
     cluster = {"server": url, "certificate-authority-data": b64(pki.path("ca", "crt"))}
@@ -136,14 +188,14 @@ def test_a_client_certificate_as_data_and_the_clusters_ca(
         "client-certificate-data": b64(pki.path("alice", "crt")),
         "client-key-data": b64(pki.path("alice", "key")),
     }
-    http = get(url, write(tmp_path / "config", cluster, user, namespace="team-a"))
-    assert handler.seen == [("/api/v1/namespaces", "alice", None)]
-    assert http.connection.namespace == "team-a"
-    assert http.connection.context == "ctx"
+    got = get(url, write(tmp_path / "config", cluster, user, namespace="team-a"))
+    assert handler.seen == [(got.path, "alice", None)]
+    assert got.namespace == "team-a"
+    assert got.context == "ctx"
 
 
 def test_files_relative_to_the_kubeconfig(
-    server: tuple[str, type[Seen]], pki: Pki, tmp_path: Path
+    server: tuple[str, type[Seen]], get: Get, pki: Pki, tmp_path: Path
 ) -> None:
     url, handler = server
     (tmp_path / "kube").mkdir()
@@ -159,7 +211,7 @@ def test_files_relative_to_the_kubeconfig(
 
 
 def test_a_token_a_token_file_and_an_exec_plugins_token(
-    server: tuple[str, type[Seen]], pki: Pki, tmp_path: Path
+    server: tuple[str, type[Seen]], get: Get, pki: Pki, tmp_path: Path
 ) -> None:
     url, handler = server
     cluster = {"server": url, "certificate-authority-data": b64(pki.path("ca", "crt"))}
@@ -194,11 +246,13 @@ def test_a_token_a_token_file_and_an_exec_plugins_token(
 
 
 def test_the_server_is_verified_unless_told_not_to(
-    server: tuple[str, type[Seen]], tmp_path: Path
+    server: tuple[str, type[Seen]], get: Get, tmp_path: Path
 ) -> None:
     url, handler = server
     user = {"token": "t"}
-    with pytest.raises(ClusterUnreachable, match="TLS handshake failed"):
+    with pytest.raises(
+        (ClusterUnreachable, ApiError), match=r"TLS handshake failed|CERTIFICATE_VERIFY_FAILED"
+    ):
         get(url, write(tmp_path / "strict", {"server": url}, user))
     insecure = write(tmp_path / "insecure", {"server": url, "insecure-skip-tls-verify": True}, user)
     get(url, insecure)
@@ -206,7 +260,11 @@ def test_the_server_is_verified_unless_told_not_to(
 
 
 def test_kubeconfigs_merge_as_kubectl_merges_them(
-    server: tuple[str, type[Seen]], pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: tuple[str, type[Seen]],
+    get: Get,
+    pki: Pki,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first file to name a cluster, user or context, or the current context, wins."""
     url, handler = server
@@ -238,7 +296,11 @@ def test_kubeconfigs_merge_as_kubectl_merges_them(
 
 
 def test_a_pods_service_account(
-    server: tuple[str, type[Seen]], pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: tuple[str, type[Seen]],
+    get: Get,
+    pki: Pki,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, handler = server
     account = tmp_path / "serviceaccount"
@@ -249,13 +311,21 @@ def test_a_pods_service_account(
     monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT", account)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", url.rsplit(":", 1)[1])
-    http = get(url, None)
+    got = get(url, None)
     assert handler.seen[0][2] == "Bearer pod-token"
-    assert http.connection.namespace == "jobs"
+    assert got.namespace == "jobs"
+    # The kubelet rotates the token: the next request carries the new one.
+    (account / "token").write_text("rotated-token")
+    got.again()
+    assert handler.seen[1][2] == "Bearer rotated-token"
 
 
 def test_an_https_server_through_a_proxy_tunnel(
-    server: tuple[str, type[Seen]], pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: tuple[str, type[Seen]],
+    get: Get,
+    pki: Pki,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, handler = server
     asked: list[bytes] = []
@@ -321,10 +391,16 @@ def test_what_cannot_be_used_is_said(
     user: dict[str, Any],
     context: str | None,
     words: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config = write(tmp_path / "config", cluster, user)
     with pytest.raises(KubeconfigError) as raised:
         connect_to("https://h", kubeconfig=config, context=context)
+    assert words in str(raised.value)
+    assert str(config) in str(raised.value)
+    monkeypatch.setenv("KUBECONFIG", str(config))  # the operator's
+    with pytest.raises(KubeconfigError) as raised:
+        load_client_configuration(context=context)
     assert words in str(raised.value)
     assert str(config) in str(raised.value)
 

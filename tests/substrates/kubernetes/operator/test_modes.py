@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE
+from support.kmock_cluster import ApiError
 from support.operator_jobs import tfjob
 from support.operator_support import (
     Cluster,
@@ -225,3 +227,37 @@ def test_scheduler_plugins_gang_labels_pods_with_their_pod_group_without_waiting
             for pod in pods:
                 assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "co"
                 assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kubemill-system/leases/kubemill-operator"
+
+
+def test_a_leader_whose_lease_another_takes_stops_leading_and_exits(tmp_path: Path) -> None:
+    """Renewals are writes at the resourceVersion read: once another holder renews the Lease,
+    the leader's renewals stop succeeding, and after the renew deadline it stops."""
+    with running_cluster() as cluster:
+        cluster.create("/api/v1/namespaces", {"metadata": {"name": "kubemill-system"}})
+        with running_operator(cluster, tmp_path, *LEADER_ARGS, name="alpha") as alpha:
+            eventually(lambda: leading(alpha), what="alpha leading")
+            spec = cluster.get(LEASE)["spec"]
+            assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("alpha", 3)
+            assert spec["leaseTransitions"] == 0 and spec["renewTime"].endswith("Z")
+            renewed = spec["renewTime"]
+            eventually(lambda: cluster.get(LEASE)["spec"]["renewTime"] != renewed, what="renewal")
+
+            def intrude() -> bool:
+                lease = cluster.get(LEASE)
+                lease["spec"]["holderIdentity"] = "intruder"
+                lease["spec"]["renewTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                try:
+                    cluster.request("PUT", LEASE, lease)  # at the version read, as alpha
+                except ApiError as exc:
+                    assert exc.status == 409, exc  # alpha renewed in between: read again
+                    return False
+                return True
+
+            eventually(intrude, what="the intruder's write")
+            assert alpha.process is not None
+            alpha.process.wait(timeout=30)  # renew deadline 2 s, then the operator stops
+            assert "lost the lease kubemill-operator: stopping" in alpha.log()
+            assert cluster.get(LEASE)["spec"]["holderIdentity"] == "intruder"

@@ -417,44 +417,27 @@ def test_lease_timings_keep_the_election_library_constraints(
     assert lease > renew > 1.2 * retry >= 1.2
 
 
-def test_kopf_logs_in_with_the_same_credentials_as_the_client() -> None:
-    from kubernetes import client
-
-    configuration = client.Configuration(host="https://10.0.0.1:6443")
-    configuration.api_key = {"BearerToken": "s3cret"}
-    configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    configuration.ssl_ca_cert = "/ca.crt"
-    info = connection_info(configuration)
-    assert (info.server, info.scheme, info.token) == ("https://10.0.0.1:6443", "Bearer", "s3cret")
-    assert info.ca_path == "/ca.crt" and info.insecure is False
-
-
 @pytest.mark.parametrize("proxy", ["http://proxy.example:3128", None])
-def test_the_environment_proxy_is_resolved_once_not_before_every_request(
+def test_kopf_logs_in_with_the_same_credentials_as_the_writes(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, proxy: str | None
 ) -> None:
-    """A token's refresh hook runs before every request and sets the host again: the proxy
-    found at start stays (the environment is not read again for each request)."""
-    from kubernetes.config import kube_config
-
+    """The kubeconfig's server, token and the environment's proxy (resolved once, at start),
+    for kopf's watches as for the operator's own requests."""
     from support.kmock_cluster import write_kubeconfig
 
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     if proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy)
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://10.0.0.1")
-    # The client reads $KUBECONFIG once, when it is imported.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
-    configuration = load_client_configuration(context=None)
-    assert configuration.proxy == proxy
-    assert configuration.refresh_api_key_hook is not None  # the kubeconfig's token
-
-    monkeypatch.setenv("HTTPS_PROXY", "http://elsewhere.example:8080")
-    configuration.refresh_api_key_hook(configuration)
-    assert configuration.host == "https://10.0.0.1"
-    assert configuration.proxy == proxy
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", "https://10.0.0.1")))
+    credentials = load_client_configuration(context=None)
+    assert (credentials.server, credentials.proxy) == ("https://10.0.0.1", proxy)
+    assert credentials.authorization is not None
+    assert credentials.authorization() == "Bearer test-token"
+    info = connection_info(credentials)
+    assert (info.server, info.scheme, info.token) == ("https://10.0.0.1", "Bearer", "test-token")
+    assert info.proxy_url == proxy and not info.insecure and info.ca_path is None
 
 
 def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base_nor_progress() -> None:

@@ -6,17 +6,24 @@ usable as a container entry point.
 
 from __future__ import annotations
 
-import logging
-import platform
-from typing import Annotated
+from kubemill.substrates.kubernetes.operator.process import without_kubernetes_client
 
-import kopf
-import typer
+without_kubernetes_client()  # before kopf is imported (its docstring says why)
 
-from kubemill.kinds import entries
-from kubemill.substrates.kubernetes.operator.main import run_operator
-from kubemill.substrates.kubernetes.operator.settings import OperatorSettings, SettingsError
-from kubemill.version import __version__
+import logging  # noqa: E402
+import platform  # noqa: E402
+from typing import Annotated  # noqa: E402
+
+import kopf  # noqa: E402
+import typer  # noqa: E402
+
+from kubemill.kinds import entries  # noqa: E402
+from kubemill.substrates.kubernetes.operator.main import run_operator  # noqa: E402
+from kubemill.substrates.kubernetes.operator.settings import (  # noqa: E402
+    OperatorSettings,
+    SettingsError,
+)
+from kubemill.version import __version__  # noqa: E402
 
 app = typer.Typer(
     add_completion=False,

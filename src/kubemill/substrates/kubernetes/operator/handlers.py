@@ -48,6 +48,7 @@ from kubemill.engines.base import InstallExtra
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.kinds import controllers, engines
 from kubemill.substrates.kubernetes.build import CHILD_RESOURCES, GangScheduler
+from kubemill.substrates.kubernetes.client.kubeconfig import Credentials
 from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOBS, ControllerSnapshot
 from kubemill.substrates.kubernetes.install import all_rules, permits
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot
@@ -213,29 +214,27 @@ def configure(settings: Any, runtime: Runtime) -> None:
     settings.persistence.progress_storage = NoProgress()
 
 
-def connection_info(configuration: Any) -> Any:
-    """kopf's credentials from the ``kubernetes`` client's configuration.
+def connection_info(credentials: Credentials) -> Any:
+    """kopf's credentials from those the operator's writes use (:mod:`..client.kubeconfig`).
 
-    kopf's own ``login_via_client`` cannot take a kubeconfig context; this one reads the
-    same configuration the operator's writes use, so both always talk to the same cluster.
+    kopf's own ``login_via_client`` cannot take a kubeconfig context, and needs the
+    ``kubernetes`` package; from the same credentials, both always talk to the same cluster.
     """
-    header = configuration.get_api_key_with_prefix(
-        "BearerToken"
-    ) or configuration.get_api_key_with_prefix("authorization")
-    parts = header.split(" ", 1) if header else []
-    scheme, token = (
-        (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else tuple(parts)
-    )
+    header = credentials.authorization() if credentials.authorization else None
+    scheme, _, token = (header or "").partition(" ")
+    tls = credentials.tls
     return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        username=configuration.username or None,
-        password=configuration.password or None,
-        scheme=scheme,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
+        server=credentials.server,
+        ca_path=tls.ca_file,
+        ca_data=tls.ca_data,
+        insecure=tls.insecure,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=tls.cert_file,
+        certificate_data=tls.cert_data,
+        private_key_path=tls.key_file,
+        private_key_data=tls.key_data,
+        proxy_url=credentials.proxy,
     )
 
 

@@ -1,11 +1,12 @@
-"""The operator's writes to the API server, through the official ``kubernetes`` client.
+"""The operator's writes and reads to the API server, through kubemill's own HTTP client.
 
-Why the generic ``ApiClient.call_api`` rather than the typed ``CoreV1Api`` methods: the
-typed methods of ``kubernetes`` >= 35 validate bodies against the client's own models and
-refuse fields the client version does not know, and they rebuild the body from those
-models. The operator must send exactly what :mod:`kubemill.substrates.kubernetes.build`
-returns (``kubemill render`` shows the same), so bodies go out as built; configuration,
-authentication (kubeconfig, service account, exec plugins) and TLS are still the client's.
+Requests go out as :mod:`kubemill.substrates.kubernetes.transport` sends them, bodies
+exactly as :mod:`kubemill.substrates.kubernetes.build` returns them (``kubemill render``
+shows the same), over an :class:`~kubemill.http_client.HttpPool` (a kept-alive connection
+per thread of the pool) with the credentials :mod:`..client.kubeconfig` reads: in a pod its
+service account (the token file read again for each request, as the kubelet rotates it),
+else the kubeconfig's context. Not the official ``kubernetes`` client: importing it costs the
+process ~20 MiB (every model class) and its per-request serialisation is Python work.
 
 The client is synchronous; calls run on a bounded thread pool so the kopf event loop never
 blocks. Errors are :class:`ApiError` with the API's own status, reason and message, and
@@ -17,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
+from kubemill.http_client import HttpPool
 from kubemill.substrates.kubernetes import transport
+from kubemill.substrates.kubernetes.client import kubeconfig
 from kubemill.version import __version__
 
 USER_AGENT = f"kubemill-operator/{__version__}"
@@ -90,42 +92,33 @@ def classify(error: ApiError) -> Outcome:
     return Outcome.RETRY
 
 
-def load_client_configuration(*, context: str | None) -> Any:
-    """The client configuration: the service account in a pod, else kubeconfig."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            context=context, client_configuration=configuration
-        )
-    # A token's refresh hook (in a pod, and for a kubeconfig token) sets the host again
-    # before every request, and a proxy taken from the environment is then resolved again:
-    # a read of the whole environment each time (~0.1 ms a request, about 1 ms a job; more
-    # in a pod, whose environment names every service). Setting the proxy, to the one just
-    # resolved (or none), pins it: the same host gets the same proxy.
-    configuration.proxy = configuration.proxy
-    return configuration
+def load_client_configuration(*, context: str | None) -> kubeconfig.Credentials:
+    """The credentials: the service account in a pod, else the kubeconfig's ``context``
+    (else its current one)."""
+    if kubeconfig.in_a_pod():
+        return kubeconfig.service_account()
+    return kubeconfig.load(kubeconfig=None, context=context)
 
 
 class KubeApi:
     """Writes and reads the reconcile needs, as blocking client calls on a thread pool."""
 
-    def __init__(self, configuration: Any, *, concurrency: int) -> None:
-        from kubernetes import client
-
-        configuration.connection_pool_maxsize = concurrency
-        self._client = client.ApiClient(configuration)
-        self._client.user_agent = USER_AGENT
+    def __init__(self, credentials: kubeconfig.Credentials, *, concurrency: int) -> None:
+        self._client = HttpPool(
+            credentials.server,
+            size=concurrency,
+            user_agent=USER_AGENT,
+            tls=credentials.tls,
+            authorization=credentials.authorization,
+            proxy=credentials.proxy,
+        )
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=concurrency, thread_name_prefix="kubemill-api"
         )
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()  # type: ignore[no-untyped-call]
+        self._client.close()
 
     async def _run(
         self,
@@ -189,6 +182,10 @@ class KubeApi:
         return parsed
 
     # -- the verbs the operator uses ----------------------------------------------------------
+
+    async def read(self, ref: ObjectRef) -> dict[str, Any]:
+        """The object itself (for what the operator does not watch: its Lease)."""
+        return await self._run("get", "GET", ref, ref.path)
 
     async def create(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._run("create", "POST", ref, ref.collection_path, body=dict(body))

@@ -61,6 +61,7 @@ class Runtime:
         self.stop_flag: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._api: KubeApi | None = None
+        self._elector: LeaderElector | None = None
         self._events: EventPoster | None = None
         self._history: HistoryKeeper | None = None
         self._reconciler: Reconciler | None = None
@@ -114,19 +115,22 @@ class Runtime:
         if self.settings.progress_port:
             await self._serve_progress(caches, self.settings.progress_port)
         if self.settings.leader_election:
-            LeaderElector(
-                configuration,
+            self._elector = LeaderElector(
+                self._api,
                 name=self.settings.lease_name,
                 namespace=self.settings.lease_namespace,
                 identity=self.settings.identity,
                 lease_duration=self.settings.lease_duration_seconds,
-                on_started=lambda: self._from_thread(self._lead),
-                on_stopped=lambda: self._from_thread(self._lost_lead),
-            ).start()
+                on_started=self._lead,
+                on_stopped=self._lost_lead,
+            )
+            self._elector.start()
         else:
             self._lead()
 
     async def stop(self) -> None:
+        if self._elector is not None:
+            await self._elector.stop()
         for task in self._workers:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -167,10 +171,6 @@ class Runtime:
         self._events.post(job, type, reason, message)
         if self._history is not None:
             self._history.posted(job, type, reason, message)
-
-    def _from_thread(self, fn: Any) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(fn)
 
     def _lead(self) -> None:
         self.leading = True
