@@ -27,6 +27,8 @@ if [[ ",$extras," == *",dev,"* ]]; then
     # The dashboard's browser tests: Playwright (a dev extra) drives Debian's chromium, so
     # Playwright never downloads a browser of its own.
     apt_packages+=(chromium)
+    # The tests that check a local job's processes connect to loopback only trace them.
+    apt_packages+=(strace)
 fi
 if [[ ",$extras," == *",image,"* ]]; then
     apt_packages+=(buildah podman mmdebstrap)

@@ -9,10 +9,13 @@ v1alpha2 manifest says why it cannot run here.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kubemill.substrates.local.launch import host_argv
-from support.e2e_support import EXAMPLES, Cli, processes_with_token
+from support.e2e_support import EXAMPLES, KUBEMILL, RUN_TIMEOUT, Cli, processes_with_token
 from support.engines import needs_mpirun, skip_without
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine, needs_mpirun]
@@ -67,6 +70,49 @@ print(f"rank {world.rank} up", flush=True)
 time.sleep(120)
 world.Barrier()
 """
+
+
+IP_ADDRESS = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)"')
+
+
+def _off_loopback(strace_output: str) -> tuple[int, set[str]]:
+    """How many connect() calls of an IP socket the trace holds, and their addresses that
+    are not loopback (an IPv4-mapped IPv6 address counts as its IPv4 address)."""
+    seen, away = 0, set[str]()
+    for line in strace_output.splitlines():
+        if "connect(" not in line:
+            continue
+        for v4, v6 in IP_ADDRESS.findall(line):
+            seen += 1
+            address = ipaddress.ip_address(v4 or v6)
+            mapped = getattr(address, "ipv4_mapped", None)
+            if not (mapped or address).is_loopback:
+                away.add(str(address))
+    return seen, away
+
+
+def test_the_job_talks_over_loopback_only(cli: Cli, tmp_path: Path) -> None:
+    """Every socket the job's processes connect (the CLI, the supervisor, mpirun, kubexec,
+    orted, the ranks) goes to loopback: no DNS question about the workers' host names, which
+    mpirun asked by default to tell whether a host is this machine."""
+    skip_without("mpi4py", "mpi")
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is missing: scripts/setup.sh installs it with the dev extra")
+    trace = tmp_path / "connects.txt"
+    argv = [strace, "-f", "-qq", "-e", "trace=connect", "-o", str(trace), str(KUBEMILL)]
+    done = subprocess.run(
+        [*argv, "run", str(EXAMPLES / "mpi-allreduce.yaml")],
+        env=cli.env,
+        cwd=cli.cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert done.returncode == 0, explain(done)
+    seen, away = _off_loopback(trace.read_text())
+    assert seen, "strace saw no connect() of an IP socket: the trace is not of the job"
+    assert not away, f"connections off loopback: {sorted(away)}"
 
 
 def test_killing_a_worker_mid_run_fails_the_job_naming_it(cli: Cli, tmp_path: Path) -> None:

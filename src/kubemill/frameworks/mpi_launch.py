@@ -36,6 +36,10 @@ LOCAL_ENV = {
     # loopback, never out of a real interface.
     "OMPI_MCA_btl_tcp_if_include": "lo",
     "OMPI_MCA_oob_tcp_if_include": "lo",
+    # Nor does mpirun ask DNS about the workers' host names: it resolves each host of the
+    # hostfile to tell whether it is this machine (none is to it: each is reached through
+    # kubexec), and the resolver of a machine without those names is off loopback.
+    "OMPI_MCA_if_base_do_not_resolve": "1",
     # OpenMPI judges oversubscription host by host, and each host's slots fit its share:
     # but every host is this machine, and all their ranks share its cores. Ranks that spin
     # while they wait for a message then take the cores from the ranks that would send it
