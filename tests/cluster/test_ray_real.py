@@ -10,6 +10,12 @@ real garbage collector take every child. In KubeRay's group: a worker killed is 
 in place and counted, a patch of a group's replicas adds a worker; a submission mode kubemill
 does not run is refused by the real server, the in-tree autoscaler by the operator's Event.
 
+A RayJob's K8sJobMode submitter is a batch/v1 Job, as KubeRay's: the real Job controller of
+the controller manager makes its pod from the template the operator wrote, the node stand-in
+plays that pod (it runs no command: a test decides each container's exit, so nothing needs
+Ray on this machine), and the Job's status decides the submitter's: the Job giving up after
+its backoffLimit fails the RayJob with SubmissionFailed.
+
 The node stand-in does not run Ray, so a RayJob's outcome (Ray's job API, which the operator
 asks at the head pod's IP, a loopback address of the stand-in's where no Ray answers) is not
 judged here: only what the real server must accept on the way to it.
@@ -76,7 +82,7 @@ RAY_JOB = Kind(
     4,
     (),
 )
-"""A head, two workers and the K8sJobMode submitter."""
+"""A head, two workers and the K8sJobMode submitter (the pod its Job makes)."""
 
 
 def patch_suspend(client: JobClient, plane: ControlPlane, job: Job, value: bool) -> None:
@@ -177,10 +183,25 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
         what=Seen("the head, 2 workers and the submitter running", job),
     )
     pods = namespace_pods(control_plane, namespace)
-    assert set(pods) == {"rj-head-0", "rj-workers-0", "rj-workers-1", "rj-submitter-0"}
+    nodes = {"rj-head-0", "rj-workers-0", "rj-workers-1"}
+    assert nodes < set(pods)
     assert {p["spec"]["nodeName"] for p in pods.values()} == {control_plane.node}
-    submitter = pods["rj-submitter-0"]["spec"]["containers"][0]["command"]
-    assert f"http://rj-head-svc.{namespace}.svc.cluster.local:8265" in submitter
+    # The submitter: the Job the operator created, owned by the RayJob, and its pod the real
+    # Job controller made from the template.
+    submitter_job = control_plane.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/rj")
+    uid = job.get()["metadata"]["uid"]
+    assert submitter_job["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert submitter_job["spec"]["backoffLimit"] == 2
+    (submitter,) = [pods[n] for n in set(pods) - nodes]
+    assert submitter["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert submitter["metadata"]["ownerReferences"][0]["name"] == "rj"
+    command = submitter["spec"]["containers"][0]["command"]
+    assert f"http://rj-head-svc.{namespace}.svc.cluster.local:8265" in command
+    eventually(
+        lambda: true(job.get(), "Running"),
+        timeout=WAIT,
+        what=Seen("Running (the Job's pod ready)", job),
+    )
     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rj-head-svc")
     # No Ray answers at the head pod's IP here: the deployment is as far as it goes.
     eventually(
@@ -195,6 +216,66 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
     assert through_status_subresource(started, "jobDeploymentStatus")
     assert not operator.failed_creates(namespace)
     suspend_resume_then_delete(control_plane, node, job, RAY_JOB, "jobDeploymentStatus=Suspended")
+
+
+def test_the_submitters_job_giving_up_fails_the_rayjob_with_submission_failed(
+    control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
+) -> None:
+    """The real Job controller retries the submitter's failed pod with a new one (counted as
+    the submitter's restart), and once past ``submitterConfig.backoffLimit`` marks the Job
+    Failed: the RayJob is Failed with SubmissionFailed, as KubeRay's."""
+    namespace = control_plane.new_namespace()
+    manifest = RAY_JOB.manifest("rs")
+    manifest["spec"]["submitterConfig"] = {"backoffLimit": 1}
+    job = create(control_plane, namespace, RAY_JOB, "kubectl-upstream", manifest)
+    nodes = {"rs-head-0", "rs-workers-0", "rs-workers-1"}
+
+    def submitter_pod() -> str | None:
+        live = [
+            name
+            for name, pod in namespace_pods(control_plane, namespace).items()
+            if name not in nodes
+            and pod["status"].get("phase") == "Running"
+            and node.running(namespace, name)
+        ]
+        return live[0] if len(live) == 1 else None
+
+    first = eventually(submitter_pod, timeout=WAIT, what=Seen("the submitter's pod running", job))
+    node.finish(namespace, first, 1)
+    second = eventually(
+        lambda: (name := submitter_pod()) != first and name,
+        timeout=WAIT,
+        what=Seen("a new submitter pod (the Job controller's retry)", job),
+    )
+    eventually(
+        lambda: job.restarts("Submitter") == 1,
+        timeout=WAIT,
+        what=Seen("the failed run counted", job),
+    )
+    assert job.get()["status"].get("jobDeploymentStatus") != "Failed"
+    node.finish(namespace, second, 1)
+    eventually(
+        lambda: job.get()["status"].get("jobDeploymentStatus") == "Failed",
+        timeout=WAIT,
+        what=Seen("the RayJob Failed", job),
+    )
+    status = job.get()["status"]
+    assert status["reason"] == "SubmissionFailed"
+    assert "BackoffLimitExceeded" in status["message"], status["message"]
+    # shutdownAfterJobFinishes (the example's): the cluster and the Job go, the RayJob stays.
+    eventually(
+        lambda: (
+            not namespace_pods(control_plane, namespace)
+            and not control_plane.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs")[
+                "items"
+            ]
+        ),
+        timeout=WAIT,
+        what=Seen("the cluster's pods and the Job deleted", job),
+    )
+    assert job.get()["status"]["jobDeploymentStatus"] == "Failed"
+    assert not operator.failed_creates(namespace)
+    control_plane.request("DELETE", job.path)
 
 
 def test_a_ray_worker_killed_is_restarted_and_counted_and_a_patch_scales_its_group(

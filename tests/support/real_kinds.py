@@ -153,6 +153,7 @@ OWNED = [
     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
     "/apis/apps/v1/namespaces/{ns}/deployments",
+    "/apis/batch/v1/namespaces/{ns}/jobs",
     "/apis/kubemill.dev/v1/namespaces/{ns}/sparkapplications",
 ]
 """Where a job's children live (each kind makes some of these)."""

@@ -39,7 +39,7 @@ Decisions, in the order they are taken:
    submitter is gone). When the Plan asks for it, the core asks the substrate to submit the
    run (``SubmitRemote``) while the service is up (its ``after`` replica Running and ready)
    and its API does not know the run.
-   A replica run through a child controller (``ReplicaPlan.controller``: Ray's job
+   A replica run through a child controller (``ReplicaPlan.controller``: a Ray job's
    submitter) that has failed for good, its controller having given up or its failures
    over the controller's ``backoff_limit`` (:mod:`kubemill.core.controlled`), fails the job
    with the controller's ``failure_reason``, after the remote run's verdict and before any

@@ -30,7 +30,7 @@ ENGINE = Engine(
 JOB = Engine(
     RAYJOB,
     RayJobs(),
-    "Ray (KubeRay): a Ray job on a cluster of its own, submitted by a submitter pod "
+    "Ray (KubeRay): a Ray job on a cluster of its own, submitted by a submitter Job "
     "(`ray job submit`) or over HTTP; Succeeded or Failed as Ray's job API says",
     lifecycle=REPLICA_SET,
     # Locally its cluster is the RayCluster's processes, and the submitter reaches the head's

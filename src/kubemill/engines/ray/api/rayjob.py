@@ -334,7 +334,7 @@ class RayJob(Job):
                 errors.append(
                     FieldError(
                         f"spec.rayClusterSpec.workerGroupSpecs[{i}].groupName",
-                        "'submitter' names the RayJob's submitter pod",
+                        "'submitter' names the RayJob's submitter",
                         "call the group otherwise",
                     )
                 )
