@@ -395,7 +395,8 @@ def main() -> None:
     parser.add_argument("--one-stop", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one-cli-stop", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("KUBEMILL_STATE_DIR", tempfile.mkdtemp(prefix="km-bench-state-"))
+    if "KUBEMILL_STATE_DIR" not in os.environ:  # a child of --stop-compare has its parent's
+        os.environ["KUBEMILL_STATE_DIR"] = tempfile.mkdtemp(prefix="km-bench-state-")
     if args.one_stop or args.one_cli_stop:
         one_stop(cli=args.one_cli_stop)
         return
