@@ -49,7 +49,7 @@ from support.real_kinds import (
     through_status_subresource,
     true,
 )
-from support.real_operator import RealOperator
+from support.real_operator import RealOperator, run_kubemill
 from support.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("operator")
@@ -202,6 +202,10 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
         timeout=WAIT,
         what=Seen("Running (the Job's pod ready)", job),
     )
+    if how != "kubectl-upstream":  # the SDK/CLI reads kubemill's group
+        the_client_reads_the_submitter_from_its_job(
+            control_plane, node, namespace, nodes, str(submitter["metadata"]["name"])
+        )
     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rj-head-svc")
     # No Ray answers at the head pod's IP here: the deployment is as far as it goes.
     eventually(
@@ -216,6 +220,34 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
     assert through_status_subresource(started, "jobDeploymentStatus")
     assert not operator.failed_creates(namespace)
     suspend_resume_then_delete(control_plane, node, job, RAY_JOB, "jobDeploymentStatus=Suspended")
+
+
+def the_client_reads_the_submitter_from_its_job(
+    plane: ControlPlane, node: NodeStandIn, namespace: str, nodes: set[str], pod: str
+) -> None:
+    """The SDK and ``kubemill get``/``describe``/``logs`` read the submitter from its Job:
+    Running (the Job's pod ready), at the address of the pod the real Job controller made,
+    which is no row of its own; its log is that pod's, under the replica's name."""
+    client = JobClient("kubernetes", kubeconfig=str(plane.admin_kubeconfig), namespace=namespace)
+
+    def submitter_running() -> Any:
+        replicas = {r.name: r for r in client.get("rj").replicas}
+        assert set(replicas) == nodes | {"rj-submitter-0"}, sorted(replicas)
+        seen = replicas["rj-submitter-0"]
+        return seen if seen.phase == "Running" else None
+
+    seen = eventually(submitter_running, timeout=WAIT, what="the client's submitter Running")
+    ip = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")["status"]["podIP"]
+    assert seen.address.split(":")[0] == ip, seen
+    cli = ["--substrate", "kubernetes", "-n", namespace]
+    listing = run_kubemill(plane, *cli, "get", "rj")
+    assert "4/4" in listing.stdout, listing.stdout + listing.stderr
+    described = run_kubemill(plane, *cli, "describe", "rj")
+    assert described.returncode == 0, described.stderr
+    assert "submitter" in described.stdout and pod not in described.stdout, described.stdout
+    node.write_log(namespace, pod, "ray-job-submitter", "submitted raysubmit_1")
+    logs = run_kubemill(plane, *cli, "logs", "rj", "--replica", "submitter-0")
+    assert "submitted raysubmit_1" in logs.stdout, logs.stdout + logs.stderr
 
 
 def test_the_submitters_job_giving_up_fails_the_rayjob_with_submission_failed(

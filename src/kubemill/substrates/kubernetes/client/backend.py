@@ -8,6 +8,8 @@ only when a backend is built, so ``import kubemill`` stays cheap):
   :mod:`.kinds`); the operator does the rest;
 - ``get``/``list`` map the object's status, and each replica from its pod (labelled
   ``kubemill.dev/job-name``, controlled by the job) as the core sees it (:mod:`.views`);
+  a replica run through a child controller from its batch/v1 Job (labelled and controlled
+  alike; listed only for a Plan that has such a replica);
 - ``wait`` watches the job until it is Succeeded or Failed (or a timeout);
 - ``logs`` reads each replica's pod log; ``follow`` streams every replica at once, picks
   up pods that are (re)created and containers that restart, until the job has finished
@@ -75,12 +77,18 @@ from kubemill.substrates.kubernetes.client.kinds import (
 from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
 from kubemill.substrates.kubernetes.client.views import (
+    ControlledRun,
+    ReplicaPods,
+    controlled_runs,
+    has_controlled,
     job_plan,
     pick_replica,
+    plan_of,
     replica_names,
     replica_views,
 )
 from kubemill.substrates.kubernetes.client.watch import refetch, watch_once
+from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOBS
 from kubemill.substrates.kubernetes.install.names import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
 from kubemill.substrates.kubernetes.observe import controller_uid, parse_time
 from kubemill.substrates.kubernetes.transport import api_path
@@ -169,7 +177,7 @@ class KubernetesBackend:
         self._submitted[found.uid] = time.monotonic()
         if not options.detach and self.operator_timeout:
             found = self._until(found, done=_acted, deadline=None, pods_suffice=True)
-        return self._view(found, self._pods(found) if not options.detach else [])
+        return self._view(found, self._replica_pods(found) if not options.detach else None)
 
     def _target_namespace(self, job: Job, namespace: str | None) -> str:
         given = job.metadata.namespace
@@ -185,7 +193,7 @@ class KubernetesBackend:
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job now, with a replica per pod the spec asks for. Raises ``JobNotFound``."""
         found = self._find(name, self._ns(namespace))
-        return self._view(found, self._pods(found))
+        return self._view(found, self._replica_pods(found))
 
     def list(self, namespace: str | None = None) -> builtins.list[JobView]:
         """Every job of ``namespace`` (every namespace when ``None``), oldest first."""
@@ -214,7 +222,22 @@ class KubernetesBackend:
                 owner = controller_uid(pod.get("metadata") or {})
                 if owner:
                     pods_by_owner.setdefault(owner, []).append(pod)
-        views = [self._view(f, pods_by_owner.get(f.uid, [])) for f in objects]
+        plans = {f.uid: plan_of(f.job()) for f in objects}
+        jobs_by_owner: dict[str, builtins.list[dict[str, Any]]] = {}
+        if any(has_controlled(plan) for plan in plans.values()):
+            for body in self._list_jobs(namespace, LABEL_JOB_NAME):
+                owner = controller_uid(body.get("metadata") or {})
+                if owner:
+                    jobs_by_owner.setdefault(owner, []).append(body)
+        views = []
+        for f in objects:
+            controlled: dict[str, ControlledRun] = {}
+            if has_controlled(plans[f.uid]):
+                jobs = jobs_by_owner.get(f.uid, [])
+                made = [p for j in jobs for p in pods_by_owner.get(_uid(j), ())]
+                controlled = controlled_runs(f.job(), jobs, made)
+            seen = ReplicaPods(tuple(pods_by_owner.get(f.uid, ())), controlled, plans[f.uid])
+            views.append(self._view(f, seen))
         return sorted(
             views,
             key=lambda v: (v.created or datetime.min.replace(tzinfo=UTC), v.namespace, v.name),
@@ -232,7 +255,7 @@ class KubernetesBackend:
         deadline = None if timeout is None else time.monotonic() + timeout
         found = self._find(name, self._ns(namespace))
         found = self._until(found, done=_finished, deadline=deadline)
-        return self._view(found, self._pods(found))
+        return self._view(found, self._replica_pods(found))
 
     def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
         """The one report the job's status holds: no history of reports is kept on
@@ -292,7 +315,9 @@ class KubernetesBackend:
         ``replica`` picks one (``worker-1`` or the pod's name). ``follow`` streams every
         replica at once as lines are written, following pods the operator recreates and
         containers that restart, until the job has finished and its pods are done.
-        Replicas whose pods do not exist (yet, or any more) have no lines.
+        Replicas whose pods do not exist (yet, or any more) have no lines. A replica run
+        through a batch/v1 Job is read from the Job's newest pod, under the replica's name
+        (see :mod:`.logs`: the pods the Job retried are earlier attempts).
         """
         found = self._find(name, self._ns(namespace))
         job = found.job()
@@ -313,7 +338,7 @@ class KubernetesBackend:
         self, found: Found, wanted: str | None, query: LogQuery | None
     ) -> Iterator[LogLine]:
         # A generator, so the pods are listed when the first line is asked for.
-        yield from read_logs(self.http, found, self._pods(found), wanted, query)
+        yield from read_logs(self.http, found, self._replica_pods(found), wanted, query)
 
     # --- delete --------------------------------------------------------------------------
 
@@ -407,17 +432,43 @@ class KubernetesBackend:
         answer = self.http.json(request, "GET", path, query=[("labelSelector", selector)])
         return [dict(p) for p in answer.get("items") or ()]
 
+    def _list_jobs(self, namespace: str | None, selector: str) -> builtins.list[dict[str, Any]]:
+        """The batch/v1 Jobs with these labels (replicas run through a child controller)."""
+        request = Request("list", JOBS, "batch", namespace)
+        group, _, version = JOB_API_VERSION.partition("/")
+        path = api_path(group=group, version=version, plural=JOBS, namespace=namespace)
+        answer = self.http.json(request, "GET", path, query=[("labelSelector", selector)])
+        return [dict(j) for j in answer.get("items") or ()]
+
     def _pods(self, found: Found) -> builtins.list[dict[str, Any]]:
         """The pods the job controls (a namesake's leftovers do not count)."""
         pods = self._list_pods(found.namespace, f"{LABEL_JOB_NAME}={found.name}")
         return [p for p in pods if controller_uid(p.get("metadata") or {}) == found.uid]
 
-    def _view(self, found: Found, pods: Iterable[Mapping[str, Any]]) -> JobView:
+    def _replica_pods(self, found: Found) -> ReplicaPods:
+        """The pods the job controls and, for a Plan with replicas run through a child
+        controller only, the batch/v1 Jobs it controls (by owner uid, as the operator
+        counts them) with the pods those Jobs made (one pod list serves both: the Job's
+        pods carry the job's label, from its template)."""
+        plan = plan_of(found.job())
+        selector = f"{LABEL_JOB_NAME}={found.name}"
+        listed = self._list_pods(found.namespace, selector)
+        own = tuple(p for p in listed if controller_uid(p.get("metadata") or {}) == found.uid)
+        controlled: dict[str, ControlledRun] = {}
+        if has_controlled(plan):
+            jobs = self._list_jobs(found.namespace, selector)
+            controlled = controlled_runs(found.job(), jobs, listed)
+        return ReplicaPods(own, controlled, plan)
+
+    def _view(self, found: Found, seen: ReplicaPods | None) -> JobView:
+        """The job as ``get`` shows it; ``seen`` None: no replica has a pod yet (a job just
+        submitted)."""
         job = found.job()
+        seen = seen if seen is not None else ReplicaPods()
         return JobView(
             job=job,
             status=job.status,
-            replicas=replica_views(job, pods),
+            replicas=replica_views(job, seen.pods, plan=seen.plan, controlled=seen.controlled),
             created=parse_time(job.metadata.creation_timestamp),
         )
 
@@ -488,13 +539,14 @@ class KubernetesBackend:
         """
         found = self._find(name, self._ns(namespace))
         if found.job().status.finished:
-            return self._view(found, self._pods(found))
+            return self._view(found, self._replica_pods(found))
         found = self._merge_patch(found, {"metadata": {"annotations": {STOP_ANNOTATION: why}}})
         deadline = time.monotonic() + max(self.operator_timeout, 1.0)
         while True:
-            pods = self._pods(found)
+            seen = self._replica_pods(found)
+            pods = seen.pods
             if not pods or time.monotonic() >= deadline:
-                return self._view(refetch(self.http, found), pods)
+                return self._view(refetch(self.http, found), seen)
             if force:
                 for pod in pods:
                     self._delete_pod(found.namespace, str(pod["metadata"]["name"]))
@@ -513,7 +565,7 @@ class KubernetesBackend:
     ) -> JobView:
         """Merge-patch the job (the API server validates it); the operator plans from it."""
         found = self._merge_patch(self._find(name, self._ns(namespace)), dict(patch))
-        return self._view(found, self._pods(found))
+        return self._view(found, self._replica_pods(found))
 
     def _set_suspend(self, name: str, namespace: str | None, *, suspend: bool) -> JobView:
         found = self._find(name, self._ns(namespace))
@@ -525,7 +577,7 @@ class KubernetesBackend:
             )
         # Each kind says where its suspend field is (Spark's is spec.suspend).
         found = self._merge_patch(found, type(found.job()).suspend_patch(suspend))
-        return self._view(found, self._pods(found))
+        return self._view(found, self._replica_pods(found))
 
     def _merge_patch(self, found: Found, body: dict[str, Any]) -> Found:
         request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
@@ -547,6 +599,10 @@ class KubernetesBackend:
         except KubeApiError as exc:
             if exc.status != 404:
                 raise
+
+
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
 
 
 def _finished(job: Job) -> bool:
@@ -574,8 +630,8 @@ class _FollowedJobs:
     def refetch(self, found: Found) -> Found:
         return refetch(self.backend.http, found)
 
-    def pods(self, found: Found) -> list[dict[str, Any]]:
-        return self.backend._pods(found)
+    def replica_pods(self, found: Found) -> ReplicaPods:
+        return self.backend._replica_pods(found)
 
     def acting_deadline(self, found: Found) -> float | None:
         timeout = self.backend.operator_timeout

@@ -4,6 +4,13 @@ Which container is a replica's and whether it has run yet are decided from the s
 snapshot the operator judges (:mod:`kubemill.substrates.kubernetes.observe`). Lines are
 asked for with ``timestamps=true``, so a followed stream that is cut can be resumed after
 the last line read.
+
+A replica run through a child controller (a batch/v1 Job, ``ReplicaPlan.controller``) is
+read from its Job's newest pod, and its lines carry the replica's name, not that pod's: the
+pods the Job retried are earlier attempts of the same replica, which ``logs`` does not read
+(``kubectl logs`` of such a pod does), while ``logs -f``, looking at the Job again every
+``poll_interval``, reads each newest pod in turn, so an attempt it followed is read to its
+end and the retry after it follows under the same name.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -24,7 +31,7 @@ from kubemill.substrates.base import JobNotFound, LogLine, LogQuery
 from kubemill.substrates.kubernetes.client.connection import REQUEST_TIMEOUT, Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
 from kubemill.substrates.kubernetes.client.kinds import Found
-from kubemill.substrates.kubernetes.client.views import job_plan, replica_names
+from kubemill.substrates.kubernetes.client.views import ReplicaPods, job_plan
 from kubemill.substrates.kubernetes.observe import (
     ContainerSnapshot,
     PodSnapshot,
@@ -47,11 +54,48 @@ def split_timestamp(line: str) -> tuple[datetime | None, str]:
     return None, line
 
 
-def _main(job: Job, plan: Plan, pod: Mapping[str, Any]) -> tuple[str, ContainerSnapshot | None]:
-    """The replica's framework container: its name and its status (if reported)."""
+@dataclass(frozen=True)
+class LogSource:
+    """Where one replica's lines are read: a pod's framework container, and the name the
+    lines carry (the pod's, or the replica's for a replica run through a Job)."""
+
+    replica: str
+    pod: Mapping[str, Any]
+    container: str
+    main: ContainerSnapshot | None
+    """The container's status (None before it is reported)."""
+
+    @property
+    def pod_name(self) -> str:
+        return str((self.pod.get("metadata") or {}).get("name"))
+
+
+def log_sources(job: Job, plan: Plan, seen: ReplicaPods) -> list[LogSource]:
+    """The pod of each replica that has one, in start order, then the pods the Plan no
+    longer asks for, by name; a replica run through a Job is its newest pod."""
+    by_name = {str((p.get("metadata") or {}).get("name")): p for p in seen.pods}
+    sources = []
+    for replica in plan.replicas:
+        controller = replica.controller
+        run = seen.controlled.get(controller.name) if controller is not None else None
+        if run is not None:
+            by_name.pop(replica.name, None)
+            if run.pod is not None:
+                main = PodSnapshot.of(run.pod).container(replica.container)
+                sources.append(LogSource(replica.name, run.pod, replica.container, main))
+            continue
+        pod = by_name.pop(replica.name, None)
+        if pod is not None:
+            sources.append(_own(job, plan, replica.name, pod))
+    sources.extend(_own(job, plan, name, pod) for name, pod in sorted(by_name.items()))
+    return sources
+
+
+def _own(job: Job, plan: Plan, name: str, pod: Mapping[str, Any]) -> LogSource:
+    """A pod the job controls: its framework container as the operator judges it."""
     snapshot = PodSnapshot.of(pod)
-    name = main_container_name(job, plan, snapshot)
-    return name, snapshot.container(name)
+    container = main_container_name(job, plan, snapshot)
+    return LogSource(name, pod, container, snapshot.container(container))
 
 
 def open_log(
@@ -120,28 +164,24 @@ def api_query(asked: LogQuery) -> list[tuple[str, str]]:
 def read_logs(
     http: Http,
     found: Found,
-    pods: Iterable[Mapping[str, Any]],
+    seen: ReplicaPods,
     wanted: str | None,
     asked: LogQuery | None = None,
 ) -> Iterator[LogLine]:
-    """Each replica's log as it is now, replica after replica (start order, then strays)."""
+    """Each replica's log as it is now, replica after replica (start order, then strays);
+    ``wanted`` (a replica's name) reads that one only."""
     job = found.job()
-    plan = job_plan(job)
-    by_name = {str(p["metadata"]["name"]): p for p in pods}
-    order = replica_names(plan)
-    order += sorted(n for n in by_name if n not in order)
-    for pod_name in order:
-        pod = by_name.get(pod_name)
-        if pod is None or (wanted is not None and pod_name != wanted):
+    plan = seen.plan or job_plan(job)
+    for source in log_sources(job, plan, seen):
+        if wanted is not None and source.replica != wanted:
             continue
-        container, main = _main(job, plan, pod)
-        if main is None or not main.has_run:
+        if source.main is None or not source.main.has_run:
             continue
         raw = open_log(
             http,
             found.namespace,
-            pod_name,
-            container,
+            source.pod_name,
+            source.container,
             follow=False,
             asked=asked,
             limit_bytes=asked.limit_bytes if asked else None,
@@ -151,13 +191,15 @@ def read_logs(
         text = http.read(raw).decode("utf-8", errors="replace")
         for line in text.splitlines():
             moment, rest = split_timestamp(line)
-            yield LogLine(replica=pod_name, text=rest, time=moment)
+            yield LogLine(replica=source.replica, text=rest, time=moment)
 
 
 @dataclass
 class _Stream:
     """One followed log: a pod's container instance, read by its own thread."""
 
+    replica: str
+    """The name its lines carry (see :class:`LogSource`)."""
     pod: str
     key: tuple[str, int]
     """(pod uid, restart count): a new instance of the container is a new stream."""
@@ -206,8 +248,8 @@ class JobSource(Protocol):
         """The job as the API has it now; ``JobNotFound`` once it is deleted."""
         ...
 
-    def pods(self, found: Found) -> list[dict[str, Any]]:
-        """The pods the job controls."""
+    def replica_pods(self, found: Found) -> ReplicaPods:
+        """The pods the job controls, and the Jobs its replicas run through."""
         ...
 
     def acting_deadline(self, found: Found) -> float | None:
@@ -263,12 +305,12 @@ class LogFollower:
                         if self.found.job().status.finished:
                             finished_at = time.monotonic()
                 job = self.found.job()
-                pods = source.pods(self.found)
+                seen = source.replica_pods(self.found)
                 if check_at is not None and time.monotonic() >= check_at:
-                    if not job.status.conditions and not pods:
+                    if not job.status.conditions and not seen.pods and not seen.controlled:
                         raise source.not_acting(self.found)
                     check_at = None
-                self._start_streams(job, pods)
+                self._start_streams(job, seen)
                 yield from self._drain(source.poll_interval)
                 if finished_at is not None:
                     if not self.active and self.queue.empty():
@@ -285,16 +327,15 @@ class LogFollower:
                 if stream.thread is not None:
                     stream.thread.join(timeout=5)
 
-    def _start_streams(self, job: Job, pods: Iterable[Mapping[str, Any]]) -> None:
-        plan = job_plan(job)
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            name = str(meta.get("name"))
-            if self.wanted is not None and name != self.wanted:
+    def _start_streams(self, job: Job, seen: ReplicaPods) -> None:
+        plan = seen.plan or job_plan(job)
+        for source in log_sources(job, plan, seen):
+            name, container, main = source.pod_name, source.container, source.main
+            if self.wanted is not None and source.replica != self.wanted:
                 continue
-            container, main = _main(job, plan, pod)
             if main is None or not main.has_run:
                 continue
+            meta = source.pod.get("metadata") or {}
             key = (str(meta.get("uid") or name), main.restart_count)
             if key in self.active:
                 continue
@@ -305,6 +346,7 @@ class LogFollower:
                 # Cut while the container still runs: resume after the last line read.
                 del self.ended[key]
             stream = _Stream(
+                replica=source.replica,
                 pod=name,
                 key=key,
                 since=previous.last if previous else None,
@@ -324,7 +366,7 @@ class LogFollower:
         try:
             limit = self.asked.limit_bytes
             if limit is not None:
-                limit -= self.sent.get(stream.pod, 0)
+                limit -= self.sent.get(stream.replica, 0)
                 if limit <= 0:
                     return
             response = open_log(
@@ -351,8 +393,10 @@ class LogFollower:
                     continue  # read before the stream was cut
                 if moment is not None:
                     stream.last = moment
-                self.sent[stream.pod] = self.sent.get(stream.pod, 0) + len(text.encode()) + 1
-                self.queue.put(LogLine(replica=stream.pod, text=text, time=moment))
+                self.sent[stream.replica] = (
+                    self.sent.get(stream.replica, 0) + len(text.encode()) + 1
+                )
+                self.queue.put(LogLine(replica=stream.replica, text=text, time=moment))
         except Exception as exc:
             if not stream.closed and not is_connection_error(exc):
                 error = exc
