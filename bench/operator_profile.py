@@ -180,7 +180,7 @@ def main() -> None:
         return
     out = Path(rest[0])
     operator_args = rest[rest.index("--") + 1 :]
-    # After the imports (most of the idle RSS, kopf's and the kubernetes client's: see
+    # After the imports (most of the idle RSS, kopf's and the engines': see
     # ``python -X importtime``), which tracing DEPTH frames would slow past the bench's wait.
     from kubemill.substrates.kubernetes.operator.__main__ import app
 

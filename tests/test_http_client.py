@@ -3,6 +3,8 @@ substrate asks a job's service and Mars's pod program asks its supervisors: the 
 query arrive as given, a body arrives as JSON, another status is an :class:`HttpAnswer`
 with the server's words, and a port nothing listens on is a :class:`NoAnswer`. The
 operator's :class:`HttpPool` serves threads at once, each answer its own, on kept connections.
+A streamed answer (a watch, a followed log: ``open``) gives each chunk as it comes, frees
+its connection for the next request once read to its end, and ends a waiting read when shut.
 (Spark's submission through :class:`HttpClient` is compared byte for byte with the official
 client in ``tests/substrates/kubernetes/client/test_transport_direct.py``.)"""
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +32,8 @@ class Echo(http.server.BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         Echo.peers.append(self.client_address[1])
+        if self.path.startswith("/slow"):
+            time.sleep(1)
         size = int(self.headers.get("Content-Length") or 0)
         asked = {
             "method": self.command,
@@ -45,6 +50,20 @@ class Echo(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     do_GET = do_POST = _answer
+
+    def do_PUT(self) -> None:
+        """A chunked answer: ``first``, then ``second`` once the test lets it go."""
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for piece in (b"first\n", b"second\n"):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.flush()
+            if piece == b"first\n" and not Echo.go_on.wait(timeout=30):
+                return  # the test stopped waiting: end without the last chunk
+        self.wfile.write(b"0\r\n\r\n")
+
+    go_on = threading.Event()
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test reads the answers."""
@@ -125,3 +144,39 @@ def test_a_pool_answers_each_thread_its_own_on_kept_connections(server: str) -> 
     assert len(pool._idle) <= 3
     pool.close()
     assert pool._idle == []
+
+
+def test_a_streamed_answer_comes_as_it_is_written_and_frees_its_connection(server: str) -> None:
+    Echo.peers.clear()
+    Echo.go_on.clear()
+    pool = http_client.HttpPool(server, size=2, user_agent="t")
+    answer = pool.open("PUT", "/watch")
+    pieces = answer.stream(4096)
+    assert next(pieces) == b"first\n"  # before the server has written the rest
+    Echo.go_on.set()
+    assert b"".join(pieces) == b"second\n"
+    answer.release_conn()
+    assert json.loads(pool.send("GET", "/after").data)["target"] == "/after"
+    assert len(set(Echo.peers)) == 1  # the streamed answer's connection, reused
+
+
+def test_shutting_a_stream_ends_a_read_that_waits(server: str) -> None:
+    Echo.go_on.clear()
+    pool = http_client.HttpPool(server, size=2, user_agent="t")
+    answer = pool.open("PUT", "/watch", timeout=(5.0, None))  # no read timeout, as a log
+    pieces = answer.stream(4096)
+    assert next(pieces) == b"first\n"
+    threading.Timer(0.2, answer.shutdown).start()
+    with pytest.raises(OSError):
+        b"".join(pieces)  # waits for "second" until shut
+    answer.release_conn()
+    Echo.go_on.set()
+    assert json.loads(pool.send("GET", "/again").data)["target"] == "/again"
+
+
+def test_each_request_has_its_own_read_timeout_on_a_kept_connection(server: str) -> None:
+    client = http_client.HttpClient(server, user_agent="t")
+    assert client.send("GET", "/first", timeout=(5.0, 60.0)).status == 200
+    with pytest.raises(http_client.NoAnswer):
+        client.send("GET", "/slow", timeout=(5.0, 0.2))  # (a watch's own deadline)
+    assert client.send("GET", "/slow", timeout=(5.0, 30.0)).status == 200

@@ -1,15 +1,15 @@
 """kubemill's own HTTP/1.1 client: the one way kubemill sends a request that no library sends
 for it.
 
-Who uses it: the operator's writes and reads (an :class:`HttpPool`, a client per thread of
-its pool) and its leader election; the Kubernetes substrate's short-lived processes (Spark's
-cluster-mode submission, ``kubemill spark-submit --kill``/``--status``), all with what a
-kubeconfig or a pod's service account gives (:class:`Tls`, a bearer token, a proxy); the
-local substrate asks a job's service for its remote run (a Ray job's status, its
-submission); Mars's in-pod program asks its supervisors' web API which nodes are ready.
-(The SDK's long-lived clients still use the official ``kubernetes`` client's ``ApiClient``,
-kopf its own aiohttp session for its watches: see
-:mod:`kubemill.substrates.kubernetes.transport`.)
+Who uses it: every request of the Kubernetes substrate to the API server (see
+:mod:`kubemill.substrates.kubernetes.transport`): the operator's writes, reads and leader
+election (an :class:`HttpPool`, a client per thread of its pool), the SDK's and the CLI's
+requests, watches and followed logs (an :class:`HttpPool`; :meth:`HttpClient.open` streams
+an answer as it comes), Spark's cluster-mode submission, all with what a kubeconfig or a
+pod's service account gives (:class:`Tls`, a bearer token, a proxy); the local substrate
+asks a job's service for its remote run (a Ray job's status, its submission); Mars's in-pod
+program asks its supervisors' web API which nodes are ready. (kopf keeps its own aiohttp
+session for the operator's watches.)
 
 Standard library only, and cheap to import: a process that sends a few requests must not
 pay for ``http.client``'s or urllib3's imports. Two outcomes besides a 2xx answer, as
@@ -63,6 +63,61 @@ class HttpResponse:
         """The body in chunks of ``amount`` bytes."""
         for start in range(0, len(self.data), amount):
             yield self.data[start : start + amount]
+
+
+class HttpStream:
+    """A 2xx answer whose body is read as it comes (``HttpClient.send(stream=True)``):
+    :meth:`stream` yields what has arrived (chunked, sized, or ending with the connection);
+    :meth:`release_conn` gives the connection back (kept if the body was read to its end,
+    else closed); :meth:`shutdown`, from another thread, ends a read that waits."""
+
+    def __init__(
+        self, status: int, reason: str, client: HttpClient, size: int | None, keep: bool
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self._client = client
+        self._reader = client._reader
+        self._socket = client._socket
+        self._size = size
+        self._keep = keep
+        self._ended = False
+        self._released = False
+        self.on_release: Callable[[], None] | None = None
+        """Called once the connection is back (an :class:`HttpPool` takes its client back)."""
+
+    def stream(self, amount: int, decode_content: bool = True) -> Iterator[bytes]:
+        """The body in pieces of at most ``amount`` bytes, each as soon as it has come.
+        A cut connection is a ``ConnectionResetError`` (an ``OSError``)."""
+        if self._released:
+            return
+        yield from _pieces(self._reader, self._size, amount)
+        self._ended = True
+
+    @property
+    def data(self) -> bytes:
+        """The rest of the body, read whole."""
+        return b"".join(self.stream(65536))
+
+    def shutdown(self) -> None:
+        """End the connection under a read in progress (in another thread), which then
+        ends as a cut connection does."""
+        import contextlib
+        import socket
+
+        if not self._released and self._socket is not None:
+            with contextlib.suppress(OSError):  # already ended
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def release_conn(self) -> None:
+        """Give the connection back to its client (once)."""
+        if self._released:
+            return
+        self._released = True
+        if not (self._ended and self._keep):
+            self._client.close()
+        if self.on_release is not None:
+            self.on_release()
 
 
 class Tls:
@@ -229,8 +284,40 @@ class HttpClient:
         content_type: str = "application/json",
         timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
     ) -> HttpResponse:
-        """The answer of a 2xx; raises :class:`HttpAnswer` (any other status, with its
-        body) or :class:`NoAnswer` (refused, reset, TLS, timeout, not HTTP)."""
+        """The answer of a 2xx, read whole; raises :class:`HttpAnswer` (any other status,
+        with its body) or :class:`NoAnswer` (refused, reset, TLS, timeout, not HTTP)."""
+        answer = self.exchange(method, path, query, body, content_type, timeout, stream=False)
+        assert isinstance(answer, HttpResponse)
+        return answer
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    ) -> HttpStream:
+        """As :meth:`send`, but the 2xx answer's body is read as it comes (a watch, a
+        followed log): the connection is the stream's until it is released."""
+        answer = self.exchange(method, path, query, body, content_type, timeout, stream=True)
+        assert isinstance(answer, HttpStream)
+        return answer
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        query: Iterable[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float | None],
+        *,
+        stream: bool,
+    ) -> HttpResponse | HttpStream:
+        """:meth:`send` or :meth:`open`."""
         url = self._prefix + path
         pairs = list(query)
         if pairs:
@@ -259,18 +346,24 @@ class HttpClient:
                 if self._socket is None:
                     self._connect(timeout)
                 assert self._socket is not None
+                if self._socket.gettimeout() != timeout[1]:
+                    self._socket.settimeout(timeout[1])  # a kept connection: this request's
                 self.sent += 1
                 self._socket.sendall(request)
-                status, reason, data, keep = _answer(self._reader, method)
+                status, reason, size, keep = _head(self._reader, method)
+                ok = 200 <= status <= 299
+                data = b"" if stream and ok else b"".join(_pieces(self._reader, size, None))
             except (OSError, _Stale, ValueError) as exc:
                 self.close()
                 stale = isinstance(exc, _Stale | BrokenPipeError | ConnectionResetError)
                 if reused and stale and attempt == 1:
                     continue  # a kept connection the server had closed: open a new one
                 raise NoAnswer(str(exc) or type(exc).__name__) from exc
+            if stream and ok:
+                return HttpStream(status, reason, self, size, keep)
             if not keep:
                 self.close()
-            if not 200 <= status <= 299:
+            if not ok:
                 raise HttpAnswer(status, reason, data)
             return HttpResponse(status, reason, data)
         raise AssertionError("not reached")  # pragma: no cover
@@ -305,8 +398,15 @@ class HttpPool:
 
         def make() -> HttpClient:
             return HttpClient(
-                server, user_agent=user_agent, tls=tls, authorization=authorization, proxy=proxy
+                server,
+                user_agent=self.user_agent,
+                tls=tls,
+                authorization=authorization,
+                proxy=proxy,
             )
+
+        self.user_agent = user_agent
+        """Sent with each request (one may change it, as on an ``ApiClient``)."""
 
         self._make = make
         first = self._make()  # an unusable server or proxy is refused here, not per request
@@ -327,22 +427,64 @@ class HttpPool:
         timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
     ) -> HttpResponse:
         """:meth:`HttpClient.send` on an idle client of the pool."""
+        answer = self.exchange(method, path, query, body, content_type, timeout, stream=False)
+        assert isinstance(answer, HttpResponse)
+        return answer
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    ) -> HttpStream:
+        """:meth:`HttpClient.open` on an idle client of the pool, which comes back to the
+        pool when the stream is released."""
+        answer = self.exchange(method, path, query, body, content_type, timeout, stream=True)
+        assert isinstance(answer, HttpStream)
+        return answer
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        query: Iterable[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float | None],
+        *,
+        stream: bool,
+    ) -> HttpResponse | HttpStream:
+        """:meth:`send` or :meth:`open`."""
         with self._lock:
             client = self._idle.pop() if self._idle else self._make()
+        client.user_agent = self.user_agent
         if client._context is None:
             client._context = self._context  # (the first client makes it, in its send)
         try:
-            return client.send(
-                method, path, query=query, body=body, content_type=content_type, timeout=timeout
+            answer = client.exchange(
+                method, path, query, body, content_type, timeout, stream=stream
             )
-        finally:
-            with self._lock:
-                self._context = self._context or client._context
-                keep = len(self._idle) < self.size
-                if keep:
-                    self._idle.append(client)
-            if not keep:
-                client.close()
+        except BaseException:
+            self._give_back(client)
+            raise
+        if isinstance(answer, HttpStream):
+            answer.on_release = lambda: self._give_back(client)
+        else:
+            self._give_back(client)
+        return answer
+
+    def _give_back(self, client: HttpClient) -> None:
+        with self._lock:
+            self._context = self._context or client._context
+            keep = len(self._idle) < self.size
+            if keep:
+                self._idle.append(client)
+        if not keep:
+            client.close()
 
     def close(self) -> None:
         """Close the idle clients' connections (a later request opens another)."""
@@ -394,8 +536,10 @@ class _Proxy:
             raise ConnectionRefusedError(f"the proxy refused a tunnel to {target}: {answer}")
 
 
-def _answer(reader: Any, method: str) -> tuple[int, str, bytes, bool]:
-    """(status, reason, body, whether the connection stays open) of the next answer."""
+def _head(reader: Any, method: str) -> tuple[int, str, int | None, bool]:
+    """(status, reason, body size, whether the connection stays open) of the next answer;
+    the size is :data:`_CHUNKED` for a chunked body, ``None`` for one that ends with the
+    connection."""
     while True:
         line = reader.readline(_MAX_LINE)
         if not line:
@@ -417,26 +561,56 @@ def _answer(reader: Any, method: str) -> tuple[int, str, bytes, bool]:
     connection = headers.get("connection", "").lower()
     keep = connection != "close" and (version != "HTTP/1.0" or connection == "keep-alive")
     if method == "HEAD" or status in (204, 304):
-        return status, reason, b"", keep
+        return status, reason, 0, keep
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
+        return status, reason, _CHUNKED, keep
+    if "content-length" in headers:
+        return status, reason, int(headers["content-length"]), keep
+    return status, reason, None, False  # the body ends with the connection
+
+
+def _pieces(reader: Any, size: int | None, amount: int | None) -> Iterator[bytes]:
+    """A body's bytes as they come (see :func:`_head` for ``size``), in pieces of at most
+    ``amount`` bytes, or with ``None`` each chunk (the whole body unless chunked) at once."""
+    if size == _CHUNKED:
         while True:
-            size = int(reader.readline(_MAX_LINE).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
+            line = reader.readline(_MAX_LINE)
+            if not line:
+                raise ConnectionResetError("the answer ended before its last chunk")
+            left = int(line.split(b";")[0].strip() or b"0", 16)
+            if left == 0:
                 while reader.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
                     pass  # trailers
-                break
-            chunks.append(_exactly(reader, size))
+                return
+            yield from _exact_pieces(reader, left, amount)
             reader.readline(_MAX_LINE)
-        return status, reason, b"".join(chunks), keep
-    if "content-length" in headers:
-        return status, reason, _exactly(reader, int(headers["content-length"])), keep
-    return status, reason, reader.read(), False  # the body ends with the connection
+    elif size is None:
+        if amount is None:
+            yield reader.read()
+            return
+        while piece := reader.read1(amount):
+            yield piece
+    else:
+        yield from _exact_pieces(reader, size, amount)
+
+
+def _exact_pieces(reader: Any, size: int, amount: int | None) -> Iterator[bytes]:
+    if amount is None:
+        yield _exactly(reader, size)
+        return
+    left = size
+    while left:
+        piece = reader.read1(min(amount, left))  # what has come, without waiting for more
+        if not piece:
+            raise ConnectionResetError(f"the answer ended {left} bytes short")
+        left -= len(piece)
+        yield piece
 
 
 _EXPECTING_BODY = ("POST", "PUT", "PATCH")
 """Methods sent with ``Content-Length: 0`` when they carry no body (as http.client does)."""
 _MAX_LINE = 65537
+_CHUNKED = -1
 
 
 class _Stale(Exception):
@@ -482,6 +656,7 @@ __all__ = [
     "HttpClient",
     "HttpPool",
     "HttpResponse",
+    "HttpStream",
     "NoAnswer",
     "Tls",
     "request",

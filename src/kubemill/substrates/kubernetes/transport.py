@@ -1,31 +1,29 @@
 """The one way the Kubernetes substrate sends HTTP requests of its own: :func:`send`.
 
-:func:`send` takes either of two clients and answers the same way: kubemill's own
-:class:`kubemill.http_client.HttpClient` (or its :class:`~kubemill.http_client.HttpPool`),
-or the official client's generic ``ApiClient.call_api`` with plain JSON bodies. Not the
-typed ``CoreV1Api``/``CustomObjectsApi`` methods: those validate arguments and bodies
-against the client's own models (strictly, since ``kubernetes`` 35), refuse fields a client
-version does not know, and turn pods into model objects that we would only turn back into
-dicts.
+Every request goes through kubemill's own client, :mod:`kubemill.http_client`: the
+operator's writes, reads and Lease (:mod:`.operator.kubeapi`, an ``HttpPool``), the SDK's
+and the CLI's requests, watches and followed logs (:mod:`.client.connection`, an
+``HttpPool`` whose streamed answers are read as they come), and Spark's cluster-mode
+submission (``kubemill spark-submit --master k8s://URL``: one ``HttpClient``). Each with
+what a kubeconfig or a pod's service account gives (:mod:`.client.kubeconfig` reads it: a
+certificate authority, a client certificate and key, a bearer token, a token file read
+again for each request, an exec plugin, insecure-skip-tls-verify, a proxy), sending the
+very requests the official client's ``ApiClient`` sends (same method, path, query, headers
+and JSON body; ``tests/substrates/kubernetes/client/test_transport_direct.py`` compares
+them) over sockets of its own. Why not ``ApiClient``: importing the ``kubernetes`` package
+costs a process ~20 MiB (every model class) and a tenth of a second, and its per-request
+serialisation is Python work the operator paid on every write. So the ``kubernetes``
+package is needed only inside pods (the MPI agent's exec, Mars's discovery) and when a
+caller of the SDK hands in an ``ApiClient`` of its own (``KubernetesBackend(api_client=)``),
+which :func:`send` still takes, through ``ApiClient.call_api`` with plain JSON bodies (never
+the typed ``CoreV1Api`` methods, which validate bodies against the client's own models and
+refuse fields a client version does not know); the package is imported on such a client's
+first request only. kopf keeps its own aiohttp session for the operator's watches.
 
 Two outcomes besides a 2xx response, as exceptions that keep what the server said and leave
 the wording to the caller: :class:`~kubemill.http_client.HttpAnswer` (the server answered
 with an error) and :class:`~kubemill.http_client.NoAnswer` (refused, reset, DNS, TLS,
-timeout), the same for either client. The ``kubernetes`` package is imported on the first
-request through an ``ApiClient`` only, so importing this module stays cheap.
-
-Who sends through which: the operator (its writes and reads, and its leader election's
-Lease, :mod:`.operator.kubeapi`) and Spark's cluster-mode submission (``kubemill
-spark-submit --master k8s://URL``, its ``--kill``, ``--status`` and its wait for the driver)
-through kubemill's own client, which sends the very requests ``ApiClient`` sends (same
-method, path, query, headers and JSON body) over sockets of its own, with whatever a
-kubeconfig or a pod's service account gives (:mod:`.client.kubeconfig` reads it: a
-certificate authority, a client certificate and key, a bearer token, a token file read
-again for each request, an exec plugin, insecure-skip-tls-verify, a proxy). Importing the
-``kubernetes`` package costs a process ~20 MiB (every model class) and a tenth of a second,
-and its per-request serialisation is Python work the operator paid per write. The SDK's
-long-lived clients (:mod:`.client.connection`) still send through ``ApiClient``; kopf keeps
-its own aiohttp session for its watches.
+timeout), the same for either client.
 """
 
 from __future__ import annotations
@@ -63,13 +61,15 @@ def send(
     body: Any = None,
     content_type: str = "application/json",
     timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    stream: bool = False,
 ) -> Any:
-    """The urllib3 response of a 2xx answer, not read yet (stream it or :func:`read` it).
+    """The response of a 2xx answer (:func:`read` it; with ``stream``, its body is read as
+    it comes: :func:`lines`, and release it).
 
     Raises :class:`HttpAnswer` or :class:`NoAnswer`.
     """
     if isinstance(api_client, HttpClient | HttpPool):
-        return api_client.send(
+        return (api_client.open if stream else api_client.send)(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
     from kubernetes.client.exceptions import ApiException

@@ -3,12 +3,17 @@
 Checked on the source: the client package sends requests only through
 :mod:`kubemill.substrates.kubernetes.transport` (no ``call_api``, no HTTP library of its own),
 and reads pod statuses only through :mod:`kubemill.substrates.kubernetes.observe` (no
-``containerStatuses`` parsing of its own).
+``containerStatuses`` parsing of its own). And, run: a process of the SDK that talks to a
+cluster imports neither the ``kubernetes`` package nor urllib3 (kubemill's own client).
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,10 +62,7 @@ def test_the_client_sends_requests_only_through_the_transport(path: Path) -> Non
     tree = ast.parse(path.read_text())
     imported = _imports(tree)
     assert not {m for m in imported if m.startswith(HTTP_LIBRARIES)}
-    kube = {m for m in imported if m == "kubernetes" or m.startswith("kubernetes.")}
-    if path.stem == "connection":  # connect() builds the ApiClient the transport uses
-        kube -= {"kubernetes", "kubernetes.config.config_exception"}
-    assert not kube
+    assert not {m for m in imported if m == "kubernetes" or m.startswith("kubernetes.")}
     assert not {"call_api", "param_serialize", "request", "urlopen"} & _called(tree)
 
 
@@ -76,3 +78,30 @@ def test_the_shared_modules_are_where_those_things_happen() -> None:
     assert {"call_api", "param_serialize"} <= _called(transport_tree)
     observe_tree = ast.parse(Path(observe.__file__).read_text())
     assert {"containerStatuses", "restartCount", "exitCode", "phase"} <= _strings(observe_tree)
+
+
+SDK_PROCESS = """\
+import json, sys
+from kubemill.substrates.kubernetes.client import KubernetesBackend
+backend = KubernetesBackend(kubeconfig=sys.argv[1])
+listed = backend.list("default")
+backend.close()
+print(json.dumps([len(listed), sorted(m for m, v in sys.modules.items() if v is not None)]))
+"""
+
+
+def test_an_sdk_process_imports_neither_the_kubernetes_package_nor_urllib3(
+    kubeconfig: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SDK_PROCESS, str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    listed, modules = json.loads(done.stdout)
+    assert listed == 0
+    assert "kubemill.http_client" in modules
+    assert [m for m in modules if m.partition(".")[0] in ("kubernetes", "urllib3")] == []

@@ -1,24 +1,25 @@
 """Which cluster the client talks to, and its requests with errors that say what to do.
 
-:func:`connect` builds a ``kubernetes.client.ApiClient`` as kubectl chooses a cluster
-(``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config`` and a context; in a pod without any
-of those, its service account). :class:`Http` sends requests through it by the substrate's
-one HTTP layer (:mod:`kubemill.substrates.kubernetes.transport`) and turns what goes wrong
-into :mod:`.errors`: the API's status, reason and message kept, the verb and resource named.
-:func:`connect_to` (Spark's cluster mode) chooses the same way but talks through kubemill's
-own ``HttpClient`` (:mod:`kubemill.http_client`), the kubeconfig read by :mod:`.kubeconfig`.
+:func:`connect` chooses a cluster as kubectl does (``--kubeconfig``, ``$KUBECONFIG``,
+``~/.kube/config`` and a context; in a pod without any of those, its service account),
+the kubeconfig read by :mod:`.kubeconfig`, and talks to it through kubemill's own
+:class:`~kubemill.http_client.HttpPool` (a kept-alive connection per thread asking at once;
+watches and followed logs stream on connections of their own until released).
+:func:`connect_to` (Spark's cluster mode) chooses the same way for one ``--master`` server,
+through a single :class:`~kubemill.http_client.HttpClient`. :class:`Http` sends requests by
+the substrate's one HTTP layer (:mod:`kubemill.substrates.kubernetes.transport`) and turns
+what goes wrong into :mod:`.errors`: the API's status, reason and message kept, the verb and
+resource named.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from kubemill.http_client import HttpClient
+from kubemill.http_client import HttpClient, HttpPool
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client import kubeconfig as kubeconfig_files
 from kubemill.substrates.kubernetes.client.errors import (
@@ -34,7 +35,7 @@ REQUEST_TIMEOUT = transport.DEFAULT_TIMEOUT
 """(connect, read) seconds for one ordinary request."""
 USER_AGENT = f"kubemill/{__version__}"
 CONNECTION_POOL_SIZE = 64
-_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""Idle connections kept (following logs holds one per replica while it streams)."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ class Connection:
     """A configured API client and where it points."""
 
     api_client: Any
-    """A ``kubernetes.client.ApiClient`` (:func:`connect`), or the transport's
-    ``HttpClient`` (:func:`connect_to`)."""
+    """kubemill's ``HttpPool`` (:func:`connect`) or ``HttpClient`` (:func:`connect_to`); or
+    a ``kubernetes.client.ApiClient`` a caller of the SDK hands in."""
     server: str
     context: str | None
     namespace: str
@@ -51,68 +52,19 @@ class Connection:
 
 
 def connect(*, kubeconfig: str | os.PathLike[str] | None, context: str | None) -> Connection:
-    """An API client from ``kubeconfig`` (else ``$KUBECONFIG``, ``~/.kube/config``, or the
-    pod's service account when none of those exists and we run in a cluster)."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
-    configuration = client.Configuration()
-    path = None if kubeconfig is None else str(Path(kubeconfig).expanduser())
-    where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    namespace = "default"
-    if path is not None and not Path(path).is_file():
-        raise KubeconfigError(
-            f"no kubeconfig at {path}: pass --kubeconfig FILE (or set KUBECONFIG) for a "
-            "cluster you can reach"
-        )
-    default_exists = any(
-        Path(p).expanduser().is_file()
-        for p in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
-        if p
+    """A client of the cluster ``kubeconfig`` names (else ``$KUBECONFIG``,
+    ``~/.kube/config``, or the pod's service account when none of those exists and we run
+    in a cluster), for ``context`` (else the current one)."""
+    found = kubeconfig_files.load(kubeconfig=kubeconfig, context=context)
+    pool = HttpPool(
+        found.server,
+        size=CONNECTION_POOL_SIZE,
+        user_agent=USER_AGENT,
+        tls=found.tls,
+        authorization=found.authorization,
+        proxy=found.proxy,
     )
-    if path is None and not default_exists and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except ConfigException as exc:
-            raise KubeconfigError(
-                f"no kubeconfig, and the in-cluster service account is unusable: {exc}"
-            ) from exc
-        with contextlib.suppress(OSError):
-            namespace = _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or namespace
-        context = None
-    else:
-        if path is None and not default_exists:
-            raise KubeconfigError(
-                f"no kubeconfig found (looked at {where}): pass --kubeconfig FILE or set "
-                "KUBECONFIG; `kubectl config current-context` shows what kubectl uses"
-            )
-        try:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=path,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-        except ConfigException as exc:
-            hint = (
-                "; `kubectl config get-contexts` lists the contexts"
-                if context
-                else "; check it with `kubectl config view`"
-            )
-            raise KubeconfigError(f"cannot use the kubeconfig {where}: {exc}{hint}") from exc
-        chosen = next((c for c in contexts or () if c.get("name") == context), active)
-        if chosen:
-            context = str(chosen.get("name") or "") or context
-            namespace = str((chosen.get("context") or {}).get("namespace") or namespace)
-    # Following logs holds a connection per replica; urllib3 would open extra ones past the
-    # pool's size anyway, but warn about each.
-    configuration.connection_pool_maxsize = max(
-        configuration.connection_pool_maxsize or 0, CONNECTION_POOL_SIZE
-    )
-    api_client = client.ApiClient(configuration)
-    api_client.user_agent = USER_AGENT
-    return Connection(api_client, str(configuration.host), context, namespace)
+    return Connection(pool, found.server, found.context, found.namespace)
 
 
 def connect_to(
@@ -157,7 +109,7 @@ def uses_kubeconfig(kubeconfig: str | os.PathLike[str] | None) -> bool:
 
 
 class Http:
-    """JSON requests through the connection's ``ApiClient``, errors translated."""
+    """JSON requests through the connection's client, errors translated."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -177,8 +129,9 @@ class Http:
         body: Any = None,
         content_type: str = "application/json",
         timeout: tuple[float, float | None] = REQUEST_TIMEOUT,
+        stream: bool = False,
     ) -> Any:
-        """The response (a urllib3 response, not yet read) of a 2xx answer."""
+        """The response of a 2xx answer (with ``stream``, its body is read as it comes)."""
         try:
             return transport.send(
                 self.connection.api_client,
@@ -188,6 +141,7 @@ class Http:
                 body=body,
                 content_type=content_type,
                 timeout=timeout,
+                stream=stream,
             )
         except transport.NoAnswer as exc:
             raise self._unreachable(exc) from exc.__cause__

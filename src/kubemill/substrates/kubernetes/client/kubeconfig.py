@@ -1,11 +1,11 @@
-"""A kubeconfig (or the pod's service account) read for the transport's own client.
+"""A kubeconfig (or the pod's service account) read for kubemill's own HTTP client.
 
-Spark's cluster-mode submission talks to its master through the transport's own client
-(see :mod:`kubemill.substrates.kubernetes.transport` for why), so it reads the credentials
-itself, choosing them as :func:`.connection.connect` does for the official client and as
-kubectl does: ``--kubeconfig``, else ``$KUBECONFIG`` (several files merged, the first to
-name a cluster, user or context, or the current context, wins), else ``~/.kube/config``;
-in a pod without any of those, its service account. What a kubeconfig can hold:
+The operator, the SDK and Spark's cluster-mode submission talk to the API server through
+kubemill's own client (see :mod:`kubemill.substrates.kubernetes.transport` for why), so
+the credentials are read here, chosen as kubectl chooses them: ``--kubeconfig``, else
+``$KUBECONFIG`` (several files merged, the first to name a cluster, user or context, or the
+current context, wins), else ``~/.kube/config``; in a pod without any of those, its service
+account. What a kubeconfig can hold:
 
 - a cluster's ``server``, ``certificate-authority[-data]``, ``insecure-skip-tls-verify``,
   ``tls-server-name`` and ``proxy-url`` (else the environment's ``https_proxy`` and the
@@ -139,8 +139,9 @@ def proxy_for(server: str, configured: str | None) -> str | None:
     scheme = urlsplit(proxy).scheme if proxy and "://" in proxy else "http"
     if proxy and scheme != "http":
         raise KubeconfigError(
-            f"the proxy {proxy} is not an http:// proxy, the only kind `kubemill spark-submit` "
-            "speaks (for SOCKS: `kubectl proxy`, and --master k8s://http://127.0.0.1:8001)"
+            f"the proxy {proxy} is not an http:// proxy, the only kind kubemill's client "
+            "speaks (for SOCKS: `kubectl proxy`, and its http://127.0.0.1:8001 as the server, "
+            "or --master k8s://http://127.0.0.1:8001)"
         )
     return proxy or None
 

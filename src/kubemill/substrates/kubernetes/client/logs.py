@@ -137,6 +137,7 @@ def open_log(
             query=query,
             # A followed log may be quiet for hours: no read timeout, closed by us.
             timeout=(REQUEST_TIMEOUT[0], None) if follow else REQUEST_TIMEOUT,
+            stream=follow,
         )
     except KubeApiError as exc:
         # 404: the pod is gone. 400: its container is not running yet ("waiting to
@@ -218,7 +219,7 @@ class _Stream:
             response = self.response
         if response is not None:
             with contextlib.suppress(Exception):
-                response.shutdown()  # unblocks a read in progress (urllib3 >= 2.3)
+                response.shutdown()  # unblocks a read in progress
             with contextlib.suppress(Exception):
                 response.release_conn()
 

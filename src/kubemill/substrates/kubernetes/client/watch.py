@@ -56,6 +56,7 @@ def watch_once(http: Http, found: Found, seconds: float) -> Found | None:
             found.kind.path(found.namespace),
             query=query,
             timeout=(REQUEST_TIMEOUT[0], seconds),
+            stream=True,
         )
     except KubeApiError as exc:
         if exc.status == 410:
