@@ -94,14 +94,17 @@ def test_every_example_renders(venv_bin: Path) -> None:
         assert "kind:" in result.stdout, (example.name, result.stdout)
 
 
-NEEDS_A_CLUSTER_CLIENT = (
+NEEDS_A_CLUSTER_CLIENT = (("operator", "--help"),)
+"""The operator needs kopf (the kubernetes extra)."""
+TALKS_TO_A_CLUSTER = (
     ("--substrate", "kubernetes", "get"),
     ("--substrate", "kubernetes", "delete", "no-such-job"),
     ("--substrate", "kubernetes", "cluster", "list"),
     ("install", "--dry-run"),
     ("uninstall",),
-    ("operator", "--help"),
 )
+"""The SDK's and the CLI's cluster commands need no extra (kubemill's own HTTP client): with
+no kubeconfig here, they say so."""
 
 
 def test_a_cluster_command_without_the_kubernetes_extra_says_to_install_it(
@@ -116,6 +119,11 @@ def test_a_cluster_command_without_the_kubernetes_extra_says_to_install_it(
         assert asks != has_client, (args, said)
         if not has_client:
             assert result.returncode != 0, (args, said)
+    for args in TALKS_TO_A_CLUSTER:
+        result = smoke(venv_bin, *args)
+        said = result.stdout + result.stderr
+        assert "Traceback" not in said and "pip install" not in said, (args, said)
+        assert result.returncode == 0 or "kubeconfig" in said, (args, said)
 
 
 def test_the_wheel_carries_the_dashboard_assets_and_the_agents(venv_bin: Path) -> None:
