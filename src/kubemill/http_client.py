@@ -202,7 +202,56 @@ def _load_client_certificate(context: ssl.SSLContext, tls: Tls) -> None:
         context.load_cert_chain(str(cert), key)
 
 
-class HttpClient:
+class _Sender:
+    """:meth:`send` and :meth:`open` over the ``exchange`` of a client or a pool."""
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        query: Iterable[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float | None],
+        *,
+        stream: bool,
+    ) -> HttpResponse | HttpStream:
+        raise NotImplementedError
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    ) -> HttpResponse:
+        """The answer of a 2xx, read whole; raises :class:`HttpAnswer` (any other status,
+        with its body) or :class:`NoAnswer` (refused, reset, TLS, timeout, not HTTP)."""
+        answer = self.exchange(method, path, query, body, content_type, timeout, stream=False)
+        assert isinstance(answer, HttpResponse)
+        return answer
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
+    ) -> HttpStream:
+        """As :meth:`send`, but the 2xx answer's body is read as it comes (a watch, a
+        followed log): the connection is the stream's until it is released."""
+        answer = self.exchange(method, path, query, body, content_type, timeout, stream=True)
+        assert isinstance(answer, HttpStream)
+        return answer
+
+
+class HttpClient(_Sender):
     """One server (``http://`` or ``https://``, with an optional path prefix), reached over
     a socket of our own (see the module doc).
 
@@ -273,38 +322,6 @@ class HttpClient:
         sock.settimeout(read_timeout)
         self._socket = sock
         self._reader = sock.makefile("rb")
-
-    def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
-    ) -> HttpResponse:
-        """The answer of a 2xx, read whole; raises :class:`HttpAnswer` (any other status,
-        with its body) or :class:`NoAnswer` (refused, reset, TLS, timeout, not HTTP)."""
-        answer = self.exchange(method, path, query, body, content_type, timeout, stream=False)
-        assert isinstance(answer, HttpResponse)
-        return answer
-
-    def open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
-    ) -> HttpStream:
-        """As :meth:`send`, but the 2xx answer's body is read as it comes (a watch, a
-        followed log): the connection is the stream's until it is released."""
-        answer = self.exchange(method, path, query, body, content_type, timeout, stream=True)
-        assert isinstance(answer, HttpStream)
-        return answer
 
     def exchange(
         self,
@@ -377,7 +394,7 @@ class HttpClient:
             self._reader = None
 
 
-class HttpPool:
+class HttpPool(_Sender):
     """:class:`HttpClient` s of one server for several threads at once (the operator's
     writes, ``size`` threads on its pool): a request borrows an idle client, with its kept
     connection, or makes one, and gives it back after the answer; at most ``size`` stay idle.
@@ -415,37 +432,6 @@ class HttpPool:
         self._idle = [first]
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
-
-    def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
-    ) -> HttpResponse:
-        """:meth:`HttpClient.send` on an idle client of the pool."""
-        answer = self.exchange(method, path, query, body, content_type, timeout, stream=False)
-        assert isinstance(answer, HttpResponse)
-        return answer
-
-    def open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: tuple[float, float | None] = DEFAULT_TIMEOUT,
-    ) -> HttpStream:
-        """:meth:`HttpClient.open` on an idle client of the pool, which comes back to the
-        pool when the stream is released."""
-        answer = self.exchange(method, path, query, body, content_type, timeout, stream=True)
-        assert isinstance(answer, HttpStream)
-        return answer
 
     def exchange(
         self,
