@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubemill.http_client import HttpClient, HttpPool
+from kubemill.http_client import HttpClient
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client import kubeconfig as kubeconfig_files
 from kubemill.substrates.kubernetes.client.errors import (
@@ -56,14 +56,7 @@ def connect(*, kubeconfig: str | os.PathLike[str] | None, context: str | None) -
     ``~/.kube/config``, or the pod's service account when none of those exists and we run
     in a cluster), for ``context`` (else the current one)."""
     found = kubeconfig_files.load(kubeconfig=kubeconfig, context=context)
-    pool = HttpPool(
-        found.server,
-        size=CONNECTION_POOL_SIZE,
-        user_agent=USER_AGENT,
-        tls=found.tls,
-        authorization=found.authorization,
-        proxy=found.proxy,
-    )
+    pool = found.pool(size=CONNECTION_POOL_SIZE, user_agent=USER_AGENT)
     return Connection(pool, found.server, found.context, found.namespace)
 
 

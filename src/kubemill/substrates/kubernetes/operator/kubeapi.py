@@ -24,7 +24,6 @@ from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
-from kubemill.http_client import HttpPool
 from kubemill.substrates.kubernetes import transport
 from kubemill.substrates.kubernetes.client import kubeconfig
 from kubemill.version import __version__
@@ -104,14 +103,7 @@ class KubeApi:
     """Writes and reads the reconcile needs, as blocking client calls on a thread pool."""
 
     def __init__(self, credentials: kubeconfig.Credentials, *, concurrency: int) -> None:
-        self._client = HttpPool(
-            credentials.server,
-            size=concurrency,
-            user_agent=USER_AGENT,
-            tls=credentials.tls,
-            authorization=credentials.authorization,
-            proxy=credentials.proxy,
-        )
+        self._client = credentials.pool(size=concurrency, user_agent=USER_AGENT)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=concurrency, thread_name_prefix="kubemill-api"
         )
