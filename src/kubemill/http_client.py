@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from kubemill.http_wire import EXPECTING_BODY, Proxy, Stale, read_head, read_pieces
+
 if TYPE_CHECKING:
     import socket
     import ssl
@@ -91,7 +93,7 @@ class HttpStream:
         A cut connection is a ``ConnectionResetError`` (an ``OSError``)."""
         if self._released:
             return
-        yield from _pieces(self._reader, self._size, amount)
+        yield from read_pieces(self._reader, self._size, amount)
         self._ended = True
 
     @property
@@ -294,7 +296,7 @@ class HttpClient(_Sender):
         default = 443 if self._tls else 80
         self._host_header = host if self._port == default else f"{host}:{self._port}"
         self._prefix = parts.path.rstrip("/")
-        self._proxy = _Proxy.of(proxy) if proxy else None
+        self._proxy = Proxy.of(proxy) if proxy else None
         self._context: ssl.SSLContext | None = None
         self._socket: socket.socket | None = None
         self._reader: Any = None
@@ -354,7 +356,7 @@ class HttpClient(_Sender):
             head.append(f"authorization: {credentials}")  # spelt as the official client does
         if self._proxy is not None and not self._tls and self._proxy.authorization:
             head.append(f"Proxy-Authorization: {self._proxy.authorization}")
-        if body is not None or method in _EXPECTING_BODY:
+        if body is not None or method in EXPECTING_BODY:
             head.append(f"Content-Length: {len(payload)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
         for attempt in (1, 2):
@@ -367,12 +369,12 @@ class HttpClient(_Sender):
                     self._socket.settimeout(timeout[1])  # a kept connection: this request's
                 self.sent += 1
                 self._socket.sendall(request)
-                status, reason, size, keep = _head(self._reader, method)
+                status, reason, size, keep = read_head(self._reader, method)
                 ok = 200 <= status <= 299
-                data = b"" if stream and ok else b"".join(_pieces(self._reader, size, None))
-            except (OSError, _Stale, ValueError) as exc:
+                data = b"" if stream and ok else b"".join(read_pieces(self._reader, size, None))
+            except (OSError, Stale, ValueError) as exc:
                 self.close()
-                stale = isinstance(exc, _Stale | BrokenPipeError | ConnectionResetError)
+                stale = isinstance(exc, Stale | BrokenPipeError | ConnectionResetError)
                 if reused and stale and attempt == 1:
                     continue  # a kept connection the server had closed: open a new one
                 raise NoAnswer(str(exc) or type(exc).__name__) from exc
@@ -478,136 +480,6 @@ class HttpPool(_Sender):
             idle, self._idle = self._idle, []
         for client in idle:
             client.close()
-
-
-class _Proxy:
-    """An ``http://[user:password@]host:port`` proxy."""
-
-    def __init__(self, address: tuple[str, int], authorization: str | None) -> None:
-        self.address = address
-        self.authorization = authorization
-
-    @classmethod
-    def of(cls, url: str) -> _Proxy:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"proxy {url!r}: only http:// proxies are supported")
-        authorization = None
-        if parts.username is not None:
-            import base64
-            from urllib.parse import unquote
-
-            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-            authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
-        return cls((parts.hostname, parts.port or 80), authorization)
-
-    def tunnel(self, sock: socket.socket, target: str) -> None:
-        """Ask the proxy for a tunnel to ``target`` (``host:port``) over ``sock``."""
-        if ":" not in target.rsplit("]", 1)[-1]:
-            target += ":443"
-        head = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
-        if self.authorization:
-            head.append(f"Proxy-Authorization: {self.authorization}")
-        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-        reader = sock.makefile("rb")
-        try:
-            line = reader.readline(_MAX_LINE)
-            while reader.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
-                pass
-        finally:
-            reader.close()
-        code = line.split(b" ", 2)[1:2]
-        if code != [b"200"]:
-            answer = line.decode("latin-1").strip() or "no answer"
-            raise ConnectionRefusedError(f"the proxy refused a tunnel to {target}: {answer}")
-
-
-def _head(reader: Any, method: str) -> tuple[int, str, int | None, bool]:
-    """(status, reason, body size, whether the connection stays open) of the next answer;
-    the size is :data:`_CHUNKED` for a chunked body, ``None`` for one that ends with the
-    connection."""
-    while True:
-        line = reader.readline(_MAX_LINE)
-        if not line:
-            raise _Stale("the server closed the connection without answering")
-        version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/") or not code.isdigit():
-            raise ValueError(f"not an HTTP answer: {line[:80]!r}")
-        headers: dict[str, str] = {}
-        while True:
-            field = reader.readline(_MAX_LINE)
-            if field in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = field.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        status = int(code)
-        if not 100 <= status <= 199:
-            break  # (an informational answer precedes the real one)
-    connection = headers.get("connection", "").lower()
-    keep = connection != "close" and (version != "HTTP/1.0" or connection == "keep-alive")
-    if method == "HEAD" or status in (204, 304):
-        return status, reason, 0, keep
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return status, reason, _CHUNKED, keep
-    if "content-length" in headers:
-        return status, reason, int(headers["content-length"]), keep
-    return status, reason, None, False  # the body ends with the connection
-
-
-def _pieces(reader: Any, size: int | None, amount: int | None) -> Iterator[bytes]:
-    """A body's bytes as they come (see :func:`_head` for ``size``), in pieces of at most
-    ``amount`` bytes, or with ``None`` each chunk (the whole body unless chunked) at once."""
-    if size == _CHUNKED:
-        while True:
-            line = reader.readline(_MAX_LINE)
-            if not line:
-                raise ConnectionResetError("the answer ended before its last chunk")
-            left = int(line.split(b";")[0].strip() or b"0", 16)
-            if left == 0:
-                while reader.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return
-            yield from _exact_pieces(reader, left, amount)
-            reader.readline(_MAX_LINE)
-    elif size is None:
-        if amount is None:
-            yield reader.read()
-            return
-        while piece := reader.read1(amount):
-            yield piece
-    else:
-        yield from _exact_pieces(reader, size, amount)
-
-
-def _exact_pieces(reader: Any, size: int, amount: int | None) -> Iterator[bytes]:
-    if amount is None:
-        yield _exactly(reader, size)
-        return
-    left = size
-    while left:
-        piece = reader.read1(min(amount, left))  # what has come, without waiting for more
-        if not piece:
-            raise ConnectionResetError(f"the answer ended {left} bytes short")
-        left -= len(piece)
-        yield piece
-
-
-_EXPECTING_BODY = ("POST", "PUT", "PATCH")
-"""Methods sent with ``Content-Length: 0`` when they carry no body (as http.client does)."""
-_MAX_LINE = 65537
-_CHUNKED = -1
-
-
-class _Stale(Exception):
-    """The connection ended before an answer began."""
-
-
-def _exactly(reader: Any, size: int) -> bytes:
-    data = reader.read(size)
-    if len(data) != size:
-        raise ConnectionResetError(f"the answer ended after {len(data)} of {size} bytes")
-    return bytes(data)
 
 
 def request(

@@ -1,8 +1,8 @@
 """The SDK backend of the Kubernetes substrate: what ``JobClient(substrate="kubernetes")`` calls.
 
 :class:`KubernetesBackend` implements :class:`~kubemill.substrates.base.Backend` against a
-cluster through the official ``kubernetes`` client (see :mod:`.connection`; it is imported
-only when a backend is built, so ``import kubemill`` stays cheap):
+cluster through kubemill's own HTTP client, with what a kubeconfig or a pod's service account
+gives (see :mod:`.connection`; the ``kubernetes`` package is not needed):
 
 - ``submit`` creates the job object (``kubemill.dev/v1``, plural from the CRD registry, see
   :mod:`.kinds`); the operator does the rest;
@@ -76,21 +76,22 @@ from kubemill.substrates.kubernetes.client.kinds import (
 )
 from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
+from kubemill.substrates.kubernetes.client.replica_reads import (
+    job_pods,
+    list_pods,
+    listed_replica_pods,
+    replica_pods,
+)
 from kubemill.substrates.kubernetes.client.views import (
-    ControlledRun,
     ReplicaPods,
-    controlled_runs,
-    has_controlled,
     job_plan,
     pick_replica,
-    plan_of,
     replica_names,
     replica_views,
 )
 from kubemill.substrates.kubernetes.client.watch import refetch, watch_once
-from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOBS
 from kubemill.substrates.kubernetes.install.names import DEFAULT_NAMESPACE as OPERATOR_NAMESPACE
-from kubemill.substrates.kubernetes.observe import controller_uid, parse_time
+from kubemill.substrates.kubernetes.observe import parse_time
 from kubemill.substrates.kubernetes.transport import api_path
 
 DEFAULT_OPERATOR_TIMEOUT = 30.0
@@ -216,28 +217,8 @@ class KubernetesBackend:
                 objects.append(Found(kind, item))
         if len(missing) == len(kinds):
             self._require_crds(missing)  # none served: say so (a partial install lists the rest)
-        pods_by_owner: dict[str, builtins.list[dict[str, Any]]] = {}
-        if objects:
-            for pod in self._list_pods(namespace, LABEL_JOB_NAME):
-                owner = controller_uid(pod.get("metadata") or {})
-                if owner:
-                    pods_by_owner.setdefault(owner, []).append(pod)
-        plans = {f.uid: plan_of(f.job()) for f in objects}
-        jobs_by_owner: dict[str, builtins.list[dict[str, Any]]] = {}
-        if any(has_controlled(plan) for plan in plans.values()):
-            for body in self._list_jobs(namespace, LABEL_JOB_NAME):
-                owner = controller_uid(body.get("metadata") or {})
-                if owner:
-                    jobs_by_owner.setdefault(owner, []).append(body)
-        views = []
-        for f in objects:
-            controlled: dict[str, ControlledRun] = {}
-            if has_controlled(plans[f.uid]):
-                jobs = jobs_by_owner.get(f.uid, [])
-                made = [p for j in jobs for p in pods_by_owner.get(_uid(j), ())]
-                controlled = controlled_runs(f.job(), jobs, made)
-            seen = ReplicaPods(tuple(pods_by_owner.get(f.uid, ())), controlled, plans[f.uid])
-            views.append(self._view(f, seen))
+        seen = listed_replica_pods(self.http, namespace, objects)
+        views = [self._view(f, seen[f.uid]) for f in objects]
         return sorted(
             views,
             key=lambda v: (v.created or datetime.min.replace(tzinfo=UTC), v.namespace, v.name),
@@ -268,7 +249,7 @@ class KubernetesBackend:
         hook = child_pods_of(found.kind.kind)
         if hook is None:
             return None
-        pods = self._list_pods(found.namespace, hook.selector(found.job()))
+        pods = list_pods(self.http, found.namespace, hook.selector(found.job()))
         return Children(hook.title, tuple(sorted(map(child_view, pods), key=lambda p: p.name)))
 
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
@@ -426,39 +407,11 @@ class KubernetesBackend:
         if missing:
             raise CRDsNotInstalled([k.resource for k in missing], self.connection.server)
 
-    def _list_pods(self, namespace: str | None, selector: str) -> builtins.list[dict[str, Any]]:
-        request = Request("list", "pods", "", namespace)
-        path = api_path(group="", version="v1", plural="pods", namespace=namespace)
-        answer = self.http.json(request, "GET", path, query=[("labelSelector", selector)])
-        return [dict(p) for p in answer.get("items") or ()]
-
-    def _list_jobs(self, namespace: str | None, selector: str) -> builtins.list[dict[str, Any]]:
-        """The batch/v1 Jobs with these labels (replicas run through a child controller)."""
-        request = Request("list", JOBS, "batch", namespace)
-        group, _, version = JOB_API_VERSION.partition("/")
-        path = api_path(group=group, version=version, plural=JOBS, namespace=namespace)
-        answer = self.http.json(request, "GET", path, query=[("labelSelector", selector)])
-        return [dict(j) for j in answer.get("items") or ()]
-
     def _pods(self, found: Found) -> builtins.list[dict[str, Any]]:
-        """The pods the job controls (a namesake's leftovers do not count)."""
-        pods = self._list_pods(found.namespace, f"{LABEL_JOB_NAME}={found.name}")
-        return [p for p in pods if controller_uid(p.get("metadata") or {}) == found.uid]
+        return job_pods(self.http, found)
 
     def _replica_pods(self, found: Found) -> ReplicaPods:
-        """The pods the job controls and, for a Plan with replicas run through a child
-        controller only, the batch/v1 Jobs it controls (by owner uid, as the operator
-        counts them) with the pods those Jobs made (one pod list serves both: the Job's
-        pods carry the job's label, from its template)."""
-        plan = plan_of(found.job())
-        selector = f"{LABEL_JOB_NAME}={found.name}"
-        listed = self._list_pods(found.namespace, selector)
-        own = tuple(p for p in listed if controller_uid(p.get("metadata") or {}) == found.uid)
-        controlled: dict[str, ControlledRun] = {}
-        if has_controlled(plan):
-            jobs = self._list_jobs(found.namespace, selector)
-            controlled = controlled_runs(found.job(), jobs, listed)
-        return ReplicaPods(own, controlled, plan)
+        return replica_pods(self.http, found)
 
     def _view(self, found: Found, seen: ReplicaPods | None) -> JobView:
         """The job as ``get`` shows it; ``seen`` None: no replica has a pod yet (a job just
@@ -599,10 +552,6 @@ class KubernetesBackend:
         except KubeApiError as exc:
             if exc.status != 404:
                 raise
-
-
-def _uid(body: Mapping[str, Any]) -> str:
-    return str((body.get("metadata") or {}).get("uid") or "")
 
 
 def _finished(job: Job) -> bool:
