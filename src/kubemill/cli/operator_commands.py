@@ -203,13 +203,7 @@ def version(
     typer.echo(f"kubemill {_version()} (Python {platform.python_version()})")
     if client:
         return
-    from kubemill.cli.errors import missing_extra
-
-    try:
-        import kubernetes  # noqa: F401  (asking a cluster needs the official client)
-    except ModuleNotFoundError as exc:
-        typer.echo(f"operator: not asked ({missing_extra(exc)})", err=True)
-        return
+    # Asking the cluster needs no extra: kubemill's own HTTP client reads the kubeconfig.
     from kubemill.substrates.base import SubstrateError
     from kubemill.substrates.kubernetes import install as installer
     from kubemill.substrates.kubernetes.client.connection import Http, connect
