@@ -38,7 +38,8 @@ from typing import Any
 from kubemill.kinds import controllers
 from kubemill.substrates.base import ReplicaView
 from kubemill.substrates.kubernetes.client.kinds import load_job
-from kubemill.substrates.kubernetes.client.views import view_of
+from kubemill.substrates.kubernetes.client.views import ControlledRun, controlled_view, view_of
+from kubemill.substrates.kubernetes.controlled import ControllerSnapshot
 from kubemill.substrates.kubernetes.history import (
     PostedEvent,
     build_record,
@@ -71,8 +72,14 @@ def _finished(body: Mapping[str, Any]) -> bool:
     )
 
 
-def replica_views(body: Mapping[str, Any], pods: Iterable[PodSnapshot]) -> tuple[ReplicaView, ...]:
-    """The job's pods as the core sees them (as ``kubemill get`` shows them), by name.
+def replica_views(
+    body: Mapping[str, Any],
+    pods: Iterable[PodSnapshot],
+    controlled: Mapping[str, ControlledRun] | None = None,
+) -> tuple[ReplicaView, ...]:
+    """The job's pods as the core sees them (as ``kubemill get`` shows them), by name, and
+    its replicas run through a child controller as read from their Jobs (``controlled``, by
+    the Job's name).
 
     None for a controller kind (its runs are jobs of their own) or a job this version cannot
     plan (its record still keeps spec and status)."""
@@ -85,10 +92,14 @@ def replica_views(body: Mapping[str, Any], pods: Iterable[PodSnapshot]) -> tuple
         logger.warning("history: no replicas for %s: %s", _name(body), exc)
         return ()
     views = []
-    for pod in sorted(pods, key=lambda p: p.name):
+    for pod in pods:
         _, message = why(pod, pod.container(main_container_name(job, plan, pod)))
         views.append(view_of(observed_pod(job, plan, pod), message=message))
-    return tuple(views)
+    for replica in plan.replicas:
+        run = (controlled or {}).get(replica.controller.name) if replica.controller else None
+        if run is not None:
+            views.append(controlled_view(job, replica, run))
+    return tuple(sorted(views, key=lambda v: v.name))
 
 
 def _name(body: Mapping[str, Any]) -> str:
@@ -111,11 +122,13 @@ class HistoryKeeper:
         keep: int,
         pods: Mapping[tuple[str, str], Iterable[PodSnapshot]],
         leading: Callable[[], bool],
+        controllers: Mapping[tuple[str, str], Iterable[ControllerSnapshot]] | None = None,
     ) -> None:
         self._api = api
         self.namespace = namespace
         self.keep = keep
         self._pods = pods
+        self._controllers = controllers if controllers is not None else {}
         self._leading = leading
         self._events: dict[str, deque[PostedEvent]] = {}
         self._replicas: dict[str, tuple[ReplicaView, ...]] = {}
@@ -189,7 +202,13 @@ class HistoryKeeper:
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         uid = meta.get("uid")
         pods = [p for p in self._pods.get(key, ()) if p.owner_uid == uid]
-        return replica_views(body, pods) if pods else ()
+        # A replica run through a child controller is read from its Job, as `get` reads it.
+        runs = {
+            s.observed_as.name: ControlledRun(s.observed_as)
+            for s in self._controllers.get(key, ())
+            if s.owner_uid == uid
+        }
+        return replica_views(body, pods, controlled=runs) if pods or runs else ()
 
     # -- writing -----------------------------------------------------------------------------
 

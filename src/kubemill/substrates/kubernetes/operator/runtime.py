@@ -90,6 +90,7 @@ class Runtime:
                 keep=self.settings.history,
                 pods=caches.pods,
                 leading=lambda: self.leading,
+                controllers=caches.controllers,
             )
             self._history.start()
         self._reconciler = Reconciler(
