@@ -102,6 +102,15 @@ def read_config(path: str | os.PathLike[str] | None = None) -> tuple[Mapping[str
     return (data if isinstance(data, Mapping) else {}), str(file)
 
 
+def config_whole_number(value: Any, minimum: int, where: str) -> int:
+    """A whole-number setting of the config file: ``value`` when it is an integer (not a
+    boolean) of at least ``minimum``, else a :class:`SubstrateError` naming ``where`` (the
+    file and the setting's key)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SubstrateError(f"{where}: expected a whole number >= {minimum}, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Environment:
     """A local Python environment: where its executables are."""

@@ -65,7 +65,7 @@ from typing import Any
 
 from kubemill.core.quantity import parse_quantity
 from kubemill.substrates.base import LogLine, LogQuery, SubstrateError
-from kubemill.substrates.local.images import read_config
+from kubemill.substrates.local.images import config_whole_number, read_config
 
 CHUNK = 1 << 20
 """Bytes read at a time; a reader's memory does not grow with the file."""
@@ -124,11 +124,9 @@ class LogPolicy:
                 f"{where}: containerLogMaxSize: expected a size of at least {MIN_MAX_SIZE}"
                 f" bytes such as 10Mi, got {size_text!r}"
             )
-        files = data.get("containerLogMaxFiles", DEFAULT_MAX_FILES)
-        if isinstance(files, bool) or not isinstance(files, int) or files < 2:
-            raise SubstrateError(
-                f"{where}: containerLogMaxFiles: expected a whole number >= 2, got {files!r}"
-            )
+        files = config_whole_number(
+            data.get("containerLogMaxFiles", DEFAULT_MAX_FILES), 2, f"{where}: containerLogMaxFiles"
+        )
         return cls(max_size=int(size), max_files=files)
 
     @classmethod

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubemill.substrates.base import SubstrateError
-from kubemill.substrates.local.images import read_config
+from kubemill.substrates.local.images import config_whole_number, read_config
 
 DEFAULT_STARTS_PER_SECOND = 20.0
 DEFAULT_START_BURST = 20
@@ -52,11 +52,9 @@ class StartLimits:
             raise SubstrateError(
                 f"{where}: replicaStarts.perSecond: expected a number > 0, got {rate!r}"
             )
-        burst = section.get("burst", DEFAULT_START_BURST)
-        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-            raise SubstrateError(
-                f"{where}: replicaStarts.burst: expected a whole number >= 1, got {burst!r}"
-            )
+        burst = config_whole_number(
+            section.get("burst", DEFAULT_START_BURST), 1, f"{where}: replicaStarts.burst"
+        )
         return cls(per_second=float(rate), burst=burst)
 
     @classmethod
