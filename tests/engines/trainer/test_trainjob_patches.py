@@ -17,6 +17,7 @@ from kubemill.kinds import crds, load_one
 from kubemill.substrates.kubernetes.render import render_job
 from support.e2e_support import Cli
 from support.manifest_checks import crd_validator, k8s_errors
+from support.trainer_runtimes import node_runtime
 
 UPSTREAM = "trainer.kubeflow.org/v1alpha1"
 JOB = "trainingRuntimeSpec.template.spec.replicatedJobs"
@@ -224,42 +225,8 @@ def test_what_kubemill_cannot_realise_is_refused_at_its_path(
 
 
 def test_patched_pod_labels_reach_the_local_processes(cli: Cli) -> None:
-    runtime = {
-        "apiVersion": UPSTREAM,
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "labelled"},
-        "spec": {
-            "mlPolicy": {"numNodes": 2},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "spec": {
-                                    "template": {
-                                        "spec": {
-                                            "containers": [
-                                                {
-                                                    "name": "node",
-                                                    "image": "local",
-                                                    "command": [
-                                                        "sh",
-                                                        "-c",
-                                                        "echo queue=$QUEUE",
-                                                    ],
-                                                }
-                                            ]
-                                        }
-                                    }
-                                }
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    node = {"name": "node", "image": "local", "command": ["sh", "-c", "echo queue=$QUEUE"]}
+    runtime = node_runtime("labelled", node)
     job = {
         "apiVersion": UPSTREAM,
         "kind": "TrainJob",
