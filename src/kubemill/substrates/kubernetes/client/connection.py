@@ -81,13 +81,7 @@ def connect_to(
             f"--master k8s://{wanted}: the kubeconfig's cluster is {found.server}; "
             "choose the context of that server with `kubemill --context NAME ...`"
         )
-    direct = HttpClient(
-        found.server,
-        user_agent=USER_AGENT,
-        tls=found.tls,
-        authorization=found.authorization,
-        proxy=found.proxy,
-    )
+    direct = found.client(user_agent=USER_AGENT)
     return Connection(direct, found.server, found.context, found.namespace)
 
 

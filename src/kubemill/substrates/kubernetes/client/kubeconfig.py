@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kubemill.http_client import HttpPool, Tls
+from kubemill.http_client import HttpClient, HttpPool, Tls
 from kubemill.substrates.kubernetes.client.errors import KubeconfigError
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -59,6 +59,16 @@ class Credentials:
         self.authorization = authorization
         """The ``Authorization`` header's value, asked before each request."""
         self.proxy = proxy
+
+    def client(self, *, user_agent: str) -> HttpClient:
+        """One kept connection to the server, with these credentials."""
+        return HttpClient(
+            self.server,
+            user_agent=user_agent,
+            tls=self.tls,
+            authorization=self.authorization,
+            proxy=self.proxy,
+        )
 
     def pool(self, *, size: int, user_agent: str) -> HttpPool:
         """Up to ``size`` kept connections to the server, with these credentials."""
