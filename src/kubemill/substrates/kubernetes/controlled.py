@@ -1,7 +1,7 @@
 """A replica that runs through a child controller (``ReplicaPlan.controller``) is a
 batch/v1 Job on Kubernetes: how the Job is built from the replica's pod
 (:func:`build_controlled`), and how the Job is read back (:class:`ControllerSnapshot`, kept
-in the operator's cache; :meth:`ControllerSnapshot.observed` is what the core is told,
+in the operator's cache; its ``observed_as`` is what the core is told,
 its status as it is, never a phase).
 
 The Job has the replica pod's labels and owner reference (the job controls it, so the

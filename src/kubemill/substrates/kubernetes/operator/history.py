@@ -39,7 +39,7 @@ from kubemill.kinds import controllers
 from kubemill.substrates.base import ReplicaView
 from kubemill.substrates.kubernetes.client.kinds import load_job
 from kubemill.substrates.kubernetes.client.views import ControlledRun, controlled_view, view_of
-from kubemill.substrates.kubernetes.controlled import ControllerSnapshot
+from kubemill.substrates.kubernetes.controlled import ControllerSnapshot, observed_controllers
 from kubemill.substrates.kubernetes.history import (
     PostedEvent,
     build_record,
@@ -75,11 +75,11 @@ def _finished(body: Mapping[str, Any]) -> bool:
 def replica_views(
     body: Mapping[str, Any],
     pods: Iterable[PodSnapshot],
-    controlled: Mapping[str, ControlledRun] | None = None,
+    controller_jobs: Iterable[ControllerSnapshot] = (),
 ) -> tuple[ReplicaView, ...]:
     """The job's pods as the core sees them (as ``kubemill get`` shows them), by name, and
-    its replicas run through a child controller as read from their Jobs (``controlled``, by
-    the Job's name).
+    its replicas run through a child controller as read from the Jobs among
+    ``controller_jobs`` that it controls (by owner uid, as the operator counts them).
 
     None for a controller kind (its runs are jobs of their own) or a job this version cannot
     plan (its record still keeps spec and status)."""
@@ -91,12 +91,14 @@ def replica_views(
     except Exception as exc:  # a record without replicas beats none
         logger.warning("history: no replicas for %s: %s", _name(body), exc)
         return ()
+    # A replica run through a child controller is read from its Job, as `get` reads it.
+    runs = {c.name: ControlledRun(c) for c in observed_controllers(job, controller_jobs)}
     views = []
     for pod in pods:
         _, message = why(pod, pod.container(main_container_name(job, plan, pod)))
         views.append(view_of(observed_pod(job, plan, pod), message=message))
     for replica in plan.replicas:
-        run = (controlled or {}).get(replica.controller.name) if replica.controller else None
+        run = runs.get(replica.controller.name) if replica.controller else None
         if run is not None:
             views.append(controlled_view(job, replica, run))
     return tuple(sorted(views, key=lambda v: v.name))
@@ -202,13 +204,8 @@ class HistoryKeeper:
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         uid = meta.get("uid")
         pods = [p for p in self._pods.get(key, ()) if p.owner_uid == uid]
-        # A replica run through a child controller is read from its Job, as `get` reads it.
-        runs = {
-            s.observed_as.name: ControlledRun(s.observed_as)
-            for s in self._controllers.get(key, ())
-            if s.owner_uid == uid
-        }
-        return replica_views(body, pods, controlled=runs) if pods or runs else ()
+        jobs = list(self._controllers.get(key, ()))  # replica_views keeps the job's own
+        return replica_views(body, pods, jobs) if pods or jobs else ()
 
     # -- writing -----------------------------------------------------------------------------
 
