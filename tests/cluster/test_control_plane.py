@@ -5,7 +5,9 @@ API server's proxy to the node's logs (follow, tail, since, timestamps, limitByt
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,3 +289,40 @@ def test_the_audit_log_tells_an_rbac_refusal_from_an_admission_refusal(
     assert told().by_rbac == [f"list /secrets in {namespace}"]
     [admission] = told().by_admission
     assert admission.startswith(f"create /pods in {namespace}: ") and "missing" in admission
+
+
+def test_a_test_session_killed_hard_leaves_no_control_plane_behind(
+    control_plane_bin: Path, tmp_path: Path
+) -> None:
+    """The fixture's processes die with the process that started them: a pytest killed
+    with SIGKILL (no teardown runs) leaves no etcd or kube-apiserver holding ports."""
+    program = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from support.control_plane import running_control_plane\n"
+        "with running_control_plane(Path(sys.argv[1]), Path(sys.argv[2])) as plane:\n"
+        "    print('up', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    where = tmp_path / "plane"
+    session = subprocess.Popen(
+        [sys.executable, "-c", program, str(where), str(control_plane_bin)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT / 'src'}"},
+    )
+    try:
+        assert session.stdout is not None
+        assert session.stdout.readline().strip() == "up"
+        started = ControlPlane(where).alive()
+        assert set(started) == set(PROCESSES)
+    finally:
+        session.kill()
+        session.wait()
+    try:
+        eventually(
+            lambda: not [name for name, pid in started.items() if runs(pid)],
+            what="every process of the killed session's control plane gone",
+        )
+    finally:
+        ControlPlane(where).down()  # what a failure left (nothing, when the test passes)

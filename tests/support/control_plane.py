@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubemill.substrates.local.spawn import die_with_parent
+
 SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "1000", "ephemeral-storage": "100Gi"}
@@ -207,8 +209,12 @@ class State:
 class ControlPlane:
     """etcd, kube-apiserver, kube-controller-manager and kube-scheduler under ``directory``."""
 
-    def __init__(self, directory: Path, bin_dir: Path | None = None) -> None:
+    def __init__(self, directory: Path, bin_dir: Path | None = None, *, tied: bool = False) -> None:
         self.dir = directory.resolve()
+        self.tied = tied
+        """Whether the processes die with this one (a test session's fixture: a pytest
+        killed hard leaves no etcd or kube-apiserver behind). The ``up`` command leaves
+        them running on purpose."""
         self.pki = Pki(self.dir / "pki")
         self.state_path = self.dir / "state.json"
         self.state: State | None = None
@@ -496,6 +502,7 @@ class ControlPlane:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=self.dir,
+            preexec_fn=die_with_parent(os.getpid()) if self.tied else None,
         )
         log.close()
         self.state.pids[name] = process.pid
@@ -789,7 +796,7 @@ def absent(plane: ControlPlane, path: str) -> bool:
 
 @contextlib.contextmanager
 def running_control_plane(directory: Path, bin_dir: Path) -> Iterator[ControlPlane]:
-    plane = ControlPlane(directory, bin_dir)
+    plane = ControlPlane(directory, bin_dir, tied=True)
     plane.up()
     try:
         yield plane
