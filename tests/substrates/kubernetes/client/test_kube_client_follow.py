@@ -254,6 +254,39 @@ def test_follow_resumes_a_cut_stream_without_repeating_lines(
     assert collector.texts("ddp-master-0") == ["before-1", "before-2", "after-1"]
 
 
+def test_follow_gives_a_restarted_containers_lines_once_though_its_status_came_late(
+    backend: KubernetesBackend, operator: Operator, job: None
+) -> None:
+    """The container exits and the kubelet restarts it before the pod's status says so: the
+    follower resumes what it takes for a cut stream, and the API serves it the new
+    instance's log; once the status shows the restart, the new instance's own stream must
+    not give those lines again."""
+    worker = operator.start_log(NS, "ddp-worker-0", "pytorch")
+    worker.write("w0-a")
+    collector = Collector(backend.logs("ddp", replica="worker-0", follow=True))
+    eventually(lambda: collector.texts("ddp-worker-0") == ["w0-a"], "the first line")
+
+    worker.end()  # the pod's status still says running, restartCount 0
+    restarted = operator.start_log(NS, "ddp-worker-0", "pytorch")
+    restarted.write("w0-after-restart")
+    eventually(lambda: restarted.follows >= 1, "the cut stream resumed on the new instance")
+    eventually(lambda: "w0-after-restart" in collector.texts("ddp-worker-0"), "its line")
+
+    operator.pod_status(
+        NS, "ddp-worker-0", running("pytorch", ip="10.0.0.2", restarts=1, last_exit=1)
+    )
+    eventually(lambda: restarted.follows >= 2, "the new instance's own stream")
+    restarted.write("w0-later")
+    restarted.end()
+    for name in ("ddp-master-0", "ddp-worker-1"):
+        operator.pod_status(NS, name, terminated("pytorch", exit_code=0))
+    operator.pod_status(NS, "ddp-worker-0", terminated("pytorch", exit_code=0, restarts=1))
+    operator.set_conditions(PLURAL, NS, "ddp", ("Succeeded", "PyTorchJobSucceeded", "done"))
+    collector.join()
+
+    assert collector.texts("ddp-worker-0") == ["w0-a", "w0-after-restart", "w0-later"]
+
+
 def test_follow_lets_go_of_pods_left_running_after_the_job_finished(
     backend: KubernetesBackend,
     operator: Operator,

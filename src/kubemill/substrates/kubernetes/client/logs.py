@@ -212,6 +212,9 @@ class _Stream:
     thread: threading.Thread | None = None
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    reads_current: bool = False
+    """Whether it may be reading the pod's current container instance rather than its own
+    (see :meth:`LogFollower._given_out`)."""
 
     def close(self) -> None:
         with self.lock:
@@ -272,6 +275,13 @@ class LogFollower:
     container still runs is resumed from the last line's timestamp (lines at or before
     it are skipped). Once the job has finished, streams get :data:`FINISH_GRACE` seconds
     to end (pods the operator leaves running would otherwise be followed for ever).
+
+    A resumed stream asks for the container's log, which the API serves from the instance
+    running *now*: if the kubelet restarted the container before the pod's status said
+    so, the resumed stream reads the new instance, whose own stream (started once the
+    status shows the restart) reads the same lines. Those two share a watermark per pod
+    (:meth:`_given_out`), so each line is given once; a pod's other streams are bound to
+    their own instance and need none.
     """
 
     def __init__(
@@ -290,6 +300,12 @@ class LogFollower:
         self.queue: queue.Queue[LogLine | _Ended] = queue.Queue()
         self.active: dict[tuple[str, int], _Stream] = {}
         self.ended: dict[tuple[str, int], _Stream] = {}
+        self.resumed_pods: set[str] = set()
+        """Uids of the pods a cut stream was resumed on."""
+        self.newest_given: dict[str, datetime] = {}
+        """Per pod uid, the newest line given out by a stream that may read its current
+        container instance."""
+        self.watermark_lock = threading.Lock()
 
     def lines(self) -> Iterator[LogLine]:
         source = self.source
@@ -346,12 +362,14 @@ class LogFollower:
                     continue  # read to its end already
                 # Cut while the container still runs: resume after the last line read.
                 del self.ended[key]
+                self.resumed_pods.add(key[0])
             stream = _Stream(
                 replica=source.replica,
                 pod=name,
                 key=key,
                 since=previous.last if previous else None,
                 last=previous.last if previous else None,
+                reads_current=key[0] in self.resumed_pods,
             )
             stream.thread = threading.Thread(
                 target=self._read,
@@ -392,6 +410,8 @@ class LogFollower:
                 moment, text = split_timestamp(line)
                 if stream.since is not None and moment is not None and moment <= stream.since:
                     continue  # read before the stream was cut
+                if stream.reads_current and moment is not None and self._given_out(stream, moment):
+                    continue
                 if moment is not None:
                     stream.last = moment
                 self.sent[stream.replica] = (
@@ -403,6 +423,19 @@ class LogFollower:
                 error = exc
         finally:
             self.queue.put(_Ended(stream, error))
+
+    def _given_out(self, stream: _Stream, moment: datetime) -> bool:
+        """Whether another stream of the pod's current container instance gave out the line
+        at ``moment`` already (else it is this stream's to give, and the watermark moves).
+        Both read the instance in order, so a line at or before the newest one given is one
+        of those."""
+        pod = stream.key[0]
+        with self.watermark_lock:
+            newest = self.newest_given.get(pod)
+            if newest is not None and moment <= newest:
+                return True
+            self.newest_given[pod] = moment
+            return False
 
     def _drain(self, seconds: float) -> Iterator[LogLine]:
         """Lines that arrive within ``seconds`` (returns early once all is quiet)."""
