@@ -124,7 +124,14 @@ def test_wait_starts_over_when_its_watch_is_too_old(
         times=2,
     )
     succeed = ("Succeeded", "PyTorchJobSucceeded", "done")
-    with later(0.3, lambda: operator.set_conditions(PLURAL, NS, "ddp", succeed)):
+
+    def succeed_once_both_watches_were_refused() -> None:
+        # Not after a fixed delay: on a loaded machine the job would finish before the
+        # second watch, and wait would rightly end with one refusal seen.
+        eventually(lambda: gone.hits == 2, "both watches refused")
+        operator.set_conditions(PLURAL, NS, "ddp", succeed)
+
+    with later(0, succeed_once_both_watches_were_refused):
         assert backend.wait("ddp", timeout=30).phase == "Succeeded"
     assert gone.hits == 2
 
