@@ -29,10 +29,15 @@ hosts through the cheapest remote shell, ``/bin/sh`` (``bench/mpi_overhead.py``'
 what exec mode costs MPI itself, with no kubemill). Beside those the table sums
 kubemill's ``mpirun+kubexec`` and ``to ranks`` into ``launcher -> last rank``, the same
 stretch as the two hosts' ``to ranks``: their difference is what kubexec and the exec
-service add to mpirun's own start. Medians over ``--runs`` rounds (after a warm-up round),
-side by side, with the machine's load average; with ``--baseline SRC`` another ``src``
-tree's ``kubemill run`` too (an earlier commit's: ``git archive <commit> src | tar -x -C
-/tmp/base``), for a before and after in one run.
+service add to mpirun's own start. A second table sets each stretch of ``kubemill run``
+beside its floor (:data:`FLOORS`) and prints what is left above it, kubemill's own cost:
+the CLI's start and submission beside an interpreter's start (``python -c pass``, timed
+in the same rounds), the workers' start and the gate beside nothing (by hand no host
+waits), and the rest beside mpirun over two hosts through ``/bin/sh``; with the ratios of
+kubemill and of that floor to ``mpirun`` by hand. Medians over ``--runs`` rounds (after a
+warm-up round), side by side, with the machine's load average; with ``--baseline SRC``
+another ``src`` tree's ``kubemill run`` too (an earlier commit's: ``git archive <commit>
+src | tar -x -C /tmp/base``), for a before and after in one run.
 
 ``--cprofile FILE`` also runs one job in this process (``kubemill run``'s own code, with its
 output discarded) with cProfile on the supervisor's thread and the exec service's
@@ -68,6 +73,7 @@ import yaml
 from kubemill.frameworks.mpi_launch import EXEC_AGENT_PROGRAM
 from kubemill.substrates.files import packaged_program
 from kubemill.substrates.local.exec_service import ExecService
+from kubemill.substrates.local.spawn import die_with_parent
 from kubemill.substrates.local.store import Store
 from mpi_overhead import SH_AGENT, mpi_env, used_state_dir
 
@@ -236,6 +242,25 @@ def _hand_phases(
     }
 
 
+def interpreter_phases() -> dict[str, float]:
+    """One ``python -c pass`` (``start``: the floor of any command-line program in Python),
+    and from this process one start of ``/bin/true`` as the local substrate starts a
+    replica's process or an exec'd one (``spawn``: its ``preexec_fn`` sets
+    ``PR_SET_PDEATHSIG``, so Python forks and waits for the child's exec) and one with no
+    ``preexec_fn`` (``vfork``: what the same start costs without it), in seconds."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=60)
+    phases = {"start": time.perf_counter() - start}
+    for name, preexec in (("spawn", die_with_parent(os.getpid())), ("vfork", None)):
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            ["/bin/true"], close_fds=True, start_new_session=True, preexec_fn=preexec
+        )
+        phases[name] = time.perf_counter() - start
+        process.wait()
+    return phases
+
+
 def median(samples: list[dict[str, float]], phase: str) -> float:
     return statistics.median(s[phase] for s in samples)
 
@@ -245,6 +270,21 @@ HAND = ("2h, kubexec", "2 hosts, sh", "mpirun")
 through /bin/sh (exec mode's floor), one host."""
 LAUNCH = ("mpirun+kubexec", "to ranks")
 """kubemill's phases from the launcher's start to the last rank's first line."""
+INTERPRETER = "python"
+"""The by-hand run of ``python -c pass`` (not a column of the phase table)."""
+FLOORS: tuple[tuple[str, tuple[str, ...], tuple[str, str] | None, str], ...] = (
+    ("cli+submit", ("cli+submit",), (INTERPRETER, "start"), "an interpreter's start"),
+    ("to workers + gate", ("to workers", "gate"), None, "none: by hand no host waits"),
+    ("launcher -> last rank", LAUNCH, ("2 hosts, sh", "to ranks"), "mpirun, 2 hosts via sh"),
+    ("user code", ("user code",), ("2 hosts, sh", "user code"), "the same"),
+    ("end (last line -> exit)", END_PHASES, ("2 hosts, sh", "end"), "the same"),
+)
+"""Each stretch of ``kubemill run`` (its phases), its floor (a by-hand column's phase, or
+none) and what that floor is. A local MPIJob runs in exec mode: its launcher reaches two
+worker hosts through a remote shell, so mpirun over two hosts through the cheapest one,
+``/bin/sh``, is the floor of everything from the launcher's start on; before it, a CLI
+in Python cannot start faster than the interpreter, and nothing by hand waits for hosts
+to start."""
 
 
 def report(
@@ -280,6 +320,45 @@ def report(
         for samples in [*trees.values(), *(by_hand[name] for name in HAND)]
     )
     print(f"  {'wall time:':<34}{cells}")
+
+
+def report_floors(
+    trees: dict[str, list[dict[str, float]]], by_hand: dict[str, list[dict[str, float]]]
+) -> None:
+    """Each stretch of each tree's ``kubemill run`` beside its floor (:data:`FLOORS`), and
+    what is left above it: kubemill's own cost; then what a process's start costs here."""
+    print(f"\nkubemill beside its floor (s){'':<8}", end="")
+    print("".join(f"{name:>12}" for name in trees), end="")
+    print(f"{'floor':>10}{'left':>10}  the floor")
+    first = next(iter(trees))
+    for title, phases, floor_of, what in FLOORS:
+        values = {
+            name: statistics.median(sum(s[p] for p in phases) for s in samples)
+            for name, samples in trees.items()
+        }
+        floor = 0.0 if floor_of is None else median(by_hand[floor_of[0]], floor_of[1])
+        cells = "".join(f"{value:12.3f}" for value in values.values())
+        print(f"  {title:<34}{cells}{floor:10.3f}{values[first] - floor:10.3f}  {what}")
+    # The totals: medians of each round's sum, as the phase table's wall time.
+    walls = {name: statistics.median(sum(s.values()) for s in trees[name]) for name in trees}
+    two_hosts = [sum(s.values()) for s in by_hand["2 hosts, sh"]]
+    starts = [s["start"] for s in by_hand[INTERPRETER]]
+    floor = statistics.median(a + b for a, b in zip(two_hosts, starts, strict=True))
+    left = walls[first] - floor
+    cells = "".join(f"{walls[name]:12.3f}" for name in trees)
+    print(f"  {'wall time':<34}{cells}{floor:10.3f}{left:10.3f}")
+    one_host = statistics.median(sum(s.values()) for s in by_hand["mpirun"])
+    print(
+        f"  / mpirun by hand ({one_host:.3f} s): {first} {walls[first] / one_host:.2f}x,"
+        f" floor {floor / one_host:.2f}x (mpirun over 2 hosts via sh alone"
+        f" {statistics.median(two_hosts) / one_host:.2f}x); kubemill's own {left:+.3f} s"
+    )
+    spawn, vfork = (median(by_hand[INTERPRETER], name) * 1000 for name in ("spawn", "vfork"))
+    print(
+        f"  a process started as the local substrate starts one (fork, for PR_SET_PDEATHSIG):"
+        f" {spawn:.2f} ms; with no preexec_fn (vfork): {vfork:.2f} ms (from this process;"
+        " a job starts 3 before its launcher's mpirun runs, then 2 orteds at once)"
+    )
 
 
 # --- cProfile of one job run in this process --------------------------------------------
@@ -359,7 +438,8 @@ def main() -> None:
     trees = {"kubemill": ROOT / "src"}
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in [*trees, *HAND]}
+    columns = [*trees, *HAND, INTERPRETER]
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in columns}
     with tempfile.TemporaryDirectory(prefix="mpi-profile-") as tmp:
         work = Path(tmp)
         wrapper = work / "marked.py"
@@ -373,6 +453,8 @@ def main() -> None:
                 return two_hosts_phases(work, wrapper)
             if name == "2h, kubexec":
                 return exec_service_phases(work, wrapper)
+            if name == INTERPRETER:
+                return interpreter_phases()
             return kubemill_phases(work, manifest, trees[name])
 
         names = list(samples)
@@ -382,7 +464,9 @@ def main() -> None:
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:
                 samples[name].append(run(name))
-        report({name: samples[name] for name in trees}, {name: samples[name] for name in HAND})
+        by_hand = {name: samples[name] for name in [*HAND, INTERPRETER]}
+        report({name: samples[name] for name in trees}, by_hand)
+        report_floors({name: samples[name] for name in trees}, by_hand)
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.cprofile is not None:
             cprofile_one(work, manifest, args.cprofile)

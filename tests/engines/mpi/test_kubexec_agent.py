@@ -129,6 +129,8 @@ class Supervisor:
     answer: Callable[[Request], dict[str, Any] | None] = lambda request: None
     hang_up: bool = False
     """Close the connection after reading the request, without answering."""
+    raw_answer: bytes | None = None
+    """Sent as the answer, once the command has run, instead of its JSON line."""
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -184,6 +186,9 @@ class Supervisor:
                     request.stopped_on_close = True
                     return
             reply = {"exitCode": request.process.returncode}
+        if self.raw_answer is not None:
+            conn.sendall(self.raw_answer)
+            return
         conn.sendall(json.dumps(reply).encode() + b"\n")
 
     def close(self) -> None:
@@ -288,6 +293,72 @@ def test_local_mode_sends_its_request_before_importing_socket_json_or_enums(
     before_the_request = set(err.split("\n", 1)[0].split())
     assert "_socket" in before_the_request  # the hook saw the agent's imports
     assert not before_the_request & {"socket", "selectors", "json", "re", "contextlib", "enum"}, err
+
+
+IMPORTS_OF_A_RUN = """
+import sys
+sys.argv = sys.argv[1:]
+with open(sys.argv[0]) as source:
+    program = compile(source.read(), sys.argv[0], "exec")
+loaded = []
+sys.addaudithook(lambda event, args: event == "import" and loaded.append(args[0]))
+try:
+    exec(program, {"__name__": "__main__", "__file__": sys.argv[0]})
+finally:
+    print(" ".join(loaded), file=sys.stderr, flush=True)
+"""
+"""Runs the agent given as its first argument, printing on stderr the modules it imported
+in all, once it has ended."""
+
+
+def test_local_mode_reads_the_answer_without_importing_json_or_re(
+    supervisor: Supervisor,
+) -> None:
+    # The answer of an orted's exec arrives as that orted and its ranks start, on the same
+    # cores: importing json then (it compiles re patterns) took CPU from them.
+    supervisor.answer = lambda request: {"error": 'sp\u00e9cial "quoted"', "exitCode": 3}
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", IMPORTS_OF_A_RUN, str(AGENT), "w-0", "true"],
+        env={mpi_exec.SOCKET_ENV: supervisor.path, "PATH": os.environ["PATH"]},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    code, _, err = finish(process)
+    message, imported = err.rstrip("\n").split("\n")
+    assert (code, message) == (3, 'kubexec: w-0: sp\u00e9cial "quoted"')
+    assert "_json" in imported.split()  # the hook saw the agent's imports
+    assert not set(imported.split()) & {"json", "re", "enum", "socket", "selectors"}, err
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"exitCode": 0}',
+        b' {"error": "no \\"w-9\\"\\n\\u00e9", "exitCode": 126}\r\n',
+        b'{"exitCode": 1.5e2, "x": [true, false, null, {}], "y": NaN}',
+        b"[]",
+        b'"text"',
+    ],
+)
+def test_the_answer_is_read_as_json_reads_it(raw: bytes) -> None:
+    assert repr(mpi_exec.read_answer(raw)) == repr(json.loads(raw))
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b" ", b"{", b'{"exitCode": 0} {}', b'{"exitCode": 0}x', b"\xff", b"nope"]
+)
+def test_an_answer_json_cannot_read_is_a_value_error(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        json.loads(raw)
+    with pytest.raises(ValueError):
+        mpi_exec.read_answer(raw)
+
+
+def test_an_unreadable_answer_is_one_line_and_255(supervisor: Supervisor) -> None:
+    supervisor.raw_answer = b"exitCode=0\n"
+    code, _, err = finish(agent("w-0", "true", socket_path=supervisor.path))
+    assert code == 255
+    assert err == "kubexec: w-0: unreadable answer from the local supervisor: b'exitCode=0'\n"
 
 
 def test_an_error_answer_is_one_line_naming_the_pod_and_its_exit_code(
