@@ -11,6 +11,12 @@ autoscaler (``enableInTreeAutoscaling``, ``autoscalerOptions``, a group's
 customised head Service, and ``rayStartParams`` that name what kubemill sets itself (the
 head's ports and a worker's ``address``).
 
+``authOptions`` is KubeRay's switch of Ray's token authentication (``mode: token``, the
+default once ``authOptions`` is given, or ``disabled``); without it a cluster on Kubernetes
+has none, as KubeRay's. Locally every cluster has it whatever the spec says (see
+:mod:`kubemill.engines.ray.local`). KubeRay's later ``secretName`` (a token Secret of the
+user's) and ``enableK8sTokenAuth`` are refused at their paths.
+
 Each group is a replica type of its own (the head is ``Head``; a worker group is its
 ``groupName``), so a group's pods are ``<cluster>-<group>-<index>``. The status is
 KubeRay's (``state``, the worker counts, ``endpoints``, ``head``) beside the core's
@@ -183,6 +189,55 @@ class WorkerGroupSpec(KubeModel):
         return self.replicas or 0
 
 
+class AuthOptions(KubeModel):
+    """Ray's authentication of the cluster (KubeRay's ``authOptions``)."""
+
+    mode: Literal["disabled", "token"] = "token"
+    """``token``: every Ray node, the submitter and the operator's own requests use a
+    token the operator generates into a Secret named after the cluster (key
+    :data:`TOKEN_KEY`); ``disabled``: none. KubeRay's default once ``authOptions`` is
+    given is ``token``."""
+    secret_name: str | None = None
+    enable_k8s_token_auth: bool | None = Field(default=None, alias="enableK8sTokenAuth")
+
+    @field_validator("secret_name")
+    @classmethod
+    def _own_secret(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise refused(
+                "a token Secret of your own is not supported yet: kubemill generates the "
+                "cluster's token",
+                "remove secretName (the generated Secret is named after the cluster)",
+            )
+        return value
+
+    @field_validator("enable_k8s_token_auth")
+    @classmethod
+    def _k8s_tokens(cls, value: bool | None) -> bool | None:
+        if value:
+            raise refused(
+                "Ray's authentication by Kubernetes service account tokens is not supported yet",
+                "remove enableK8sTokenAuth (mode: token uses the cluster's generated token)",
+            )
+        return value
+
+    @property
+    def token(self) -> bool:
+        """Whether Ray's token authentication is on."""
+        return self.mode == "token"
+
+
+TOKEN_KEY = "auth_token"  # noqa: S105 - a key's name, not a token
+"""The key of the token in the cluster's token Secret, as KubeRay's (clients read it with
+``kubectl get secret <cluster> -o jsonpath='{.data.auth_token}'``)."""
+
+
+def token_secret_name(cluster: str) -> str:
+    """The token Secret of the Ray cluster named ``cluster``: the cluster's own name, as
+    KubeRay names it."""
+    return cluster
+
+
 class RayClusterSpec(KubeModel):
     """What a RayCluster is made of."""
 
@@ -196,8 +251,15 @@ class RayClusterSpec(KubeModel):
     head_service_annotations: dict[str, str] | None = None
     gcs_fault_tolerance_options: dict[str, Any] | None = None
     managed_by: str | None = None
+    auth_options: AuthOptions | None = None
+    """Ray's token authentication (KubeRay's); none without it, as KubeRay's."""
 
     _refused = refusal_validator("RayClusterSpec")
+
+    @property
+    def token_auth(self) -> bool:
+        """Whether the cluster's Ray uses token authentication on Kubernetes."""
+        return self.auth_options is not None and self.auth_options.token
 
     @property
     def desired_workers(self) -> int:
@@ -244,6 +306,10 @@ class RayClusterStatus(WordedStatus):
     auth_token_file: str | None = None
     """Where the file of the cluster's authentication token is: locally, where the substrate
     generated it (its path, never the token). kubemill only."""
+    auth_token_secret: str | None = None
+    """The Secret of the cluster's authentication token on Kubernetes (its name; the token
+    is its key ``auth_token``, never here), with ``authOptions.mode: token``. kubemill
+    only."""
 
     @model_validator(mode="before")
     @classmethod
@@ -416,8 +482,9 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
     """Where a client reaches a Ready cluster, from its status: Ray's client address (what
     ``ray.init(address=...)`` takes) and the dashboard's (Ray's job API, ``ray job submit
     --address``); empty before the head has ports. Locally the head's own ports on
-    127.0.0.1, and the environment a client needs for the cluster's token; on Kubernetes
-    its Service's, inside the cluster."""
+    127.0.0.1; on Kubernetes its Service's, inside the cluster. With token authentication,
+    the environment a client needs for it: locally the token file's path, on Kubernetes
+    where the token Secret is (never the token itself)."""
     if not isinstance(status, RayClusterStatus) or status.head is None:
         return {}
     head, ports = status.head, status.endpoints
@@ -435,6 +502,14 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
     if status.auth_token_file:
         found["token (in the client's environment)"] = (
             f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={status.auth_token_file}"
+        )
+    elif status.auth_token_secret:
+        read = (
+            f"kubectl get secret {status.auth_token_secret} -n {cluster.namespace} "
+            f"-o jsonpath='{{.data.{TOKEN_KEY}}}' | base64 -d"
+        )
+        found["token (in the client's environment)"] = (
+            f'RAY_AUTH_MODE=token RAY_AUTH_TOKEN="$({read})"'
         )
     return found
 
@@ -508,7 +583,9 @@ __all__ = [
     "RAYCLUSTER",
     "RAY_VERSION",
     "SET_BY_KUBEMILL",
+    "TOKEN_KEY",
     "VOCABULARY",
+    "AuthOptions",
     "HeadGroupSpec",
     "HeadInfo",
     "RayCluster",
@@ -518,4 +595,5 @@ __all__ = [
     "WorkerGroupSpec",
     "client_addresses",
     "cluster_manifest",
+    "token_secret_name",
 ]
