@@ -74,7 +74,7 @@ from kubemill.substrates.kubernetes.client.kinds import (
     kind_of,
     split_name,
 )
-from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
+from kubemill.substrates.kubernetes.client.logs import LogFollower, log_sources, read_logs
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
 from kubemill.substrates.kubernetes.client.replica_reads import (
     job_pods,
@@ -253,10 +253,18 @@ class KubernetesBackend:
         return Children(hook.title, tuple(sorted(map(child_view, pods), key=lambda p: p.name)))
 
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
-        """The latest CPU and memory of the job's pods, from the metrics API if the cluster
-        has one (else a report that says it has none)."""
+        """The latest CPU and memory of the job's replicas, from the metrics API if the
+        cluster has one (else a report that says it has none): each pod the job controls,
+        and a replica run through a batch/v1 Job (a RayJob's submitter) as its Job's newest
+        pod, under the replica's name as ``get`` and ``logs`` show it."""
         found = self._find(name, self._ns(namespace))
-        pods = [(p.get("metadata") or {}).get("name", "") for p in self._pods(found)]
+        seen = self._replica_pods(found)
+        if seen.plan is None:  # not plannable: its own pods, by their names
+            names = (str((p.get("metadata") or {}).get("name", "")) for p in seen.pods)
+            pods = {pod: pod for pod in names}
+        else:  # the same pod of each replica as its logs
+            sources = log_sources(found.job(), seen.plan, seen)
+            pods = {source.pod_name: source.replica for source in sources}
         selector = f"{LABEL_JOB_NAME}={found.name}"
         return pod_metrics(self.http, found.namespace, selector, pods)
 
