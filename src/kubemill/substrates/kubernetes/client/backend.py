@@ -48,6 +48,7 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     LogQuery,
+    Patch,
     ProgressPoint,
     ResourceReport,
     SubmitOptions,
@@ -521,11 +522,14 @@ class KubernetesBackend:
         """Resume the job (``spec.runPolicy.suspend: false``); the operator creates its pods."""
         return self._set_suspend(name, namespace, suspend=False)
 
-    def patch(
-        self, name: str, patch: Mapping[str, object], namespace: str | None = None
-    ) -> JobView:
-        """Merge-patch the job (the API server validates it); the operator plans from it."""
-        found = self._merge_patch(self._find(name, self._ns(namespace)), dict(patch))
+    def patch(self, name: str, patch: Patch, namespace: str | None = None) -> JobView:
+        """Patch the job (the API server validates it and applies it whole, a JSON patch's
+        ``test`` operations first among its own); the operator plans from it."""
+        found = self._find(name, self._ns(namespace))
+        if isinstance(patch, Mapping):
+            found = self._merge_patch(found, dict(patch))
+        else:
+            found = self._json_patch(found, [dict(op) for op in patch])
         return self._view(found, self._replica_pods(found))
 
     def _set_suspend(self, name: str, namespace: str | None, *, suspend: bool) -> JobView:
@@ -549,6 +553,26 @@ class KubernetesBackend:
             body=body,
             content_type="application/merge-patch+json",
         )
+        return Found(found.kind, raw)
+
+    def _json_patch(self, found: Found, operations: builtins.list[dict[str, Any]]) -> Found:
+        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
+        try:
+            raw = self.http.json(
+                request,
+                "PATCH",
+                found.kind.path(found.namespace, found.name),
+                body=operations,
+                content_type="application/json-patch+json",
+            )
+        except KubeApiError as exc:
+            if exc.status != 422 or not any(op.get("op") == "test" for op in operations):
+                raise
+            # The API server refuses a patch whose test failed (or an invalid result) whole.
+            raise SubstrateError(
+                f"{found.kind.kind} {found.namespace}/{found.name} was not patched: it changed "
+                f"since it was read, or the change is invalid ({exc}); read it and try again"
+            ) from exc
         return Found(found.kind, raw)
 
     def _delete_pod(self, namespace: str, pod: str) -> None:
