@@ -367,3 +367,13 @@ def test_on_kubernetes_a_rayjobs_submitter_and_the_operators_reader_use_the_toke
         source = env["RAY_AUTH_TOKEN"].value_from
         assert source is not None and source.secret_key_ref == {"name": "rj", "key": "auth_token"}
     assert plan.remote is not None and plan.remote.bearer_token == SecretFile("rj", "auth_token")
+
+
+def test_the_client_hint_names_the_secret_even_where_the_status_field_was_pruned() -> None:
+    # KubeRay's own CRD (its group served by KubeRay's install) has no authTokenSecret.
+    job = _auth(cluster(), mode="token")
+    status = reconcile(job, Ray().plan(job, LoopbackNetwork()), Observed(), NOW).status
+    assert isinstance(status, RayClusterStatus)
+    pruned = status.model_copy(update={"auth_token_secret": None})
+    hint = client_addresses(job, pruned)["token (in the client's environment)"]
+    assert "kubectl get secret rc -n ns" in hint

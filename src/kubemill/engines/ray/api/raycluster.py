@@ -503,15 +503,24 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
         found["token (in the client's environment)"] = (
             f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={status.auth_token_file}"
         )
-    elif status.auth_token_secret:
+    elif secret := status.auth_token_secret or _token_secret(cluster):
         read = (
-            f"kubectl get secret {status.auth_token_secret} -n {cluster.namespace} "
+            f"kubectl get secret {secret} -n {cluster.namespace} "
             f"-o jsonpath='{{.data.{TOKEN_KEY}}}' | base64 -d"
         )
         found["token (in the client's environment)"] = (
             f'RAY_AUTH_MODE=token RAY_AUTH_TOKEN="$({read})"'
         )
     return found
+
+
+def _token_secret(cluster: Job) -> str | None:
+    """The token Secret a RayCluster's spec asks for (``authOptions.mode: token``): what
+    its status says in kubemill's group, and what KubeRay's own CRD, whose status schema has
+    no ``authTokenSecret``, leaves a client to know."""
+    if isinstance(cluster, RayCluster) and cluster.spec.token_auth:
+        return token_secret_name(cluster.name)
+    return None
 
 
 RAYCLUSTER = KindApi(
