@@ -16,8 +16,8 @@ answered.
 A run whose service wants a credential (:attr:`~kubemill.frameworks.RemoteRun.
 bearer_token`: a Ray head with token authentication) is sent the token of the Secret the
 operator made of that secret file set, read from the API once (``read_secret``) and kept
-for the job's reader; until the Secret can be read the service is
-not asked (it would only refuse). The token is never logged.
+for the job's reader; until the Secret can be read the service is not asked (it would only
+refuse). The token is never logged.
 """
 
 from __future__ import annotations
