@@ -15,9 +15,9 @@ import pytest
 from kubemill.api import ConditionType, ManifestError
 from kubemill.core import reconcile
 from kubemill.core.model import CreatePod, Observed, ObservedPod, WriteFiles
+from kubemill.engines.ray.api.auth import AuthOptions
 from kubemill.engines.ray.api.raycluster import (
     HEAD,
-    AuthOptions,
     RayCluster,
     RayClusterStatus,
     client_addresses,

@@ -58,14 +58,8 @@ from dataclasses import replace
 from typing import Any
 
 from kubemill.api import EnvVar, Job
-from kubemill.engines.ray.api.raycluster import (
-    HEAD,
-    TOKEN_KEY,
-    HeadInfo,
-    RayCluster,
-    RayClusterSpec,
-    token_secret_name,
-)
+from kubemill.engines.ray.api.auth import TOKEN_KEY, token_secret_name
+from kubemill.engines.ray.api.raycluster import HEAD, HeadInfo, RayCluster, RayClusterSpec
 from kubemill.engines.ray.api.rayjob import RayJob
 from kubemill.engines.ray.framework.raycluster import (
     AGENT_LISTEN_PORT,

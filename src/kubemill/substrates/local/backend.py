@@ -75,7 +75,6 @@ from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local
 from kubemill.substrates.local.records import (
     SUPERVISOR_START_GRACE,
-    JsonPatchError,
     apply_patch,
 )
 from kubemill.substrates.local.start_rate import StartLimits
@@ -406,23 +405,17 @@ class LocalBackend(RecordReads):
         return self.get(name, namespace)
 
     def patch(self, name: str, patch: Patch, namespace: str | None = None) -> JobView:
-        """Apply ``patch`` (a merge patch, or a JSON patch applied whole or not at all) to
-        the recorded manifest once the result is a valid job (else ``ManifestError`` with its
-        field paths); the supervisor plans the job again if it asks for other replicas
-        (:mod:`.supervisor.adopt`), and the core judges it."""
+        """Apply ``patch`` (a merge patch, or a JSON patch: whole or not at all, else
+        ``JsonPatchError``, a ``SubstrateError``) to the recorded manifest once the result is
+        a valid job (else ``ManifestError`` with its field paths); the supervisor plans the
+        job again if it asks for other replicas (:mod:`.supervisor.adopt`), and the core
+        judges it."""
         rec = self._require_unfinished(name, namespace, "patch")
         patched = copy.deepcopy(rec.manifest)
-        try:
-            apply_patch(patched, patch)
-            load_one(patched, name=f"{rec.namespace}/{rec.name}")
-            # Applied again to the manifest as stored now, in one transaction: a JSON
-            # patch's tests guard against what changed meanwhile.
-            self.store.patch_manifest(rec.uid, patch=patch)
-        except JsonPatchError as exc:
-            raise SubstrateError(
-                f"{rec.kind} {rec.namespace}/{rec.name} was not patched: {exc} (it changed "
-                "since it was read); read it and try again"
-            ) from exc
+        apply_patch(patched, patch)
+        load_one(patched, name=f"{rec.namespace}/{rec.name}")
+        # Again in the store's transaction: a JSON patch's tests guard against a change since.
+        self.store.patch_manifest(rec.uid, patch=patch)
         return self.get(name, namespace)
 
     def _require_unfinished(self, name: str, namespace: str | None, verb: str) -> JobRecord:

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubemill.substrates.errors import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.procinfo import ProcessId
 from kubemill.substrates.rows import JobSummary, ProgressSummary
@@ -429,9 +430,10 @@ def merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             target[key] = value
 
 
-class JsonPatchError(ValueError):
-    """A JSON patch that cannot be applied: a failed ``test``, a path that is not there, an
-    operation kubemill does not apply."""
+class JsonPatchError(SubstrateError):
+    """A JSON patch that cannot be applied, so not applied at all: a failed ``test`` (the
+    job changed since the patch was made: read it and try again), a path that is not
+    there, an operation kubemill does not apply."""
 
 
 def _pointer(path: str) -> list[str]:

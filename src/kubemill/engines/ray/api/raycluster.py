@@ -11,11 +11,9 @@ autoscaler (``enableInTreeAutoscaling``, ``autoscalerOptions``, a group's
 customised head Service, and ``rayStartParams`` that name what kubemill sets itself (the
 head's ports and a worker's ``address``).
 
-``authOptions`` is KubeRay's switch of Ray's token authentication (``mode: token``, the
-default once ``authOptions`` is given, or ``disabled``); without it a cluster on Kubernetes
-has none, as KubeRay's. Locally every cluster has it whatever the spec says (see
-:mod:`kubemill.engines.ray.local`). KubeRay's later ``secretName`` (a token Secret of the
-user's) and ``enableK8sTokenAuth`` are refused at their paths.
+``authOptions`` (:mod:`.auth`) is KubeRay's switch of Ray's token authentication; without
+it a cluster on Kubernetes has none, as KubeRay's. Locally every cluster has it whatever
+the spec says (see :mod:`kubemill.engines.ray.local`).
 
 Each group is a replica type of its own (the head is ``Head``; a worker group is its
 ``groupName``), so a group's pods are ``<cluster>-<group>-<index>``. The status is
@@ -56,6 +54,7 @@ from kubemill.api.common import (
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, ClusterOptions, KindApi, PrinterColumn
 from kubemill.api.kube import PodTemplateSpec
+from kubemill.engines.ray.api.auth import TOKEN_KEY, AuthOptions, token_secret_name
 from kubemill.engines.ray.api.refusals import refusal_validator
 
 GROUP = "ray.io"
@@ -187,55 +186,6 @@ class WorkerGroupSpec(KubeModel):
     def count(self) -> int:
         """How many workers the group runs."""
         return self.replicas or 0
-
-
-class AuthOptions(KubeModel):
-    """Ray's authentication of the cluster (KubeRay's ``authOptions``)."""
-
-    mode: Literal["disabled", "token"] = "token"
-    """``token``: every Ray node, the submitter and the operator's own requests use a
-    token the operator generates into a Secret named after the cluster (key
-    :data:`TOKEN_KEY`); ``disabled``: none. KubeRay's default once ``authOptions`` is
-    given is ``token``."""
-    secret_name: str | None = None
-    enable_k8s_token_auth: bool | None = Field(default=None, alias="enableK8sTokenAuth")
-
-    @field_validator("secret_name")
-    @classmethod
-    def _own_secret(cls, value: str | None) -> str | None:
-        if value is not None:
-            raise refused(
-                "a token Secret of your own is not supported yet: kubemill generates the "
-                "cluster's token",
-                "remove secretName (the generated Secret is named after the cluster)",
-            )
-        return value
-
-    @field_validator("enable_k8s_token_auth")
-    @classmethod
-    def _k8s_tokens(cls, value: bool | None) -> bool | None:
-        if value:
-            raise refused(
-                "Ray's authentication by Kubernetes service account tokens is not supported yet",
-                "remove enableK8sTokenAuth (mode: token uses the cluster's generated token)",
-            )
-        return value
-
-    @property
-    def token(self) -> bool:
-        """Whether Ray's token authentication is on."""
-        return self.mode == "token"
-
-
-TOKEN_KEY = "auth_token"  # noqa: S105 - a key's name, not a token
-"""The key of the token in the cluster's token Secret, as KubeRay's (clients read it with
-``kubectl get secret <cluster> -o jsonpath='{.data.auth_token}'``)."""
-
-
-def token_secret_name(cluster: str) -> str:
-    """The token Secret of the Ray cluster named ``cluster``: the cluster's own name, as
-    KubeRay names it."""
-    return cluster
 
 
 class RayClusterSpec(KubeModel):
@@ -592,9 +542,7 @@ __all__ = [
     "RAYCLUSTER",
     "RAY_VERSION",
     "SET_BY_KUBEMILL",
-    "TOKEN_KEY",
     "VOCABULARY",
-    "AuthOptions",
     "HeadGroupSpec",
     "HeadInfo",
     "RayCluster",
@@ -604,5 +552,4 @@ __all__ = [
     "WorkerGroupSpec",
     "client_addresses",
     "cluster_manifest",
-    "token_secret_name",
 ]

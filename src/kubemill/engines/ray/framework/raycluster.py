@@ -43,14 +43,13 @@ from typing import Any
 
 from kubemill.api import ConditionType, EnvVar, Job
 from kubemill.api.kube import ContainerPort, EnvVarSource, PodTemplateSpec
+from kubemill.engines.ray.api.auth import TOKEN_KEY, token_secret_name
 from kubemill.engines.ray.api.raycluster import (
     HEAD,
     MAX_INT32,
-    TOKEN_KEY,
     HeadInfo,
     RayCluster,
     RayClusterSpec,
-    token_secret_name,
 )
 from kubemill.frameworks.plan import (
     LABEL_JOB_NAME,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import builtins
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -77,6 +77,7 @@ from kubemill.substrates.kubernetes.client.kinds import (
 )
 from kubemill.substrates.kubernetes.client.logs import LogFollower, log_sources, read_logs
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
+from kubemill.substrates.kubernetes.client.patches import patch_job
 from kubemill.substrates.kubernetes.client.replica_reads import (
     job_pods,
     list_pods,
@@ -256,8 +257,8 @@ class KubernetesBackend:
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
         """The latest CPU and memory of the job's replicas, from the metrics API if the
         cluster has one (else a report that says it has none): each pod the job controls,
-        and a replica run through a batch/v1 Job (a RayJob's submitter) as its Job's newest
-        pod, under the replica's name as ``get`` and ``logs`` show it."""
+        and a replica run through a batch/v1 Job as its Job's newest pod, under the
+        replica's name as ``get`` and ``logs`` show it."""
         found = self._find(name, self._ns(namespace))
         seen = self._replica_pods(found)
         if seen.plan is None:  # not plannable: its own pods, by their names
@@ -525,11 +526,7 @@ class KubernetesBackend:
     def patch(self, name: str, patch: Patch, namespace: str | None = None) -> JobView:
         """Patch the job (the API server validates it and applies it whole, a JSON patch's
         ``test`` operations first among its own); the operator plans from it."""
-        found = self._find(name, self._ns(namespace))
-        if isinstance(patch, Mapping):
-            found = self._merge_patch(found, dict(patch))
-        else:
-            found = self._json_patch(found, [dict(op) for op in patch])
+        found = patch_job(self.http, self._find(name, self._ns(namespace)), patch)
         return self._view(found, self._replica_pods(found))
 
     def _set_suspend(self, name: str, namespace: str | None, *, suspend: bool) -> JobView:
@@ -545,35 +542,7 @@ class KubernetesBackend:
         return self._view(found, self._replica_pods(found))
 
     def _merge_patch(self, found: Found, body: dict[str, Any]) -> Found:
-        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
-        raw = self.http.json(
-            request,
-            "PATCH",
-            found.kind.path(found.namespace, found.name),
-            body=body,
-            content_type="application/merge-patch+json",
-        )
-        return Found(found.kind, raw)
-
-    def _json_patch(self, found: Found, operations: builtins.list[dict[str, Any]]) -> Found:
-        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
-        try:
-            raw = self.http.json(
-                request,
-                "PATCH",
-                found.kind.path(found.namespace, found.name),
-                body=operations,
-                content_type="application/json-patch+json",
-            )
-        except KubeApiError as exc:
-            if exc.status != 422 or not any(op.get("op") == "test" for op in operations):
-                raise
-            # The API server refuses a patch whose test failed (or an invalid result) whole.
-            raise SubstrateError(
-                f"{found.kind.kind} {found.namespace}/{found.name} was not patched: it changed "
-                f"since it was read, or the change is invalid ({exc}); read it and try again"
-            ) from exc
-        return Found(found.kind, raw)
+        return patch_job(self.http, found, body)
 
     def _delete_pod(self, namespace: str, pod: str) -> None:
         request = Request("delete", "pods", "", namespace, pod)
