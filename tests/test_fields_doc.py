@@ -307,6 +307,8 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("RayCluster", "autoscalerOptions"): {"upscalingMode": "Default"},
     ("RayCluster", "headServiceAnnotations"): {"a": "b"},
     ("RayCluster", "gcsFaultToleranceOptions"): {"redisAddress": "redis:6379"},
+    ("RayCluster", "authOptions.secretName"): "my-ray-token",
+    ("RayCluster", "authOptions.enableK8sTokenAuth"): True,
     ("RayJob", "clusterSelector"): {"ray.io/cluster": "shared"},
     ("RayJob", "backoffLimit"): 1,
     ("RayJob", "schedule"): "*/5 * * * *",

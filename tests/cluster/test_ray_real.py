@@ -24,15 +24,20 @@ tests/engines/ray/test_rayjob_local.py and test_rayjob_operator_ray.py judge rea
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import subprocess
 import time
+import urllib.error
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from kubemill.engines.ray.api.scaling import worker_group_patch
+from kubemill.kinds import load_one
 from kubemill.sdk import JobClient
 from support.control_plane import ControlPlane
 from support.node import NodeStandIn
@@ -438,5 +443,57 @@ def test_a_rayjob_in_http_mode_runs_its_cluster_and_no_submitter_pod(
     time.sleep(2)  # the operator acts on a ready cluster at once: give it the time to err
     assert set(namespace_pods(control_plane, namespace)) == {"rh-head-0", "rh-workers-0"}
     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rh-head-svc")
+    assert not operator.failed_creates(namespace)
+    control_plane.request("DELETE", job.path)
+
+
+def test_a_ray_cluster_with_token_auth_gets_its_secret_and_is_scaled_by_a_json_patch(
+    control_plane: ControlPlane, node: NodeStandIn, operator: RealOperator
+) -> None:
+    """KubeRay's ``authOptions.mode: token`` in KubeRay's group: the real server keeps the
+    field, and takes the token Secret the operator makes (the cluster's name, key
+    ``auth_token``, owned by the cluster) and pods whose Ray containers read it; then the
+    engine's scale of the group, a JSON patch (a ``test`` of the group's name, its count at
+    its index), is applied by the real server, whole or not at all: a third worker runs."""
+    namespace = control_plane.new_namespace()
+    manifest = RAY_CLUSTER.manifest("rca")
+    manifest["spec"]["authOptions"] = {"mode": "token"}
+    job = create(control_plane, namespace, RAY_CLUSTER, "kubectl-upstream", manifest)
+    eventually(
+        lambda: true(job.get(), "RayClusterProvisioned"),
+        timeout=WAIT,
+        what=Seen("RayClusterProvisioned", job),
+    )
+    assert job.get()["spec"]["authOptions"] == {"mode": "token"}
+    secret = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/secrets/rca")
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == job.get()["metadata"]["uid"]
+    token = base64.b64decode(secret["data"]["auth_token"]).decode()
+    assert len(token) == 64
+    pods = namespace_pods(control_plane, namespace)
+    assert set(pods) == {"rca-head-0", "rca-workers-0", "rca-workers-1"}
+    for pod in pods.values():
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["RAY_AUTH_MODE"]["value"] == "token"
+        assert env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": "rca",
+            "key": "auth_token",
+        }
+        assert token not in json.dumps(pod)
+
+    # The engine's patch, as the SDK sends it (KubeRay's group is kubectl's here): a test
+    # that fails (the group not at that index) is refused whole by the real server.
+    patch = worker_group_patch(load_one(job.get()), None, 3)
+    wrong = [{**patch[0], "value": "other"}, *patch[1:]]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        control_plane.request("PATCH", job.path, wrong, content_type="application/json-patch+json")
+    assert refused.value.code == 422
+    assert job.get()["spec"]["workerGroupSpecs"][0]["replicas"] == 2
+    control_plane.request("PATCH", job.path, patch, content_type="application/json-patch+json")
+    eventually(
+        lambda: running(control_plane, node, namespace, 4),
+        timeout=WAIT,
+        what=Seen("a third worker running", job),
+    )
+    assert job.get()["spec"]["workerGroupSpecs"][0]["replicas"] == 3
     assert not operator.failed_creates(namespace)
     control_plane.request("DELETE", job.path)

@@ -167,10 +167,12 @@ class Engine:
     """What ``kubemill install`` adds for the engine when asked (see :class:`InstallExtra`)."""
     child_pods: ChildPods | None = None
     """Pods its jobs' programs create themselves, for the job page; None for none."""
-    scale: Callable[[Job, str | None, int], dict[str, Any]] | None = None
-    """The JSON merge patch that gives a group of a job (its current model; None: its only
-    group) that many replicas, for ``kubemill scale``; raises ``ManifestError`` for a group
-    the job has not. None: the kind's groups are not scaled this way."""
+    scale: Callable[[Job, str | None, int], list[dict[str, Any]]] | None = None
+    """The JSON patch (RFC 6902) that gives a group of a job (its current model; None: its
+    only group) that many replicas, for ``kubemill scale``, touching that group's fields
+    only (with a ``test`` that the group is still where the model saw it); raises
+    ``ManifestError`` for a group the job has not. None: the kind's groups are not scaled
+    this way."""
 
     @property
     def kind(self) -> str:

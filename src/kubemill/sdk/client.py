@@ -511,8 +511,10 @@ class JobClient:
         """Give a group of a running job (``group``; None: its only one) ``replicas``
         replicas, for kinds whose engine scales groups (a Ray cluster's worker groups).
 
-        The same on every substrate: the job is merge-patched, and the core creates the
-        missing pods or deletes those no longer asked for, leaving the others as they are.
+        The same on every substrate: the job is given the engine's JSON patch (that group's
+        counts only, refused whole if the groups changed meanwhile: ``SubstrateError``), and
+        the core creates the missing pods or deletes those no longer asked for, leaving the
+        others as they are.
         Returns at once; :meth:`get` shows the new replicas once they run. ``ManifestError``
         (with the field path) for a group the job has not or a count the kind refuses;
         ``SubstrateError`` for a kind that is not scaled this way or a finished job.

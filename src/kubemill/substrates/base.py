@@ -7,7 +7,7 @@ substrate answered.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -21,6 +21,10 @@ from kubemill.substrates.errors import SubstrateError as SubstrateError
 
 if TYPE_CHECKING:
     from kubemill.api import Job, JobStatus
+
+Patch = Mapping[str, object] | Sequence[Mapping[str, object]]
+"""A change to a job: a JSON merge patch (an object) or a JSON patch (RFC 6902: a list of
+operations)."""
 
 
 @dataclass(frozen=True)
@@ -301,11 +305,11 @@ class Backend(Protocol):
         """Clear ``spec.runPolicy.suspend``: the core creates the pods again."""
         ...
 
-    def patch(
-        self, name: str, patch: Mapping[str, object], namespace: str | None = None
-    ) -> JobView:
-        """Change an unfinished job as a JSON merge patch does (a list replaces the list);
-        the core judges the change (a group's ``replicas``: pods created or deleted)."""
+    def patch(self, name: str, patch: Patch, namespace: str | None = None) -> JobView:
+        """Change an unfinished job with ``patch``: a JSON merge patch (an object; a list
+        in it replaces the list) or a JSON patch (RFC 6902, a list of operations, applied
+        whole or not at all: a failed ``test`` refuses it with ``SubstrateError``); the
+        core judges the change (a group's ``replicas``: pods created or deleted)."""
         ...
 
     def delete(self, name: str, namespace: str | None = None) -> None:

@@ -4,14 +4,24 @@ the worker counts and HeadPodReady decided by the core's pass."""
 
 from __future__ import annotations
 
+import base64
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from kubemill.api import ConditionType
+import pytest
+
+from kubemill.api import ConditionType, ManifestError
 from kubemill.core import reconcile
 from kubemill.core.model import CreatePod, Observed, ObservedPod, WriteFiles
-from kubemill.engines.ray.api.raycluster import HEAD, RayCluster, RayClusterStatus
+from kubemill.engines.ray.api.auth import AuthOptions
+from kubemill.engines.ray.api.raycluster import (
+    HEAD,
+    RayCluster,
+    RayClusterStatus,
+    client_addresses,
+)
 from kubemill.engines.ray.framework.raycluster import (
     CLIENT_PORT,
     DASHBOARD_PORT,
@@ -27,8 +37,9 @@ from kubemill.engines.ray.local import (
     local_plan,
 )
 from kubemill.frameworks.plan import Plan, ServicePolicy
+from kubemill.frameworks.remote import SecretFile
 from kubemill.kinds import engine_for, load_one
-from kubemill.substrates.kubernetes.render import render_job
+from kubemill.substrates.kubernetes.render import REDACTED_ANNOTATION, render_job
 from kubemill.substrates.local.file_sets import write_file_set
 from support import manifest_checks
 from support.framework_networks import LoopbackNetwork
@@ -200,9 +211,9 @@ def _token_written(plan: Plan, job: RayCluster, root: Path) -> Path:
     [action] = [
         a for a in reconcile(job, plan, Observed(), NOW).actions if isinstance(a, WriteFiles)
     ]
-    assert action.secret and action.name == "rc-ray-token"
+    assert action.secret and action.name == "rc"  # KubeRay's name, on both substrates
     write_file_set(root, action, owner="ns/rc")
-    return root / action.name / "token"
+    return root / action.name / "auth_token"
 
 
 def test_locally_every_ray_process_uses_the_jobs_own_token_which_only_the_substrate_sees(
@@ -211,7 +222,7 @@ def test_locally_every_ray_process_uses_the_jobs_own_token_which_only_the_substr
     job = cluster(workers=2)
     network = LoopbackNetwork()
     plan = local_plan(job, Ray().plan(job, network), network)
-    path = "/tmp/job/files/rc-ray-token/token"
+    path = "/tmp/job/files/rc/auth_token"
     for rep in plan.replicas:
         env = {var.name: var.value for var in rep.env}
         assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN_PATH"] == path
@@ -227,8 +238,13 @@ def test_locally_every_ray_process_uses_the_jobs_own_token_which_only_the_substr
     # The status says where it is (a client's RAY_AUTH_TOKEN_PATH), never what it is.
     status = reconcile(job, plan, Observed(), NOW).status
     assert isinstance(status, RayClusterStatus) and status.auth_token_file == path
-    # On Kubernetes nothing of it: KubeRay's own objects.
+    # On Kubernetes nothing of it without authOptions: KubeRay's own objects.
     assert not Ray().plan(job, network).files
+    # With authOptions on Kubernetes the set is the same one (once), the env the local one.
+    job.spec.auth_options = AuthOptions(mode="token")
+    plan = local_plan(job, Ray().plan(job, network), network)
+    assert [f.name for f in plan.files] == ["rc"]
+    assert {v.name: v.value for v in plan.replicas[0].env}["RAY_AUTH_TOKEN_PATH"] == path
 
 
 def test_a_local_rayjobs_submitter_and_the_substrates_requests_use_the_token() -> None:
@@ -242,14 +258,122 @@ def test_a_local_rayjobs_submitter_and_the_substrates_requests_use_the_token() -
     )
     network = LoopbackNetwork()
     plan = local_job_plan(job, RayJobs().plan(job, network), network)
-    assert [f.name for f in plan.files] == ["rj-ray-token"]
-    path = "/tmp/job/files/rj-ray-token/token"
+    assert [f.name for f in plan.files] == ["rj"]
+    path = "/tmp/job/files/rj/auth_token"
     assert {rep.replica_type for rep in plan.replicas} >= {HEAD, "Submitter"}
     for rep in plan.replicas:
         env = {var.name: var.value for var in rep.env}
         assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN_PATH"] == path
     assert plan.remote is not None and plan.remote.bearer_token is not None
     assert (plan.remote.bearer_token.file_set, plan.remote.bearer_token.file) == (
-        "rj-ray-token",
-        "token",
+        "rj",
+        "auth_token",
     )
+
+
+def _auth(job: RayCluster, **options: str) -> RayCluster:
+    wire = job.to_wire()
+    wire["spec"]["authOptions"] = options
+    loaded = load_one(wire)
+    assert isinstance(loaded, RayCluster)
+    return loaded
+
+
+TOKEN_FROM_SECRET = {"secretKeyRef": {"name": "rc", "key": "auth_token"}}
+
+
+def _ray_env(pod: dict[str, Any]) -> dict[str, Any]:
+    container = pod["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def test_on_kubernetes_authoptions_token_makes_kuberays_secret_and_env_render_hides_it() -> None:
+    job = _auth(cluster(workers=2), mode="token")
+    assert job.to_wire()["spec"]["authOptions"] == {"mode": "token"}
+    objects = render_job(job)
+    assert [e for o in objects for e in manifest_checks.k8s_errors(o)] == []
+    [secret] = [o for o in objects if o["kind"] == "Secret"]
+    # KubeRay's Secret: the cluster's name, the key auth_token; its value left out of render.
+    assert secret["metadata"]["name"] == "rc" and secret["data"] == {"auth_token": ""}
+    assert REDACTED_ANNOTATION in secret["metadata"]["annotations"]
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["rc-head-0", "rc-group0-0", "rc-group0-1"]
+    for pod in pods:  # every Ray container: the mode, and the token from the Secret
+        env = _ray_env(pod)
+        assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"] == TOKEN_FROM_SECRET
+    # Shown when asked: a generated 256-bit token, and nowhere else in what is sent.
+    shown = render_job(job, show_secrets=True)
+    [secret] = [o for o in shown if o["kind"] == "Secret"]
+    token = base64.b64decode(secret["data"]["auth_token"]).decode()
+    assert re.fullmatch(r"[0-9a-f]{64}", token)
+    assert token not in repr([o for o in shown if o["kind"] != "Secret"])
+    # The status names the Secret (never the token); so do the client hints.
+    plan = Ray().plan(job, LoopbackNetwork())
+    status = reconcile(job, plan, Observed(), NOW).status
+    assert isinstance(status, RayClusterStatus) and status.auth_token_secret == "rc"
+    assert status.auth_token_file is None
+    hints = client_addresses(job, status)
+    hint = hints["token (in the client's environment)"]
+    assert "kubectl get secret rc -n ns" in hint and ".data.auth_token" in hint
+    assert hints["ray.init(address=...)"] == "ray://rc-head-svc.ns.svc.cluster.local:10001"
+
+
+def test_on_kubernetes_no_authoptions_or_mode_disabled_is_no_auth_as_kuberays() -> None:
+    for job in (cluster(), _auth(cluster(), mode="disabled")):
+        objects = render_job(job)
+        assert not [o for o in objects if o["kind"] == "Secret"]
+        for pod in (o for o in objects if o["kind"] == "Pod"):
+            assert not {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN"} & set(_ray_env(pod))
+        status = reconcile(job, Ray().plan(job, LoopbackNetwork()), Observed(), NOW).status
+        assert isinstance(status, RayClusterStatus) and status.auth_token_secret is None
+        assert "token (in the client's environment)" not in client_addresses(job, status)
+    # mode defaults to token once authOptions is given, as KubeRay's.
+    assert _auth(cluster()).spec.token_auth
+
+
+def test_authoptions_fields_kubemill_does_not_honour_are_refused_at_their_path() -> None:
+    cases = {
+        "secretName": ("my-token", "spec.authOptions.secretName"),
+        "enableK8sTokenAuth": (True, "spec.authOptions.enableK8sTokenAuth"),
+        "mode": ("oauth", "spec.authOptions.mode"),
+    }
+    for field, (value, path) in cases.items():
+        wire = cluster().to_wire()
+        wire["spec"]["authOptions"] = {field: value}
+        with pytest.raises(ManifestError) as caught:
+            load_one(wire)
+        assert path in [e.path for e in caught.value.errors], caught.value.errors
+
+
+def test_on_kubernetes_a_rayjobs_submitter_and_the_operators_reader_use_the_token() -> None:
+    spec = _auth(cluster(), mode="token").spec
+    job = load_one(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": {"name": "rj", "namespace": "ns", "uid": "u2"},
+            "spec": {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": spec},
+        }
+    )
+    objects = render_job(job)
+    assert [e for o in objects for e in manifest_checks.k8s_errors(o)] == []
+    [secret] = [o for o in objects if o["kind"] == "Secret"]
+    assert secret["metadata"]["name"] == "rj"
+    plan = RayJobs().plan(job, LoopbackNetwork())
+    assert {rep.replica_type for rep in plan.replicas} == {HEAD, "group0", "Submitter"}
+    for rep in plan.replicas:
+        env = {v.name: v for v in rep.env}
+        assert env["RAY_AUTH_MODE"].value == "token"
+        source = env["RAY_AUTH_TOKEN"].value_from
+        assert source is not None and source.secret_key_ref == {"name": "rj", "key": "auth_token"}
+    assert plan.remote is not None and plan.remote.bearer_token == SecretFile("rj", "auth_token")
+
+
+def test_the_client_hint_names_the_secret_even_where_the_status_field_was_pruned() -> None:
+    # KubeRay's own CRD (its group served by KubeRay's install) has no authTokenSecret.
+    job = _auth(cluster(), mode="token")
+    status = reconcile(job, Ray().plan(job, LoopbackNetwork()), Observed(), NOW).status
+    assert isinstance(status, RayClusterStatus)
+    pruned = status.model_copy(update={"auth_token_secret": None})
+    hint = client_addresses(job, pruned)["token (in the client's environment)"]
+    assert "kubectl get secret rc -n ns" in hint

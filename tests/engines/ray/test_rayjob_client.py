@@ -283,3 +283,48 @@ def test_logs_follow_reads_the_submitter_until_the_job_has_finished(
 
     assert not reader.is_alive()
     assert got == [(SUBMITTER, "submitted"), (SUBMITTER, "SUCCEEDED")]
+
+
+def _pod_metrics(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    usage = {"cpu": cpu, "memory": memory}
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "timestamp": "2026-12-05T10:00:00Z",
+        "containers": [{"name": "c", "usage": usage}],
+    }
+
+
+def test_resources_read_the_submitter_as_its_jobs_newest_pod(
+    client: KubernetesBackend, client_cluster: ClientClusterThread, rayjob: Cluster
+) -> None:
+    rayjob.create_job()
+    first = rayjob.create_job_pod("rj-zzzzz")
+    stamp = first["metadata"]["creationTimestamp"]
+    eventually(
+        lambda: datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") > stamp
+    )
+    rayjob.create_job_pod("rj-aaaaa")  # the Job's retry: the replica now
+    rayjob.operator.pod_status(NS, "rj-aaaaa", running(CONTAINER, ip="10.0.0.9"))
+    client_cluster.answer(
+        "GET",
+        rf"/apis/metrics\.k8s\.io/v1beta1/namespaces/{NS}/pods",
+        200,
+        {
+            "kind": "PodMetricsList",
+            "items": [
+                _pod_metrics("rj-head-0", "1", "1Gi"),
+                _pod_metrics("rj-zzzzz", "2", "2Gi"),  # the earlier attempt: not the replica
+                _pod_metrics("rj-aaaaa", "250m", "64Mi"),
+                _pod_metrics("other-0", "3", "3Gi"),  # another job's
+            ],
+        },
+    )
+
+    report = client.resources(NAME)
+
+    # Under the replicas' names, as get and logs show them; the submitter is its newest pod.
+    assert set(report.replicas) == {"rj-head-0", SUBMITTER}
+    [submitter] = report.replicas[SUBMITTER]
+    assert (submitter.cpu_cores, submitter.memory_bytes) == (0.25, 64 << 20)
+    [head] = report.replicas["rj-head-0"]
+    assert head.cpu_cores == 1.0

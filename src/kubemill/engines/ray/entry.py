@@ -22,6 +22,14 @@ ENGINE = Engine(
     local=LocalSupport(env=USAGE_STATS_ENV, replan=local_plan),
     cluster=ServiceEngine("ray", cluster_manifest, addresses=client_addresses),
     scale=worker_group_patch,
+    grants=(
+        OperatorGrant(
+            ("",),
+            ("secrets",),
+            ("list", "watch", "create", "delete"),
+            "a Ray cluster with authOptions.mode token gets its token in a Secret, as KubeRay's",
+        ),
+    ),
 )
 
 
@@ -46,6 +54,13 @@ JOB = Engine(
             ("jobs",),
             ("list", "watch", "create", "delete"),
             "run a RayJob's submitter as KubeRay does, a batch/v1 Job, and follow its status",
+        ),
+        OperatorGrant(
+            ("",),
+            ("secrets",),
+            ("list", "watch", "create", "delete"),
+            "a RayJob's cluster with authOptions.mode token gets its token in a Secret, which "
+            "the operator lists by name to ask the head's job API with it",
         ),
     ),
 )

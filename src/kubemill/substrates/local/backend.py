@@ -38,7 +38,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +51,7 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     LogQuery,
+    Patch,
     ProgressPoint,
     SubmitOptions,
     SubstrateError,
@@ -72,7 +73,10 @@ from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_a
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local
-from kubemill.substrates.local.records import SUPERVISOR_START_GRACE, merge_into
+from kubemill.substrates.local.records import (
+    SUPERVISOR_START_GRACE,
+    apply_patch,
+)
 from kubemill.substrates.local.start_rate import StartLimits
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
@@ -400,16 +404,17 @@ class LocalBackend(RecordReads):
             self._start_detached(rec.uid, Path(rec.job_dir), hand_over=True, kind=rec.kind)
         return self.get(name, namespace)
 
-    def patch(
-        self, name: str, patch: Mapping[str, object], namespace: str | None = None
-    ) -> JobView:
-        """Merge ``patch`` into the recorded manifest once the result is a valid job (else
-        ``ManifestError`` with its field paths); the supervisor plans the job again if it
-        asks for other replicas (:mod:`.supervisor.adopt`), and the core judges it."""
+    def patch(self, name: str, patch: Patch, namespace: str | None = None) -> JobView:
+        """Apply ``patch`` (a merge patch, or a JSON patch: whole or not at all, else
+        ``JsonPatchError``, a ``SubstrateError``) to the recorded manifest once the result is
+        a valid job (else ``ManifestError`` with its field paths); the supervisor plans the
+        job again if it asks for other replicas (:mod:`.supervisor.adopt`), and the core
+        judges it."""
         rec = self._require_unfinished(name, namespace, "patch")
         patched = copy.deepcopy(rec.manifest)
-        merge_into(patched, patch)
+        apply_patch(patched, patch)
         load_one(patched, name=f"{rec.namespace}/{rec.name}")
+        # Again in the store's transaction: a JSON patch's tests guard against a change since.
         self.store.patch_manifest(rec.uid, patch=patch)
         return self.get(name, namespace)
 

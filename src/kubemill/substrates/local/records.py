@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubemill.substrates.errors import SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.procinfo import ProcessId
 from kubemill.substrates.rows import JobSummary, ProgressSummary
@@ -427,3 +428,100 @@ def merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             merge_into(target[key], value)
         else:
             target[key] = value
+
+
+class JsonPatchError(SubstrateError):
+    """A JSON patch that cannot be applied, so not applied at all: a failed ``test`` (the
+    job changed since the patch was made: read it and try again), a path that is not
+    there, an operation kubemill does not apply."""
+
+
+def _pointer(path: str) -> list[str]:
+    """The reference tokens of a JSON pointer (RFC 6901)."""
+    if not path.startswith("/"):
+        raise JsonPatchError(f"{path!r} is not a JSON pointer to a member (it starts with '/')")
+    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
+
+
+def _index(items: list[Any], token: str, path: str, *, new: bool = False) -> int:
+    """The list index ``token`` names (``new``: where an item is added; ``-`` the end)."""
+    if new and token == "-":  # noqa: S105 - the end of a list, not a password
+        return len(items)
+    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+        raise JsonPatchError(f"{path}: {token!r} is not an index of the list")
+    index = int(token)
+    if index > len(items) - (0 if new else 1):
+        raise JsonPatchError(f"{path}: the list has no item {index}")
+    return index
+
+
+def _parent(document: Any, path: str) -> tuple[Any, str]:
+    """The container ``path`` names a member of, and that member's token."""
+    tokens = _pointer(path)
+    node = document
+    for token in tokens[:-1]:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(node, token, path)]
+        else:
+            raise JsonPatchError(f"{path}: {token!r} is not there")
+    return node, tokens[-1]
+
+
+def _member(parent: Any, token: str, path: str, op: str) -> Any:
+    if isinstance(parent, list):
+        return parent[_index(parent, token, path)]
+    if isinstance(parent, dict) and token in parent:
+        return parent[token]
+    raise JsonPatchError(f"{op} {path}: not there")
+
+
+def apply_json_patch(target: dict[str, Any], operations: Sequence[Mapping[str, Any]]) -> None:
+    """Apply a JSON patch (RFC 6902) to ``target`` in place, as the API server applies
+    ``application/json-patch+json``: its ``test``, ``add``, ``replace`` and ``remove``
+    operations in order. :class:`JsonPatchError` for one that cannot be applied (a failed
+    ``test`` included), ``target`` then left as it was: the patch applies whole or not at
+    all."""
+    patched = json.loads(json.dumps(target))
+    for operation in operations:
+        op, path = operation.get("op"), str(operation.get("path", ""))
+        parent, token = _parent(patched, path)
+        if op == "test":
+            found = _member(parent, token, path, "test")
+            if found != operation.get("value"):
+                raise JsonPatchError(f"test {path}: {found!r} is not {operation.get('value')!r}")
+        elif op == "replace":
+            _member(parent, token, path, "replace")
+            if isinstance(parent, list):
+                parent[_index(parent, token, path)] = operation.get("value")
+            else:
+                parent[token] = operation.get("value")
+        elif op == "add":
+            if isinstance(parent, list):
+                parent.insert(_index(parent, token, path, new=True), operation.get("value"))
+            elif isinstance(parent, dict):
+                parent[token] = operation.get("value")
+            else:
+                raise JsonPatchError(f"add {path}: its parent is not an object or a list")
+        elif op == "remove":
+            _member(parent, token, path, "remove")
+            if isinstance(parent, list):
+                del parent[_index(parent, token, path)]
+            else:
+                del parent[token]
+        else:
+            raise JsonPatchError(f"the JSON patch operation {op!r} is not applied here")
+    target.clear()
+    target.update(patched)
+
+
+def apply_patch(
+    target: dict[str, Any], patch: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> None:
+    """Apply a job's patch to ``target`` in place: a JSON merge patch (an object,
+    :func:`merge_into`) or a JSON patch (a list of operations, :func:`apply_json_patch`)."""
+    if isinstance(patch, Mapping):
+        merge_into(target, patch)
+    else:
+        apply_json_patch(target, patch)

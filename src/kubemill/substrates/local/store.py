@@ -31,7 +31,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
@@ -44,6 +44,7 @@ from kubemill.substrates.local.records import (
     JobRecord,
     NewJob,
     ReplicaRecord,
+    apply_patch,
     exists_message,
     job_record,
     job_summary,
@@ -355,14 +356,16 @@ class Store:
         *,
         annotations: Mapping[str, str | None] | None = None,
         suspend: bool | None = None,
-        patch: Mapping[str, Any] | None = None,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     ) -> dict[str, Any] | None:
-        """Change the recorded manifest as a merge patch would; the new one (None: no job).
+        """Change the recorded manifest as a patch would; the new one (None: no job).
 
         ``annotations`` sets ``metadata.annotations`` (a ``None`` value removes one);
         ``suspend`` sets ``spec.runPolicy.suspend``; ``patch`` is merged in (a list replaces
-        the list). The job's supervisor notices the change on its next request check and
-        reconciles it (the core decides what it means).
+        the list), or applied as a JSON patch (a list of operations;
+        :class:`~.records.JsonPatchError`, and nothing changed, if one cannot be applied).
+        The job's supervisor notices the change on its next request check and reconciles it
+        (the core decides what it means).
         """
         with self._write() as tx:
             row = tx.execute("SELECT manifest FROM jobs WHERE uid = ?", (uid,)).fetchone()
@@ -381,7 +384,7 @@ class Store:
             from kubemill.kinds import load_one
 
             if patch:
-                merge_into(manifest, patch)
+                apply_patch(manifest, patch)
                 wanted, ttl = listing_fields(load_one(manifest))  # what a list shows, as patched
                 tx.execute("UPDATE jobs SET wanted = ?, ttl = ? WHERE uid = ?", (wanted, ttl, uid))
             if suspend is not None:

@@ -8,7 +8,9 @@ down."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 
 from kubemill.api import Condition, ConditionType, JobStatus
 from kubemill.core import Observed, ReconcileResult, SubmitRemote
-from kubemill.frameworks import Plan, RemoteReport, RemoteRun, RemoteVerdict
+from kubemill.frameworks import Plan, RemoteReport, RemoteRun, RemoteVerdict, SecretFile
 from kubemill.frameworks.plan import decided_by
 from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.operator.remote import RemoteRuns
@@ -120,3 +122,41 @@ def test_a_plan_without_a_remote_run_is_left_as_observed(port: int) -> None:
 
     asyncio.run(scenario())
     assert runs.requeue(KEY, _result()) is None
+
+
+def test_a_run_wanting_a_bearer_token_is_asked_with_its_secrets_once_it_is_there(
+    port: int,
+) -> None:
+    RunService.token = "s3cret"
+    RunService.runs["r1"] = {"status": "RUNNING"}
+    secrets: dict[str, dict[str, Any]] = {}
+    reads: list[tuple[str, str]] = []
+
+    async def read_secret(namespace: str, name: str) -> Mapping[str, Any]:
+        reads.append((namespace, name))
+        if name not in secrets:
+            raise LookupError(name)  # not made yet
+        return secrets[name]
+
+    runs = RemoteRuns(lambda *args: None, interval=0, read_secret=read_secret)
+    plan = _plan(port)
+    assert plan.remote is not None
+    plan = replace(
+        plan, remote=replace(plan.remote, bearer_token=SecretFile("job-token", "auth_token"))
+    )
+
+    async def scenario() -> None:
+        # No Secret yet: the service is not asked (it would refuse), nor followed.
+        observed = await runs.observe(KEY, plan, _head(), Observed())
+        assert observed.remote is None and runs.requeue(KEY, _result()) is None
+        secrets["job-token"] = {"data": {"auth_token": base64.b64encode(b"s3cret\n").decode()}}
+        observed = await runs.observe(KEY, plan, _head(), Observed())
+        assert observed.remote == RemoteReport(found=True, body={"status": "RUNNING"})
+        # Read once, then kept for the job's reader; gone with the job.
+        await runs.observe(KEY, plan, _head(), Observed())
+        assert reads == [("ns", "job-token"), ("ns", "job-token")]
+        runs.forget(KEY)
+        await runs.observe(KEY, plan, _head(), Observed())
+        assert len(reads) == 3
+
+    asyncio.run(scenario())

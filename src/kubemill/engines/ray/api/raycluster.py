@@ -11,6 +11,10 @@ autoscaler (``enableInTreeAutoscaling``, ``autoscalerOptions``, a group's
 customised head Service, and ``rayStartParams`` that name what kubemill sets itself (the
 head's ports and a worker's ``address``).
 
+``authOptions`` (:mod:`.auth`) is KubeRay's switch of Ray's token authentication; without
+it a cluster on Kubernetes has none, as KubeRay's. Locally every cluster has it whatever
+the spec says (see :mod:`kubemill.engines.ray.local`).
+
 Each group is a replica type of its own (the head is ``Head``; a worker group is its
 ``groupName``), so a group's pods are ``<cluster>-<group>-<index>``. The status is
 KubeRay's (``state``, the worker counts, ``endpoints``, ``head``) beside the core's
@@ -50,6 +54,7 @@ from kubemill.api.common import (
 from kubemill.api.errors import FieldError
 from kubemill.api.kinds import AGE_COLUMN, ClusterOptions, KindApi, PrinterColumn
 from kubemill.api.kube import PodTemplateSpec
+from kubemill.engines.ray.api.auth import TOKEN_KEY, AuthOptions, token_secret_name
 from kubemill.engines.ray.api.refusals import refusal_validator
 
 GROUP = "ray.io"
@@ -196,8 +201,15 @@ class RayClusterSpec(KubeModel):
     head_service_annotations: dict[str, str] | None = None
     gcs_fault_tolerance_options: dict[str, Any] | None = None
     managed_by: str | None = None
+    auth_options: AuthOptions | None = None
+    """Ray's token authentication (KubeRay's); none without it, as KubeRay's."""
 
     _refused = refusal_validator("RayClusterSpec")
+
+    @property
+    def token_auth(self) -> bool:
+        """Whether the cluster's Ray uses token authentication on Kubernetes."""
+        return self.auth_options is not None and self.auth_options.token
 
     @property
     def desired_workers(self) -> int:
@@ -244,6 +256,10 @@ class RayClusterStatus(WordedStatus):
     auth_token_file: str | None = None
     """Where the file of the cluster's authentication token is: locally, where the substrate
     generated it (its path, never the token). kubemill only."""
+    auth_token_secret: str | None = None
+    """The Secret of the cluster's authentication token on Kubernetes (its name; the token
+    is its key ``auth_token``, never here), with ``authOptions.mode: token``. kubemill
+    only."""
 
     @model_validator(mode="before")
     @classmethod
@@ -416,8 +432,9 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
     """Where a client reaches a Ready cluster, from its status: Ray's client address (what
     ``ray.init(address=...)`` takes) and the dashboard's (Ray's job API, ``ray job submit
     --address``); empty before the head has ports. Locally the head's own ports on
-    127.0.0.1, and the environment a client needs for the cluster's token; on Kubernetes
-    its Service's, inside the cluster."""
+    127.0.0.1; on Kubernetes its Service's, inside the cluster. With token authentication,
+    the environment a client needs for it: locally the token file's path, on Kubernetes
+    where the token Secret is (never the token itself)."""
     if not isinstance(status, RayClusterStatus) or status.head is None:
         return {}
     head, ports = status.head, status.endpoints
@@ -436,7 +453,24 @@ def client_addresses(cluster: Job, status: JobStatus) -> dict[str, str]:
         found["token (in the client's environment)"] = (
             f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={status.auth_token_file}"
         )
+    elif secret := status.auth_token_secret or _token_secret(cluster):
+        read = (
+            f"kubectl get secret {secret} -n {cluster.namespace} "
+            f"-o jsonpath='{{.data.{TOKEN_KEY}}}' | base64 -d"
+        )
+        found["token (in the client's environment)"] = (
+            f'RAY_AUTH_MODE=token RAY_AUTH_TOKEN="$({read})"'
+        )
     return found
+
+
+def _token_secret(cluster: Job) -> str | None:
+    """The token Secret a RayCluster's spec asks for (``authOptions.mode: token``): what
+    its status says in kubemill's group, and what KubeRay's own CRD, whose status schema has
+    no ``authTokenSecret``, leaves a client to know."""
+    if isinstance(cluster, RayCluster) and cluster.spec.token_auth:
+        return token_secret_name(cluster.name)
+    return None
 
 
 RAYCLUSTER = KindApi(

@@ -37,6 +37,7 @@ from kubemill.engines.ray.framework.raycluster import (
     cluster_plan,
     head_service_name,
     kube_head_ports,
+    kube_token,
 )
 from kubemill.frameworks._common import PlanError
 from kubemill.frameworks.controlled import ChildController
@@ -295,7 +296,8 @@ class RayJobs:
         assert isinstance(job, RayJob)
         spec = job.cluster.spec
         port = kube_head_ports(spec)["dashboard"]
-        return job_plan(job, cluster_plan(job, spec, network), kube_dashboard(job), port)
+        planned = job_plan(job, cluster_plan(job, spec, network), kube_dashboard(job), port)
+        return kube_token(spec, planned)  # every replica's, the submitter's too
 
 
 __all__ = [

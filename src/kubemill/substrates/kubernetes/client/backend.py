@@ -32,7 +32,7 @@ from __future__ import annotations
 import builtins
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +48,7 @@ from kubemill.substrates.base import (
     JobView,
     LogLine,
     LogQuery,
+    Patch,
     ProgressPoint,
     ResourceReport,
     SubmitOptions,
@@ -74,8 +75,9 @@ from kubemill.substrates.kubernetes.client.kinds import (
     kind_of,
     split_name,
 )
-from kubemill.substrates.kubernetes.client.logs import LogFollower, read_logs
+from kubemill.substrates.kubernetes.client.logs import LogFollower, log_sources, read_logs
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
+from kubemill.substrates.kubernetes.client.patches import patch_job
 from kubemill.substrates.kubernetes.client.replica_reads import (
     job_pods,
     list_pods,
@@ -253,10 +255,18 @@ class KubernetesBackend:
         return Children(hook.title, tuple(sorted(map(child_view, pods), key=lambda p: p.name)))
 
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
-        """The latest CPU and memory of the job's pods, from the metrics API if the cluster
-        has one (else a report that says it has none)."""
+        """The latest CPU and memory of the job's replicas, from the metrics API if the
+        cluster has one (else a report that says it has none): each pod the job controls,
+        and a replica run through a batch/v1 Job as its Job's newest pod, under the
+        replica's name as ``get`` and ``logs`` show it."""
         found = self._find(name, self._ns(namespace))
-        pods = [(p.get("metadata") or {}).get("name", "") for p in self._pods(found)]
+        seen = self._replica_pods(found)
+        if seen.plan is None:  # not plannable: its own pods, by their names
+            names = (str((p.get("metadata") or {}).get("name", "")) for p in seen.pods)
+            pods = {pod: pod for pod in names}
+        else:  # the same pod of each replica as its logs
+            sources = log_sources(found.job(), seen.plan, seen)
+            pods = {source.pod_name: source.replica for source in sources}
         selector = f"{LABEL_JOB_NAME}={found.name}"
         return pod_metrics(self.http, found.namespace, selector, pods)
 
@@ -513,11 +523,10 @@ class KubernetesBackend:
         """Resume the job (``spec.runPolicy.suspend: false``); the operator creates its pods."""
         return self._set_suspend(name, namespace, suspend=False)
 
-    def patch(
-        self, name: str, patch: Mapping[str, object], namespace: str | None = None
-    ) -> JobView:
-        """Merge-patch the job (the API server validates it); the operator plans from it."""
-        found = self._merge_patch(self._find(name, self._ns(namespace)), dict(patch))
+    def patch(self, name: str, patch: Patch, namespace: str | None = None) -> JobView:
+        """Patch the job (the API server validates it and applies it whole, a JSON patch's
+        ``test`` operations first among its own); the operator plans from it."""
+        found = patch_job(self.http, self._find(name, self._ns(namespace)), patch)
         return self._view(found, self._replica_pods(found))
 
     def _set_suspend(self, name: str, namespace: str | None, *, suspend: bool) -> JobView:
@@ -533,15 +542,7 @@ class KubernetesBackend:
         return self._view(found, self._replica_pods(found))
 
     def _merge_patch(self, found: Found, body: dict[str, Any]) -> Found:
-        request = Request("patch", found.kind.plural, GROUP, found.namespace, found.name)
-        raw = self.http.json(
-            request,
-            "PATCH",
-            found.kind.path(found.namespace, found.name),
-            body=body,
-            content_type="application/merge-patch+json",
-        )
-        return Found(found.kind, raw)
+        return patch_job(self.http, found, body)
 
     def _delete_pod(self, namespace: str, pod: str) -> None:
         request = Request("delete", "pods", "", namespace, pod)

@@ -5,7 +5,7 @@ holds the latest sample of each pod only, so each replica's series is that one s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kubemill.core.quantity import parse_quantity
@@ -27,8 +27,11 @@ NO_SAMPLES = (
 )
 
 
-def pod_metrics(http: Http, namespace: str, selector: str, pods: Iterable[str]) -> ResourceReport:
-    """The latest sample of each of ``pods`` (selected by ``selector``), by pod name."""
+def pod_metrics(
+    http: Http, namespace: str, selector: str, pods: Mapping[str, str]
+) -> ResourceReport:
+    """The latest sample of each of ``pods`` (pod name -> its replica's name; selected by
+    ``selector``), by replica name."""
     if not _served(http):
         return ResourceReport({}, note=NO_METRICS_API)
     request = Request("list", "pods", METRICS_GROUP, namespace)
@@ -39,12 +42,11 @@ def pod_metrics(http: Http, namespace: str, selector: str, pods: Iterable[str]) 
         if exc.status in (404, 503):  # gone since, or its APIService is unavailable
             return ResourceReport({}, note=NO_METRICS_API)
         raise
-    wanted = set(pods)
     found = {}
     for item in answer.get("items") or ():
         name = (item.get("metadata") or {}).get("name", "")
-        if name in wanted:
-            found[name] = [_sample(item)]
+        if name in pods:
+            found[pods[name]] = [_sample(item)]
     return ResourceReport(found, note="" if found else NO_SAMPLES)
 
 

@@ -193,13 +193,18 @@ class KubeApi:
         path = "/apis/authentication.k8s.io/v1/tokenreviews"
         return await self._run("create", "POST", ref, path, body=body)
 
-    async def list(self, ref: ObjectRef, *, label_selector: str) -> list[dict[str, Any]]:
-        """The objects of ``ref``'s collection (its name unused) that ``label_selector`` picks.
+    async def list(
+        self, ref: ObjectRef, *, label_selector: str, field_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """The objects of ``ref``'s collection (its name unused) that ``label_selector`` (and
+        ``field_selector``, if given) pick.
 
-        For what the operator does not watch (its history records, read once at start)."""
-        answer = await self._run(
-            "list", "GET", ref, ref.collection_path, query=(("labelSelector", label_selector),)
-        )
+        For what the operator does not watch (its history records, read once at start), or
+        whose content its cache does not keep (a Secret's data)."""
+        query = [("labelSelector", label_selector)]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        answer = await self._run("list", "GET", ref, ref.collection_path, query=tuple(query))
         return [dict(item) for item in answer.get("items") or ()]
 
     async def replace(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from kubemill.core import (
     WriteFiles,
     reconcile,
 )
-from kubemill.frameworks import Plan, PlanError
+from kubemill.frameworks import LABEL_JOB_NAME, Plan, PlanError
 from kubemill.kinds import lifecycle_for, load_document
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
@@ -142,7 +142,21 @@ class Reconciler:
         self._memory: dict[JobKey, JobMemory] = {}
         self._loaded = LoadedJobs()
         self._progress = progress  # job pods' progress sidecar
-        self._remote = RemoteRuns(post_event)
+        # A remote run's bearer token is that of the Secret the operator made for it.
+        self._remote = RemoteRuns(post_event, read_secret=self._read_secret)
+
+    async def _read_secret(self, namespace: str, name: str) -> dict[str, Any]:
+        """The Secret ``name`` the operator made for a job (a user's Secret of that name,
+        without kubemill's job label, is not it): listed by its name, with the list the
+        operator holds for its cache (it holds no get of Secrets; its cache keeps no
+        Secret's data)."""
+        ref = ObjectRef("v1", "secrets", namespace, "")
+        found = await self._api.list(
+            ref, label_selector=LABEL_JOB_NAME, field_selector=f"metadata.name={name}"
+        )
+        if not found:
+            raise LookupError(f"secrets {namespace}/{name} not found")
+        return found[0]
 
     def knows(self, key: JobKey) -> bool:
         """Whether the job ``key`` is in the cache."""

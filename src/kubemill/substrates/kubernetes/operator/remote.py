@@ -12,41 +12,87 @@ not use). The answer goes to the core as ``Observed.remote``; when the core asks
 (:func:`asyncio.to_thread`), never on kopf's event loop. While a run is followed the job is
 looked at again every ``interval``. Nothing here decides: the core judges what the service
 answered.
+
+A run whose service wants a credential (:attr:`~kubemill.frameworks.RemoteRun.
+bearer_token`: a Ray head with token authentication) is sent the token of the Secret the
+operator made of that secret file set, read from the API once (``read_secret``) and kept
+for the job's reader; until the Secret can be read the service is not asked (it would only
+refuse). The token is never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from kubemill.core import Observed, ReconcileResult, SubmitRemote
-from kubemill.frameworks import Plan
+from kubemill.frameworks import Plan, SecretFile
 from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.operator.caches import JobKey
+from kubemill.substrates.kubernetes.operator.kubeapi import ApiError
 from kubemill.substrates.kubernetes.operator.writes import EventPoster
 from kubemill.substrates.remote import RemoteWatch
 
 INTERVAL = 1.0
 """Seconds between two asks of one run's status (a pass in between reuses the last answer)."""
 
+log = logging.getLogger("kubemill.remote")
+
+SecretReader = Callable[[str, str], Awaitable[Mapping[str, Any]]]
+"""Reads the Secret (namespace, name) from the API: its body (:class:`ApiError` or
+:class:`LookupError` if it cannot)."""
+
+
+async def _no_secrets(namespace: str, name: str) -> Mapping[str, Any]:
+    raise LookupError(f"secrets {namespace}/{name}: no reader of Secrets was given")
+
 
 class RemoteRuns:
     """Every job's remote-run reader, by job key (one pass at a time per key, as the work
     queue runs them)."""
 
-    def __init__(self, post_event: EventPoster, *, interval: float = INTERVAL) -> None:
+    def __init__(
+        self,
+        post_event: EventPoster,
+        *,
+        interval: float = INTERVAL,
+        read_secret: SecretReader = _no_secrets,
+    ) -> None:
         self.interval = interval
         self._post_event = post_event
+        self._read_secret = read_secret
         self._watches: dict[JobKey, RemoteWatch] = {}
         self._hosts: dict[JobKey, str] = {}
+        self._tokens: dict[JobKey, str] = {}
 
     def forget(self, key: JobKey) -> None:
-        """The job is gone: drop its reader."""
+        """The job is gone: drop its reader (and the token it had)."""
         self._watches.pop(key, None)
         self._hosts.pop(key, None)
+        self._tokens.pop(key, None)
+
+    async def _credential(self, key: JobKey, secret: SecretFile) -> bool:
+        """Whether the job's token is at hand, read from its Secret if not yet."""
+        if key in self._tokens:
+            return True
+        namespace = key[2]
+        try:
+            body = await self._read_secret(namespace, secret.file_set)
+            encoded = (body.get("data") or {})[secret.file]
+            token = base64.b64decode(encoded, validate=True).decode("utf-8").strip()
+        except (ApiError, LookupError, ValueError) as exc:  # ValueError: not base64, not UTF-8
+            # Not made yet, or unreadable: the service is asked once it is.
+            log.debug("secrets %s/%s: %s", namespace, secret.file_set, type(exc).__name__)
+            return False
+        if not token:
+            return False
+        self._tokens[key] = token
+        return True
 
     async def observe(
         self, key: JobKey, plan: Plan, pods: list[PodSnapshot], observed: Observed
@@ -60,11 +106,14 @@ class RemoteRuns:
         watch = self._watches.get(key)
         if watch is None or watch.remote != remote:
             # A new run (another job of the same name, a changed spec): nothing known of it.
-            watch = self._watches[key] = RemoteWatch(remote, interval=self.interval)
+            self._tokens.pop(key, None)
+            watch = self._watches[key] = RemoteWatch(
+                remote, interval=self.interval, credential=lambda: self._tokens.get(key)
+            )
         host = _address(remote.after, pods)
         if host is None:
             self._hosts.pop(key, None)
-        else:
+        elif remote.bearer_token is None or await self._credential(key, remote.bearer_token):
             self._hosts[key] = host
             if watch.due(time.monotonic()):
                 await asyncio.to_thread(watch.ask_status, host)
@@ -106,4 +155,4 @@ def _address(after: str, pods: list[PodSnapshot]) -> str | None:
     return None
 
 
-__all__ = ["INTERVAL", "RemoteRuns"]
+__all__ = ["INTERVAL", "RemoteRuns", "SecretReader"]
