@@ -96,6 +96,16 @@ def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, sta
     assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
 
 
+def test_run_detach_imports_no_cli_framework(tmp_path: Path, state: Path) -> None:
+    # Its plain command line is read without typer (kubemill.cli.plain), whose import and
+    # per-option validators cost more than the rest of the command line's reading.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "--state-dir", str(state), "run", "-d", str(manifest))
+    assert not tops(loaded) & {"typer", "click"}
+    assert {"kubemill.cli.plain", "kubemill.engines.pytorch.api"} <= loaded
+
+
 def test_run_detach_imports_no_view_it_does_not_print(tmp_path: Path, state: Path) -> None:
     # It prints two lines on rich's console: no table, panel or live view, no job summary,
     # and of the API neither the cron parser (schedules') nor any other unused part.
