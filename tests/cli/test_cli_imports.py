@@ -162,6 +162,16 @@ def test_run_detach_imports_no_module_of_the_core(tmp_path: Path, state: Path) -
     assert "kubemill.frameworks.plan" in loaded  # it did plan the job
 
 
+def test_run_detach_makes_no_plan_record_its_job_has_not(tmp_path: Path, state: Path) -> None:
+    # A PyTorchJob's Plan has no remote run (a RayJob's submission) and no replica run
+    # through a child controller: their dataclasses are not made.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    assert not loaded & {"kubemill.frameworks.remote", "kubemill.frameworks.controlled"}
+    assert "kubemill.frameworks._common" in loaded  # it did build the replicas
+
+
 def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:
     probe = (
         "import json, sys\n"
