@@ -96,6 +96,16 @@ def test_run_detach_of_a_local_job_imports_no_cluster_client(tmp_path: Path, sta
     assert "kubemill.engines.pytorch.api" in loaded  # it did validate the job
 
 
+def test_run_detach_imports_no_cli_framework(tmp_path: Path, state: Path) -> None:
+    # Its plain command line is read without typer (kubemill.cli.plain), whose import and
+    # per-option validators cost more than the rest of the command line's reading.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "--state-dir", str(state), "run", "-d", str(manifest))
+    assert not tops(loaded) & {"typer", "click"}
+    assert {"kubemill.cli.plain", "kubemill.engines.pytorch.api"} <= loaded
+
+
 def test_run_detach_imports_no_view_it_does_not_print(tmp_path: Path, state: Path) -> None:
     # It prints two lines on rich's console: no table, panel or live view, no job summary,
     # and of the API neither the cron parser (schedules') nor any other unused part.
@@ -140,20 +150,26 @@ def test_run_detach_imports_the_engine_of_its_kind_alone(tmp_path: Path, state: 
     assert {"kubemill.engines.pytorch.api", "kubemill.engines.pytorch.entry"} <= loaded
 
 
-def test_run_detach_imports_the_lifecycle_of_its_kind_alone(tmp_path: Path, state: Path) -> None:
-    # A PyTorchJob lives as a replica set: neither the other lifecycles (an application's
-    # reruns, a service cluster) nor a controller's rules (a schedule's) load.
+def test_run_detach_imports_no_module_of_the_core(tmp_path: Path, state: Path) -> None:
+    # It loads and plans the job and starts its supervisor, which runs the core: any module
+    # of the core loads the whole reconciler (its package imports it), the lifecycles'
+    # rules, the actions and observations. The supervisor's start reads the options it is
+    # called with, the log policy and the resources, none of which needs it.
     manifest = tmp_path / "job.yaml"
     manifest.write_text(JOB)
     loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
-    others = {
-        "kubemill.core.rerun",
-        "kubemill.core.application",
-        "kubemill.core.service",
-        "kubemill.core.controller",
-    }
-    assert not loaded & others
-    assert "kubemill.core.replicaset" in loaded
+    assert not {m for m in loaded if m == "kubemill.core" or m.startswith("kubemill.core.")}
+    assert "kubemill.frameworks.plan" in loaded  # it did plan the job
+
+
+def test_run_detach_makes_no_plan_record_its_job_has_not(tmp_path: Path, state: Path) -> None:
+    # A PyTorchJob's Plan has no remote run (a RayJob's submission) and no replica run
+    # through a child controller: their dataclasses are not made.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB)
+    loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
+    assert not loaded & {"kubemill.frameworks.remote", "kubemill.frameworks.controlled"}
+    assert "kubemill.frameworks._common" in loaded  # it did build the replicas
 
 
 def test_a_detached_supervisor_imports_no_cli(tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ def test_the_service_lifecycle_needs_a_service_plan() -> None:
 
 
 def test_the_registry_names_every_lifecycle_and_rules() -> None:
-    chosen = {engine.kind: engine.lifecycle.name for engine in engines()}
+    chosen = {engine.kind: lifecycle_for(engine.kind).name for engine in engines()}
     assert chosen["TFJob"] == chosen["PyTorchJob"] == chosen["MPIJob"] == "replica-set"
     assert chosen["SparkApplication"] == "rerun"
     assert chosen["MarsCluster"] == "service-cluster"

@@ -19,18 +19,24 @@ def main() -> None:
     from kubemill.cli.errors import exit_on_plugin_error
 
     exit_on_plugin_error()
+    code = None
+    # `kubemill get` (the list) and `kubemill run --detach FILE` skip typer (its import and
+    # its option coercion) when their command line is plain, and run the very command typer
+    # would (kubemill.cli.plain).
     if "get" in argv:
         from kubemill.cli.listing import plain_get
 
-        # `kubemill get` (the list) skips typer's option coercion when its command line is
-        # plain, and runs the very command typer would.
         code = plain_get(argv)
-        if code is not None:
-            from kubemill.cli.ending import end_at_once
+    if code is None and "run" in argv:
+        from kubemill.cli.plain import plain_run
 
-            # Freeing a thousand rows on the way out costs more than printing them.
-            end_at_once(SystemExit(code))
-            sys.exit(code)
+        code = plain_run(argv)
+    if code is not None:
+        from kubemill.cli.ending import end_at_once
+
+        # Freeing a thousand rows on the way out costs more than printing them.
+        end_at_once(SystemExit(code))
+        sys.exit(code)
     from kubemill.cli.app import run_app
 
     run_app(exit_at_once=True)

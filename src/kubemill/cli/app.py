@@ -18,13 +18,12 @@ import typer
 from kubemill.cli.commands import (
     GangScheduler,
     NamespaceOption,
-    quote,
     settings_of,
     user_errors,
 )
 from kubemill.cli.ending import end_at_once
 from kubemill.cli.operator_commands import install, operator, uninstall, version
-from kubemill.cli.settings import Settings, Substrate
+from kubemill.cli.settings import Substrate, global_settings
 
 app = typer.Typer(
     name="kubemill",
@@ -84,26 +83,18 @@ def global_options(
     ] = None,
 ) -> None:
     """Run TensorFlow and PyTorch jobs on Kubernetes or as local processes."""
-    replay: list[str] = []
-    typed = {
-        "substrate": ("--substrate", substrate.value),
-        "kubeconfig": ("--kubeconfig", kubeconfig),
-        "context": ("--context", context),
-        "state_dir": ("--state-dir", state_dir),
-    }
-    for param, (flag, value) in typed.items():
+    typed = set()
+    for param in ("substrate", "kubeconfig", "context", "state_dir"):
         source = ctx.get_parameter_source(param)
-        if value is not None and source is not None and source.name == "COMMANDLINE":
-            replay += [flag, quote(value)]
-    if namespace is not None:
-        replay += ["--namespace", quote(namespace)]
-    ctx.obj = Settings(
+        if source is not None and source.name == "COMMANDLINE":
+            typed.add(param)
+    ctx.obj = global_settings(
         substrate=substrate,
         kubeconfig=kubeconfig,
         context=context,
         namespace=namespace,
         state_dir=state_dir,
-        replay_flags=replay,
+        typed=typed,
     )
 
 

@@ -57,19 +57,8 @@ NamespaceOption = Annotated[
 ]
 
 
-def quote(value: str) -> str:
-    """``value`` as a shell word, for the global flags replayed in the commands printed."""
-    import shlex
-
-    return shlex.quote(value)
-
-
 def settings_of(ctx: typer.Context, namespace: str | None = None) -> Settings:
     """The global options of the command line, with the command's own ``--namespace`` when
     it was given (replayed too in the commands kubemill prints)."""
     settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings()
-    if namespace is not None:
-        settings.namespace = namespace
-        if "--namespace" not in settings.replay_flags:
-            settings.replay_flags += ["--namespace", quote(namespace)]
-    return settings
+    return settings.in_namespace(namespace)

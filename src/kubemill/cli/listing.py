@@ -129,66 +129,31 @@ def record_object(record: JobRecord) -> dict[str, Any]:
     return obj
 
 
-_GLOBAL = {"--state-dir": "state_dir", "--substrate": "substrate", "--namespace": "namespace"}
-_GET = {"--namespace": "namespace", "--output": "output"}
-_SHORT = {"-n": "--namespace", "-o": "--output"}
-
-
 def plain_get(argv: Sequence[str]) -> int | None:
-    """Run ``kubemill get`` of a plain command line (see the module) and return its exit
-    code; ``None`` for any other command line, which typer runs."""
+    """Run ``kubemill get`` of a plain command line (:mod:`kubemill.cli.plain`) and return
+    its exit code; ``None`` for any other command line, which typer runs."""
     settings = plain_get_settings(argv)
     if settings is None:
         return None
-    try:
-        get_jobs(settings, None, output="table")
-    except Exception as exc:
-        from kubemill.cli.errors import report
+    from kubemill.cli.plain import end_as_typer
 
-        code = report(exc)
-        if code is None:
-            raise
-        return code
-    return 0
+    def listing() -> int:
+        get_jobs(settings, None, output="table")
+        return 0
+
+    return end_as_typer(listing)
 
 
 def plain_get_settings(argv: Sequence[str]) -> Settings | None:
-    """The settings of ``[global options] get [options]`` as typer reads them (an option's
-    environment variable when it is not given), for the options :func:`plain_get` takes;
+    """The settings of ``[global options] get [-n NS] [-o table]`` as typer reads them;
     ``None`` for anything else (another verb or option, a job or kind, ``--help``, a value
     typer would refuse)."""
-    import os
+    from kubemill.cli.plain import read_plain
 
-    found: dict[str, str] = {}
-    args = list(argv)
-    allowed = _GLOBAL
-    seen_get = False
-    while args:
-        arg = args.pop(0)
-        if arg == "get" and not seen_get:
-            seen_get, allowed = True, _GET
-            continue
-        name, eq, value = arg.partition("=")
-        name = _SHORT.get(name, name)
-        if not eq and arg[:2] in _SHORT and len(arg) > 2 and not arg.startswith("--"):
-            name, value, eq = _SHORT[arg[:2]], arg[2:], "="  # -nNS, -otable
-        if name not in allowed:
-            return None
-        if not eq:
-            if not args:
-                return None
-            value = args.pop(0)
-        found[allowed[name]] = value
-    if not seen_get or found.get("output", "table") != "table":
+    command = read_plain(argv, "get", options=("--output",))
+    if command is None or command.options.get("output", "table") != "table":
         return None
-    substrate = found.get("substrate") or os.environ.get("KUBEMILL_SUBSTRATE") or "local"
-    if substrate.lower() not in {s.value for s in Substrate}:
-        return None
-    return Settings(
-        substrate=Substrate(substrate.lower()),
-        namespace=found.get("namespace"),
-        state_dir=found.get("state_dir") or os.environ.get("KUBEMILL_STATE_DIR") or None,
-    )
+    return command.settings
 
 
 def job_rows(settings: Settings) -> list[JobSummary]:

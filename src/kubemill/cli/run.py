@@ -55,11 +55,14 @@ def run_job(settings: Settings, file: Path, *, detach: bool, runtimes: Sequence[
     if len(jobs) != 1:
         fail(f"{file} holds {len(jobs)} jobs; `kubemill run` takes a manifest with one job")
     job = jobs[0]
-    from kubemill.cli.clusters import DEFAULT_TIMEOUT, is_service, serve
+    from kubemill.sdk.client import is_service
 
     if is_service(job.KIND):
         # A service never ends: return once it is Ready (or submitted, with --detach),
-        # leaving it serving in the background.
+        # leaving it serving in the background. (`kubemill cluster`'s module imports typer,
+        # which a plain `run --detach` does without: kubemill.cli.plain.)
+        from kubemill.cli.clusters import DEFAULT_TIMEOUT, serve
+
         base = str(file.resolve().parent)
         return serve(settings, job, base_dir=base, timeout=DEFAULT_TIMEOUT, wait=not detach)
     # In the foreground this process runs nothing but the job, as a detached supervisor

@@ -6,6 +6,7 @@ client) is imported only when a command actually needs a client.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -56,3 +57,53 @@ class Settings:
     def next_command(self, verb: str, name: str, *options: str) -> str:
         """A ``kubemill`` command line the user can paste to act on the same job."""
         return " ".join(["kubemill", *self.replay_flags, verb, name, *options])
+
+    def in_namespace(self, namespace: str | None) -> Settings:
+        """These settings with a command's own ``--namespace`` (when it was given), which
+        the commands kubemill prints repeat unless a global one already does."""
+        if namespace is not None:
+            self.namespace = namespace
+            if "--namespace" not in self.replay_flags:
+                self.replay_flags += ["--namespace", quote(namespace)]
+        return self
+
+
+def global_settings(
+    *,
+    substrate: Substrate,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    state_dir: str | None,
+    typed: Container[str],
+) -> Settings:
+    """The settings of the global options; ``typed``: the names of those the user typed on
+    the command line (not read from their environment variables), which the commands
+    kubemill prints repeat so that they address the same substrate and state directory."""
+    replay: list[str] = []
+    given = {
+        "substrate": ("--substrate", substrate.value),
+        "kubeconfig": ("--kubeconfig", kubeconfig),
+        "context": ("--context", context),
+        "state_dir": ("--state-dir", state_dir),
+    }
+    for name, (flag, value) in given.items():
+        if value is not None and name in typed:
+            replay += [flag, quote(value)]
+    if namespace is not None:
+        replay += ["--namespace", quote(namespace)]
+    return Settings(
+        substrate=substrate,
+        kubeconfig=kubeconfig,
+        context=context,
+        namespace=namespace,
+        state_dir=state_dir,
+        replay_flags=replay,
+    )
+
+
+def quote(value: str) -> str:
+    """``value`` as a shell word, for the global flags replayed in the commands printed."""
+    import shlex
+
+    return shlex.quote(value)

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kubemill.api import ClusterOptions, FieldError, Job, JobStatus, KindApi
-from kubemill.core import REPLICA_SET
 from kubemill.frameworks import Framework, Network, Plan
 
 if TYPE_CHECKING:
@@ -141,9 +140,13 @@ class Engine:
     """One line for ``kubemill kinds``, the CLI's help and the docs' kinds table."""
     grants: tuple[OperatorGrant, ...] = ()
     local: LocalSupport = LocalSupport()
-    lifecycle: Lifecycle = REPLICA_SET
+    lifecycle: Lifecycle | None = None
     """How the core decides for the kind's jobs (:mod:`kubemill.core.lifecycle`): pods
-    one by one (the default), an application run again as a whole, a service cluster."""
+    one by one (None, the default: :data:`kubemill.core.REPLICA_SET`), an application run
+    again as a whole, a service cluster. Ask :func:`kubemill.kinds.lifecycle_for`, which
+    reads the default. (The default is not the object itself: importing any module of the
+    core loads the reconciler, which a command that only loads and plans a job, such as
+    ``kubemill run --detach``, never runs.)"""
     restarts: bool = True
     """Whether the kind's pods are ever restarted or recreated (counts against
     ``backoffLimit``). A kind whose runs are retried as a whole (a Spark application: pods

@@ -134,11 +134,20 @@ if not TYPE_CHECKING:
         """A public name, from the submodule that holds it (loaded now, once)."""
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.frameworks import _common, controlled, plan, remote
+        from kubemill.frameworks import _common, plan
 
-        for module in (_common, plan, remote, controlled):
+        for module in (_common, plan):
             if hasattr(module, name):
-                value = getattr(module, name)
-                globals()[name] = value
-                return value
+                return _found(name, getattr(module, name))
+        # Imported only for a name of theirs: a job that runs no remote run and no replica
+        # through a child controller plans without making their dataclasses.
+        from kubemill.frameworks import controlled, remote
+
+        for module in (remote, controlled):
+            if hasattr(module, name):
+                return _found(name, getattr(module, name))
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def _found(name: str, value: Any) -> Any:
+        globals()[name] = value
+        return value

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from kubemill.api import (
     EnvVar,
@@ -23,8 +23,12 @@ from kubemill.api import (
     RestartPolicy,
 )
 from kubemill.api.runstates import ApplicationStateType
-from kubemill.frameworks.controlled import ChildController
-from kubemill.frameworks.remote import RemoteReport, RemoteRun
+
+if TYPE_CHECKING:
+    # Field types of replicas and Plans of some kinds only: a job that has neither plans
+    # without making their dataclasses (each one costs a compile of its methods).
+    from kubemill.frameworks.controlled import ChildController
+    from kubemill.frameworks.remote import RemoteReport, RemoteRun
 
 LABEL_PREFIX = "kubemill.dev/"
 LABEL_JOB_NAME = LABEL_PREFIX + "job-name"

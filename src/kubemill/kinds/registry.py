@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubemill.api import ApiVersion, FieldError, Job, JobStatus, KindTable, ManifestError, loader
 from kubemill.api import crd as crd_generation
-from kubemill.core import Lifecycle
 from kubemill.engines.base import (
     ChildPods,
     Controller,
@@ -99,6 +98,8 @@ CONTROLLER_LINES: tuple[Line, ...] = (
 
 
 if TYPE_CHECKING:
+    from kubemill.core import Lifecycle
+
     BUILTIN: tuple[Engine, ...]
     """The built-in engines' records, in :data:`ENGINE_LINES`' order (imports them all)."""
     CONTROLLERS: tuple[Controller, ...]
@@ -399,6 +400,12 @@ def lifecycle_for(kind: str, *, local: bool = False) -> Lifecycle:
     engine = engine_for(kind)
     if local and engine.local.lifecycle is not None:
         return engine.local.lifecycle
+    if engine.lifecycle is None:
+        # Imported here: any module of the core loads the whole reconciler, which what only
+        # loads or plans a job (`kubemill run --detach`, validate, render) never runs.
+        from kubemill.core import REPLICA_SET
+
+        return REPLICA_SET
     return engine.lifecycle
 
 

@@ -62,6 +62,7 @@ from kubemill.substrates.local.job_views import (
     LocalRun,
     RecordReads,
     event_records,
+    follow_replicas,
     grace_of,
     job_view,
     pick_replica,
@@ -69,7 +70,7 @@ from kubemill.substrates.local.job_views import (
 )
 from kubemill.substrates.local.known_objects import know_local_objects
 from kubemill.substrates.local.launch import PodContext, exec_socket_path, remove_socket
-from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, follow, read_all
+from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, read_all
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local
@@ -98,15 +99,9 @@ from kubemill.substrates.local.submission import (
     warn_ignored_containers,
 )
 from kubemill.substrates.local.supervisor import SupervisorOptions
-from kubemill.substrates.local.verdict import expire, heal, judge_unsupervised, kill_leftovers
 
 STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
-FOLLOW_INTERVAL = 0.05
-"""Seconds between two looks for new log lines when following a job (the end of a job
-supervised here cuts the pause short: its last lines need no quicker looks)."""
-FOLLOW_CHECK_EVERY = 0.1
-"""How often a follower of a job supervised elsewhere asks the database whether it ended."""
 
 
 class LocalBackend(RecordReads):
@@ -329,7 +324,7 @@ class LocalBackend(RecordReads):
         logs = [ReplicaLog(r.name, r.log_path, query) for r in replicas]
         if not follow:
             return read_all(logs)
-        return _follow_logs(self, rec.uid, logs)
+        return follow_replicas(logs, self._run(rec.uid), lambda: self._ended(rec.uid))
 
     def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
         """Every report of the first replica (in plan order) that made one: the replica
@@ -388,7 +383,11 @@ class LocalBackend(RecordReads):
         if rec.supervisor_state == "done" and not is_controller(rec.kind):
             # No supervisor to carry it out (it was lost while suspended before): judge
             # it here; nothing of the job runs.
-            judge_unsupervised(self.store, rec, options=self.supervisor_options.reconcile)
+            from kubemill.substrates.local import verdict
+
+            verdict.judge_unsupervised(
+                self.store, rec, options=self.supervisor_options.reconcile_options
+            )
         return self.get(name, namespace)
 
     def resume(self, name: str, namespace: str | None = None) -> JobView:
@@ -438,7 +437,9 @@ class LocalBackend(RecordReads):
         self._stop(rec, "delete", force=False)
         if is_controller(rec.kind):
             self._delete_runs(rec)
-        kill_leftovers(self.store, rec, verify=True)
+        from kubemill.substrates.local import verdict
+
+        verdict.kill_leftovers(self.store, rec, verify=True)
         self._forget(rec)
 
     def _delete_runs(self, rec: JobRecord) -> None:
@@ -499,7 +500,11 @@ class LocalBackend(RecordReads):
             fresh = self._fresh(rec)
             if what == "interrupt" and fresh is not None and not fresh.finished:
                 # Suspended with no supervisor: nothing runs, the core records the stop.
-                judge_unsupervised(self.store, fresh, options=self.supervisor_options.reconcile)
+                from kubemill.substrates.local import verdict
+
+                verdict.judge_unsupervised(
+                    self.store, fresh, options=self.supervisor_options.reconcile_options
+                )
             return
         if what == "delete":
             self.store.request(rec.uid, what)
@@ -537,11 +542,25 @@ class LocalBackend(RecordReads):
             rec.supervisor_state == "done" or not self._supervisor_alive(rec)
         ):
             return self._finish_delete(rec)
+        # The verdicts are imported only when a job needs one: they load the core, which a
+        # read of a job whose supervisor runs it (the one after a submission) never does.
         if rec.supervisor_state != "done" and not self._supervisor_alive(rec):
-            rec = heal(self.store, rec, options=self.supervisor_options.reconcile)
+            from kubemill.substrates.local import verdict
+
+            rec = verdict.heal(self.store, rec, options=self.supervisor_options.reconcile_options)
         if rec.finished and rec.supervisor_state == "done":
-            return None if expire(self.store, rec) else rec
+            from kubemill.substrates.local import verdict
+
+            return None if verdict.expire(self.store, rec) else rec
         return rec
+
+    def _ended(self, uid: str) -> bool:
+        """Whether the job's replicas can write no more (it ended, or is gone)."""
+        rec = self.store.job_by_uid(uid)
+        if rec is None:
+            return True
+        fresh = self._fresh(rec)
+        return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
 
     def _finish_delete(self, rec: JobRecord) -> JobRecord | None:
         """Complete a delete whose caller did not (None: done).
@@ -553,8 +572,10 @@ class LocalBackend(RecordReads):
         finds nothing left to remove. A process that survives SIGKILL keeps the record,
         for ``delete`` to report.
         """
+        from kubemill.substrates.local import verdict
+
         try:
-            kill_leftovers(self.store, rec, verify=True)
+            verdict.kill_leftovers(self.store, rec, verify=True)
         except SubstrateError:
             return rec
         self._forget(rec)
@@ -570,26 +591,3 @@ class LocalBackend(RecordReads):
         # Re-raise the store's own JobNotFound, with its message.
         self.store.job(checked_namespace(namespace), name)
         raise AssertionError("unreachable")
-
-
-def _follow_logs(backend: LocalBackend, uid: str, logs: list[ReplicaLog]) -> Iterator[LogLine]:
-    run = backend._run(uid)
-    if run is not None:
-        # Supervised by a thread of this process (`kubemill run`): its own flag says when it
-        # let go of the job (no replica can write any more), without a database read, so
-        # it is asked on every pass, and setting it ends the pause between two passes: the
-        # last lines are printed as soon as the job ends.
-        ended = run.supervisor.finished
-        yield from follow(
-            logs, finished=ended.is_set, interval=FOLLOW_INTERVAL, check_every=0.0, pause=ended.wait
-        )
-        return
-
-    def finished() -> bool:
-        rec = backend.store.job_by_uid(uid)
-        if rec is None:
-            return True
-        fresh = backend._fresh(rec)
-        return fresh is None or (fresh.finished and fresh.supervisor_state == "done")
-
-    yield from follow(logs, finished=finished, check_every=FOLLOW_CHECK_EVERY)

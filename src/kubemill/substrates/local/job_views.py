@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,12 +18,14 @@ from kubemill.substrates.base import (
     Children,
     EventRecord,
     JobView,
+    LogLine,
     ProgressPoint,
     ReplicaView,
     ResourceReport,
     SubstrateError,
 )
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, progress_dir, progress_file
+from kubemill.substrates.local.logs import ReplicaLog, follow
 from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.progress import history
 from kubemill.substrates.local.sampling import resource_history
@@ -34,8 +37,33 @@ if TYPE_CHECKING:
     from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
 
 
+FOLLOW_INTERVAL = 0.05
+"""Seconds between two looks for new log lines when following a job (the end of a job
+supervised here cuts the pause short: its last lines need no quicker looks)."""
+FOLLOW_CHECK_EVERY = 0.1
+"""How often a follower of a job supervised elsewhere asks the database whether it ended."""
+
+
 def _utc(moment: float | None) -> datetime | None:
     return None if moment is None else datetime.fromtimestamp(moment, UTC)
+
+
+def follow_replicas(
+    logs: Sequence[ReplicaLog], run: LocalRun | None, ended: Callable[[], bool]
+) -> Iterator[LogLine]:
+    """The replicas' lines as they are written, until the job ends: ``run`` if a thread of
+    this process supervises it, else ``ended`` (which reads the records) says when."""
+    if run is not None:
+        # Supervised by a thread of this process (`kubemill run`): its own flag says when it
+        # let go of the job (no replica can write any more), without a database read, so
+        # it is asked on every pass, and setting it ends the pause between two passes: the
+        # last lines are printed as soon as the job ends.
+        done = run.supervisor.finished
+        yield from follow(
+            logs, finished=done.is_set, interval=FOLLOW_INTERVAL, check_every=0.0, pause=done.wait
+        )
+        return
+    yield from follow(logs, finished=ended, check_every=FOLLOW_CHECK_EVERY)
 
 
 @dataclass

@@ -60,10 +60,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from kubemill.core.quantity import parse_quantity
 from kubemill.substrates.base import LogLine, LogQuery, SubstrateError
 from kubemill.substrates.local.images import config_whole_number, read_config
 
@@ -118,7 +118,13 @@ class LogPolicy:
     def from_config(cls, data: Mapping[str, Any], where: str) -> LogPolicy:
         """The policy from a config mapping; a bad value is an error naming its key."""
         size_text = data.get("containerLogMaxSize", DEFAULT_MAX_SIZE)
-        size = None if isinstance(size_text, bool) else parse_quantity(size_text)
+        size: Decimal | int | None = DEFAULT_MAX_SIZE
+        if "containerLogMaxSize" in data:
+            # Imported only for a size the config sets: any module of the core loads the
+            # whole reconciler, which a submission (it reads this policy) never runs.
+            from kubemill.core.quantity import parse_quantity
+
+            size = None if isinstance(size_text, bool) else parse_quantity(size_text)
         if size is None or size != int(size) or size < MIN_MAX_SIZE:
             raise SubstrateError(
                 f"{where}: containerLogMaxSize: expected a size of at least {MIN_MAX_SIZE}"

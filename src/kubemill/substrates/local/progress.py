@@ -26,12 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from kubemill.core import ObservedProgress
 from kubemill.progress import BadReport, Follower, parse_line
 from kubemill.substrates.base import ProgressPoint
 
 if TYPE_CHECKING:
-    # For annotations only: readers of progress (the dashboard) need no store.
+    # For annotations only: readers of progress (the dashboard) need no store, and a
+    # submission no core (any module of it loads the whole reconciler).
+    from kubemill.core import ObservedProgress
     from kubemill.substrates.local.store import Store
 
 log = logging.getLogger("kubemill.local.progress")
@@ -51,6 +52,8 @@ def _at(moment: float) -> datetime:
 
 def _observed(replica: str, state: dict[str, Any]) -> ObservedProgress:
     """A :func:`kubemill.progress.merge` state as the core's observation."""
+    from kubemill.core import ObservedProgress
+
     origin = state["origin"]
     return ObservedProgress(
         pod=replica,

@@ -13,7 +13,6 @@ from decimal import Decimal
 from pathlib import Path
 
 from kubemill.api import Container, FieldError
-from kubemill.core.quantity import parse_quantity
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Set from ``limits.cpu`` unless the container sets them: torch, NumPy and friends start
@@ -62,6 +61,10 @@ def local_resources(container: Container, path: str) -> tuple[LocalResources, li
             if name not in values:
                 continue
             raw = values[name]
+            # Imported only for a container that asks: any module of the core loads the
+            # whole reconciler, which a submission (it checks the resources) never runs.
+            from kubemill.core.quantity import parse_quantity
+
             amount = parse_quantity(raw) if isinstance(raw, (str, int, float)) else None
             where = f"{path}.resources.{section}.{name}"
             if amount is None or amount < 0:

@@ -255,7 +255,7 @@ class Supervisor:
             self.prepared.plan,
             observed,
             _utc(now),
-            options=self.options.reconcile,
+            options=self.options.reconcile_options,
             lifecycle=lifecycle_for(self.job.KIND, local=True),
         )
         self._last_observed = observed
@@ -505,7 +505,7 @@ class Supervisor:
             plan,
             Observed(pods=pods, halt=halt),
             _utc(now),
-            options=self.options.reconcile,
+            options=self.options.reconcile_options,
             lifecycle=lifecycle_for(job.KIND, local=True),
         )
         self._set_status(result.status)

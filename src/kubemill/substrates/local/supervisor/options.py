@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kubemill.core import ReconcileOptions
 from kubemill.substrates.local.start_rate import StartLimits
+
+if TYPE_CHECKING:
+    from kubemill.core import ReconcileOptions
 
 
 @dataclass(frozen=True)
@@ -29,4 +32,14 @@ class SupervisorOptions:
     (:mod:`kubemill.substrates.local.remote`), while that service is up."""
     start_limits: StartLimits | None = None
     """How fast replica processes start; ``None``: the config file's ``replicaStarts``."""
-    reconcile: ReconcileOptions = field(default_factory=ReconcileOptions)
+    reconcile: ReconcileOptions | None = None
+    """How the core is called; ``None``: its defaults (:attr:`reconcile_options`). Not
+    the defaults' object itself: any module of the core loads the whole reconciler, which
+    a backend that only submits (``kubemill run --detach``) never runs."""
+
+    @property
+    def reconcile_options(self) -> ReconcileOptions:
+        """The options the core is called with: :attr:`reconcile`, or its defaults."""
+        from kubemill.core import ReconcileOptions
+
+        return self.reconcile or ReconcileOptions()

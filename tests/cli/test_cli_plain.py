@@ -1,0 +1,156 @@
+"""The plain command lines the console script reads without typer (``kubemill.cli.plain``)
+call the very command typer calls, with the very settings typer makes: each command line
+here is read both ways, with the command's function replaced by one that records what it
+was given. Any other command line is left to typer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kubemill.cli.app import app
+from kubemill.cli.listing import plain_get
+from kubemill.cli.plain import plain_run
+
+PLAIN_RUNS = [
+    ["run", "-d", "job.yaml"],
+    ["run", "job.yaml", "--detach"],
+    ["run", "-d", "-nteam", "job.yaml"],
+    ["--state-dir", "/s", "run", "-d", "-n", "team", "job.yaml"],
+    ["-n", "a", "run", "--detach", "--namespace=b", "job.yaml"],
+    ["--namespace", "my team", "run", "-d", "job.yaml"],
+    ["--substrate=LOCAL", "run", "-d", "job.yaml"],
+    ["--substrate", "kubernetes", "--state-dir=/s", "run", "-d", "job.yaml"],
+    ["run", "-d", "run"],
+]
+TYPERS_RUNS = [
+    ["run", "job.yaml"],  # in the foreground
+    ["run", "-d"],
+    ["run", "-d", "a.yaml", "b.yaml"],
+    ["run", "-d", "--runtime", "r.yaml", "job.yaml"],
+    ["run", "-d", "--help"],
+    ["run", "-d", "-"],
+    ["run", "-d", "--", "job.yaml"],
+    ["run", "-dn", "team", "job.yaml"],
+    ["run", "--detach=yes", "job.yaml"],
+    ["run", "-d", "-n", "", "job.yaml"],
+    ["--kubeconfig", "k", "run", "-d", "job.yaml"],
+    ["--substrate", "moon", "run", "-d", "job.yaml"],
+    ["--state-dir", "run", "-d", "job.yaml"],
+    ["logs", "run"],
+    ["run"],
+]
+PLAIN_GETS = [
+    ["get"],
+    ["get", "-o", "table"],
+    ["get", "-otable", "-nteam"],
+    ["--state-dir", "/s", "-n", "a", "get", "--namespace=b"],
+    ["--substrate=LOCAL", "get"],
+    ["--substrate", "kubernetes", "get"],
+]
+TYPERS_GETS = [
+    ["get", "myjob"],
+    ["get", "--help"],
+    ["get", "-o"],
+    ["get", "-o", "yaml"],
+    ["--substrate", "moon", "get"],
+    ["--kubeconfig", "k", "get"],
+    ["describe", "x"],
+    ["get", "get"],
+    [],
+]
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What ``run_job`` and ``get_jobs`` were called with, in place of running them."""
+    import kubemill.cli.listing
+    import kubemill.cli.run
+
+    made: list[dict[str, Any]] = []
+
+    def run_job(settings: Any, file: Path, *, detach: bool, runtimes: Any = ()) -> int:
+        made.append({"settings": settings, "file": file, "detach": detach})
+        return 0
+
+    def get_jobs(settings: Any, name: str | None, *, output: str, history: bool = False) -> None:
+        made.append({"settings": settings, "name": name, "output": output, "history": history})
+
+    monkeypatch.setattr(kubemill.cli.run, "run_job", run_job)
+    monkeypatch.setattr(kubemill.cli.listing, "get_jobs", get_jobs)
+    monkeypatch.delenv("KUBEMILL_SUBSTRATE", raising=False)
+    monkeypatch.delenv("KUBEMILL_STATE_DIR", raising=False)
+    return made
+
+
+def typers_call(argv: list[str], calls: list[dict[str, Any]]) -> dict[str, Any]:
+    done = CliRunner().invoke(app, argv)
+    assert done.exit_code == 0, done.output
+    assert len(calls) == 1
+    return calls.pop()
+
+
+@pytest.mark.parametrize("argv", PLAIN_RUNS)
+def test_a_plain_run_detach_is_the_command_typer_runs(
+    argv: list[str], calls: list[dict[str, Any]]
+) -> None:
+    typers = typers_call(argv, calls)
+    assert plain_run(argv) == 0
+    assert calls == [typers]
+    assert typers["detach"] is True
+
+
+@pytest.mark.parametrize("argv", PLAIN_GETS)
+def test_a_plain_get_is_the_command_typer_runs(
+    argv: list[str], calls: list[dict[str, Any]]
+) -> None:
+    typers = typers_call(argv, calls)
+    assert plain_get(argv) == 0
+    assert calls == [typers]
+
+
+def test_the_environment_is_read_as_typer_reads_it(
+    calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Options from their variables are not repeated in the commands printed; typed ones are.
+    monkeypatch.setenv("KUBEMILL_STATE_DIR", "/from/env")
+    monkeypatch.setenv("KUBEMILL_SUBSTRATE", "Kubernetes")
+    for argv in (["run", "-d", "job.yaml"], ["--state-dir", "/typed", "run", "-d", "job.yaml"]):
+        typers = typers_call(argv, calls)
+        assert plain_run(argv) == 0
+        assert calls == [typers]
+        calls.clear()
+
+
+@pytest.mark.parametrize("argv", TYPERS_RUNS)
+def test_any_other_run_is_typers(argv: list[str], calls: list[dict[str, Any]]) -> None:
+    assert plain_run(argv) is None
+    assert calls == []
+
+
+@pytest.mark.parametrize("argv", TYPERS_GETS)
+def test_any_other_get_is_typers(argv: list[str], calls: list[dict[str, Any]]) -> None:
+    assert plain_get(argv) is None
+    assert calls == []
+
+
+def test_a_plain_run_ends_as_typer_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The errors a user can act on are one red line and exit 1, as the commands'
+    # user_errors reports them; Ctrl-C is 130.
+    monkeypatch.setenv("KUBEMILL_STATE_DIR", str(tmp_path / "state"))
+    missing = tmp_path / "missing.yaml"
+    assert plain_run(["run", "-d", str(missing)]) == 1
+    assert "error: cannot read" in capsys.readouterr().err
+    import kubemill.cli.run
+
+    def interrupted(*args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kubemill.cli.run, "run_job", interrupted)
+    assert plain_run(["run", "-d", str(missing)]) == 130
