@@ -18,6 +18,7 @@ from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsEr
 from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import (
     JOBS_INDEX,
+    WORKER_IDLE_SECONDS,
     build_registry,
     configure,
     connection_info,
@@ -465,6 +466,15 @@ def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base_nor_pr
     essence = {"spec": {"a": 1}}
     assert (progress.fetch(key="h", body=body), dict(patch)) == (None, {})
     assert progress.clear(essence=essence) is essence
+
+
+def test_kopf_lets_an_objects_worker_go_soon_after_its_last_event() -> None:
+    """kopf's per-object worker holds the object's last body while it idles: with its
+    default 5 s, a burst of new pods kept every body at once (the operator's peak memory)."""
+    settings = kopf.OperatorSettings()
+    assert settings.queueing.idle_timeout > WORKER_IDLE_SECONDS  # kopf's own default
+    configure(settings, Runtime(OperatorSettings()))
+    assert settings.queueing.idle_timeout == WORKER_IDLE_SECONDS
 
 
 def test_the_job_cache_keeps_no_managed_fields() -> None:

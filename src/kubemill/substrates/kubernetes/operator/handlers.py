@@ -65,6 +65,16 @@ PODGROUPS_INDEX = "kubemill_podgroups"
 RUNS_INDEX = "kubemill_runs"
 CONTROLLERS_INDEX = "kubemill_controllers"
 
+WORKER_IDLE_SECONDS = 0.2
+"""How long kopf keeps an object's worker after its last event (kopf's default: 5 s).
+
+A worker waits for the object's next event holding the last one, the whole parsed body; in
+a burst of new jobs (each with its pods and services) that was every object's body at once,
+the operator's peak memory, which it keeps as resident memory afterwards (freed small objects
+rarely give whole arenas back): ``bench/operator_throughput.py`` 500 x 4, 124 -> 92 MiB. The
+handlers only update an index and queue a key, so a worker has nothing to wait for; an
+event after the worker ended starts a new one (a task, no API call)."""
+
 
 def _child_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
     meta = body.get("metadata", {})
@@ -212,6 +222,7 @@ def configure(settings: Any, runtime: Runtime) -> None:
     settings.peering.standalone = True
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.progress_storage = NoProgress()
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
 
 
 def connection_info(credentials: Credentials) -> Any:
