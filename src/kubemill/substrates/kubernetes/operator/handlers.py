@@ -291,9 +291,17 @@ def build_registry(runtime: Runtime) -> Any:
     # Every handler is a coroutine: kopf runs a plain function on its thread pool, a hop
     # there and back on every event (most of its per-event cost), and the queue the
     # handlers feed belongs to the event loop.
-    async def index_pod(body: Any, **_: Any) -> dict[tuple[str, str], PodSnapshot]:
+    async def index_pod(body: Any, **indexes: Any) -> dict[tuple[str, str], PodSnapshot]:
         key = _child_key(body)
-        return {key: PodSnapshot.of(body)} if key else {}
+        if not key:
+            return {}
+        snapshot = PodSnapshot.of(body)
+        # kopf indexes an event before it calls the event handlers, and hands every handler
+        # the indexes as they are: the pod's snapshot before this event, if any.
+        cached = indexes.get(PODS_INDEX)
+        if cached is not None and key in cached and snapshot in cached[key]:
+            runtime.unchanged_child(snapshot.uid)
+        return {key: snapshot}
 
     async def index_child(body: Any, **_: Any) -> dict[tuple[str, str], ChildSnapshot]:
         key = _child_key(body)
@@ -307,8 +315,8 @@ def build_registry(runtime: Runtime) -> Any:
         meta = body.get("metadata", {})
         return {(meta.get("namespace", ""), meta.get("name", "")): ChildSnapshot.of(body)}
 
-    async def child_event(body: Any, **_: Any) -> None:
-        runtime.child_changed(body)
+    async def child_event(body: Any, type: str | None = None, **_: Any) -> None:
+        runtime.child_changed(body, deleted=type == "DELETED")
 
     labels = {LABEL_JOB_NAME: kopf.PRESENT}
     kopf.index("v1", "pods", registry=registry, id=PODS_INDEX, labels=labels)(index_pod)
