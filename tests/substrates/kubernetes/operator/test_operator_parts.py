@@ -556,7 +556,7 @@ class FakeApi:
         self.status_answers = list(status_answers)
         self.calls: list[tuple[str, str, Any, Any]] = []
 
-    async def create(self, ref: ObjectRef, body: Any) -> dict[str, Any]:
+    async def create(self, ref: ObjectRef, body: Any, **_: Any) -> dict[str, Any]:
         self.calls.append(("create", ref.name, body, None))
         return {}
 
