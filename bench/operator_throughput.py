@@ -14,7 +14,11 @@ can, and it prints:
 - jobs/s from the first job created until every pod exists;
 - API writes per job against the minimum needed by then (R pods + R services + 1 status
   write for ``Created``), with Events counted apart (one per decision);
-- the operator's resident memory idle, at the end, and at its peak.
+- the operator's resident memory idle, at the end, and at its peak;
+- the floor under both, measured in the same run: kopf alone (``bench/operator_floor.py``),
+  with handlers that do nothing, watching the same resources with the operator's kopf
+  settings, its CPU per job and resident memory (``--no-floor``: not run). What the operator
+  costs above it is kubemill's.
 
 Either server shares the 2 cores with the operator (the real one also schedules the pods onto
 its Node), so figures are a lower bound of what the operator does on a cluster. The real
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import shutil
 import signal
@@ -56,7 +61,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from kubemill.frameworks import LABEL_JOB_NAME  # noqa: E402
 from kubemill.kinds import crds  # noqa: E402
+from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOBS  # noqa: E402
+from kubemill.substrates.kubernetes.operator import handlers  # noqa: E402
+from kubemill.substrates.kubernetes.operator.process import GC_YOUNG_THRESHOLD  # noqa: E402
+from kubemill.substrates.kubernetes.operator.settings import OperatorSettings  # noqa: E402
 from measure import cpu_seconds, rss_mib  # noqa: E402
 from support.control_plane import build, running_control_plane  # noqa: E402
 from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
@@ -100,6 +110,24 @@ def wait_healthy(port: int, process: subprocess.Popen[bytes], timeout: float = 6
     raise SystemExit("the operator did not become healthy")
 
 
+def floor_spec(health: int) -> dict[str, Any]:
+    """What bench/operator_floor.py watches, and how: the operator's resources (this tree's
+    handlers say which), label selectors and kopf settings."""
+    labelled: list[list[Any]] = [["", "v1", "pods", LABEL_JOB_NAME]]
+    labelled.append(["", "v1", "services", LABEL_JOB_NAME])
+    labelled += [[g, v, p, LABEL_JOB_NAME] for g, v, p in handlers.watched_children().values()]
+    if handlers.watches_controllers():
+        group, _, version = JOB_API_VERSION.partition("/")
+        labelled.append([group, version, JOBS, LABEL_JOB_NAME])
+    jobs = [[r.group, r.version, r.plural, None] for r in OperatorSettings().job_resources()]
+    return {
+        "health": health,
+        "idle_timeout": handlers.WORKER_IDLE_SECONDS,
+        "gc_young": GC_YOUNG_THRESHOLD,
+        "resources": jobs + labelled,
+    }
+
+
 def count_pods(cluster: ClusterThread) -> int:
     async def count() -> int:
         return sum(
@@ -124,6 +152,17 @@ class Figures:
     rss_peak: float = 0.0
     writes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
+    floor: Floor | None = None
+
+
+@dataclass
+class Floor:
+    """kopf alone's measurements in the same run (bench/operator_floor.py)."""
+
+    cpu_busy: float = 0.0
+    rss_idle: float = 0.0
+    rss_end: float = 0.0
+    rss_peak: float = 0.0
 
 
 @dataclass
@@ -239,11 +278,26 @@ def run(
             [str(src), *env.get("PYTHONPATH", "").split(os.pathsep)]
         )
     operator = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    floor: subprocess.Popen[bytes] | None = None
+    if args.floor:
+        figures.floor = Floor()
+        floor_health = free_port()
+        floor_argv = [sys.executable, str(BENCH / "operator_floor.py")]
+        floor_argv.append(json.dumps(floor_spec(floor_health)))
+        with (tmp / "floor.log").open("wb") as floor_log:
+            floor = subprocess.Popen(
+                floor_argv, env=env, stdout=floor_log, stderr=subprocess.STDOUT
+            )
     sampler: subprocess.Popen[bytes] | None = None
+    floor_cpu_idle = 0.0
     try:
         wait_healthy(health, operator)
         figures.rss_idle = rss_mib(operator.pid)
         cpu_idle = cpu_seconds(operator.pid)
+        if floor is not None and figures.floor is not None:
+            wait_healthy(floor_health, floor)
+            figures.floor.rss_idle = rss_mib(floor.pid)
+            floor_cpu_idle = cpu_seconds(floor.pid)
         path = f"/apis/kubemill.dev/v1/namespaces/{NAMESPACE}/tfjobs"
         if profile is not None and args.profile == "py-spy":
             sampler = start_py_spy(operator.pid, profile)
@@ -264,6 +318,8 @@ def run(
             time.sleep(0.05)
         figures.elapsed = time.monotonic() - started
         figures.cpu_busy = cpu_seconds(operator.pid) - cpu_idle
+        if floor is not None and figures.floor is not None:
+            figures.floor.cpu_busy = cpu_seconds(floor.pid) - floor_cpu_idle
         if sampler is not None:
             sampler.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
             sampler.wait(timeout=60)
@@ -271,18 +327,24 @@ def run(
         time.sleep(3.0)
         figures.rss_end = rss_mib(operator.pid)
         figures.rss_peak = peak_rss_mib(operator.pid)
+        if floor is not None and figures.floor is not None:
+            figures.floor.rss_end = rss_mib(floor.pid)
+            figures.floor.rss_peak = peak_rss_mib(floor.pid)
         if profile is not None and args.profile in ("cpu", "memory"):
             dump_profile(operator, profile / f"{args.profile}.done")
     finally:
         if sampler is not None and sampler.poll() is None:
             sampler.kill()
             sampler.wait()
-        operator.send_signal(signal.SIGTERM)
-        try:
-            operator.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait()
+        for process in (operator, floor):
+            if process is None:
+                continue
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         log.close()
     figures.writes, figures.errors = server.operator_calls()
     return figures
@@ -339,6 +401,12 @@ def main() -> None:
         metavar="SRC",
         help="run the operator of each of these src folders, side by side (default: this tree)",
     )
+    parser.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="do not run kopf alone beside the operator (bench/operator_floor.py)",
+    )
     parser.add_argument("--profile", choices=("cpu", "memory", "py-spy"))
     parser.add_argument(
         "--profile-dir", type=Path, help="where --profile writes (one folder a run)"
@@ -379,6 +447,18 @@ def main() -> None:
         ("operator RSS", lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end"),
         ("operator peak RSS", lambda f: f"{f.rss_peak:.0f} MiB"),
     ]
+    if args.floor:
+
+        def floor_row(show: Callable[[Floor], str]) -> Callable[[Figures], str]:
+            return lambda f: show(f.floor) if f.floor is not None else "-"
+
+        per_job = floor_row(lambda f: f"{1000 * f.cpu_busy / args.jobs:.1f} ms")
+        resident = floor_row(lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end")
+        rows += [
+            ("kopf alone: CPU per job", per_job),
+            ("kopf alone: RSS", resident),
+            ("kopf alone: peak RSS", floor_row(lambda f: f"{f.rss_peak:.0f} MiB")),
+        ]
     print(f"{'':24}" + "".join(f"{name:>28}" for name in results))
     for label, show in rows:
         print(f"{label:24}" + "".join(f"{show(f):>28}" for f in results.values()))

@@ -18,6 +18,8 @@ from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsEr
 from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import (
     JOBS_INDEX,
+    PODS_INDEX,
+    WORKER_IDLE_SECONDS,
     build_registry,
     configure,
     connection_info,
@@ -467,6 +469,69 @@ def test_kopf_runs_every_event_handler_on_the_loop_and_keeps_no_diff_base_nor_pr
     assert progress.clear(essence=essence) is essence
 
 
+def test_kopf_lets_an_objects_worker_go_soon_after_its_last_event() -> None:
+    """kopf's per-object worker holds the object's last body while it idles: with its
+    default 5 s, a burst of new pods kept every body at once (the operator's peak memory)."""
+    settings = kopf.OperatorSettings()
+    assert settings.queueing.idle_timeout > WORKER_IDLE_SECONDS  # kopf's own default
+    configure(settings, Runtime(OperatorSettings()))
+    assert settings.queueing.idle_timeout == WORKER_IDLE_SECONDS
+
+
+def test_a_pod_event_that_changes_nothing_the_reconcile_reads_wakes_no_pass() -> None:
+    """kopf indexes an event before calling the event handlers: a pod whose snapshot the
+    event left as cached (the scheduler's PodScheduled condition, a label's managed field)
+    queues its job for nothing; one that changed it, or a deletion, queues it."""
+    runtime = Runtime(OperatorSettings())
+    handlers = [*runtime_handlers(runtime)]
+    (index_pod,) = [h.fn for h in handlers if h.id == PODS_INDEX]
+    (pod_event,) = [h.fn for h in handlers if h.id == "pod-events"]
+    pending = pod_body("j-worker-0", phase="Pending")
+    pending["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "kubemill.dev/v1",
+            "kind": "TFJob",
+            "name": "j",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    scheduled = json.loads(json.dumps(pending))
+    scheduled["spec"] = {"nodeName": "node-1"}
+    scheduled["status"]["conditions"].append({"type": "PodScheduled", "status": "True"})
+    running = json.loads(json.dumps(scheduled))
+    running["status"]["phase"] = "Running"
+    key = ("ns", "j")
+
+    def event(body: dict[str, Any], type: str) -> bool:
+        """Index and handle one event as kopf does; whether it queued the job."""
+        body["metadata"]["namespace"] = "ns"
+        cached = {key: [PodSnapshot.of(pending)]}
+        if type != "DELETED":
+            asyncio.run(index_pod(body=kopf.Body(body), **{PODS_INDEX: cached}))
+        asyncio.run(pod_event(body=kopf.Body(body), type=type))
+        queued = len(runtime.queue) == 1
+        if queued:
+            asyncio.run(_take(runtime.queue))
+        return queued
+
+    assert not event(scheduled, "MODIFIED")
+    assert event(running, "MODIFIED")
+    assert event(scheduled, "DELETED")
+    another = json.loads(json.dumps(scheduled))
+    another["metadata"]["uid"] = "a-new-pod-of-the-same-name"
+    assert event(another, "ADDED")
+
+
+async def _take(queue: WorkQueue[Any]) -> None:
+    queue.done(await queue.get())
+
+
+def runtime_handlers(runtime: Runtime) -> list[Any]:
+    registry = build_registry(runtime)
+    return [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
+
+
 def test_the_job_cache_keeps_no_managed_fields() -> None:
     registry = build_registry(Runtime(OperatorSettings()))
     (index_job, *_) = [h.fn for h in registry._indexing.get_all_handlers() if h.id == JOBS_INDEX]
@@ -491,7 +556,7 @@ class FakeApi:
         self.status_answers = list(status_answers)
         self.calls: list[tuple[str, str, Any, Any]] = []
 
-    async def create(self, ref: ObjectRef, body: Any) -> dict[str, Any]:
+    async def create(self, ref: ObjectRef, body: Any, **_: Any) -> dict[str, Any]:
         self.calls.append(("create", ref.name, body, None))
         return {}
 

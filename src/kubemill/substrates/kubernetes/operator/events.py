@@ -116,7 +116,7 @@ class EventPoster:
             try:
                 for delay in (0.5, 2.0, None):
                     try:
-                        await self._api.create(ref, event)
+                        await self._api.create(ref, event, answer=False)
                         break
                     except ApiError as exc:
                         if delay is None or exc.status in (400, 403, 404, 409, 422):

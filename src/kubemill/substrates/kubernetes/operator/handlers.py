@@ -65,6 +65,16 @@ PODGROUPS_INDEX = "kubemill_podgroups"
 RUNS_INDEX = "kubemill_runs"
 CONTROLLERS_INDEX = "kubemill_controllers"
 
+WORKER_IDLE_SECONDS = 0.2
+"""How long kopf keeps an object's worker after its last event (kopf's default: 5 s).
+
+A worker waits for the object's next event holding the last one, the whole parsed body; in
+a burst of new jobs (each with its pods and services) that was every object's body at once,
+the operator's peak memory, which it keeps as resident memory afterwards (freed small objects
+rarely give whole arenas back): ``bench/operator_throughput.py`` 500 x 4, 124 -> 92 MiB. The
+handlers only update an index and queue a key, so a worker has nothing to wait for; an
+event after the worker ended starts a new one (a task, no API call)."""
+
 
 def _child_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
     meta = body.get("metadata", {})
@@ -212,6 +222,7 @@ def configure(settings: Any, runtime: Runtime) -> None:
     settings.peering.standalone = True
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.progress_storage = NoProgress()
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
 
 
 def connection_info(credentials: Credentials) -> Any:
@@ -280,9 +291,17 @@ def build_registry(runtime: Runtime) -> Any:
     # Every handler is a coroutine: kopf runs a plain function on its thread pool, a hop
     # there and back on every event (most of its per-event cost), and the queue the
     # handlers feed belongs to the event loop.
-    async def index_pod(body: Any, **_: Any) -> dict[tuple[str, str], PodSnapshot]:
+    async def index_pod(body: Any, **indexes: Any) -> dict[tuple[str, str], PodSnapshot]:
         key = _child_key(body)
-        return {key: PodSnapshot.of(body)} if key else {}
+        if not key:
+            return {}
+        snapshot = PodSnapshot.of(body)
+        # kopf indexes an event before it calls the event handlers, and hands every handler
+        # the indexes as they are: the pod's snapshot before this event, if any.
+        cached = indexes.get(PODS_INDEX)
+        if cached is not None and key in cached and snapshot in cached[key]:
+            runtime.unchanged_child(snapshot.uid)
+        return {key: snapshot}
 
     async def index_child(body: Any, **_: Any) -> dict[tuple[str, str], ChildSnapshot]:
         key = _child_key(body)
@@ -296,8 +315,8 @@ def build_registry(runtime: Runtime) -> Any:
         meta = body.get("metadata", {})
         return {(meta.get("namespace", ""), meta.get("name", "")): ChildSnapshot.of(body)}
 
-    async def child_event(body: Any, **_: Any) -> None:
-        runtime.child_changed(body)
+    async def child_event(body: Any, type: str | None = None, **_: Any) -> None:
+        runtime.child_changed(body, deleted=type == "DELETED")
 
     labels = {LABEL_JOB_NAME: kopf.PRESENT}
     kopf.index("v1", "pods", registry=registry, id=PODS_INDEX, labels=labels)(index_pod)

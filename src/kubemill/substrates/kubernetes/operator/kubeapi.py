@@ -122,10 +122,11 @@ class KubeApi:
         body: Any = None,
         content_type: str = "application/json",
         query: tuple[tuple[str, str], ...] = (),
+        answer: bool = True,
     ) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, self._call, verb, method, ref, path, body, content_type, query
+            self._pool, self._call, verb, method, ref, path, body, content_type, query, answer
         )
 
     def _call(
@@ -137,7 +138,9 @@ class KubeApi:
         body: Any,
         content_type: str,
         query: tuple[tuple[str, str], ...] = (),
+        answer: bool = True,
     ) -> dict[str, Any]:
+        """The request's answer, parsed (``answer``), else read whole and dropped (``{}``)."""
         try:
             raw = transport.send(
                 self._client,
@@ -148,6 +151,9 @@ class KubeApi:
                 content_type=content_type,
                 timeout=REQUEST_TIMEOUT,
             )
+            if not answer:
+                transport.read(raw)  # to the end: the connection is kept for the next request
+                return {}
             parsed: dict[str, Any] = transport.read_json(raw)
         except transport.NoAnswer as exc:  # refused, reset, timeouts, TLS
             cause = exc.__cause__ or exc
@@ -179,8 +185,15 @@ class KubeApi:
         """The object itself (for what the operator does not watch: its Lease)."""
         return await self._run("get", "GET", ref, ref.path)
 
-    async def create(self, ref: ObjectRef, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self._run("create", "POST", ref, ref.collection_path, body=dict(body))
+    async def create(
+        self, ref: ObjectRef, body: Mapping[str, Any], *, answer: bool = True
+    ) -> dict[str, Any]:
+        """The object created, as the server answered (``answer=False``: ``{}``, the answer
+        read but not parsed: a pod comes back whole, managed fields and all, which the
+        reconcile never reads, as the watch brings it to the cache anyway)."""
+        return await self._run(
+            "create", "POST", ref, ref.collection_path, body=dict(body), answer=answer
+        )
 
     async def review_token(self, token: str, *, audience: str) -> dict[str, Any]:
         """The API server's TokenReview of ``token`` for ``audience`` (its whole answer)."""
@@ -220,7 +233,8 @@ class KubeApi:
             options["preconditions"] = {"uid": uid}
         if propagation:
             options["propagationPolicy"] = propagation
-        await self._run("delete", "DELETE", ref, ref.path, body=options)
+        # The answer (the object, or a Status) is never read: not parsed either.
+        await self._run("delete", "DELETE", ref, ref.path, body=options, answer=False)
 
     async def patch_status(
         self, ref: ObjectRef, patch: Mapping[str, Any], *, resource_version: str | None = None

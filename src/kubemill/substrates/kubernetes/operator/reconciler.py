@@ -503,7 +503,7 @@ class Reconciler:
     ) -> None:
         memory.creating[child] = deadline
         try:
-            await self._api.create(ref, body)
+            await self._api.create(ref, body, answer=False)  # the cache learns it by its watch
         except ApiError as exc:
             if classify(exc) is not Outcome.ALREADY_DONE:
                 memory.creating.pop(child, None)

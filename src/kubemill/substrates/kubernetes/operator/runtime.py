@@ -70,6 +70,9 @@ class Runtime:
         self.progress: dict[JobKey, dict[str, ObservedProgress]] = {}
         """Each replica's latest progress report by job (``Caches.progress``)."""
         self._progress_endpoint: ProgressEndpoint | None = None
+        self._unchanged: set[str] = set()
+        """Uids of children whose event left what the cache holds of them as it was
+        (:meth:`unchanged_child`), until that event reaches :meth:`child_changed`."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -229,8 +232,16 @@ class Runtime:
                 namespace = meta.get("namespace", "")
                 self._enqueue((owner.group, owner.plural, namespace, ref.get("name", "")))
 
-    def child_changed(self, body: Mapping[str, Any]) -> None:
-        """A child changed: reconcile the job that controls it.
+    def unchanged_child(self, uid: str) -> None:
+        """The child ``uid``'s event being indexed left its snapshot as the cache had it: it
+        changed nothing a reconcile reads (a pod's PodScheduled condition, its managed
+        fields), so :meth:`child_changed` wakes no pass for it (a pass would decide the
+        same: the core's own timers requeue the job, never a child's event)."""
+        self._unchanged.add(uid)
+
+    def child_changed(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        """A child changed (or was ``deleted``): reconcile the job that controls it, unless
+        the event left its snapshot as the cache had it (see :meth:`unchanged_child`).
 
         A foreign pod (controlled by one of the job's pods, e.g. a Spark executor) and a
         service cluster's pod (controlled by its Deployment's ReplicaSet) name their job only
@@ -238,6 +249,11 @@ class Runtime:
         namespace is reconciled (the pass itself checks the pod's owner).
         """
         meta = body.get("metadata", {})
+        uid = meta.get("uid")
+        if uid in self._unchanged:
+            self._unchanged.discard(uid)
+            if not deleted:
+                return
         if controller_uid(meta) is None:
             return
         namespace = meta.get("namespace", "")
