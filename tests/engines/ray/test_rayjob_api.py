@@ -52,7 +52,7 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
         ("submissionMode", "SidecarMode", "spec.submissionMode"),
         ("submissionMode", "Carrier", "spec.submissionMode"),
         ("clusterSelector", {"ray.io/cluster": "shared"}, "spec.clusterSelector"),
-        ("backoffLimit", 2, "spec.backoffLimit"),
+        ("backoffLimit", -1, "spec.backoffLimit"),
         ("schedule", "*/5 * * * *", "spec.schedule"),
         ("deletionStrategy", {"onSuccess": {"policy": "DeleteCluster"}}, "spec.deletionStrategy"),
         ("managedBy", "kueue.x-k8s.io/multikueue", "spec.managedBy"),
