@@ -51,7 +51,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from kubemill.api import STOP_ANNOTATION, ConditionType, Job, JobStatus, ReplicaStatus
+from kubemill.api import STOP_ANNOTATION, ConditionType, Job, ReplicaStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
 from kubemill.core.lifecycle import INTERRUPTED, ReconcileOptions
 from kubemill.core.model import (
@@ -75,16 +75,14 @@ from kubemill.core.model import (
 )
 from kubemill.core.progress import trainer_status
 from kubemill.core.quantity import sum_pod_requests
+from kubemill.core.status_fields import current_report, extend_status
 from kubemill.frameworks.plan import (
     FileSet,
-    ObservedPodView,
     Plan,
     ReplicaPlan,
     RunRecord,
-    ServiceView,
-    StatusView,
 )
-from kubemill.frameworks.remote import Attempts, RemoteReport
+from kubemill.frameworks.remote import Attempts
 
 _ACCESS_KINDS: tuple[ChildKind, ...] = ("ServiceAccount", "Role", "RoleBinding")
 """What a Plan's ``access`` becomes, in the order they are created."""
@@ -126,72 +124,6 @@ def _digested(file: RenderedFile) -> list[object]:
     if file.paths:
         out.append(list(file.paths))
     return out
-
-
-def current_report(plan: Plan, observed: Observed) -> RemoteReport | None:
-    """The report of the Plan's remote run the core may judge: the substrate's last one,
-    unless it came from another pod than the ``after`` replica's live one (a service torn
-    down since, e.g. the head of an attempt that failed and was retried). A report that
-    does not say its source is taken as it is."""
-    remote, report = plan.remote, observed.remote
-    if remote is None or report is None or not report.source:
-        return report
-    for pod in observed.pods:
-        if pod.name == remote.after and not pod.deleting and not pod.owner:
-            return report if pod.uid == report.source else None
-    return None
-
-
-def extend_status(
-    job: Job,
-    plan: Plan,
-    status: JobStatus,
-    observed: Observed,
-    *,
-    run: RunRecord | None = None,
-    service: ServiceView | None = None,
-    attempts: Attempts | None = None,
-) -> None:
-    """Write the kind's own status fields into ``status`` (in place): what the Plan's
-    status extension makes of the pass's outcome and of the lifecycle's neutral record
-    (``run``: the re-run lifecycle's; ``service``: the service-cluster lifecycle's;
-    ``attempts``: the count of a Plan's whole-run retries)."""
-    extension = plan.status_extension
-    if extension is None:
-        return
-    pods = tuple(
-        ObservedPodView(
-            name=pod.name,
-            replica_type=pod.replica_type,
-            index=pod.index,
-            phase=pod.phase,
-            ready=pod.ready,
-            owner=pod.owner,
-        )
-        for pod in sorted(observed.pods, key=lambda p: p.name)
-    )
-    fields = extension(
-        StatusView(
-            job=job,
-            plan=plan,
-            status=status,
-            pods=pods,
-            run=run,
-            cluster_ips=observed.cluster_ips,
-            service=service,
-            remote=current_report(plan, observed),
-            attempts=attempts,
-        )
-    )
-    model_fields = type(status).model_fields
-    unknown = sorted(name for name in fields if name not in model_fields)
-    if unknown:
-        raise ValueError(
-            f"{job.KIND or plan.kind}: the status extension sets {', '.join(unknown)}, which "
-            f"{type(status).__name__} does not declare"
-        )
-    for name, value in fields.items():
-        setattr(status, name, value)
 
 
 class JobPass:
@@ -641,4 +573,4 @@ class JobPass:
         self.actions.append(RecordEvent(type=kind, reason=reason, message=message))
 
 
-__all__ = ["JobPass", "current_report", "describe_failure", "extend_status", "short_name"]
+__all__ = ["JobPass", "describe_failure", "short_name"]

@@ -45,17 +45,11 @@ Decisions, in the order they are taken:
    with the controller's ``failure_reason``, after the remote run's verdict and before any
    other replica's.
    A Plan that retries its whole run (``Plan.retry``: KubeRay's ``backoffLimit``) tries
-   again after those two failures, the remote run's (unless its verdict says it is not
-   retryable: a run stopped on purpose) and the child controller's, while retries are left:
-   every pod of the attempt goes (``anew``: a child controller's failures go with it),
-   ``startTime`` starts again (the deadline is each attempt's), ``Restarting`` is set, and
-   once the pods are gone the job is created afresh, stage by stage, as at its start. The
-   failed attempt's report is not judged again: the core judges a report only from the
-   ``after`` replica's live pod (:func:`~kubemill.core.jobpass.current_report`). Every
-   verdict counts an attempt (``StatusView.attempts``: failed or succeeded). What is not
-   retried, as KubeRay: a deadline passed (``activeDeadlineSeconds``), an interrupt or a
-   halted substrate; and, kubemill's own, a replica failing for good (a head under
-   ``restartPolicy: Never``), which KubeRay does not judge at all.
+   again after those two failures (unless the verdict is not ``retryable``) while retries
+   are left: every pod goes (``anew``: a child controller's failures with it), ``startTime``
+   and so the deadline start again, ``Restarting`` is set, and the job is created afresh.
+   Every verdict counts an attempt (``StatusView.attempts``). Not retried, as KubeRay: a
+   deadline, an interrupt, a halted substrate; nor a replica failing for good.
 6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
    ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
    first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
