@@ -310,7 +310,6 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("RayCluster", "authOptions.secretName"): "my-ray-token",
     ("RayCluster", "authOptions.enableK8sTokenAuth"): True,
     ("RayJob", "clusterSelector"): {"ray.io/cluster": "shared"},
-    ("RayJob", "backoffLimit"): 1,
     ("RayJob", "schedule"): "*/5 * * * *",
     ("RayJob", "deletionStrategy"): {"onSuccess": {"policy": "DeleteCluster"}},
     ("SparkApplication", "driver.podName"): "my-driver",

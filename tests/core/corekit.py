@@ -247,6 +247,8 @@ class FakeSubstrate:
     """ConfigMaps, Secrets and access objects that exist, with their recorded digest."""
     writes: list[WriteFiles] = field(default_factory=list)
     """Every WriteFiles applied, in order."""
+    creations: int = 0
+    """Pods created so far: each new pod's uid is its own, as a real substrate's."""
 
     def observed(self) -> Observed:
         return Observed(
@@ -261,12 +263,13 @@ class FakeSubstrate:
             if isinstance(action, CreatePod):
                 assert action.name not in self.pods, f"{action.name} created twice"
                 rep = self.plan.replica(action.name)
+                self.creations += 1
                 self.pods[action.name] = ObservedPod(
                     name=rep.name,
                     replica_type=rep.replica_type,
                     index=rep.index,
                     phase=self.start_phase,
-                    uid=f"uid-{rep.name}-new",
+                    uid=f"uid-{rep.name}-new{self.creations}",
                 )
             elif isinstance(action, DeletePod):
                 self.pods.pop(action.name, None)

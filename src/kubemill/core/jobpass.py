@@ -34,6 +34,13 @@ sums the restart counts of running pods only, so whatever was deleted, by suspen
 a recreation, is forgotten there; kubemill follows Kubernetes Jobs instead, whose failure
 count survives a suspension while the pods it removes are not counted as failures.
 
+A replica run through a child controller (``ReplicaPlan.controller``: a Ray job's
+submitter) is the exception: its failures count against its controller's own
+``backoff_limit``, and when the core deletes it for a fresh start (suspend, a retry of the
+whole run: ``anew``) a new controller takes its place, with its full limit, as a new
+Kubernetes Job (KubeRay's new submitter Job) has. Its restarts are then forgotten, not
+retired: they were the controller's, which is gone.
+
 A restart is allowed while the total stays <= ``backoffLimit``: ``backoffLimit: 2``
 permits two restarts and the failure that would need a third fails the job. A restart the
 core refuses is not counted.
@@ -44,7 +51,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from kubemill.api import STOP_ANNOTATION, ConditionType, Job, JobStatus, ReplicaStatus
+from kubemill.api import STOP_ANNOTATION, ConditionType, Job, ReplicaStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
 from kubemill.core.lifecycle import INTERRUPTED, ReconcileOptions
 from kubemill.core.model import (
@@ -68,15 +75,14 @@ from kubemill.core.model import (
 )
 from kubemill.core.progress import trainer_status
 from kubemill.core.quantity import sum_pod_requests
+from kubemill.core.status_fields import current_report, extend_status
 from kubemill.frameworks.plan import (
     FileSet,
-    ObservedPodView,
     Plan,
     ReplicaPlan,
     RunRecord,
-    ServiceView,
-    StatusView,
 )
+from kubemill.frameworks.remote import Attempts
 
 _ACCESS_KINDS: tuple[ChildKind, ...] = ("ServiceAccount", "Role", "RoleBinding")
 """What a Plan's ``access`` becomes, in the order they are created."""
@@ -118,55 +124,6 @@ def _digested(file: RenderedFile) -> list[object]:
     if file.paths:
         out.append(list(file.paths))
     return out
-
-
-def extend_status(
-    job: Job,
-    plan: Plan,
-    status: JobStatus,
-    observed: Observed,
-    *,
-    run: RunRecord | None = None,
-    service: ServiceView | None = None,
-) -> None:
-    """Write the kind's own status fields into ``status`` (in place): what the Plan's
-    status extension makes of the pass's outcome and of the lifecycle's neutral record
-    (``run``: the re-run lifecycle's; ``service``: the service-cluster lifecycle's)."""
-    extension = plan.status_extension
-    if extension is None:
-        return
-    pods = tuple(
-        ObservedPodView(
-            name=pod.name,
-            replica_type=pod.replica_type,
-            index=pod.index,
-            phase=pod.phase,
-            ready=pod.ready,
-            owner=pod.owner,
-        )
-        for pod in sorted(observed.pods, key=lambda p: p.name)
-    )
-    fields = extension(
-        StatusView(
-            job=job,
-            plan=plan,
-            status=status,
-            pods=pods,
-            run=run,
-            cluster_ips=observed.cluster_ips,
-            service=service,
-            remote=observed.remote,
-        )
-    )
-    model_fields = type(status).model_fields
-    unknown = sorted(name for name in fields if name not in model_fields)
-    if unknown:
-        raise ValueError(
-            f"{job.KIND or plan.kind}: the status extension sets {', '.join(unknown)}, which "
-            f"{type(status).__name__} does not declare"
-        )
-    for name, value in fields.items():
-        setattr(status, name, value)
 
 
 class JobPass:
@@ -213,6 +170,18 @@ class JobPass:
         self.run_record: RunRecord | None = None
         """What this pass decided for an application that runs as a whole (the re-run
         lifecycle's record, handed to the status extension)."""
+        self.report = current_report(plan, observed)
+        """The remote run's report this pass judges (:func:`current_report`)."""
+        self.attempts: Attempts | None = None
+        """The whole run's attempts as this pass counts them (a Plan with ``retry``)."""
+        if plan.retry is not None:
+            recorded = plan.retry.recorded(job.status)
+            # Retrying lasts while the failed attempt's pods are still going.
+            self.attempts = Attempts(
+                failed=recorded.failed,
+                succeeded=recorded.succeeded,
+                retrying=recorded.retrying and bool(self.vanishing),
+            )
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -458,7 +427,14 @@ class JobPass:
 
     def _extend_status(self) -> None:
         """The kind's own status fields, from what this pass decided (e.g. Spark's state)."""
-        extend_status(self.job, self.plan, self.status, self.observed, run=self.run_record)
+        extend_status(
+            self.job,
+            self.plan,
+            self.status,
+            self.observed,
+            run=self.run_record,
+            attempts=self.attempts,
+        )
 
     # --- bookkeeping -----------------------------------------------------------------------
 
@@ -555,19 +531,33 @@ class JobPass:
         if changed and event:
             self._event("Normal", reason, message)
 
-    def _delete_pod(self, pod: ObservedPod, reason: str, *, recreate: bool = False) -> None:
+    def _delete_pod(
+        self, pod: ObservedPod, reason: str, *, recreate: bool = False, anew: bool = False
+    ) -> None:
         """The one way the core deletes a pod, so every deletion keeps the pod's restarts.
 
         The pod's in-place restarts move into the retired count of its type, plus one when
         it is deleted to be created again (``recreate``): that recreation is a restart.
+        ``anew``: the job starts afresh (suspend, a retry of the whole run), so a replica run
+        through a child controller gets a new controller and its failures are forgotten.
         """
         if pod not in self.retired_now:
             self.retired_now.add(pod)
-            self.retired[pod.replica_type] = (
-                self.retired.get(pod.replica_type, 0) + pod.restart_count + int(recreate)
-            )
+            if anew and self._controlled(pod):
+                if all(r.controller is not None for r in self.plan.of_type(pod.replica_type)):
+                    # The type is its controllers' alone: every failure retired so far
+                    # (locally, a process the core created again) was theirs.
+                    self.retired[pod.replica_type] = 0
+            else:
+                self.retired[pod.replica_type] = (
+                    self.retired.get(pod.replica_type, 0) + pod.restart_count + int(recreate)
+                )
         self.actions.append(DeletePod(pod.name, reason=reason))
         self._event("Normal", "SuccessfulDeletePod", f"Deleted pod: {pod.name} ({reason})")
+
+    def _controlled(self, pod: ObservedPod) -> bool:
+        """Whether the pod is a replica run through a child controller."""
+        return any(rep.controller is not None for rep in self.plan.replicas if rep.name == pod.name)
 
     def _delete_service(self, name: str) -> None:
         self.actions.append(DeleteService(name))
@@ -583,4 +573,4 @@ class JobPass:
         self.actions.append(RecordEvent(type=kind, reason=reason, message=message))
 
 
-__all__ = ["JobPass", "describe_failure", "extend_status", "short_name"]
+__all__ = ["JobPass", "describe_failure", "short_name"]

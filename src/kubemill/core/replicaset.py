@@ -44,6 +44,12 @@ Decisions, in the order they are taken:
    over the controller's ``backoff_limit`` (:mod:`kubemill.core.controlled`), fails the job
    with the controller's ``failure_reason``, after the remote run's verdict and before any
    other replica's.
+   A Plan that retries its whole run (``Plan.retry``: KubeRay's ``backoffLimit``) tries
+   again after those two failures (unless the verdict is not ``retryable``) while retries
+   are left: every pod goes (``anew``: a child controller's failures with it), ``startTime``
+   and so the deadline start again, ``Restarting`` is set, and the job is created afresh.
+   Every verdict counts an attempt (``StatusView.attempts``). Not retried, as KubeRay: a
+   deadline, an interrupt, a halted substrate; nor a replica failing for good.
 6. Restarts over ``backoffLimit`` -> Failed (``BackoffLimitExceeded``); past
    ``activeDeadlineSeconds`` -> Failed (``DeadlineExceeded``). Both stop the active pods
    first, whatever ``cleanPodPolicy`` says (upstream deletes every pod here; kubemill keeps
@@ -68,7 +74,7 @@ are counted.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from kubemill.api import CleanPodPolicy, ConditionType, Job, RestartPolicy
@@ -166,19 +172,21 @@ class _ReplicaSetPass(JobPass):
             self._succeed()
             return
         if remote is not None and remote.state == "failed":
+            reason = remote.reason or f"{self.kind}Failed"
+            message = f"{self.kind} {self.ref} failed: {remote.message or 'no message'}"
+            if remote.retryable and self._retry_run(reason, message):
+                return
             self._record_counts(exclude=frozenset())
-            self._fail(
-                reason=remote.reason or f"{self.kind}Failed",
-                message=f"{self.kind} {self.ref} failed: {remote.message or 'no message'}",
-                kill_active=False,
-            )
+            self._fail(reason=reason, message=message, kill_active=False)
             return
 
         given_up = controlled_failure(self.plan, self.observed, self.live, self._restarts())
         if given_up is not None:
-            self._record_counts(exclude=frozenset())
             reason, details = given_up
             message = f"{self.kind} {self.ref} failed: {details}."
+            if self._retry_run(reason, message):
+                return
+            self._record_counts(exclude=frozenset())
             self._fail(reason=reason, message=message, kill_active=False)
             return
 
@@ -265,16 +273,41 @@ class _ReplicaSetPass(JobPass):
 
     def _remote_verdict(self) -> RemoteVerdict | None:
         """How the Plan's remote run stands by its service's last report (None: no remote
-        run, or no report yet)."""
-        remote, report = self.plan.remote, self.observed.remote
+        run, or no report of the service up now yet)."""
+        remote, report = self.plan.remote, self.report
         if remote is None or report is None:
             return None
         return remote.verdict(report)
 
+    def _retry_run(self, reason: str, message: str) -> bool:
+        """Try the whole run again after this failure, if the Plan retries it and retries
+        are left (``Plan.retry``); False: the failure is final."""
+        retry, attempts = self.plan.retry, self.attempts
+        if retry is None or attempts is None or attempts.failed >= retry.limit:
+            return False
+        failed = attempts.failed + 1
+        self.attempts = replace(attempts, failed=failed, retrying=True)
+        going = self._existing_pods()
+        for pod in going:
+            self._delete_pod(pod, f"retrying the job: {reason}", anew=True)
+        self._record_counts(exclude=frozenset(pod.name for pod in going))
+        # Each attempt has its own start, and so its own deadline (as KubeRay's).
+        self.status.start_time = self.now
+        words = (
+            f"{message.rstrip('.')}; it runs again from the start "
+            f"({reason}: retry {failed} of {retry.limit})."
+        )
+        what = f"{self.kind}Restarting"
+        set_condition(
+            self.status, ConditionType.RESTARTING, "True", reason=what, message=words, now=self.now
+        )
+        self._event("Warning", what, words)
+        return True
+
     def _submit_remote(self) -> None:
         """Ask the substrate to submit the remote run once its service is up and does not
         know it (only when the Plan has the substrate submit it)."""
-        remote, report = self.plan.remote, self.observed.remote
+        remote, report = self.plan.remote, self.report
         if remote is None or not remote.submit_path or report is None or report.found:
             return
         service = self.live.get(remote.after)
@@ -367,6 +400,8 @@ class _ReplicaSetPass(JobPass):
     # --- transitions -----------------------------------------------------------------------
 
     def _succeed(self) -> None:
+        if self.attempts is not None:
+            self.attempts = replace(self.attempts, succeeded=self.attempts.succeeded + 1)
         if self.status.completion_time is None:
             self.status.completion_time = self.now
         self._condition(
@@ -378,6 +413,8 @@ class _ReplicaSetPass(JobPass):
         self._finish(kill=frozenset())
 
     def _fail(self, *, reason: str, message: str, kill_active: bool) -> None:
+        if self.attempts is not None:
+            self.attempts = replace(self.attempts, failed=self.attempts.failed + 1)
         if self.status.completion_time is None:
             self.status.completion_time = self.now
         kill: frozenset[str] = frozenset()
@@ -457,7 +494,8 @@ class _ReplicaSetPass(JobPass):
 
     def _suspend(self) -> None:
         for pod in self._existing_pods():
-            self._delete_pod(pod, "the job is suspended")
+            # A child controller resumes as a new one, with its full backoff limit.
+            self._delete_pod(pod, "the job is suspended", anew=True)
         for service in sorted(self.observed.services):
             self._delete_service(service)
         self._delete_pod_group()

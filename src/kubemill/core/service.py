@@ -39,7 +39,6 @@ from typing import Any
 
 from kubemill.api import STOP_ANNOTATION, ConditionType, Job, ReplicaStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
-from kubemill.core.jobpass import extend_status
 from kubemill.core.lifecycle import INTERRUPTED, ReconcileOptions
 from kubemill.core.model import (
     Action,
@@ -50,6 +49,7 @@ from kubemill.core.model import (
     UpdateObject,
     content_digest,
 )
+from kubemill.core.status_fields import extend_status
 from kubemill.frameworks.plan import Plan, ServiceCluster, ServiceView
 
 

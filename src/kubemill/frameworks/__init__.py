@@ -65,10 +65,13 @@ if TYPE_CHECKING:
         submitted_spec,
     )
     from kubemill.frameworks.remote import (
+        Attempts,
+        AttemptsReader,
         RemoteReport,
         RemoteRun,
         RemoteVerdict,
         RemoteVerdictRule,
+        RunRetry,
         SecretFile,
     )
 
@@ -82,6 +85,8 @@ __all__ = [
     "OPERATOR_NAME",
     "AccessPlan",
     "AccessRule",
+    "Attempts",
+    "AttemptsReader",
     "ChildController",
     "Endpoint",
     "ExposedService",
@@ -108,6 +113,7 @@ __all__ = [
     "RerunPolicy",
     "RunRecord",
     "RunRecordReader",
+    "RunRetry",
     "SecretFile",
     "ServiceCluster",
     "ServicePolicy",

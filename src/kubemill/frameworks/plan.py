@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     # Field types of replicas and Plans of some kinds only: a job that has neither plans
     # without making their dataclasses (each one costs a compile of its methods).
     from kubemill.frameworks.controlled import ChildController
-    from kubemill.frameworks.remote import RemoteReport, RemoteRun
+    from kubemill.frameworks.remote import Attempts, RemoteReport, RemoteRun, RunRetry
 
 LABEL_PREFIX = "kubemill.dev/"
 LABEL_JOB_NAME = LABEL_PREFIX + "job-name"
@@ -501,7 +501,10 @@ class StatusView:
     service: ServiceView | None = None
     """What the service-cluster lifecycle decided (its endpoint, its ready pods)."""
     remote: RemoteReport | None = None
-    """The last report of the Plan's :class:`RemoteRun` (None: none yet)."""
+    """The last report of the Plan's :class:`RemoteRun` the core judged (None: none yet,
+    or only an earlier attempt's)."""
+    attempts: Attempts | None = None
+    """The attempts of a Plan with a :class:`RunRetry`, as this pass counted them."""
 
 
 @dataclass(frozen=True)
@@ -551,6 +554,9 @@ class Plan:
     remote: RemoteRun | None = None
     """A run handed to a service the job brings up, whose API decides the outcome (see
     :class:`RemoteRun`; the replica-set lifecycle judges it)."""
+    retry: RunRetry | None = None
+    """The whole run is tried again when it fails (see :class:`RunRetry`; the replica-set
+    lifecycle applies it)."""
     clean_after: timedelta | None = None
     """How long after the job finished its ``cleanPodPolicy`` applies (None: at once), e.g.
     a Ray job's ``ttlSecondsAfterFinished``: its cluster deleted that long after the end."""

@@ -3,14 +3,19 @@ the job's Ray head through its job API), whose own API says how it ends.
 
 A framework declares it in its Plan (``Plan.remote``); the substrate reports what the API
 answered (:class:`RemoteReport`); the core judges it with the Plan's own
-:class:`RemoteVerdictRule`, the one place a kind's words map to an outcome.
+:class:`RemoteVerdictRule`, the one place a kind's words map to an outcome. A Plan may also
+have the whole run tried again when it fails (``Plan.retry``, a :class:`RunRetry`: a Ray
+job on a new Ray cluster), the core counting the attempts (:class:`Attempts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from kubemill.api import JobStatus
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,11 @@ class RemoteReport:
     """The API answered with the run (False: it answered 404, not submitted yet)."""
     body: Mapping[str, Any] = field(default_factory=dict)
     """The API's answer as it is (a JSON object), when ``found``."""
+    source: str = ""
+    """Which instance of the service answered: the uid of the ``after`` replica's pod the
+    substrate asked ("": not said). The core judges a report only while that pod is the
+    replica's live one, so the answer of a service torn down (an earlier attempt's head)
+    is never taken for the new one's."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,9 @@ class RemoteVerdict:
     """The job's Failed reason when ``failed``."""
     message: str = ""
     """The service's own words on how the run ended (a failure's message names them)."""
+    retryable: bool = True
+    """Whether a failure is one the Plan's :class:`RunRetry` tries again (False: the run was
+    stopped on purpose, e.g. a Ray job stopped through its API)."""
 
 
 class RemoteVerdictRule(Protocol):
@@ -90,4 +103,46 @@ class RemoteRun:
         return f"http://{where}:{self.port}{path}"
 
 
-__all__ = ["RemoteReport", "RemoteRun", "RemoteVerdict", "RemoteVerdictRule", "SecretFile"]
+@dataclass(frozen=True)
+class Attempts:
+    """How many times a job's whole run has ended, as the core counts them for a
+    :class:`RunRetry` (KubeRay's ``status.failed`` and ``status.succeeded``)."""
+
+    failed: int = 0
+    """Attempts that failed: those retried, and the last one if the job failed for good."""
+    succeeded: int = 0
+    """Attempts that succeeded (1 once the job has, since a success is never retried)."""
+    retrying: bool = False
+    """The failed attempt's pods are being torn down before the next one starts (this pass
+    decided the retry, or its pods are still going)."""
+
+
+class AttemptsReader(Protocol):
+    """Reads a kind's status back into the :class:`Attempts` the core wrote there."""
+
+    def __call__(self, status: JobStatus) -> Attempts: ...
+
+
+@dataclass(frozen=True)
+class RunRetry:
+    """The job's whole run is tried again when it fails (KubeRay's ``backoffLimit``: a Ray
+    job on a new Ray cluster): every pod of the failed attempt goes, and the job is created
+    anew, up to ``limit`` times; the core counts the attempts in the kind's status
+    (``recorded`` reads them back; the status extension writes
+    :attr:`StatusView.attempts`)."""
+
+    limit: int
+    """Retries after a failed attempt (0: none, the first failure is final)."""
+    recorded: AttemptsReader
+
+
+__all__ = [
+    "Attempts",
+    "AttemptsReader",
+    "RemoteReport",
+    "RemoteRun",
+    "RemoteVerdict",
+    "RemoteVerdictRule",
+    "RunRetry",
+    "SecretFile",
+]

@@ -11,6 +11,9 @@ reads, :attr:`~kubemill.frameworks.RemoteRun.bearer_token`), and hands what it a
 to the core as :class:`~kubemill.frameworks.RemoteReport` (a JSON object, or "not
 known"), which judges it. Nothing here decides: an answer that is
 neither (the service not answering yet, a 5xx) is no news, and the last report stands.
+Each report names the pod that answered (its uid, ``source``); when the service comes back
+as another pod (a retry of the whole run brings up a new head), what the last one said is
+dropped at once, and the core never judges one pod's answer as another's.
 
 The requests block (kubemill's one HTTP client, :mod:`kubemill.http_client`): the local
 supervisor makes them in its loop, the operator in a thread, off its event loop.
@@ -90,9 +93,12 @@ class RemoteWatch:
         self._next = now + self.interval
         return True
 
-    def ask_status(self, host: str) -> RemoteReport | None:
-        """Ask the run's status of the service at ``host`` now: the latest report (the last
-        one when the service gave no news)."""
+    def ask_status(self, host: str, source: str = "") -> RemoteReport | None:
+        """Ask the run's status of the service at ``host`` now, the pod ``source`` (its
+        uid): the latest report (the last one when the service gave no news, unless that
+        one came from another pod)."""
+        if self.report is not None and self.report.source != source:
+            self.report = None
         url = self.remote.url(host, self.remote.status_path)
         try:
             status, body = ask(url, authorization=self._authorization())
@@ -100,14 +106,14 @@ class RemoteWatch:
             log.debug("%s: %s", url, exc)
             return self.report
         if status == 404:
-            self.report = RemoteReport(found=False)
+            self.report = RemoteReport(found=False, source=source)
         elif status == 200:
             try:
                 parsed = json.loads(body)
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict):
-                self.report = RemoteReport(found=True, body=parsed)
+                self.report = RemoteReport(found=True, body=parsed, source=source)
             else:
                 log.warning("%s answered what is not a JSON object", url)
         elif status in (401, 403):

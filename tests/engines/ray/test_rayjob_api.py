@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
         ("submissionMode", "SidecarMode", "spec.submissionMode"),
         ("submissionMode", "Carrier", "spec.submissionMode"),
         ("clusterSelector", {"ray.io/cluster": "shared"}, "spec.clusterSelector"),
-        ("backoffLimit", 2, "spec.backoffLimit"),
+        ("backoffLimit", -1, "spec.backoffLimit"),
         ("schedule", "*/5 * * * *", "spec.schedule"),
         ("deletionStrategy", {"onSuccess": {"policy": "DeleteCluster"}}, "spec.deletionStrategy"),
         ("managedBy", "kueue.x-k8s.io/multikueue", "spec.managedBy"),
@@ -193,6 +194,8 @@ def test_rays_job_statuses_are_the_verdict(status: str, state: str) -> None:
     if state == "failed":
         assert found.reason == "AppFailed"
         assert "Ray's words" in found.message and status in found.message
+        # A job stopped through Ray's API was stopped on purpose: never retried.
+        assert found.retryable is (status == "FAILED")
     assert verdict(RemoteReport(False)).state == "waiting"
 
 
@@ -252,6 +255,44 @@ def test_a_succeeded_ray_job_completes_the_rayjob() -> None:
     assert done.status.is_true(ConditionType.SUCCEEDED)
     assert (wire["jobStatus"], wire["jobDeploymentStatus"]) == ("SUCCEEDED", "Complete")
     assert wire["endTime"] == wire["completionTime"]
+
+
+def test_backoff_limit_retries_on_a_new_cluster_with_kuberays_counts_and_states() -> None:
+    doc = manifest()
+    doc["spec"]["backoffLimit"] = 1
+    job = load_one(doc)
+    assert isinstance(job, RayJob)
+    pods = _pods(job)
+    head = pods[0].name
+    first = tuple(replace(p, uid=f"{p.name}-1") for p in pods)
+    failed = RemoteReport(True, {"status": "FAILED", "message": "no"}, source=f"{head}-1")
+    retrying = _pass(job, Observed(pods=first, remote=failed))
+    wire = retrying.status.to_wire()
+    assert not retrying.status.finished
+    assert (wire["failed"], wire["succeeded"], wire["jobDeploymentStatus"]) == (1, 0, "Retrying")
+    assert wire["jobStatus"] == "FAILED"  # Ray's word on this attempt, as KubeRay's
+    # While the old cluster goes, Retrying; the old head's FAILED is not counted again, nor
+    # shown as the job's any more.
+    going = tuple(replace(p, deleting=True) for p in first)
+    still = _pass(retrying, Observed(pods=going, remote=failed))
+    wire = still.status.to_wire()
+    assert (wire["failed"], wire["jobDeploymentStatus"]) == (1, "Retrying")
+    assert "jobStatus" not in wire and "message" not in wire
+    # Gone: the new cluster is initializing, then Ray's success completes the RayJob.
+    new = _pass(still, Observed(remote=failed))
+    assert (new.status.to_wire()["jobDeploymentStatus"], new.status.failed) == ("Initializing", 1)
+    second = tuple(replace(p, uid=f"{p.name}-2") for p in pods)
+    succeeded = RemoteReport(True, {"status": "SUCCEEDED"}, source=f"{head}-2")
+    done = _pass(new, Observed(pods=second, remote=succeeded))
+    wire = done.status.to_wire()
+    assert done.status.is_true(ConditionType.SUCCEEDED)
+    assert (wire["failed"], wire["succeeded"], wire["jobDeploymentStatus"]) == (1, 1, "Complete")
+    # backoffLimit 0 (KubeRay's default): the first failure is final, counted.
+    plain = load_one(manifest())
+    assert isinstance(plain, RayJob)
+    once = _pass(plain, Observed(pods=first, remote=failed))
+    assert once.status.is_true(ConditionType.FAILED)
+    assert (once.status.failed, once.status.succeeded) == (1, 0)
 
 
 def test_http_mode_asks_for_the_submission_once_the_head_is_ready() -> None:

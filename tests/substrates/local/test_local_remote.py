@@ -2,11 +2,13 @@
 local substrate's use of it (``substrates/local/remote.py``), against a real HTTP server on
 loopback that keeps runs as a job API does: what it answered is reported as it is, a run it
 does not know is "not found", no answer is no news, a submission is POSTed once asked for,
-the rate is bounded, and the local reader asks only once the service is up, on loopback."""
+the rate is bounded, and the local reader asks only once the service is up, on loopback;
+each report names the head pod that answered, and another head drops the last one's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -109,3 +111,19 @@ def test_a_service_that_wants_a_token_is_sent_the_generated_one(
     (tmp_path / "job-token" / "token").write_text("ffff", encoding="utf-8")
     RunService.runs["r1"]["status"] = "SUCCEEDED"
     assert watch.ask_status(HOST) == report
+
+
+def test_a_report_names_the_head_that_answered_and_another_head_drops_it(service: int) -> None:
+    local = LocalRemote(RemoteWatch(_remote(service), interval=0))
+    old = (replace(_head(ready=True)[0], uid="head@1"),)
+    RunService.runs["r1"] = {"status": "FAILED"}
+    assert local.read(old) == RemoteReport(True, {"status": "FAILED"}, source="head@1")
+    # The old head gone: not asked, its report kept (the core judges it stale).
+    assert local.read(()) == RemoteReport(True, {"status": "FAILED"}, source="head@1")
+    # A new head that gives no answer yet: what the old one said is dropped all the same.
+    gone = LocalRemote(RemoteWatch(replace(_remote(service), port=9), interval=0))
+    gone.watch.report = RemoteReport(True, {"status": "FAILED"}, source="head@1")
+    assert gone.read((replace(old[0], uid="head@2"),)) is None
+    del RunService.runs["r1"]
+    new = (replace(old[0], uid="head@2"),)
+    assert local.read(new) == RemoteReport(found=False, source="head@2")

@@ -53,9 +53,9 @@ class LocalRemote:
         """The latest report, asked for now if due and the service is up (its ``after``
         replica Running and ready among ``pods``)."""
         after = self.watch.remote.after
-        up = any(p.name == after and p.phase == "Running" and p.ready for p in pods)
+        up = [p for p in pods if p.name == after and p.phase == "Running" and p.ready]
         if up and self.watch.due(time.monotonic()):
-            return self.watch.ask_status(LOCAL_HOST)
+            return self.watch.ask_status(LOCAL_HOST, up[0].uid)
         return self.watch.report
 
     def submit(self) -> str | None:

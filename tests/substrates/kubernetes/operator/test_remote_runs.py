@@ -3,7 +3,8 @@ loopback: the service is asked only once the run's ``after`` pod is Running and 
 an IP, and at that IP; the core's ``SubmitRemote`` is carried out there and taken out of the
 pass's actions (a refusal posts ``FailedSubmission``); the job is looked at again every
 interval while its run is followed, and no longer once it has finished or its service is
-down."""
+down. Each report names the head pod that answered; another head (a retry's new cluster)
+drops what the last one said."""
 
 from __future__ import annotations
 
@@ -48,11 +49,11 @@ def _plan(port: int) -> Plan:
     )
 
 
-def _head(*, ready: bool = True, ip: str = "127.0.0.1") -> list[PodSnapshot]:
+def _head(*, ready: bool = True, ip: str = "127.0.0.1", uid: str = "u") -> list[PodSnapshot]:
     return [
         PodSnapshot(
             name="job-head-0",
-            uid="u",
+            uid=uid,
             owner_uid="j",
             replica_type="head",
             index=0,
@@ -86,7 +87,7 @@ def test_the_service_is_asked_at_the_after_pods_ip_once_it_is_up(port: int) -> N
             assert observed.remote is None
             assert runs.requeue(KEY, _result()) is None
         observed = await runs.observe(KEY, plan, _head(), Observed())
-        assert observed.remote == RemoteReport(found=False)
+        assert observed.remote == RemoteReport(found=False, source="u")
         assert runs.requeue(KEY, _result()) == 0  # followed: again after the interval
         # The core asks for the submission: POSTed, and gone from what the pass applies.
         done = await runs.submit(KEY, {}, _result(submit=True))
@@ -107,6 +108,25 @@ def test_the_service_is_asked_at_the_after_pods_ip_once_it_is_up(port: int) -> N
         observed = await runs.observe(KEY, plan, _head(ready=False), Observed())
         assert observed.remote is not None and observed.remote.body["status"] == "RUNNING"
         assert runs.requeue(KEY, _result()) is None
+
+    asyncio.run(scenario())
+
+
+def test_a_new_head_pod_drops_the_last_heads_report(port: int) -> None:
+    runs = RemoteRuns(lambda *args: None, interval=0)
+    plan = _plan(port)
+    RunService.runs["r1"] = {"status": "FAILED"}
+
+    async def scenario() -> None:
+        observed = await runs.observe(KEY, plan, _head(), Observed())
+        assert observed.remote == RemoteReport(found=True, body={"status": "FAILED"}, source="u")
+        # The old head going (deleting, then gone): nothing asked, its report kept as is.
+        observed = await runs.observe(KEY, plan, [], Observed())
+        assert observed.remote is not None and observed.remote.source == "u"
+        # A new head, whose service does not know the run: its own answer, nothing older.
+        del RunService.runs["r1"]
+        observed = await runs.observe(KEY, plan, _head(uid="v"), Observed())
+        assert observed.remote == RemoteReport(found=False, source="v")
 
     asyncio.run(scenario())
 

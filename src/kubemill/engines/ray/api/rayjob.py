@@ -9,11 +9,12 @@ Ray's own: the job API's status (``SUCCEEDED``, ``FAILED``, ``STOPPED``), decide
 (the engine's verdict rule, :mod:`kubemill.engines.ray.framework.rayjob`). The status is
 KubeRay's (``jobStatus``, ``jobDeploymentStatus``, ``jobId``, ``dashboardURL``,
 ``rayClusterName``, ``startTime``/``endTime``, ``message``, ``rayJobInfo``) beside the core's
-conditions.
+conditions. ``backoffLimit`` retries a failed Ray job on a new cluster, as KubeRay's:
+``failed`` and ``succeeded`` count the attempts (which failures are retried:
+:mod:`kubemill.engines.ray.framework.rayjob`).
 
 What kubemill does not honour yet is refused at its field path: ``InteractiveMode`` and
-``SidecarMode``, an existing cluster (``clusterSelector``), RayJob-level retries
-(``backoffLimit`` above 0: each would be a new cluster), a cron ``schedule``,
+``SidecarMode``, an existing cluster (``clusterSelector``), a cron ``schedule``,
 ``deletionStrategy`` and another controller (``managedBy``).
 """
 
@@ -77,8 +78,8 @@ DeploymentStatus = Literal[
     "Retrying",
     "Waiting",
 ]
-"""KubeRay's ``jobDeploymentStatus`` values (kubemill writes all but Retrying and Waiting,
-which belong to retries and InteractiveMode)."""
+"""KubeRay's ``jobDeploymentStatus`` values (kubemill writes all but Waiting, which belongs
+to InteractiveMode)."""
 
 _NOT_YET: dict[str, str] = {
     "InteractiveMode": "kubemill submits the job itself; waiting for a user's submission is "
@@ -113,6 +114,7 @@ class RayJobSpec(KubeModel):
     ttl_seconds_after_finished: int = Field(default=0, ge=0)
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     backoff_limit: int | None = Field(default=0, ge=0)
+    """Retries of a failed Ray job, each on a new cluster (KubeRay's; 0: none)."""
     suspend: bool = False
     schedule: str | None = None
     deletion_strategy: dict[str, Any] | None = None

@@ -137,13 +137,6 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         "RayJobSpec",
-        "backoff_limit",
-        "retrying a RayJob on a new cluster (backoffLimit above 0) is not supported yet",
-        "remove backoffLimit (or set 0); submitterConfig.backoffLimit retries the submitter",
-        truthy,
-    ),
-    Refusal(
-        "RayJobSpec",
         "schedule",
         "a cron schedule for a RayJob is not supported yet",
         "remove it",

@@ -11,6 +11,23 @@ KubeRay's sequence: wait for the dashboard, ``ray job status`` (already submitte
 earlier try?), else ``ray job submit --no-wait``, then ``ray job logs --follow``; a fixed
 script of kubemill's whose every value (the address, the id, the entrypoint's words) is an
 argument of its own, never shell text.
+
+``backoffLimit`` (:func:`retry_of`) is KubeRay's: a failed attempt is retried on a new
+cluster, the core's whole-run retry (``Plan.retry``) tearing down every pod of the attempt
+(head, workers, submitter) and creating them anew; ``status.failed`` and
+``status.succeeded`` count the attempts, ``jobDeploymentStatus`` is ``Retrying`` while the
+old cluster goes. Which failures are retried, as KubeRay's ``checkBackoffLimit``: the Ray
+job FAILED (``AppFailed``) and the submitter failing for good (``SubmissionFailed``: it
+could submit nothing more). Not retried: a deadline passed (``DeadlineExceeded``: KubeRay
+counts it in ``failed`` but does not retry it, and neither does kubemill); a Ray job
+STOPPED (someone stopped it on purpose; KubeRay calls that Complete, kubemill Failed as
+before, but trying it again would undo the stop); a stop request or a halted substrate;
+a replica failing for good. Each failure, retried or final, counts in ``failed``.
+Deviations, and why: the submission id (``jobId``) stays the same across attempts, where
+KubeRay draws a new random one unless ``spec.jobId`` is set: the Plan is fixed for the
+job's life on the local substrate, and a new cluster does not know the old id anyway; and
+the cluster keeps the RayJob's name (kubemill's pods are named after the job), so a new
+cluster is new pods, a new head, not a new name.
 """
 
 from __future__ import annotations
@@ -23,12 +40,13 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from kubemill.api import ConditionType, EnvVar, Job, RestartPolicy
+from kubemill.api import ConditionType, EnvVar, Job, JobStatus, RestartPolicy
 from kubemill.engines.ray.api.rayjob import (
     HEAD,
     SUBMISSION_FAILED,
     SUBMITTER,
     RayJob,
+    RayJobStatus,
     RayJobStatusInfo,
     resources_of,
     runtime_env_of,
@@ -53,7 +71,13 @@ from kubemill.frameworks.plan import (
     decided_by,
     replica_name,
 )
-from kubemill.frameworks.remote import RemoteReport, RemoteRun, RemoteVerdict
+from kubemill.frameworks.remote import (
+    Attempts,
+    RemoteReport,
+    RemoteRun,
+    RemoteVerdict,
+    RunRetry,
+)
 
 JOBS_PATH = "/api/jobs/"
 """Ray's job API on the head's dashboard port."""
@@ -81,7 +105,8 @@ id, then ``ray job submit``'s options and ``--`` and the entrypoint's words."""
 
 def verdict(report: RemoteReport) -> RemoteVerdict:
     """Ray's job status in the core's words: ``SUCCEEDED`` succeeds, ``FAILED`` and
-    ``STOPPED`` fail with Ray's message (reason ``AppFailed``), the rest is not over."""
+    ``STOPPED`` fail with Ray's message (reason ``AppFailed``; a stopped job is not retried),
+    the rest is not over."""
     if not report.found:
         return RemoteVerdict("waiting")
     status = str(report.body.get("status") or "")
@@ -90,7 +115,9 @@ def verdict(report: RemoteReport) -> RemoteVerdict:
         return RemoteVerdict("succeeded", message=message)
     if status in TERMINAL_FAILURES:
         words = f"the Ray job is {status}: {message}" if message else f"the Ray job is {status}"
-        return RemoteVerdict("failed", reason=APP_FAILED, message=words)
+        return RemoteVerdict(
+            "failed", reason=APP_FAILED, message=words, retryable=status != "STOPPED"
+        )
     return RemoteVerdict("running", message=message)
 
 
@@ -163,6 +190,22 @@ def _ms(value: object) -> datetime | None:
     return None
 
 
+def attempts_of(status: JobStatus) -> Attempts:
+    """The attempts the core counted, as the status extension wrote them (KubeRay's
+    ``failed``, ``succeeded``, and ``Retrying``)."""
+    assert isinstance(status, RayJobStatus)
+    return Attempts(
+        failed=status.failed or 0,
+        succeeded=status.succeeded or 0,
+        retrying=status.job_deployment_status == "Retrying",
+    )
+
+
+def retry_of(job: RayJob) -> RunRetry:
+    """``backoffLimit`` as the core's whole-run retry (see the module doc)."""
+    return RunRetry(limit=job.spec.backoff_limit or 0, recorded=attempts_of)
+
+
 def status_fields(view: StatusView, dashboard: str | None = None) -> Mapping[str, object]:
     """KubeRay's status fields of a RayJob from what the pass decided and Ray reported;
     ``dashboard``: KubeRay's ``dashboardURL`` (``host:port``)."""
@@ -170,12 +213,19 @@ def status_fields(view: StatusView, dashboard: str | None = None) -> Mapping[str
     assert isinstance(job, RayJob)
     status = view.status
     report = view.remote
+    attempts = view.attempts or Attempts()
     fields: dict[str, object] = {
         "job_id": job.submission_id,
         "ray_cluster_name": job.name,
         "dashboard_url": dashboard,
         "end_time": status.completion_time,
+        "failed": attempts.failed,
+        "succeeded": attempts.succeeded,
     }
+    if report is None and not status.finished:
+        # A new attempt (or none yet): what Ray said of an earlier one is no longer the
+        # job's, as KubeRay resets it before it starts again.
+        fields |= {"job_status": None, "ray_job_info": None, "message": None, "reason": None}
     if report is not None and report.found:
         fields["job_status"] = str(report.body.get("status") or "") or None
         fields["ray_job_info"] = RayJobStatusInfo(
@@ -190,12 +240,12 @@ def status_fields(view: StatusView, dashboard: str | None = None) -> Mapping[str
         fields["job_deployment_status"] = "Failed"
         fields["reason"] = failed.reason
         fields["message"] = failed.message
-        fields["failed"] = 1
     elif status.is_true(ConditionType.SUCCEEDED):
         fields["job_deployment_status"] = "Complete"
-        fields["succeeded"] = 1
     elif status.is_true(ConditionType.SUSPENDED):
         fields["job_deployment_status"] = "Suspended"
+    elif attempts.retrying:
+        fields["job_deployment_status"] = "Retrying"
     elif report is not None and report.found:
         fields["job_deployment_status"] = "Running"
     else:
@@ -230,6 +280,7 @@ def job_plan(job: RayJob, cluster: Plan, dashboard: str, port: int) -> Plan:
         remote=remote,
         # KubeRay's TTL deletes the cluster that long after the end, never the RayJob.
         clean_after=_ttl(job),
+        retry=retry_of(job),
         status_extension=partial(status_fields, dashboard=dashboard.removeprefix("http://")),
     )
 
@@ -306,9 +357,11 @@ __all__ = [
     "SUBMITTER_SCRIPT",
     "TERMINAL_FAILURES",
     "RayJobs",
+    "attempts_of",
     "entrypoint_words",
     "job_plan",
     "kube_dashboard",
+    "retry_of",
     "status_fields",
     "submission_body",
     "submit_options",

@@ -110,13 +110,14 @@ class RemoteRuns:
             watch = self._watches[key] = RemoteWatch(
                 remote, interval=self.interval, credential=lambda: self._tokens.get(key)
             )
-        host = _address(remote.after, pods)
-        if host is None:
+        found = _address(remote.after, pods)
+        if found is None:
             self._hosts.pop(key, None)
         elif remote.bearer_token is None or await self._credential(key, remote.bearer_token):
+            host, uid = found
             self._hosts[key] = host
             if watch.due(time.monotonic()):
-                await asyncio.to_thread(watch.ask_status, host)
+                await asyncio.to_thread(watch.ask_status, host, uid)
         return replace(observed, remote=watch.report)
 
     async def submit(
@@ -147,11 +148,11 @@ class RemoteRuns:
         return self.interval if delay is None else min(delay, self.interval)
 
 
-def _address(after: str, pods: list[PodSnapshot]) -> str | None:
-    """The pod IP of the pod ``after`` while it is Running and ready (None otherwise)."""
+def _address(after: str, pods: list[PodSnapshot]) -> tuple[str, str] | None:
+    """(pod IP, uid) of the pod ``after`` while it is Running and ready (None otherwise)."""
     for pod in pods:
         if pod.name == after and pod.phase == "Running" and pod.ready and not pod.deleting:
-            return pod.pod_ip or None
+            return (pod.pod_ip, pod.uid) if pod.pod_ip else None
     return None
 
 
