@@ -307,7 +307,6 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("RayCluster", "autoscalerOptions"): {"upscalingMode": "Default"},
     ("RayCluster", "headServiceAnnotations"): {"a": "b"},
     ("RayCluster", "gcsFaultToleranceOptions"): {"redisAddress": "redis:6379"},
-    ("RayJob", "clusterSelector"): {"ray.io/cluster": "shared"},
     ("RayJob", "backoffLimit"): 1,
     ("RayJob", "schedule"): "*/5 * * * *",
     ("RayJob", "deletionStrategy"): {"onSuccess": {"policy": "DeleteCluster"}},

@@ -73,6 +73,7 @@ from kubemill.engines.ray.framework.raycluster import (
     worker_defaults,
 )
 from kubemill.engines.ray.framework.rayjob import job_plan
+from kubemill.engines.ray.framework.selected import selected_of, selected_plan
 from kubemill.frameworks.plan import FilePlan, FileSet, Network, Plan, RandomToken, replica_name
 from kubemill.frameworks.remote import SecretFile
 
@@ -254,6 +255,8 @@ def local_job_plan(job: Job, plan: Plan, network: Network) -> Plan:
     them and the substrate's requests with the job's token."""
     if not isinstance(job, RayJob):
         return plan
+    if job.selects:
+        return local_selected_plan(job)
     cluster = local_cluster_plan(job.name, job.cluster.spec, plan, network)
     port = head_ports(network)["dashboard"]
     planned = with_token(job_plan(job, cluster, f"http://{LOCAL_HOST}:{port}", port), network)
@@ -261,6 +264,28 @@ def local_job_plan(job: Job, plan: Plan, network: Network) -> Plan:
         return planned
     token = SecretFile(token_set_name(job.name), TOKEN_FILE)
     return replace(planned, remote=replace(planned.remote, bearer_token=token))
+
+
+def local_selected_plan(job: RayJob) -> Plan:
+    """A RayJob's Plan on the RayCluster it selects, a local job of its namespace: the
+    submitter and the Ray job on that head's dashboard at its loopback port, with that
+    cluster's token (its ``status.authTokenFile``, as a client uses it)."""
+    selected = selected_of(job)
+    planned = selected_plan(job, f"http://{LOCAL_HOST}:{selected.dashboard_port}")
+    token = selected.token_file
+    if token is None or planned.remote is None:
+        return planned
+    env = (
+        EnvVar(name=AUTH_MODE_VAR, value="token"),
+        EnvVar(name=TOKEN_PATH_VAR, value=token),
+        EnvVar(name=TOKEN_VAR, value=""),
+    )
+    directory, _, file = token.rpartition("/")
+    return replace(
+        planned,
+        replicas=tuple(replace(rep, env=(*rep.env, *env)) for rep in planned.replicas),
+        remote=replace(planned.remote, bearer_token=SecretFile(directory, file)),
+    )
 
 
 __all__ = [
@@ -281,6 +306,7 @@ __all__ = [
     "local_job_plan",
     "local_nodes",
     "local_plan",
+    "local_selected_plan",
     "node_overrides",
     "temp_dir",
     "token_files",

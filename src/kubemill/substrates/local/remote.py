@@ -52,8 +52,11 @@ class LocalRemote:
     def read(self, pods: tuple[ObservedPod, ...]) -> RemoteReport | None:
         """The latest report, asked for now if due and the service is up (its ``after``
         replica Running and ready among ``pods``)."""
-        after = self.watch.remote.after
-        up = any(p.name == after and p.phase == "Running" and p.ready for p in pods)
+        remote = self.watch.remote
+        after = remote.after
+        up = remote.serving_elsewhere or any(
+            p.name == after and p.phase == "Running" and p.ready for p in pods
+        )
         if up and self.watch.due(time.monotonic()):
             return self.watch.ask_status(LOCAL_HOST)
         return self.watch.report

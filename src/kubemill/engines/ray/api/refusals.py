@@ -130,13 +130,6 @@ REFUSALS: tuple[Refusal, ...] = (
     # RayJob
     Refusal(
         "RayJobSpec",
-        "cluster_selector",
-        "running on an existing cluster (clusterSelector) is not supported yet",
-        "give the RayJob its own cluster in rayClusterSpec",
-        truthy,
-    ),
-    Refusal(
-        "RayJobSpec",
         "backoff_limit",
         "retrying a RayJob on a new cluster (backoffLimit above 0) is not supported yet",
         "remove backoffLimit (or set 0); submitterConfig.backoffLimit retries the submitter",

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from kubemill.core import Observed, ReconcileResult, SubmitRemote
-from kubemill.frameworks import Plan
+from kubemill.frameworks import Plan, RemoteRun
 from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.operator.caches import JobKey
 from kubemill.substrates.kubernetes.operator.writes import EventPoster
@@ -58,10 +58,11 @@ class RemoteRuns:
             self.forget(key)
             return observed
         watch = self._watches.get(key)
-        if watch is None or watch.remote != remote:
+        if watch is None or _run_of(watch.remote) != _run_of(remote):
             # A new run (another job of the same name, a changed spec): nothing known of it.
             watch = self._watches[key] = RemoteWatch(remote, interval=self.interval)
-        host = _address(remote.after, pods)
+        watch.remote = remote  # the same run; another job's service may have moved
+        host = (remote.host or None) if not remote.after else _address(remote.after, pods)
         if host is None:
             self._hosts.pop(key, None)
         else:
@@ -96,6 +97,11 @@ class RemoteRuns:
         if key not in self._hosts or result.status.finished:
             return delay
         return self.interval if delay is None else min(delay, self.interval)
+
+
+def _run_of(remote: RemoteRun) -> RemoteRun:
+    """The run itself, without where another job's service is found now."""
+    return replace(remote, host="", lost=None)
 
 
 def _address(after: str, pods: list[PodSnapshot]) -> str | None:
