@@ -44,6 +44,10 @@ reaches the head through its Service. Here every node is a process on this machi
   :func:`~kubemill.engines.ray.api.raycluster.client_addresses` gives the ``ray.init``
   address here.
 
+A RayJob on an existing cluster (``clusterSelector``, :func:`local_selected_plan`) has no
+node of its own: its submitter and the substrate reach the selected cluster's head on its
+loopback port, with that cluster's token file (its ``status.authTokenFile``).
+
 Pure: ports and paths come from the :class:`Network`; the token's value never passes here.
 """
 

@@ -1,0 +1,72 @@
+"""A real RayJob on an existing local Ray cluster (``clusterSelector``), through the CLI:
+``kubemill cluster create ray`` starts the cluster, then ``kubemill run`` of a RayJob that
+selects it submits to that cluster's head (with the cluster's own token) and Succeeds as
+Ray says, its remote task run on the cluster's worker; the cluster is still Ready after
+the RayJob ended, and nothing is left once it is stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from support.e2e_support import Cli, processes_with_token
+from support.engines import skip_without
+
+pytestmark = pytest.mark.engine
+
+START = 300.0
+"""Seconds for a cluster to be Ready (two `ray start`s on a busy 2-core machine)."""
+ENTRYPOINT = (
+    'python -c "import ray; ray.init(); '
+    "answer = ray.get(ray.remote(num_cpus=1)(lambda: 41 + 1).remote()); "
+    'assert answer == 42, answer; print(answer)"'
+)
+
+
+def _status(cli: Cli, name: str) -> dict[str, Any]:
+    done = cli("get", "-o", "json", name)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)["status"]
+    assert isinstance(status, dict)
+    return status
+
+
+def test_a_rayjob_runs_on_the_cluster_it_selects_and_leaves_it_running(
+    cli: Cli, tmp_path: Path
+) -> None:
+    skip_without("ray", "ray")
+    created = cli("cluster", "create", "ray", "--workers", "1", "--name", "shared", timeout=START)
+    assert created.returncode == 0, created.stdout + created.stderr
+    manifest = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "on-shared"},
+        "spec": {
+            "entrypoint": ENTRYPOINT,
+            "clusterSelector": {"ray.io/cluster": "shared"},
+            "shutdownAfterJobFinishes": True,
+        },
+    }
+    path = tmp_path / "rayjob.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    try:
+        done = cli.run(path)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr
+        assert "RayJob on-shared Succeeded" in done.stdout
+        status = _status(cli, "on-shared")
+        assert status["jobStatus"] == "SUCCEEDED"
+        assert status["jobDeploymentStatus"] == "Complete"
+        assert status["rayClusterName"] == "shared"
+        cluster = _status(cli, "shared")
+        assert status["dashboardURL"] == cluster["endpoint"].removeprefix("http://")
+        # The RayJob never stops the cluster it selected: still Ready, its nodes running.
+        assert cluster["state"] == "ready"
+        assert cluster["readyReplicas"] == {"Head": 1, "workers": 1}
+    finally:
+        stopped = cli("cluster", "stop", "shared", timeout=120)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert not processes_with_token(cli.token)
