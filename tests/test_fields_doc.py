@@ -309,7 +309,6 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("RayCluster", "gcsFaultToleranceOptions"): {"redisAddress": "redis:6379"},
     ("RayCluster", "authOptions.secretName"): "my-ray-token",
     ("RayCluster", "authOptions.enableK8sTokenAuth"): True,
-    ("RayJob", "clusterSelector"): {"ray.io/cluster": "shared"},
     ("RayJob", "schedule"): "*/5 * * * *",
     ("RayJob", "deletionStrategy"): {"onSuccess": {"policy": "DeleteCluster"}},
     ("SparkApplication", "driver.podName"): "my-driver",

@@ -275,9 +275,12 @@ class _ReplicaSetPass(JobPass):
         """How the Plan's remote run stands by its service's last report (None: no remote
         run, or no report of the service up now yet)."""
         remote, report = self.plan.remote, self.report
-        if remote is None or report is None:
+        if remote is None:
             return None
-        return remote.verdict(report)
+        verdict = remote.verdict(report) if report is not None else None
+        ended = verdict is not None and verdict.state in ("succeeded", "failed")
+        # Another job's service gone under the run: its verdict, unless the run had ended.
+        return remote.lost if remote.lost is not None and not ended else verdict
 
     def _retry_run(self, reason: str, message: str) -> bool:
         """Try the whole run again after this failure, if the Plan retries it and retries
@@ -311,7 +314,9 @@ class _ReplicaSetPass(JobPass):
         if remote is None or not remote.submit_path or report is None or report.found:
             return
         service = self.live.get(remote.after)
-        if service is not None and service.phase == "Running" and service.ready:
+        if remote.serving_elsewhere or (
+            service is not None and service.phase == "Running" and service.ready
+        ):
             self.actions.append(SubmitRemote())
 
     def _success_met(self) -> tuple[bool, datetime | None]:

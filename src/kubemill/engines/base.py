@@ -118,6 +118,33 @@ class InstallExtra:
 
 
 @dataclass(frozen=True)
+class Referred:
+    """Another job a job refers to, as the substrate sees it now: its model with its last
+    status, and where the substrate reaches those of its replicas that are Running and
+    ready (replica name -> address: loopback locally, the pod's IP on Kubernetes)."""
+
+    job: Job
+    addresses: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class References:
+    """Jobs of another kind that a kind's jobs refer to by name in their own namespace (a
+    Ray job's existing cluster, selected by name). Both substrates resolve them before every
+    planning of such a job, so the framework plans from what it was handed (pure); the
+    operator reconciles a job again when a job it names changes."""
+
+    kind: str
+    """The kind of the jobs referred to."""
+    names: Callable[[Mapping[str, Any]], tuple[str, ...]]
+    """The names a job refers to, read from its manifest (as stored: a dict)."""
+    resolve: Callable[[Job, Callable[[str], Referred | None]], Job]
+    """The job with what it refers to resolved, given the substrate's lookup of a job of
+    :attr:`kind` by name in the job's namespace (None: there is none); pure. A job that
+    refers to nothing is returned as it is."""
+
+
+@dataclass(frozen=True)
 class ChildPods:
     """Pods a job's own program creates (not the operator: a Spark driver's executors),
     shown on the job page as its children."""
@@ -170,6 +197,8 @@ class Engine:
     """What ``kubemill install`` adds for the engine when asked (see :class:`InstallExtra`)."""
     child_pods: ChildPods | None = None
     """Pods its jobs' programs create themselves, for the job page; None for none."""
+    refers: References | None = None
+    """Jobs of another kind its jobs refer to (see :class:`References`); None: none."""
     scale: Callable[[Job, str | None, int], list[dict[str, Any]]] | None = None
     """The JSON patch (RFC 6902) that gives a group of a job (its current model; None: its
     only group) that many replicas, for ``kubemill scale``, touching that group's fields
@@ -243,5 +272,7 @@ __all__ = [
     "InstallExtra",
     "LocalSupport",
     "OperatorGrant",
+    "References",
+    "Referred",
     "ServiceEngine",
 ]

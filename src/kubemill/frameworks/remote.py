@@ -58,7 +58,9 @@ class RemoteVerdictRule(Protocol):
 @dataclass(frozen=True)
 class SecretFile:
     """One file of one of the Plan's secret FileSets, named where the substrate reads a
-    credential it generated for the job (a :class:`~kubemill.frameworks.RandomToken`)."""
+    credential it generated for the job (a :class:`~kubemill.frameworks.RandomToken`).
+    Locally ``file_set`` may instead be the absolute directory of another job's set (the
+    token of an existing Ray cluster a Ray job selects), read where it was written."""
 
     file_set: str
     file: str
@@ -79,10 +81,16 @@ class RemoteRun:
     good still fails the job). With ``submit_path`` the substrate submits the run itself
     when the core asks (``SubmitRemote``: the API does not know the run yet); without it,
     a replica of the Plan submits it (a submitter).
+
+    A service that is another job's (an existing Ray cluster a Ray job selects) is no
+    replica of the Plan: ``after`` is then "" and ``host`` is where that service serves,
+    as the substrate found it before planning ("" while it does not serve); ``lost`` is
+    the run's verdict once that service is gone for good under it.
     """
 
     after: str
-    """The replica whose readiness means the API answers (the service's head)."""
+    """The replica whose readiness means the API answers (the service's head); "": the
+    service is another job's, at ``host``."""
     port: int
     """The port of ``after`` the API listens on."""
     status_path: str
@@ -95,6 +103,17 @@ class RemoteRun:
     bearer_token: SecretFile | None = None
     """The API wants ``Authorization: Bearer <this file's content>`` (a Ray head with token
     authentication); None: it wants no credential."""
+    host: str = ""
+    """Where another job's service serves (``after`` ""), while it does ("": not found, or
+    not ready)."""
+    lost: RemoteVerdict | None = None
+    """The run's verdict when another job's service it was handed to is gone for good:
+    the job's, unless the service's own last report had already ended the run."""
+
+    @property
+    def serving_elsewhere(self) -> bool:
+        """Whether the service is another job's and serves now (at ``host``)."""
+        return not self.after and bool(self.host)
 
     def url(self, host: str, path: str) -> str:
         """``http://`` to ``path`` on ``port`` of ``host`` (the ``after`` replica's address

@@ -255,7 +255,6 @@ REFUSED_VALUES: dict[str, Any] = {
     "head_service_annotations": {"a": "b"},
     "gcs_fault_tolerance_options": {},
     "managed_by": "kueue.x-k8s.io/multikueue",
-    "cluster_selector": {"ray.io/cluster": "c"},
     "backoff_limit": 1,
     "schedule": "* * * * *",
     "deletion_strategy": {},

@@ -52,7 +52,6 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
         ("submissionMode", "InteractiveMode", "spec.submissionMode"),
         ("submissionMode", "SidecarMode", "spec.submissionMode"),
         ("submissionMode", "Carrier", "spec.submissionMode"),
-        ("clusterSelector", {"ray.io/cluster": "shared"}, "spec.clusterSelector"),
         ("backoffLimit", -1, "spec.backoffLimit"),
         ("schedule", "*/5 * * * *", "spec.schedule"),
         ("deletionStrategy", {"onSuccess": {"policy": "DeleteCluster"}}, "spec.deletionStrategy"),

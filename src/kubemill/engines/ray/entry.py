@@ -2,12 +2,13 @@
 pods (processes locally) serving until deleted, made by ``kubemill cluster create ray``."""
 
 from kubemill.core import REPLICA_SET
-from kubemill.engines.base import Engine, LocalSupport, OperatorGrant, ServiceEngine
+from kubemill.engines.base import Engine, LocalSupport, OperatorGrant, References, ServiceEngine
 from kubemill.engines.ray.api.raycluster import RAYCLUSTER, client_addresses, cluster_manifest
 from kubemill.engines.ray.api.rayjob import RAYJOB
 from kubemill.engines.ray.api.scaling import worker_group_patch
+from kubemill.engines.ray.api.selection import names_in
 from kubemill.engines.ray.framework.raycluster import Ray
-from kubemill.engines.ray.framework.rayjob import RayJobs
+from kubemill.engines.ray.framework.selected import RayJobsAnywhere, resolve
 from kubemill.engines.ray.local import USAGE_STATS_ENV, local_job_plan, local_plan
 
 ENGINE = Engine(
@@ -33,19 +34,24 @@ ENGINE = Engine(
 )
 
 
-# A RayJob: a Ray job on a cluster of its own (the RayCluster planner's), judged by Ray's
-# job API (the Plan's remote run).
+# A RayJob: a Ray job on a cluster of its own (the RayCluster planner's) or on an existing
+# RayCluster it selects (resolved by the substrates before planning: References), judged by
+# Ray's job API (the Plan's remote run).
 JOB = Engine(
     RAYJOB,
-    RayJobs(),
-    "Ray (KubeRay): a Ray job on a cluster of its own, submitted by a submitter Job "
-    "(`ray job submit`) or over HTTP; Succeeded or Failed as Ray's job API says",
+    RayJobsAnywhere(),
+    "Ray (KubeRay): a Ray job on a cluster of its own or an existing RayCluster, submitted "
+    "by a submitter Job (`ray job submit`) or over HTTP; Succeeded or Failed as Ray's job "
+    "API says",
     lifecycle=REPLICA_SET,
     # Locally its cluster is the RayCluster's processes, and the submitter reaches the head's
     # dashboard on its loopback port.
     local=LocalSupport(env=USAGE_STATS_ENV, replan=local_job_plan),
     # As KubeRay's: the RayJob is never deleted by a TTL (its cluster is, at the end).
     expires=False,
+    # clusterSelector: a RayCluster of the RayJob's namespace, by name (the operator's own
+    # kind, which it lists and watches already: no grant of its own).
+    refers=References(RAYCLUSTER.kind, names_in, resolve),
     # K8sJobMode's submitter is a batch/v1 Job, as KubeRay's (the Plan's child controller):
     # created, watched through a cache (list, watch: never read one by one) and deleted.
     grants=(

@@ -48,6 +48,10 @@ reaches the head through its Service. Here every node is a process on this machi
   :func:`~kubemill.engines.ray.api.raycluster.client_addresses` gives the ``ray.init``
   address here.
 
+A RayJob on an existing cluster (``clusterSelector``, :func:`local_selected_plan`) has no
+node of its own: its submitter and the substrate reach the selected cluster's head on its
+loopback port, with that cluster's token file (its ``status.authTokenFile``).
+
 Pure: ports and paths come from the :class:`Network`; the token's value never passes here.
 """
 
@@ -82,7 +86,9 @@ from kubemill.engines.ray.framework.raycluster import (
     worker_defaults,
 )
 from kubemill.engines.ray.framework.rayjob import job_plan
+from kubemill.engines.ray.framework.selected import selected_of, selected_plan
 from kubemill.frameworks.plan import Network, Plan, replica_name
+from kubemill.frameworks.remote import SecretFile
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -235,10 +241,34 @@ def local_job_plan(job: Job, plan: Plan, network: Network) -> Plan:
     them and the substrate's requests with the job's token."""
     if not isinstance(job, RayJob):
         return plan
+    if job.selects:
+        return local_selected_plan(job)
     cluster = local_cluster_plan(job.name, job.cluster.spec, plan, network)
     port = head_ports(network)["dashboard"]
     planned = job_plan(job, cluster, f"http://{LOCAL_HOST}:{port}", port)
     return with_token(planned, auth_env(network, job.name))
+
+
+def local_selected_plan(job: RayJob) -> Plan:
+    """A RayJob's Plan on the RayCluster it selects, a local job of its namespace: the
+    submitter and the Ray job on that head's dashboard at its loopback port, with that
+    cluster's token (its ``status.authTokenFile``, as a client uses it)."""
+    selected = selected_of(job)
+    planned = selected_plan(job, f"http://{LOCAL_HOST}:{selected.dashboard_port}")
+    token = selected.token_file
+    if token is None or planned.remote is None:
+        return planned
+    env = (
+        EnvVar(name=AUTH_MODE_VAR, value="token"),
+        EnvVar(name=TOKEN_PATH_VAR, value=token),
+        EnvVar(name=TOKEN_VAR, value=""),
+    )
+    directory, _, file = token.rpartition("/")
+    return replace(
+        planned,
+        replicas=tuple(replace(rep, env=(*rep.env, *env)) for rep in planned.replicas),
+        remote=replace(planned.remote, bearer_token=SecretFile(directory, file)),
+    )
 
 
 __all__ = [
@@ -256,6 +286,7 @@ __all__ = [
     "local_job_plan",
     "local_nodes",
     "local_plan",
+    "local_selected_plan",
     "node_overrides",
     "temp_dir",
     "token_path",

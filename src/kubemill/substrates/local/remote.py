@@ -52,10 +52,14 @@ class LocalRemote:
     def read(self, pods: tuple[ObservedPod, ...]) -> RemoteReport | None:
         """The latest report, asked for now if due and the service is up (its ``after``
         replica Running and ready among ``pods``)."""
-        after = self.watch.remote.after
-        up = [p for p in pods if p.name == after and p.phase == "Running" and p.ready]
-        if up and self.watch.due(time.monotonic()):
-            return self.watch.ask_status(LOCAL_HOST, up[0].uid)
+        remote = self.watch.remote
+        if remote.serving_elsewhere:
+            source: str | None = ""  # another job's service: no pod of this job to stamp it
+        else:
+            up = [p for p in pods if p.name == remote.after and p.phase == "Running" and p.ready]
+            source = up[0].uid if up else None
+        if source is not None and self.watch.due(time.monotonic()):
+            return self.watch.ask_status(LOCAL_HOST, source)
         return self.watch.report
 
     def submit(self) -> str | None:

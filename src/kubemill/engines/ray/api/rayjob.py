@@ -1,6 +1,7 @@
 """The RayJob kind, as KubeRay's ``ray.io/v1`` defines it: a Ray job (``entrypoint``, run by
 Ray's job API) on a Ray cluster the RayJob brings up for itself (``rayClusterSpec``, a
-RayCluster's spec as :mod:`.raycluster` models it).
+RayCluster's spec as :mod:`.raycluster` models it), or on an existing RayCluster of its
+namespace (``clusterSelector``, :mod:`.selection`), which it never deletes or suspends.
 
 How it is submitted is ``submissionMode``: ``K8sJobMode`` (the default) runs a submitter
 (``ray job submit --no-wait``, then ``ray job logs --follow``, as KubeRay's submitter Job
@@ -14,7 +15,7 @@ conditions. ``backoffLimit`` retries a failed Ray job on a new cluster, as KubeR
 :mod:`kubemill.engines.ray.framework.rayjob`).
 
 What kubemill does not honour yet is refused at its field path: ``InteractiveMode`` and
-``SidecarMode``, an existing cluster (``clusterSelector``), a cron ``schedule``,
+``SidecarMode``, a cron ``schedule``,
 ``deletionStrategy`` and another controller (``managedBy``).
 """
 
@@ -26,7 +27,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from kubemill.api.base import KubeModel, invalid, refused
 from kubemill.api.common import (
@@ -48,6 +49,7 @@ from kubemill.engines.ray.api.raycluster import (
     RayClusterStatus,
 )
 from kubemill.engines.ray.api.refusals import refusal_validator
+from kubemill.engines.ray.api.selection import CLUSTER_KEY, SelectedCluster, selected_name
 
 SUBMITTER = "Submitter"
 """The submitter's replica type (``K8sJobMode``): its pod is ``<job>-submitter-0``."""
@@ -219,6 +221,23 @@ class RayJob(Job):
     kind: str = "RayJob"
     spec: RayJobSpec
     status: RayJobStatus = Field(default_factory=RayJobStatus)
+    _selected: SelectedCluster | None = PrivateAttr(default=None)
+
+    @property
+    def selects(self) -> str:
+        """The existing RayCluster it runs on (``clusterSelector``); "": its own."""
+        return selected_name(self.spec.cluster_selector)
+
+    @property
+    def selected(self) -> SelectedCluster | None:
+        """That cluster as the substrate found it (None: not looked up)."""
+        return self._selected
+
+    def with_selected(self, selected: SelectedCluster) -> RayJob:
+        """This RayJob handed what the substrate found of the cluster it selects."""
+        job = self.model_copy()
+        job._selected = selected
+        return job
 
     @property
     def cluster(self) -> RayCluster:
@@ -244,10 +263,11 @@ class RayJob(Job):
 
     @property
     def replica_specs(self) -> dict[str, ReplicaSpec]:
-        """The cluster's (the head, then each worker group), then the submitter."""
-        if self.spec.ray_cluster_spec is None:
+        """The cluster's (the head, then each worker group), then the submitter; on a
+        selected cluster the submitter alone."""
+        if self.spec.ray_cluster_spec is None and not self.selects:
             return {}
-        specs = dict(self.cluster.replica_specs)
+        specs = dict(self.cluster.replica_specs) if not self.selects else {}
         if self.has_submitter:
             specs[SUBMITTER] = ReplicaSpec(
                 replicas=1,
@@ -262,9 +282,12 @@ class RayJob(Job):
         image and its modest resources."""
         if self.spec.submitter_pod_template is not None:
             return self.spec.submitter_pod_template
-        assert self.spec.ray_cluster_spec is not None
-        head = self.spec.ray_cluster_spec.head_group_spec.template.spec
-        image = head.containers[0].image if head.containers else None
+        if self.selects:
+            image = self.selected.head_image if self.selected is not None else None
+        else:
+            assert self.spec.ray_cluster_spec is not None
+            head = self.spec.ray_cluster_spec.head_group_spec.template.spec
+            image = head.containers[0].image if head.containers else None
         container = Container.model_validate(
             {
                 "name": SUBMITTER_CONTAINER,
@@ -317,12 +340,16 @@ class RayJob(Job):
                     "give the command the Ray job runs, e.g. 'python script.py'",
                 )
             )
+        if spec.cluster_selector:
+            return errors + self._selector_errors()
         if spec.ray_cluster_spec is None:
             errors.append(
                 FieldError(
                     "spec.rayClusterSpec",
-                    "required field is missing: the RayJob brings up its own cluster",
-                    "give the cluster's headGroupSpec and workerGroupSpecs",
+                    "required field is missing: the RayJob brings up its own cluster, "
+                    "unless clusterSelector selects an existing one",
+                    "give the cluster's headGroupSpec and workerGroupSpecs, or "
+                    f"clusterSelector: {{{CLUSTER_KEY}: <a RayCluster's name>}}",
                 )
             )
             return errors
@@ -340,7 +367,60 @@ class RayJob(Job):
                         "call the group otherwise",
                     )
                 )
-        template = spec.submitter_pod_template
+        return errors + self._submitter_errors()
+
+    def _selector_errors(self) -> list[FieldError]:
+        """What KubeRay refuses with ``clusterSelector`` (its words), and a cluster spec
+        beside it, which KubeRay would ignore."""
+        spec = self.spec
+        selector = spec.cluster_selector or {}
+        errors: list[FieldError] = []
+        if not self.selects:
+            errors.append(
+                FieldError(
+                    f"spec.clusterSelector.{CLUSTER_KEY}",
+                    "cluster name in ClusterSelector should not be empty",
+                    f"select the RayCluster by its name: {CLUSTER_KEY}: <name>",
+                )
+            )
+        for key in sorted(set(selector) - {CLUSTER_KEY}):
+            errors.append(
+                FieldError(
+                    f"spec.clusterSelector.{key}",
+                    f"KubeRay selects a cluster by {CLUSTER_KEY} alone, and would ignore it",
+                    f"remove it; {CLUSTER_KEY} names the cluster",
+                )
+            )
+        if spec.ray_cluster_spec is not None:
+            errors.append(
+                FieldError(
+                    "spec.rayClusterSpec",
+                    "a RayJob runs on the cluster clusterSelector selects, and KubeRay would "
+                    "ignore this one",
+                    "remove rayClusterSpec, or clusterSelector to bring up a cluster of its own",
+                )
+            )
+        if spec.suspend:
+            errors.append(
+                FieldError(
+                    "spec.suspend",
+                    "the ClusterSelector mode doesn't support the suspend operation",
+                    "remove suspend: a RayJob never suspends a cluster it did not create",
+                )
+            )
+        if spec.backoff_limit:
+            errors.append(
+                FieldError(
+                    "spec.backoffLimit",
+                    "BackoffLimit is incompatible with ClusterSelector mode",
+                    "remove backoffLimit (or set 0)",
+                )
+            )
+        return errors + self._submitter_errors()
+
+    def _submitter_errors(self) -> list[FieldError]:
+        errors: list[FieldError] = []
+        template = self.spec.submitter_pod_template
         if template is not None and not template.spec.containers:
             errors.append(
                 FieldError(

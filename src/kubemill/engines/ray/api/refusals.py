@@ -130,13 +130,6 @@ REFUSALS: tuple[Refusal, ...] = (
     # RayJob
     Refusal(
         "RayJobSpec",
-        "cluster_selector",
-        "running on an existing cluster (clusterSelector) is not supported yet",
-        "give the RayJob its own cluster in rayClusterSpec",
-        truthy,
-    ),
-    Refusal(
-        "RayJobSpec",
         "schedule",
         "a cron schedule for a RayJob is not supported yet",
         "remove it",

@@ -73,6 +73,7 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
 from kubemill.substrates.kubernetes.operator.loaded import LoadedJobs
 from kubemill.substrates.kubernetes.operator.memory import JobMemory
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
+from kubemill.substrates.kubernetes.operator.referred import referrers, resolved
 from kubemill.substrates.kubernetes.operator.remote import RemoteRuns
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.operator.waves import (
@@ -165,6 +166,10 @@ class Reconciler:
     def reload(self, plurals: set[str]) -> list[JobKey]:
         """The cached jobs of ``plurals``, loaded and planned afresh at their next pass."""
         return self._loaded.forget_all([k for k in self._caches.jobs if k[1] in plurals])
+
+    def referrers(self, kind: str, key: JobKey) -> list[JobKey]:
+        """The cached jobs that name the job ``key`` of ``kind`` (:mod:`.referred`)."""
+        return referrers(self._caches, self._resources, kind, key)
 
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop what was remembered of it."""
@@ -271,8 +276,27 @@ class Reconciler:
         resourceVersion ``raw`` is exactly the stored object of (None when counts were read
         back into it): the same version as the last pass reuses that pass's job and plan."""
         loaded = self._loaded.get(key, rv)
-        if loaded is not None:
-            return loaded
+        if loaded is None:
+            loaded = self._load(key, raw, rv, memory)
+        return None if loaded is None else self._with_references(*loaded, raw, memory)
+
+    def _with_references(
+        self, job: Job, plan: Plan, raw: Mapping[str, Any], memory: JobMemory
+    ) -> tuple[Job, Plan] | None:
+        """The job with the jobs it names resolved from the caches, and its Plan from them
+        (:mod:`.referred`; as loaded for a job that names none)."""
+        found = resolved(job, self._caches, self._resources)
+        if found is job:
+            return job, plan
+        try:
+            return found, plan_on_kubernetes(found)
+        except PlanError as exc:
+            self._report_invalid(raw, memory, str(exc))
+            return None
+
+    def _load(
+        self, key: JobKey, raw: Mapping[str, Any], rv: str | None, memory: JobMemory
+    ) -> tuple[Job, Plan] | None:
         job, errors = load_document(raw)
         if job is None:
             self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))

@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from kubemill.core import Observed, ReconcileResult, SubmitRemote
-from kubemill.frameworks import Plan, SecretFile
+from kubemill.frameworks import Plan, RemoteRun, SecretFile
 from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.operator.caches import JobKey
 from kubemill.substrates.kubernetes.operator.kubeapi import ApiError
@@ -104,13 +104,19 @@ class RemoteRuns:
             self.forget(key)
             return observed
         watch = self._watches.get(key)
-        if watch is None or watch.remote != remote:
+        if watch is None or _run_of(watch.remote) != _run_of(remote):
             # A new run (another job of the same name, a changed spec): nothing known of it.
             self._tokens.pop(key, None)
             watch = self._watches[key] = RemoteWatch(
                 remote, interval=self.interval, credential=lambda: self._tokens.get(key)
             )
-        found = _address(remote.after, pods)
+        watch.remote = remote  # the same run; another job's service may have moved
+        # Another job's service is where the Plan says (no pod of this job to stamp it).
+        found = (
+            ((remote.host, "") if remote.host else None)
+            if not remote.after
+            else (_address(remote.after, pods))
+        )
         if found is None:
             self._hosts.pop(key, None)
         elif remote.bearer_token is None or await self._credential(key, remote.bearer_token):
@@ -146,6 +152,11 @@ class RemoteRuns:
         if key not in self._hosts or result.status.finished:
             return delay
         return self.interval if delay is None else min(delay, self.interval)
+
+
+def _run_of(remote: RemoteRun) -> RemoteRun:
+    """The run itself, without where another job's service is found now."""
+    return replace(remote, host="", lost=None)
 
 
 def _address(after: str, pods: list[PodSnapshot]) -> tuple[str, str] | None:

@@ -205,6 +205,10 @@ class Runtime:
             meta.get("name", ""),
         )
         self._enqueue_owner(meta)
+        if self._reconciler is not None:
+            # Jobs that name this one (runs on a cluster that exists) are planned again.
+            for other in self._reconciler.referrers(resource.kind, key):
+                self._enqueue(other)
         if self._history is not None:
             body = event.get("object") or {}
             if event.get("type") == "DELETED":
