@@ -296,10 +296,8 @@ class _ReplicaSetPass(JobPass):
         self._record_counts(exclude=frozenset(pod.name for pod in going))
         # Each attempt has its own start, and so its own deadline (as KubeRay's).
         self.status.start_time = self.now
-        words = (
-            f"{message.rstrip('.')}; it runs again from the start "
-            f"({reason}: retry {failed} of {retry.limit})."
-        )
+        words = f"{message.rstrip('.')}; it runs again from the start ({reason}: retry "
+        words += f"{failed} of {retry.limit})."
         what = f"{self.kind}Restarting"
         set_condition(
             self.status, ConditionType.RESTARTING, "True", reason=what, message=words, now=self.now

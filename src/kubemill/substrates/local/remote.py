@@ -34,6 +34,18 @@ def remote_watch(prepared: Prepared, interval: float) -> LocalRemote | None:
     return LocalRemote(RemoteWatch(remote, interval=interval, credential=credential))
 
 
+def followed(before: LocalRemote | None, prepared: Prepared, interval: float) -> LocalRemote | None:
+    """The reader of the remote run of ``prepared``, planned again: ``before`` while the
+    run is the same; else a new reader, which keeps ``before``'s last report (the same run
+    whose service moved, e.g. another job's cluster found again)."""
+    if before is not None and prepared.plan.remote == before.watch.remote:
+        return before
+    reader = remote_watch(prepared, interval)
+    if before is not None and reader is not None:
+        reader.watch.report = before.watch.report
+    return reader
+
+
 def read_secret(files_dir: Path, secret: SecretFile) -> str | None:
     """The content of a generated secret file (None until the supervisor has written it):
     read each time, as the file is the one the job's processes read."""

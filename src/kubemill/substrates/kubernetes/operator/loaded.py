@@ -9,10 +9,14 @@ every job.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubemill.api import Job
-from kubemill.frameworks import Plan
+from kubemill.frameworks import Plan, PlanError
+from kubemill.kinds import load_document
 from kubemill.substrates.kubernetes.operator.caches import JobKey
+from kubemill.substrates.kubernetes.render import plan_on_kubernetes
 
 LOADED_JOBS = 128
 """How many jobs' loaded manifest and plan are kept (the most recently reconciled)."""
@@ -34,6 +38,25 @@ class LoadedJobs:
             return loaded[1], loaded[2]
         self._loaded.pop(key, None)
         return None
+
+    def load(
+        self, key: JobKey, raw: Mapping[str, Any], rv: str | None, refer: Callable[[Job], Job]
+    ) -> tuple[Job, Plan] | str:
+        """The job ``raw`` holds and its plan (kept by version ``rv``), planned again on the
+        jobs it refers to as ``refer`` resolves them now (the caches change under a version
+        of the job); the problem, when the job or its plan is invalid."""
+        loaded = self.get(key, rv)
+        try:
+            if loaded is None:
+                job, errors = load_document(raw)
+                if job is None:
+                    return "; ".join(str(e) for e in errors)
+                loaded = job, plan_on_kubernetes(job)
+                self.keep(key, rv, *loaded)
+            found = refer(loaded[0])
+            return loaded if found is loaded[0] else (found, plan_on_kubernetes(found))
+        except PlanError as exc:
+            return str(exc)
 
     def keep(self, key: JobKey, rv: str | None, job: Job, plan: Plan) -> None:
         """Remember what version ``rv`` loaded as (nothing without a version)."""

@@ -47,8 +47,8 @@ from kubemill.core import (
     WriteFiles,
     reconcile,
 )
-from kubemill.frameworks import LABEL_JOB_NAME, Plan, PlanError
-from kubemill.kinds import lifecycle_for, load_document
+from kubemill.frameworks import LABEL_JOB_NAME, Plan
+from kubemill.kinds import lifecycle_for
 from kubemill.substrates.kubernetes.build import (
     GangScheduler,
     Owner,
@@ -91,7 +91,7 @@ from kubemill.substrates.kubernetes.operator.writes import (
     pair_events,
 )
 from kubemill.substrates.kubernetes.progress import ProgressSidecar
-from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options
+from kubemill.substrates.kubernetes.render import reconcile_options
 from kubemill.substrates.kubernetes.restarts import (
     RESTARTS_ANNOTATION,
     counts_read_back,
@@ -274,41 +274,16 @@ class Reconciler:
     ) -> tuple[Job, Plan] | None:
         """The job and its plan, or None (reported) when either is invalid. ``rv``: the
         resourceVersion ``raw`` is exactly the stored object of (None when counts were read
-        back into it): the same version as the last pass reuses that pass's job and plan."""
-        loaded = self._loaded.get(key, rv)
-        if loaded is None:
-            loaded = self._load(key, raw, rv, memory)
-        return None if loaded is None else self._with_references(*loaded, raw, memory)
-
-    def _with_references(
-        self, job: Job, plan: Plan, raw: Mapping[str, Any], memory: JobMemory
-    ) -> tuple[Job, Plan] | None:
-        """The job with the jobs it names resolved from the caches, and its Plan from them
-        (:mod:`.referred`; as loaded for a job that names none)."""
-        found = resolved(job, self._caches, self._resources)
-        if found is job:
-            return job, plan
-        try:
-            return found, plan_on_kubernetes(found)
-        except PlanError as exc:
-            self._report_invalid(raw, memory, str(exc))
-            return None
-
-    def _load(
-        self, key: JobKey, raw: Mapping[str, Any], rv: str | None, memory: JobMemory
-    ) -> tuple[Job, Plan] | None:
-        job, errors = load_document(raw)
-        if job is None:
-            self._report_invalid(raw, memory, "; ".join(str(e) for e in errors))
+        back into it): the same version as the last pass reuses that pass's job and plan;
+        the jobs it names are resolved from the caches anew (:mod:`.referred`)."""
+        loaded = self._loaded.load(
+            key, raw, rv, lambda job: resolved(job, self._caches, self._resources)
+        )
+        if isinstance(loaded, str):
+            self._report_invalid(raw, memory, loaded)
             return None
         memory.invalid_rv = None
-        try:
-            plan = plan_on_kubernetes(job)
-        except PlanError as exc:
-            self._report_invalid(raw, memory, str(exc))
-            return None
-        self._loaded.keep(key, rv, job, plan)
-        return job, plan
+        return loaded
 
     def _report_invalid(self, raw: Mapping[str, Any], memory: JobMemory, problem: str) -> None:
         rv = str(raw.get("metadata", {}).get("resourceVersion", ""))

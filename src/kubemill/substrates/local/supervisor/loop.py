@@ -45,7 +45,7 @@ from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
 from kubemill.substrates.local.referred import replanned, resolved
-from kubemill.substrates.local.remote import LocalRemote, remote_watch
+from kubemill.substrates.local.remote import LocalRemote, followed, remote_watch
 from kubemill.substrates.local.sampling import ResourceSampler, resources_dir
 from kubemill.substrates.local.start_rate import StartBucket, StartLimits
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
@@ -286,19 +286,13 @@ class Supervisor:
     def _resolve_references(self) -> None:
         """Plan from the jobs the job names as they are now (a Ray job's selected
         cluster, :mod:`..referred`); the remote run's reader follows its new Plan."""
-        found = resolved(self.store, self.job)
-        if found is self.job:
+        if (found := resolved(self.store, self.job)) is self.job:
             return
         self._prepared = replanned(self.prepared, found)
         added = [r for r in replica_records(self.uid, self._prepared) if r.name not in self.records]
         self.records.update((record.name, record) for record in added)
         self.store.save_replicas(added)  # the rows listings show, as a scale's (.adopt)
-        remote = self._prepared.plan.remote
-        if self._remote is None or remote != self._remote.watch.remote:
-            before = self._remote
-            self._remote = remote_watch(self._prepared, self.options.remote_interval)
-            if before is not None and self._remote is not None:
-                self._remote.watch.report = before.watch.report  # the same run, moved
+        self._remote = followed(self._remote, self._prepared, self.options.remote_interval)
 
     def _remove_job(self, reason: str) -> None:
         self._stop_all(reason)
