@@ -22,10 +22,11 @@ from kubemill.core import (
     reconcile,
 )
 from kubemill.engines.base import Referred
+from kubemill.engines.ray.api.auth import TOKEN_KEY
 from kubemill.engines.ray.api.raycluster import RayCluster
 from kubemill.engines.ray.api.rayjob import SUBMITTER, RayJob
 from kubemill.engines.ray.framework.selected import CLUSTER_DELETED
-from kubemill.frameworks import RemoteReport
+from kubemill.frameworks import RemoteReport, SecretFile
 from kubemill.kinds import engine_for, lifecycle_for, load_one
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
 
@@ -55,9 +56,13 @@ def errors_of(doc: dict[str, Any]) -> dict[str, str]:
     return {e.path: e.message for e in caught.value.errors}
 
 
-def cluster(state: str | None = "ready", name: str = "shared") -> RayCluster:
+def cluster(
+    state: str | None = "ready", name: str = "shared", *, token: bool = False
+) -> RayCluster:
     doc = _example("raycluster.yaml")
     doc["metadata"]["name"] = name
+    if token:
+        doc["spec"]["authOptions"] = {"mode": "token"}
     doc["status"] = {"state": state, "endpoints": {"dashboard": "8265", "client": "10001"}}
     job = load_one(doc)
     assert isinstance(job, RayCluster)
@@ -181,6 +186,25 @@ def test_a_serving_cluster_gets_the_submitter_against_its_head_service() -> None
     wire = running.status.to_wire()
     assert wire["jobDeploymentStatus"] == "Running"
     assert wire["dashboardURL"] == "shared-head-svc.default.svc.cluster.local:8265"
+
+
+def test_a_cluster_with_token_auth_lends_the_submitter_and_the_operator_its_secret() -> None:
+    """On Kubernetes the selected cluster's token (authOptions mode token) is in its own
+    Secret: the submitter reads it from there, as the cluster's nodes do, the operator asks
+    the job API with it, and the RayJob makes no Secret of its own."""
+    plan = plan_on_kubernetes(resolved(loaded(selector_manifest()), cluster(token=True)))
+    (submitter,) = plan.replicas
+    env = {e.name: e for e in submitter.env}
+    assert env["RAY_AUTH_MODE"].value == "token"
+    source = env["RAY_AUTH_TOKEN"].value_from
+    assert source is not None and source.secret_key_ref == {"name": "shared", "key": TOKEN_KEY}
+    assert plan.remote is not None
+    assert plan.remote.bearer_token == SecretFile("shared", TOKEN_KEY)
+    assert plan.files == ()
+    # Without authOptions: no token anywhere, as KubeRay's default.
+    plain = plan_on_kubernetes(resolved(loaded(selector_manifest()), cluster()))
+    assert plain.remote is not None and plain.remote.bearer_token is None
+    assert "RAY_AUTH_TOKEN" not in {e.name for e in plain.replicas[0].env}
 
 
 def test_http_mode_submits_to_the_selected_head_once_it_serves() -> None:

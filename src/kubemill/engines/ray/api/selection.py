@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubemill.engines.base import Referred
+from kubemill.engines.ray.api.auth import token_secret_name
 from kubemill.engines.ray.api.raycluster import HEAD, RayCluster
 from kubemill.frameworks.plan import replica_name
 
@@ -52,6 +53,9 @@ class SelectedCluster:
     """The head's image: the default submitter's, as KubeRay's."""
     token_file: str | None = None
     """Where its token is (its ``status.authTokenFile``; locally), None: none."""
+    token_secret: str | None = None
+    """On Kubernetes, the Secret of its token when its ``authOptions`` ask for one (the
+    cluster's: the RayJob makes none), None: no token."""
     committed: bool = False
     """The RayJob was already ``Running`` on it (see the module)."""
 
@@ -104,6 +108,7 @@ def found_cluster(name: str, referred: Referred | None, *, committed: bool) -> S
         dashboard_port=int(port) if port.isdigit() else 0,
         head_image=containers[0].image if containers else None,
         token_file=status.auth_token_file,
+        token_secret=token_secret_name(name) if cluster.spec.token_auth else None,
         committed=committed,
     )
 

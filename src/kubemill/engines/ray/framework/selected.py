@@ -27,12 +27,13 @@ from functools import partial
 
 from kubemill.api import Job
 from kubemill.engines.base import Referred
+from kubemill.engines.ray.api.auth import TOKEN_KEY
 from kubemill.engines.ray.api.rayjob import SUBMITTER, RayJob
 from kubemill.engines.ray.api.selection import COMMITTED, SelectedCluster, found_cluster
-from kubemill.engines.ray.framework.raycluster import head_service_name
+from kubemill.engines.ray.framework.raycluster import head_service_name, kube_auth_env
 from kubemill.engines.ray.framework.rayjob import RayJobs, job_plan, status_fields
 from kubemill.frameworks.plan import Network, Plan, StatusView, decided_by
-from kubemill.frameworks.remote import RemoteVerdict
+from kubemill.frameworks.remote import RemoteVerdict, SecretFile
 
 CLUSTER_DELETED = "RayClusterDeleted"
 """kubemill's reason when the selected cluster was deleted under the running Ray job."""
@@ -122,14 +123,31 @@ class RayJobsAnywhere(RayJobs):
     def plan(self, job: Job, network: Network) -> Plan:
         assert isinstance(job, RayJob)
         if job.selects:
-            return selected_plan(job, kube_selected_dashboard(job))
+            return kube_selected_token(selected_plan(job, kube_selected_dashboard(job)), job)
         return super().plan(job, network)
+
+
+def kube_selected_token(plan: Plan, job: RayJob) -> Plan:
+    """``plan`` on Kubernetes with the token of the cluster the RayJob selects, when that
+    cluster's ``authOptions`` ask for one: the submitter takes it from the cluster's own
+    Secret, as the cluster's nodes do, and the operator asks the head's job API with it.
+    The Secret stays the cluster's: the RayJob's Plan makes none."""
+    secret = selected_of(job).token_secret
+    if secret is None:
+        return plan
+    env = kube_auth_env(selected_of(job).name)
+    remote = plan.remote
+    if remote is not None:
+        remote = replace(remote, bearer_token=SecretFile(secret, TOKEN_KEY))
+    replicas = tuple(replace(rep, env=(*rep.env, *env)) for rep in plan.replicas)
+    return replace(plan, replicas=replicas, remote=remote)
 
 
 __all__ = [
     "CLUSTER_DELETED",
     "RayJobsAnywhere",
     "kube_selected_dashboard",
+    "kube_selected_token",
     "resolve",
     "selected_fields",
     "selected_of",
