@@ -54,10 +54,10 @@ class RunService(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serving_runs() -> Iterator[int]:
-    """The port of a fresh :class:`RunService` on 127.0.0.1, served until the block ends."""
-    RunService.runs, RunService.token = {}, None
-    server = ThreadingHTTPServer(("127.0.0.1", 0), RunService)
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """The port ``handler`` serves on at 127.0.0.1 (a thread of its own), until the block
+    ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -66,3 +66,11 @@ def serving_runs() -> Iterator[int]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextmanager
+def serving_runs() -> Iterator[int]:
+    """The port of a fresh :class:`RunService` on 127.0.0.1, served until the block ends."""
+    RunService.runs, RunService.token = {}, None
+    with serving(RunService) as port:
+        yield port

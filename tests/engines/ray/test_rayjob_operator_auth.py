@@ -11,70 +11,22 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from support.operator_support import Cluster, Kubelet, Operator, job_path
+from support.ray_job_api import RayJobApi, serving_ray_job_api
 from support.waiting import eventually
 
 HOST = "127.0.0.1"
 
 
-class FakeJobApi(BaseHTTPRequestHandler):
-    """Ray's job API as far as the operator uses it in HTTPMode (``POST /api/jobs/``,
-    ``GET /api/jobs/<id>``), refusing (401, as Ray) whatever lacks the expected token."""
-
-    token: ClassVar[str | None] = None
-    seen: ClassVar[list[tuple[str, str | None]]] = []
-    jobs: ClassVar[dict[str, dict[str, Any]]] = {}
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _answer(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _authorized(self) -> bool:
-        given = self.headers.get("Authorization")
-        self.seen.append((self.command, given))
-        if self.token is not None and given == f"Bearer {self.token}":
-            return True
-        self._answer(401, {"error": "Unauthenticated"})
-        return False
-
-    def do_GET(self) -> None:
-        if self._authorized():
-            job = self.jobs.get(self.path.removeprefix("/api/jobs/"))
-            self._answer(200 if job else 404, job or {"error": "not found"})
-
-    def do_POST(self) -> None:
-        if self._authorized():
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            self.jobs[body["submission_id"]] = {"status": "SUCCEEDED", "message": "done"}
-            self._answer(200, {"submission_id": body["submission_id"]})
-
-
 @pytest.fixture
 def job_api() -> Iterator[int]:
-    FakeJobApi.token, FakeJobApi.seen, FakeJobApi.jobs = None, [], {}
-    server = ThreadingHTTPServer((HOST, 0), FakeJobApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_ray_job_api(token="(not known yet)") as port:
+        yield port
 
 
 def _rayjob(name: str, dashboard: int) -> dict[str, Any]:
@@ -117,7 +69,7 @@ def test_the_operator_makes_the_token_secret_and_asks_rays_job_api_with_its_toke
     assert secret["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     token = base64.b64decode(secret["data"]["auth_token"]).decode()
     assert len(token) == 64
-    FakeJobApi.token = token  # the head's token is the Secret's
+    RayJobApi.token = token  # the head's token is the Secret's
 
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     head_path = f"{pods_path}/rj-auth-head-0"
@@ -144,7 +96,7 @@ def test_the_operator_makes_the_token_secret_and_asks_rays_job_api_with_its_toke
     assert job["status"]["jobStatus"] == "SUCCEEDED", job["status"]
     assert job["status"]["jobDeploymentStatus"] == "Complete"
     # The submission and every status read carried the Secret's token, and nothing else.
-    assert {method for method, _ in FakeJobApi.seen} == {"POST", "GET"}
-    assert {given for _, given in FakeJobApi.seen} == {f"Bearer {token}"}
+    assert {method for method, _ in RayJobApi.seen} == {"POST", "GET"}
+    assert {given for _, given in RayJobApi.seen} == {f"Bearer {token}"}
     # The token is in no log of the operator's.
     assert token not in operator.log_path.read_text(encoding="utf-8", errors="replace")

@@ -11,9 +11,7 @@ same way, the new Job starting with its full ``backoffLimit``, and the last fail
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,44 +20,17 @@ import yaml
 
 from kubemill.substrates.kubernetes.operator.reconciler import RESTARTS_ANNOTATION
 from support.operator_support import Cluster, Kubelet, Operator, condition, job_path, now_stamp
+from support.ray_job_api import RayJobApi, serving_ray_job_api
 from support.waiting import eventually
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "ray" / "rayjob-sum.yaml"
 CONTAINERS = {"head": "ray-head", "workers": "ray-worker"}
 
 
-class JobApi(BaseHTTPRequestHandler):
-    """``GET /api/jobs/<id>``: :attr:`answer` (None: 404, Ray's "no such job")."""
-
-    answer: dict[str, Any] | None = None
-    asked: int = 0
-
-    def log_message(self, format: str, *args: Any) -> None:
-        del format, args
-
-    def do_GET(self) -> None:
-        type(self).asked += 1
-        found = self.answer if self.path.startswith("/api/jobs/") else None
-        data = json.dumps(found or {"error": "not found"}).encode()
-        self.send_response(200 if found else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
 def job_api() -> Iterator[int]:
-    JobApi.answer, JobApi.asked = None, 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), JobApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_ray_job_api() as port:
+        yield port
 
 
 def _pods(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:
@@ -106,7 +77,7 @@ def test_a_failed_ray_job_is_retried_on_a_new_cluster_and_its_success_completes_
     path = job_path("RayJob", namespace, name, upstream=True)
     first = _bring_up(cluster, kubelet, namespace, name)
     old_job = _jobs(cluster, namespace)[name]["metadata"]["uid"]
-    JobApi.answer = {"status": "FAILED", "message": "ValueError: first try"}
+    RayJobApi.answer = {"status": "FAILED", "message": "ValueError: first try"}
 
     def retried() -> dict[str, Any] | None:
         status = cluster.get(path).get("status", {})
@@ -132,14 +103,14 @@ def test_a_failed_ray_job_is_retried_on_a_new_cluster_and_its_success_completes_
         what="the first attempt's Job gone",
     )
     # The new head does not know the job yet; then Ray says it succeeded.
-    JobApi.answer = None
+    RayJobApi.answer = None
     second = _bring_up(cluster, kubelet, namespace, name)
     assert not set(second.values()) & set(first.values())  # a new cluster: new pods
     assert _jobs(cluster, namespace)[name]["metadata"]["uid"] != old_job
-    asked = JobApi.asked
-    eventually(lambda: JobApi.asked > asked, what="the new head asked")
+    asked = RayJobApi.asked
+    eventually(lambda: RayJobApi.asked > asked, what="the new head asked")
     assert cluster.get(path)["status"]["failed"] == 1  # the old FAILED not counted again
-    JobApi.answer = {"status": "SUCCEEDED", "message": "done"}
+    RayJobApi.answer = {"status": "SUCCEEDED", "message": "done"}
     status = eventually(
         lambda: (s := cluster.get(path)["status"]).get("jobDeploymentStatus") == "Complete" and s,
         what="Complete",

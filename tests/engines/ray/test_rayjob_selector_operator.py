@@ -12,10 +12,7 @@ head pod reported Running and ready at 127.0.0.1.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,42 +20,17 @@ import pytest
 import yaml
 
 from support.operator_support import Cluster, Kubelet, Operator, job_path
+from support.ray_job_api import RayJobApi, serving_ray_job_api
 from support.waiting import eventually
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "ray"
 HOST = "127.0.0.1"
 
 
-class JobApi(BaseHTTPRequestHandler):
-    """Ray's job API, reduced: ``GET /api/jobs/<id>`` answers :attr:`jobs` or 404."""
-
-    jobs: dict[str, dict[str, object]] = {}
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        job = self.jobs.get(self.path.removeprefix("/api/jobs/"))
-        data = json.dumps(job or {"error": "not found"}).encode()
-        self.send_response(200 if job else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
 def job_api() -> Iterator[int]:
-    JobApi.jobs = {}
-    server = ThreadingHTTPServer((HOST, 0), JobApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_ray_job_api() as port:
+        yield port
 
 
 def _example(name: str) -> dict[str, Any]:
@@ -132,7 +104,7 @@ def test_a_rayjob_waits_for_the_selected_cluster_then_runs_on_it_and_leaves_it(
     assert running["dashboardURL"] == f"shared-head-svc.{namespace}.svc.cluster.local:{job_api}"
 
     # Ray's job API (asked at the head pod's IP) says it succeeded: Complete.
-    JobApi.jobs["rj-sel"] = {"status": "SUCCEEDED", "message": "done"}
+    RayJobApi.jobs["rj-sel"] = {"status": "SUCCEEDED", "message": "done"}
     done = eventually(
         lambda: (s := _status(cluster, path)).get("jobDeploymentStatus") == "Complete" and s,
         what="Complete",
@@ -146,7 +118,7 @@ def test_a_rayjob_waits_for_the_selected_cluster_then_runs_on_it_and_leaves_it(
     # A second RayJob running on it when the cluster is deleted fails with the reason.
     other = job_path("RayJob", namespace, "rj-lost", upstream=True)
     cluster.create(job_path("RayJob", namespace, upstream=True), _rayjob("rj-lost", "HTTPMode"))
-    JobApi.jobs["rj-lost"] = {"status": "RUNNING"}
+    RayJobApi.jobs["rj-lost"] = {"status": "RUNNING"}
     eventually(
         lambda: _status(cluster, other).get("jobStatus") == "RUNNING", what="rj-lost running"
     )

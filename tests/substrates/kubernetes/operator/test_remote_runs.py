@@ -171,7 +171,7 @@ def test_a_run_wanting_a_bearer_token_is_asked_with_its_secrets_once_it_is_there
         assert observed.remote is None and runs.requeue(KEY, _result()) is None
         secrets["job-token"] = {"data": {"auth_token": base64.b64encode(b"s3cret\n").decode()}}
         observed = await runs.observe(KEY, plan, _head(), Observed())
-        assert observed.remote == RemoteReport(found=True, body={"status": "RUNNING"})
+        assert observed.remote == RemoteReport(found=True, body={"status": "RUNNING"}, source="u")
         # Read once, then kept for the job's reader; gone with the job.
         await runs.observe(KEY, plan, _head(), Observed())
         assert reads == [("ns", "job-token"), ("ns", "job-token")]
