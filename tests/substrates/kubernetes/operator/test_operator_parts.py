@@ -671,7 +671,6 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
     """Its children's events wake a job many times at one version: the passes reuse the
     job and plan of the first; a new version (or counts read back into it) loads again."""
     import kubemill.substrates.kubernetes.operator.loaded as loaded_module
-    import kubemill.substrates.kubernetes.operator.reconciler as reconciler_module
 
     loads: list[str] = []
 
@@ -679,7 +678,7 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
         loads.append(raw["metadata"]["resourceVersion"])
         return load_document(raw)
 
-    monkeypatch.setattr(reconciler_module, "load_document", counted)
+    monkeypatch.setattr(loaded_module, "load_document", counted)
     key = ("kubemill.dev", "pytorchjobs", "ns", "j")
     job = _job("kubemill.dev")
     jobs = {key: [job]}
