@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
-from support.run_service import serving
+from support.run_service import JsonHandler, serving
 
 JOBS_PATH = "/api/jobs/"
 
 
-class RayJobApi(BaseHTTPRequestHandler):
+class RayJobApi(JsonHandler):
     """The fake head's job API (see the module); its state is the class's, reset by
     :func:`serving_ray_job_api`."""
 
@@ -31,17 +30,6 @@ class RayJobApi(BaseHTTPRequestHandler):
     """(method, ``Authorization`` header) of every request, in order."""
     asked: ClassVar[int] = 0
     """``GET`` requests answered."""
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _answer(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _authorized(self) -> bool:
         given = self.headers.get("Authorization")

@@ -12,12 +12,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class RunService(BaseHTTPRequestHandler):
-    """``GET /runs/<id>`` -> the run or 404; ``POST /runs/`` stores one (409 if known)."""
-
-    runs: dict[str, dict[str, object]] = {}
-    token: str | None = None
-    """When set, a request without ``Authorization: Bearer <token>`` is refused (401)."""
+class JsonHandler(BaseHTTPRequestHandler):
+    """A fake service's handler that answers JSON and logs nothing."""
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -29,6 +25,14 @@ class RunService(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+class RunService(JsonHandler):
+    """``GET /runs/<id>`` -> the run or 404; ``POST /runs/`` stores one (409 if known)."""
+
+    runs: dict[str, dict[str, object]] = {}
+    token: str | None = None
+    """When set, a request without ``Authorization: Bearer <token>`` is refused (401)."""
 
     def _refused(self) -> bool:
         if self.token is None or self.headers.get("Authorization") == f"Bearer {self.token}":
