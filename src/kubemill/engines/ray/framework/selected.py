@@ -132,13 +132,13 @@ def kube_selected_token(plan: Plan, job: RayJob) -> Plan:
     cluster's ``authOptions`` ask for one: the submitter takes it from the cluster's own
     Secret, as the cluster's nodes do, and the operator asks the head's job API with it.
     The Secret stays the cluster's: the RayJob's Plan makes none."""
-    secret = selected_of(job).token_secret
-    if secret is None:
+    selected = selected_of(job)
+    if selected.token_secret is None:
         return plan
-    env = kube_auth_env(selected_of(job).name)
+    env = kube_auth_env(selected.name)
     remote = plan.remote
     if remote is not None:
-        remote = replace(remote, bearer_token=SecretFile(secret, TOKEN_KEY))
+        remote = replace(remote, bearer_token=SecretFile(selected.token_secret, TOKEN_KEY))
     replicas = tuple(replace(rep, env=(*rep.env, *env)) for rep in plan.replicas)
     return replace(plan, replicas=replicas, remote=remote)
 
