@@ -9,11 +9,13 @@ module of the core imports a kind's API.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 import kubemill.core
 from kubemill.api import Job
@@ -26,12 +28,13 @@ from kubemill.core import (
     ReconcileResult,
     reconcile,
 )
-from kubemill.frameworks import Plan
+from kubemill.frameworks import Attempts, Plan, RunRetry
 from kubemill.kinds import controllers, engines, lifecycle_for, load_one, plan_for
 from kubemill.substrates.kubernetes.network import KubernetesNetwork
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CORE = Path(kubemill.core.__file__).resolve().parent
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROTOCOL_MODULES = (
     "lifecycle.py",
     "jobpass.py",
@@ -121,6 +124,30 @@ def test_the_service_lifecycle_needs_a_service_plan() -> None:
     job = tfjob()
     with pytest.raises(ValueError, match="needs the Plan's service_cluster"):
         reconcile(job, replace(k8s_plan(job)), Observed(), NOW, lifecycle=SERVICE_CLUSTER)
+
+
+def spark() -> Job:
+    document = yaml.safe_load((EXAMPLES / "spark-pi.yaml").read_text())
+    return load_one(document)
+
+
+@pytest.mark.parametrize(
+    ("make", "lifecycle"),
+    [
+        pytest.param(mars, SERVICE_CLUSTER, id="service-cluster"),
+        pytest.param(spark, RERUN, id="rerun"),
+    ],
+)
+def test_a_whole_run_retry_is_refused_where_no_lifecycle_honours_it(
+    make: Callable[[], Job], lifecycle: object
+) -> None:
+    """Only the replica set retries a whole run: any other lifecycle given a Plan with
+    ``retry`` says so, rather than fail for good a job whose kind promised retries."""
+    job = make()
+    plan = replace(k8s_plan(job), retry=RunRetry(limit=1, recorded=lambda _: Attempts()))
+    reconcile(job, k8s_plan(job), Observed(), NOW, lifecycle=lifecycle)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"sets retry, which the .* lifecycle does not run"):
+        reconcile(job, plan, Observed(), NOW, lifecycle=lifecycle)  # type: ignore[arg-type]
 
 
 def test_the_registry_names_every_lifecycle_and_rules() -> None:

@@ -250,3 +250,28 @@ def test_a_resumed_run_gives_the_controller_its_full_limit_again() -> None:
     # Without the reset, 2 + 1 failures would be over the limit of 1 and fail the job.
     assert not result.status.finished
     assert any(isinstance(a, DeletePod) and a.name == runner for a in result.actions)
+
+
+def test_a_retry_before_the_last_attempt_ran_says_its_own_count() -> None:
+    """Restarting stays True from one retry to the next when the new attempt never ran
+    (its runner gave up while the cluster was still coming up): the condition's message
+    is the latest retry's, not the first's."""
+    job, plan, books = _setup(limit=2)
+    substrate = FakeSubstrate(plan)
+    runner = plan.of_type("PS")[0].name
+    job, head = _start(job, plan, substrate, 1)
+    job, result = _report(substrate, job, plan, 5, {"state": "BROKEN", "why": "first"}, head)
+    first = result.status.condition(ConditionType.RESTARTING)
+    assert first is not None and "retry 1 of 2" in first.message
+    for i in range(3):
+        job, result = step(job, plan, substrate, at(6 + i / 10))
+    assert runner in substrate.pods and not result.status.is_true(ConditionType.RUNNING)
+    for seconds in (7, 8):  # the runner fails twice: over its backoffLimit of 1
+        substrate.pods[runner] = replace(substrate.pods[runner], phase="Failed", exit_code=1)
+        job, result = step(job, plan, substrate, at(seconds))
+        job, _ = step(job, plan, substrate, at(seconds + 0.5))
+    assert books.attempts.failed == 2 and not result.status.finished
+    second = result.status.condition(ConditionType.RESTARTING)
+    assert second is not None and second.status == "True"
+    assert "retry 2 of 2" in second.message and "backoffLimit" in second.message
+    assert second.last_update_time == at(8)

@@ -4,7 +4,9 @@ One function, :func:`set_condition`, is the only way the reconciler touches
 ``status.conditions``, so the rules live in one place:
 
 - a condition is replaced, never duplicated; setting it with the same status and reason
-  is a no-op (so a reconcile that changes nothing writes nothing);
+  is a no-op (so a reconcile that changes nothing writes nothing), unless the caller
+  restates it: a new occurrence of the same state (a second retry while the first's
+  Restarting still stands) gets its own message;
 - ``lastTransitionTime`` moves only when the status flips, ``lastUpdateTime`` whenever
   the condition is rewritten;
 - Running and Restarting replace each other (the job is one or the other);
@@ -38,8 +40,13 @@ def set_condition(
     reason: str,
     message: str,
     now: datetime,
+    restate: bool = False,
 ) -> bool:
-    """Set one condition on ``status`` in place; returns whether anything changed."""
+    """Set one condition on ``status`` in place; returns whether anything changed.
+
+    ``restate``: the same status and reason still rewrite the message (and
+    ``lastUpdateTime``), for a caller reporting a new occurrence rather than a standing
+    state."""
     if status.finished:
         return False
     vocabulary = type(status).VOCABULARY
@@ -47,7 +54,8 @@ def set_condition(
         return False
     reason = vocabulary.reasons.get(reason, reason)
     current = status.condition(kind)
-    if current is not None and current.status == value and current.reason == reason:
+    same = current is not None and current.status == value and current.reason == reason
+    if same and not (restate and current is not None and current.message != message):
         return False
     if current is not None and current.status == value:
         transition = current.last_transition_time

@@ -68,6 +68,18 @@ DEFAULT_OPTIONS = ReconcileOptions()
 """A substrate without a gang scheduler."""
 
 
+def refuse_unread(plan: Plan, lifecycle: str, *unread: str) -> None:
+    """Raise if the Plan sets one of the ``unread`` fields, data only another lifecycle
+    applies: a Plan whose ``retry`` no one honours would fail for good where its kind
+    promises another attempt, silently. A framework's mistake, never the user's."""
+    for field in unread:
+        if getattr(plan, field) is not None:
+            raise ValueError(
+                f"{plan.kind} {plan.name}: the Plan sets {field}, which the {lifecycle} "
+                "lifecycle does not run; pass the engine's lifecycle (Engine.lifecycle)"
+            )
+
+
 class Lifecycle(Protocol):
     """One way a job lives: a pure decision from (job, Plan, observed, now) to actions and
     the new status, idempotent on unchanged inputs."""

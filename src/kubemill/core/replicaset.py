@@ -81,7 +81,7 @@ from kubemill.api import CleanPodPolicy, ConditionType, Job, RestartPolicy
 from kubemill.core.conditions import set_condition, terminal_time
 from kubemill.core.controlled import controlled_failure
 from kubemill.core.jobpass import JobPass, describe_failure
-from kubemill.core.lifecycle import ReconcileOptions
+from kubemill.core.lifecycle import ReconcileOptions, refuse_unread
 from kubemill.core.model import DeleteJob, Observed, ObservedPod, ReconcileResult, SubmitRemote
 from kubemill.core.policy import is_retryable_exit_code
 from kubemill.frameworks.plan import Plan, ReplicaPlan, ServicePolicy
@@ -121,13 +121,7 @@ class ReplicaSet:
     def reconcile(
         self, job: Job, plan: Plan, observed: Observed, now: datetime, options: ReconcileOptions
     ) -> ReconcileResult:
-        for field, what in ((plan.reruns, "reruns"), (plan.service_cluster, "service_cluster")):
-            if field is not None:
-                # A Plan declares data its engine's lifecycle reads; this one reads neither.
-                raise ValueError(
-                    f"{plan.kind} {plan.name}: the Plan sets {what}, which the {self.name} "
-                    "lifecycle does not run; pass the engine's lifecycle (Engine.lifecycle)"
-                )
+        refuse_unread(plan, self.name, "reruns", "service_cluster")
         return _ReplicaSetPass(job, plan, observed, now, options).run()
 
 
@@ -299,8 +293,16 @@ class _ReplicaSetPass(JobPass):
         words = f"{message.rstrip('.')}; it runs again from the start ({reason}: retry "
         words += f"{failed} of {retry.limit})."
         what = f"{self.kind}Restarting"
+        # restate: a retry while the last one's Restarting stands (the attempt never ran)
+        # is a new occurrence, and its message must say this retry's count.
         set_condition(
-            self.status, ConditionType.RESTARTING, "True", reason=what, message=words, now=self.now
+            self.status,
+            ConditionType.RESTARTING,
+            "True",
+            reason=what,
+            message=words,
+            now=self.now,
+            restate=True,
         )
         self._event("Warning", what, words)
         return True

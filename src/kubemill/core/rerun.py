@@ -26,7 +26,7 @@ from kubemill.api.runstates import ApplicationStateType
 from kubemill.core import application
 from kubemill.core.conditions import set_condition
 from kubemill.core.jobpass import JobPass
-from kubemill.core.lifecycle import ReconcileOptions
+from kubemill.core.lifecycle import ReconcileOptions, refuse_unread
 from kubemill.core.model import CreatePod, DeleteJob, Observed, ReconcileResult
 from kubemill.frameworks.plan import Plan, RunRecord
 
@@ -48,6 +48,7 @@ class Rerun:
                 f"{plan.kind} {plan.name}: the {self.name} lifecycle needs the Plan's reruns "
                 "(a RerunPolicy), and the framework set none"
             )
+        refuse_unread(plan, self.name, "retry", "remote", "service_cluster")
         return _RerunPass(job, plan, observed, now, options).run()
 
 

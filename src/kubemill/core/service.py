@@ -39,7 +39,7 @@ from typing import Any
 
 from kubemill.api import STOP_ANNOTATION, ConditionType, Job, ReplicaStatus
 from kubemill.core.conditions import ConditionStatus, set_condition
-from kubemill.core.lifecycle import INTERRUPTED, ReconcileOptions
+from kubemill.core.lifecycle import INTERRUPTED, ReconcileOptions, refuse_unread
 from kubemill.core.model import (
     Action,
     CreateObject,
@@ -66,6 +66,7 @@ class ServiceClusterLifecycle:
         self, job: Job, plan: Plan, observed: Observed, now: datetime, options: ReconcileOptions
     ) -> ReconcileResult:
         del options  # no PodGroup: a controller creates the pods, one by one
+        refuse_unread(plan, self.name, "retry", "remote", "reruns")
         return reconcile_service(job, plan, observed, now)
 
 
