@@ -73,7 +73,7 @@ import yaml
 from kubemill.frameworks.mpi_launch import EXEC_AGENT_PROGRAM
 from kubemill.substrates.files import packaged_program
 from kubemill.substrates.local.exec_service import ExecService
-from kubemill.substrates.local.spawn import die_with_parent
+from kubemill.substrates.local.spawn import start_tied
 from kubemill.substrates.local.store import Store
 from mpi_overhead import SH_AGENT, mpi_env, used_state_dir
 
@@ -242,22 +242,36 @@ def _hand_phases(
     }
 
 
+STARTS: dict[str, str] = {
+    "tied": "as the local substrate starts one (start_tied: vfork, setpriv, sh)",
+    "fork": "with a preexec_fn (fork: how it started one before)",
+    "vfork": "bare (vfork, nothing tied)",
+}
+"""The ways :func:`interpreter_phases` starts ``/bin/true``, and what each is."""
+
+
 def interpreter_phases() -> dict[str, float]:
     """One ``python -c pass`` (``start``: the floor of any command-line program in Python),
-    and from this process one start of ``/bin/true`` as the local substrate starts a
-    replica's process or an exec'd one (``spawn``: its ``preexec_fn`` sets
-    ``PR_SET_PDEATHSIG``, so Python forks and waits for the child's exec) and one with no
-    ``preexec_fn`` (``vfork``: what the same start costs without it), in seconds."""
+    and from this process ``/bin/true`` started each way of :data:`STARTS`: ``<way>`` until
+    ``Popen`` returns (the starting thread is blocked that long) and ``<way> done`` until
+    the process has exited (the new process's own way to its program), in seconds."""
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=60)
     phases = {"start": time.perf_counter() - start}
-    for name, preexec in (("spawn", die_with_parent(os.getpid())), ("vfork", None)):
+    for name in STARTS:
         start = time.perf_counter()
-        process = subprocess.Popen(
-            ["/bin/true"], close_fds=True, start_new_session=True, preexec_fn=preexec
-        )
+        if name == "tied":
+            process = start_tied(
+                ["/bin/true"], env=None, cwd=None, stdin=None, stdout=None, stderr=None
+            )
+        else:
+            preexec = (lambda: None) if name == "fork" else None
+            process = subprocess.Popen(
+                ["/bin/true"], close_fds=True, start_new_session=True, preexec_fn=preexec
+            )
         phases[name] = time.perf_counter() - start
         process.wait()
+        phases[f"{name} done"] = time.perf_counter() - start
     return phases
 
 
@@ -353,12 +367,11 @@ def report_floors(
         f" floor {floor / one_host:.2f}x (mpirun over 2 hosts via sh alone"
         f" {statistics.median(two_hosts) / one_host:.2f}x); kubemill's own {left:+.3f} s"
     )
-    spawn, vfork = (median(by_hand[INTERPRETER], name) * 1000 for name in ("spawn", "vfork"))
-    print(
-        f"  a process started as the local substrate starts one (fork, for PR_SET_PDEATHSIG):"
-        f" {spawn:.2f} ms; with no preexec_fn (vfork): {vfork:.2f} ms (from this process;"
-        " a job starts 3 before its launcher's mpirun runs, then 2 orteds at once)"
-    )
+    print("  /bin/true started from this process, ms: Popen returns / the process is done")
+    for name, what in STARTS.items():
+        returned, done = (median(by_hand[INTERPRETER], p) * 1000 for p in (name, f"{name} done"))
+        print(f"    {what:<68}{returned:7.2f} /{done:6.2f}")
+    print("  (a job starts 3 processes before its launcher's mpirun runs, then 2 orteds at once)")
 
 
 # --- cProfile of one job run in this process --------------------------------------------

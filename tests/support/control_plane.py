@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubemill.substrates.local.spawn import die_with_parent
+from kubemill.substrates.local.spawn import tied_argv
 
 SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -496,13 +496,12 @@ class ControlPlane:
         log = (self.dir / "logs" / f"{name}.log").open("ab")
         # A session of its own, so that down() can signal the whole group.
         process = subprocess.Popen(
-            argv,
+            tied_argv(argv, cwd=self.dir) if self.tied else argv,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=self.dir,
-            preexec_fn=die_with_parent(os.getpid()) if self.tied else None,
         )
         log.close()
         self.state.pids[name] = process.pid

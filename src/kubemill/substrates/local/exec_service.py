@@ -60,7 +60,7 @@ from kubemill.substrates.local.kubelet import (
     ReplicaPod,
     exit_code_of,
 )
-from kubemill.substrates.local.spawn import die_with_parent
+from kubemill.substrates.local.spawn import start_tied
 from kubemill.substrates.local.store import Store
 
 log = logging.getLogger("kubemill.local.exec")
@@ -307,16 +307,14 @@ class ExecService:
     ) -> None:
         spec = pod.spec
         try:
-            popen = subprocess.Popen(
-                list(request.command),
-                env=dict(spec.env),
+            popen = start_tied(
+                request.command,
+                env=spec.env,
                 cwd=spec.cwd,
                 stdin=fds[0],
                 stdout=fds[1],
                 stderr=fds[2],
-                close_fds=True,
-                start_new_session=True,
-                preexec_fn=die_with_parent(os.getpid(), pod.cores),
+                cores=pod.cores,
             )
         except OSError as exc:
             code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE

@@ -15,7 +15,7 @@ import subprocess
 
 from kubemill.substrates.local.launch import LaunchSpec
 from kubemill.substrates.local.probes import ExecProbe
-from kubemill.substrates.local.spawn import die_with_parent
+from kubemill.substrates.local.spawn import start_tied
 
 
 class Prober:
@@ -65,16 +65,13 @@ class Prober:
         if self._run is None and self.next_run is not None and now >= self.next_run:
             self.next_run = now + self.probe.period
             try:
-                self._run = subprocess.Popen(
-                    list(self.probe.argv),
-                    env=dict(self.spec.env),
+                self._run = start_tied(
+                    self.probe.argv,
+                    env=self.spec.env,
                     cwd=self.spec.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                    close_fds=True,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent(os.getpid()),
                 )
                 self.deadline = now + self.probe.timeout
             except OSError:
