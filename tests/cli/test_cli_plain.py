@@ -154,3 +154,40 @@ def test_a_plain_run_ends_as_typer_does(
 
     monkeypatch.setattr(kubemill.cli.run, "run_job", interrupted)
     assert plain_run(["run", "-d", str(missing)]) == 130
+
+
+def test_the_collector_rests_on_a_plain_command_only(
+    calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A plain command ends once it has printed: the cyclic collector does not run on the
+    # way (kubemill.cli.main). Any command typer runs may run for long: it runs there.
+    import gc
+    import sys
+
+    import kubemill.cli.app
+    import kubemill.cli.ending
+    import kubemill.cli.run
+    from kubemill.cli import main
+
+    collecting: dict[str, bool] = {}
+
+    def run_job(*args: Any, **kwargs: Any) -> int:
+        collecting["plain"] = gc.isenabled()
+        return 0
+
+    def run_app(*, exit_at_once: bool) -> None:
+        collecting["typer"] = gc.isenabled()
+
+    monkeypatch.setattr(kubemill.cli.run, "run_job", run_job)
+    monkeypatch.setattr(kubemill.cli.ending, "end_at_once", lambda exit: None)
+    monkeypatch.setattr(kubemill.cli.app, "run_app", run_app)
+    try:
+        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "-d", "job.yaml"])
+        with pytest.raises(SystemExit) as ended:
+            main()
+        assert ended.value.code == 0
+        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "job.yaml"])
+        main()
+    finally:
+        gc.enable()
+    assert collecting == {"plain": False, "typer": True}
