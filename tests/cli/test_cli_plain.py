@@ -191,3 +191,53 @@ def test_the_collector_rests_on_a_plain_command_only(
     finally:
         gc.enable()
     assert collecting == {"plain": False, "typer": True}
+
+
+@pytest.mark.parametrize("colour", [False, True], ids=["pipe", "terminal"])
+def test_run_detach_prints_the_very_lines_rich_printed(
+    colour: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `run --detach` draws its two lines as `get` draws its table (kubemill.cli.table),
+    # without rich: byte for byte what rich's console printed, styles and all.
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from kubemill.cli.settings import Settings
+
+    class Submitting:
+        def submit(self, job: Any, **options: Any) -> Any:
+            return SimpleNamespace(kind=job.KIND, name=job.name)
+
+    monkeypatch.setattr(Settings, "client", lambda self, **local: Submitting())
+    for variable in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "KUBEMILL_SUBSTRATE"):
+        monkeypatch.delenv(variable, raising=False)
+    if colour:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: quick, namespace: team}\n"
+        "spec:\n  pytorchReplicaSpecs:\n    Master:\n      template:\n        spec:\n"
+        "          containers: [{name: pytorch, image: python}]\n"
+    )
+    state = tmp_path / "state"
+    assert plain_run(["--state-dir", str(state), "-n", "team", "run", "-d", str(manifest)]) == 0
+    printed = capsys.readouterr().out
+
+    drawn = io.StringIO()
+    console = Console(file=drawn, soft_wrap=True, highlight=False, force_terminal=colour)
+    next_commands = "  |  ".join(
+        f"kubemill --state-dir {state} --namespace team {verb}"
+        for verb in ("get quick", "logs quick -f", "describe quick", "delete quick")
+    )
+    console.print(
+        Text.assemble(("PyTorchJob quick", "bold"), " submitted; it runs in the background.")
+    )
+    console.print(Text.assemble(("Next: ", "dim"), next_commands))
+    assert printed == drawn.getvalue()
+    assert ("\x1b[1m" in printed) is colour
