@@ -154,3 +154,90 @@ def test_a_plain_run_ends_as_typer_does(
 
     monkeypatch.setattr(kubemill.cli.run, "run_job", interrupted)
     assert plain_run(["run", "-d", str(missing)]) == 130
+
+
+def test_the_collector_rests_on_a_plain_command_only(
+    calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A plain command ends once it has printed: the cyclic collector does not run on the
+    # way (kubemill.cli.main). Any command typer runs may run for long: it runs there.
+    import gc
+    import sys
+
+    import kubemill.cli.app
+    import kubemill.cli.ending
+    import kubemill.cli.run
+    from kubemill.cli import main
+
+    collecting: dict[str, bool] = {}
+
+    def run_job(*args: Any, **kwargs: Any) -> int:
+        collecting["plain"] = gc.isenabled()
+        return 0
+
+    def run_app(*, exit_at_once: bool) -> None:
+        collecting["typer"] = gc.isenabled()
+
+    monkeypatch.setattr(kubemill.cli.run, "run_job", run_job)
+    monkeypatch.setattr(kubemill.cli.ending, "end_at_once", lambda exit: None)
+    monkeypatch.setattr(kubemill.cli.app, "run_app", run_app)
+    try:
+        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "-d", "job.yaml"])
+        with pytest.raises(SystemExit) as ended:
+            main()
+        assert ended.value.code == 0
+        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "job.yaml"])
+        main()
+    finally:
+        gc.enable()
+    assert collecting == {"plain": False, "typer": True}
+
+
+@pytest.mark.parametrize("colour", [False, True], ids=["pipe", "terminal"])
+def test_run_detach_prints_the_very_lines_rich_printed(
+    colour: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `run --detach` draws its two lines as `get` draws its table (kubemill.cli.table),
+    # without rich: byte for byte what rich's console printed, styles and all.
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from kubemill.cli.settings import Settings
+
+    class Submitting:
+        def submit(self, job: Any, **options: Any) -> Any:
+            return SimpleNamespace(kind=job.KIND, name=job.name)
+
+    monkeypatch.setattr(Settings, "client", lambda self, **local: Submitting())
+    for variable in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "KUBEMILL_SUBSTRATE"):
+        monkeypatch.delenv(variable, raising=False)
+    if colour:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: quick, namespace: team}\n"
+        "spec:\n  pytorchReplicaSpecs:\n    Master:\n      template:\n        spec:\n"
+        "          containers: [{name: pytorch, image: python}]\n"
+    )
+    state = tmp_path / "state"
+    assert plain_run(["--state-dir", str(state), "-n", "team", "run", "-d", str(manifest)]) == 0
+    printed = capsys.readouterr().out
+
+    drawn = io.StringIO()
+    console = Console(file=drawn, soft_wrap=True, highlight=False, force_terminal=colour)
+    next_commands = "  |  ".join(
+        f"kubemill --state-dir {state} --namespace team {verb}"
+        for verb in ("get quick", "logs quick -f", "describe quick", "delete quick")
+    )
+    console.print(
+        Text.assemble(("PyTorchJob quick", "bold"), " submitted; it runs in the background.")
+    )
+    console.print(Text.assemble(("Next: ", "dim"), next_commands))
+    assert printed == drawn.getvalue()
+    assert ("\x1b[1m" in printed) is colour

@@ -13,7 +13,6 @@ pass the text, with the file's name, to ``load``.
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 import typing
 from collections.abc import Mapping, Sequence
@@ -308,7 +307,10 @@ def _prune_target(data: Any, model: type[BaseModel], err: Any) -> _Cut | None:
         shadows = (path, join_path(clean[: depth - 1]))
     if err["type"] == "extra_forbidden" and depth == len(clean):
         # A misspelt field (`contianers`) leaves the field it meant unset: errors about
-        # that one are the same problem (unless the document also sets it).
+        # that one are the same problem (unless the document also sets it). (difflib is
+        # imported here: only a manifest with a mistake needs it, ~1 ms of every submission.)
+        import difflib
+
         meant = difflib.get_close_matches(
             str(clean[-1]), known_fields(model, clean[:-1]), n=1, cutoff=0.6
         )

@@ -13,13 +13,10 @@ from kubemill.kinds.registry import (
     CONTROLLER_LINES,
     ENGINE_LINES,
     Controller,
-    ControllerListing,
     Engine,
     Entry,
     Line,
     LocalSupport,
-    OperatorGrant,
-    ServiceEngine,
     UnknownKind,
     add_known_objects,
     child_pods_of,
@@ -96,13 +93,19 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from kubemill.engines.base import ControllerListing, OperatorGrant, ServiceEngine
     from kubemill.kinds.registry import BUILTIN, CONTROLLERS
 else:
 
     def __getattr__(name: str) -> Any:
-        """``BUILTIN`` and ``CONTROLLERS``, the built-in records: imported on first use."""
+        """``BUILTIN`` and ``CONTROLLERS``, the built-in records, and the parts of some
+        records only (:mod:`kubemill.engines.record_parts`): imported on first use."""
         if name in ("BUILTIN", "CONTROLLERS"):
             from kubemill.kinds import registry
 
             return getattr(registry, name)
+        if name in ("ControllerListing", "OperatorGrant", "ServiceEngine"):
+            from kubemill.engines import base
+
+            return getattr(base, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,16 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubemill.api import ApiVersion, FieldError, Job, JobStatus, KindTable, ManifestError, loader
 from kubemill.api import crd as crd_generation
-from kubemill.engines.base import (
-    ChildPods,
-    Controller,
-    ControllerListing,
-    Engine,
-    Entry,
-    LocalSupport,
-    OperatorGrant,
-    ServiceEngine,
-)
+from kubemill.engines.base import Controller, Engine, Entry, LocalSupport
 from kubemill.frameworks import Network, Plan, PlanError
 
 
@@ -99,6 +90,7 @@ CONTROLLER_LINES: tuple[Line, ...] = (
 
 if TYPE_CHECKING:
     from kubemill.core import Lifecycle
+    from kubemill.engines.base import ChildPods, ControllerListing
 
     BUILTIN: tuple[Engine, ...]
     """The built-in engines' records, in :data:`ENGINE_LINES`' order (imports them all)."""
@@ -442,13 +434,10 @@ __all__ = [
     "CONTROLLER_LINES",
     "ENGINE_LINES",
     "Controller",
-    "ControllerListing",
     "Engine",
     "Entry",
     "Line",
     "LocalSupport",
-    "OperatorGrant",
-    "ServiceEngine",
     "UnknownKind",
     "add_known_objects",
     "child_pods_of",

@@ -18,7 +18,6 @@ one ``BadProgressReport`` event per replica; the reports around it count as usua
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
     # submission no core (any module of it loads the whole reconciler).
     from kubemill.core import ObservedProgress
     from kubemill.substrates.local.store import Store
-
-log = logging.getLogger("kubemill.local.progress")
 
 SUFFIX = ".jsonl"
 """A progress file's name: the replica's name and this."""
@@ -113,7 +110,13 @@ class ProgressTail:
         return seen[1]
 
     def _bad(self, replica: str, path: Path, why: str) -> None:
-        log.warning("%s: a progress report was skipped: %s", path, why)
+        # Imported here: the supervisor's tail warns; a submission, which reads progress
+        # through job_views, needs no logging (~2 ms to import, its format patterns).
+        import logging
+
+        logging.getLogger("kubemill.local.progress").warning(
+            "%s: a progress report was skipped: %s", path, why
+        )
         if replica not in self._warned:
             self._warned.add(replica)
             self.on_bad(replica, why)
