@@ -30,7 +30,7 @@ main worktree's and this one's) against the same kind of server, one after the o
 prints them side by side: a before/after in one period of a shared, noisy machine (CPU per job
 is steadier than jobs/s).
 
-``--profile cpu|memory|py-spy --profile-dir DIR`` says where the operator's CPU goes and what
+``--profile cpu|memory|malloc|py-spy --profile-dir DIR`` says where the operator's CPU goes and what
 holds its memory (bench/operator_profile.py says how); for example::
 
     python bench/operator_throughput.py --server kmock --profile py-spy --profile-dir /tmp/p
@@ -68,6 +68,7 @@ from kubemill.substrates.kubernetes.operator import handlers  # noqa: E402
 from kubemill.substrates.kubernetes.operator.process import GC_YOUNG_THRESHOLD  # noqa: E402
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings  # noqa: E402
 from measure import cpu_seconds, rss_mib  # noqa: E402
+from operator_smaps import describe as describe_mappings  # noqa: E402
 from support.control_plane import build, running_control_plane  # noqa: E402
 from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 
@@ -150,6 +151,8 @@ class Figures:
     rss_idle: float = 0.0
     rss_end: float = 0.0
     rss_peak: float = 0.0
+    mappings: str = ""
+    """The resident memory at the end by kind of mapping (bench/operator_smaps.py)."""
     writes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     floor: Floor | None = None
@@ -267,7 +270,7 @@ def run(
         "--bind-address", "127.0.0.1", "--workers", str(args.workers),
     ]  # fmt: skip
     argv = [sys.executable, "-m", "kubemill.substrates.kubernetes.operator", *options]
-    if profile is not None and args.profile in ("cpu", "memory"):
+    if profile is not None and args.profile in ("cpu", "memory", "malloc"):
         profile.mkdir(parents=True, exist_ok=True)
         script = str(BENCH / "operator_profile.py")
         argv = [sys.executable, script, args.profile, str(profile), "--", *options]
@@ -301,8 +304,8 @@ def run(
         path = f"/apis/kubemill.dev/v1/namespaces/{NAMESPACE}/tfjobs"
         if profile is not None and args.profile == "py-spy":
             sampler = start_py_spy(operator.pid, profile)
-        if profile is not None and args.profile == "memory":
-            dump_profile(operator, profile / "memory.done")  # the idle snapshot
+        if profile is not None and args.profile in ("memory", "malloc"):
+            dump_profile(operator, profile / f"{args.profile}.done")  # the idle snapshot
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
             list(
@@ -327,10 +330,11 @@ def run(
         time.sleep(3.0)
         figures.rss_end = rss_mib(operator.pid)
         figures.rss_peak = peak_rss_mib(operator.pid)
+        figures.mappings = describe_mappings(operator.pid)
         if floor is not None and figures.floor is not None:
             figures.floor.rss_end = rss_mib(floor.pid)
             figures.floor.rss_peak = peak_rss_mib(floor.pid)
-        if profile is not None and args.profile in ("cpu", "memory"):
+        if profile is not None and args.profile in ("cpu", "memory", "malloc"):
             dump_profile(operator, profile / f"{args.profile}.done")
     finally:
         if sampler is not None and sampler.poll() is None:
@@ -407,7 +411,7 @@ def main() -> None:
         action="store_false",
         help="do not run kopf alone beside the operator (bench/operator_floor.py)",
     )
-    parser.add_argument("--profile", choices=("cpu", "memory", "py-spy"))
+    parser.add_argument("--profile", choices=("cpu", "memory", "malloc", "py-spy"))
     parser.add_argument(
         "--profile-dir", type=Path, help="where --profile writes (one folder a run)"
     )
@@ -465,6 +469,8 @@ def main() -> None:
     print(f"minimum object writes per job: {minimum / args.jobs:.0f}")
     for number, src in enumerate(args.operator_src or ()):
         print(f"operator {number + 1}: {src.resolve()}")
+    for name, f in results.items():
+        print(f"{name}: operator RSS at the end: {f.mappings}")
     for name, f in results.items():
         print(f"{name}: writes by resource {dict(sorted(f.writes.items()))}")
         print(f"{name}: error answers {dict(f.errors) or 'none'}")
