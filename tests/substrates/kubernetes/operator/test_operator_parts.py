@@ -710,6 +710,48 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
     assert loads == ["7", "9"]  # the other job, then this one again
 
 
+def test_the_version_the_operators_own_status_write_made_is_loaded_but_not_planned_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The status write is made at the version the pass read, so the version it makes
+    differs by the status alone: the next pass loads that version (with the status
+    written) and keeps the plan. A version someone else made is planned again."""
+    import kubemill.substrates.kubernetes.operator.loaded as loaded_module
+
+    loads: list[str] = []
+    plans: list[str] = []
+
+    def loaded(raw: Any) -> Any:
+        loads.append(raw["metadata"]["resourceVersion"])
+        return load_document(raw)
+
+    def planned(job: Any) -> Any:
+        plans.append(job.metadata.resource_version)
+        return plan_on_kubernetes(job)
+
+    monkeypatch.setattr(loaded_module, "load_document", loaded)
+    monkeypatch.setattr(loaded_module, "plan_on_kubernetes", planned)
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    job = _job("kubemill.dev")
+    jobs = {key: [job]}
+    api = FakeApi()
+    pods = {("ns", "j"): [PodSnapshot.of(pod_body(name, owner="uid-1")) for name in NAMES]}
+    reconciler = _reconciler(api, jobs, pods)
+    asyncio.run(reconciler.reconcile(key))
+    (written,) = [c[2] for c in api.calls if c[0] == "status"]  # answered at version 99
+
+    def at(version: str) -> None:
+        meta = {**job["metadata"], "resourceVersion": version}
+        jobs[key] = [{**job, "metadata": meta, "status": written}]
+        asyncio.run(reconciler.reconcile(key))
+
+    at("99")
+    assert (loads, plans) == (["7", "99"], ["7"])
+    assert [c[0] for c in api.calls] == ["status"]  # loaded with the status written
+    at("100")
+    assert (loads, plans) == (["7", "99", "100"], ["7", "100"])
+
+
 def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
     key = ("kubemill.dev", "pytorchjobs", "ns", "j")
     job = _job("kubemill.dev")
