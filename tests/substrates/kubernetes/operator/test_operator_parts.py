@@ -15,6 +15,7 @@ from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
 from kubemill.kinds import load_document, load_one
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
+from kubemill.substrates.kubernetes.operator.caches import cached_job
 from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import (
     JOBS_INDEX,
@@ -762,3 +763,19 @@ def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
     for _ in range(3):
         assert asyncio.run(reconciler.reconcile(key)) is None
     assert events == [("Warning", "InvalidSpec")]
+
+
+def test_a_kept_job_is_its_body_less_managed_fields_with_the_keys_of_every_job_shared() -> None:
+    """The cache keeps each job as its body less managedFields; two jobs parsed apart (as
+    two watch events are) share the strings of their keys, not only equal ones."""
+    bodies = [json.loads(json.dumps(_job("kubemill.dev"))) for _ in range(2)]
+    for body in bodies:
+        body["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    kept = [cached_job(body) for body in bodies]
+    expected = _job("kubemill.dev")
+    assert kept[0] == kept[1] == expected
+    first = kept[0]["spec"]["pytorchReplicaSpecs"]
+    second = kept[1]["spec"]["pytorchReplicaSpecs"]
+    assert [id(k) for k in first] == [id(k) for k in second]
+    assert [id(k) for k in first["Master"]] == [id(k) for k in second["Master"]]
+    assert "managedFields" in bodies[0]["metadata"]  # the body itself is left as it was
