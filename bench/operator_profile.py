@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,47 @@ def _pymalloc_stats() -> list[str]:
     return [" ".join(line.split()) for line in text.splitlines() if line.startswith(wanted)]
 
 
+def _deep_size(root: object, seen: set[int]) -> int:
+    """Bytes of ``root`` and of what it reaches (no classes, modules or functions: code),
+    skipping what ``seen`` holds and adding what it counted to it."""
+    total = 0
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+def _held_by_parts() -> list[str]:
+    """The deep size of the operator's long-lived parts, found among the collector's objects
+    by their class: the reconciler's per-job memory and loaded jobs, the caches (kopf's
+    indexes, which hold what the handlers return), the history keeper's events."""
+    from kubemill.substrates.kubernetes.operator.history import HistoryKeeper
+    from kubemill.substrates.kubernetes.operator.reconciler import Reconciler
+
+    found = [o for o in gc.get_objects() if isinstance(o, Reconciler | HistoryKeeper)]
+    parts: list[tuple[str, object]] = []
+    for obj in found:
+        if isinstance(obj, Reconciler):
+            caches = obj._caches
+            parts += [
+                ("reconciler: per-job memory", obj._memory),
+                ("reconciler: loaded jobs and plans", obj._loaded),
+                ("cache: jobs (kopf's index)", caches.jobs),
+                ("cache: pods (kopf's index)", caches.pods),
+                ("cache: services (kopf's index)", caches.services),
+                ("cache: files and access", caches.files_and_access),
+            ]
+        else:
+            parts += [("history: events and replicas", (obj._events, obj._replicas))]
+    seen: set[int] = set()
+    return [f"{_deep_size(root, seen) / 2**20:8.2f} MiB  {name}" for name, root in parts]
+
+
 def _report_malloc(out: Path) -> None:
     """On each SIGUSR1 (the bench sends one at idle, one at the end): what malloc and
     CPython's allocator hold, the objects the collector sees by type (and, from the second,
@@ -223,6 +265,9 @@ def _report_malloc(out: Path) -> None:
             grown = by_type.copy()
             grown.subtract(counts[0])
             lines += [f"{n:+9d}  {name}" for name, n in grown.most_common(TOP) if n > 0]
+        if len(counts) > 1:
+            lines += ["", "-- what the operator's parts hold (deep, each object counted once)"]
+            lines += _held_by_parts()
         lines += ["", f"-- objects the collector sees: {sum(by_type.values())}"]
         lines += [f"{n:9d}  {name}" for name, n in by_type.most_common(TOP)]
         (out / f"malloc-{len(counts)}.txt").write_text("\n".join(lines) + "\n")

@@ -28,7 +28,8 @@ asserted: this is a measurement, run on demand (never in CI).
 ``--operator-src SRC [SRC ...]`` runs the operator of each source tree (a ``src`` folder: the
 main worktree's and this one's) against the same kind of server, one after the other, and
 prints them side by side: a before/after in one period of a shared, noisy machine (CPU per job
-is steadier than jobs/s).
+is steadier than jobs/s). ``--rounds N`` runs each N times, in the other order every other
+round (ABBA...): the later of two runs tends to cost more.
 
 ``--profile cpu|memory|malloc|py-spy --profile-dir DIR`` says where the operator's CPU goes and what
 holds its memory (bench/operator_profile.py says how); for example::
@@ -411,6 +412,13 @@ def main() -> None:
         action="store_false",
         help="do not run kopf alone beside the operator (bench/operator_floor.py)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each operator this many times, the order of --operator-src reversed every"
+        " other round",
+    )
     parser.add_argument("--profile", choices=("cpu", "memory", "malloc", "py-spy"))
     parser.add_argument(
         "--profile-dir", type=Path, help="where --profile writes (one folder a run)"
@@ -423,11 +431,16 @@ def main() -> None:
     sources: list[Path | None] = list(args.operator_src or [None])
     results = {}
     for name in chosen:
-        for number, src in enumerate(sources):
-            column = name if src is None else f"{name} {number + 1}"
-            profile = args.profile_dir / column.replace(" ", "-") if args.profile else None
-            with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
-                results[column] = run(server, args, Path(tmp), src, profile)
+        for round_ in range(args.rounds):
+            # Every other round in the other order: the later run of a pair tends to cost
+            # more on this machine (1-2 ms a job), whichever operator it is.
+            order = list(enumerate(sources))
+            for number, src in order if round_ % 2 == 0 else order[::-1]:
+                column = name if src is None else f"{name} {number + 1}"
+                column += f" r{round_ + 1}" if args.rounds > 1 else ""
+                profile = args.profile_dir / column.replace(" ", "-") if args.profile else None
+                with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
+                    results[column] = run(server, args, Path(tmp), src, profile)
 
     minimum = args.jobs * (2 * args.replicas + 1)
     print(
