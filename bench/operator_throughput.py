@@ -28,9 +28,10 @@ asserted: this is a measurement, run on demand (never in CI).
 ``--operator-src SRC [SRC ...]`` runs the operator of each source tree (a ``src`` folder: the
 main worktree's and this one's) against the same kind of server, one after the other, and
 prints them side by side: a before/after in one period of a shared, noisy machine (CPU per job
-is steadier than jobs/s).
+is steadier than jobs/s). ``--rounds N`` runs each N times, in the other order every other
+round (ABBA...): the later of two runs tends to cost more.
 
-``--profile cpu|memory|py-spy --profile-dir DIR`` says where the operator's CPU goes and what
+``--profile cpu|memory|malloc|py-spy --profile-dir DIR`` says where the operator's CPU goes and what
 holds its memory (bench/operator_profile.py says how); for example::
 
     python bench/operator_throughput.py --server kmock --profile py-spy --profile-dir /tmp/p
@@ -68,6 +69,7 @@ from kubemill.substrates.kubernetes.operator import handlers  # noqa: E402
 from kubemill.substrates.kubernetes.operator.process import GC_YOUNG_THRESHOLD  # noqa: E402
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings  # noqa: E402
 from measure import cpu_seconds, rss_mib  # noqa: E402
+from operator_smaps import describe as describe_mappings  # noqa: E402
 from support.control_plane import build, running_control_plane  # noqa: E402
 from support.kmock_cluster import ClusterThread, write_kubeconfig  # noqa: E402
 
@@ -150,6 +152,8 @@ class Figures:
     rss_idle: float = 0.0
     rss_end: float = 0.0
     rss_peak: float = 0.0
+    mappings: str = ""
+    """The resident memory at the end by kind of mapping (bench/operator_smaps.py)."""
     writes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     floor: Floor | None = None
@@ -267,7 +271,7 @@ def run(
         "--bind-address", "127.0.0.1", "--workers", str(args.workers),
     ]  # fmt: skip
     argv = [sys.executable, "-m", "kubemill.substrates.kubernetes.operator", *options]
-    if profile is not None and args.profile in ("cpu", "memory"):
+    if profile is not None and args.profile in ("cpu", "memory", "malloc"):
         profile.mkdir(parents=True, exist_ok=True)
         script = str(BENCH / "operator_profile.py")
         argv = [sys.executable, script, args.profile, str(profile), "--", *options]
@@ -301,8 +305,8 @@ def run(
         path = f"/apis/kubemill.dev/v1/namespaces/{NAMESPACE}/tfjobs"
         if profile is not None and args.profile == "py-spy":
             sampler = start_py_spy(operator.pid, profile)
-        if profile is not None and args.profile == "memory":
-            dump_profile(operator, profile / "memory.done")  # the idle snapshot
+        if profile is not None and args.profile in ("memory", "malloc"):
+            dump_profile(operator, profile / f"{args.profile}.done")  # the idle snapshot
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
             list(
@@ -327,10 +331,11 @@ def run(
         time.sleep(3.0)
         figures.rss_end = rss_mib(operator.pid)
         figures.rss_peak = peak_rss_mib(operator.pid)
+        figures.mappings = describe_mappings(operator.pid)
         if floor is not None and figures.floor is not None:
             figures.floor.rss_end = rss_mib(floor.pid)
             figures.floor.rss_peak = peak_rss_mib(floor.pid)
-        if profile is not None and args.profile in ("cpu", "memory"):
+        if profile is not None and args.profile in ("cpu", "memory", "malloc"):
             dump_profile(operator, profile / f"{args.profile}.done")
     finally:
         if sampler is not None and sampler.poll() is None:
@@ -407,7 +412,14 @@ def main() -> None:
         action="store_false",
         help="do not run kopf alone beside the operator (bench/operator_floor.py)",
     )
-    parser.add_argument("--profile", choices=("cpu", "memory", "py-spy"))
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each operator this many times, the order of --operator-src reversed every"
+        " other round",
+    )
+    parser.add_argument("--profile", choices=("cpu", "memory", "malloc", "py-spy"))
     parser.add_argument(
         "--profile-dir", type=Path, help="where --profile writes (one folder a run)"
     )
@@ -419,11 +431,16 @@ def main() -> None:
     sources: list[Path | None] = list(args.operator_src or [None])
     results = {}
     for name in chosen:
-        for number, src in enumerate(sources):
-            column = name if src is None else f"{name} {number + 1}"
-            profile = args.profile_dir / column.replace(" ", "-") if args.profile else None
-            with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
-                results[column] = run(server, args, Path(tmp), src, profile)
+        for round_ in range(args.rounds):
+            # Every other round in the other order: the later run of a pair tends to cost
+            # more on this machine (1-2 ms a job), whichever operator it is.
+            order = list(enumerate(sources))
+            for number, src in order if round_ % 2 == 0 else order[::-1]:
+                column = name if src is None else f"{name} {number + 1}"
+                column += f" r{round_ + 1}" if args.rounds > 1 else ""
+                profile = args.profile_dir / column.replace(" ", "-") if args.profile else None
+                with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
+                    results[column] = run(server, args, Path(tmp), src, profile)
 
     minimum = args.jobs * (2 * args.replicas + 1)
     print(
@@ -465,6 +482,8 @@ def main() -> None:
     print(f"minimum object writes per job: {minimum / args.jobs:.0f}")
     for number, src in enumerate(args.operator_src or ()):
         print(f"operator {number + 1}: {src.resolve()}")
+    for name, f in results.items():
+        print(f"{name}: operator RSS at the end: {f.mappings}")
     for name, f in results.items():
         print(f"{name}: writes by resource {dict(sorted(f.writes.items()))}")
         print(f"{name}: error answers {dict(f.errors) or 'none'}")

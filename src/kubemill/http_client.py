@@ -433,6 +433,7 @@ class HttpPool(_Sender):
         self.size = size
         self._idle = [first]
         self._lock = threading.Lock()
+        self._context_lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
 
     def exchange(
@@ -450,8 +451,8 @@ class HttpPool(_Sender):
         with self._lock:
             client = self._idle.pop() if self._idle else self._make()
         client.user_agent = self.user_agent
-        if client._context is None:
-            client._context = self._context  # (the first client makes it, in its send)
+        if client._context is None and client._tls:
+            client._context = self._shared_context(client)
         try:
             answer = client.exchange(
                 method, path, query, body, content_type, timeout, stream=stream
@@ -465,9 +466,21 @@ class HttpPool(_Sender):
             self._give_back(client)
         return answer
 
+    def _shared_context(self, client: HttpClient) -> ssl.SSLContext | None:
+        """The one SSL context of the pool's clients, made by the first that needs it: the
+        clients a burst of requests makes at once would each make (and keep) their own,
+        ~70 KiB each with a client certificate. None when it cannot be made: the client's
+        own connect then says why, as an unpooled client's does."""
+        with self._context_lock:
+            if self._context is None:
+                try:
+                    self._context = client.tls.context()
+                except (OSError, ValueError):
+                    return None
+            return self._context
+
     def _give_back(self, client: HttpClient) -> None:
         with self._lock:
-            self._context = self._context or client._context
             keep = len(self._idle) < self.size
             if keep:
                 self._idle.append(client)

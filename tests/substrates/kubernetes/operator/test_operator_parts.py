@@ -15,6 +15,7 @@ from kubemill.core import CreatePod, DeleteJob, DeletePod, RecordEvent
 from kubemill.kinds import load_document, load_one
 from kubemill.substrates.kubernetes.observe import ChildSnapshot, PodSnapshot, observe
 from kubemill.substrates.kubernetes.operator import OperatorSettings, SettingsError
+from kubemill.substrates.kubernetes.operator.caches import cached_job
 from kubemill.substrates.kubernetes.operator.events import build_event
 from kubemill.substrates.kubernetes.operator.handlers import (
     JOBS_INDEX,
@@ -710,6 +711,48 @@ def test_a_job_is_validated_and_planned_once_per_resource_version(
     assert loads == ["7", "9"]  # the other job, then this one again
 
 
+def test_the_version_the_operators_own_status_write_made_is_loaded_but_not_planned_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The status write is made at the version the pass read, so the version it makes
+    differs by the status alone: the next pass loads that version (with the status
+    written) and keeps the plan. A version someone else made is planned again."""
+    import kubemill.substrates.kubernetes.operator.loaded as loaded_module
+
+    loads: list[str] = []
+    plans: list[str] = []
+
+    def loaded(raw: Any) -> Any:
+        loads.append(raw["metadata"]["resourceVersion"])
+        return load_document(raw)
+
+    def planned(job: Any) -> Any:
+        plans.append(job.metadata.resource_version)
+        return plan_on_kubernetes(job)
+
+    monkeypatch.setattr(loaded_module, "load_document", loaded)
+    monkeypatch.setattr(loaded_module, "plan_on_kubernetes", planned)
+    key = ("kubemill.dev", "pytorchjobs", "ns", "j")
+    job = _job("kubemill.dev")
+    jobs = {key: [job]}
+    api = FakeApi()
+    pods = {("ns", "j"): [PodSnapshot.of(pod_body(name, owner="uid-1")) for name in NAMES]}
+    reconciler = _reconciler(api, jobs, pods)
+    asyncio.run(reconciler.reconcile(key))
+    (written,) = [c[2] for c in api.calls if c[0] == "status"]  # answered at version 99
+
+    def at(version: str) -> None:
+        meta = {**job["metadata"], "resourceVersion": version}
+        jobs[key] = [{**job, "metadata": meta, "status": written}]
+        asyncio.run(reconciler.reconcile(key))
+
+    at("99")
+    assert (loads, plans) == (["7", "99"], ["7"])
+    assert [c[0] for c in api.calls] == ["status"]  # loaded with the status written
+    at("100")
+    assert (loads, plans) == (["7", "99", "100"], ["7", "100"])
+
+
 def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
     key = ("kubemill.dev", "pytorchjobs", "ns", "j")
     job = _job("kubemill.dev")
@@ -720,3 +763,19 @@ def test_an_invalid_job_is_reported_once_per_resource_version() -> None:
     for _ in range(3):
         assert asyncio.run(reconciler.reconcile(key)) is None
     assert events == [("Warning", "InvalidSpec")]
+
+
+def test_a_kept_job_is_its_body_less_managed_fields_with_the_keys_of_every_job_shared() -> None:
+    """The cache keeps each job as its body less managedFields; two jobs parsed apart (as
+    two watch events are) share the strings of their keys, not only equal ones."""
+    bodies = [json.loads(json.dumps(_job("kubemill.dev"))) for _ in range(2)]
+    for body in bodies:
+        body["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    kept = [cached_job(body) for body in bodies]
+    expected = _job("kubemill.dev")
+    assert kept[0] == kept[1] == expected
+    first = kept[0]["spec"]["pytorchReplicaSpecs"]
+    second = kept[1]["spec"]["pytorchReplicaSpecs"]
+    assert [id(k) for k in first] == [id(k) for k in second]
+    assert [id(k) for k in first["Master"]] == [id(k) for k in second["Master"]]
+    assert "managedFields" in bodies[0]["metadata"]  # the body itself is left as it was

@@ -4,6 +4,7 @@ children in them, and what of a job body is kept (:func:`cached_job`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +22,25 @@ ChildKey = tuple[str, str]
 def cached_job(body: Mapping[str, Any]) -> dict[str, Any]:
     """A job as the operator keeps it (its cache, its last status write's answer): the body
     less ``metadata.managedFields``, the API server's record of which client wrote which
-    field, often the larger part of the metadata, that nothing in the operator reads."""
-    job = dict(body)
-    meta = job.get("metadata")
-    if isinstance(meta, Mapping) and "managedFields" in meta:
-        job["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    field, often the larger part of the metadata, that nothing in the operator reads; every
+    key of it the one string of that text (:func:`sys.intern`). A parsed answer has its own
+    copy of each key (``json`` shares them within one document only): a third of a kept
+    job (500 x 4: ~1.6 of ~5 KiB a job), for a walk of ~10 us."""
+    job: dict[str, Any] = {}
+    for key, value in body.items():
+        if key == "metadata" and isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if k != "managedFields"}
+        job[sys.intern(key)] = _shared_keys(value)
     return job
+
+
+def _shared_keys(value: Any) -> Any:
+    """``value`` with every mapping's keys interned (JSON's keys are strings)."""
+    if isinstance(value, Mapping):
+        return {sys.intern(str(k)): _shared_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared_keys(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -132,7 +131,7 @@ class HistoryKeeper:
         self._pods = pods
         self._controllers = controllers if controllers is not None else {}
         self._leading = leading
-        self._events: dict[str, deque[PostedEvent]] = {}
+        self._events: dict[str, list[PostedEvent]] = {}
         self._replicas: dict[str, tuple[ReplicaView, ...]] = {}
         self._pending: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=MAX_PENDING)
         self._kept: list[tuple[str, str]] = []
@@ -160,8 +159,12 @@ class HistoryKeeper:
         """The operator posted an Event on ``job``."""
         uid = str((job.get("metadata") or {}).get("uid") or "")
         if uid:
-            kept = self._events.setdefault(uid, deque(maxlen=EVENTS_PER_JOB))
+            # A list, not a deque of that length: a deque's first block has room for 64
+            # (~0.5 KiB a job), where a job has a few events.
+            kept = self._events.setdefault(uid, [])
             kept.append(PostedEvent(datetime.now(UTC), type, reason, message))
+            if len(kept) > EVENTS_PER_JOB:
+                del kept[0]
 
     def seen(self, body: Mapping[str, Any]) -> None:
         """A job's watch event (not DELETED): take its replicas once it is finished or

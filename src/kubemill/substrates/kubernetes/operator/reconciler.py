@@ -573,6 +573,10 @@ class Reconciler:
         memory.unwritten_counts = None
         memory.stale_rvs = frozenset(versions)
         memory.written = cached_job(written) if written is not None else None
+        if written is not None and read_rv and not annotate:  # the status alone: .loaded
+            made = str(written.get("metadata", {}).get("resourceVersion", ""))
+            key = (resource.group, resource.plural, job.namespace, job.name)
+            self._loaded.status_written(key, read_rv, made)
         self._metrics.count_transitions(resource.kind, job.status, status)
 
     async def _retrying(self, call: Callable[[], Any]) -> dict[str, Any]:
