@@ -293,17 +293,9 @@ class _ReplicaSetPass(JobPass):
         words = f"{message.rstrip('.')}; it runs again from the start ({reason}: retry "
         words += f"{failed} of {retry.limit})."
         what = f"{self.kind}Restarting"
-        # restate: a retry while the last one's Restarting stands (the attempt never ran)
-        # is a new occurrence, and its message must say this retry's count.
-        set_condition(
-            self.status,
-            ConditionType.RESTARTING,
-            "True",
-            reason=what,
-            message=words,
-            now=self.now,
-            restate=True,
-        )
+        # restate: a retry while the last Restarting stands must say its own count.
+        status, kind = self.status, ConditionType.RESTARTING
+        set_condition(status, kind, "True", reason=what, message=words, now=self.now, restate=True)
         self._event("Warning", what, words)
         return True
 
