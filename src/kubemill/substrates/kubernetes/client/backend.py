@@ -5,7 +5,13 @@ cluster through kubemill's own HTTP client, with what a kubeconfig or a pod's se
 gives (see :mod:`.connection`; the ``kubernetes`` package is not needed):
 
 - ``submit`` creates the job object (``kubemill.dev/v1``, plural from the CRD registry, see
-  :mod:`.kinds`); the operator does the rest;
+  :mod:`.kinds`; a manifest in an upstream group is created in ours too); the operator does
+  the rest;
+- every other call finds the job by name in our group and in the upstream groups the
+  cluster serves (the operator's ``--serve-upstream-groups``: KubeRay's, Kubeflow's, ...; a
+  name qualified with a group looks there only), and reads and writes it in the group it
+  was found in; ``list`` lists them all (see :meth:`KubernetesBackend._find` for a name
+  present in two groups);
 - ``get``/``list`` map the object's status, and each replica from its pod (labelled
   ``kubemill.dev/job-name``, controlled by the job) as the core sees it (:mod:`.views`);
   a replica run through a child controller from its batch/v1 Job (labelled and controlled
@@ -37,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api import API_VERSION, GROUP, STOP_ANNOTATION, VERSION, Job
+from kubemill.api import GROUP, STOP_ANNOTATION, VERSION, Job
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.kinds import child_pods_of
 from kubemill.substrates.base import (
@@ -74,6 +80,7 @@ from kubemill.substrates.kubernetes.client.kinds import (
     job_kinds,
     kind_of,
     split_name,
+    upstream_kinds,
 )
 from kubemill.substrates.kubernetes.client.logs import LogFollower, log_sources, read_logs
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
@@ -142,6 +149,8 @@ class KubernetesBackend:
         self.poll_interval = poll_interval
         self._submitted: dict[str, float] = {}
         """uid -> monotonic time of our submit: the operator check counts from there."""
+        self._group_versions: frozenset[str] | None = None
+        """The ``group/version``s the cluster serves (its discovery, read once when needed)."""
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -162,7 +171,7 @@ class KubernetesBackend:
         kind = kind_of(job)
         namespace = self._target_namespace(job, options.namespace)
         body = job_body(job, namespace)
-        request = Request("create", kind.plural, GROUP, namespace, job.name)
+        request = Request("create", kind.plural, kind.group, namespace, job.name)
         try:
             raw = self.http.json(request, "POST", kind.path(namespace), body=body)
         except KubeApiError as exc:
@@ -199,28 +208,38 @@ class KubernetesBackend:
         return self._view(found, self._replica_pods(found))
 
     def list(self, namespace: str | None = None) -> builtins.list[JobView]:
-        """Every job of ``namespace`` (every namespace when ``None``), oldest first."""
-        objects: builtins.list[Found] = []
+        """Every job of ``namespace`` (every namespace when ``None``), oldest first: those
+        of our group, and those of each upstream group the cluster serves.
+
+        An object of an upstream group that kubemill cannot load (another operator's, or one
+        using a field kubemill refuses) is left out: it is no job kubemill runs, and one such
+        object must not hide the others; ``get`` of its name says what is wrong with it.
+        """
+        objects: dict[str, Found] = {}  # by uid: an object served at two versions is one job
         missing: builtins.list[JobKind] = []
-        kinds = job_kinds()
-        for kind in kinds:
-            request = Request("list", kind.plural, GROUP, namespace)
+        ours = job_kinds()
+        for kind in (*ours, *self._served(upstream_kinds())):
+            request = Request("list", kind.plural, kind.group, namespace)
             try:
                 answer = self.http.json(request, "GET", kind.path(namespace))
             except KubeApiError as exc:
-                if exc.status != 404:
+                if not _passed_over(kind, exc):
                     raise
-                missing.append(kind)
-                continue
+                if kind.ours:
+                    missing.append(kind)
+                continue  # an upstream group without this kind's CRD, or not ours to read
             for item in answer.get("items") or ():
                 # Lists do not repeat kind/apiVersion on items (the list has them).
-                item.setdefault("apiVersion", API_VERSION)
+                item.setdefault("apiVersion", kind.api_version)
                 item.setdefault("kind", kind.kind)
-                objects.append(Found(kind, item))
-        if len(missing) == len(kinds):
+                found = Found(kind, item)
+                if found.uid in objects or not (kind.ours or _loads(found)):
+                    continue
+                objects[found.uid or f"{kind.resource}/{found.namespace}/{found.name}"] = found
+        if len(missing) == len(ours):
             self._require_crds(missing)  # none served: say so (a partial install lists the rest)
-        seen = listed_replica_pods(self.http, namespace, objects)
-        views = [self._view(f, seen[f.uid]) for f in objects]
+        seen = listed_replica_pods(self.http, namespace, objects.values())
+        views = [self._view(f, seen[f.uid]) for f in objects.values()]
         return sorted(
             views,
             key=lambda v: (v.created or datetime.min.replace(tzinfo=UTC), v.namespace, v.name),
@@ -349,7 +368,9 @@ class KubernetesBackend:
         }
         if found.uid:
             options["preconditions"] = {"uid": found.uid}
-        request = Request("delete", found.kind.plural, GROUP, found.namespace, found.name)
+        request = Request(
+            "delete", found.kind.plural, found.kind.group, found.namespace, found.name
+        )
         try:
             self.http.json(
                 request, "DELETE", found.kind.path(found.namespace, found.name), body=options
@@ -364,40 +385,104 @@ class KubernetesBackend:
     # --- finding jobs and their pods -----------------------------------------------------
 
     def _find(self, name: str, namespace: str) -> Found:
-        kinds, bare = split_name(name)
-        found: builtins.list[Found] = []
+        """The job ``name`` (``NAME`` or ``kind/NAME``) of ``namespace``, looked for in
+        every kind it could be, in our group and in each upstream group the cluster serves.
+
+        A job of one kind present in two groups (in ``kubemill.dev`` and, of the same
+        name, in its engine's upstream group) is the one in our group, without an error:
+        ours is where ``submit`` creates jobs, so a name kubemill gave keeps meaning the
+        same object whatever another tool creates upstream (the upstream one is not even
+        asked for); the other is reached by qualifying the name with its group
+        (``PLURAL.GROUP/NAME``, as kubectl). Jobs of different kinds sharing the name are
+        an error naming each, as before upstream groups were looked in.
+        """
+        candidates, bare = split_name(name)
+        ours = tuple(k for k in candidates if k.ours)
+        kinds = (*ours, *self._served(k for k in candidates if not k.ours))
+        found: dict[str, Found] = {}  # by kind: the first group that has it
         missing: builtins.list[JobKind] = []
+        forbidden: builtins.list[JobKind] = []
         for kind in kinds:
-            request = Request("get", kind.plural, GROUP, namespace, bare)
+            if kind.kind in found:
+                continue  # found in our group: an upstream namesake of that kind is not asked
+            request = Request("get", kind.plural, kind.group, namespace, bare)
             try:
                 raw = self.http.json(request, "GET", kind.path(namespace, bare))
             except KubeApiError as exc:
-                if exc.status != 404:
+                if not _passed_over(kind, exc):
                     raise
-                missing.append(kind)
+                if kind.ours:
+                    missing.append(kind)
+                elif exc.status == 403:
+                    forbidden.append(kind)
                 continue
-            found.append(Found(kind, raw))
+            found.setdefault(kind.kind, Found(kind, raw))
         if len(found) > 1:
-            choices = " or ".join(f"{f.kind.kind.lower()}/{bare}" for f in found)
+            choices = " or ".join(_qualified(f.kind, bare) for f in found.values())
             raise SubstrateError(
-                f"{' and '.join(f.kind.kind for f in found)} are both named {bare!r} in "
+                f"{' and '.join(found)} are both named {bare!r} in "
                 f"namespace {namespace!r}; say which: {choices}"
             )
         if not found:
-            unserved = self._unserved(missing)
-            if len(unserved) == len(kinds):
-                raise CRDsNotInstalled([k.resource for k in unserved], self.connection.server)
-            note = ""
-            if unserved:
-                verb = "is" if len(unserved) == 1 else "are"
-                note = f" ({', '.join(k.resource for k in unserved)} {verb} not installed)"
-            names = [k.kind for k in kinds]
-            kinds_text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-            raise JobNotFound(
-                f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name)"
-                f"{note}; `kubemill get -n {namespace}` shows the jobs there"
+            raise self._not_found(bare, namespace, candidates, kinds, missing, forbidden)
+        return next(iter(found.values()))
+
+    def _not_found(
+        self,
+        bare: str,
+        namespace: str,
+        candidates: tuple[JobKind, ...],
+        asked: tuple[JobKind, ...],
+        missing: builtins.list[JobKind],
+        forbidden: builtins.list[JobKind],
+    ) -> SubstrateError:
+        """Why no job ``bare`` was found: our CRDs not installed, or none of that name in
+        the groups ``asked`` (``missing``: those of our group that answered 404;
+        ``forbidden``: those of upstream groups RBAC did not let us read)."""
+        unserved = self._unserved(missing) if missing else []
+        if unserved and len(unserved) == len([k for k in candidates if k.ours]):
+            return CRDsNotInstalled([k.resource for k in unserved], self.connection.server)
+        unasked = [k.resource for k in candidates if not k.ours and k not in asked]
+        if not asked:  # a name qualified with a group the cluster does not serve
+            return JobNotFound(
+                f"no job {bare!r}: the cluster does not serve {', '.join(unasked)} (an "
+                "upstream group is served by an operator started with --serve-upstream-groups)"
             )
-        return found[0]
+        note = ""
+        if unserved:
+            verb = "is" if len(unserved) == 1 else "are"
+            note = f" ({', '.join(k.resource for k in unserved)} {verb} not installed)"
+        if forbidden:
+            note += f" (not allowed to read {', '.join(k.resource for k in forbidden)})"
+        names = builtins.list(dict.fromkeys(k.kind for k in asked))
+        kinds_text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        groups = " or ".join(dict.fromkeys(k.api_version for k in asked))
+        return JobNotFound(
+            f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name in "
+            f"{groups}){note}; `kubemill get -n {namespace}` shows the jobs there"
+        )
+
+    def _served(self, kinds: Iterable[JobKind]) -> tuple[JobKind, ...]:
+        """Those of ``kinds`` whose group and version the cluster serves (its discovery,
+        ``GET /apis``, read once for the backend's life). A group not served is no error:
+        most clusters serve none of the upstream groups."""
+        kinds = tuple(kinds)
+        if not kinds:
+            return ()
+        if self._group_versions is None:
+            request = Request("get", "/apis")
+            try:
+                answer = self.http.json(request, "GET", "/apis")
+            except KubeApiError as exc:
+                if exc.status not in (403, 404):
+                    raise
+                answer = {}  # discovery refused: our group alone, as without upstream groups
+            self._group_versions = frozenset(
+                str(version.get("groupVersion"))
+                for group in answer.get("groups") or ()
+                for version in group.get("versions") or ()
+            )
+        return tuple(k for k in kinds if k.api_version in self._group_versions)
 
     def _unserved(self, kinds: Iterable[JobKind]) -> builtins.list[JobKind]:
         """Those of ``kinds`` the cluster's discovery does not list (CRD not installed)."""
@@ -553,6 +638,29 @@ class KubernetesBackend:
         except KubeApiError as exc:
             if exc.status != 404:
                 raise
+
+
+def _qualified(kind: JobKind, name: str) -> str:
+    """How a user names ``name`` of ``kind`` in its group: ``tfjob/x`` in ours,
+    ``tfjobs.kubeflow.org/x`` in an upstream group."""
+    return f"{kind.kind.lower()}/{name}" if kind.ours else f"{kind.resource}/{name}"
+
+
+def _passed_over(kind: JobKind, exc: KubeApiError) -> bool:
+    """Whether a lookup of ``kind`` that failed with ``exc`` just finds nothing there: a 404
+    (no object of that name, or no CRD of the kind), or in an upstream group a 403 (RBAC
+    may grant kubemill's group alone, and a cluster serving Kubeflow's or KubeRay's group
+    for their own operators must not make every lookup fail)."""
+    return exc.status == 404 or (exc.status == 403 and not kind.ours)
+
+
+def _loads(found: Found) -> bool:
+    """Whether kubemill can load ``found`` as a job."""
+    try:
+        found.job()
+    except SubstrateError:
+        return False
+    return True
 
 
 def _finished(job: Job) -> bool:
