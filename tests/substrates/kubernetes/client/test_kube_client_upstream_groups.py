@@ -20,8 +20,10 @@ import yaml
 from kubemill.kinds import load_one
 from kubemill.sdk import JobClient
 from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
-from kubemill.substrates.kubernetes.client import KubernetesBackend
-from support.kube_client_support import ClientClusterThread, status_body
+from kubemill.substrates.kubernetes.build import Owner, build_pod
+from kubemill.substrates.kubernetes.client import KubernetesBackend, load_job
+from kubemill.substrates.kubernetes.render import plan_on_kubernetes
+from support.kube_client_support import ClientClusterThread, Operator, running, status_body
 from support.upstream_crds import upstream_crd
 
 EXAMPLES = Path(__file__).parents[4] / "examples"
@@ -82,6 +84,17 @@ def apply(
     return created
 
 
+def play_pods(cluster: ClientClusterThread, path: str) -> list[dict[str, Any]]:
+    """The pods the operator builds for the job at ``path``, created as it would."""
+    job = load_job(cluster.get(path))
+    return [
+        cluster.create(
+            f"/api/v1/namespaces/{job.namespace}/pods", build_pod(job, r, owner=Owner.of(job))
+        )
+        for r in plan_on_kubernetes(job).replicas
+    ]
+
+
 def calls_to(cluster: ClientClusterThread, plural: str, since: int = 0) -> list[tuple[str, str]]:
     """(method, group) of each request the client made for ``plural`` (watches as WATCH)."""
     return [
@@ -95,6 +108,7 @@ def calls_to(cluster: ClientClusterThread, plural: str, since: int = 0) -> list[
 def test_a_job_in_a_served_upstream_group_is_found_listed_patched_and_deleted_there(
     cluster: ClientClusterThread,
     backend: KubernetesBackend,
+    operator: Operator,
     kind: str,
     plural: str,
     group: str,
@@ -110,6 +124,16 @@ def test_a_job_in_a_served_upstream_group_is_found_listed_patched_and_deleted_th
     assert (view.kind, view.name, view.job.metadata.uid) == (kind, "up", created["metadata"]["uid"])
     # Looked for in kubemill's group first (not there), then found in the upstream one.
     assert calls_to(cluster, plural)[-2:] == [("GET", "kubemill.dev"), ("GET", group)]
+    # Its replicas and logs, from the pods it controls.
+    first = play_pods(cluster, f"/apis/{group}/{version}/namespaces/ml/{plural}/up")[0]
+    pod, container = first["metadata"]["name"], first["spec"]["containers"][0]["name"]
+    cluster.patch(
+        f"/api/v1/namespaces/ml/pods/{pod}/status", {"status": running(container, ip="10.0.0.7")}
+    )
+    operator.start_log("ml", pod, container).write("upstream says hello")
+    assert (pod, "Running") in [(r.name, r.phase) for r in backend.get("up", "ml").replicas]
+    lines = backend.logs("up", "ml", replica=pod)
+    assert [(line.replica, line.text) for line in lines] == [(pod, "upstream says hello")]
 
     listed = backend.list("ml")
     assert sorted((v.kind, v.name) for v in listed) == sorted(
