@@ -168,7 +168,8 @@ def job_body(job: Job, namespace: str) -> dict[str, Any]:
 
 @dataclass
 class Found:
-    """A job object as the API server returned it."""
+    """A job object as the API server returned it, from the group of ``kind`` (where every
+    later request for it goes)."""
 
     kind: JobKind
     raw: dict[str, Any]
