@@ -250,19 +250,35 @@ def test_a_name_in_our_group_and_in_an_upstream_one_is_ours_unless_qualified(
     assert backend.get("rc", "ml").job.metadata.uid == upstream["metadata"]["uid"]
 
 
-def test_jobs_of_different_kinds_sharing_a_name_across_groups_are_named_each(
+def test_a_name_in_our_group_is_ours_whatever_kind_shares_it_upstream(
     cluster: ClientClusterThread, backend: KubernetesBackend
 ) -> None:
+    """Found in our group, a name costs no request upstream (nor discovery); upstream jobs
+    of different kinds sharing a name are an error naming each, qualified."""
     cluster.create_namespaces("ml")
-    serve(cluster, ("PyTorchJob", "kubeflow.org", "v1"))
+    serve(cluster, ("PyTorchJob", "kubeflow.org", "v1"), ("TFJob", "kubeflow.org", "v1"))
     apply(cluster, "kubeflow.org", "v1", "pytorchjobs", "ml", pytorch_job("x"))
     backend.submit(load_one(ray_cluster("x")), SubmitOptions(namespace="ml"))
+    before = len(cluster.client_calls())
 
-    with pytest.raises(
-        SubstrateError, match=r"say which: raycluster/x or pytorchjobs\.kubeflow\.org/x"
-    ):
-        backend.get("x", "ml")
+    assert backend.get("x", "ml").kind == "RayCluster"
+    asked = [c.path for c in cluster.client_calls()[before:]]
+    assert not [p for p in asked if not p.startswith(("/apis/kubemill.dev/", "/api/v1/"))], asked
     assert backend.get("pytorchjob/x", "ml").kind == "PyTorchJob"
+
+    tf = pytorch_job("y")
+    tf["kind"] = "TFJob"
+    tf["spec"] = {"tfReplicaSpecs": tf["spec"].pop("pytorchReplicaSpecs")}
+    tf["spec"]["tfReplicaSpecs"].pop("Master")
+    for container in tf["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
+        container["name"] = "tensorflow"
+    apply(cluster, "kubeflow.org", "v1", "tfjobs", "ml", tf)
+    apply(cluster, "kubeflow.org", "v1", "pytorchjobs", "ml", pytorch_job("y"))
+    with pytest.raises(
+        SubstrateError, match=r"say which: tfjobs\.kubeflow\.org/y or pytorchjobs\.kubeflow\.org/y"
+    ):
+        backend.get("y", "ml")
+    assert backend.get("tfjobs.kubeflow.org/y", "ml").kind == "TFJob"
 
 
 def test_an_upstream_object_kubemill_cannot_load_is_left_out_of_the_listing(

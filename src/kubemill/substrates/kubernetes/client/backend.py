@@ -385,47 +385,57 @@ class KubernetesBackend:
     # --- finding jobs and their pods -----------------------------------------------------
 
     def _find(self, name: str, namespace: str) -> Found:
-        """The job ``name`` (``NAME`` or ``kind/NAME``) of ``namespace``, looked for in
-        every kind it could be, in our group and in each upstream group the cluster serves.
+        """The job ``name`` (``NAME`` or ``kind/NAME``) of ``namespace``: looked for in
+        every kind it could be in our group, and only if none has it, in the upstream
+        groups the cluster serves (its discovery is read then, once).
 
-        A job of one kind present in two groups (in ``kubemill.dev`` and, of the same
-        name, in its engine's upstream group) is the one in our group, without an error:
-        ours is where ``submit`` creates jobs, so a name kubemill gave keeps meaning the
-        same object whatever another tool creates upstream (the upstream one is not even
-        asked for); the other is reached by qualifying the name with its group
-        (``PLURAL.GROUP/NAME``, as kubectl). Jobs of different kinds sharing the name are
-        an error naming each, as before upstream groups were looked in.
+        A name in our group is that job, whatever another tool created upstream under the
+        same name (of its kind or another): ours is where ``submit`` creates jobs, so a name
+        kubemill gave keeps meaning the same object, and finding it costs what it did
+        before upstream groups were served. The upstream one is reached by qualifying the
+        name with its group (``PLURAL.GROUP/NAME``, as with kubectl). Jobs of different
+        kinds sharing the name within the groups looked in are an error naming each.
         """
         candidates, bare = split_name(name)
-        ours = tuple(k for k in candidates if k.ours)
-        kinds = (*ours, *self._served(k for k in candidates if not k.ours))
-        found: dict[str, Found] = {}  # by kind: the first group that has it
-        missing: builtins.list[JobKind] = []
+        asked = tuple(k for k in candidates if k.ours)
+        found, missing = self._look(asked, namespace, bare)
         forbidden: builtins.list[JobKind] = []
-        for kind in kinds:
-            if kind.kind in found:
-                continue  # found in our group: an upstream namesake of that kind is not asked
-            request = Request("get", kind.plural, kind.group, namespace, bare)
-            try:
-                raw = self.http.json(request, "GET", kind.path(namespace, bare))
-            except KubeApiError as exc:
-                if not _passed_over(kind, exc):
-                    raise
-                if kind.ours:
-                    missing.append(kind)
-                elif exc.status == 403:
-                    forbidden.append(kind)
-                continue
-            found.setdefault(kind.kind, Found(kind, raw))
+        if not found:
+            upstream = self._served(k for k in candidates if not k.ours)
+            found, forbidden = self._look(upstream, namespace, bare)
+            asked = (*asked, *upstream)
         if len(found) > 1:
-            choices = " or ".join(_qualified(f.kind, bare) for f in found.values())
+            choices = " or ".join(_qualified(f.kind, bare) for f in found)
             raise SubstrateError(
-                f"{' and '.join(found)} are both named {bare!r} in "
+                f"{' and '.join(f.kind.kind for f in found)} are both named {bare!r} in "
                 f"namespace {namespace!r}; say which: {choices}"
             )
         if not found:
-            raise self._not_found(bare, namespace, candidates, kinds, missing, forbidden)
-        return next(iter(found.values()))
+            raise self._not_found(bare, namespace, candidates, asked, missing, forbidden)
+        return found[0]
+
+    def _look(
+        self, kinds: Iterable[JobKind], namespace: str, name: str
+    ) -> tuple[builtins.list[Found], builtins.list[JobKind]]:
+        """The objects named ``name`` of ``kinds`` (the first group of each kind that has
+        one), and the kinds passed over: a 404 in our group (no such object, or no CRD),
+        a 403 in an upstream group (see :func:`_passed_over`)."""
+        found: dict[str, Found] = {}
+        passed: builtins.list[JobKind] = []
+        for kind in kinds:
+            if kind.kind in found:
+                continue
+            request = Request("get", kind.plural, kind.group, namespace, name)
+            try:
+                raw = self.http.json(request, "GET", kind.path(namespace, name))
+            except KubeApiError as exc:
+                if not _passed_over(kind, exc):
+                    raise
+                if kind.ours or exc.status == 403:
+                    passed.append(kind)
+                continue
+            found[kind.kind] = Found(kind, raw)
+        return builtins.list(found.values()), passed
 
     def _not_found(
         self,
