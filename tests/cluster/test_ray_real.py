@@ -207,10 +207,10 @@ def test_a_rayjob_brings_up_its_cluster_and_submitter_suspends_and_is_collected(
         timeout=WAIT,
         what=Seen("Running (the Job's pod ready)", job),
     )
-    if how != "kubectl-upstream":  # the SDK/CLI reads kubemill's group
-        the_client_reads_the_submitter_from_its_job(
-            control_plane, node, namespace, nodes, str(submitter["metadata"]["name"])
-        )
+    # The SDK/CLI find it in either group (KubeRay's for kubectl-upstream).
+    the_client_reads_the_submitter_from_its_job(
+        control_plane, node, namespace, nodes, str(submitter["metadata"]["name"])
+    )
     control_plane.request("GET", f"/api/v1/namespaces/{namespace}/services/rj-head-svc")
     # No Ray answers at the head pod's IP here: the deployment is as far as it goes.
     eventually(
@@ -454,7 +454,9 @@ def test_a_ray_cluster_with_token_auth_gets_its_secret_and_is_scaled_by_a_json_p
     field, and takes the token Secret the operator makes (the cluster's name, key
     ``auth_token``, owned by the cluster) and pods whose Ray containers read it; then the
     engine's scale of the group, a JSON patch (a ``test`` of the group's name, its count at
-    its index), is applied by the real server, whole or not at all: a third worker runs."""
+    its index), is applied by the real server, whole or not at all. ``kubemill scale`` and
+    the SDK find the cluster in KubeRay's group and scale, read and delete it there: a third
+    worker runs, and the real garbage collector takes its children."""
     namespace = control_plane.new_namespace()
     manifest = RAY_CLUSTER.manifest("rca")
     manifest["spec"]["authOptions"] = {"mode": "token"}
@@ -480,20 +482,48 @@ def test_a_ray_cluster_with_token_auth_gets_its_secret_and_is_scaled_by_a_json_p
         }
         assert token not in json.dumps(pod)
 
-    # The engine's patch, as the SDK sends it (KubeRay's group is kubectl's here): a test
-    # that fails (the group not at that index) is refused whole by the real server.
+    # The engine's patch with a test that fails (the group not at that index), sent as the
+    # SDK would: the real server refuses it whole.
     patch = worker_group_patch(load_one(job.get()), None, 3)
     wrong = [{**patch[0], "value": "other"}, *patch[1:]]
     with pytest.raises(urllib.error.HTTPError) as refused:
         control_plane.request("PATCH", job.path, wrong, content_type="application/json-patch+json")
     assert refused.value.code == 422
     assert job.get()["spec"]["workerGroupSpecs"][0]["replicas"] == 2
-    control_plane.request("PATCH", job.path, patch, content_type="application/json-patch+json")
+    # `kubemill scale` finds the cluster in KubeRay's group and patches it there.
+    cli = ["--substrate", "kubernetes", "-n", namespace]
+    scaled = run_kubemill(control_plane, *cli, "scale", "rca", "--replicas", "3")
+    assert scaled.returncode == 0, scaled.stdout + scaled.stderr
+    assert "RayCluster rca scaled" in scaled.stdout, scaled.stdout
     eventually(
         lambda: running(control_plane, node, namespace, 4),
         timeout=WAIT,
         what=Seen("a third worker running", job),
     )
+    assert job.get()["apiVersion"] == "ray.io/v1"
     assert job.get()["spec"]["workerGroupSpecs"][0]["replicas"] == 3
+    # The SDK reads it there too, with its replicas from their pods, and deletes it there.
+    client = JobClient(
+        "kubernetes", kubeconfig=str(control_plane.admin_kubeconfig), namespace=namespace
+    )
+
+    uid = job.get()["metadata"]["uid"]
+
+    def four_running() -> bool:
+        view = client.get("rca")
+        return view.job.metadata.uid == uid and [r.phase for r in view.replicas] == ["Running"] * 4
+
+    eventually(four_running, timeout=WAIT, what=Seen("the SDK's four replicas Running", job))
+    listing = run_kubemill(control_plane, *cli, "get")
+    assert "rca" in listing.stdout, listing.stdout + listing.stderr
     assert not operator.failed_creates(namespace)
-    control_plane.request("DELETE", job.path)
+    client.delete("rca")
+    eventually(
+        lambda: (
+            control_plane.get_or_none(job.path) is None
+            and not owned_by(control_plane, namespace, uid)
+            and not namespace_pods(control_plane, namespace)
+        ),
+        timeout=WAIT,
+        what=f"the children of {uid} collected",
+    )

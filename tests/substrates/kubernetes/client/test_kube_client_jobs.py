@@ -296,6 +296,7 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
         ("b", "ddp", "PyTorchJob"),
     ]
     assert [c.path for c in calls] == [
+        "/apis",  # discovery: which upstream groups to list too (none served here)
         "/apis/kubemill.dev/v1/tfjobs",
         "/apis/kubemill.dev/v1/pytorchjobs",
         "/apis/kubemill.dev/v1/mpijobs",

@@ -5,7 +5,10 @@ One module per concern, this package's public names re-exported here:
 - :mod:`.connection`: which cluster (kubeconfig, context, service account) and requests
   through the substrate's one HTTP layer (:mod:`kubemill.substrates.kubernetes.transport`);
 - :mod:`.errors`: errors that keep the API's answer and say what to do;
-- :mod:`.kinds`: the job kinds' REST paths and names, job objects read and sent;
+- :mod:`.kinds`: the job kinds' REST paths (in our group and the upstream ones) and names,
+  job objects read and sent;
+- :mod:`.lookup`: a job found by name, and jobs listed, in our group and the served upstream
+  ones;
 - :mod:`.views`: replicas as ``get`` shows them, from the pod observation the operator
   uses too (:mod:`kubemill.substrates.kubernetes.observe`);
 - :mod:`.logs`: reading and following the replicas' logs;

@@ -5,7 +5,13 @@ cluster through kubemill's own HTTP client, with what a kubeconfig or a pod's se
 gives (see :mod:`.connection`; the ``kubernetes`` package is not needed):
 
 - ``submit`` creates the job object (``kubemill.dev/v1``, plural from the CRD registry, see
-  :mod:`.kinds`); the operator does the rest;
+  :mod:`.kinds`; a manifest in an upstream group is created in ours too); the operator does
+  the rest;
+- every other call finds the job by name in our group and in the upstream groups the
+  cluster serves (the operator's ``--serve-upstream-groups``: KubeRay's, Kubeflow's, ...; a
+  name qualified with a group looks there only), and reads and writes it in the group it
+  was found in; ``list`` lists them all (see :meth:`.lookup.JobLookup.find` for a name
+  present in two groups);
 - ``get``/``list`` map the object's status, and each replica from its pod (labelled
   ``kubemill.dev/job-name``, controlled by the job) as the core sees it (:mod:`.views`);
   a replica run through a child controller from its batch/v1 Job (labelled and controlled
@@ -32,12 +38,12 @@ from __future__ import annotations
 import builtins
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api import API_VERSION, GROUP, STOP_ANNOTATION, VERSION, Job
+from kubemill.api import STOP_ANNOTATION, Job
 from kubemill.frameworks import LABEL_JOB_NAME
 from kubemill.kinds import child_pods_of
 from kubemill.substrates.base import (
@@ -60,7 +66,6 @@ from kubemill.substrates.kubernetes.client.children import child_view
 from kubemill.substrates.kubernetes.client.connection import Connection, Http, connect
 from kubemill.substrates.kubernetes.client.errors import (
     INSTALL_HINT,
-    CRDsNotInstalled,
     KubeApiError,
     OperatorNotActing,
     Request,
@@ -69,13 +74,11 @@ from kubemill.substrates.kubernetes.client.events import event_record, event_sel
 from kubemill.substrates.kubernetes.client.history import read_records
 from kubemill.substrates.kubernetes.client.kinds import (
     Found,
-    JobKind,
     job_body,
-    job_kinds,
     kind_of,
-    split_name,
 )
 from kubemill.substrates.kubernetes.client.logs import LogFollower, log_sources, read_logs
+from kubemill.substrates.kubernetes.client.lookup import JobLookup
 from kubemill.substrates.kubernetes.client.metrics import pod_metrics
 from kubemill.substrates.kubernetes.client.patches import patch_job
 from kubemill.substrates.kubernetes.client.replica_reads import (
@@ -142,6 +145,8 @@ class KubernetesBackend:
         self.poll_interval = poll_interval
         self._submitted: dict[str, float] = {}
         """uid -> monotonic time of our submit: the operator check counts from there."""
+        self.lookup = JobLookup(self.http, connection.server)
+        """Where jobs are found and listed (our group, then the upstream ones served)."""
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -162,7 +167,7 @@ class KubernetesBackend:
         kind = kind_of(job)
         namespace = self._target_namespace(job, options.namespace)
         body = job_body(job, namespace)
-        request = Request("create", kind.plural, GROUP, namespace, job.name)
+        request = Request("create", kind.plural, kind.group, namespace, job.name)
         try:
             raw = self.http.json(request, "POST", kind.path(namespace), body=body)
         except KubeApiError as exc:
@@ -174,7 +179,7 @@ class KubernetesBackend:
                     f"choose another metadata.name (API: {exc.status} {exc.reason})"
                 ) from exc
             if exc.status == 404:
-                self._require_crds([kind])
+                self.lookup.require_crds([kind])
             raise
         found = Found(kind, raw)
         self._submitted[found.uid] = time.monotonic()
@@ -199,26 +204,14 @@ class KubernetesBackend:
         return self._view(found, self._replica_pods(found))
 
     def list(self, namespace: str | None = None) -> builtins.list[JobView]:
-        """Every job of ``namespace`` (every namespace when ``None``), oldest first."""
-        objects: builtins.list[Found] = []
-        missing: builtins.list[JobKind] = []
-        kinds = job_kinds()
-        for kind in kinds:
-            request = Request("list", kind.plural, GROUP, namespace)
-            try:
-                answer = self.http.json(request, "GET", kind.path(namespace))
-            except KubeApiError as exc:
-                if exc.status != 404:
-                    raise
-                missing.append(kind)
-                continue
-            for item in answer.get("items") or ():
-                # Lists do not repeat kind/apiVersion on items (the list has them).
-                item.setdefault("apiVersion", API_VERSION)
-                item.setdefault("kind", kind.kind)
-                objects.append(Found(kind, item))
-        if len(missing) == len(kinds):
-            self._require_crds(missing)  # none served: say so (a partial install lists the rest)
+        """Every job of ``namespace`` (every namespace when ``None``), oldest first: those
+        of our group, and those of each upstream group the cluster serves.
+
+        An object of an upstream group that kubemill cannot load (another operator's, or one
+        using a field kubemill refuses) is left out: it is no job kubemill runs, and one such
+        object must not hide the others; ``get`` of its name says what is wrong with it.
+        """
+        objects = self.lookup.listed(namespace)
         seen = listed_replica_pods(self.http, namespace, objects)
         views = [self._view(f, seen[f.uid]) for f in objects]
         return sorted(
@@ -349,7 +342,9 @@ class KubernetesBackend:
         }
         if found.uid:
             options["preconditions"] = {"uid": found.uid}
-        request = Request("delete", found.kind.plural, GROUP, found.namespace, found.name)
+        request = Request(
+            "delete", found.kind.plural, found.kind.group, found.namespace, found.name
+        )
         try:
             self.http.json(
                 request, "DELETE", found.kind.path(found.namespace, found.name), body=options
@@ -364,58 +359,7 @@ class KubernetesBackend:
     # --- finding jobs and their pods -----------------------------------------------------
 
     def _find(self, name: str, namespace: str) -> Found:
-        kinds, bare = split_name(name)
-        found: builtins.list[Found] = []
-        missing: builtins.list[JobKind] = []
-        for kind in kinds:
-            request = Request("get", kind.plural, GROUP, namespace, bare)
-            try:
-                raw = self.http.json(request, "GET", kind.path(namespace, bare))
-            except KubeApiError as exc:
-                if exc.status != 404:
-                    raise
-                missing.append(kind)
-                continue
-            found.append(Found(kind, raw))
-        if len(found) > 1:
-            choices = " or ".join(f"{f.kind.kind.lower()}/{bare}" for f in found)
-            raise SubstrateError(
-                f"{' and '.join(f.kind.kind for f in found)} are both named {bare!r} in "
-                f"namespace {namespace!r}; say which: {choices}"
-            )
-        if not found:
-            unserved = self._unserved(missing)
-            if len(unserved) == len(kinds):
-                raise CRDsNotInstalled([k.resource for k in unserved], self.connection.server)
-            note = ""
-            if unserved:
-                verb = "is" if len(unserved) == 1 else "are"
-                note = f" ({', '.join(k.resource for k in unserved)} {verb} not installed)"
-            names = [k.kind for k in kinds]
-            kinds_text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-            raise JobNotFound(
-                f"no job {bare!r} in namespace {namespace!r} (no {kinds_text} of that name)"
-                f"{note}; `kubemill get -n {namespace}` shows the jobs there"
-            )
-        return found[0]
-
-    def _unserved(self, kinds: Iterable[JobKind]) -> builtins.list[JobKind]:
-        """Those of ``kinds`` the cluster's discovery does not list (CRD not installed)."""
-        request = Request("get", f"/apis/{GROUP}/{VERSION}")
-        try:
-            answer = self.http.json(request, "GET", f"/apis/{GROUP}/{VERSION}")
-            served = {str(r.get("name")) for r in answer.get("resources") or ()}
-        except KubeApiError as exc:
-            if exc.status != 404:
-                raise
-            served = set()
-        return [k for k in kinds if k.plural not in served]
-
-    def _require_crds(self, kinds: Iterable[JobKind]) -> None:
-        """Raise :class:`CRDsNotInstalled` if discovery does not list these kinds."""
-        missing = self._unserved(kinds)
-        if missing:
-            raise CRDsNotInstalled([k.resource for k in missing], self.connection.server)
+        return self.lookup.find(name, namespace)
 
     def _pods(self, found: Found) -> builtins.list[dict[str, Any]]:
         return job_pods(self.http, found)

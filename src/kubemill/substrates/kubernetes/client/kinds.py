@@ -1,16 +1,20 @@
 """The job kinds as the client addresses them, and job objects as read from or sent to a cluster.
 
-Every registered kind (:func:`kubemill.kinds.entries`) is a :class:`JobKind`:
-its REST path in our group, and the names a user may write before ``/`` as with kubectl
-(``tfjob/x``, ``tfj/x``, ``tfjobs.kubemill.dev/x``). :class:`Found` is one job object as the
-API server returned it.
+Every registered kind (:func:`kubemill.kinds.entries`) is a :class:`JobKind` in our group
+(:func:`job_kinds`) and one more in each upstream group its engine lists
+(:func:`upstream_kinds`: the groups an operator started with ``--serve-upstream-groups``
+serves, read from the registry, never written here): its REST path in that group, and the
+names a user may write before ``/`` as with kubectl (``tfjob/x``, ``tfj/x``,
+``tfjobs.kubemill.dev/x``; a name qualified with a group means that group only).
+:class:`Found` is one job object as the API server returned it, with the kind (and so the
+group) it was found in: every later request for it goes to that group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubemill.api import API_VERSION, GROUP, VERSION, Job
 from kubemill.kinds import entries, load_document
@@ -18,6 +22,9 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.restarts import recorded
 from kubemill.substrates.kubernetes.transport import api_path
 from kubemill.version import __version__
+
+if TYPE_CHECKING:
+    from kubemill.api import KindApi
 
 _DROPPED_METADATA = (
     "uid",
@@ -35,43 +42,67 @@ _DROPPED_METADATA = (
 
 @dataclass(frozen=True)
 class JobKind:
-    """One job kind of our group, as the REST API serves it."""
+    """One job kind in one API group (ours, or an upstream one), as the REST API serves it."""
 
     kind: str
     plural: str
     names: frozenset[str]
     """What a user may write before ``/`` to name the kind (``tfjob/x``, ``tfj/x``, ...)."""
+    group: str = GROUP
+    version: str = VERSION
 
     def path(self, namespace: str | None, name: str | None = None) -> str:
         return api_path(
-            group=GROUP, version=VERSION, plural=self.plural, namespace=namespace, name=name
+            group=self.group,
+            version=self.version,
+            plural=self.plural,
+            namespace=namespace,
+            name=name,
         )
 
     @property
     def resource(self) -> str:
-        return f"{self.plural}.{GROUP}"
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def ours(self) -> bool:
+        """Whether this is kubemill's own group (the one ``submit`` creates in)."""
+        return self.group == GROUP
+
+
+def _job_kind(api: KindApi, group: str, version: str) -> JobKind:
+    names = (api.kind, api.plural, api.singular, *api.short_names)
+    qualified = (f"{n}.{group}" for n in (api.kind, api.plural, api.singular))
+    return JobKind(
+        kind=api.kind,
+        plural=api.plural,
+        names=frozenset(n.lower() for n in (*names, *qualified)),
+        group=group,
+        version=version,
+    )
 
 
 def job_kinds() -> tuple[JobKind, ...]:
-    """Every registered kind as the client names and finds it (read when asked, so a
-    kind registered at run time is included)."""
+    """Every registered kind in our group, as the client names and finds it (read when
+    asked, so a kind registered at run time is included)."""
+    return tuple(_job_kind(entry.api, GROUP, VERSION) for entry in entries())
+
+
+def upstream_kinds() -> tuple[JobKind, ...]:
+    """Every registered kind in each upstream group its engine lists (``kubeflow.org/v1``
+    and the others of ``KindApi.upstream``), group after group in registry order, as the
+    operator serves them with ``--serve-upstream-groups``. Whether a cluster serves a group
+    is the cluster's discovery's to say (see the backend)."""
+    groups = dict.fromkeys(g for entry in entries() for g in entry.api.upstream_groups)
     return tuple(
-        JobKind(
-            kind=entry.kind,
-            plural=entry.plural,
-            names=frozenset(
-                n.lower()
-                for n in (
-                    entry.kind,
-                    entry.plural,
-                    entry.singular,
-                    *entry.short_names,
-                    f"{entry.plural}.{GROUP}",
-                    f"{entry.kind}.{GROUP}",
-                )
-            ),
-        )
-        for entry in (kind.api for kind in entries())
+        _job_kind(entry.api, group, version)
+        for group, version in groups
+        for entry in entries()
+        if (group, version) in entry.api.upstream_groups
     )
 
 
@@ -86,11 +117,15 @@ def kind_of(job: Job) -> JobKind:
 
 
 def split_name(name: str) -> tuple[tuple[JobKind, ...], str]:
-    """``name`` or ``kind/name`` (kubectl style) -> the kinds to look in and the name."""
+    """``name`` or ``kind/name`` (kubectl style) -> the kinds to look in and the name.
+
+    The kinds are in our group first, then in the upstream groups (:func:`upstream_kinds`);
+    a prefix qualified with a group (``rayclusters.ray.io/x``) chooses that group only."""
+    every = (*job_kinds(), *upstream_kinds())
     if "/" not in name:
-        return job_kinds(), name
+        return every, name
     prefix, _, rest = name.partition("/")
-    chosen = tuple(k for k in job_kinds() if prefix.lower() in k.names)
+    chosen = tuple(k for k in every if prefix.lower() in k.names)
     if not chosen or not rest:
         known = ", ".join(f"{k.kind.lower()}/NAME" for k in job_kinds())
         raise SubstrateError(f"cannot tell which job {name!r} means: write NAME or one of {known}")
@@ -114,7 +149,12 @@ def load_job(raw: Mapping[str, Any]) -> Job:
 
 
 def job_body(job: Job, namespace: str) -> dict[str, Any]:
-    """The object ``submit`` creates: the (defaulted) manifest in our group, no status."""
+    """The object ``submit`` creates: the (defaulted) manifest in our group, no status.
+
+    A manifest written in an upstream group (``kubeflow.org/v1``) is created in ours too: it
+    loads unchanged into the same model, our group is served wherever kubemill is installed
+    (an upstream group only with ``--serve-upstream-groups``), and ``get``/``delete`` find
+    it there first."""
     body = job.to_wire()
     body.pop("status", None)
     body["apiVersion"] = API_VERSION
@@ -128,7 +168,8 @@ def job_body(job: Job, namespace: str) -> dict[str, Any]:
 
 @dataclass
 class Found:
-    """A job object as the API server returned it."""
+    """A job object as the API server returned it, from the group of ``kind`` (where every
+    later request for it goes)."""
 
     kind: JobKind
     raw: dict[str, Any]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 
-from kubemill.api import API_VERSION, GROUP
 from kubemill.substrates.base import JobNotFound
 from kubemill.substrates.kubernetes.client.connection import REQUEST_TIMEOUT, Http
 from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
@@ -17,7 +16,7 @@ from kubemill.substrates.kubernetes.transport import is_connection_error, lines
 
 def refetch(http: Http, found: Found) -> Found:
     """The job as the API has it now; ``JobNotFound`` once it is deleted (or replaced)."""
-    request = Request("get", found.kind.plural, GROUP, found.namespace, found.name)
+    request = Request("get", found.kind.plural, found.kind.group, found.namespace, found.name)
     try:
         raw = http.json(request, "GET", found.kind.path(found.namespace, found.name))
     except KubeApiError as exc:
@@ -47,7 +46,7 @@ def watch_once(http: Http, found: Found, seconds: float) -> Found | None:
     version = (found.raw.get("metadata") or {}).get("resourceVersion")
     if version:
         query.append(("resourceVersion", str(version)))
-    request = Request("watch", found.kind.plural, GROUP, found.namespace)
+    request = Request("watch", found.kind.plural, found.kind.group, found.namespace)
     try:
         # The read timeout ends a quiet watch on servers that ignore timeoutSeconds.
         raw = http.send(
@@ -73,7 +72,7 @@ def watch_once(http: Http, found: Found, seconds: float) -> Found | None:
                 continue
             if kind == "DELETED" or (found.uid and meta.get("uid") != found.uid):
                 raise deleted(found)
-            obj.setdefault("apiVersion", API_VERSION)
+            obj.setdefault("apiVersion", found.kind.api_version)
             obj.setdefault("kind", found.kind.kind)
             if obj == found.raw:
                 continue  # the current state again (a watch from "now")
