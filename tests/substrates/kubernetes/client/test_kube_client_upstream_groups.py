@@ -319,3 +319,25 @@ def test_an_upstream_group_rbac_does_not_let_us_read_is_passed_over(
     with pytest.raises(JobNotFound, match=r"not allowed to read [a-z]+\.kubeflow\.org"):
         backend.get("other", "ml")
     assert refused.hits >= 2  # asked (the listing, the lookup), refused, passed over
+
+
+def test_a_listing_loads_each_object_once(
+    cluster: ClientClusterThread, backend: KubernetesBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing's filter of upstream objects, the replicas' plan and the view all read
+    the job: one load (a whole validation) serves them."""
+    from kubemill.substrates.kubernetes.client import kinds
+
+    cluster.create_namespaces("ml")
+    serve(cluster, ("RayCluster", "ray.io", "v1"))
+    apply(cluster, "ray.io", "v1", "rayclusters", "ml", ray_cluster("rc"))
+    backend.submit(load_one(pytorch_job("ours")), SubmitOptions(namespace="ml"))
+    loaded: list[str] = []
+
+    def counted(raw: Any) -> Any:
+        loaded.append(raw["metadata"]["name"])
+        return load_job(raw)
+
+    monkeypatch.setattr(kinds, "load_job", counted)
+    assert sorted(v.name for v in backend.list("ml")) == ["ours", "rc"]
+    assert sorted(loaded) == ["ours", "rc"]

@@ -13,7 +13,7 @@ group) it was found in: every later request for it goes to that group.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubemill.api import API_VERSION, GROUP, VERSION, Job
@@ -173,6 +173,7 @@ class Found:
 
     kind: JobKind
     raw: dict[str, Any]
+    _job: Job | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def namespace(self) -> str:
@@ -187,4 +188,8 @@ class Found:
         return str(self.raw["metadata"].get("uid") or "")
 
     def job(self) -> Job:
-        return load_job(self.raw)
+        """The job model of ``raw``, loaded once: a listing's filter, the replicas' plan and
+        the view each read it, and a load validates the whole object."""
+        if self._job is None:
+            self._job = load_job(self.raw)
+        return self._job
