@@ -26,13 +26,19 @@ PLAIN_RUNS = [
     ["--substrate=LOCAL", "run", "-d", "job.yaml"],
     ["--substrate", "kubernetes", "--state-dir=/s", "run", "-d", "job.yaml"],
     ["run", "-d", "run"],
+    # In the foreground:
+    ["run", "job.yaml"],
+    ["-n", "team", "run", "job.yaml"],
+    ["--state-dir=/s", "run", "--namespace", "b", "job.yaml"],
 ]
 TYPERS_RUNS = [
-    ["run", "job.yaml"],  # in the foreground
     ["run", "-d"],
     ["run", "-d", "a.yaml", "b.yaml"],
     ["run", "-d", "--runtime", "r.yaml", "job.yaml"],
     ["run", "-d", "--help"],
+    ["run", "--help"],
+    ["run", "--runtime", "r.yaml", "job.yaml"],
+    ["run", "-"],
     ["run", "-d", "-"],
     ["run", "-d", "--", "job.yaml"],
     ["run", "-dn", "team", "job.yaml"],
@@ -95,13 +101,13 @@ def typers_call(argv: list[str], calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("argv", PLAIN_RUNS)
-def test_a_plain_run_detach_is_the_command_typer_runs(
+def test_a_plain_run_is_the_command_typer_runs(
     argv: list[str], calls: list[dict[str, Any]]
 ) -> None:
     typers = typers_call(argv, calls)
     assert plain_run(argv) == 0
     assert calls == [typers]
-    assert typers["detach"] is True
+    assert typers["detach"] is ("-d" in argv or "--detach" in argv)
 
 
 @pytest.mark.parametrize("argv", PLAIN_GETS)
@@ -156,11 +162,13 @@ def test_a_plain_run_ends_as_typer_does(
     assert plain_run(["run", "-d", str(missing)]) == 130
 
 
-def test_the_collector_rests_on_a_plain_command_only(
+def test_the_collector_rests_on_a_plain_command_that_ends_at_once(
     calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A plain command ends once it has printed: the cyclic collector does not run on the
-    # way (kubemill.cli.main). Any command typer runs may run for long: it runs there.
+    # A plain `run --detach` ends once it has printed: the cyclic collector does not run
+    # on the way (kubemill.cli.main). A job followed in the foreground and any command
+    # typer runs may run for long: it runs there, the foreground's start frozen out of its
+    # walks.
     import gc
     import sys
 
@@ -169,28 +177,35 @@ def test_the_collector_rests_on_a_plain_command_only(
     import kubemill.cli.run
     from kubemill.cli import main
 
-    collecting: dict[str, bool] = {}
+    collecting: dict[str, tuple[bool, int]] = {}
 
-    def run_job(*args: Any, **kwargs: Any) -> int:
-        collecting["plain"] = gc.isenabled()
+    def run_job(*args: Any, detach: bool, **kwargs: Any) -> int:
+        collecting["detached" if detach else "foreground"] = (gc.isenabled(), gc.get_freeze_count())
         return 0
 
     def run_app(*, exit_at_once: bool) -> None:
-        collecting["typer"] = gc.isenabled()
+        collecting["typer"] = (gc.isenabled(), gc.get_freeze_count())
 
     monkeypatch.setattr(kubemill.cli.run, "run_job", run_job)
     monkeypatch.setattr(kubemill.cli.ending, "end_at_once", lambda exit: None)
     monkeypatch.setattr(kubemill.cli.app, "run_app", run_app)
     try:
-        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "-d", "job.yaml"])
-        with pytest.raises(SystemExit) as ended:
-            main()
-        assert ended.value.code == 0
-        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "job.yaml"])
+        for argv in (["run", "-d", "job.yaml"], ["run", "job.yaml"]):
+            gc.unfreeze()
+            monkeypatch.setattr(sys, "argv", ["kubemill", *argv])
+            with pytest.raises(SystemExit) as ended:
+                main()
+            assert ended.value.code == 0
+        gc.unfreeze()
+        monkeypatch.setattr(sys, "argv", ["kubemill", "run", "--runtime", "r.yaml", "job.yaml"])
         main()
     finally:
+        gc.unfreeze()
         gc.enable()
-    assert collecting == {"plain": False, "typer": True}
+    assert collecting["detached"] == (False, 0)
+    enabled, frozen = collecting["foreground"]
+    assert enabled and frozen > 10_000
+    assert collecting["typer"] == (True, 0)
 
 
 @pytest.mark.parametrize("colour", [False, True], ids=["pipe", "terminal"])

@@ -22,16 +22,17 @@ def main() -> None:
     # ends (modules, classes, the job models' schemas), and ends as soon as it has printed:
     # the cyclic collector walked them some 90 times on the way (~15 ms of CPU, a tenth of
     # `run --detach`; 3 ms of `get`) to free some 700 objects the exit frees anyway. So it
-    # does not run until typer takes over, as any other command may run for long (a job
-    # in the foreground, `logs -f`, the operator).
+    # does not run until a job is followed in the foreground (kubemill.cli.plain's
+    # collect_from_now_on) or typer takes over, as any other command may run for long
+    # (`logs -f`, the operator).
     gc.disable()
     from kubemill.cli.errors import exit_on_plugin_error
 
     exit_on_plugin_error()
     code = None
-    # `kubemill get` (the list) and `kubemill run --detach FILE` skip typer (its import and
-    # its option coercion) when their command line is plain, and run the very command typer
-    # would (kubemill.cli.plain).
+    # `kubemill get` (the list) and `kubemill run [--detach] FILE` skip typer (its import
+    # and its option coercion) when their command line is plain, and run the very command
+    # typer would (kubemill.cli.plain).
     if "get" in argv:
         from kubemill.cli.listing import plain_get
 

@@ -7,7 +7,7 @@ two command lines here, with the standard library only, and calls the very funct
 typer command calls, with the same :class:`~kubemill.cli.settings.Settings`:
 
     kubemill [GLOBAL] get [-n NS] [-o table]
-    kubemill [GLOBAL] run (-d | --detach) [-n NS] FILE
+    kubemill [GLOBAL] run [-d | --detach] [-n NS] FILE
 
 where GLOBAL is any of ``--state-dir DIR``, ``--substrate S`` and ``-n/--namespace NS``
 (each also as ``--option=value``, a short one also as ``-nNS``), read as typer reads them
@@ -110,20 +110,36 @@ def read_plain(
 
 
 def plain_run(argv: Sequence[str]) -> int | None:
-    """``kubemill run --detach FILE`` of a plain command line (see the module): its exit
+    """``kubemill run [--detach] FILE`` of a plain command line (see the module): its exit
     code; ``None`` for any other command line, which typer runs."""
     command = read_plain(argv, "run", flags=("--detach",), arguments=1)
-    if command is None or "detach" not in command.options or not command.arguments:
+    if command is None or not command.arguments:
         return None
+    detach = "detach" in command.options
 
     def run() -> int:
         from pathlib import Path
 
         from kubemill.cli.run import run_job
 
-        return run_job(command.settings, Path(command.arguments[0]), detach=True)
+        if not detach:
+            collect_from_now_on()
+        return run_job(command.settings, Path(command.arguments[0]), detach=detach)
 
     return end_as_typer(run)
+
+
+def collect_from_now_on() -> None:
+    """Turn the cyclic collector back on (the console script turns it off for a plain
+    command, :func:`kubemill.cli.main`) for a command that runs for as long as its job:
+    a job followed in the foreground, whose supervisor is this process. What the start
+    made (modules, classes, the models' schemas: ~37,000 objects that live as long as the
+    process) is moved out of the collector's reach first, so its collections walk only
+    what the job's run makes."""
+    import gc
+
+    gc.freeze()
+    gc.enable()
 
 
 def end_as_typer(command: Callable[[], int]) -> int:
