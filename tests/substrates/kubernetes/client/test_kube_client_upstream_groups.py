@@ -122,6 +122,8 @@ def test_a_job_in_a_served_upstream_group_is_found_listed_patched_and_deleted_th
 
     view = backend.get("up", "ml")
     assert (view.kind, view.name, view.job.metadata.uid) == (kind, "up", created["metadata"]["uid"])
+    # Shown (`describe`, `get -o yaml`) in the group and version it was found in.
+    assert view.job.api_version == view.job.to_wire()["apiVersion"] == f"{group}/{version}"
     # Looked for in kubemill's group first (not there), then found in the upstream one.
     assert calls_to(cluster, plural)[-2:] == [("GET", "kubemill.dev"), ("GET", group)]
     # Its replicas and logs, from the pods it controls.

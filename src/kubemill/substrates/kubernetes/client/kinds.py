@@ -189,7 +189,10 @@ class Found:
 
     def job(self) -> Job:
         """The job model of ``raw``, loaded once: a listing's filter, the replicas' plan and
-        the view each read it, and a load validates the whole object."""
+        the view each read it, and a load validates the whole object. It says the group and
+        version it was found in (a ``ray.io/v1`` object is shown as one), where a manifest
+        loads as kubemill's own."""
         if self._job is None:
             self._job = load_job(self.raw)
+            self._job.api_version = self.kind.api_version
         return self._job
