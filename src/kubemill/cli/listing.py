@@ -181,8 +181,9 @@ def job_rows(settings: Settings) -> list[JobSummary]:
 
 def kind_named(name: str) -> str | None:
     """The registered kind ``name`` names as kubectl would take it (``tfjobs``, ``tfjob``,
-    ``tfj``, the kind's own name in any case, ``tfjobs.kubemill.dev``), or None: then it
-    names a job."""
+    ``tfj``, the kind's own name in any case, qualified by kubemill's group or an upstream
+    one the kind is accepted in: ``tfjobs.kubemill.dev``, ``rayclusters.ray.io``), or None:
+    then it names a job. A qualified name lists the kind's jobs in every group served."""
     from kubemill.api import GROUP
     from kubemill.kinds import entries
 
@@ -190,7 +191,8 @@ def kind_named(name: str) -> str | None:
     for entry in entries():
         api = entry.api
         names = {api.kind, api.plural, api.singular, *api.short_names}
-        names |= {f"{api.plural}.{GROUP}", f"{api.kind}.{GROUP}"}
+        for group in (GROUP, *(group for group, _ in api.upstream_groups)):
+            names |= {f"{api.plural}.{group}", f"{api.kind}.{group}"}
         if wanted in {n.lower() for n in names}:
             return entry.kind
     return None
