@@ -167,7 +167,7 @@ class KubernetesBackend:
         kind = kind_of(job)
         namespace = self._target_namespace(job, options.namespace)
         body = job_body(job, namespace)
-        request = Request("create", kind.plural, kind.group, namespace, job.name)
+        request = kind.request_for("create", namespace, job.name)
         try:
             raw = self.http.json(request, "POST", kind.path(namespace), body=body)
         except KubeApiError as exc:
@@ -342,9 +342,7 @@ class KubernetesBackend:
         }
         if found.uid:
             options["preconditions"] = {"uid": found.uid}
-        request = Request(
-            "delete", found.kind.plural, found.kind.group, found.namespace, found.name
-        )
+        request = found.request_for("delete")
         try:
             self.http.json(
                 request, "DELETE", found.kind.path(found.namespace, found.name), body=options

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kubemill.api import API_VERSION, GROUP, VERSION, Job
 from kubemill.kinds import entries, load_document
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.kubernetes.client.errors import Request
 from kubemill.substrates.kubernetes.restarts import recorded
 from kubemill.substrates.kubernetes.transport import api_path
 from kubemill.version import __version__
@@ -63,6 +64,13 @@ class JobKind:
     @property
     def resource(self) -> str:
         return f"{self.plural}.{self.group}"
+
+    def request_for(
+        self, verb: str, namespace: str | None = None, name: str | None = None
+    ) -> Request:
+        """A request for jobs of this kind, as the API's errors name it (``get
+        rayclusters.ray.io NAME in namespace "ml"``)."""
+        return Request(verb, self.plural, self.group, namespace, name)
 
     @property
     def api_version(self) -> str:
@@ -186,6 +194,10 @@ class Found:
     @property
     def uid(self) -> str:
         return str(self.raw["metadata"].get("uid") or "")
+
+    def request_for(self, verb: str) -> Request:
+        """A request for this very object (``get``, ``patch``, ``delete``)."""
+        return self.kind.request_for(verb, self.namespace, self.name)
 
     def job(self) -> Job:
         """The job model of ``raw``, loaded once: a listing's filter, the replicas' plan and

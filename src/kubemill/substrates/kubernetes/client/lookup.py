@@ -76,7 +76,7 @@ class JobLookup:
         for kind in kinds:
             if kind.kind in found:
                 continue
-            request = Request("get", kind.plural, kind.group, namespace, name)
+            request = kind.request_for("get", namespace, name)
             try:
                 raw = self.http.json(request, "GET", kind.path(namespace, name))
             except KubeApiError as exc:
@@ -177,7 +177,7 @@ class JobLookup:
         missing: list[JobKind] = []
         ours = job_kinds()
         for kind in (*ours, *self._served(upstream_kinds())):
-            request = Request("list", kind.plural, kind.group, namespace)
+            request = kind.request_for("list", namespace)
             try:
                 answer = self.http.json(request, "GET", kind.path(namespace))
             except KubeApiError as exc:

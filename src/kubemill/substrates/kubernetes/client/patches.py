@@ -11,7 +11,7 @@ from typing import Any
 
 from kubemill.substrates.base import Patch, SubstrateError
 from kubemill.substrates.kubernetes.client.connection import Http
-from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
+from kubemill.substrates.kubernetes.client.errors import KubeApiError
 from kubemill.substrates.kubernetes.client.kinds import Found
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -22,7 +22,7 @@ def patch_job(http: Http, found: Found, patch: Patch) -> Found:
     """The job ``found`` once ``patch`` is applied. A JSON patch with a ``test`` that the
     server refuses (422: the job changed since it was read, or the result is invalid) is a
     :class:`SubstrateError` that says so; any other refusal is the API server's error."""
-    request = Request("patch", found.kind.plural, found.kind.group, found.namespace, found.name)
+    request = found.request_for("patch")
     path = found.kind.path(found.namespace, found.name)
     body: Any
     if isinstance(patch, Mapping):

@@ -9,14 +9,14 @@ import json
 
 from kubemill.substrates.base import JobNotFound
 from kubemill.substrates.kubernetes.client.connection import REQUEST_TIMEOUT, Http
-from kubemill.substrates.kubernetes.client.errors import KubeApiError, Request
+from kubemill.substrates.kubernetes.client.errors import KubeApiError
 from kubemill.substrates.kubernetes.client.kinds import Found
 from kubemill.substrates.kubernetes.transport import is_connection_error, lines
 
 
 def refetch(http: Http, found: Found) -> Found:
     """The job as the API has it now; ``JobNotFound`` once it is deleted (or replaced)."""
-    request = Request("get", found.kind.plural, found.kind.group, found.namespace, found.name)
+    request = found.request_for("get")
     try:
         raw = http.json(request, "GET", found.kind.path(found.namespace, found.name))
     except KubeApiError as exc:
@@ -46,7 +46,7 @@ def watch_once(http: Http, found: Found, seconds: float) -> Found | None:
     version = (found.raw.get("metadata") or {}).get("resourceVersion")
     if version:
         query.append(("resourceVersion", str(version)))
-    request = Request("watch", found.kind.plural, found.kind.group, found.namespace)
+    request = found.kind.request_for("watch", found.namespace)
     try:
         # The read timeout ends a quiet watch on servers that ignore timeoutSeconds.
         raw = http.send(
