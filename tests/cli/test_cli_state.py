@@ -145,3 +145,13 @@ def test_operator_help_is_plain_and_names_every_option_whole(kubemill: Kubemill)
         assert box not in done.stdout
     for option in ("--serve-upstream-groups", "--leader-election", "--lease-namespace"):
         assert option in done.stdout
+
+
+def test_a_path_is_printed_as_it_is_never_as_markup_or_an_emoji(
+    kubemill: Kubemill, tmp_path: Path
+) -> None:
+    # Every string kubemill prints (paths, names, messages, log lines) is the user's text:
+    # `[bold]` and `:smile:` in a state directory's name stay as they are.
+    state_dir = tmp_path / "state [bold]x[/bold] :smile:"
+    done = kubemill("--state-dir", str(state_dir), "doctor", check=True)
+    assert done.stdout.startswith(f"{state_dir / 'kubemill.db'}: no database yet"), done.stdout

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from kubemill.cli.errors import plain_console
 from kubemill.cli.table import PIPE_WIDTH
 
 
 def stdout_console() -> Console:
     """The console for results; never wraps lines, so log lines and tables stay greppable."""
-    console = Console(soft_wrap=True, highlight=False)
+    console = plain_console()
     if not console.is_terminal:
         console.width = max(console.width, PIPE_WIDTH)
     return console

@@ -10,17 +10,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 
 from kubemill.api import ManifestError
+from kubemill.cli.console import stdout_console
 from kubemill.cli.errors import fail, stderr_console
 from kubemill.sdk.manifests import load_path, manifest_files
 
 
 def validate_paths(paths: Sequence[Path]) -> int:
     """Print OK per valid file, or every problem found; the exit code (0 or 1)."""
-    out = Console(soft_wrap=True, highlight=False)
+    out = stdout_console()
     err = stderr_console()
     files = manifest_files(paths)
     if not files:

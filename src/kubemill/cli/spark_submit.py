@@ -170,8 +170,6 @@ def _submit(settings: Settings, submission: SparkSubmit) -> int:
         stderr_console().print(
             f"{job.KIND} {job.name}: this submission's name, for "
             f"`{chosen.next_command('get', job.name)}`, `logs` and `delete`",
-            markup=False,
-            highlight=False,
         )
         return _run_here(chosen, job)
     if master.server is not None:

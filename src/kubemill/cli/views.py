@@ -341,7 +341,7 @@ def show_logs(
         for line in lines:
             if line.rotated_away:
                 # On stderr, so that stdout stays the log itself.
-                stderr_console().print(rotated_away_note(line), style="yellow", highlight=False)
+                stderr_console().print(rotated_away_note(line), style="yellow")
             if chosen:
                 # One replica: its output as it is, like `kubectl logs POD`.
                 console.print(Text(line.text.rstrip("\n")))
@@ -357,7 +357,7 @@ def show_logs(
 def delete_job(settings: Settings, name: str) -> None:
     """``kubemill delete NAME``."""
     settings.client().delete(name, namespace=settings.namespace)
-    stdout_console().print(f"job {name} deleted", markup=False)
+    stdout_console().print(f"job {name} deleted")
 
 
 def interrupt_job(settings: Settings, name: str, *, force: bool) -> None:
@@ -380,13 +380,10 @@ def suspend_job(settings: Settings, name: str) -> None:
         console.print(
             f"schedule {name} suspended: no new run starts; runs already started go on"
             f" ({runs}s of their own: `{settings.next_command('get', f'{runs.lower()}s')}`)",
-            markup=False,
         )
     else:
-        console.print(f"job {name} suspended: its replicas are being stopped", markup=False)
-    console.print(
-        Text.assemble(("Next: ", "dim"), settings.next_command("resume", name)), markup=False
-    )
+        console.print(f"job {name} suspended: its replicas are being stopped")
+    console.print(Text.assemble(("Next: ", "dim"), settings.next_command("resume", name)))
 
 
 def scale_job(settings: Settings, name: str, replicas: int, group: str | None) -> None:
@@ -396,11 +393,8 @@ def scale_job(settings: Settings, name: str, replicas: int, group: str | None) -
     stdout_console().print(
         f"{view.kind} {name} scaled: {which} asks for {replicas} replica(s); the replicas"
         " are being started or stopped",
-        markup=False,
     )
-    stdout_console().print(
-        Text.assemble(("Next: ", "dim"), settings.next_command("get", name)), markup=False
-    )
+    stdout_console().print(Text.assemble(("Next: ", "dim"), settings.next_command("get", name)))
 
 
 def resume_job(settings: Settings, name: str) -> None:
@@ -413,7 +407,6 @@ def resume_job(settings: Settings, name: str) -> None:
         console.print(
             f"schedule {name} resumed: its next run starts at its next due time (times"
             " missed while suspended are not made up)",
-            markup=False,
         )
         console.print(
             Text.assemble(
@@ -424,7 +417,7 @@ def resume_job(settings: Settings, name: str) -> None:
             )
         )
         return
-    console.print(f"job {name} resumed: its replicas are being started", markup=False)
+    console.print(f"job {name} resumed: its replicas are being started")
     console.print(
         Text.assemble(
             ("Next: ", "dim"),
