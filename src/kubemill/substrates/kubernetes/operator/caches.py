@@ -1,5 +1,5 @@
 """The kopf indexes a reconcile reads (:class:`Caches`), the keys of a job and of its
-children in them, and what of a job body is kept (:func:`cached_job`, :func:`answered_job`).
+children in them, and what of a job body is kept (:func:`cached_job`).
 """
 
 from __future__ import annotations
@@ -32,18 +32,6 @@ def cached_job(body: Mapping[str, Any]) -> dict[str, Any]:
             value = {k: v for k, v in value.items() if k != "managedFields"}
         job[sys.intern(key)] = _shared_keys(value)
     return job
-
-
-def answered_job(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The operator's last status write's answer as a pass reads it until the cache shows
-    that version (:attr:`.memory.JobMemory.written`): the body less
-    ``metadata.managedFields``, its keys not shared (:func:`cached_job` walks the whole
-    body for that: its job is kept for as long as the job lives, this one for a moment,
-    until the job's next watch event)."""
-    meta = body.get("metadata")
-    if not isinstance(meta, Mapping) or "managedFields" not in meta:
-        return dict(body)
-    return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def _shared_keys(value: Any) -> Any:

@@ -62,7 +62,7 @@ from kubemill.substrates.kubernetes.observe import (
     observe,
     observe_service,
 )
-from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey, answered_job
+from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey, cached_job
 from kubemill.substrates.kubernetes.operator.kubeapi import (
     ApiError,
     KubeApi,
@@ -570,7 +570,7 @@ class Reconciler:
             raise RetryLater([exc], blocked=classify(exc) is Outcome.BLOCKED) from None
         memory.unwritten_counts = None
         memory.stale_rvs = frozenset(versions)
-        memory.written = answered_job(written) if written is not None else None
+        memory.written = cached_job(written) if written is not None else None
         if written is not None and read_rv and not annotate:  # the status alone: .loaded
             made = str(written.get("metadata", {}).get("resourceVersion", ""))
             key = (resource.group, resource.plural, job.namespace, job.name)
