@@ -14,6 +14,8 @@ can, and it prints:
 - jobs/s from the first job created until every pod exists;
 - API writes per job against the minimum needed by then (R pods + R services + 1 status
   write for ``Created``), with Events counted apart (one per decision);
+- the operator's CPU per job, split between its event loop's thread and the others (the API
+  client's pool), user and system time;
 - the operator's resident memory idle, at the end, and at its peak;
 - the floor under both, measured in the same run: kopf alone (``bench/operator_floor.py``),
   with handlers that do nothing, watching the same resources with the operator's kopf
@@ -149,6 +151,8 @@ class Figures:
     submitted: float = 0.0
     elapsed: float = 0.0
     cpu_busy: float = 0.0
+    cpu_split: CpuSplit | None = None
+    """Where ``cpu_busy`` went: the event loop's thread or the others, user or system."""
     rss_idle: float = 0.0
     rss_end: float = 0.0
     rss_peak: float = 0.0
@@ -157,6 +161,47 @@ class Figures:
     writes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     floor: Floor | None = None
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """A process's CPU seconds by thread and by mode (/proc/PID/task/*/stat): the main
+    thread (the operator's event loop: kopf and the reconciles) and the other threads (the
+    API client's pool), user and system (the kernel's part: sockets, TLS records' copies,
+    the threads' wake-ups). A thread that ended is in no thread's figure."""
+
+    main_user: float
+    main_system: float
+    others_user: float
+    others_system: float
+
+    @classmethod
+    def of(cls, pid: int) -> CpuSplit:
+        tick = os.sysconf("SC_CLK_TCK")
+        seconds = [0.0, 0.0, 0.0, 0.0]
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended meanwhile
+            first = 0 if task.name == str(pid) else 2
+            seconds[first] += int(fields[11]) / tick
+            seconds[first + 1] += int(fields[12]) / tick
+        return cls(*seconds)
+
+    def since(self, before: CpuSplit) -> CpuSplit:
+        return CpuSplit(
+            self.main_user - before.main_user,
+            self.main_system - before.main_system,
+            self.others_user - before.others_user,
+            self.others_system - before.others_system,
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"{self.main_user:.1f}+{self.main_system:.1f} loop,"
+            f" {self.others_user:.1f}+{self.others_system:.1f} rest"
+        )
 
 
 @dataclass
@@ -298,6 +343,7 @@ def run(
         wait_healthy(health, operator)
         figures.rss_idle = rss_mib(operator.pid)
         cpu_idle = cpu_seconds(operator.pid)
+        split_idle = CpuSplit.of(operator.pid)
         if floor is not None and figures.floor is not None:
             wait_healthy(floor_health, floor)
             figures.floor.rss_idle = rss_mib(floor.pid)
@@ -322,6 +368,7 @@ def run(
             time.sleep(0.05)
         figures.elapsed = time.monotonic() - started
         figures.cpu_busy = cpu_seconds(operator.pid) - cpu_idle
+        figures.cpu_split = CpuSplit.of(operator.pid).since(split_idle)
         if floor is not None and figures.floor is not None:
             figures.floor.cpu_busy = cpu_seconds(floor.pid) - floor_cpu_idle
         if sampler is not None:
@@ -453,6 +500,7 @@ def main() -> None:
         ("throughput", lambda f: f"{args.jobs / f.elapsed:.1f} jobs/s"),
         ("operator CPU", lambda f: f"{f.cpu_busy:.1f} s"),
         ("CPU per job", lambda f: f"{1000 * f.cpu_busy / args.jobs:.1f} ms"),
+        ("CPU user+system, s", lambda f: str(f.cpu_split or "-")),
         (
             "object writes per job",
             lambda f: (

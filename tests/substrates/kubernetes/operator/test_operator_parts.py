@@ -479,6 +479,20 @@ def test_kopf_lets_an_objects_worker_go_soon_after_its_last_event() -> None:
     assert settings.queueing.idle_timeout == WORKER_IDLE_SECONDS
 
 
+def test_the_workqueue_depth_metric_is_the_queue_s_length_when_read() -> None:
+    """The gauge is read from the queue at each scrape: keys queued and taken show."""
+    runtime = Runtime(OperatorSettings())
+
+    def depth() -> float | None:
+        return runtime.metrics.registry.get_sample_value("kubemill_workqueue_depth")
+
+    assert depth() == 0
+    runtime.queue.add(("kubemill.dev", "tfjobs", "ns", "a"))
+    runtime.queue.add(("kubemill.dev", "tfjobs", "ns", "b"))
+    runtime.queue.add(("kubemill.dev", "tfjobs", "ns", "a"))  # queued once
+    assert depth() == 2
+
+
 def test_a_pod_event_that_changes_nothing_the_reconcile_reads_wakes_no_pass() -> None:
     """kopf indexes an event before calling the event handlers: a pod whose snapshot the
     event left as cached (the scheduler's PodScheduled condition, a label's managed field)

@@ -73,7 +73,7 @@ from kubemill.substrates.kubernetes.operator.kubeapi import (
 from kubemill.substrates.kubernetes.operator.loaded import LoadedJobs
 from kubemill.substrates.kubernetes.operator.memory import JobMemory
 from kubemill.substrates.kubernetes.operator.metrics import Metrics
-from kubemill.substrates.kubernetes.operator.referred import referrers, resolved
+from kubemill.substrates.kubernetes.operator.referred import Referrers, resolved
 from kubemill.substrates.kubernetes.operator.remote import RemoteRuns
 from kubemill.substrates.kubernetes.operator.settings import JobResource
 from kubemill.substrates.kubernetes.operator.waves import (
@@ -142,6 +142,7 @@ class Reconciler:
         self._clock = clock
         self._memory: dict[JobKey, JobMemory] = {}
         self._loaded = LoadedJobs()
+        self._referrers = Referrers(caches, resources)
         self._progress = progress  # job pods' progress sidecar
         # A remote run's bearer token is that of the Secret the operator made for it.
         self._remote = RemoteRuns(post_event, read_secret=self._read_secret)
@@ -168,8 +169,8 @@ class Reconciler:
         return self._loaded.forget_all([k for k in self._caches.jobs if k[1] in plurals])
 
     def referrers(self, kind: str, key: JobKey) -> list[JobKey]:
-        """The cached jobs that name the job ``key`` of ``kind`` (:mod:`.referred`)."""
-        return referrers(self._caches, self._resources, kind, key)
+        """The cached jobs that name the job ``key`` of ``kind`` (:class:`.referred.Referrers`)."""
+        return self._referrers.of(kind, key)
 
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop what was remembered of it."""
@@ -258,13 +259,10 @@ class Reconciler:
         self._metrics.reconcile_seconds.labels(kind=resource.kind).observe(
             time.monotonic() - started
         )
-        logger.debug(
-            "reconciled %s/%s at resourceVersion %s: %d actions",
-            namespace,
-            name,
-            rv,
-            sum(not isinstance(a, RecordEvent) for a in result.actions),
-        )
+        if logger.isEnabledFor(logging.DEBUG):  # no count made for a line not written
+            actions = sum(not isinstance(a, RecordEvent) for a in result.actions)
+            line = "reconciled %s/%s at resourceVersion %s: %d actions"
+            logger.debug(line, namespace, name, rv, actions)
         return self._remote.requeue(key, result)  # the core's, sooner while a run is followed
 
     # -- reading -------------------------------------------------------------------------------

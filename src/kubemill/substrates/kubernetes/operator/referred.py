@@ -7,7 +7,7 @@ resource's cache, and the pod IPs of its Running and ready pods, which the engin
 it what its Plan needs. Nothing is read from the API server and nothing new is watched:
 the kinds referred to are the operator's own, listed and watched already, so no grant is
 added. When such a job changes, every cached job of its namespace that names it is
-reconciled again (:func:`referrers`), as jobs are when a training runtime changes.
+reconciled again (:meth:`Referrers.of`), as jobs are when a training runtime changes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kubemill.api import Job
-from kubemill.engines.base import Referred
+from kubemill.engines.base import References, Referred
 from kubemill.kinds import engine_for, is_controller, load_document
 from kubemill.substrates.kubernetes.observe import PodSnapshot
 from kubemill.substrates.kubernetes.operator.caches import Caches, JobKey
@@ -54,23 +54,42 @@ def resolved(job: Job, caches: Caches, resources: Resources) -> Job:
     return refers.resolve(job, lookup)
 
 
-def referrers(caches: Caches, resources: Resources, kind: str, key: JobKey) -> list[JobKey]:
-    """The cached jobs that name the job ``key`` (of ``kind``) in its namespace."""
-    namespace, name = key[2], key[3]
-    found: list[JobKey] = []
-    for (group, plural), resource in resources.items():
-        if is_controller(resource.kind):
-            continue
-        refers = engine_for(resource.kind).refers
-        if refers is None or refers.kind != kind:
-            continue
-        for other in list(caches.jobs):
-            if other[:3] != (group, plural, namespace):
-                continue
-            raw = caches.job(other)
-            if raw is not None and name in refers.names(raw):
-                found.append(other)
-    return found
+class Referrers:
+    """Which cached jobs name a job (:meth:`of`), for the reconciler: the served resources
+    whose engine's jobs name a kind are fixed once the operator serves its resources, so
+    they are found once a kind, not at every event of a job (an engine lookup for each
+    served resource)."""
+
+    def __init__(self, caches: Caches, resources: Resources) -> None:
+        self._caches = caches
+        self._resources = resources
+        self._referring: dict[str, list[tuple[str, str, References]]] = {}
+        """kind -> (group, plural, how its jobs refer) of each resource whose jobs name it."""
+
+    def _referring_to(self, kind: str) -> list[tuple[str, str, References]]:
+        found = self._referring.get(kind)
+        if found is None:
+            found = self._referring[kind] = [
+                (group, plural, refers)
+                for (group, plural), resource in self._resources.items()
+                if not is_controller(resource.kind)
+                and (refers := engine_for(resource.kind).refers) is not None
+                and refers.kind == kind
+            ]
+        return found
+
+    def of(self, kind: str, key: JobKey) -> list[JobKey]:
+        """The cached jobs that name the job ``key`` (of ``kind``) in its namespace."""
+        namespace, name = key[2], key[3]
+        found: list[JobKey] = []
+        for group, plural, refers in self._referring_to(kind):
+            for other in list(self._caches.jobs):
+                if other[:3] != (group, plural, namespace):
+                    continue
+                raw = self._caches.job(other)
+                if raw is not None and name in refers.names(raw):
+                    found.append(other)
+        return found
 
 
-__all__ = ["referrers", "resolved"]
+__all__ = ["Referrers", "resolved"]

@@ -57,6 +57,8 @@ class Runtime:
             (r.api_version, r.kind): r for r in settings.job_resources()
         }
         self.queue: WorkQueue[JobKey] = WorkQueue(max_delay=settings.max_backoff_seconds)
+        # Read when /metrics is scraped, not set at every key queued and taken (a lock each).
+        self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.leading = False
         self.stop_flag: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -309,7 +311,6 @@ class Runtime:
 
     def _enqueue(self, key: JobKey) -> None:
         self.queue.add(key)
-        self.metrics.queue_depth.set(len(self.queue))
 
     def probe(self) -> dict[str, Any]:
         return {"leading": self.leading, "queued": len(self.queue)}
@@ -320,7 +321,6 @@ class Runtime:
         assert self._reconciler is not None and self._controller_loop is not None
         while True:
             key = await self.queue.get()
-            self.metrics.queue_depth.set(len(self.queue))
             try:
                 if self._controller_loop.handles(key):
                     delay = await self._controller_loop.reconcile(key)
