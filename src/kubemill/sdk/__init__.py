@@ -4,6 +4,7 @@ The public surface: :class:`JobClient`, the records it returns, the errors it ra
 and :func:`register_backend` for substrates that plug in.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from kubemill.sdk.backends import BACKENDS, BackendFactory, backend_for, register_backend
@@ -15,15 +16,19 @@ from kubemill.sdk.client import (
     load_source,
 )
 from kubemill.substrates.base import JobExists, JobNotFound, JobView, ReplicaView, SubstrateError
-from kubemill.substrates.history import JobRecord
 
 if TYPE_CHECKING:
     # A read's records, loaded on first use (:func:`__getattr__`): submitting or listing
-    # jobs makes none (see :mod:`kubemill.substrates.reads`).
+    # jobs makes none (see :mod:`kubemill.substrates.reads`), nor a deleted job's record.
+    from kubemill.substrates.history import JobRecord
     from kubemill.substrates.reads import EventRecord, LogLine
 
-READS = ("EventRecord", "LogLine")
-"""The names of :mod:`kubemill.substrates.reads` offered here."""
+_WHERE = {
+    "EventRecord": "kubemill.substrates.reads",
+    "JobRecord": "kubemill.substrates.history",
+    "LogLine": "kubemill.substrates.reads",
+}
+"""The names offered here that are loaded on first use, and their modules."""
 
 __all__ = [
     "BACKENDS",
@@ -49,11 +54,10 @@ __all__ = [
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> Any:
-        """A name of :data:`READS`, imported now (once); any other is not there."""
-        if name not in READS:
+        """A name of :data:`_WHERE`, imported now (once); any other is not there."""
+        module = _WHERE.get(name)
+        if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from kubemill.substrates import reads
-
-        value = getattr(reads, name)
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value

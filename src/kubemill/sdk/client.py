@@ -43,9 +43,9 @@ from kubemill.kinds import UnknownKind, controller_for, entry_for, is_controller
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import Children, JobView, SubmitOptions, SubstrateError
-from kubemill.substrates.history import JobRecord, KeepsHistory
 
 if TYPE_CHECKING:
+    from kubemill.substrates.history import JobRecord
     from kubemill.substrates.reads import (
         EventRecord,
         LogLine,
@@ -368,6 +368,8 @@ class JobClient:
         deletion first: on Kubernetes, those the operator keeps (``kubemill install
         --history``); none on a substrate that keeps nothing of a deleted job (local: a
         finished job stays in ``list`` until it is deleted)."""
+        from kubemill.substrates.history import KeepsHistory  # a read's only, as JobRecord
+
         if not isinstance(self.backend, KeepsHistory):
             return []
         return self.backend.history(self._ns(namespace))
