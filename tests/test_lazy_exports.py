@@ -100,15 +100,15 @@ def test_read_records_resolve_to_their_module(module: str) -> None:
 
 def test_a_submission_loads_no_reader() -> None:
     # What `kubemill run --detach` imports (the SDK, the local backend) makes none of a
-    # read's records (nor a deleted job's, nor a probe's) and loads none of their modules:
-    # each costs start-up time of every job.
+    # read's records (nor a deleted job's, a probe's or an environment recipe's) and loads
+    # none of their modules: each costs start-up time of every job.
     code = (
         "import sys\n"
         "import kubemill.sdk\n"
         "from kubemill.substrates.local import LocalBackend\n"
         "print(sorted(m for m in sys.modules if m.startswith('kubemill.substrates.') and ("
         "m.endswith(('.reads', '.log_reads', '.job_reads', '.progress', '.sampling',"
-        " '.history', '.probes')))))\n"
+        " '.history', '.probes', '.environments')))))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
