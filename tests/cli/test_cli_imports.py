@@ -128,7 +128,7 @@ def test_run_detach_imports_no_view_it_does_not_print(tmp_path: Path, state: Pat
         "kubemill.substrates.rows",
         "kubemill.substrates.local.listing_rows",
     }
-    assert not loaded & (unused | listing | {"kubemill.api.cron"})
+    assert not loaded & (unused | listing | {"kubemill.api.cron", "kubemill.api.clusters"})
     assert "rich" not in tops(loaded)
     assert "kubemill.cli.styling" in loaded  # it did print
 
