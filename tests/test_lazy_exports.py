@@ -76,3 +76,44 @@ def test_from_import_in_a_fresh_process() -> None:
         env={"PYTHONPATH": str(SRC)},
     )
     assert done.stdout == "ok\n", done.stderr
+
+
+READ_RECORDS = ("EventRecord", "LogLine", "LogQuery", "ProgressPoint", "ResourceReport")
+
+
+@pytest.mark.parametrize("module", ["kubemill.substrates.base", "kubemill.sdk"])
+def test_read_records_resolve_to_their_module(module: str) -> None:
+    # The records of a job's reads live in kubemill.substrates.reads; the modules that
+    # offered them before still do, loading them on first use.
+    from kubemill.substrates import reads
+
+    offered = __import__(module, fromlist=["__name__"])
+    for name in READ_RECORDS if module != "kubemill.sdk" else ("EventRecord", "LogLine"):
+        assert getattr(offered, name) is getattr(reads, name), name
+    if module == "kubemill.sdk":
+        from kubemill.substrates.history import JobRecord
+
+        assert offered.JobRecord is JobRecord
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = offered.no_such_name
+
+
+def test_a_submission_loads_no_reader() -> None:
+    # What `kubemill run --detach` imports (the SDK, the local backend) makes none of a
+    # read's records (nor a deleted job's, a probe's or an environment recipe's) and loads
+    # none of their modules: each costs start-up time of every job.
+    code = (
+        "import sys\n"
+        "import kubemill.sdk\n"
+        "from kubemill.substrates.local import LocalBackend\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kubemill.substrates.') and ("
+        "m.endswith(('.reads', '.log_reads', '.job_reads', '.progress', '.sampling',"
+        " '.history', '.probes', '.environments')))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC)},
+    )
+    assert done.stdout == "[]\n", done.stdout + done.stderr

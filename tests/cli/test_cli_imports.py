@@ -115,16 +115,22 @@ def test_run_detach_imports_no_cli_framework(tmp_path: Path, state: Path) -> Non
 
 
 def test_run_detach_imports_no_view_it_does_not_print(tmp_path: Path, state: Path) -> None:
-    # It prints two lines, drawn as `get` draws its table (kubemill.cli.table): no rich at
-    # all (its console, tables, panels and live view are the follower's), no job summary,
-    # and of the API neither the cron parser (schedules') nor any other unused part.
+    # It prints two lines, drawn with the styles `get`'s table is drawn with
+    # (kubemill.cli.styling): no rich at all (its console, tables, panels and live view are
+    # the follower's), no job summary nor a job list's table and rows, and of the API
+    # neither the cron parser (schedules') nor any other unused part.
     manifest = tmp_path / "job.yaml"
     manifest.write_text(JOB)
     loaded = imported(tmp_path, state, "run", "--detach", str(manifest))
     unused = {"kubemill.cli.views", "kubemill.cli.console", "kubemill.sdk.summary"}
-    assert not loaded & (unused | {"kubemill.api.cron"})
+    listing = {
+        "kubemill.cli.table",
+        "kubemill.substrates.rows",
+        "kubemill.substrates.local.listing_rows",
+    }
+    assert not loaded & (unused | listing | {"kubemill.api.cron", "kubemill.api.clusters"})
     assert "rich" not in tops(loaded)
-    assert "kubemill.cli.table" in loaded  # it did print
+    assert "kubemill.cli.styling" in loaded  # it did print
 
 
 def test_run_detach_imports_nothing_that_runs_the_job(tmp_path: Path, state: Path) -> None:

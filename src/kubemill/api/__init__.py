@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kubemill.api.clusters import ClusterOptions
     from kubemill.api.common import (
         API_VERSION,
         GROUP,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     )
     from kubemill.api.cron import CronError, CronSchedule, parse_cron
     from kubemill.api.errors import FieldError, ManifestError
-    from kubemill.api.kinds import ApiVersion, ClusterOptions, KindApi, KindTable
+    from kubemill.api.kinds import ApiVersion, KindApi, KindTable
     from kubemill.api.kube import (
         Container,
         ContainerPort,
@@ -97,7 +98,7 @@ _WHERE = {
     "ApiVersion": "kinds",
     "ApplicationStateType": "runstates",
     "CleanPodPolicy": "common",
-    "ClusterOptions": "kinds",
+    "ClusterOptions": "clusters",
     "Condition": "common",
     "ConditionType": "common",
     "ConditionVocabulary": "common",
@@ -139,6 +140,8 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> Any:
         """A public name, from the submodule that holds it (loaded now, once)."""
         match _WHERE.get(name):
+            case "clusters":
+                from kubemill.api import clusters as home
             case "common":
                 from kubemill.api import common as home
             case "cron":

@@ -153,28 +153,10 @@ class KindTable:
         return sorted(version for version, name in self._entries if name == kind)
 
 
-@dataclass(frozen=True)
-class ClusterOptions:
-    """What ``kubemill cluster create <engine>`` was asked for: each service engine makes
-    its kind's manifest of the options that apply to it (None: the kind's default)."""
-
-    workers: int = 1
-    worker_cpu: float = 1
-    worker_mem: str = "2g"
-    supervisors: int = 1
-    supervisor_cpu: float | None = None
-    supervisor_mem: str | None = None
-    min_workers: int | None = None
-    worker_cache_mem: str | None = None
-    image: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
 __all__ = [
     "AGE_COLUMN",
     "STATE_COLUMN",
     "ApiVersion",
-    "ClusterOptions",
     "Converter",
     "KindApi",
     "KindTable",

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubemill.cli.settings import Settings, Substrate
-from kubemill.cli.table import colour_wanted, empty_text, jobs_text, write
+from kubemill.cli.styling import colour_wanted, write
+from kubemill.cli.table import empty_text, jobs_text
 from kubemill.substrates.rows import JobSummary
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from kubemill.api import ConditionType, Job
 from kubemill.cli.errors import fail
 from kubemill.cli.settings import Settings, Substrate
-from kubemill.cli.table import colour_wanted, styled, write
+from kubemill.cli.styling import colour_wanted, styled, write
 from kubemill.sdk import JobClient
 from kubemill.sdk.manifests import load_path
 from kubemill.substrates.base import JobNotFound, JobView
@@ -76,7 +76,7 @@ def run_job(settings: Settings, file: Path, *, detach: bool, runtimes: Sequence[
     if detach or controls:
         # A schedule never ends and has no logs of its own: there is nothing to follow.
         view = client.submit(job, detach=True, namespace=settings.namespace, base_dir=base_dir)
-        # Two lines, drawn as `kubemill get` draws its table (kubemill.cli.table: the same
+        # Two lines, drawn as `kubemill get` draws its table (kubemill.cli.styling: the same
         # text and the same ANSI styles rich would print, coloured when rich would colour):
         # rich is the follower's, and importing it cost ~14 ms, a tenth of the command.
         out = sys.stdout

@@ -4,17 +4,16 @@ whichever substrate listed the jobs and however it read them.
 Drawn here rather than by rich: rich measured every cell of a thousand rows and cost as
 much to import as the listing itself. Columns are padded to their widest cell, three
 spaces apart, the way ``kubectl get`` lays them out; a phase is coloured (ANSI) on a
-terminal, as :func:`colour_wanted` decides. Only the standard library and the plain
-records of :mod:`kubemill.substrates.rows` are imported.
+terminal, as :func:`~.styling.colour_wanted` decides. Only the standard library and the
+plain records of :mod:`kubemill.substrates.rows` are imported.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
-from typing import TextIO
 
+from kubemill.cli.styling import styled
 from kubemill.substrates.rows import NOT_KNOWN, JobSummary, ProgressSummary
 
 HEADERS = ("NAME", "KIND", "STATE", "REPLICAS", "RESTARTS", "AGE")
@@ -59,18 +58,8 @@ PHASE_STYLES = {
     **dict.fromkeys(("FAILING", "FAILED", "SUBMISSION_FAILED"), "bold red"),
     "UNKNOWN": "magenta",
 }
-"""A phase's colour (rich style names, which ``describe`` and ``run`` use; :data:`ANSI`
-for those drawn here)."""
-
-ANSI = {
-    "bold": "1",
-    "dim": "2",
-    "green": "32",
-    "yellow": "33",
-    "cyan": "36",
-    "magenta": "35",
-    "bold red": "1;31",
-}
+"""A phase's colour (rich style names, which ``describe`` and ``run`` use;
+:data:`~.styling.ANSI` for those drawn here)."""
 
 
 def age_text(seconds: float) -> str:
@@ -150,39 +139,6 @@ def empty_text(what: str, *, colour: bool) -> str:
     return styled(f"No {what}s found.", "dim", colour) + "\n"
 
 
-def styled(text: str, style: str, colour: bool) -> str:
-    """``text`` in ``style`` (a key of :data:`ANSI`) when colouring, else as it is."""
-    code = ANSI.get(style) if colour else None
-    return f"\x1b[{code}m{text}\x1b[0m" if code else text
-
-
-def colour_wanted(stream: TextIO) -> bool:
-    """Whether to colour what goes to ``stream``, as rich decides it for its console:
-    ``NO_COLOR`` never, ``FORCE_COLOR`` (or rich's ``TTY_COMPATIBLE=1``) always, else on a
-    terminal that is not ``dumb``."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") == "1":
-        return True
-    if os.environ.get("TTY_COMPATIBLE") == "0":
-        return False
-    try:
-        terminal = os.isatty(stream.fileno())
-    except (AttributeError, ValueError, OSError):
-        return False
-    return terminal and os.environ.get("TERM", "") not in ("dumb", "unknown")
-
-
-def write(text: str, stream: TextIO) -> None:
-    """Print ``text``; a reader that has had enough (``kubemill get | head``) is no error."""
-    try:
-        stream.write(text)
-        stream.flush()
-    except BrokenPipeError:
-        # Later flushes (at exit) go nowhere instead of failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-
-
 def _last_run(row: JobSummary, moment: float) -> str:
     if not row.last_run_name:
         return NOT_KNOWN
@@ -206,10 +162,8 @@ __all__ = [
     "PHASE_STYLES",
     "PIPE_WIDTH",
     "age_text",
-    "colour_wanted",
     "empty_text",
     "jobs_text",
     "last_run_text",
     "progress_cells",
-    "write",
 ]

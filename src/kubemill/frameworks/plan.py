@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from kubemill.api import (
     EnvVar,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         RunRecord,
         RunRecordReader,
         ServiceCluster,
+        ServicePolicy,
         ServicePort,
         ServiceView,
         SshKeyPart,
@@ -173,30 +174,9 @@ def decided_by(replica_type: str) -> SuccessPolicy:
     return SuccessPolicy(replica_type, "first")
 
 
-@dataclass(frozen=True)
-class ServicePolicy:
-    """A long-running service (a Mars cluster): it never succeeds.
-
-    The job is ``Ready`` while at least ``min_ready`` replicas of ``replica_type`` are
-    running and ready, and not Ready (with the count in the message) otherwise. It fails by
-    the rules every job has: a replica failing for good under its restart policy,
-    ``backoffLimit``, ``activeDeadlineSeconds``.
-    """
-
-    replica_type: str
-    min_ready: int = 1
-    also_ready: tuple[tuple[str, int], ...] = ()
-    """More replica types that need ready replicas too, ``(type, count)`` (a local Mars
-    cluster: every supervisor and ``minWorkerNum`` workers)."""
-
-    @property
-    def needed(self) -> tuple[tuple[str, int], ...]:
-        """Every ``(type, count)`` of ready replicas the job needs to be Ready."""
-        return ((self.replica_type, self.min_ready), *self.also_ready)
-
-
-OutcomeRule = SuccessPolicy | ServicePolicy
-"""How the core judges a job as a whole; each framework declares one per Plan."""
+OutcomeRule: TypeAlias = "SuccessPolicy | ServicePolicy"
+"""How the core judges a job as a whole; each framework declares one per Plan (a
+:class:`ServicePolicy`, a service's, is in :mod:`.plan_parts`)."""
 
 
 class StatusExtension(Protocol):

@@ -1,7 +1,7 @@
 """The parts of a :class:`~kubemill.frameworks.plan.Plan` that only some kinds use: files
 delivered to replicas, per-job access and network policies, services beyond the
-per-replica ones, foreign pods, an application's re-runs, a service cluster, and what a
-kind's status extension sees.
+per-replica ones, foreign pods, an application's re-runs, a service cluster and its outcome
+rule (:class:`ServicePolicy`), and what a kind's status extension sees.
 
 They live apart from :mod:`kubemill.frameworks.plan` because every dataclass costs a
 compile of its generated methods when its module is imported: submitting a job whose Plan
@@ -23,6 +23,28 @@ from kubemill.api.runstates import ApplicationStateType
 
 if TYPE_CHECKING:
     from kubemill.api import JobStatus
+
+
+@dataclass(frozen=True)
+class ServicePolicy:
+    """A long-running service (a Mars cluster): it never succeeds.
+
+    The job is ``Ready`` while at least ``min_ready`` replicas of ``replica_type`` are
+    running and ready, and not Ready (with the count in the message) otherwise. It fails by
+    the rules every job has: a replica failing for good under its restart policy,
+    ``backoffLimit``, ``activeDeadlineSeconds``.
+    """
+
+    replica_type: str
+    min_ready: int = 1
+    also_ready: tuple[tuple[str, int], ...] = ()
+    """More replica types that need ready replicas too, ``(type, count)`` (a local Mars
+    cluster: every supervisor and ``minWorkerNum`` workers)."""
+
+    @property
+    def needed(self) -> tuple[tuple[str, int], ...]:
+        """Every ``(type, count)`` of ready replicas the job needs to be Ready."""
+        return ((self.replica_type, self.min_ready), *self.also_ready)
 
 
 @dataclass(frozen=True)

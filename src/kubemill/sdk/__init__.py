@@ -4,6 +4,9 @@ The public surface: :class:`JobClient`, the records it returns, the errors it ra
 and :func:`register_backend` for substrates that plug in.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kubemill.sdk.backends import BACKENDS, BackendFactory, backend_for, register_backend
 from kubemill.sdk.client import (
     JobClient,
@@ -12,16 +15,20 @@ from kubemill.sdk.client import (
     NeverFinishes,
     load_source,
 )
-from kubemill.substrates.base import (
-    EventRecord,
-    JobExists,
-    JobNotFound,
-    JobView,
-    LogLine,
-    ReplicaView,
-    SubstrateError,
-)
-from kubemill.substrates.history import JobRecord
+from kubemill.substrates.base import JobExists, JobNotFound, JobView, ReplicaView, SubstrateError
+
+if TYPE_CHECKING:
+    # A read's records, loaded on first use (:func:`__getattr__`): submitting or listing
+    # jobs makes none (see :mod:`kubemill.substrates.reads`), nor a deleted job's record.
+    from kubemill.substrates.history import JobRecord
+    from kubemill.substrates.reads import EventRecord, LogLine
+
+_WHERE = {
+    "EventRecord": "kubemill.substrates.reads",
+    "JobRecord": "kubemill.substrates.history",
+    "LogLine": "kubemill.substrates.reads",
+}
+"""The names offered here that are loaded on first use, and their modules."""
 
 __all__ = [
     "BACKENDS",
@@ -42,3 +49,15 @@ __all__ = [
     "load_source",
     "register_backend",
 ]
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """A name of :data:`_WHERE`, imported now (once); any other is not there."""
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value

@@ -36,24 +36,22 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubemill.api import ConditionType, FieldError, Job, ManifestError
 from kubemill.kinds import UnknownKind, controller_for, entry_for, is_controller, load_one
 from kubemill.sdk.backends import backend_for
 from kubemill.sdk.manifests import load_path
-from kubemill.substrates.base import (
-    Children,
-    EventRecord,
-    JobView,
-    LogLine,
-    LogQuery,
-    ProgressPoint,
-    ResourceReport,
-    SubmitOptions,
-    SubstrateError,
-)
-from kubemill.substrates.history import JobRecord, KeepsHistory
+from kubemill.substrates.base import Children, JobView, SubmitOptions, SubstrateError
+
+if TYPE_CHECKING:
+    from kubemill.substrates.history import JobRecord
+    from kubemill.substrates.reads import (
+        EventRecord,
+        LogLine,
+        ProgressPoint,
+        ResourceReport,
+    )
 
 JobSource = Job | str | os.PathLike[str] | Mapping[str, Any]
 """A job model, a manifest file's path, YAML text, or a manifest as a dict."""
@@ -370,6 +368,8 @@ class JobClient:
         deletion first: on Kubernetes, those the operator keeps (``kubemill install
         --history``); none on a substrate that keeps nothing of a deleted job (local: a
         finished job stays in ``list`` until it is deleted)."""
+        from kubemill.substrates.history import KeepsHistory  # a read's only, as JobRecord
+
         if not isinstance(self.backend, KeepsHistory):
             return []
         return self.backend.history(self._ns(namespace))
@@ -430,6 +430,9 @@ class JobClient:
         and ``timestamps`` starts each line's text with its time (``line.time`` is set
         either way when known). Bad values raise ``ValueError`` naming the argument.
         """
+        # Loaded by a read only, as the records it returns (kubemill.substrates.reads).
+        from kubemill.substrates.reads import LogQuery
+
         query = LogQuery(tail=tail, since=since, limit_bytes=limit_bytes, timestamps=timestamps)
         lines = self.backend.logs(
             name, self._ns(namespace), replica=replica, follow=follow, query=query

@@ -11,9 +11,12 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from kubemill.substrates.base import EventRecord, JobView
+from kubemill.substrates.base import JobView
+
+if TYPE_CHECKING:
+    from kubemill.substrates.reads import EventRecord
 
 
 @dataclass(frozen=True)

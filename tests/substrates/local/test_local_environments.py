@@ -18,6 +18,7 @@ from kubemill.engines.mars.api import DEFAULT_IMAGE as DEFAULT_MARS_IMAGE
 from kubemill.substrates.base import SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, SupervisorOptions, environments
 from kubemill.substrates.local.images import ImageConfig, managed_environment
+from kubemill.substrates.local.managed_images import MANAGED_IMAGES
 
 SHOW_PREFIX = "import json, sys; print(json.dumps({'prefix': sys.prefix}), flush=True)"
 # The job succeeds when the master does, so the master waits until the worker has spoken.
@@ -70,7 +71,6 @@ def toy_spec(gate: Path) -> environments.EnvSpec:
     return environments.EnvSpec(
         name="toy",
         summary="a toy environment",
-        images=("toy/engine:*",),
         pins=("numpy==1.23.5",),
         venv_args=("--without-pip",),
         steps=(
@@ -90,6 +90,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     root = tmp_path / "envs"
     gate = tmp_path / "gate"
     monkeypatch.setitem(environments.MANAGED, "toy", toy_spec(gate))
+    monkeypatch.setitem(MANAGED_IMAGES, "toy", ("toy/engine:*",))
     monkeypatch.setenv(environments.ENVS_DIR_ENV, str(root))
     return root, gate
 
@@ -224,3 +225,10 @@ def test_an_environment_whose_kubemill_checkout_is_gone_is_stale(
     # Created again from this checkout, it is ready.
     assert environments.create("toy").ready
     assert environments.status("toy").source == record["source"]
+
+
+def test_every_managed_environment_has_its_images_and_no_other() -> None:
+    # Resolving an image reads MANAGED_IMAGES alone (a submission loads no recipe): each
+    # environment kubemill builds is named there, and nothing else is.
+    assert sorted(MANAGED_IMAGES) == sorted(environments.MANAGED)
+    assert all(spec.images for spec in environments.MANAGED.values())

@@ -11,7 +11,7 @@ import pytest
 from local_support import pytorch_job
 
 from kubemill.substrates.base import SubmitOptions
-from kubemill.substrates.local import LocalBackend, job_views
+from kubemill.substrates.local import LocalBackend, job_reads
 
 LINES = 2000
 CHATTY = f"import sys\nfor i in range({LINES}): print(i)\nsys.stdout.write('last, no newline')\n"
@@ -36,7 +36,7 @@ def test_the_followers_pause_ends_with_the_job(
     backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Looks an hour apart: only the supervisor letting go can end the follow in time.
-    monkeypatch.setattr(job_views, "FOLLOW_INTERVAL", 3600.0)
+    monkeypatch.setattr(job_reads, "FOLLOW_INTERVAL", 3600.0)
     job = pytorch_job("brief", master="print('master done', flush=True)")
     backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
     lines: list[str] = []

@@ -18,13 +18,8 @@ from kubemill.sdk import JobClient
 from kubemill.substrates.base import LogQuery, SubmitOptions, SubstrateError
 from kubemill.substrates.local import LocalBackend, procinfo
 from kubemill.substrates.local.log_keeper import KEEPER, LogKeeper
-from kubemill.substrates.local.logs import (
-    LogPolicy,
-    ReplicaLog,
-    follow,
-    read_all,
-    stream_paths,
-)
+from kubemill.substrates.local.log_reads import ReplicaLog, follow, read_all
+from kubemill.substrates.local.logs import LogPolicy, stream_paths
 from support.waiting import eventually
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from kubemill.api import FieldError
 from kubemill.substrates.local.kubelet import ReplicaPod
-from kubemill.substrates.local.launch import ExecProbe, LaunchSpec, exec_probe
+from kubemill.substrates.local.launch import LaunchSpec
+from kubemill.substrates.local.probes import ExecProbe, exec_probe
 
 
 def _spec(tmp_path: Path, probe: ExecProbe | None) -> LaunchSpec:

@@ -13,7 +13,7 @@ from local_support import container, pytorch_job
 from kubemill.api import ConditionType
 from kubemill.substrates.base import SubmitOptions
 from kubemill.substrates.local import LocalBackend
-from kubemill.substrates.local.logs import TERMINATION_BYTES, TERMINATION_LINES
+from kubemill.substrates.local.log_reads import TERMINATION_BYTES, TERMINATION_LINES
 
 NOISY_FAILURE = (
     "import sys\n"
@@ -67,6 +67,6 @@ def test_without_the_policy_the_message_names_the_exit_only(
 
 
 def test_a_log_that_cannot_be_read_gives_no_message(tmp_path: Path) -> None:
-    from kubemill.substrates.local.logs import termination_tail
+    from kubemill.substrates.local.log_reads import termination_tail
 
     assert termination_tail("gone", tmp_path / "missing" / "gone.log") == ""

@@ -26,6 +26,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from kubemill.api.base import KubeModel
+from kubemill.api.clusters import ClusterOptions
 from kubemill.api.common import (
     API_VERSION,
     MAX_REPLICAS,
@@ -37,7 +38,7 @@ from kubemill.api.common import (
     RunPolicy,
 )
 from kubemill.api.errors import FieldError
-from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, ClusterOptions, KindApi, PrinterColumn
+from kubemill.api.kinds import AGE_COLUMN, STATE_COLUMN, KindApi, PrinterColumn
 from kubemill.api.kube import Container, PodSpec, PodTemplateSpec
 from kubemill.version import __version__
 

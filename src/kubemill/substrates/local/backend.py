@@ -42,35 +42,23 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kubemill.api import STOP_ANNOTATION, Job, JobStatus
 from kubemill.kinds import entry_for, is_controller, load_one
-from kubemill.substrates.base import (
-    EventRecord,
-    JobNotFound,
-    JobView,
-    LogLine,
-    LogQuery,
-    Patch,
-    ProgressPoint,
-    SubmitOptions,
-    SubstrateError,
-)
+from kubemill.substrates.base import JobNotFound, JobView, Patch, SubmitOptions, SubstrateError
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.job_views import (
     ListedViews,
     LocalRun,
     RecordReads,
-    event_records,
-    follow_replicas,
     grace_of,
     job_view,
     pick_replica,
-    progress_history,
 )
 from kubemill.substrates.local.known_objects import know_local_objects
 from kubemill.substrates.local.launch import PodContext, exec_socket_path, remove_socket
-from kubemill.substrates.local.logs import LogPolicy, ReplicaLog, read_all
+from kubemill.substrates.local.logs import LogPolicy
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local
@@ -99,6 +87,9 @@ from kubemill.substrates.local.submission import (
     warn_ignored_containers,
 )
 from kubemill.substrates.local.supervisor import SupervisorOptions
+
+if TYPE_CHECKING:
+    from kubemill.substrates.reads import EventRecord, LogLine, LogQuery, ProgressPoint
 
 STOP_MARGIN = 5.0
 """Extra seconds ``delete``/``interrupt`` wait beyond the replicas' grace period."""
@@ -320,24 +311,35 @@ class LocalBackend(RecordReads):
         replicas = self.store.replicas(rec.uid)
         if replica is not None:
             replicas = [pick_replica(rec, replicas, replica)]
+        # The readers (and their records) are loaded by a read only: see job_reads.
+        from kubemill.substrates.local import job_reads
+        from kubemill.substrates.local.log_reads import ReplicaLog, read_all
+        from kubemill.substrates.reads import LogQuery
+
         query = query or LogQuery()
         logs = [ReplicaLog(r.name, r.log_path, query) for r in replicas]
         if not follow:
             return read_all(logs)
-        return follow_replicas(logs, self._run(rec.uid), lambda: self._ended(rec.uid))
+        run = self._run(rec.uid)
+        supervised = None if run is None else run.supervisor.finished
+        return job_reads.follow_replicas(logs, supervised, lambda: self._ended(rec.uid))
 
     def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
         """Every report of the first replica (in plan order) that made one: the replica
         the job's ``trainerStatus`` follows (:mod:`.progress`)."""
         rec = self.store.job(checked_namespace(namespace), name)
         self._fresh(rec)
-        return progress_history(self.store, rec)
+        from kubemill.substrates.local import job_reads  # a read's only: see there
+
+        return job_reads.progress_history(self.store, rec)
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""
         rec = self.store.job(checked_namespace(namespace), name)
         self._fresh(rec)
-        return event_records(self.store, rec.uid)
+        from kubemill.substrates.local import job_reads  # a read's only: see there
+
+        return job_reads.event_records(self.store, rec.uid)
 
     # --- stopping ----------------------------------------------------------------------
 

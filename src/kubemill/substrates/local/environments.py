@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubemill.substrates.base import SubstrateError
+from kubemill.substrates.local.managed_images import MANAGED_IMAGES
 
 ENVS_DIR_ENV = "KUBEMILL_ENVS_DIR"
 RECORD_FILE = "kubemill-env.json"
@@ -74,8 +75,6 @@ class EnvSpec:
 
     name: str
     summary: str
-    images: tuple[str, ...]
-    """Image names (fnmatch globs) that stand for this environment locally."""
     pins: tuple[str, ...]
     """Requirements installed first and kept as constraints for every later step."""
     steps: tuple[Step, ...]
@@ -85,6 +84,12 @@ class EnvSpec:
     """Executables its ``bin/`` must hold."""
     venv_args: tuple[str, ...] = field(default=())
     """Extra arguments of ``python -m venv``."""
+
+    @property
+    def images(self) -> tuple[str, ...]:
+        """Image names (fnmatch globs) that stand for this environment locally (kept in
+        :data:`.managed_images.MANAGED_IMAGES`, which resolving an image reads alone)."""
+        return MANAGED_IMAGES.get(self.name, ())
 
 
 def _pip(prefix: Path, *args: str) -> list[str]:
@@ -136,16 +141,6 @@ def _constraints(prefix: Path) -> str:
 MARS = EnvSpec(
     name="mars",
     summary=f"Mars {MARS_VERSION} (pymars) with numpy 1.23, for kubemill.deploy's Mars clusters",
-    # Mars's own image, and the image scripts/build-image.sh builds (under any registry).
-    images=(
-        "marsproject/mars",
-        "marsproject/mars:*",
-        "marsproject/mars-*",
-        "kubemill-mars",
-        "kubemill-mars:*",
-        "*/kubemill-mars",
-        "*/kubemill-mars:*",
-    ),
     pins=MARS_PINS,
     steps=(
         Step(

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from kubemill.substrates.base import SubstrateError
-from kubemill.substrates.local import environments
+from kubemill.substrates.local.managed_images import MANAGED_IMAGES
 
 CONFIG_ENV = "KUBEMILL_CONFIG"
 DEFAULT_MAX_REPLICAS_PER_JOB = 512
@@ -151,21 +151,24 @@ def default_environment() -> Environment:
 def managed_environment(
     image: str, root: str | os.PathLike[str] | None = None
 ) -> Environment | None:
-    """The managed environment ``image`` stands for (:data:`.environments.MANAGED`), if any;
-    a :class:`SubstrateError` saying how to create it when it is not built yet."""
-    for env in environments.MANAGED.values():
-        if not any(fnmatch.fnmatchcase(image, pattern) for pattern in env.images):
+    """The managed environment ``image`` stands for (:data:`.managed_images.MANAGED_IMAGES`),
+    if any; a :class:`SubstrateError` saying how to create it when it is not built yet."""
+    for name, patterns in MANAGED_IMAGES.items():
+        if not any(fnmatch.fnmatchcase(image, pattern) for pattern in patterns):
             continue
-        found = environments.status(env.name, root)
+        # The recipes' module, for an image that stands for one of them only.
+        from kubemill.substrates.local import environments
+
+        found = environments.status(name, root)
         if not found.ready:
             raise SubstrateError(
-                f"image {image!r} stands for kubemill's {env.name} environment, which is"
+                f"image {image!r} stands for kubemill's {name} environment, which is"
                 f" {found.state} ({found.where}): create it with `kubemill env create"
-                f" {env.name}`, or map the image to a venv of yours in the config file"
+                f" {name}`, or map the image to a venv of yours in the config file"
             )
         return Environment(
             bin_dir=str(found.prefix / "bin"),
-            source=f"managed environment {env.name} ({found.prefix})",
+            source=f"managed environment {name} ({found.prefix})",
         )
     return None
 

@@ -1,69 +1,31 @@
-"""What a reader of the local substrate gets of a recorded job (its view, events, progress
-history, one replica by name, its grace period), and a job supervised by a thread of this
-process (:class:`LocalRun`).
+"""What a reader of the local substrate gets of a recorded job (its view, one replica by
+name, its grace period), and a job supervised by a thread of this process
+(:class:`LocalRun`). Its other reads (logs followed, events, progress, resources) are in
+:mod:`.job_reads`, loaded when first asked for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubemill.kinds import child_pods_of
-from kubemill.substrates.base import (
-    Children,
-    EventRecord,
-    JobView,
-    LogLine,
-    ProgressPoint,
-    ReplicaView,
-    ResourceReport,
-    SubstrateError,
-)
-from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS, progress_dir, progress_file
-from kubemill.substrates.local.logs import ReplicaLog, follow
+from kubemill.substrates.base import Children, JobView, ReplicaView, SubstrateError
+from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS
 from kubemill.substrates.local.prepared import Prepared
-from kubemill.substrates.local.progress import history
-from kubemill.substrates.local.sampling import resource_history
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store, checked_namespace
 
 if TYPE_CHECKING:
     # The supervisor (its loop, the kubelet stand-in, the exec service) is imported only
     # by a process that supervises a job itself: a detached submission never does.
     from kubemill.substrates.local.supervisor import Supervisor, SupervisorOptions
-
-
-FOLLOW_INTERVAL = 0.05
-"""Seconds between two looks for new log lines when following a job (the end of a job
-supervised here cuts the pause short: its last lines need no quicker looks)."""
-FOLLOW_CHECK_EVERY = 0.1
-"""How often a follower of a job supervised elsewhere asks the database whether it ended."""
+    from kubemill.substrates.reads import ResourceReport
 
 
 def _utc(moment: float | None) -> datetime | None:
     return None if moment is None else datetime.fromtimestamp(moment, UTC)
-
-
-def follow_replicas(
-    logs: Sequence[ReplicaLog], run: LocalRun | None, ended: Callable[[], bool]
-) -> Iterator[LogLine]:
-    """The replicas' lines as they are written, until the job ends: ``run`` if a thread of
-    this process supervises it, else ``ended`` (which reads the records) says when."""
-    if run is not None:
-        # Supervised by a thread of this process (`kubemill run`): its own flag says when it
-        # let go of the job (no replica can write any more), without a database read, so
-        # it is asked on every pass, and setting it ends the pause between two passes: the
-        # last lines are printed as soon as the job ends.
-        done = run.supervisor.finished
-        yield from follow(
-            logs, finished=done.is_set, interval=FOLLOW_INTERVAL, check_every=0.0, pause=done.wait
-        )
-        return
-    yield from follow(logs, finished=ended, check_every=FOLLOW_CHECK_EVERY)
 
 
 @dataclass
@@ -154,16 +116,6 @@ class ListedViews:
         return views
 
 
-def progress_history(store: Store, rec: JobRecord) -> list[ProgressPoint]:
-    """Every report of the first replica (in plan order) that made one."""
-    directory = Path(progress_dir(str(rec.job_dir)))
-    for replica in store.replicas(rec.uid):
-        points = history(Path(progress_file(str(directory), replica.name)))
-        if points:
-            return points
-    return []
-
-
 class RecordReads:
     """The reads of a recorded job that need only the store (the local backend's)."""
 
@@ -171,29 +123,15 @@ class RecordReads:
 
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
         """Each replica's CPU and memory as its supervisor sampled them (:mod:`.sampling`)."""
-        rec = self.store.job(checked_namespace(namespace), name)
-        return ResourceReport(resource_history(rec.job_dir))
+        from kubemill.substrates.local import job_reads  # not a submission's: see there
+
+        return job_reads.resources(self.store, self.store.job(checked_namespace(namespace), name))
 
     def children(self, name: str, namespace: str | None = None) -> Children | None:
         """Locally a program makes no pods: its kind's note says what its children are."""
-        hook = child_pods_of(self.store.job(checked_namespace(namespace), name).kind)
-        return None if hook is None else Children(hook.title, note=hook.local)
+        from kubemill.substrates.local import job_reads  # not a submission's: see there
 
-
-def event_records(store: Store, uid: str) -> list[EventRecord]:
-    """The job's events, oldest first."""
-    out: list[EventRecord] = []
-    for row in store.events(uid):
-        out.append(
-            EventRecord(
-                time=datetime.fromtimestamp(row.time, UTC),
-                type="Warning" if row.type == "Warning" else "Normal",
-                reason=row.reason,
-                message=row.message,
-                count=row.count,
-            )
-        )
-    return out
+        return job_reads.children(self.store.job(checked_namespace(namespace), name))
 
 
 def pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:

@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from kubemill.core.model import ObservedPod, PodPhase
 from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.launch import LaunchSpec
-from kubemill.substrates.local.logs import termination_tail
+from kubemill.substrates.local.log_reads import termination_tail
 from kubemill.substrates.local.prober import Prober
 from kubemill.substrates.local.records import ReplicaRecord
 from kubemill.substrates.local.spawn import spawn

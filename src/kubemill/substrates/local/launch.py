@@ -63,6 +63,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kubemill.api import Container, EnvVar, FieldError, Job, ManifestError
 from kubemill.frameworks import Plan, ReplicaPlan
@@ -73,8 +74,10 @@ from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.expansion import expand
 from kubemill.substrates.local.images import Environment, image_note
 from kubemill.substrates.local.network import LOCAL_HOST
-from kubemill.substrates.local.probes import ExecProbe, exec_probe
 from kubemill.substrates.local.resources import THREAD_VARIABLES, local_resources
+
+if TYPE_CHECKING:
+    from kubemill.substrates.local.probes import ExecProbe
 
 DEFAULT_GRACE_SECONDS = 5.0
 """SIGTERM-to-SIGKILL grace when the pod sets no ``terminationGracePeriodSeconds``.
@@ -402,10 +405,15 @@ def build_launch(
             )
     if not host and not errors:
         errors.extend(_missing_image_files(container, path, rep.name))
-    readiness, problems = exec_probe(
-        container.readiness_probe, f"{path}.readinessProbe", {**env, **declared}
-    )
-    errors.extend(problems)
+    readiness: ExecProbe | None = None
+    if container.readiness_probe:
+        # The probe's module (and its record) is loaded for a container that has one only.
+        from kubemill.substrates.local.probes import exec_probe
+
+        readiness, problems = exec_probe(
+            container.readiness_probe, f"{path}.readinessProbe", {**env, **declared}
+        )
+        errors.extend(problems)
     if errors:
         return None, errors
     grace = rep.template.spec.termination_grace_period_seconds

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kubemill.substrates.local.log_reads import list_chunks
 from kubemill.substrates.local.logs import (
     CHUNK,
     FILE_MODE,
@@ -27,7 +28,6 @@ from kubemill.substrates.local.logs import (
     TICK,
     LogPolicy,
     chunk_path,
-    list_chunks,
     marks_path,
     stream_paths,
 )

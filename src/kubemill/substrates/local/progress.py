@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from kubemill.progress import BadReport, Follower, parse_line
-from kubemill.substrates.base import ProgressPoint
+from kubemill.substrates.reads import ProgressPoint
 
 if TYPE_CHECKING:
     # For annotations only: readers of progress (the dashboard) need no store, and a

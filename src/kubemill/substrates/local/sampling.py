@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubemill.substrates.base import ResourceSample
 from kubemill.substrates.local import procinfo
+from kubemill.substrates.reads import ResourceSample
 
 if TYPE_CHECKING:
     # What the supervisor samples with; a reader of the samples imports neither.

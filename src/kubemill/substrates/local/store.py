@@ -33,13 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from kubemill.substrates.errors import JobExists, JobNotFound, SubstrateError
 from kubemill.substrates.local.procinfo import ProcessId
 from kubemill.substrates.local.records import (
     READY_PHASES,
-    SCHEDULE_STATE,
     EventRow,
     JobRecord,
     NewJob,
@@ -47,7 +46,6 @@ from kubemill.substrates.local.records import (
     apply_patch,
     exists_message,
     job_record,
-    job_summary,
     merge_into,
     replica_record,
     reserved_ports_in,
@@ -69,7 +67,9 @@ from kubemill.substrates.local.state_schema import (
     run_script,
 )
 from kubemill.substrates.local.store_reads import TableReads
-from kubemill.substrates.rows import JobSummary
+
+if TYPE_CHECKING:
+    from kubemill.substrates.rows import JobSummary
 
 
 class PortConflict(SubstrateError):
@@ -269,6 +269,9 @@ class Store:
         and without the job models; None when a job needs the core first (a supervisor died,
         a TTL may have passed) or its record cannot be read as it is: then the caller reads
         the jobs whole (:meth:`jobs`), through the core, which heals, deletes or reports."""
+        # A listing's own module (and a job list's records), not a submission's.
+        from kubemill.substrates.local.listing_rows import SCHEDULE_STATE, job_summary
+
         moment = time.time() if now is None else now
         namespace = None if namespace is None else checked_namespace(namespace)
         marks = ",".join("?" for _ in READY_PHASES)

@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from kubemill.api.base import KubeModel, refused
+from kubemill.api.clusters import ClusterOptions
 from kubemill.api.common import (
     MAX_REPLICAS,
     CleanPodPolicy,
@@ -52,7 +53,7 @@ from kubemill.api.common import (
     WordedStatus,
 )
 from kubemill.api.errors import FieldError
-from kubemill.api.kinds import AGE_COLUMN, ClusterOptions, KindApi, PrinterColumn
+from kubemill.api.kinds import AGE_COLUMN, KindApi, PrinterColumn
 from kubemill.api.kube import PodTemplateSpec
 from kubemill.engines.ray.api.auth import TOKEN_KEY, AuthOptions, token_secret_name
 from kubemill.engines.ray.api.refusals import refusal_validator
