@@ -215,7 +215,7 @@ def test_run_detach_prints_the_very_lines_rich_printed(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # `run --detach` draws its two lines as `get` draws its table (kubemill.cli.table),
+    # `run --detach` draws its two lines as `get` draws its table (kubemill.cli.styling),
     # without rich: byte for byte what rich's console printed, styles and all.
     import io
     from types import SimpleNamespace
