@@ -4,8 +4,7 @@ The public surface: :class:`JobClient`, the records it returns, the errors it ra
 and :func:`register_backend` for substrates that plug in.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubemill.sdk.backends import BACKENDS, BackendFactory, backend_for, register_backend
 from kubemill.sdk.client import (
@@ -16,6 +15,7 @@ from kubemill.sdk.client import (
     load_source,
 )
 from kubemill.substrates.base import JobExists, JobNotFound, JobView, ReplicaView, SubstrateError
+from kubemill.substrates.lazy_names import names_loaded_on_use
 
 if TYPE_CHECKING:
     # A read's records, loaded on first use (:func:`__getattr__`): submitting or listing
@@ -52,12 +52,4 @@ __all__ = [
 
 
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        """A name of :data:`_WHERE`, imported now (once); any other is not there."""
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
+    __getattr__ = names_loaded_on_use(__name__, _WHERE)

@@ -14,8 +14,9 @@ the rest.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubemill.substrates.lazy_names import names_loaded_on_use
 
 if TYPE_CHECKING:
     from kubemill.core import INTERRUPTED
@@ -41,14 +42,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = names_loaded_on_use(__name__, _WHERE)
 
 __all__ = [
     "CONFIG_ENV",

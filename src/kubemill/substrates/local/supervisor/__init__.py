@@ -54,7 +54,9 @@ The package (its names load on first use): :mod:`.loop` (the :class:`Supervisor`
 detached process).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubemill.substrates.lazy_names import names_loaded_on_use
 
 if TYPE_CHECKING:
     from kubemill.substrates.local.supervisor.loop import NOT_RUNNABLE, SUPERVISOR_ERROR, Supervisor
@@ -63,16 +65,13 @@ if TYPE_CHECKING:
 __all__ = ["NOT_RUNNABLE", "SUPERVISOR_ERROR", "Supervisor", "SupervisorOptions"]
 
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        """A public name, from the submodule that holds it (loaded now, once): a process
-        that only reads the supervisor's options (a detached submission) does not load the
-        loop, the kubelet stand-in and the exec service."""
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        import importlib
-
-        home = "options" if name == "SupervisorOptions" else "loop"
-        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-        globals()[name] = value
-        return value
+    # Each public name from the submodule that holds it: a process that only reads the
+    # supervisor's options (a detached submission) does not load the loop, the kubelet
+    # stand-in and the exec service.
+    __getattr__ = names_loaded_on_use(
+        __name__,
+        {
+            name: f"{__name__}.{'options' if name == 'SupervisorOptions' else 'loop'}"
+            for name in __all__
+        },
+    )
