@@ -1,6 +1,7 @@
 """The dashboard on the Kubernetes substrate: the same server over ``JobClient("kubernetes")``
 against the Kubernetes client tests' served API (kmock), where the test plays the operator
-and the kubelet: the list, one job, and an action reaching the job's object."""
+and the kubelet: the list, one job, and an action reaching the job's object; a job of an
+upstream group beside ours of the same name."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE
 from support import kmock_cluster
 from support.kube_client_support import SEED_TFJOB as MANIFEST
 from support.kube_client_support import ClientClusterThread, Operator, running
+from support.upstream_crds import upstream_crd
 
 pytestmark = pytest.mark.asyncio
 
@@ -68,6 +70,49 @@ async def test_the_list_one_job_and_an_action_on_kubernetes(
         deleted = await web.post("/api/jobs/ml/seed/delete", headers=headers)
         assert (await deleted.json())["deleted"] is True
         assert await asyncio.to_thread(jobs.list) == []
+    jobs.backend.close()  # type: ignore[attr-defined]
+
+
+async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_ours(
+    cluster: ClientClusterThread, tmp_path: Path
+) -> None:
+    # Kubeflow's TFJob CRD served (an operator with --serve-upstream-groups), a TFJob
+    # applied there by kubectl, and one of kubemill's own of the same name submitted.
+    cluster.cluster.install_crds([upstream_crd("TFJob", "kubeflow.org", "v1")])
+    upstream = yaml.safe_load(MANIFEST)
+    upstream["metadata"]["name"] = "twin"
+    cluster.create("/apis/kubeflow.org/v1/namespaces/ml/tfjobs", upstream)
+    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
+    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
+    guard = Guard()
+    web: TestClient[Any, Any]
+    async with TestClient(TestServer(build_app(jobs, guard=guard), host="127.0.0.1")) as web:
+        headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
+        ours = MANIFEST.replace("name: seed", "name: twin")
+        created = await web.post("/api/submit", json={"manifest": ours}, headers=headers)
+        assert (await created.json())["url"] == "/jobs/ml/twin"
+
+        # Two rows, each with its own key and a link to its own job.
+        listing = await (await web.get("/")).text()
+        rows = listing.split("<tbody")[1].split("</tbody>")[0].split("<tr ")[1:]
+        keys = sorted(row.split('data-key="')[1].split('"')[0] for row in rows)
+        assert keys == ["ml/tfjob.kubeflow.org/twin", "ml/tfjob.kubemill.dev/twin"]
+        links = sorted(row.split('<a href="')[1].split('"')[0] for row in rows)
+        assert links == ["/jobs/ml/tfjob.kubeflow.org%2Ftwin", "/jobs/ml/twin"]
+
+        for link, api_version in zip(links, ("kubeflow.org/v1", "kubemill.dev/v1"), strict=True):
+            page = await (await web.get(link)).text()
+            assert f"apiVersion: {api_version}" in page, link
+            # The page's stream and actions address the same job.
+            assert f'data-stream="/api{link}/stream"' in page
+            assert f'data-url="/api{link}/suspend"' in page
+
+        suspended = await web.post(f"/api{links[0]}/suspend", headers=headers)
+        assert suspended.status == 200, await suspended.text()
+        upstream_now = cluster.get("/apis/kubeflow.org/v1/namespaces/ml/tfjobs/twin")
+        assert upstream_now["spec"]["runPolicy"]["suspend"] is True
+        ours_now = await asyncio.to_thread(jobs.get, "twin")
+        assert not ours_now.job.run_policy.suspend  # the bare name is ours, untouched
     jobs.backend.close()  # type: ignore[attr-defined]
 
 

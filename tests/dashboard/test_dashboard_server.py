@@ -73,7 +73,9 @@ async def test_the_jobs_list_shows_a_job_and_pushes_its_changes(
         async for event, data in sse_events(stream):
             assert event == "jobs"
             messages.append(data)
-            assert [row["key"] for row in data["rows"]] == ["default/listed"]
+            assert [row["key"] for row in data["rows"]] == [
+                "default/pytorchjob.kubemill.dev/listed"
+            ]
             html = data["rows"][0]["html"]
             assert 'data-name="listed"' in html
             state = html.split('data-state="')[1].split('"')[0]
@@ -103,7 +105,9 @@ async def test_the_jobs_stream_pushes_only_the_rows_added_changed_or_removed(
     async with web.get("/api/stream/jobs") as stream:
         events = sse_events(stream)
         _, table = await anext(events)
-        assert table["full"] and [row["key"] for row in table["rows"]] == ["default/first"]
+        assert table["full"] and [row["key"] for row in table["rows"]] == [
+            "default/pytorchjob.kubemill.dev/first"
+        ]
         first_row = table["rows"][0]
 
         await submit(web, guard, pytorch_manifest("second", "pass"))
@@ -112,14 +116,19 @@ async def test_the_jobs_stream_pushes_only_the_rows_added_changed_or_removed(
             _, message = await anext(events)
             assert not message["full"]
             # The finished job's row is never sent again: only the new job's.
-            assert [row["key"] for row in message["rows"]] == ["default/second"], message
+            assert [row["key"] for row in message["rows"]] == [
+                "default/pytorchjob.kubemill.dev/second"
+            ], message
             seen.append(message)
         newest = seen[-1]["rows"][0]
         assert newest["order"] > first_row["order"]  # the page puts it above the first
 
         await web.post("/api/jobs/default/first/delete", headers=same_origin(web, guard))
         _, message = await anext(events)
-        assert message["removed"] == ["default/first"] and message["rows"] == []
+        assert (
+            message["removed"] == ["default/pytorchjob.kubemill.dev/first"]
+            and message["rows"] == []
+        )
 
 
 async def test_the_job_page_shows_the_failed_replica_its_exit_code_and_reason(

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from kubemill.dashboard import pages
+from kubemill.dashboard.views import job_key
 from kubemill.substrates.base import JobView
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class JobsFeed:
         """Every job's row, rendering only those whose view is not the one last rendered."""
         rendered: dict[str, tuple[JobView, pages.RenderedRow]] = {}
         for view in views:
-            key = f"{view.namespace}/{view.name}"
+            key = job_key(view)
             known = self.rendered.get(key)
             row = known[1] if known is not None and known[0] is view else pages.rendered_row(view)
             rendered[key] = (view, row)

@@ -24,6 +24,7 @@ from kubemill.dashboard.views import (
     actions_for,
     events_newest_last,
     iso,
+    job_reference,
     job_row,
     replica_sort_key,
 )
@@ -41,7 +42,7 @@ from kubemill.substrates.base import (
     ResourceReport,
 )
 
-STATIC_VERSION = "3"
+STATIC_VERSION = "4"
 """Bumped when the shipped CSS/JS change, so browsers fetch them again."""
 
 
@@ -112,7 +113,7 @@ class RenderedRow:
     """One job's row of the jobs table, as the page holds it and the live stream patches it."""
 
     key: str
-    """``namespace/name``: which row of the page this one replaces."""
+    """Which row of the page this one replaces (:func:`~.views.job_key`)."""
     order: str
     """Sorts the rows, newest first, as the strings compare (also the row's ``data-order``)."""
     html: str
@@ -122,7 +123,7 @@ def rendered_row(view: JobView) -> RenderedRow:
     """The job's row of the jobs table."""
     row = job_row(view)
     order = f"{iso(row.created)} {row.name}"
-    return RenderedRow(f"{row.namespace}/{row.name}", order, _job_row_html(row, order))
+    return RenderedRow(row.key, order, _job_row_html(row, order))
 
 
 def sorted_rows(views: Sequence[JobView]) -> list[RenderedRow]:
@@ -139,8 +140,8 @@ def _job_row_html(row: JobRow, order: str) -> str:
     return (
         f'<tr data-kind="{esc(row.kind)}" data-state="{esc(row.state)}"'
         f' data-namespace="{esc(row.namespace)}" data-name="{esc(row.name)}"'
-        f' data-order="{esc(order)}">'
-        f'<th scope="row"><a href="{esc(job_path(row.namespace, row.name))}">'
+        f' data-key="{esc(row.key)}" data-order="{esc(order)}">'
+        f'<th scope="row"><a href="{esc(job_path(row.namespace, row.reference))}">'
         f"{esc(row.name)}</a></th>"
         f"<td>{esc(row.namespace)}</td><td>{esc(row.kind)}</td>"
         f"<td>{state_badge(row.state)}</td>"
@@ -281,7 +282,9 @@ def _replicas(detail: JobDetail) -> str:
         # A replica kubemill stopped (the job ended, was suspended) exited non-zero too;
         # only the one that failed is marked.
         failed = rep.phase == "Failed"
-        logs = job_path(view.namespace, view.name, "/logs?" + urlencode({"replica": short}))
+        logs = job_path(
+            view.namespace, job_reference(view), "/logs?" + urlencode({"replica": short})
+        )
         rows.append(
             f'<tr data-replica="{esc(short)}"{" class=failed" if failed else ""}>'
             f'<th scope="row">{esc(short)}</th><td>{state_badge(rep.phase)}</td>'
@@ -352,7 +355,7 @@ def _runs(detail: JobDetail) -> str:
     return (
         '<ul class="runs">'
         + "".join(
-            f'<li><a href="{esc(job_path(r.namespace, r.name))}">{esc(r.name)}</a>'
+            f'<li><a href="{esc(job_path(r.namespace, job_reference(r)))}">{esc(r.name)}</a>'
             f" {state_badge(state_of(r))}</li>"
             for r in detail.runs
         )
@@ -456,7 +459,7 @@ ACTIONS = (
 
 def _actions(view: JobView) -> str:
     """The action buttons; those that cannot apply now are disabled (pushed live)."""
-    path = job_path(view.namespace, view.name)
+    path = job_path(view.namespace, job_reference(view))
     allowed = actions_for(view)
     buttons = []
     for verb, label, question in ACTIONS:
@@ -481,7 +484,7 @@ def job_page(detail: JobDetail, *, csrf: str) -> str:
             f'<h2 id="h-{section.key}">{section.title}</h2>'
             f'<div data-section="{section.key}">{section.render(detail)}</div></section>'
         )
-    stream = "/api" + job_path(view.namespace, view.name, "/stream")
+    stream = "/api" + job_path(view.namespace, job_reference(view), "/stream")
     body = (
         f'<h1><span class="kind">{esc(view.kind)}</span> {esc(view.name)}</h1>'
         f'<div class="actions" role="group" aria-label="Actions" data-section="actions">'
@@ -505,7 +508,7 @@ LOG_TAIL = 2000
 
 
 def logs_page(view: JobView, *, replica: str, csrf: str) -> str:
-    path = job_path(view.namespace, view.name)
+    path = job_path(view.namespace, job_reference(view))
     names = [
         short_replica_name(view.name, r.name) for r in sorted(view.replicas, key=replica_sort_key)
     ]

@@ -38,6 +38,7 @@ from kubemill.dashboard.security import Guard
 from kubemill.dashboard.views import (
     iso,
     job_object,
+    job_reference,
     job_row,
     manifest_problems,
     operator_objects,
@@ -439,7 +440,7 @@ async def submit(request: web.Request) -> web.Response:
         return web.json_response({"ok": False, "html": _alert(exc)}, status=409)
     except SubstrateError as exc:
         return web.json_response({"ok": False, "html": _alert(exc)}, status=422)
-    url = job_path(view.namespace, view.name)
+    url = job_path(view.namespace, job_reference(view))
     return web.json_response(
         {
             "ok": True,

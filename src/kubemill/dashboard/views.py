@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemill.api import Job, ManifestError
+from kubemill.api import GROUP, Job, ManifestError
 from kubemill.kinds import is_controller, load_one
 from kubemill.sdk.client import is_service
 from kubemill.sdk.summary import (
@@ -43,6 +43,10 @@ class JobRow:
 
     namespace: str
     name: str
+    reference: str
+    """What the job's page is found by (:func:`job_reference`)."""
+    key: str
+    """Which row of the table is the job's (:func:`job_key`)."""
     kind: str
     state: str
     created: datetime | None
@@ -63,12 +67,30 @@ def link_of(view: JobView) -> Link | None:
     return None
 
 
+def job_reference(view: JobView) -> str:
+    """The name the SDK finds the job by, as ``get`` takes it: the job's name in kubemill's
+    group, ``KIND.GROUP/NAME`` in an upstream one (read from a cluster whose operator serves
+    ``--serve-upstream-groups``). A bare name is looked for in kubemill's group first, so it
+    would open a job of ours of the same name instead."""
+    group = view.job.api_version.partition("/")[0]
+    return view.name if group == GROUP else f"{view.kind.lower()}.{group}/{view.name}"
+
+
+def job_key(view: JobView) -> str:
+    """Which row of the jobs table is the job's: its namespace, kind, group and name, so
+    that jobs sharing a name in different kinds or groups are rows of their own."""
+    group = view.job.api_version.partition("/")[0]
+    return f"{view.namespace}/{view.kind.lower()}.{group}/{view.name}"
+
+
 def job_row(view: JobView) -> JobRow:
     """The job as one line of the jobs table."""
     schedule = runs_no_pods(view)
     return JobRow(
         namespace=view.namespace,
         name=view.name,
+        reference=job_reference(view),
+        key=job_key(view),
         kind=view.kind,
         state=state_of(view),
         created=view.created or view.status.start_time,
@@ -182,7 +204,9 @@ __all__ = [
     "actions_for",
     "events_newest_last",
     "iso",
+    "job_key",
     "job_object",
+    "job_reference",
     "job_row",
     "link_of",
     "manifest_problems",

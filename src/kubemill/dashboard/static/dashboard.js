@@ -127,9 +127,7 @@ function patchRows(body, data) {
     patched.push(...body.children);
   } else {
     const byKey = new Map();
-    body.querySelectorAll("tr[data-name]").forEach((row) => {
-      byKey.set(row.dataset.namespace + "/" + row.dataset.name, row);
-    });
+    body.querySelectorAll("tr[data-key]").forEach((row) => byKey.set(row.dataset.key, row));
     for (const key of data.removed) {
       const row = byKey.get(key);
       if (row) row.remove();
