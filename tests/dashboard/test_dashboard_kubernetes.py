@@ -96,9 +96,9 @@ async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_
         listing = await (await web.get("/")).text()
         rows = listing.split("<tbody")[1].split("</tbody>")[0].split("<tr ")[1:]
         keys = sorted(row.split('data-key="')[1].split('"')[0] for row in rows)
-        assert keys == ["ml/tfjob.kubeflow.org/twin", "ml/tfjob.kubemill.dev/twin"]
+        assert keys == ["ml/tfjobs.kubeflow.org/twin", "ml/tfjobs.kubemill.dev/twin"]
         links = sorted(row.split('<a href="')[1].split('"')[0] for row in rows)
-        assert links == ["/jobs/ml/tfjob.kubeflow.org%2Ftwin", "/jobs/ml/twin"]
+        assert links == ["/jobs/ml/tfjobs.kubeflow.org%2Ftwin", "/jobs/ml/twin"]
 
         for link, api_version in zip(links, ("kubeflow.org/v1", "kubemill.dev/v1"), strict=True):
             page = await (await web.get(link)).text()

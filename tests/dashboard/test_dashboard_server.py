@@ -74,7 +74,7 @@ async def test_the_jobs_list_shows_a_job_and_pushes_its_changes(
             assert event == "jobs"
             messages.append(data)
             assert [row["key"] for row in data["rows"]] == [
-                "default/pytorchjob.kubemill.dev/listed"
+                "default/pytorchjobs.kubemill.dev/listed"
             ]
             html = data["rows"][0]["html"]
             assert 'data-name="listed"' in html
@@ -106,7 +106,7 @@ async def test_the_jobs_stream_pushes_only_the_rows_added_changed_or_removed(
         events = sse_events(stream)
         _, table = await anext(events)
         assert table["full"] and [row["key"] for row in table["rows"]] == [
-            "default/pytorchjob.kubemill.dev/first"
+            "default/pytorchjobs.kubemill.dev/first"
         ]
         first_row = table["rows"][0]
 
@@ -117,7 +117,7 @@ async def test_the_jobs_stream_pushes_only_the_rows_added_changed_or_removed(
             assert not message["full"]
             # The finished job's row is never sent again: only the new job's.
             assert [row["key"] for row in message["rows"]] == [
-                "default/pytorchjob.kubemill.dev/second"
+                "default/pytorchjobs.kubemill.dev/second"
             ], message
             seen.append(message)
         newest = seen[-1]["rows"][0]
@@ -126,7 +126,7 @@ async def test_the_jobs_stream_pushes_only_the_rows_added_changed_or_removed(
         await web.post("/api/jobs/default/first/delete", headers=same_origin(web, guard))
         _, message = await anext(events)
         assert (
-            message["removed"] == ["default/pytorchjob.kubemill.dev/first"]
+            message["removed"] == ["default/pytorchjobs.kubemill.dev/first"]
             and message["rows"] == []
         )
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubemill.api import GROUP, Job, ManifestError
-from kubemill.kinds import is_controller, load_one
+from kubemill.kinds import entry_for, is_controller, load_one
 from kubemill.sdk.client import is_service
 from kubemill.sdk.summary import (
     endpoint,
@@ -69,18 +69,23 @@ def link_of(view: JobView) -> Link | None:
 
 def job_reference(view: JobView) -> str:
     """The name the SDK finds the job by, as ``get`` takes it: the job's name in kubemill's
-    group, ``KIND.GROUP/NAME`` in an upstream one (read from a cluster whose operator serves
-    ``--serve-upstream-groups``). A bare name is looked for in kubemill's group first, so it
-    would open a job of ours of the same name instead."""
+    group, ``PLURAL.GROUP/NAME`` in an upstream one (read from a cluster whose operator
+    serves ``--serve-upstream-groups``), as with kubectl. A bare name is looked for in
+    kubemill's group first, so it would open a job of ours of the same name instead."""
     group = view.job.api_version.partition("/")[0]
-    return view.name if group == GROUP else f"{view.kind.lower()}.{group}/{view.name}"
+    return view.name if group == GROUP else f"{_resource(view, group)}/{view.name}"
 
 
 def job_key(view: JobView) -> str:
-    """Which row of the jobs table is the job's: its namespace, kind, group and name, so
-    that jobs sharing a name in different kinds or groups are rows of their own."""
+    """Which row of the jobs table is the job's: its namespace, resource and name, so that
+    jobs sharing a name in different kinds or groups are rows of their own."""
     group = view.job.api_version.partition("/")[0]
-    return f"{view.namespace}/{view.kind.lower()}.{group}/{view.name}"
+    return f"{view.namespace}/{_resource(view, group)}/{view.name}"
+
+
+def _resource(view: JobView, group: str) -> str:
+    """``PLURAL.GROUP`` of the job's kind (``tfjobs.kubeflow.org``)."""
+    return f"{entry_for(view.kind).api.plural}.{group}"
 
 
 def job_row(view: JobView) -> JobRow:
