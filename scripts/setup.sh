@@ -29,6 +29,9 @@ if [[ ",$extras," == *",dev,"* ]]; then
     apt_packages+=(chromium)
     # The tests that check a local job's processes connect to loopback only trace them.
     apt_packages+=(strace)
+    # scripts/test.sh runs the tests in a network namespace of their own (unshare, of
+    # util-linux, makes it; ip brings its loopback up).
+    apt_packages+=(iproute2)
 fi
 if [[ ",$extras," == *",image,"* ]]; then
     apt_packages+=(buildah podman mmdebstrap)

@@ -56,7 +56,50 @@ grep -v '^/' "$kube_log" || true
 rm -f "$kube_log"
 
 export PATH="$PWD/.venv/bin:$PATH"
+
+# The tests run without a network (the environments of tests/support/venvs.py are linked from
+# this one; a job's replicas talk over loopback): in a network namespace of their own, whose
+# only interface is loopback, so that nothing they start can send a packet off this machine
+# (PyTorch's TCPStore, for one, asks the resolver for the name of 127.0.0.1). That takes root
+# (unshare); without it the tests run in the machine's namespace, and this says so.
+isolated=()
+if [[ $(id -u) == 0 ]] && unshare --net true 2>/dev/null; then
+    isolated=(unshare --net sh -c 'ip link set lo up && exec "$@"' sh)
+else
+    echo "test: not root, or unshare --net refused: the tests run with this machine's network" >&2
+fi
+# So the image tests' images are built before, outside the namespace (their build takes
+# Debian's and PyPI's packages), while the checks run, and handed to the tests
+# (tests/image/conftest.py). The fast lane has no image test.
+images=false
+if ! $fast && ((${#isolated[@]})); then
+    images=true
+    image_log=$(mktemp)
+    (for target in operator mars; do
+        echo "== image $target"
+        scripts/build-image.sh "$target" || { echo "scripts/build-image.sh $target failed"; exit 1; }
+    done) >"$image_log" 2>&1 &
+    image_build=$!
+fi
+
 echo "== ruff"; ruff check src tests bench examples && ruff format --check src tests bench examples
 echo "== mypy --strict"; mypy
 echo "== import-linter"; lint-imports
-echo "== pytest"; exec pytest ${args[@]+"${args[@]}"}
+
+if $images; then
+    if ! wait "$image_build"; then
+        cat "$image_log" >&2
+        echo "test: building the images failed (the image tests run them)" >&2
+        exit 1
+    fi
+    grep -e '^image ' "$image_log" || true
+    rm -f "$image_log"
+    version=$(python -c 'import kubemill; print(kubemill.__version__)')
+    export KUBEMILL_OPERATOR_IMAGE="localhost/kubemill-operator:$version"
+    export KUBEMILL_MARS_IMAGE="localhost/kubemill-mars:$version"
+fi
+# Two workers (pytest-xdist), as many as this machine's cores: most tests wait on the
+# processes they start. The tests of the real control plane share one worker, and so one
+# control plane (tests/cluster/conftest.py); an -n of the caller's comes later and wins.
+echo "== pytest"
+exec ${isolated[@]+"${isolated[@]}"} pytest -n 2 --dist loadgroup ${args[@]+"${args[@]}"}

@@ -26,12 +26,16 @@ from support.waiting import eventually
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test here starts (or shares) the real control plane: `--fast` leaves them out."""
+    """Every test here starts (or shares) the real control plane: `--fast` leaves them out,
+    and with pytest-xdist's workers (``-n 2 --dist loadgroup``, as scripts/test.sh runs) they
+    all run in one worker, so that one control plane serves them."""
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.control_plane)
+            item.add_marker(pytest.mark.xdist_group("control_plane"))
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,8 @@ from kubemill.substrates.local import environments
 from support.operator_support import free_ports
 from support.waiting import eventually
 
-pytestmark = [pytest.mark.image, pytest.mark.mars_image]
+# One worker builds (or takes) the images: see tests/image/conftest.py.
+pytestmark = [pytest.mark.image, pytest.mark.mars_image, pytest.mark.xdist_group("image")]
 
 NAMESPACE = "mars-smoke"
 CLUSTER = "smoke"

@@ -37,7 +37,8 @@ from support.operator_support import (
 )
 from support.waiting import eventually
 
-pytestmark = pytest.mark.image
+# One worker builds (or takes) the images: see tests/image/conftest.py.
+pytestmark = [pytest.mark.image, pytest.mark.xdist_group("image")]
 
 T = TypeVar("T")
 
