@@ -15,6 +15,7 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
+from kubemill.api import API_VERSION
 from kubemill.dashboard.security import CSRF_HEADER, Guard
 from kubemill.dashboard.server import build_app
 from kubemill.sdk import JobClient, ReplicaView
@@ -121,6 +122,7 @@ async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_
 ) -> None:
     cluster.create_namespaces(DEFAULT_NAMESPACE)
     job = yaml.safe_load(MANIFEST)
+    job["apiVersion"] = API_VERSION  # as the cluster serves it: submitted into our group
     job["metadata"].update(namespace="ml", uid="uid-gone", creationTimestamp="2026-01-01T00:00:00Z")
     job["status"] = {
         "conditions": [
@@ -141,6 +143,19 @@ async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_
     )
     assert record is not None
     cluster.create(f"/api/v1/namespaces/{DEFAULT_NAMESPACE}/configmaps", record)
+    # A deleted Kubeflow TFJob of the same name (an operator serving the upstream group).
+    upstream = yaml.safe_load(MANIFEST)
+    upstream["apiVersion"] = "kubeflow.org/v1"
+    upstream["metadata"].update(
+        namespace="ml", uid="uid-up", creationTimestamp="2026-01-02T00:00:00Z"
+    )
+    lost = PostedEvent(datetime(2026, 1, 2, 0, 5, tzinfo=UTC), "Normal", "TFJobSucceeded", "done")
+    deleted = datetime(2026, 1, 2, 0, 6, tzinfo=UTC)
+    upstream_record = build_record(
+        upstream, namespace=DEFAULT_NAMESPACE, replicas=[], events=[lost], deleted=deleted
+    )
+    assert upstream_record is not None
+    cluster.create(f"/api/v1/namespaces/{DEFAULT_NAMESPACE}/configmaps", upstream_record)
 
     kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
     jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
@@ -158,5 +173,10 @@ async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_
             assert "(deleted)" in page
             assert "TFJobFailed" in page and "boom" in page
             assert 'data-action="delete"' not in page  # a record has no actions
+        # A kept link to the deleted upstream job opens its record, the bare name ours.
+        upstream_page = await (await web.get("/jobs/ml/tfjobs.kubeflow.org%2Fseed")).text()
+        assert "TFJobSucceeded" in upstream_page and "TFJobFailed" not in upstream_page
+        assert "apiVersion: kubeflow.org/v1" in upstream_page
+        assert "TFJobSucceeded" not in await (await web.get("/jobs/ml/seed")).text()
         assert (await web.get("/history/no-such-uid")).status == 404
     jobs.backend.close()  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from kubemill.dashboard.pages import (
     layout,
 )
 from kubemill.dashboard.security import Guard
-from kubemill.dashboard.views import iso, job_object, job_row
+from kubemill.dashboard.views import iso, job_object, job_reference, job_row
 from kubemill.sdk import JobClient, SubstrateError
 from kubemill.sdk.summary import state_of
 from kubemill.substrates.history import JobRecord
@@ -123,10 +123,13 @@ async def history_html(dashboard: Dashboard, chosen: dict[str, str]) -> str:
     return history_section(shown)
 
 
-async def latest_record(dashboard: Dashboard, namespace: str, name: str) -> JobRecord | None:
-    """The latest record of a deleted job of that name, if the substrate keeps one."""
+async def latest_record(dashboard: Dashboard, namespace: str, reference: str) -> JobRecord | None:
+    """The latest record of a deleted job that the job page's ``reference`` named, if the
+    substrate keeps one: as ``get`` finds a job, a bare name is kubemill's group's job first
+    and ``PLURAL.GROUP/NAME`` an upstream group's (a kept link to a deleted upstream job)."""
     records = await dashboard.call(dashboard.client.history, namespace)
-    named = [r for r in records if r.name == name]
+    referred = [r for r in records if job_reference(r.view) == reference]
+    named = referred or [r for r in records if r.name == reference]
     return named[-1] if named else None
 
 

@@ -72,20 +72,22 @@ def job_reference(view: JobView) -> str:
     group, ``PLURAL.GROUP/NAME`` in an upstream one (read from a cluster whose operator
     serves ``--serve-upstream-groups``), as with kubectl. A bare name is looked for in
     kubemill's group first, so it would open a job of ours of the same name instead."""
-    group = view.job.api_version.partition("/")[0]
-    return view.name if group == GROUP else f"{_resource(view, group)}/{view.name}"
+    return view.name if _group(view) == GROUP else f"{_resource(view)}/{view.name}"
 
 
 def job_key(view: JobView) -> str:
     """Which row of the jobs table is the job's: its namespace, resource and name, so that
     jobs sharing a name in different kinds or groups are rows of their own."""
-    group = view.job.api_version.partition("/")[0]
-    return f"{view.namespace}/{_resource(view, group)}/{view.name}"
+    return f"{view.namespace}/{_resource(view)}/{view.name}"
 
 
-def _resource(view: JobView, group: str) -> str:
+def _group(view: JobView) -> str:
+    return view.job.api_version.partition("/")[0]
+
+
+def _resource(view: JobView) -> str:
     """``PLURAL.GROUP`` of the job's kind (``tfjobs.kubeflow.org``)."""
-    return f"{entry_for(view.kind).api.plural}.{group}"
+    return f"{entry_for(view.kind).api.plural}.{_group(view)}"
 
 
 def job_row(view: JobView) -> JobRow:

@@ -65,6 +65,8 @@ def job_record(config_map: Mapping[str, Any]) -> JobRecord | None:
     except Exception as exc:  # a record of a kind or version this kubemill does not know
         logger.warning("history record %s: %s", name, exc)
         return None
+    # The group it was deleted from (an upstream one's job is shown as one), as a live read.
+    job.api_version = str(body["job"].get("apiVersion") or job.api_version)
     view = JobView(
         job=job,
         status=job.status,
