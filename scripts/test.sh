@@ -42,18 +42,25 @@ fi
 # The real Kubernetes control plane tests/cluster runs against: built once per machine from Go
 # modules (about 10 minutes of CPU the first time), then taken from its cache. It builds
 # beside the setup, which mostly waits on downloads.
+#
+# finish PID LOG WHAT SHOWN: wait for a step run in the background with its output in LOG; if it
+# failed, print LOG and say WHAT failed, and stop; else print LOG's lines that match the grep
+# pattern SHOWN (its summary).
+finish() {
+    if ! wait "$1"; then
+        cat "$2" >&2
+        echo "test: $3 failed" >&2
+        exit 1
+    fi
+    grep -e "$4" "$2" || true
+    rm -f "$2"
+}
 kube_log=$(mktemp)
 scripts/kube-control-plane.sh build >"$kube_log" 2>&1 &
 kube_build=$!
 scripts/setup.sh "torch,tensorflow,kubernetes,mpi,spark,jax,xgboost,paddle,ray,dev,image,mars"
 echo "== kube control plane"
-if ! wait "$kube_build"; then
-    cat "$kube_log" >&2
-    echo "test: building the Kubernetes control plane failed (scripts/kube-control-plane.sh build)" >&2
-    exit 1
-fi
-grep -v '^/' "$kube_log" || true
-rm -f "$kube_log"
+finish "$kube_build" "$kube_log" "building the Kubernetes control plane (scripts/kube-control-plane.sh build)" '^[^/]'
 
 export PATH="$PWD/.venv/bin:$PATH"
 
@@ -87,13 +94,7 @@ echo "== mypy --strict"; mypy
 echo "== import-linter"; lint-imports
 
 if $images; then
-    if ! wait "$image_build"; then
-        cat "$image_log" >&2
-        echo "test: building the images failed (the image tests run them)" >&2
-        exit 1
-    fi
-    grep -e '^image ' "$image_log" || true
-    rm -f "$image_log"
+    finish "$image_build" "$image_log" "building the images (the image tests run them)" '^image '
     version=$(python -c 'import kubemill; print(kubemill.__version__)')
     export KUBEMILL_OPERATOR_IMAGE="localhost/kubemill-operator:$version"
     export KUBEMILL_MARS_IMAGE="localhost/kubemill-mars:$version"
