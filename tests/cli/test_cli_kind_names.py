@@ -1,4 +1,4 @@
-"""How ``kubemill get NAME`` tells a kind from a job's name (``kubemill.cli.listing.kind_named``):
+"""How ``kubemill get NAME`` tells a kind from a job's name (``kubemill.kinds.kind_named``):
 as kubectl does, by the kind's plural, singular, short names and its own name, in any case,
 alone or qualified by a group the kind is accepted in (kubemill's own or an upstream one the
 operator can serve); anything else names a job.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubemill.cli.listing import kind_named
+from kubemill.kinds import kind_named
 
 
 @pytest.mark.parametrize(

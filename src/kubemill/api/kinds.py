@@ -112,6 +112,13 @@ class KindApi:
     def singular(self) -> str:
         return self.kind.lower()
 
+    def names(self, group: str) -> frozenset[str]:
+        """What a user may write before ``/`` to name this kind in ``group``, lower-cased,
+        as kubectl takes it (``tfjob/x``, ``tfjobs/x``, ``tfj/x``, ``tfjobs.kubeflow.org/x``)."""
+        plain = (self.kind, self.plural, self.singular, *self.short_names)
+        qualified = (f"{n}.{group}" for n in (self.kind, self.plural, self.singular))
+        return frozenset(n.lower() for n in (*plain, *qualified))
+
     @property
     def upstream_groups(self) -> tuple[tuple[str, str], ...]:
         """``(group, version)`` of each upstream apiVersion."""

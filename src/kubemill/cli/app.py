@@ -17,6 +17,7 @@ import typer
 
 from kubemill.cli.commands import (
     GangScheduler,
+    JobArgument,
     NamespaceOption,
     settings_of,
     user_errors,
@@ -127,7 +128,9 @@ def run(
 @user_errors
 def get(
     ctx: typer.Context,
-    name: Annotated[str | None, typer.Argument(help="One job; all jobs when left out.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="One job (NAME or KIND/NAME); all jobs when left out.")
+    ] = None,
     output: Annotated[
         OutputFormat, typer.Option("--output", "-o", help="table, yaml or json.")
     ] = OutputFormat.TABLE,
@@ -151,7 +154,7 @@ def get(
 @user_errors
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     namespace: NamespaceOption = None,
 ) -> None:
     """Show a job in detail: conditions, replica statuses and events."""
@@ -164,7 +167,7 @@ def describe(
 @user_errors
 def logs(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     replica: Annotated[
         str | None,
         typer.Option(
@@ -215,7 +218,7 @@ def logs(
 @user_errors
 def delete(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     namespace: NamespaceOption = None,
 ) -> None:
     """Stop every replica of a job and remove it."""
@@ -228,7 +231,7 @@ def delete(
 @user_errors
 def interrupt(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     force: Annotated[
         bool, typer.Option("--force", help="Kill the replicas at once (no grace period).")
     ] = False,
@@ -244,7 +247,7 @@ def interrupt(
 @user_errors
 def suspend(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     namespace: NamespaceOption = None,
 ) -> None:
     """Suspend a job (runPolicy.suspend): its replicas stop until `kubemill resume`."""
@@ -257,7 +260,7 @@ def suspend(
 @user_errors
 def resume(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     namespace: NamespaceOption = None,
 ) -> None:
     """Resume a suspended job: its replicas start again."""
@@ -270,7 +273,7 @@ def resume(
 @user_errors
 def scale(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The job.")],
+    name: JobArgument,
     replicas: Annotated[int, typer.Option("--replicas", min=0, help="How many replicas.")],
     group: Annotated[
         str | None, typer.Option("--group", help="The group (default: the job's only one).")

@@ -56,6 +56,10 @@ NamespaceOption = Annotated[
     ),
 ]
 
+JobArgument = Annotated[
+    str, typer.Argument(help="The job: NAME, or KIND/NAME (tfjob/NAME) as kubectl takes it.")
+]
+
 
 def settings_of(ctx: typer.Context, namespace: str | None = None) -> Settings:
     """The global options of the command line, with the command's own ``--namespace`` when

@@ -38,7 +38,11 @@ def get_jobs(settings: Settings, name: str | None, *, output: str, history: bool
     """``kubemill get [NAME | KIND] [-o yaml|json] [--history]``: a kind's plural, singular
     or short name (``tfjobs``, ``tfj``), as with kubectl, lists the jobs of that kind;
     ``history`` adds the records of deleted jobs the substrate keeps (:func:`history_rows`)."""
-    kind = kind_named(name) if name else None
+    kind = None
+    if name:
+        from kubemill.kinds import kind_named  # the registry: only when a name is given
+
+        kind = kind_named(name)
     one_namespace = settings.namespace is not None
     if history:
         if name is not None and kind is None:
@@ -180,25 +184,6 @@ def job_rows(settings: Settings) -> list[JobSummary]:
     return [row_of(view) for view in settings.client().list(namespace=settings.namespace)]
 
 
-def kind_named(name: str) -> str | None:
-    """The registered kind ``name`` names as kubectl would take it (``tfjobs``, ``tfjob``,
-    ``tfj``, the kind's own name in any case, qualified by kubemill's group or an upstream
-    one the kind is accepted in: ``tfjobs.kubemill.dev``, ``rayclusters.ray.io``), or None:
-    then it names a job. A qualified name lists the kind's jobs in every group served."""
-    from kubemill.api import GROUP
-    from kubemill.kinds import entries
-
-    wanted = name.lower()
-    for entry in entries():
-        api = entry.api
-        names = {api.kind, api.plural, api.singular, *api.short_names}
-        for group in (GROUP, *(group for group, _ in api.upstream_groups)):
-            names |= {f"{api.plural}.{group}", f"{api.kind}.{group}"}
-        if wanted in {n.lower() for n in names}:
-            return entry.kind
-    return None
-
-
 def own_table(views: Sequence[JobView], *, one_namespace: bool = False) -> Table:
     """NAME, the kind's own columns (a schedule's: SCHEDULE, SUSPEND, LAST RUN, LAST RUN
     NAME, upstream's printer columns), STATE, AGE: one row per object of a controller's
@@ -266,7 +251,6 @@ __all__ = [
     "history_rows",
     "job_object",
     "job_rows",
-    "kind_named",
     "own_table",
     "plain_get",
     "plain_get_settings",

@@ -35,7 +35,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kubemill.api import ApiVersion, FieldError, Job, JobStatus, KindTable, ManifestError, loader
+from kubemill.api import (
+    GROUP,
+    ApiVersion,
+    FieldError,
+    Job,
+    JobStatus,
+    KindTable,
+    ManifestError,
+    loader,
+)
 from kubemill.api import crd as crd_generation
 from kubemill.engines.base import Controller, Engine, Entry, LocalSupport
 from kubemill.frameworks import Network, Plan, PlanError
@@ -174,6 +183,19 @@ def controllers() -> tuple[Controller, ...]:
 def entries() -> tuple[Entry, ...]:
     """Every registered kind: the engines, then the controllers."""
     return (*engines(), *controllers())
+
+
+def kind_named(name: str) -> str | None:
+    """The registered kind ``name`` names as kubectl takes it (``tfjobs``, ``tfjob``, ``tfj``,
+    the kind's own name in any case, qualified by kubemill's group or an upstream one the kind
+    is accepted in: ``tfjobs.kubemill.dev``, ``rayclusters.ray.io``), or None."""
+    wanted = name.lower()
+    for entry in entries():
+        api = entry.api
+        groups = (GROUP, *(group for group, _ in api.upstream_groups))
+        if any(wanted in api.names(group) for group in groups):
+            return entry.kind
+    return None
 
 
 def entry_for(kind: str) -> Entry:

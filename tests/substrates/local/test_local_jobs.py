@@ -15,7 +15,13 @@ import pytest
 from local_support import SLEEPER, container, log_text, pytorch_job
 
 from kubemill.api import ConditionType
-from kubemill.substrates.base import JobNotFound, JobView, ReplicaView, SubmitOptions
+from kubemill.substrates.base import (
+    JobNotFound,
+    JobView,
+    ReplicaView,
+    SubmitOptions,
+    SubstrateError,
+)
 from kubemill.substrates.local import LocalBackend, procinfo
 from support.waiting import eventually
 
@@ -245,6 +251,21 @@ def test_history_survives_a_new_backend(backend: LocalBackend, tmp_path: Path) -
     assert log_text(later, "history") == "remember me"
     assert [v.name for v in later.list()] == ["history"]
     assert any(e.reason == "PyTorchJobSucceeded" for e in later.events("history"))
+
+
+def test_a_job_is_found_by_kind_and_name_as_on_kubernetes(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    run(backend, pytorch_job("named", master="print('found')"), tmp_path)
+    for name in ("pytorchjob/named", "PyTorchJobs/named", "pytorchjobs.kubemill.dev/named"):
+        assert backend.get(name).name == "named", name
+    assert log_text(backend, "pytorchjob/named") == "found"
+    with pytest.raises(JobNotFound, match=r"no TFJob 'named' .*\(its kind is PyTorchJob\)"):
+        backend.get("tfjob/named")
+    with pytest.raises(SubstrateError, match=r"cannot tell which job 'cron/named' means"):
+        backend.events("cron/named")
+    backend.delete("pytorchjob/named")
+    assert backend.list() == []
 
 
 def test_ports_taken_after_submit_are_moved_before_the_first_start(

@@ -234,7 +234,7 @@ class LocalBackend(RecordReads):
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job now (healed if its supervisor died). Raises ``JobNotFound``."""
-        rec = self._fresh(self.store.job(checked_namespace(namespace), name))
+        rec = self._fresh(self._job(name, namespace))
         if rec is None:
             # Deleted by its TTL just now.
             return self._not_found(name, namespace)
@@ -256,7 +256,7 @@ class LocalBackend(RecordReads):
         Returns the job as it is then; check ``view.finished`` after a timeout.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        rec = self.store.job(checked_namespace(namespace), name)
+        rec = self._job(name, namespace)
         try:
             return self._wait(rec, namespace, deadline)
         except JobNotFound:
@@ -280,7 +280,7 @@ class LocalBackend(RecordReads):
             # thread crashed, which the reads below heal). Poll as for a detached job.
         next_heal = 0.0
         while True:
-            rec = self.store.job(checked_namespace(namespace), name)
+            rec = self._job(name, namespace)
             now = time.monotonic()
             if now >= next_heal:
                 next_heal = now + 1.0
@@ -307,7 +307,7 @@ class LocalBackend(RecordReads):
 
         ``query`` (tail, since, limit_bytes, timestamps) applies to each replica's log.
         """
-        rec = self.store.job(checked_namespace(namespace), name)
+        rec = self._job(name, namespace)
         replicas = self.store.replicas(rec.uid)
         if replica is not None:
             replicas = [pick_replica(rec, replicas, replica)]
@@ -327,7 +327,7 @@ class LocalBackend(RecordReads):
     def progress(self, name: str, namespace: str | None = None) -> builtins.list[ProgressPoint]:
         """Every report of the first replica (in plan order) that made one: the replica
         the job's ``trainerStatus`` follows (:mod:`.progress`)."""
-        rec = self.store.job(checked_namespace(namespace), name)
+        rec = self._job(name, namespace)
         self._fresh(rec)
         from kubemill.substrates.local import job_reads  # a read's only: see there
 
@@ -335,7 +335,7 @@ class LocalBackend(RecordReads):
 
     def events(self, name: str, namespace: str | None = None) -> builtins.list[EventRecord]:
         """The job's events, oldest first."""
-        rec = self.store.job(checked_namespace(namespace), name)
+        rec = self._job(name, namespace)
         self._fresh(rec)
         from kubemill.substrates.local import job_reads  # a read's only: see there
 
@@ -359,7 +359,7 @@ class LocalBackend(RecordReads):
         supervisor was already gone was not stopped by this request: it is recorded as
         lost (``SupervisorLost``) and the request changes nothing.
         """
-        rec = self._fresh(self.store.job(checked_namespace(namespace), name))
+        rec = self._fresh(self._job(name, namespace))
         if rec is None:
             return self._not_found(name, namespace)
         if is_controller(rec.kind):
@@ -420,7 +420,7 @@ class LocalBackend(RecordReads):
         return self.get(name, namespace)
 
     def _require_unfinished(self, name: str, namespace: str | None, verb: str) -> JobRecord:
-        rec = self._fresh(self.store.job(checked_namespace(namespace), name))
+        rec = self._fresh(self._job(name, namespace))
         if rec is None:
             self._not_found(name, namespace)
             raise AssertionError("unreachable")
@@ -435,7 +435,7 @@ class LocalBackend(RecordReads):
 
     def delete(self, name: str, namespace: str | None = None) -> None:
         """Stop every process of the job, verify none is left, and forget the job."""
-        rec = self.store.job(checked_namespace(namespace), name)
+        rec = self._job(name, namespace)
         self._stop(rec, "delete", force=False)
         if is_controller(rec.kind):
             self._delete_runs(rec)
@@ -591,5 +591,5 @@ class LocalBackend(RecordReads):
 
     def _not_found(self, name: str, namespace: str | None) -> JobView:
         # Re-raise the store's own JobNotFound, with its message.
-        self.store.job(checked_namespace(namespace), name)
+        self._job(name, namespace)
         raise AssertionError("unreachable")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from kubemill.substrates.base import Children, JobView, ReplicaView, SubstrateError
+from kubemill.substrates.base import Children, JobNotFound, JobView, ReplicaView, SubstrateError
 from kubemill.substrates.local.launch import DEFAULT_GRACE_SECONDS
 from kubemill.substrates.local.prepared import Prepared
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store, checked_namespace
@@ -121,17 +121,44 @@ class RecordReads:
 
     store: Store
 
+    def _job(self, name: str, namespace: str | None) -> JobRecord:
+        """The job ``name`` (``NAME`` or ``kind/NAME``, as kubectl and the Kubernetes
+        substrate take it) of ``namespace``; :class:`JobNotFound` if there is none (of
+        that kind). A name is one job of a namespace here, whatever its kind."""
+        kind, bare = _split_kind(name)
+        rec = self.store.job(checked_namespace(namespace), bare)
+        if kind is not None and rec.kind != kind:
+            raise JobNotFound(
+                f"no {kind} {bare!r} in namespace {rec.namespace!r} (its kind is {rec.kind})"
+            )
+        return rec
+
     def resources(self, name: str, namespace: str | None = None) -> ResourceReport:
         """Each replica's CPU and memory as its supervisor sampled them (:mod:`.sampling`)."""
         from kubemill.substrates.local import job_reads  # not a submission's: see there
 
-        return job_reads.resources(self.store, self.store.job(checked_namespace(namespace), name))
+        return job_reads.resources(self.store, self._job(name, namespace))
 
     def children(self, name: str, namespace: str | None = None) -> Children | None:
         """Locally a program makes no pods: its kind's note says what its children are."""
         from kubemill.substrates.local import job_reads  # not a submission's: see there
 
-        return job_reads.children(self.store.job(checked_namespace(namespace), name))
+        return job_reads.children(self._job(name, namespace))
+
+
+def _split_kind(name: str) -> tuple[str | None, str]:
+    """``NAME`` -> (None, NAME); ``kind/NAME`` -> (the kind it names, NAME), a kind named as
+    ``kubemill get KIND`` takes it (:func:`kubemill.kinds.kind_named`)."""
+    if "/" not in name:
+        return None, name
+    from kubemill.kinds import entries, kind_named  # the registry: only for a name with a kind
+
+    prefix, _, bare = name.partition("/")
+    kind = kind_named(prefix)
+    if kind is None or not bare:
+        known = ", ".join(f"{entry.api.singular}/NAME" for entry in entries())
+        raise SubstrateError(f"cannot tell which job {name!r} means: write NAME or one of {known}")
+    return kind, bare
 
 
 def pick_replica(rec: JobRecord, replicas: list[ReplicaRecord], wanted: str) -> ReplicaRecord:

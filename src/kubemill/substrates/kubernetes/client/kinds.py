@@ -83,14 +83,8 @@ class JobKind:
 
 
 def _job_kind(api: KindApi, group: str, version: str) -> JobKind:
-    names = (api.kind, api.plural, api.singular, *api.short_names)
-    qualified = (f"{n}.{group}" for n in (api.kind, api.plural, api.singular))
     return JobKind(
-        kind=api.kind,
-        plural=api.plural,
-        names=frozenset(n.lower() for n in (*names, *qualified)),
-        group=group,
-        version=version,
+        kind=api.kind, plural=api.plural, names=api.names(group), group=group, version=version
     )
 
 
