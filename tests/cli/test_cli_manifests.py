@@ -336,6 +336,15 @@ def test_run_without_command_says_why_it_cannot_run_locally(
     assert runner.invoke(app, ["get", "nocmd"]).exit_code == 1
 
 
+@pytest.fixture
+def operator_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubemill operator`` marks the kubernetes package absent from its process
+    (``operator.process.without_kubernetes_client``); run in the tests' process, the mark is
+    undone after the test, so that the tests after it can import the package."""
+    monkeypatch.setitem(sys.modules, "kubernetes", sys.modules.get("kubernetes"))
+
+
+@pytest.mark.usefixtures("operator_in_process")
 def test_operator_help_is_the_operators_own(runner: CliRunner) -> None:
     result = runner.invoke(app, ["operator", "--help"])
     assert result.exit_code == 0, result.output
@@ -343,6 +352,7 @@ def test_operator_help_is_the_operators_own(runner: CliRunner) -> None:
         assert option in result.stdout
 
 
+@pytest.mark.usefixtures("operator_in_process")
 def test_operator_accepts_the_arguments_install_gives_it(runner: CliRunner) -> None:
     """The Deployment of `install --print` runs `kubemill operator ARGS`: every ARG must parse.
 
