@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,21 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from kubemill.core import CreatePod, CreateService, Observed, reconcile  # noqa: E402
 from kubemill.frameworks import LABEL_JOB_NAME  # noqa: E402
-from kubemill.kinds import crds  # noqa: E402
+from kubemill.kinds import crds, lifecycle_for, load_document  # noqa: E402
+from kubemill.substrates.kubernetes.build import Owner, build_for_action  # noqa: E402
 from kubemill.substrates.kubernetes.controlled import JOB_API_VERSION, JOBS  # noqa: E402
 from kubemill.substrates.kubernetes.operator import handlers  # noqa: E402
 from kubemill.substrates.kubernetes.operator.process import GC_YOUNG_THRESHOLD  # noqa: E402
 from kubemill.substrates.kubernetes.operator.settings import OperatorSettings  # noqa: E402
+from kubemill.substrates.kubernetes.operator.waves import creation_wave  # noqa: E402
+from kubemill.substrates.kubernetes.operator.writes import (  # noqa: E402
+    coalesce_events,
+    merge_patch,
+    pair_events,
+)
+from kubemill.substrates.kubernetes.render import plan_on_kubernetes, reconcile_options  # noqa: E402
 from measure import cpu_seconds, rss_mib  # noqa: E402
 from operator_smaps import describe as describe_mappings  # noqa: E402
 from support.control_plane import build, running_control_plane  # noqa: E402
@@ -132,6 +142,66 @@ def floor_spec(health: int) -> dict[str, Any]:
     }
 
 
+TEMPLATE_NAME = "floor-template-job"
+TEMPLATE_NAMESPACE = "floor-template-ns"
+TEMPLATE_UID = "floor-template-uid"
+TEMPLATE_NOW = datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC)
+
+
+def floor_writes(replicas: int, workers: int) -> dict[str, Any]:
+    """What the writing floor writes for each job (bench/operator_floor.py's ``writes``): what
+    the operator's first pass over a new job of ``replicas`` writes, found as the operator
+    finds it (the core's reconcile of the job with nothing observed, the bodies of its
+    creates built by the operator's build functions with the job as owner, its first status
+    as the merge patch the operator sends, its events coalesced as the operator posts them),
+    for a job whose name, namespace, uid and time the floor puts in; with the operator's
+    API concurrency and reconcile workers."""
+    body = tfjob(TEMPLATE_NAME, replicas)
+    body["metadata"].update(namespace=TEMPLATE_NAMESPACE, uid=TEMPLATE_UID)
+    job, errors = load_document(body)
+    if job is None:
+        raise SystemExit(f"the bench's TFJob is not valid: {errors}")
+    resource = next(r for r in OperatorSettings().job_resources() if r.kind == job.KIND)
+    plan = plan_on_kubernetes(job)
+    result = reconcile(
+        job,
+        plan,
+        Observed(),
+        TEMPLATE_NOW,
+        options=reconcile_options(None),
+        lifecycle=lifecycle_for(job.KIND),
+    )
+    owner = Owner.of(job, api_version=resource.api_version)
+    steps, status_events = pair_events(result.actions)
+    waves: dict[int, list[list[Any]]] = {}
+    events = []
+    for action, action_events in steps:
+        if not isinstance(action, CreatePod | CreateService):
+            raise SystemExit(f"the operator's first pass does more than the floor: {action}")
+        child = build_for_action(job, plan, action, gang=None, owner=owner, progress=None)
+        assert child is not None
+        plural = "pods" if isinstance(action, CreatePod) else "services"
+        waves.setdefault(creation_wave(action), []).append([child["apiVersion"], plural, child])
+        events += action_events
+    template = {
+        "waves": [waves[wave] for wave in sorted(waves)],
+        "status": merge_patch(job.status.to_wire(), result.status.to_wire()),
+        "events": [list(event) for event in coalesce_events(events + status_events)],
+    }
+    settings = OperatorSettings()
+    return {
+        "job": [resource.group, resource.version, resource.plural],
+        "template": json.dumps(template),
+        "name": TEMPLATE_NAME,
+        "namespace": TEMPLATE_NAMESPACE,
+        "uid": TEMPLATE_UID,
+        "stamp": TEMPLATE_NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "api_concurrency": settings.api_concurrency,
+        "workers": workers,
+        "identity": settings.identity,
+    }
+
+
 def count_pods(cluster: ClusterThread) -> int:
     async def count() -> int:
         return sum(
@@ -146,8 +216,9 @@ def count_pods(cluster: ClusterThread) -> int:
 
 @dataclass
 class Figures:
-    """One run's measurements."""
+    """One run's measurements (of the operator, or of the writing floor: ``subject``)."""
 
+    subject: str = "operator"
     submitted: float = 0.0
     elapsed: float = 0.0
     cpu_busy: float = 0.0
@@ -159,8 +230,16 @@ class Figures:
     mappings: str = ""
     """The resident memory at the end by kind of mapping (bench/operator_smaps.py)."""
     writes: Counter[str] = field(default_factory=Counter)
+    """Writes by verb and resource (``create pods``, ``patch tfjobs/status``)."""
     errors: Counter[str] = field(default_factory=Counter)
     floor: Floor | None = None
+    load: tuple[str, str] = ("", "")
+    """The machine's load averages (1, 5, 15 min) as the run started and as it ended."""
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (/proc/loadavg): who else shares the cores."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 @dataclass(frozen=True)
@@ -217,7 +296,8 @@ class Floor:
 @dataclass
 class Server:
     """What a run needs of a server: where it is, how to create a job, how many pods exist,
-    and which writes the operator made (with the errors it was answered)."""
+    and which writes the operator (or the writing floor: any client but this script) made,
+    with the errors it was answered."""
 
     kubeconfig: Path
     create: Callable[[str, dict[str, Any]], Any]
@@ -238,7 +318,7 @@ def kmock_server(tmp: Path) -> Iterator[Server]:
 
         def calls() -> tuple[Counter[str], Counter[str]]:
             made = [c for c in cluster.calls()[first_call:] if not c.from_tests]
-            writes = Counter(c.resource for c in made if c.is_write)
+            writes = Counter(f"{c.verb} {c.resource}" for c in made if c.is_write)
             errors = Counter(f"{c.verb} {c.resource} {c.status}" for c in made if c.status >= 400)
             return writes, errors
 
@@ -289,7 +369,7 @@ def real_server(tmp: Path) -> Iterator[Server]:
                     resource += "/" + ref["subresource"]
                 code = event.get("responseStatus", {}).get("code", 0)
                 if event["verb"] in ("create", "update", "patch", "delete"):
-                    writes[resource] += 1
+                    writes[f"{event['verb']} {resource}"] += 1
                 if code >= 400:
                     errors[f"{event['verb']} {resource} {code}"] += 1
             return writes, errors
@@ -302,21 +382,37 @@ def real_server(tmp: Path) -> Iterator[Server]:
         )
 
 
+OPERATOR = "operator"
+WRITING_FLOOR = "floor+writes"
+
+
 def run(
-    server: Server, args: argparse.Namespace, tmp: Path, src: Path | None, profile: Path | None
+    server: Server,
+    args: argparse.Namespace,
+    tmp: Path,
+    src: Path | None,
+    profile: Path | None,
+    subject: str = OPERATOR,
 ) -> Figures:
     """One run of the operator (of ``src``, else this tree's) against ``server``; with
-    ``args.profile``, its profile is written to the folder ``profile``."""
-    figures = Figures()
+    ``args.profile``, its profile is written to the folder ``profile``. ``subject``
+    :data:`WRITING_FLOOR`: the writing floor in its place (bench/operator_floor.py with
+    ``writes``), measured as the operator is."""
+    figures = Figures(subject=subject)
+    started_load = load_average()
     expected_pods = args.jobs * args.replicas
     health = free_port()
-    log = (tmp / "operator.log").open("wb")
+    log = (tmp / f"{subject}.log").open("wb")
     options = [
         "--all-namespaces", "--metrics-port", "0", "--health-port", str(health),
         "--bind-address", "127.0.0.1", "--workers", str(args.workers),
     ]  # fmt: skip
     argv = [sys.executable, "-m", "kubemill.substrates.kubernetes.operator", *options]
-    if profile is not None and args.profile in ("cpu", "memory", "malloc"):
+    if subject == WRITING_FLOOR:
+        spec = floor_spec(health)
+        spec["writes"] = floor_writes(args.replicas, args.workers)
+        argv = [sys.executable, str(BENCH / "operator_floor.py"), json.dumps(spec)]
+    elif profile is not None and args.profile in ("cpu", "memory", "malloc"):
         profile.mkdir(parents=True, exist_ok=True)
         script = str(BENCH / "operator_profile.py")
         argv = [sys.executable, script, args.profile, str(profile), "--", *options]
@@ -399,6 +495,7 @@ def run(
                 process.wait()
         log.close()
     figures.writes, figures.errors = server.operator_calls()
+    figures.load = (started_load, load_average())
     return figures
 
 
@@ -466,6 +563,13 @@ def main() -> None:
         help="run each operator this many times, the order of --operator-src reversed every"
         " other round",
     )
+    parser.add_argument(
+        "--floor-writes",
+        action="store_true",
+        help="each round, run the operator alone and then the writing floor alone (kopf and"
+        " each job's minimal writes through the operator's client, bench/operator_floor.py),"
+        " each against a fresh server with the same jobs, the order reversed every other round",
+    )
     parser.add_argument("--profile", choices=("cpu", "memory", "malloc", "py-spy"))
     parser.add_argument(
         "--profile-dir", type=Path, help="where --profile writes (one folder a run)"
@@ -473,51 +577,95 @@ def main() -> None:
     args = parser.parse_args()
     if args.profile and not args.profile_dir:
         parser.error("--profile needs --profile-dir")
+    if args.floor_writes and (args.profile or len(args.operator_src or ()) > 1):
+        parser.error("--floor-writes runs this tree's operator (one --operator-src), unprofiled")
     servers = {"kmock": kmock_server, "real": real_server}
     chosen = list(servers) if args.server == "both" else [args.server]
     sources: list[Path | None] = list(args.operator_src or [None])
+    # What each round runs: (the column's name after the server's, the src, the subject).
+    runs: list[tuple[str, Path | None, str]] = [
+        ("" if src is None else f" {number + 1}", src, OPERATOR)
+        for number, src in enumerate(sources)
+    ]
+    if args.floor_writes:
+        runs = [(f" {OPERATOR}", sources[0], OPERATOR), (f" {WRITING_FLOOR}", None, WRITING_FLOOR)]
     results = {}
+    pairs: list[tuple[str, str]] = []  # (the operator's column, the writing floor's), a round
     for name in chosen:
         for round_ in range(args.rounds):
             # Every other round in the other order: the later run of a pair tends to cost
-            # more on this machine (1-2 ms a job), whichever operator it is.
-            order = list(enumerate(sources))
-            for number, src in order if round_ % 2 == 0 else order[::-1]:
-                column = name if src is None else f"{name} {number + 1}"
-                column += f" r{round_ + 1}" if args.rounds > 1 else ""
+            # more on this machine (1-2 ms a job), whichever process it is.
+            columns: dict[str, str] = {}
+            for label, src, subject in runs if round_ % 2 == 0 else runs[::-1]:
+                column = name + label + (f" r{round_ + 1}" if args.rounds > 1 else "")
+                columns[subject] = column
                 profile = args.profile_dir / column.replace(" ", "-") if args.profile else None
                 with tempfile.TemporaryDirectory() as tmp, servers[name](Path(tmp)) as server:
-                    results[column] = run(server, args, Path(tmp), src, profile)
+                    results[column] = run(server, args, Path(tmp), src, profile, subject)
+            if args.floor_writes:
+                pairs.append((columns[OPERATOR], columns[WRITING_FLOOR]))
 
     minimum = args.jobs * (2 * args.replicas + 1)
     print(
         f"jobs x replicas        {args.jobs} x {args.replicas} ({args.jobs * args.replicas} pods)"
     )
     print(f"operator workers       {args.workers}")
+
+    def objects(f: Figures) -> int:
+        return sum(n for r, n in f.writes.items() if not r.endswith(" events"))
+
+    def events(f: Figures) -> int:
+        return sum(n for r, n in f.writes.items() if r.endswith(" events"))
+
+    def ms(seconds: float) -> str:
+        return f"{1000 * seconds / args.jobs:.1f}"
+
     rows: list[tuple[str, Callable[[Figures], str]]] = [
+        ("load average, start", lambda f: f.load[0]),
+        ("load average, end", lambda f: f.load[1]),
         ("jobs submitted in", lambda f: f"{f.submitted:.1f} s"),
         ("all pods exist after", lambda f: f"{f.elapsed:.1f} s"),
         ("throughput", lambda f: f"{args.jobs / f.elapsed:.1f} jobs/s"),
-        ("operator CPU", lambda f: f"{f.cpu_busy:.1f} s"),
-        ("CPU per job", lambda f: f"{1000 * f.cpu_busy / args.jobs:.1f} ms"),
+        ("CPU", lambda f: f"{f.cpu_busy:.1f} s"),
+        ("CPU per job", lambda f: f"{ms(f.cpu_busy)} ms"),
+        (
+            "  loop, rest per job",
+            lambda f: (
+                f"{ms(f.cpu_split.main_user + f.cpu_split.main_system)},"
+                f" {ms(f.cpu_split.others_user + f.cpu_split.others_system)} ms"
+                if f.cpu_split is not None
+                else "-"
+            ),
+        ),
         ("CPU user+system, s", lambda f: str(f.cpu_split or "-")),
         (
             "object writes per job",
-            lambda f: (
-                f"{sum(n for r, n in f.writes.items() if r != 'events') / args.jobs:.2f}"
-                f" (ratio {sum(n for r, n in f.writes.items() if r != 'events') / minimum:.3f})"
-            ),
+            lambda f: f"{objects(f) / args.jobs:.2f} (ratio {objects(f) / minimum:.3f})",
         ),
-        ("events per job", lambda f: f"{f.writes['events'] / args.jobs:.2f}"),
-        ("operator RSS", lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end"),
-        ("operator peak RSS", lambda f: f"{f.rss_peak:.0f} MiB"),
+        ("events per job", lambda f: f"{events(f) / args.jobs:.2f}"),
+        ("RSS", lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end"),
+        ("peak RSS", lambda f: f"{f.rss_peak:.0f} MiB"),
     ]
+    if pairs:
+        operator_of = {floor: operator for operator, floor in pairs}
+
+        def against(f: Figures, count: Callable[[Figures], int]) -> str:
+            column = next(c for c, g in results.items() if g is f)
+            if column not in operator_of:
+                return "-"
+            theirs = count(results[operator_of[column]])
+            return f"{count(f) / theirs:.3f}" if theirs else "-"
+
+        rows += [
+            ("objects vs operator's", lambda f: against(f, objects)),
+            ("events vs operator's", lambda f: against(f, events)),
+        ]
     if args.floor:
 
         def floor_row(show: Callable[[Floor], str]) -> Callable[[Figures], str]:
             return lambda f: show(f.floor) if f.floor is not None else "-"
 
-        per_job = floor_row(lambda f: f"{1000 * f.cpu_busy / args.jobs:.1f} ms")
+        per_job = floor_row(lambda f: f"{ms(f.cpu_busy)} ms")
         resident = floor_row(lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end")
         rows += [
             ("kopf alone: CPU per job", per_job),
@@ -530,10 +678,20 @@ def main() -> None:
     print(f"minimum object writes per job: {minimum / args.jobs:.0f}")
     for number, src in enumerate(args.operator_src or ()):
         print(f"operator {number + 1}: {src.resolve()}")
+    for operator, floor in pairs:
+        mine, its = results[operator], results[floor]
+        line = f"{operator}: above the writing floor {ms(mine.cpu_busy - its.cpu_busy)} ms a job"
+        if mine.cpu_split is not None and its.cpu_split is not None:
+            a, b = mine.cpu_split, its.cpu_split
+            loop = a.main_user + a.main_system - b.main_user - b.main_system
+            rest = a.others_user + a.others_system - b.others_user - b.others_system
+            line += f" (loop {ms(loop)}, rest {ms(rest)})"
+        same = "the same" if mine.writes == its.writes else "NOT the same"
+        print(f"{line}; writes by verb and resource {same} as the operator's")
     for name, f in results.items():
-        print(f"{name}: operator RSS at the end: {f.mappings}")
+        print(f"{name}: RSS at the end: {f.mappings}")
     for name, f in results.items():
-        print(f"{name}: writes by resource {dict(sorted(f.writes.items()))}")
+        print(f"{name}: writes by verb and resource {dict(sorted(f.writes.items()))}")
         print(f"{name}: error answers {dict(f.errors) or 'none'}")
 
 
