@@ -2,7 +2,7 @@
 and the real control plane, side by side.
 
     .venv/bin/python bench/operator_throughput.py [--jobs 500] [--replicas 4] [--workers 16]
-        [--server kmock|real|both]
+        [--server kmock|real|both] [--rounds N] [--floor-writes] [--no-floor]
 
 ``kmock``: the test API server of the operator tests (tests/support/kmock_cluster.py) on
 127.0.0.1 in this process. ``real``: kube-apiserver, etcd, the controller manager and the
@@ -13,14 +13,31 @@ can, and it prints:
 
 - jobs/s from the first job created until every pod exists;
 - API writes per job against the minimum needed by then (R pods + R services + 1 status
-  write for ``Created``), with Events counted apart (one per decision);
+  write for ``Created``), with Events counted apart (one per decision), and by verb and
+  resource;
 - the operator's CPU per job, split between its event loop's thread and the others (the API
   client's pool), user and system time;
 - the operator's resident memory idle, at the end, and at its peak;
 - the floor under both, measured in the same run: kopf alone (``bench/operator_floor.py``),
   with handlers that do nothing, watching the same resources with the operator's kopf
   settings, its CPU per job and resident memory (``--no-floor``: not run). What the operator
-  costs above it is kubemill's.
+  costs above it is kubemill's, its writes included;
+- the machine's load average as each run starts and ends (other work shares the cores).
+
+``--floor-writes``: the honest floor, kopf plus the writes a job needs at a minimum. kopf
+alone makes no writes, where every job needs, whatever the operator's logic, its R pods and
+R services, one status write and the Events of its first pass (R=4: 12 writes), and the
+operator's API client is ~13% of its CPU. So each round runs, against a fresh server each,
+the operator alone and then ``bench/operator_floor.py`` with ``writes`` alone (the order
+reversed every other round): on the first event of each job the writing floor makes the
+operator's first pass's writes (the children's bodies and the status patch built here by the
+operator's own functions, see :func:`floor_writes`) through the operator's client code
+(``KubeApi`` on its thread pool, ``EventPoster``), and is measured as the operator is. Apart,
+because its children and status writes would wake the operator's reconciles (and the
+operator's its handlers). It prints both side by side (the floor's writes by verb and
+resource against the operator's, which they must equal), and what the operator costs above
+the writing floor: kubemill's reconcile logic alone. kopf alone still runs beside each
+(``--no-floor``: not).
 
 Either server shares the 2 cores with the operator (the real one also schedules the pods onto
 its Node), so figures are a lower bound of what the operator does on a cluster. The real
