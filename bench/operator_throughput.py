@@ -305,6 +305,7 @@ class Floor:
     """kopf alone's measurements in the same run (bench/operator_floor.py)."""
 
     cpu_busy: float = 0.0
+    cpu_split: CpuSplit | None = None
     rss_idle: float = 0.0
     rss_end: float = 0.0
     rss_peak: float = 0.0
@@ -452,6 +453,7 @@ def run(
             )
     sampler: subprocess.Popen[bytes] | None = None
     floor_cpu_idle = 0.0
+    floor_split_idle: CpuSplit | None = None
     try:
         wait_healthy(health, operator)
         figures.rss_idle = rss_mib(operator.pid)
@@ -461,6 +463,7 @@ def run(
             wait_healthy(floor_health, floor)
             figures.floor.rss_idle = rss_mib(floor.pid)
             floor_cpu_idle = cpu_seconds(floor.pid)
+            floor_split_idle = CpuSplit.of(floor.pid)
         path = f"/apis/kubemill.dev/v1/namespaces/{NAMESPACE}/tfjobs"
         if profile is not None and args.profile == "py-spy":
             sampler = start_py_spy(operator.pid, profile)
@@ -484,6 +487,8 @@ def run(
         figures.cpu_split = CpuSplit.of(operator.pid).since(split_idle)
         if floor is not None and figures.floor is not None:
             figures.floor.cpu_busy = cpu_seconds(floor.pid) - floor_cpu_idle
+            if floor_split_idle is not None:
+                figures.floor.cpu_split = CpuSplit.of(floor.pid).since(floor_split_idle)
         if sampler is not None:
             sampler.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
             sampler.wait(timeout=60)
@@ -637,6 +642,12 @@ def main() -> None:
     def ms(seconds: float) -> str:
         return f"{1000 * seconds / args.jobs:.1f}"
 
+    def loop_and_rest(split: CpuSplit | None) -> str:
+        if split is None:
+            return "-"
+        loop = split.main_user + split.main_system
+        return f"{ms(loop)}, {ms(split.others_user + split.others_system)} ms"
+
     rows: list[tuple[str, Callable[[Figures], str]]] = [
         ("load average, start", lambda f: f.load[0]),
         ("load average, end", lambda f: f.load[1]),
@@ -645,15 +656,7 @@ def main() -> None:
         ("throughput", lambda f: f"{args.jobs / f.elapsed:.1f} jobs/s"),
         ("CPU", lambda f: f"{f.cpu_busy:.1f} s"),
         ("CPU per job", lambda f: f"{ms(f.cpu_busy)} ms"),
-        (
-            "  loop, rest per job",
-            lambda f: (
-                f"{ms(f.cpu_split.main_user + f.cpu_split.main_system)},"
-                f" {ms(f.cpu_split.others_user + f.cpu_split.others_system)} ms"
-                if f.cpu_split is not None
-                else "-"
-            ),
-        ),
+        ("  loop, rest per job", lambda f: loop_and_rest(f.cpu_split)),
         ("CPU user+system, s", lambda f: str(f.cpu_split or "-")),
         (
             "object writes per job",
@@ -686,6 +689,7 @@ def main() -> None:
         resident = floor_row(lambda f: f"{f.rss_idle:.0f} MiB idle, {f.rss_end:.0f} at the end")
         rows += [
             ("kopf alone: CPU per job", per_job),
+            ("  loop, rest per job", floor_row(lambda f: loop_and_rest(f.cpu_split))),
             ("kopf alone: RSS", resident),
             ("kopf alone: peak RSS", floor_row(lambda f: f"{f.rss_peak:.0f} MiB")),
         ]
