@@ -599,8 +599,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.profile and not args.profile_dir:
         parser.error("--profile needs --profile-dir")
-    if args.floor_writes and (args.profile or len(args.operator_src or ()) > 1):
-        parser.error("--floor-writes runs this tree's operator (one --operator-src), unprofiled")
+    if args.floor_writes and len(args.operator_src or ()) > 1:
+        parser.error("--floor-writes runs one operator (one --operator-src at most)")
+    if args.floor_writes and args.profile not in (None, "py-spy"):
+        parser.error("--floor-writes profiles with py-spy only (it samples either process)")
     servers = {"kmock": kmock_server, "real": real_server}
     chosen = list(servers) if args.server == "both" else [args.server]
     sources: list[Path | None] = list(args.operator_src or [None])
