@@ -35,6 +35,16 @@ by whatever watches the cluster, so it must run without the operator (and the op
 without it): the bench runs it in a run of its own, against a fresh server, with the same
 jobs.
 
+The requests are the operator's, byte for byte but for what is each process's or each
+moment's: an Event's name suffix and ``reportingInstance``, the times, and the order of the
+names in a coalesced Event's message (the operator's: the order its creates were answered;
+the floor's: the order it sent them). What the floor does not do is kubemill's: loading
+and planning the job, the core's decision, building the bodies, the caches and indexes of
+pods, services and jobs, the expectations, and the later passes each child's event wakes
+(which write nothing). A write answered with no answer, 429 or 5xx is tried again a few
+times (the operator tries again too, by a later pass); any other error is logged (the floor
+log) and the bench's count of writes shows it.
+
 ``writes`` holds::
 
     {"job": [GROUP, VERSION, PLURAL],
