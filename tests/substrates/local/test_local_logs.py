@@ -149,6 +149,29 @@ def test_rotation_loses_nothing_a_writer_appends_or_a_follower_reads_meanwhile(
     assert followed == [f"{n:07d}" for n in range(total)]
 
 
+def test_a_forgotten_directory_gets_no_more_marks_so_its_removal_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    # The supervisor removes a deleted job's directory as its replicas end: the keeper's last
+    # look at an ended replica must not mark a file into it meanwhile (a marks file created
+    # while the directory is removed leaves the directory behind).
+    job_dir = tmp_path / "job"
+    logs_dir = job_dir / "logs"
+    LogPolicy(max_size=64 * 1024, max_files=2).save(logs_dir)
+    log_path = str(logs_dir / "r-0.log")
+    out_path, _ = stream_paths(log_path)
+    Path(out_path).write_text("up\n")
+    keeper = LogKeeper(tick=3600)  # its thread sleeps: the looks are this test's
+    keeper.watch(log_path, _Proc(returncode=0))
+    before = sorted(p.name for p in logs_dir.iterdir())
+    keeper.forget(str(job_dir))
+    keeper.flush()
+    assert sorted(p.name for p in logs_dir.iterdir()) == before  # no marks file
+    keeper.watch(log_path, _Proc(returncode=0))  # a directory watched again is kept again
+    keeper.flush()
+    assert len(list(logs_dir.iterdir())) == len(before) + 1
+
+
 def test_a_detached_supervisor_rotates_with_the_policy_of_submit_time(
     backend: LocalBackend, isolated: Path
 ) -> None:

@@ -55,11 +55,15 @@ def test_a_patched_replica_count_starts_and_stops_replicas_and_keeps_the_others(
     assert {r for r, _ in added} == {"grow-worker-1"}
     assert not set(added.values()) & set(ports_before.values())
     assert {k: ports[k] for k in ports_before} == ports_before
-    view: JobView = backend.get("grow")
-    assert view.phase == "Running" and view.status.replica_statuses["Worker"].active == 2
+    # The status counts the new worker at the supervisor's next pass after its start.
+    view: JobView = eventually(
+        lambda: (v := backend.get("grow")).status.replica_statuses["Worker"].active == 2 and v,
+        what="2 active workers",
+    )
+    assert view.phase == "Running"
     new = next(r for r in view.replicas if r.name == "grow-worker-1")
     assert new.address == f"127.0.0.1:{added[('grow-worker-1', 23456)]}"
-    assert _listed(backend, "grow") == (3, 3)
+    eventually(lambda: _listed(backend, "grow") == (3, 3), what="listed 3/3")
 
     backend.patch("grow", _workers(backend, "grow", 1))
     eventually(lambda: set(_running(backend, "grow")) == set(before), what="worker-1 stopped")
@@ -71,7 +75,7 @@ def test_a_patched_replica_count_starts_and_stops_replicas_and_keeps_the_others(
     )
     # Its record goes as its pod does on Kubernetes; its ports stay reserved with the job's.
     eventually(lambda: [r.name for r in backend.get("grow").replicas] == list(before))
-    assert _listed(backend, "grow") == (2, 2)
+    eventually(lambda: _listed(backend, "grow") == (2, 2), what="listed 2/2")
     assert backend.store.ports(uid) == ports
 
 

@@ -466,6 +466,9 @@ class LocalBackend(RecordReads):
             procinfo.wait_gone(sup, timeout=STOP_MARGIN)
         self.store.remove_job(rec.uid)
         remove_socket(exec_socket_path(rec.job_dir, rec.uid))
+        from kubemill.substrates.local.log_keeper import KEEPER  # a supervisor here kept them
+
+        KEEPER.forget(rec.job_dir)
         shutil.rmtree(rec.job_dir, ignore_errors=True)
         with self._runs_lock:
             self._runs.pop(rec.uid, None)

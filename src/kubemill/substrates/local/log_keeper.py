@@ -71,6 +71,8 @@ class _Watched:
     policy: LogPolicy
     streams: list[_StreamState]
     process: _Process | None = None
+    forgotten: bool = False
+    """Its directory is being removed: no look writes there any more (:meth:`LogKeeper.forget`)."""
 
 
 class LogKeeper:
@@ -106,6 +108,17 @@ class LogKeeper:
                 self._thread = threading.Thread(target=self._run, name="kubemill-logs", daemon=True)
                 self._thread.start()
 
+    def forget(self, directory: str) -> None:
+        """Stop keeping the log files below ``directory``, which is about to be removed: once
+        this returns, no look of the keeper writes there (a look of a replica that just ended
+        would otherwise mark its file into a directory being removed, and leave it behind)."""
+        root = Path(directory)
+        with self._lock:
+            for log_path in [p for p in self._watched if root in Path(p).parents]:
+                self._watched.pop(log_path).forgotten = True
+        with self._keeping:  # a look already under way ends first
+            pass
+
     def flush(self) -> None:
         """Look at every watched file once now."""
         with self._lock:
@@ -140,7 +153,7 @@ class LogKeeper:
 
         Returns whether a file was rotated (it may grow fast)."""
         with self._keeping:
-            return self._keep(entry)
+            return False if entry.forgotten else self._keep(entry)
 
     def _keep(self, entry: _Watched) -> bool:
         # stderr is looked at before stdout and both are marked with one time taken after:
