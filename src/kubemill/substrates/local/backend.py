@@ -33,7 +33,6 @@ import builtins
 import contextlib
 import copy
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -466,10 +465,9 @@ class LocalBackend(RecordReads):
             procinfo.wait_gone(sup, timeout=STOP_MARGIN)
         self.store.remove_job(rec.uid)
         remove_socket(exec_socket_path(rec.job_dir, rec.uid))
-        from kubemill.substrates.local.log_keeper import KEEPER  # a supervisor here kept them
+        from kubemill.substrates.local.log_keeper import remove_job_directory
 
-        KEEPER.forget(rec.job_dir)
-        shutil.rmtree(rec.job_dir, ignore_errors=True)
+        remove_job_directory(rec.job_dir)  # a supervisor of this process may keep its logs
         with self._runs_lock:
             self._runs.pop(rec.uid, None)
 

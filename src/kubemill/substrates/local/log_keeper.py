@@ -13,6 +13,7 @@ import errno
 import itertools
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -311,3 +312,9 @@ def _mtime(path: Path) -> float:
 
 KEEPER = LogKeeper()
 """The keeper of every replica this process starts (one thread, started on first use)."""
+
+
+def remove_job_directory(job_dir: str) -> None:
+    """Remove a deleted job's directory, its logs forgotten by this process's keeper first."""
+    KEEPER.forget(job_dir)
+    shutil.rmtree(job_dir, ignore_errors=True)

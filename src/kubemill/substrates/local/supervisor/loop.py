@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -41,7 +40,7 @@ from kubemill.substrates.local import procinfo
 from kubemill.substrates.local.exec_service import ExecService
 from kubemill.substrates.local.file_sets import delete_file_set, write_file_set, written_file_sets
 from kubemill.substrates.local.kubelet import ReplicaPod, wait_any
-from kubemill.substrates.local.log_keeper import KEEPER
+from kubemill.substrates.local.log_keeper import remove_job_directory
 from kubemill.substrates.local.owner import OWNER_GONE, owner_of
 from kubemill.substrates.local.prepared import Prepared, prepare_recorded
 from kubemill.substrates.local.progress import ProgressTail, progress_tail
@@ -575,8 +574,7 @@ class Supervisor:
             if self.store.job_by_uid(self.uid) is not None:
                 self.store.set_supervisor_state(self.uid, "done")
         if self._removed_dir is not None:
-            KEEPER.forget(self._removed_dir)
-            shutil.rmtree(self._removed_dir, ignore_errors=True)
+            remove_job_directory(self._removed_dir)
         self._asked.close()
         self.finished.set()
 
