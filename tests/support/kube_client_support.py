@@ -261,11 +261,18 @@ class ClientClusterThread(kmock_cluster.ClusterThread):
         return [c for c in self.cluster.calls if not c.from_tests]
 
 
+_HELD_PORTS: list[socket.socket] = []
+"""Sockets bound for :func:`closed_port`, kept open while the tests' process runs."""
+
+
 def closed_port() -> int:
-    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A port on 127.0.0.1 nothing listens on: bound and kept, never listening, so that a
+    connection to it is refused and no other process (another test's server, on the other
+    pytest worker) can take it meanwhile, as it could a port bound and released."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    _HELD_PORTS.append(sock)
+    port: int = sock.getsockname()[1]
     return port
 
 
