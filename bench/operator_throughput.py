@@ -178,7 +178,8 @@ def floor_writes(replicas: int, workers: int) -> dict[str, Any]:
     job, errors = load_document(body)
     if job is None:
         raise SystemExit(f"the bench's TFJob is not valid: {errors}")
-    resource = next(r for r in OperatorSettings().job_resources() if r.kind == job.KIND)
+    settings = OperatorSettings()
+    resource = next(r for r in settings.job_resources() if r.kind == job.KIND)
     plan = plan_on_kubernetes(job)
     result = reconcile(
         job,
@@ -205,7 +206,6 @@ def floor_writes(replicas: int, workers: int) -> dict[str, Any]:
         "status": merge_patch(job.status.to_wire(), result.status.to_wire()),
         "events": [list(event) for event in coalesce_events(events + status_events)],
     }
-    settings = OperatorSettings()
     return {
         "job": [resource.group, resource.version, resource.plural],
         "template": json.dumps(template),
