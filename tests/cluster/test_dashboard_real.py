@@ -74,7 +74,7 @@ async def test_the_list_one_job_logs_and_suspend_through_the_dashboard(
         manifest = yaml.safe_dump(pytorchjob("dash"))
         created = await web.post("/api/submit", json={"manifest": manifest}, headers=headers)
         assert created.status == 200, await created.text()
-        page_path = f"/jobs/{namespace}/dash"
+        page_path = f"/jobs/{namespace}/pytorchjob%2Fdash"  # its kind and name, as kubectl
         assert (await created.json())["url"] == page_path
         await until(lambda: running(control_plane, node, namespace), "master and worker running")
         await until(lambda: client.get("dash").phase == "Running", "the job Running")

@@ -19,6 +19,12 @@ SLEEPER = "import time; print('up', flush=True); time.sleep(120)"
 """A replica that says it is up, then runs until it is stopped."""
 
 
+def page_of(name: str, suffix: str = "") -> str:
+    """The path of the page of the PyTorchJob ``name`` in ``default``, as the dashboard's own
+    links give it: ``KIND/NAME``, URL-quoted (:func:`kubemill.dashboard.views.job_reference`)."""
+    return f"/jobs/default/pytorchjob%2F{name}{suffix}"
+
+
 def pytorch_manifest(
     name: str, code: str, *, workers: int = 0, worker_code: str | None = None, **run_policy: Any
 ) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_support import BURNER, SLEEPER, cleanup, pytorch_manifest
+from dashboard_support import BURNER, SLEEPER, cleanup, page_of, pytorch_manifest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from kubemill.sdk import JobClient
@@ -180,7 +180,7 @@ def test_a_job_goes_running_then_succeeded_and_its_logs_follow_without_a_reload(
     # A second run, followed from its logs page while it writes.
     jobs.submit(pytorch_manifest("follow", TALKER))
     logs = browser.new_page(viewport=DESKTOP)
-    logs.goto(f"{dashboard}jobs/default/follow/logs?replica=master-0")
+    logs.goto(dashboard.rstrip("/") + page_of("follow", "/logs?replica=master-0"))
     log = logs.locator("#log")
     expect(log).to_contain_text("step 0", timeout=WAIT_MS)
     assert not jobs.get("follow").finished, "the first line should come while the job runs"
@@ -193,11 +193,11 @@ def test_a_job_goes_running_then_succeeded_and_its_logs_follow_without_a_reload(
     expect(log.locator("div:visible")).to_have_count(1)
     expect(logs.locator("#log-count")).to_have_text("1 of 8 lines match")
     assert logs.get_by_role("link", name="Download").get_attribute("href") == (
-        "/jobs/default/follow/logs.txt?replica=master-0"
+        page_of("follow", "/logs.txt?replica=master-0")
     )
 
     job = browser.new_page(viewport=DESKTOP)
-    job.goto(f"{dashboard}jobs/default/ddp")
+    job.goto(dashboard.rstrip("/") + page_of("ddp"))
     expect(job.locator('[data-section="summary"] .state')).to_have_text("Succeeded")
     expect(job.locator('tr[data-replica="worker-0"] .exit')).to_have_text("0")
     photograph(job, shots, "job-succeeded")
@@ -208,7 +208,7 @@ def test_a_failed_job_shows_the_failing_replicas_exit_code_and_reason(
 ) -> None:
     page = browser.new_page(viewport=DESKTOP)
     jobs.submit(pytorch_manifest("broken", FAILING, workers=1, worker_code=SLEEPER))
-    page.goto(f"{dashboard}jobs/default/broken")
+    page.goto(dashboard.rstrip("/") + page_of("broken"))
     master = page.locator('tr[data-replica="master-0"]')
     expect(master.locator(".exit")).to_have_text("3", timeout=WAIT_MS)
     expect(page.locator('[data-section="summary"] .state')).to_have_text("Failed", timeout=WAIT_MS)
@@ -248,7 +248,7 @@ def test_actions_and_submit_from_the_pages(
 
     page.get_by_label("Manifest").fill(pytorch_manifest("paused", SLEEPER))
     page.get_by_role("button", name="Submit").click()
-    page.wait_for_url(re.compile(r"/jobs/default/paused$"))
+    page.wait_for_url(re.compile(re.escape(page_of("paused")) + "$"))
     state = page.locator('[data-section="summary"] .state')
     expect(state).to_have_text("Running", timeout=WAIT_MS)
     expect(page.get_by_role("button", name="Resume")).to_be_disabled()
@@ -286,7 +286,7 @@ def test_the_loss_plot_grows_while_the_job_reports(
     jobs.submit(pytorch_manifest("plots", REPORTER))
     eventually(lambda: jobs.get("plots").status.trainer_status is not None, "a first report")
     page = browser.new_page(viewport=DESKTOP)
-    page.goto(f"{dashboard}jobs/default/plots")
+    page.goto(dashboard.rstrip("/") + page_of("plots"))
     page.evaluate("window.notReloaded = true")
     loss = page.locator('svg[data-metric="loss"] polyline')
     expect(loss).to_have_count(1, timeout=WAIT_MS)
@@ -312,7 +312,7 @@ def test_the_resources_plot_shows_a_busy_replicas_cpu_and_memory(
 ) -> None:
     jobs.submit(pytorch_manifest("burner", BURNER))
     page = browser.new_page(viewport=DESKTOP)
-    page.goto(f"{dashboard}jobs/default/burner")
+    page.goto(dashboard.rstrip("/") + page_of("burner"))
     page.evaluate("window.notReloaded = true")
     # Drawn by the server as the supervisor samples the replica, pushed without a reload.
     for plot in ("cpu", "memory"):
@@ -344,12 +344,12 @@ def test_lines_the_server_skipped_show_where_how_many_and_the_download(
     body = "".join(f"event: {event}\ndata: {json.dumps(data)}\n\n" for event, data in events)
     page = browser.new_page(viewport=DESKTOP)
     page.route(
-        "**/api/jobs/default/gappy/logs/stream*",
+        "**/api" + page_of("gappy", "/logs/stream*"),
         lambda route: route.fulfill(
             status=200, headers={"Content-Type": "text/event-stream"}, body=body
         ),
     )
-    page.goto(f"{dashboard}jobs/default/gappy/logs?replica=master-0")
+    page.goto(dashboard.rstrip("/") + page_of("gappy", "/logs?replica=master-0"))
     state = page.locator("#log-state")
     expect(state).to_contain_text("90 lines are not shown here", timeout=WAIT_MS)
     rows = page.locator("#log > div")
@@ -383,19 +383,19 @@ def test_a_broken_logs_stream_is_not_reopened_and_says_where_it_broke(
     body = f"event: lines\ndata: {json.dumps(lines)}\n\n"  # and the connection closes
     page = browser.new_page(viewport=DESKTOP)
     page.route(
-        "**/api/jobs/default/broken/logs/stream*",
+        "**/api" + page_of("broken", "/logs/stream*"),
         lambda route: route.fulfill(
             status=200, headers={"Content-Type": "text/event-stream"}, body=body
         ),
     )
-    page.goto(f"{dashboard}jobs/default/broken/logs?replica=master-0")
+    page.goto(dashboard.rstrip("/") + page_of("broken", "/logs?replica=master-0"))
     expect(page.locator("#log-state")).to_have_text("disconnected", timeout=WAIT_MS)
     rows = page.locator("#log > div")
     expect(rows).to_have_count(2)
     assert rows.nth(0).inner_text() == "line 0"
     expect(rows.nth(1)).to_contain_text("the connection to the server was lost here")
     expect(rows.nth(1).get_by_role("link", name="download the log")).to_have_attribute(
-        "href", "/jobs/default/broken/logs.txt?replica=master-0"
+        "href", page_of("broken", "/logs.txt?replica=master-0")
     )
 
 
@@ -420,19 +420,19 @@ def test_a_page_keeps_the_last_lines_and_says_how_many_earlier_ones_it_let_go(
     body = "".join(events) + "event: end\ndata: {}\n\n"
     page = browser.new_page(viewport=DESKTOP)
     page.route(
-        "**/api/jobs/default/long/logs/stream*",
+        "**/api" + page_of("long", "/logs/stream*"),
         lambda route: route.fulfill(
             status=200, headers={"Content-Type": "text/event-stream"}, body=body
         ),
     )
-    page.goto(f"{dashboard}jobs/default/long/logs?replica=master-0")
+    page.goto(dashboard.rstrip("/") + page_of("long", "/logs?replica=master-0"))
     expect(page.locator("#log-state")).to_contain_text("has ended", timeout=WAIT_MS)
     expect(page.locator("#log-count")).to_have_text("50000 lines, 10 earlier not kept here")
     rows = page.locator("#log > div")
     expect(rows).to_have_count(50_001)
     expect(rows.nth(0)).to_contain_text("10 earlier lines are no longer kept on this page")
     expect(rows.nth(0).get_by_role("link", name="download the log")).to_have_attribute(
-        "href", "/jobs/default/long/logs.txt?replica=master-0"
+        "href", page_of("long", "/logs.txt?replica=master-0")
     )
     assert rows.nth(1).inner_text() == "line 10"
     assert rows.nth(50_000).inner_text() == f"line {total - 1}"

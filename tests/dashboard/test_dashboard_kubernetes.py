@@ -19,12 +19,26 @@ from kubemill.api import API_VERSION
 from kubemill.dashboard.security import CSRF_HEADER, Guard
 from kubemill.dashboard.server import build_app
 from kubemill.sdk import JobClient, ReplicaView
+from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.history import PostedEvent, build_record
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE
 from support import kmock_cluster
 from support.kube_client_support import SEED_TFJOB as MANIFEST
 from support.kube_client_support import ClientClusterThread, Operator, running
 from support.upstream_crds import upstream_crd
+
+PYTORCH_MANIFEST = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: seed}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: pytorch, image: trainer:1, command: [python, t.py]}]
+"""
 
 pytestmark = pytest.mark.asyncio
 
@@ -49,7 +63,7 @@ async def test_the_list_one_job_and_an_action_on_kubernetes(
         headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
         created = await web.post("/api/submit", json={"manifest": MANIFEST}, headers=headers)
         assert created.status == 200, await created.text()
-        assert (await created.json())["url"] == "/jobs/ml/seed"
+        assert (await created.json())["url"] == "/jobs/ml/tfjob%2Fseed"
         await asyncio.to_thread(operator.create_pods, "tfjobs", "ml", "seed")
         await asyncio.to_thread(
             operator.pod_status, "ml", "seed-worker-0", running("tensorflow", ip="10.2.0.4")
@@ -59,16 +73,16 @@ async def test_the_list_one_job_and_an_action_on_kubernetes(
         assert [(j["namespace"], j["name"], j["kind"]) for j in listed["jobs"]] == [
             ("ml", "seed", "TFJob")
         ]
-        page = await (await web.get("/jobs/ml/seed")).text()
+        page = await (await web.get("/jobs/ml/tfjob%2Fseed")).text()
         worker = page.split('data-replica="worker-0"')[1].split("</tr>")[0]
         assert "state-running" in worker and "10.2.0.4:2222" in worker
 
-        suspended = await web.post("/api/jobs/ml/seed/suspend", headers=headers)
+        suspended = await web.post("/api/jobs/ml/tfjob%2Fseed/suspend", headers=headers)
         assert suspended.status == 200, await suspended.text()
         view = await asyncio.to_thread(jobs.get, "seed")
         assert view.job.run_policy.suspend is True  # the operator acts on it from here
 
-        deleted = await web.post("/api/jobs/ml/seed/delete", headers=headers)
+        deleted = await web.post("/api/jobs/ml/tfjob%2Fseed/delete", headers=headers)
         assert (await deleted.json())["deleted"] is True
         assert await asyncio.to_thread(jobs.list) == []
     jobs.backend.close()  # type: ignore[attr-defined]
@@ -91,7 +105,7 @@ async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_
         headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
         ours = MANIFEST.replace("name: seed", "name: twin")
         created = await web.post("/api/submit", json={"manifest": ours}, headers=headers)
-        assert (await created.json())["url"] == "/jobs/ml/twin"
+        assert (await created.json())["url"] == "/jobs/ml/tfjob%2Ftwin"
 
         # Two rows, each with its own key and a link to its own job.
         listing = await (await web.get("/")).text()
@@ -99,21 +113,60 @@ async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_
         keys = sorted(row.split('data-key="')[1].split('"')[0] for row in rows)
         assert keys == ["ml/tfjobs.kubeflow.org/twin", "ml/tfjobs.kubemill.dev/twin"]
         links = sorted(row.split('<a href="')[1].split('"')[0] for row in rows)
-        assert links == ["/jobs/ml/tfjobs.kubeflow.org%2Ftwin", "/jobs/ml/twin"]
+        assert links == ["/jobs/ml/tfjob%2Ftwin", "/jobs/ml/tfjobs.kubeflow.org%2Ftwin"]
 
-        for link, api_version in zip(links, ("kubeflow.org/v1", "kubemill.dev/v1"), strict=True):
+        for link, api_version in zip(links, ("kubemill.dev/v1", "kubeflow.org/v1"), strict=True):
             page = await (await web.get(link)).text()
             assert f"apiVersion: {api_version}" in page, link
             # The page's stream and actions address the same job.
             assert f'data-stream="/api{link}/stream"' in page
             assert f'data-url="/api{link}/suspend"' in page
 
-        suspended = await web.post(f"/api{links[0]}/suspend", headers=headers)
+        suspended = await web.post(f"/api{links[1]}/suspend", headers=headers)
         assert suspended.status == 200, await suspended.text()
         upstream_now = cluster.get("/apis/kubeflow.org/v1/namespaces/ml/tfjobs/twin")
         assert upstream_now["spec"]["runPolicy"]["suspend"] is True
         ours_now = await asyncio.to_thread(jobs.get, "twin")
         assert not ours_now.job.run_policy.suspend  # the bare name is ours, untouched
+    jobs.backend.close()  # type: ignore[attr-defined]
+
+
+async def test_two_kinds_sharing_a_name_are_two_rows_each_linking_to_its_own_page(
+    cluster: ClientClusterThread, tmp_path: Path
+) -> None:
+    # On Kubernetes a name is unique within a kind: a TFJob and a PyTorchJob may both be
+    # "twin" in one namespace, and `get twin` asks which. Each row's link names its kind.
+    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
+    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
+    guard = Guard()
+    web: TestClient[Any, Any]
+    async with TestClient(TestServer(build_app(jobs, guard=guard), host="127.0.0.1")) as web:
+        headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
+        for manifest in (MANIFEST, PYTORCH_MANIFEST):
+            twin = manifest.replace("name: seed", "name: twin")
+            created = await web.post("/api/submit", json={"manifest": twin}, headers=headers)
+            assert created.status == 200, await created.text()
+        with pytest.raises(SubstrateError, match="both named 'twin'"):
+            await asyncio.to_thread(jobs.get, "twin")
+
+        listing = await (await web.get("/")).text()
+        rows = listing.split("<tbody")[1].split("</tbody>")[0].split("<tr ")[1:]
+        links = sorted(row.split('<a href="')[1].split('"')[0] for row in rows)
+        assert links == ["/jobs/ml/pytorchjob%2Ftwin", "/jobs/ml/tfjob%2Ftwin"]
+        for link, kind in zip(links, ("PyTorchJob", "TFJob"), strict=True):
+            before = len(cluster.client_calls())
+            page = await (await web.get(link)).text()
+            assert f"kind: {kind}" in page, link
+            assert f'data-stream="/api{link}/stream"' in page
+            # The page's reads went to its kind alone: no request to every kind of the
+            # group, as finding a bare name takes.
+            jobs_read = {c.plural for c in cluster.client_calls()[before:] if c.name == "twin"}
+            assert jobs_read == {f"{kind.lower()}s"}, link
+
+        deleted = await web.post("/api/jobs/ml/tfjob%2Ftwin/delete", headers=headers)
+        assert (await deleted.json())["deleted"] is True
+        remaining = await asyncio.to_thread(jobs.list)
+        assert [(v.kind, v.name) for v in remaining] == [("PyTorchJob", "twin")]
     jobs.backend.close()  # type: ignore[attr-defined]
 
 
@@ -166,14 +219,15 @@ async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_
         assert 'href="/history/uid-gone"' in history and "seed" in history
         assert "Failed" in history and "deleted" in history
 
-        for path in ("/jobs/ml/seed", "/history/uid-gone"):
+        for path in ("/jobs/ml/tfjob%2Fseed", "/jobs/ml/seed", "/history/uid-gone"):
             answer = await web.get(path)
             assert answer.status == 200, path
             page = await answer.text()
             assert "(deleted)" in page
             assert "TFJobFailed" in page and "boom" in page
             assert 'data-action="delete"' not in page  # a record has no actions
-        # A kept link to the deleted upstream job opens its record, the bare name ours.
+        # A link to the deleted upstream job opens its record; a bare name (typed, or kept
+        # from before links named the kind) ours, as `get` looks for a bare name.
         upstream_page = await (await web.get("/jobs/ml/tfjobs.kubeflow.org%2Fseed")).text()
         assert "TFJobSucceeded" in upstream_page and "TFJobFailed" not in upstream_page
         assert "apiVersion: kubeflow.org/v1" in upstream_page

@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient
 from dashboard_support import (
     SLEEPER,
     eventually_async,
+    page_of,
     pytorch_manifest,
     sse_events,
 )
@@ -159,13 +160,14 @@ async def test_the_job_page_shows_the_failed_replica_its_exit_code_and_reason(
 
 async def test_logs_follow_live_and_download(web: Web, jobs: JobClient, guard: Guard) -> None:
     await submit(web, guard, pytorch_manifest("talker", COUNTER))
+    # A bare name typed (or kept from before) opens the page; the page's own links, its
+    # stream's too, name the job by KIND/NAME.
     page = await web.get("/jobs/default/talker/logs?replica=master-0")
-    assert page.status == 200 and 'data-stream="/api/jobs/default/talker/logs/stream' in (
-        await page.text()
-    )
+    stream_path = "/api" + page_of("talker", "/logs/stream")
+    assert page.status == 200 and f'data-stream="{stream_path}' in await page.text()
     seen: list[str] = []
     ended = False
-    async with web.get("/api/jobs/default/talker/logs/stream?replica=master-0") as stream:
+    async with web.get(f"{stream_path}?replica=master-0") as stream:
         async for event, data in sse_events(stream):
             if event == "lines":
                 seen += [line["text"] for line in data]
@@ -178,9 +180,9 @@ async def test_logs_follow_live_and_download(web: Web, jobs: JobClient, guard: G
                 break
     assert ended
     assert seen == [f"line {i}" for i in range(6)]
-    download = await web.get("/jobs/default/talker/logs.txt")
+    download = await web.get(page_of("talker", "/logs.txt"))
     assert download.status == 200
-    assert "attachment" in download.headers["Content-Disposition"]
+    assert download.headers["Content-Disposition"] == 'attachment; filename="talker.log"'
     assert await download.text() == "".join(f"master-0 | line {i}\n" for i in range(6))
 
 

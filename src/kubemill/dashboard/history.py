@@ -23,7 +23,7 @@ from kubemill.dashboard.pages import (
     layout,
 )
 from kubemill.dashboard.security import Guard
-from kubemill.dashboard.views import iso, job_object, job_reference, job_row
+from kubemill.dashboard.views import in_our_group, iso, job_object, job_reference, job_row
 from kubemill.sdk import JobClient, SubstrateError
 from kubemill.sdk.summary import state_of
 from kubemill.substrates.history import JobRecord
@@ -125,12 +125,15 @@ async def history_html(dashboard: Dashboard, chosen: dict[str, str]) -> str:
 
 async def latest_record(dashboard: Dashboard, namespace: str, reference: str) -> JobRecord | None:
     """The latest record of a deleted job that the job page's ``reference`` named, if the
-    substrate keeps one: as ``get`` finds a job, a bare name is kubemill's group's job first
-    and ``PLURAL.GROUP/NAME`` an upstream group's (a kept link to a deleted upstream job)."""
+    substrate keeps one: the record the page's own link names (:func:`.views.job_reference`:
+    ``KIND/NAME``, or ``PLURAL.GROUP/NAME`` for an upstream group's job), else, for a bare
+    name typed or kept from before, the latest record of that name."""
     records = await dashboard.call(dashboard.client.history, namespace)
     referred = [r for r in records if job_reference(r.view) == reference]
-    named = referred or [r for r in records if r.name == reference]
-    return named[-1] if named else None
+    if not referred and "/" not in reference:
+        named = [r for r in records if r.name == reference]
+        referred = [r for r in named if in_our_group(r.view)] or named  # as `get` looks
+    return referred[-1] if referred else None
 
 
 async def record_with_uid(dashboard: Dashboard, uid: str) -> JobRecord | None:

@@ -148,7 +148,14 @@ def _dashboard(request: web.Request) -> Dashboard:
 
 
 def _name(request: web.Request) -> tuple[str, str]:
+    """The job a path names (its reference, as ``get`` takes it) and its namespace."""
     return request.match_info["name"], request.match_info["namespace"]
+
+
+def _bare(reference: str) -> str:
+    """The job's own name in a reference (``tfjob/seed`` -> ``seed``), what its replicas'
+    names begin with."""
+    return reference.rpartition("/")[2]
 
 
 def _html(text: str, status: int = 200) -> web.Response:
@@ -325,7 +332,7 @@ async def logs_stream(request: web.Request) -> web.StreamResponse:
     try:
         with dashboard.streaming(), contextlib.suppress(ConnectionError):
             send = functools.partial(_send, response)
-            await push_lines(send, ping, follower, name, heartbeat=HEARTBEAT_SECONDS)
+            await push_lines(send, ping, follower, _bare(name), heartbeat=HEARTBEAT_SECONDS)
     finally:
         follower.stopped.set()
     return response
@@ -341,7 +348,8 @@ async def logs_download(request: web.Request) -> web.StreamResponse:
         raise web.HTTPNotFound(text=f"no job {name} in namespace {namespace}\n") from None
     except SubstrateError as exc:
         raise web.HTTPBadRequest(text=f"{exc}\n") from None
-    filename = f"{name}-{replica}.log" if replica else f"{name}.log"
+    job_name = _bare(name)
+    filename = f"{job_name}-{replica}.log" if replica else f"{job_name}.log"
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/plain; charset=utf-8",
@@ -354,7 +362,7 @@ async def logs_download(request: web.Request) -> web.StreamResponse:
         text = "".join(
             f"{line.text}\n"
             if replica
-            else f"{short_replica_name(name, line.replica)} | {line.text}\n"
+            else f"{short_replica_name(job_name, line.replica)} | {line.text}\n"
             for line in batch
         )
         await response.write(text.encode())

@@ -68,17 +68,29 @@ def link_of(view: JobView) -> Link | None:
 
 
 def job_reference(view: JobView) -> str:
-    """The name the SDK finds the job by, as ``get`` takes it: the job's name in kubemill's
-    group, ``PLURAL.GROUP/NAME`` in an upstream one (read from a cluster whose operator
-    serves ``--serve-upstream-groups``), as with kubectl. A bare name is looked for in
-    kubemill's group first, so it would open a job of ours of the same name instead."""
-    return view.name if _group(view) == GROUP else f"{_resource(view)}/{view.name}"
+    """The name the SDK finds the job by, as ``get`` takes it, qualified as with kubectl:
+    ``KIND/NAME`` in kubemill's group (``tfjob/seed``), ``PLURAL.GROUP/NAME`` in an upstream
+    one (read from a cluster whose operator serves ``--serve-upstream-groups``).
+
+    Never the bare name, although ``get`` takes it (and a typed or kept ``/jobs/NS/NAME``
+    opens): on Kubernetes two kinds may each hold a job of that name (``get`` then asks which),
+    a bare name of ours would open ours before an upstream job of the same name, and finding
+    a bare name costs a request to every kind of kubemill's group, on every read of the job
+    page and its stream, where a qualified one costs one."""
+    if in_our_group(view):
+        return f"{view.kind.lower()}/{view.name}"
+    return f"{_resource(view)}/{view.name}"
 
 
 def job_key(view: JobView) -> str:
     """Which row of the jobs table is the job's: its namespace, resource and name, so that
     jobs sharing a name in different kinds or groups are rows of their own."""
     return f"{view.namespace}/{_resource(view)}/{view.name}"
+
+
+def in_our_group(view: JobView) -> bool:
+    """Whether the job is of kubemill's group (not an upstream one's, as Kubeflow's)."""
+    return _group(view) == GROUP
 
 
 def _group(view: JobView) -> str:
@@ -210,6 +222,7 @@ __all__ = [
     "Link",
     "actions_for",
     "events_newest_last",
+    "in_our_group",
     "iso",
     "job_key",
     "job_object",
