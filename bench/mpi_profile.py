@@ -35,7 +35,9 @@ the CLI's start and submission beside an interpreter that imports the libraries 
 cannot do without and validates one model (:data:`CLI_LIBRARIES`, timed in the same
 rounds), the workers' start and the gate beside nothing (by hand no host
 waits), and the rest beside mpirun over two hosts through ``/bin/sh``; with the ratios of
-kubemill and of that floor to ``mpirun`` by hand. Medians over ``--runs`` rounds (after a
+kubemill and of that floor to ``mpirun`` by hand, and the job's schema alone beside the
+CLI's start and submission (:data:`JOB_SCHEMA`: those libraries with kubemill's MPIJob
+models validating the example, nothing else of kubemill's). Medians over ``--runs`` rounds (after a
 warm-up round), side by side, with the machine's load average; with ``--baseline SRC``
 another ``src`` tree's ``kubemill run`` too (an earlier commit's: ``git archive <commit>
 src | tar -x -C /tmp/base``), for a before and after in one run.
@@ -262,9 +264,22 @@ yaml reads the manifest, pydantic validates it (the first model made costs pydan
 schema machinery, whatever the model), rich draws the live table."""
 
 
+SCHEMA_ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+"""This tree's models, whatever the environment's PYTHONPATH."""
+JOB_SCHEMA = f"""
+import yaml, rich.live
+from kubemill.engines.mpi.api import MPIJob
+MPIJob.model_validate(yaml.safe_load(open({str(MANIFEST)!r})))
+"""
+"""Not a floor of the libraries: the job's schema alone (kubemill's models of an MPIJob made,
+the example validated field by field), with yaml and rich and nothing else of kubemill's.
+A CLI that checks this manifest with pydantic cannot start faster."""
+
+
 def interpreter_phases() -> dict[str, float]:
     """One ``python -c pass`` (``start``: the floor of any command-line program in Python),
     one ``python -c CLI_LIBRARIES`` (``libraries``: the floor of ``kubemill run``'s start),
+    one ``python -c JOB_SCHEMA`` (``schema``: that and the job's own models),
     and from this process ``/bin/true`` started each way of :data:`STARTS`: ``<way>`` until
     ``Popen`` returns (the starting thread is blocked that long) and ``<way> done`` until
     the process has exited (the new process's own way to its program), in seconds."""
@@ -274,6 +289,9 @@ def interpreter_phases() -> dict[str, float]:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", CLI_LIBRARIES], check=True, timeout=60)
     phases["libraries"] = time.perf_counter() - start
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", JOB_SCHEMA], check=True, timeout=60, env=SCHEMA_ENV)
+    phases["schema"] = time.perf_counter() - start
     for name in STARTS:
         start = time.perf_counter()
         if name == "tied":
@@ -383,6 +401,13 @@ def report_floors(
         f"  / mpirun by hand ({one_host:.3f} s): {first} {walls[first] / one_host:.2f}x,"
         f" floor {floor / one_host:.2f}x (mpirun over 2 hosts via sh alone"
         f" {statistics.median(two_hosts) / one_host:.2f}x); kubemill's own {left:+.3f} s"
+    )
+    schema = median(by_hand[INTERPRETER], "schema")
+    cli = statistics.median(s["cli+submit"] for s in trees[first])
+    print(
+        f"  the job's schema alone (JOB_SCHEMA: the libraries and kubemill's MPIJob models"
+        f" validating the example) {schema:.3f} s; {first}'s cli+submit above it"
+        f" {cli - schema:+.3f} s (the local submission: store, plan, images)"
     )
     print("  /bin/true started from this process, ms: Popen returns / the process is done")
     for name, what in STARTS.items():
