@@ -101,6 +101,7 @@ if $images; then
 fi
 # Two workers (pytest-xdist), as many as this machine's cores: most tests wait on the
 # processes they start. The tests of the real control plane share one worker, and so one
-# control plane (tests/cluster/conftest.py); an -n of the caller's comes later and wins.
+# control plane (tests/cluster/conftest.py); an -n of the caller's comes later and wins. The
+# 25 slowest tests are listed at the end: where the lane's time goes, run after run.
 echo "== pytest"
-exec ${isolated[@]+"${isolated[@]}"} pytest -n 2 --dist loadgroup ${args[@]+"${args[@]}"}
+exec ${isolated[@]+"${isolated[@]}"} pytest -n 2 --dist loadgroup --durations=25 ${args[@]+"${args[@]}"}
