@@ -1,12 +1,14 @@
 """The dashboard on the Kubernetes substrate: the same server over ``JobClient("kubernetes")``
 against the Kubernetes client tests' served API (kmock), where the test plays the operator
 and the kubelet: the list, one job, and an action reaching the job's object; a job of an
-upstream group beside ours of the same name."""
+upstream group beside ours of the same name; two kinds of ours sharing a name; the records
+of deleted jobs."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,24 +25,12 @@ from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.kubernetes.history import PostedEvent, build_record
 from kubemill.substrates.kubernetes.install import DEFAULT_NAMESPACE
 from support import kmock_cluster
+from support.kube_client_support import SEED_PYTORCHJOB, ClientClusterThread, Operator, running
 from support.kube_client_support import SEED_TFJOB as MANIFEST
-from support.kube_client_support import ClientClusterThread, Operator, running
 from support.upstream_crds import upstream_crd
 
-PYTORCH_MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: seed}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: trainer:1, command: [python, t.py]}]
-"""
-
 pytestmark = pytest.mark.asyncio
+Web = TestClient[Any, Any]
 
 
 @pytest.fixture
@@ -51,16 +41,28 @@ def cluster() -> Iterator[ClientClusterThread]:
         yield thread
 
 
+@contextlib.asynccontextmanager
+async def dashboard_of(
+    cluster: ClientClusterThread, tmp_path: Path
+) -> AsyncIterator[tuple[JobClient, Web, dict[str, str]]]:
+    """The dashboard over ``JobClient("kubernetes")`` on ``cluster`` (namespace ml): the
+    client, a test client of the server, and the headers an action from its pages sends."""
+    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
+    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
+    guard = Guard()
+    try:
+        async with TestClient(TestServer(build_app(jobs, guard=guard), host="127.0.0.1")) as web:
+            origin = str(web.make_url("")).rstrip("/")
+            yield jobs, web, {CSRF_HEADER: guard.csrf_token, "Origin": origin}
+    finally:
+        jobs.backend.close()  # type: ignore[attr-defined]
+
+
 async def test_the_list_one_job_and_an_action_on_kubernetes(
     cluster: ClientClusterThread, tmp_path: Path
 ) -> None:
-    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
-    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
     operator = Operator(cluster)
-    guard = Guard()
-    web: TestClient[Any, Any]
-    async with TestClient(TestServer(build_app(jobs, guard=guard), host="127.0.0.1")) as web:
-        headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
+    async with dashboard_of(cluster, tmp_path) as (jobs, web, headers):
         created = await web.post("/api/submit", json={"manifest": MANIFEST}, headers=headers)
         assert created.status == 200, await created.text()
         assert (await created.json())["url"] == "/jobs/ml/tfjob%2Fseed"
@@ -85,7 +87,6 @@ async def test_the_list_one_job_and_an_action_on_kubernetes(
         deleted = await web.post("/api/jobs/ml/tfjob%2Fseed/delete", headers=headers)
         assert (await deleted.json())["deleted"] is True
         assert await asyncio.to_thread(jobs.list) == []
-    jobs.backend.close()  # type: ignore[attr-defined]
 
 
 async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_ours(
@@ -97,12 +98,7 @@ async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_
     upstream = yaml.safe_load(MANIFEST)
     upstream["metadata"]["name"] = "twin"
     cluster.create("/apis/kubeflow.org/v1/namespaces/ml/tfjobs", upstream)
-    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
-    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
-    guard = Guard()
-    web: TestClient[Any, Any]
-    async with TestClient(TestServer(build_app(jobs, guard=guard), host="127.0.0.1")) as web:
-        headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
+    async with dashboard_of(cluster, tmp_path) as (jobs, web, headers):
         ours = MANIFEST.replace("name: seed", "name: twin")
         created = await web.post("/api/submit", json={"manifest": ours}, headers=headers)
         assert (await created.json())["url"] == "/jobs/ml/tfjob%2Ftwin"
@@ -128,7 +124,6 @@ async def test_a_job_of_an_upstream_group_is_a_row_and_a_page_of_its_own_beside_
         assert upstream_now["spec"]["runPolicy"]["suspend"] is True
         ours_now = await asyncio.to_thread(jobs.get, "twin")
         assert not ours_now.job.run_policy.suspend  # the bare name is ours, untouched
-    jobs.backend.close()  # type: ignore[attr-defined]
 
 
 async def test_two_kinds_sharing_a_name_are_two_rows_each_linking_to_its_own_page(
@@ -136,15 +131,12 @@ async def test_two_kinds_sharing_a_name_are_two_rows_each_linking_to_its_own_pag
 ) -> None:
     # On Kubernetes a name is unique within a kind: a TFJob and a PyTorchJob may both be
     # "twin" in one namespace, and `get twin` asks which. Each row's link names its kind.
-    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
-    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
-    guard = Guard()
-    web: TestClient[Any, Any]
-    async with TestClient(TestServer(build_app(jobs, guard=guard), host="127.0.0.1")) as web:
-        headers = {CSRF_HEADER: guard.csrf_token, "Origin": str(web.make_url("")).rstrip("/")}
-        for manifest in (MANIFEST, PYTORCH_MANIFEST):
-            twin = manifest.replace("name: seed", "name: twin")
-            created = await web.post("/api/submit", json={"manifest": twin}, headers=headers)
+    async with dashboard_of(cluster, tmp_path) as (jobs, web, headers):
+        for manifest in (MANIFEST, SEED_PYTORCHJOB):
+            twin = yaml.safe_load(manifest)
+            twin["metadata"]["name"] = "twin"
+            body = {"manifest": yaml.safe_dump(twin)}
+            created = await web.post("/api/submit", json=body, headers=headers)
             assert created.status == 200, await created.text()
         with pytest.raises(SubstrateError, match="both named 'twin'"):
             await asyncio.to_thread(jobs.get, "twin")
@@ -167,7 +159,6 @@ async def test_two_kinds_sharing_a_name_are_two_rows_each_linking_to_its_own_pag
         assert (await deleted.json())["deleted"] is True
         remaining = await asyncio.to_thread(jobs.list)
         assert [(v.kind, v.name) for v in remaining] == [("PyTorchJob", "twin")]
-    jobs.backend.close()  # type: ignore[attr-defined]
 
 
 async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_its_record(
@@ -210,10 +201,7 @@ async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_
     assert upstream_record is not None
     cluster.create(f"/api/v1/namespaces/{DEFAULT_NAMESPACE}/configmaps", upstream_record)
 
-    kubeconfig = kmock_cluster.write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
-    jobs = JobClient("kubernetes", kubeconfig=str(kubeconfig), context="kmock", namespace="ml")
-    web: TestClient[Any, Any]
-    async with TestClient(TestServer(build_app(jobs, guard=Guard()), host="127.0.0.1")) as web:
+    async with dashboard_of(cluster, tmp_path) as (_, web, _):
         listing = await (await web.get("/")).text()
         history = listing.split('id="history-rows"')[1].split("</tbody>")[0]
         assert 'href="/history/uid-gone"' in history and "seed" in history
@@ -233,4 +221,3 @@ async def test_deleted_jobs_are_listed_from_the_operators_records_and_one_shows_
         assert "apiVersion: kubeflow.org/v1" in upstream_page
         assert "TFJobSucceeded" not in await (await web.get("/jobs/ml/seed")).text()
         assert (await web.get("/history/no-such-uid")).status == 404
-    jobs.backend.close()  # type: ignore[attr-defined]

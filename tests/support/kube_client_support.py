@@ -64,6 +64,25 @@ spec:
 """
 """A one-worker Kubeflow TFJob, as the client tests and the dashboard's submit it."""
 
+SEED_PYTORCHJOB = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: pytorch, image: trainer:1, command: [python, ddp.py]}]
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: pytorch, image: trainer:1, command: [python, ddp.py]}]
+"""
+"""A Kubeflow PyTorchJob of a Master and a Worker, as the client tests submit it."""
+
 
 def _stamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"  # RFC3339Nano, as the kubelet

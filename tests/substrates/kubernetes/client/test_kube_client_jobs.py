@@ -16,6 +16,7 @@ from kubemill.kinds import load_one
 from kubemill.substrates.base import JobExists, JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.client import KubernetesBackend, job_body
 from support.kube_client_support import (
+    SEED_PYTORCHJOB,
     ClientClusterThread,
     Operator,
     kmock_cluster,
@@ -51,31 +52,6 @@ spec:
               command: [python, train.py]
 """
 
-PYTORCHJOB_UPSTREAM = """
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata:
-  name: ddp
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: trainer:1
-              command: [python, ddp.py]
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: trainer:1
-              command: [python, ddp.py]
-"""
-
 
 def submit(backend: KubernetesBackend, text: str, namespace: str | None = None) -> Any:
     return backend.submit(load_one(text), SubmitOptions(namespace=namespace))
@@ -91,7 +67,7 @@ def submit(backend: KubernetesBackend, text: str, namespace: str | None = None) 
             TFJOB, "tfjobs", "TFJob", ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"], id="tf"
         ),
         pytest.param(
-            PYTORCHJOB_UPSTREAM,
+            SEED_PYTORCHJOB,
             "pytorchjobs",
             "PyTorchJob",
             ["ddp-master-0", "ddp-worker-0"],
@@ -266,7 +242,7 @@ def test_get_of_a_missing_job_is_job_not_found(backend: KubernetesBackend) -> No
 
 def test_same_name_in_two_kinds_needs_the_kind(backend: KubernetesBackend) -> None:
     submit(backend, TFJOB)
-    other = load_one(PYTORCHJOB_UPSTREAM)
+    other = load_one(SEED_PYTORCHJOB)
     other.metadata.name = "mnist"
     backend.submit(other, SubmitOptions())
     with pytest.raises(SubstrateError, match=r"say which: tfjob/mnist or pytorchjob/mnist"):
@@ -283,7 +259,7 @@ def test_list_covers_kinds_and_namespaces_with_one_pod_query(
 ) -> None:
     cluster.create_namespaces("a", "b")
     submit(backend, TFJOB, namespace="a")
-    submit(backend, PYTORCHJOB_UPSTREAM, namespace="b")
+    submit(backend, SEED_PYTORCHJOB, namespace="b")
     operator.create_pods("pytorchjobs", "b", "ddp")
     operator.pod_status("b", "ddp-master-0", running("pytorch", ip="10.0.0.9"))
     before = len(cluster.client_calls())
@@ -350,7 +326,7 @@ def test_events_are_the_jobs_own_oldest_first(
     cluster: ClientClusterThread, backend: KubernetesBackend
 ) -> None:
     submit(backend, TFJOB)
-    submit(backend, PYTORCHJOB_UPSTREAM)
+    submit(backend, SEED_PYTORCHJOB)
     job = cluster.get("/apis/kubemill.dev/v1/namespaces/default/tfjobs/mnist")
     other = cluster.get("/apis/kubemill.dev/v1/namespaces/default/pytorchjobs/ddp")
     path = "/api/v1/namespaces/default/events"

@@ -23,28 +23,16 @@ from kubemill.substrates.base import JobNotFound, SubmitOptions, SubstrateError
 from kubemill.substrates.kubernetes.build import Owner, build_pod
 from kubemill.substrates.kubernetes.client import KubernetesBackend, load_job
 from kubemill.substrates.kubernetes.render import plan_on_kubernetes
-from support.kube_client_support import ClientClusterThread, Operator, running, status_body
+from support.kube_client_support import (
+    SEED_PYTORCHJOB,
+    ClientClusterThread,
+    Operator,
+    running,
+    status_body,
+)
 from support.upstream_crds import upstream_crd
 
 EXAMPLES = Path(__file__).parents[4] / "examples"
-
-PYTORCHJOB = """
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: ddp}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: trainer:1, command: [python, ddp.py]}]
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: trainer:1, command: [python, ddp.py]}]
-"""
 
 
 def ray_cluster(name: str) -> dict[str, Any]:
@@ -57,7 +45,7 @@ def ray_cluster(name: str) -> dict[str, Any]:
 
 
 def pytorch_job(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(PYTORCHJOB)
+    doc: dict[str, Any] = yaml.safe_load(SEED_PYTORCHJOB)
     doc["metadata"] = {"name": name}
     return doc
 
