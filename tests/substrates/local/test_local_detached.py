@@ -11,7 +11,7 @@ from local_support import SLEEPER, log_text, pytorch_job
 
 from kubemill.api import ConditionType
 from kubemill.substrates.base import JobNotFound, SubmitOptions
-from kubemill.substrates.local import LocalBackend, procinfo
+from kubemill.substrates.local import LocalBackend, log_keeper, procinfo
 from support.waiting import eventually
 
 SPAWNS_GRANDCHILD = (
@@ -147,6 +147,35 @@ def test_a_delete_whose_caller_died_is_finished_by_the_next_read(
     assert all(not procinfo.group_members(pgid) for pgid in groups)
     info = procinfo.stat(grandchild)
     assert info is None or info.state == "Z"
+
+
+def test_a_delete_killed_while_it_removes_the_files_is_finished_by_the_next_read(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the chaos test: `kubemill delete` of a job whose supervisor was killed,
+    # SIGKILLed after it removed the job's record and before its directory was gone, left
+    # a directory no record named, which nothing would ever remove. The record goes last.
+    job = pytorch_job("halfgone", master=SLEEPER, worker=SLEEPER)
+    backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
+    supervisor = _supervisor(backend, "halfgone")
+    eventually(lambda: backend.get("halfgone").phase == "Running", what="running")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    assert procinfo.wait_gone(supervisor, timeout=30)
+    rec = backend.store.job("default", "halfgone")
+
+    def killed_while_removing(job_dir: str) -> None:
+        raise KeyboardInterrupt  # the deleter's end, its files not (all) removed
+
+    monkeypatch.setattr(log_keeper, "remove_job_directory", killed_while_removing)
+    with pytest.raises(KeyboardInterrupt):
+        backend.delete("halfgone")
+    monkeypatch.undo()
+    assert Path(rec.job_dir).exists()
+
+    with pytest.raises(JobNotFound):
+        backend.get("halfgone")
+    assert backend.list() == []
+    assert not Path(rec.job_dir).exists()
 
 
 def test_no_process_of_a_deleted_job_is_left_when_delete_returns(

@@ -463,11 +463,15 @@ class LocalBackend(RecordReads):
         if sup is not None and not procinfo.wait_gone(sup, timeout=STOP_MARGIN):
             procinfo.kill_process(sup)
             procinfo.wait_gone(sup, timeout=STOP_MARGIN)
-        self.store.remove_job(rec.uid)
+        # Marked, then its files removed, then its record: a deleter killed on the way
+        # leaves a job marked for deletion, whose deletion the next reader finishes
+        # (:meth:`_fresh`), never a directory that no record names.
+        self.store.request(rec.uid, "delete")
         remove_socket(exec_socket_path(rec.job_dir, rec.uid))
         from kubemill.substrates.local.log_keeper import remove_job_directory
 
         remove_job_directory(rec.job_dir)  # a supervisor of this process may keep its logs
+        self.store.remove_job(rec.uid)
         with self._runs_lock:
             self._runs.pop(rec.uid, None)
 

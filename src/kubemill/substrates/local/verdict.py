@@ -279,9 +279,12 @@ def expire(store: Store, rec: JobRecord) -> bool:
     )
     if not any(isinstance(a, DeleteJob) for a in result.actions):
         return False
-    store.remove_job(rec.uid)
+    # As a delete does (LocalBackend._forget): marked, its files removed, then its record,
+    # so that a reader killed on the way leaves a deletion the next reader finishes.
+    store.request(rec.uid, "delete")
     remove_socket(prepared.ctx.exec_socket)  # left by a supervisor that died
     shutil.rmtree(rec.job_dir, ignore_errors=True)
+    store.remove_job(rec.uid)
     return True
 
 
