@@ -463,9 +463,7 @@ class LocalBackend(RecordReads):
         if sup is not None and not procinfo.wait_gone(sup, timeout=STOP_MARGIN):
             procinfo.kill_process(sup)
             procinfo.wait_gone(sup, timeout=STOP_MARGIN)
-        # Marked, then its files removed, then its record: a deleter killed on the way
-        # leaves a job marked for deletion, whose deletion the next reader finishes
-        # (:meth:`_fresh`), never a directory that no record names.
+        # Marked, then its files, its record last: a killed deleter's job is finished by _fresh.
         self.store.request(rec.uid, "delete")
         remove_socket(exec_socket_path(rec.job_dir, rec.uid))
         from kubemill.substrates.local.log_keeper import remove_job_directory
@@ -558,7 +556,9 @@ class LocalBackend(RecordReads):
         if rec.finished and rec.supervisor_state == "done":
             from kubemill.substrates.local import verdict
 
-            return None if verdict.expire(self.store, rec) else rec
+            if verdict.ttl_passed(self.store, rec):
+                self._forget(rec)
+                return None
         return rec
 
     def _ended(self, uid: str) -> bool:

@@ -20,7 +20,6 @@ Nothing here decides an outcome.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -42,7 +41,6 @@ from kubemill.frameworks import Plan, SuccessPolicy
 from kubemill.kinds import is_controller, lifecycle_for
 from kubemill.substrates.base import SubstrateError
 from kubemill.substrates.local import procinfo
-from kubemill.substrates.local.launch import remove_socket
 from kubemill.substrates.local.network import LocalNetwork, local_plan
 from kubemill.substrates.local.prepared import prepare_recorded
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
@@ -261,9 +259,9 @@ def kill_leftovers(store: Store, rec: JobRecord, *, verify: bool) -> None:
         )
 
 
-def expire(store: Store, rec: JobRecord) -> bool:
-    """Delete a finished job whose ttlSecondsAfterFinished has passed, as the core decides
-    when a reader asks (no supervisor is left to): True once it is gone."""
+def ttl_passed(store: Store, rec: JobRecord) -> bool:
+    """Whether the core deletes this finished job now, its ttlSecondsAfterFinished passed,
+    as it decides when a reader asks (no supervisor is left to); the reader removes it."""
     if rec.ttl is None:
         # Recorded with the manifest, which no patch changes there: the core would
         # find no TTL to apply, so the manifest is not loaded just to be told so.
@@ -277,20 +275,11 @@ def expire(store: Store, rec: JobRecord) -> bool:
         datetime.now(UTC),
         lifecycle=lifecycle_for(job.KIND, local=True),
     )
-    if not any(isinstance(a, DeleteJob) for a in result.actions):
-        return False
-    # As a delete does (LocalBackend._forget): marked, its files removed, then its record,
-    # so that a reader killed on the way leaves a deletion the next reader finishes.
-    store.request(rec.uid, "delete")
-    remove_socket(prepared.ctx.exec_socket)  # left by a supervisor that died
-    shutil.rmtree(rec.job_dir, ignore_errors=True)
-    store.remove_job(rec.uid)
-    return True
+    return any(isinstance(a, DeleteJob) for a in result.actions)
 
 
 __all__ = [
     "SUPERVISOR_LOST",
-    "expire",
     "heal",
     "judge_unsupervised",
     "kill_leftovers",
@@ -298,4 +287,5 @@ __all__ = [
     "record_events",
     "recorded_job",
     "recorded_plan",
+    "ttl_passed",
 ]
