@@ -149,12 +149,14 @@ def test_a_delete_whose_caller_died_is_finished_by_the_next_read(
     assert info is None or info.state == "Z"
 
 
+@pytest.mark.parametrize("next_read", ["get", "submit"])
 def test_a_delete_killed_while_it_removes_the_files_is_finished_by_the_next_read(
-    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, next_read: str
 ) -> None:
     # Found by the chaos test: `kubemill delete` of a job whose supervisor was killed,
     # SIGKILLed after it removed the job's record and before its directory was gone, left
     # a directory no record named, which nothing would ever remove. The record goes last.
+    # A submit of the same name finishes the deletion too, rather than answer "exists".
     job = pytorch_job("halfgone", master=SLEEPER, worker=SLEEPER)
     backend.submit(job, SubmitOptions(detach=True, base_dir=str(tmp_path)))
     supervisor = _supervisor(backend, "halfgone")
@@ -172,9 +174,15 @@ def test_a_delete_killed_while_it_removes_the_files_is_finished_by_the_next_read
     monkeypatch.undo()
     assert Path(rec.job_dir).exists()
 
-    with pytest.raises(JobNotFound):
-        backend.get("halfgone")
-    assert backend.list() == []
+    if next_read == "submit":
+        again = pytorch_job("halfgone", master="pass")
+        backend.submit(again, SubmitOptions(detach=False, base_dir=str(tmp_path)))
+        assert backend.wait("halfgone", timeout=60).phase == "Succeeded"
+        assert backend.store.job("default", "halfgone").uid != rec.uid
+    else:
+        with pytest.raises(JobNotFound):
+            backend.get("halfgone")
+        assert backend.list() == []
     assert not Path(rec.job_dir).exists()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -307,6 +308,37 @@ def test_ttl_after_finished_deletes_the_job(backend: LocalBackend, tmp_path: Pat
         return False
 
     eventually(deleted, what="the TTL to delete the job")
+
+
+def test_a_supervisor_ended_while_its_ttl_removes_the_job_leaves_it_for_the_next_read(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a killed delete's (test_local_detached): the supervisor marks the job, stops its
+    # replicas, removes its files, then its record. Ended before its record went (here the
+    # directory's removal raises, as a SIGKILL would end it there), the job stays marked
+    # for deletion, unlisted, and the next read finishes it: never a directory no record
+    # names, which nothing would ever remove.
+    from kubemill.substrates.local.supervisor import loop
+
+    def ended_while_removing(job_dir: str) -> None:
+        raise OSError("the supervisor ended here")
+
+    monkeypatch.setattr(loop, "remove_job_directory", ended_while_removing)
+    job = pytorch_job("ttlcut", master="pass", run_policy={"ttlSecondsAfterFinished": 0})
+    backend.submit(job, SubmitOptions(detach=False, base_dir=str(tmp_path)))
+    rec = backend.store.job("default", "ttlcut")
+    for thread in threading.enumerate():
+        if thread.name == f"kubemill-supervisor-{rec.uid[:8]}":
+            thread.join(60)
+    monkeypatch.undo()
+    left = backend.store.job_by_uid(rec.uid)
+    assert left is not None and left.request == "delete"
+    assert Path(rec.job_dir).exists()
+
+    assert backend.list() == []
+    with pytest.raises(JobNotFound):
+        backend.get("ttlcut")
+    assert not Path(rec.job_dir).exists()
 
 
 def test_an_executable_gone_at_start_fails_the_replica_with_a_clear_reason(

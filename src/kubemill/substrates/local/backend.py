@@ -61,10 +61,7 @@ from kubemill.substrates.local.logs import LogPolicy
 from kubemill.substrates.local.network import LocalNetwork, PortAllocator
 from kubemill.substrates.local.owner import owner_process, write_owner
 from kubemill.substrates.local.prepared import Prepared, plan_local
-from kubemill.substrates.local.records import (
-    SUPERVISOR_START_GRACE,
-    apply_patch,
-)
+from kubemill.substrates.local.records import SUPERVISOR_START_GRACE, apply_patch
 from kubemill.substrates.local.start_rate import StartLimits
 from kubemill.substrates.local.store import (
     STATE_DIR_ENV,
@@ -157,6 +154,10 @@ class LocalBackend(RecordReads):
         me = procinfo.identify(os.getpid())
         mode = "detached" if options.detach else "foreground"
         wanted, ttl = listing_fields(job)
+        # A job of the name is made true first, as by any read: a deletion left unfinished
+        # by a killed deleter is finished, and the name is free again.
+        with contextlib.suppress(JobNotFound):
+            self._fresh(self.store.job(job.namespace, job.name))
         for _ in range(5):
             allocator = PortAllocator(avoid=self.store.reserved_ports())
             prepared = plan_local(
@@ -234,8 +235,7 @@ class LocalBackend(RecordReads):
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job now (healed if its supervisor died). Raises ``JobNotFound``."""
         rec = self._fresh(self._job(name, namespace))
-        if rec is None:
-            # Deleted by its TTL just now.
+        if rec is None:  # deleted by its TTL just now
             return self._not_found(name, namespace)
         return job_view(self.store, rec)
 

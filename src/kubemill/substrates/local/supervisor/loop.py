@@ -295,9 +295,13 @@ class Supervisor:
         self._remote = followed(self._remote, self._prepared, self.options.remote_interval)
 
     def _remove_job(self, reason: str) -> None:
+        # In the crash-safe order of a delete (LocalBackend._forget): marked first, then
+        # the replicas stopped, the files removed and the record last (_release). A
+        # supervisor killed anywhere between leaves a job marked for deletion, which the
+        # next read finishes, never a directory no record names.
+        self.store.request(self.uid, "delete")
         self._stop_all(reason)
         rec = self.store.job_by_uid(self.uid)
-        self.store.remove_job(self.uid)
         if rec is not None:
             self._removed_dir = rec.job_dir  # removed in _release, once nothing writes there
 
@@ -570,11 +574,13 @@ class Supervisor:
                 self.processes.sweep()
         for pod in self.pods.values():
             pod.close()
-        with contextlib.suppress(Exception):
-            if self.store.job_by_uid(self.uid) is not None:
-                self.store.set_supervisor_state(self.uid, "done")
         if self._removed_dir is not None:
             remove_job_directory(self._removed_dir)
+            self.store.remove_job(self.uid)
+        else:
+            with contextlib.suppress(Exception):
+                if self.store.job_by_uid(self.uid) is not None:
+                    self.store.set_supervisor_state(self.uid, "done")
         self._asked.close()
         self.finished.set()
 
