@@ -6,6 +6,8 @@ Real processes throughout; replicas coordinate through files in the test's ``tmp
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,29 @@ def test_on_failure_never_starts_a_run_past_the_backoff_limit(
     # The last real exit, not the SIGTERM of a run started only to be stopped.
     assert (worker.phase, worker.exit_code) == ("Failed", 3)
     assert worker.restarts == 3
+
+
+HAS_CHILDREN = """\
+import os, subprocess, sys
+from kubemill.substrates.local import procinfo
+seen = [procinfo.has_children()]
+child = subprocess.Popen([sys.executable, "-c", "pass"])
+seen.append(procinfo.has_children())
+os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+seen.append(procinfo.has_children())  # exited, not reaped: still a child (a zombie)
+child.wait()
+seen.append(procinfo.has_children())
+print(seen)
+"""
+
+
+def test_has_children_counts_a_child_until_it_is_reaped() -> None:
+    # The sweep at a job's end skips its scan of /proc on this (strays.JobProcesses.sweep):
+    # a zombie not yet reaped must count, for the sweep reaps the job's.
+    done = subprocess.run(
+        [sys.executable, "-c", HAS_CHILDREN], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[False, True, True, False]"
 
 
 def daemon_job(name: str, *, clear_env: bool = False) -> object:

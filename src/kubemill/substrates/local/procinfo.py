@@ -220,6 +220,15 @@ def become_subreaper() -> bool:
         return False
 
 
+def has_children() -> bool:
+    """Whether this process has a child, alive or a zombie (one system call, no scan)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def process_table() -> dict[int, ProcStat]:
     """Every process visible in ``/proc`` with its stat (one scan)."""
     table: dict[int, ProcStat] = {}

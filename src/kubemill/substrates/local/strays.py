@@ -129,6 +129,12 @@ class JobProcesses:
 
     def sweep(self) -> None:
         """End whatever of the job is still there once its replicas are gone."""
+        if not self._pods() and not procinfo.has_children():
+            # What is searched for is below a replica or a child of this subreaper (see
+            # _find): with neither, nothing of the job is left, and /proc needs no scan
+            # (one per process on the machine, on the way to every job's end).
+            self._strays.clear()
+            return
         self._tree = None
         left = procinfo.stop_processes(self.of_job, grace=SWEEP_GRACE)
         if left:
