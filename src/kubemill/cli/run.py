@@ -137,6 +137,8 @@ class Follower:
         self.interrupted = threading.Event()
         self.wake = threading.Event()
         """Set when the table should be looked at again: a stop signal, or the job ended."""
+        self.ended: JobView | None = None
+        """The job as ``wait`` returned it: finished, its processes stopped (final)."""
         self.log_error: Exception | None = None
         self.signal_number: int = signal.SIGINT
         self.shown_ui = ""
@@ -183,7 +185,8 @@ class Follower:
                 ender.start()
                 while not view.finished and not self.interrupted.is_set():
                     self.wake.wait(STATUS_POLL_SECONDS)
-                    view = self.client.get(name, namespace=namespace)
+                    # Once the job ended, the view `wait` returned is the last: not read again.
+                    view = self.ended or self.client.get(name, namespace=namespace)
                     live.update(status_panel(view))
                     self._show_ui(view, live.console)
                 if self.interrupted.is_set() and not view.finished:
@@ -192,7 +195,7 @@ class Follower:
                 logs.join(LOG_DRAIN_SECONDS)
             if self.log_error is not None:
                 raise self.log_error
-            view = self.client.get(name, namespace=namespace)
+            view = self.ended or self.client.get(name, namespace=namespace)
         except JobNotFound:
             if view is None:
                 raise
@@ -227,7 +230,7 @@ class Follower:
         # Locally this joins the supervisor's thread: no polling on the way to the end. An
         # error (e.g. the job was deleted) is the loop's own read's to report.
         with contextlib.suppress(Exception):
-            self.client.wait(name, namespace=self.settings.namespace)
+            self.ended = self.client.wait(name, namespace=self.settings.namespace)
         self.wake.set()
 
     def _follow_logs(self, name: str, printer: LogPrinter) -> None:

@@ -578,9 +578,8 @@ class Supervisor:
             remove_job_directory(self._removed_dir)
             self.store.remove_job(self.uid)
         else:
-            with contextlib.suppress(Exception):
-                if self.store.job_by_uid(self.uid) is not None:
-                    self.store.set_supervisor_state(self.uid, "done")
+            with contextlib.suppress(Exception):  # (a job deleted meanwhile has no row to set)
+                self.store.set_supervisor_state(self.uid, "done")
         self._asked.close()
         self.finished.set()
 
