@@ -83,6 +83,13 @@ def test_run_success_follows_logs_and_exits_zero(kubemill: Kubemill, tmp_path: P
     last = lines(out)[-2:]
     assert "PyTorchJob hello Succeeded" in last[0]
     assert last[1].startswith("Next: ")
+    # The final replica table, laid out as `get` lays out its jobs: columns aligned.
+    header, master, worker = lines(out)[-5:-2]
+    assert header.split() == "REPLICA TYPE INDEX PHASE RESTARTS EXIT CODE ADDRESS".split()
+    assert master.split()[:6] == ["master-0", "Master", "0", "Succeeded", "0", "0"]
+    assert worker.split()[:2] == ["worker-0", "Worker"]
+    assert header.index("PHASE") == master.index("Succeeded") == worker.index(worker.split()[3])
+    assert header.index("ADDRESS") == master.index("127.0.0.1:")
     for verb in ("logs", "describe", "delete"):
         assert f"kubemill {verb} hello" in last[1]
     job = kubemill.job("hello")

@@ -126,9 +126,17 @@ def jobs_text(
         )
         for r in rows
     ]
+    return columns_text(headers, lines, colour=colour, state=headers.index("STATE"))
+
+
+def columns_text(
+    headers: Sequence[str], lines: Sequence[Sequence[str]], *, colour: bool, state: int
+) -> str:
+    """A header line and one line per row, each column padded to its widest cell and
+    :data:`GAP` spaces apart; the header bold and the cells of column ``state`` in their
+    phase's colour, when colouring. ``get``'s job table, and ``run``'s replica table."""
     widths = [max([len(h), *(len(line[i]) for line in lines)]) + GAP for i, h in enumerate(headers)]
     widths[-1] -= GAP
-    state = headers.index("STATE")
     drawn = [_line(headers, widths, colour, bold=True, state=-1)]
     drawn += [_line(line, widths, colour, bold=False, state=state) for line in lines]
     return "".join(drawn)
@@ -162,6 +170,7 @@ __all__ = [
     "PHASE_STYLES",
     "PIPE_WIDTH",
     "age_text",
+    "columns_text",
     "empty_text",
     "jobs_text",
     "last_run_text",
