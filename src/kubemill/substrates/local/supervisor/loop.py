@@ -51,12 +51,9 @@ from kubemill.substrates.local.start_rate import StartBucket, StartLimits
 from kubemill.substrates.local.store import JobRecord, ReplicaRecord, Store
 from kubemill.substrates.local.strays import JobProcesses
 from kubemill.substrates.local.submission import replica_records
+from kubemill.substrates.local.supervisor import ports
 from kubemill.substrates.local.supervisor.adopt import adopted
 from kubemill.substrates.local.supervisor.options import SupervisorOptions
-from kubemill.substrates.local.supervisor.ports import (
-    reallocate_before_first_start,
-    warn_busy_ports,
-)
 from kubemill.substrates.local.supervisor.recreation import recreated_record
 from kubemill.substrates.local.supervisor.requests import Requests
 from kubemill.substrates.local.verdict import record_events, recorded_job
@@ -295,14 +292,11 @@ class Supervisor:
         self._remote = followed(self._remote, self._prepared, self.options.remote_interval)
 
     def _remove_job(self, reason: str) -> None:
-        # In the crash-safe order of a delete (LocalBackend._forget): marked first, then
-        # the replicas stopped, the files removed and the record last (_release). A
-        # supervisor killed anywhere between leaves a job marked for deletion, which the
-        # next read finishes, never a directory no record names.
+        # A delete's crash-safe order (LocalBackend._forget): marked, stopped, files, record
+        # last (_release); killed between, the job stays marked for the next read to finish.
         self.store.request(self.uid, "delete")
         self._stop_all(reason)
-        rec = self.store.job_by_uid(self.uid)
-        if rec is not None:
+        if (rec := self.store.job_by_uid(self.uid)) is not None:
             self._removed_dir = rec.job_dir  # removed in _release, once nothing writes there
 
     def _apply(self, action: Action, now: float) -> None:
@@ -348,7 +342,6 @@ class Supervisor:
         if not self._ever_started:
             self._check_ports_before_first_start()
             self._ever_started = True
-        rep = self.prepared.plan.replica(name)
         record = self.records[name]
         recreated = record.created is not None
         if recreated:
@@ -356,7 +349,7 @@ class Supervisor:
             self.records[name] = recreated_record(record, existing)
         pod = ReplicaPod(
             self.prepared.specs[name],
-            restart_policy=pod_restart_policy(rep.restart_policy),
+            restart_policy=pod_restart_policy(self.prepared.plan.replica(name).restart_policy),
             before_restart=lambda p: self._warn_busy_ports(p.spec.replica),
             strays=self.processes.of_pod,
             core_offset=int(self.uid.replace("-", "")[:8], 16) if self.uid else 0,
@@ -387,12 +380,14 @@ class Supervisor:
                 )
 
     def _check_ports_before_first_start(self) -> None:
-        moved = reallocate_before_first_start(self.store, self.uid, self.prepared, self.records)
+        moved = ports.reallocate_before_first_start(
+            self.store, self.uid, self.prepared, self.records
+        )
         if moved is not None:
             self._prepared = moved
 
     def _warn_busy_ports(self, replica: str) -> None:
-        warn_busy_ports(self.store, self.uid, self.prepared, replica)
+        ports.warn_busy_ports(self.store, self.uid, self.prepared, replica)
 
     def _observed(self) -> Observed:
         pods = []
