@@ -185,8 +185,7 @@ class Follower:
                 ender.start()
                 while not view.finished and not self.interrupted.is_set():
                     self.wake.wait(STATUS_POLL_SECONDS)
-                    # Once the job ended, the view `wait` returned is the last: not read again.
-                    view = self.ended or self.client.get(name, namespace=namespace)
+                    view = self._latest(name)
                     live.update(status_panel(view))
                     self._show_ui(view, live.console)
                 if self.interrupted.is_set() and not view.finished:
@@ -195,7 +194,7 @@ class Follower:
                 logs.join(LOG_DRAIN_SECONDS)
             if self.log_error is not None:
                 raise self.log_error
-            view = self.ended or self.client.get(name, namespace=namespace)
+            view = self._latest(name)
         except JobNotFound:
             if view is None:
                 raise
@@ -214,6 +213,14 @@ class Follower:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self._finish(view, interrupted=self.interrupted.is_set())
+
+    def _latest(self, name: str) -> JobView:
+        """The job now: as ``wait`` returned it once it ended (the last view there is: no
+        read of our own on the way to the end), else read."""
+        ended = self.ended
+        if ended is not None and ended.finished:
+            return ended
+        return self.client.get(name, namespace=self.settings.namespace)
 
     def _show_ui(self, view: JobView, console: Console) -> None:
         """The job's web UI (a Spark driver's), once, as soon as its status names it."""
