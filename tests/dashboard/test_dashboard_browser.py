@@ -138,6 +138,12 @@ COUNT_COLOURS = """async (url) => {
 """Decodes a PNG in a blank page of the browser and counts its distinct colours."""
 
 
+def open_job_page(page: Page, dashboard: str, name: str, suffix: str = "") -> None:
+    """Open the page of the PyTorchJob ``name`` (``suffix``: a page below it, such as
+    ``/logs?replica=master-0``) by the path the dashboard's own links give it."""
+    page.goto(dashboard.rstrip("/") + page_of(name, suffix))
+
+
 def distinct_colours(browser: Browser, png: bytes) -> int:
     scratch = browser.new_page()
     try:
@@ -180,7 +186,7 @@ def test_a_job_goes_running_then_succeeded_and_its_logs_follow_without_a_reload(
     # A second run, followed from its logs page while it writes.
     jobs.submit(pytorch_manifest("follow", TALKER))
     logs = browser.new_page(viewport=DESKTOP)
-    logs.goto(dashboard.rstrip("/") + page_of("follow", "/logs?replica=master-0"))
+    open_job_page(logs, dashboard, "follow", "/logs?replica=master-0")
     log = logs.locator("#log")
     expect(log).to_contain_text("step 0", timeout=WAIT_MS)
     assert not jobs.get("follow").finished, "the first line should come while the job runs"
@@ -197,7 +203,7 @@ def test_a_job_goes_running_then_succeeded_and_its_logs_follow_without_a_reload(
     )
 
     job = browser.new_page(viewport=DESKTOP)
-    job.goto(dashboard.rstrip("/") + page_of("ddp"))
+    open_job_page(job, dashboard, "ddp")
     expect(job.locator('[data-section="summary"] .state')).to_have_text("Succeeded")
     expect(job.locator('tr[data-replica="worker-0"] .exit')).to_have_text("0")
     photograph(job, shots, "job-succeeded")
@@ -208,7 +214,7 @@ def test_a_failed_job_shows_the_failing_replicas_exit_code_and_reason(
 ) -> None:
     page = browser.new_page(viewport=DESKTOP)
     jobs.submit(pytorch_manifest("broken", FAILING, workers=1, worker_code=SLEEPER))
-    page.goto(dashboard.rstrip("/") + page_of("broken"))
+    open_job_page(page, dashboard, "broken")
     master = page.locator('tr[data-replica="master-0"]')
     expect(master.locator(".exit")).to_have_text("3", timeout=WAIT_MS)
     expect(page.locator('[data-section="summary"] .state')).to_have_text("Failed", timeout=WAIT_MS)
@@ -286,7 +292,7 @@ def test_the_loss_plot_grows_while_the_job_reports(
     jobs.submit(pytorch_manifest("plots", REPORTER))
     eventually(lambda: jobs.get("plots").status.trainer_status is not None, "a first report")
     page = browser.new_page(viewport=DESKTOP)
-    page.goto(dashboard.rstrip("/") + page_of("plots"))
+    open_job_page(page, dashboard, "plots")
     page.evaluate("window.notReloaded = true")
     loss = page.locator('svg[data-metric="loss"] polyline')
     expect(loss).to_have_count(1, timeout=WAIT_MS)
@@ -312,7 +318,7 @@ def test_the_resources_plot_shows_a_busy_replicas_cpu_and_memory(
 ) -> None:
     jobs.submit(pytorch_manifest("burner", BURNER))
     page = browser.new_page(viewport=DESKTOP)
-    page.goto(dashboard.rstrip("/") + page_of("burner"))
+    open_job_page(page, dashboard, "burner")
     page.evaluate("window.notReloaded = true")
     # Drawn by the server as the supervisor samples the replica, pushed without a reload.
     for plot in ("cpu", "memory"):
@@ -349,7 +355,7 @@ def test_lines_the_server_skipped_show_where_how_many_and_the_download(
             status=200, headers={"Content-Type": "text/event-stream"}, body=body
         ),
     )
-    page.goto(dashboard.rstrip("/") + page_of("gappy", "/logs?replica=master-0"))
+    open_job_page(page, dashboard, "gappy", "/logs?replica=master-0")
     state = page.locator("#log-state")
     expect(state).to_contain_text("90 lines are not shown here", timeout=WAIT_MS)
     rows = page.locator("#log > div")
@@ -388,7 +394,7 @@ def test_a_broken_logs_stream_is_not_reopened_and_says_where_it_broke(
             status=200, headers={"Content-Type": "text/event-stream"}, body=body
         ),
     )
-    page.goto(dashboard.rstrip("/") + page_of("broken", "/logs?replica=master-0"))
+    open_job_page(page, dashboard, "broken", "/logs?replica=master-0")
     expect(page.locator("#log-state")).to_have_text("disconnected", timeout=WAIT_MS)
     rows = page.locator("#log > div")
     expect(rows).to_have_count(2)
@@ -425,7 +431,7 @@ def test_a_page_keeps_the_last_lines_and_says_how_many_earlier_ones_it_let_go(
             status=200, headers={"Content-Type": "text/event-stream"}, body=body
         ),
     )
-    page.goto(dashboard.rstrip("/") + page_of("long", "/logs?replica=master-0"))
+    open_job_page(page, dashboard, "long", "/logs?replica=master-0")
     expect(page.locator("#log-state")).to_contain_text("has ended", timeout=WAIT_MS)
     expect(page.locator("#log-count")).to_have_text("50000 lines, 10 earlier not kept here")
     rows = page.locator("#log > div")
