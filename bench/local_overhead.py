@@ -24,7 +24,8 @@ started (``t0``, taken just before ``subprocess.Popen``):
   until the launcher has exited: noticing the exits, the verdict, and reporting it.
 
 Prints the median (and min-max) of each over ``--runs`` rounds side by side, the ratios to
-``torchrun`` and to ``bare``, and the goals (kubemill adds < 0.3 s to start-up, wall-time
+``torchrun`` and to ``bare`` (with ``--baseline SRC``, another src tree's ``kubemill run`` too,
+as ``before``), and the goals (kubemill adds < 0.3 s to start-up, wall-time
 ratio <= 1.05, end latency <= bare processes' + 0.01 s). Bare processes' end latency is the
 floor of kubemill's: the ranks' own exit (torch's and the interpreter's teardown) until a
 parent has reaped them. ``kubemill run``'s end is split by what its supervisor records
@@ -39,12 +40,13 @@ machine). Each round also times that exit for a process holding the job's schema
 else of kubemill's) and the goal is also printed above bare's end plus that exit. Run on
 demand, never from the test suite::
 
-    python bench/local_overhead.py --runs 15
+    python bench/local_overhead.py --runs 15 [--baseline /tmp/base/src]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import select
@@ -131,7 +133,10 @@ def torchrun_command() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
-def start_kubemill(script_args: list[str], workdir: Path) -> list[subprocess.Popen[str]]:
+def start_kubemill(
+    script_args: list[str], workdir: Path, *, src: Path | None = None
+) -> list[subprocess.Popen[str]]:
+    """``kubemill run`` of the job; with ``src``, the package of that ``src`` tree's."""
     container = {
         "name": "pytorch",
         "image": "kubemill/bench:latest",
@@ -157,6 +162,8 @@ def start_kubemill(script_args: list[str], workdir: Path) -> list[subprocess.Pop
     path = workdir / "bench-ddp.yaml"
     path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
     env = {**os.environ, "KUBEMILL_STATE_DIR": str(workdir / "state")}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     return [_popen([*kubemill_command(), "run", str(path)], env=env, cwd=workdir)]
 
 
@@ -341,6 +348,12 @@ def report(launchers: list[Launcher], runs: int, schema_exits: list[float]) -> N
         f" exit (verdict + exit) {k_end - k_ranks_exit:+.3f}; the ranks' exit beside bare's"
         f" end {k_ranks_exit - b_end:+.3f}"
     )
+    if "before" in by_name:
+        before_end = statistics.median(s.end_latency for s in by_name["before"].samples)
+        print(
+            f"  before -> now (--baseline, same rounds): end latency {before_end:.3f} ->"
+            f" {k_end:.3f} s, over bare {before_end - b_end:+.3f} -> {k_end - b_end:+.3f} s"
+        )
     floor_exit = statistics.median(schema_exits)
     print(
         f"  the exit of a process holding the job's schema alone: {summary(schema_exits)}"
@@ -393,18 +406,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=["kubemill", "torchrun", "bare"],
+        choices=["kubemill", "before", "torchrun", "bare"],
         help="run only these launchers (ratios need torchrun and bare)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="also run `kubemill run` with another src tree's package, as `before` (an"
+        " earlier commit's: git archive <commit> src | tar -x -C /tmp/base)",
     )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be >= 1")
+    if args.baseline is not None and not (args.baseline / "kubemill").is_dir():
+        parser.error(f"--baseline {args.baseline}: no kubemill package there")
     script_args = ["--epochs", str(args.epochs), "--timeout", "120"]
     launchers = [
         Launcher("kubemill", start_kubemill, kubemill_end_phases),
         Launcher("torchrun", start_torchrun),
         Launcher("bare", start_bare),
     ]
+    if args.baseline is not None:
+        before = functools.partial(start_kubemill, src=args.baseline.resolve())
+        launchers.insert(1, Launcher("before", before))
     if args.only:
         launchers = [launcher for launcher in launchers if launcher.name in args.only]
     schema_exits: list[float] = []
@@ -419,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"wall={sample.wall:.3f}s start_latency={sample.start_latency:.3f}s",
                 flush=True,
             )
-    if {launcher.name for launcher in launchers} == {"kubemill", "torchrun", "bare"}:
+    if {"kubemill", "torchrun", "bare"} <= {launcher.name for launcher in launchers}:
         report(launchers, args.runs, schema_exits)
     else:
         for launcher in launchers:
